@@ -1,0 +1,124 @@
+//! Injected wall-clock time.
+//!
+//! Owns: the `Clock` boundary and RFC 3339 formatting. Logic never calls
+//! `SystemTime::now()` directly; timers use `tokio::time` (paused in tests) and wall-clock
+//! stamps (status times, crash-loop back-off measured against the runtime's `finishedAt`)
+//! come through a `Clock`.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Nanoseconds since the Unix epoch: the unit CRI uses for every timestamp.
+pub type UnixNanos = i64;
+
+pub trait Clock: Clone + 'static {
+    fn now(&self) -> UnixNanos;
+}
+
+/// The real wall clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> UnixNanos {
+        match SystemTime::now().duration_since(UNIX_EPOCH) {
+            Ok(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
+            Err(_) => 0,
+        }
+    }
+}
+
+/// A wall clock that follows tokio's (pausable) clock from a fixed start: with
+/// `start_paused = true`, `tokio::time::advance` moves both timers and stamps.
+#[derive(Debug, Clone, Copy)]
+pub struct TokioClock {
+    base: UnixNanos,
+    start: tokio::time::Instant,
+}
+
+impl TokioClock {
+    pub fn new(base: UnixNanos) -> Self {
+        TokioClock {
+            base,
+            start: tokio::time::Instant::now(),
+        }
+    }
+}
+
+impl Clock for TokioClock {
+    fn now(&self) -> UnixNanos {
+        let elapsed = tokio::time::Instant::now().duration_since(self.start);
+        self.base
+            .saturating_add(i64::try_from(elapsed.as_nanos()).unwrap_or(i64::MAX))
+    }
+}
+
+pub fn nanos(d: Duration) -> i64 {
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
+
+/// RFC 3339 in UTC with second precision, as Kubernetes `metav1.Time` serialises
+/// (`2026-11-30T05:09:28Z`). A non-positive stamp means "unknown" and gives `None`.
+pub fn rfc3339(t: UnixNanos) -> Option<String> {
+    if t <= 0 {
+        return None;
+    }
+    let secs = t / 1_000_000_000;
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    Some(format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    ))
+}
+
+/// RFC 3339 with nanoseconds, as CRI log lines carry (`2026-11-30T05:09:28.123456789Z`).
+pub fn rfc3339_nanos(t: UnixNanos) -> String {
+    let base = rfc3339(t.max(1)).unwrap_or_default();
+    let frac = t.rem_euclid(1_000_000_000);
+    format!("{}.{frac:09}Z", base.trim_end_matches('Z'))
+}
+
+/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (Howard Hinnant's
+/// `civil_from_days`).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_known_instants() {
+        assert_eq!(rfc3339(0), None);
+        assert_eq!(rfc3339(1_000_000_000).as_deref(), Some("1970-01-01T00:00:01Z"));
+        // 2000-02-29T12:34:56Z (leap day)
+        assert_eq!(
+            rfc3339(951_827_696 * 1_000_000_000).as_deref(),
+            Some("2000-02-29T12:34:56Z")
+        );
+        assert_eq!(
+            rfc3339_nanos(1_796_000_000_123_456_789),
+            "2026-11-30T00:53:20.123456789Z"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn tokio_clock_follows_paused_time() {
+        let c = TokioClock::new(1_000);
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(c.now(), 1_000 + 2_000_000_000);
+    }
+}

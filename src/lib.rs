@@ -1,0 +1,43 @@
+//! picolet — a kubelet for edge devices.
+//!
+//! picolet turns *desired* pods into *running* containers on one small node, the way the
+//! upstream kubelet does, in one small binary on one thread (tokio `current_thread`).
+//!
+//! ```text
+//!  sources (full snapshots)        merge              desired view         one worker per UID
+//!  ┌──────────────┐           ┌─────────────┐      ┌─────────────┐      ┌───────────────────┐
+//!  │ file (inotify│──snapshot─▶ config      │─────▶│ pod_manager │─────▶│ pod_workers       │
+//!  │ + 20 s relist)│          │ PodUpdate   │      │ by UID/name │      │ Sync → Terminating│
+//!  └──────────────┘           │ ADD/UPDATE/ │      └─────────────┘      │  → Terminated     │
+//!   (http, apiserver: later)  │ DELETE/...  │                           └─────────┬─────────┘
+//!                             └─────────────┘                                     │ plan + sync
+//!        relist every 1 s (PLEG) ◀──────────────── runtime ◀──────────────────────┘
+//!                                                  (CRI over a unix socket: containerd, CRI-O)
+//! ```
+//!
+//! Layout:
+//! - [`api`]          the `v1/Pod` subset (serde types), nothing else
+//! - [`manifest`]     parse, default, validate a manifest; static pod identity
+//! - [`source`]       pod sources; [`source::file`] is the static pod directory
+//! - [`config`]       PodConfig: merges source snapshots into ordered `PodUpdate`s
+//! - [`pod_manager`]  the desired pods, by UID and by full name
+//! - [`pod_workers`]  the per-pod lifecycle state machine and its scheduling
+//! - [`runtime`]      the CRI boundary, the pure plan, and the sync that executes it
+//! - [`status`]       pod status (phase, conditions, container states) from runtime state
+//! - [`node`]         node checks (cgroups, preflight)
+//! - [`agent`]        wiring and the one event loop; shutdown order
+//! - [`options`]      command-line flags and config file
+//! - [`clock`]        injected wall-clock time
+
+pub mod agent;
+pub mod api;
+pub mod clock;
+pub mod config;
+pub mod manifest;
+pub mod node;
+pub mod options;
+pub mod pod_manager;
+pub mod pod_workers;
+pub mod runtime;
+pub mod source;
+pub mod status;

@@ -1,0 +1,343 @@
+//! The container runtime boundary (kubelet: `kuberuntime`, `kubecontainer.Runtime`).
+//!
+//! Owns: the `Runtime` trait — the CRI operations picolet issues, expressed in domain types —
+//! and those domain types. `cri.rs` implements it over tonic/prost; `fake.rs` implements it in
+//! memory for unit tests. Nothing outside `cri.rs` ever sees a prost type.
+//!
+//! Must never: hold pod state between calls (the event loop owns all state), or retry on its
+//! own — failures are returned and become pod-worker state (retry with back-off).
+//!
+//! Layout:
+//! - `cri.rs`    the tonic client over a unix socket, with per-call deadlines
+//! - `fake.rs`   an in-memory `Runtime` for unit tests
+//! - `labels.rs` the CRI labels/annotations contract (how pods are adopted after a restart)
+//! - `plan.rs`   pure `compute_pod_actions` (kubelet: `computePodActions`)
+//! - `backoff.rs` crash-loop and image-pull back-off
+//! - `sync.rs`   executes a plan: SyncPod / KillPod against a `Runtime`
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
+
+use crate::clock::UnixNanos;
+
+pub mod backoff;
+pub mod cri;
+pub mod fake;
+pub mod labels;
+pub mod plan;
+pub mod sync;
+
+/// Errors at the CRI boundary. The variants are what callers branch on: `NotFound` is
+/// fine on the kill path, `Unavailable` means the runtime is down (retry later).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CriError {
+    #[error("invalid CRI endpoint {endpoint:?}: {reason}")]
+    BadEndpoint { endpoint: String, reason: String },
+    #[error("CRI {method}: runtime unavailable: {message}")]
+    Unavailable {
+        method: &'static str,
+        message: String,
+    },
+    #[error("CRI {method}: not found: {message}")]
+    NotFound {
+        method: &'static str,
+        message: String,
+    },
+    #[error("CRI {method}: no answer within {timeout:?}")]
+    Timeout {
+        method: &'static str,
+        timeout: Duration,
+    },
+    #[error("CRI {method} failed ({code}): {message}")]
+    Rpc {
+        method: &'static str,
+        code: String,
+        message: String,
+    },
+}
+
+impl CriError {
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, CriError::NotFound { .. })
+    }
+}
+
+/// Linux namespace mode, CRI `NamespaceMode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum NamespaceMode {
+    /// Shared by all containers of the pod (CRI `POD`).
+    #[default]
+    Pod,
+    /// Private to the container (CRI `CONTAINER`).
+    Container,
+    /// The host's (CRI `NODE`).
+    Node,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct NamespaceOptions {
+    pub network: NamespaceMode,
+    pub pid: NamespaceMode,
+    pub ipc: NamespaceMode,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Protocol {
+    #[default]
+    Tcp,
+    Udp,
+    Sctp,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PortMapping {
+    pub protocol: Protocol,
+    pub container_port: i32,
+    pub host_port: i32,
+    pub host_ip: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DnsConfig {
+    pub servers: Vec<String>,
+    pub searches: Vec<String>,
+    pub options: Vec<String>,
+}
+
+/// CRI `PodSandboxConfig`, the part picolet fills.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SandboxConfig {
+    pub name: String,
+    pub namespace: String,
+    pub uid: String,
+    pub attempt: u32,
+    /// Empty for host-network pods (containerd refuses a hostname without a private UTS ns).
+    pub hostname: String,
+    pub log_directory: String,
+    pub dns: Option<DnsConfig>,
+    pub port_mappings: Vec<PortMapping>,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub cgroup_parent: String,
+    pub namespace_options: NamespaceOptions,
+    pub privileged: bool,
+    pub sysctls: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MountPropagation {
+    #[default]
+    Private,
+    HostToContainer,
+    Bidirectional,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Mount {
+    pub container_path: String,
+    pub host_path: String,
+    pub readonly: bool,
+    pub propagation: MountPropagation,
+}
+
+/// CRI `LinuxContainerResources`, the part picolet fills. Zero means "not set".
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Resources {
+    pub cpu_period: i64,
+    pub cpu_quota: i64,
+    pub cpu_shares: i64,
+    pub memory_limit_in_bytes: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ContainerSecurity {
+    pub privileged: bool,
+    pub namespace_options: NamespaceOptions,
+    pub run_as_user: Option<i64>,
+    pub run_as_group: Option<i64>,
+    pub supplemental_groups: Vec<i64>,
+    pub readonly_rootfs: bool,
+    pub no_new_privs: bool,
+    pub add_capabilities: Vec<String>,
+    pub drop_capabilities: Vec<String>,
+}
+
+/// CRI `ContainerConfig`, the part picolet fills.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ContainerConfig {
+    pub name: String,
+    pub attempt: u32,
+    pub image: String,
+    pub command: Vec<String>,
+    pub args: Vec<String>,
+    pub working_dir: String,
+    pub envs: Vec<(String, String)>,
+    pub mounts: Vec<Mount>,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    /// Relative to the sandbox's `log_directory`.
+    pub log_path: String,
+    pub stdin: bool,
+    pub stdin_once: bool,
+    pub tty: bool,
+    pub resources: Resources,
+    pub security: ContainerSecurity,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SandboxState {
+    Ready,
+    NotReady,
+}
+
+/// CRI `PodSandbox` (list) and `PodSandboxStatus` merged: `ip` and `network` are only
+/// known after a `pod_sandbox_status` call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sandbox {
+    pub id: String,
+    pub name: String,
+    pub namespace: String,
+    pub uid: String,
+    pub attempt: u32,
+    pub state: SandboxState,
+    pub created_at: UnixNanos,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub ip: Option<String>,
+    pub network: Option<NamespaceMode>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ContainerState {
+    Created,
+    Running,
+    Exited,
+    Unknown,
+}
+
+/// CRI `Container` (list) and `ContainerStatus` merged: the times, exit code, reason and
+/// message are only filled by a `container_status` call (zero/empty from a list).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerInfo {
+    pub id: String,
+    pub sandbox_id: String,
+    pub name: String,
+    pub attempt: u32,
+    pub image: String,
+    pub image_ref: String,
+    pub state: ContainerState,
+    pub created_at: UnixNanos,
+    pub started_at: UnixNanos,
+    pub finished_at: UnixNanos,
+    pub exit_code: i32,
+    pub reason: String,
+    pub message: String,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub log_path: String,
+}
+
+/// A label filter for the list calls (CRI `label_selector`), plus optional state.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ListFilter {
+    pub labels: BTreeMap<String, String>,
+    pub sandbox_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeVersion {
+    pub runtime_name: String,
+    pub runtime_version: String,
+    pub runtime_api_version: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeHealth {
+    pub runtime_ready: bool,
+    pub network_ready: bool,
+    /// Reasons/messages of the conditions that are not ready.
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageInfo {
+    pub id: String,
+    pub repo_tags: Vec<String>,
+    pub size: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecResult {
+    pub exit_code: i32,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+/// The CRI operations picolet uses (CRI `RuntimeService` + `ImageService`).
+///
+/// Futures are not `Send`: everything runs on one `current_thread` runtime. Implementations
+/// are cheap to clone (a tonic channel; an `Rc` for the fake).
+pub trait Runtime: Clone + 'static {
+    fn version(&self) -> impl Future<Output = Result<RuntimeVersion, CriError>>;
+    fn status(&self) -> impl Future<Output = Result<RuntimeHealth, CriError>>;
+
+    fn run_pod_sandbox(
+        &self,
+        config: &SandboxConfig,
+    ) -> impl Future<Output = Result<String, CriError>>;
+    fn stop_pod_sandbox(&self, id: &str) -> impl Future<Output = Result<(), CriError>>;
+    fn remove_pod_sandbox(&self, id: &str) -> impl Future<Output = Result<(), CriError>>;
+    fn pod_sandbox_status(&self, id: &str) -> impl Future<Output = Result<Sandbox, CriError>>;
+    fn list_pod_sandboxes(
+        &self,
+        filter: &ListFilter,
+    ) -> impl Future<Output = Result<Vec<Sandbox>, CriError>>;
+
+    fn create_container(
+        &self,
+        sandbox_id: &str,
+        config: &ContainerConfig,
+        sandbox: &SandboxConfig,
+    ) -> impl Future<Output = Result<String, CriError>>;
+    fn start_container(&self, id: &str) -> impl Future<Output = Result<(), CriError>>;
+    /// SIGTERM, then SIGKILL after `timeout` seconds (done by the runtime).
+    fn stop_container(&self, id: &str, timeout: i64)
+    -> impl Future<Output = Result<(), CriError>>;
+    fn remove_container(&self, id: &str) -> impl Future<Output = Result<(), CriError>>;
+    fn list_containers(
+        &self,
+        filter: &ListFilter,
+    ) -> impl Future<Output = Result<Vec<ContainerInfo>, CriError>>;
+    fn container_status(&self, id: &str) -> impl Future<Output = Result<ContainerInfo, CriError>>;
+    fn exec_sync(
+        &self,
+        id: &str,
+        cmd: &[String],
+        timeout: Duration,
+    ) -> impl Future<Output = Result<ExecResult, CriError>>;
+
+    /// `Ok(None)` when the image is not present.
+    fn image_status(&self, image: &str)
+    -> impl Future<Output = Result<Option<ImageInfo>, CriError>>;
+    /// Returns the image reference (digest) the runtime pulled.
+    fn pull_image(
+        &self,
+        image: &str,
+        sandbox: &SandboxConfig,
+    ) -> impl Future<Output = Result<String, CriError>>;
+}
+
+/// What the runtime holds for one pod UID (kubelet: `kubecontainer.PodStatus`): every
+/// sandbox and every container carrying the pod's UID label, dead ones included.
+/// Built by `sync::get_pod_status`; input of `plan::compute_pod_actions` and `status.rs`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PodRuntimeStatus {
+    pub uid: String,
+    pub name: String,
+    pub namespace: String,
+    /// Newest first (by `created_at`), with `ip`/`network` filled from `pod_sandbox_status`.
+    pub sandboxes: Vec<Sandbox>,
+    /// Newest first (by `created_at`), filled from `container_status`.
+    pub containers: Vec<ContainerInfo>,
+}
