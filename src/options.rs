@@ -1,1 +1,398 @@
-//! TODO
+//! Command line and config file.
+//!
+//! Owns: parsing `picolet run|check|version [flags]` and the optional YAML config file into
+//! one `Options` value. Flag names are the kubelet's where one exists; the config file uses
+//! the kubelet's `KubeletConfiguration` field names where one exists (`staticPodPath`,
+//! `containerRuntimeEndpoint`, `podLogsDir`, `fileCheckFrequency`, …). Flags win over the
+//! file, the file wins over defaults.
+//!
+//! Must never: touch the system (no I/O besides reading the config file).
+//! A hand-written parser instead of clap: a dozen flags do not earn ~300 KiB of binary.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum OptionsError {
+    #[error("unknown command {0:?} (expected run, check or version; see --help)")]
+    UnknownCommand(String),
+    #[error("unknown flag {0} (see --help)")]
+    UnknownFlag(String),
+    #[error("flag {0} needs a value")]
+    MissingValue(String),
+    #[error("flag {flag}: {reason}")]
+    BadValue { flag: String, reason: String },
+    #[error("config file {path}: {source}")]
+    ConfigRead {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("config file {path}: {message}")]
+    ConfigParse { path: String, message: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    Run(Options),
+    Check(Options),
+    Version,
+    Help,
+}
+
+/// Everything `picolet run` needs to know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// `--pod-manifest-path`: the static pod directory (kubelet `staticPodPath`).
+    pub pod_manifest_path: PathBuf,
+    /// `--container-runtime-endpoint`.
+    pub container_runtime_endpoint: String,
+    /// `--root-dir`: picolet's state (emptyDir volumes, pod dirs).
+    pub root_dir: PathBuf,
+    /// `--pod-log-dir` (kubelet `podLogsDir`).
+    pub pod_log_dir: PathBuf,
+    /// `--hostname-override`; the node name is this, else the hostname, lower-cased.
+    pub hostname_override: Option<String>,
+    /// `--file-check-frequency`: full re-list period of the manifest directory.
+    pub file_check_frequency: Duration,
+    /// `--runtime-request-timeout`: deadline of mutating CRI calls.
+    pub runtime_request_timeout: Duration,
+    /// `--sync-frequency`: periodic resync of a running pod.
+    pub sync_frequency: Duration,
+    /// `--resolv-conf`: the host resolver file used for `dnsPolicy: Default`.
+    pub resolv_conf: PathBuf,
+    /// `--cgroup-parent` passed to sandboxes ("" lets the runtime decide).
+    pub cgroup_parent: String,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            pod_manifest_path: PathBuf::from("/etc/kubernetes/manifests"),
+            container_runtime_endpoint: "unix:///run/containerd/containerd.sock".into(),
+            root_dir: PathBuf::from("/var/lib/picolet"),
+            pod_log_dir: PathBuf::from("/var/log/pods"),
+            hostname_override: None,
+            file_check_frequency: Duration::from_secs(20),
+            runtime_request_timeout: Duration::from_secs(120),
+            sync_frequency: Duration::from_secs(60),
+            resolv_conf: PathBuf::from("/etc/resolv.conf"),
+            cgroup_parent: String::new(),
+        }
+    }
+}
+
+pub const HELP: &str = "\
+picolet — a kubelet for edge devices
+
+USAGE:
+    picolet run [FLAGS]      run the agent
+    picolet check [FLAGS]    preflight: CRI, cgroups, directories; non-zero exit if picolet cannot work
+    picolet --version        print the version
+
+FLAGS (kubelet names):
+    --config FILE                       YAML config file (KubeletConfiguration field names)
+    --pod-manifest-path DIR             static pod directory [/etc/kubernetes/manifests]
+    --container-runtime-endpoint URL    CRI socket [unix:///run/containerd/containerd.sock]
+    --root-dir DIR                      state directory [/var/lib/picolet]
+    --pod-log-dir DIR                   container logs [/var/log/pods]
+    --hostname-override NAME            node name [the hostname, lower-cased]
+    --file-check-frequency DURATION     manifest directory re-list period [20s]
+    --runtime-request-timeout DURATION  CRI call deadline [2m]
+    --sync-frequency DURATION           periodic pod resync [1m]
+    --resolv-conf FILE                  resolver for dnsPolicy Default [/etc/resolv.conf]
+    --cgroup-parent PATH                cgroup parent for pod sandboxes [runtime default]
+
+Logging: RUST_LOG=debug|info|warn (default info).
+";
+
+/// The config file, KubeletConfiguration-style field names. Unknown keys are ignored so a
+/// kubelet config can be reused.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ConfigFile {
+    static_pod_path: Option<PathBuf>,
+    container_runtime_endpoint: Option<String>,
+    root_dir: Option<PathBuf>,
+    pod_logs_dir: Option<PathBuf>,
+    hostname_override: Option<String>,
+    file_check_frequency: Option<String>,
+    runtime_request_timeout: Option<String>,
+    sync_frequency: Option<String>,
+    resolv_conf: Option<PathBuf>,
+    cgroup_root: Option<String>,
+}
+
+/// Parses `args` (without the program name).
+pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
+    let Some(first) = args.first() else {
+        return Ok(Command::Help);
+    };
+    let (kind, rest) = match first.as_str() {
+        "--version" | "-V" | "version" => return Ok(Command::Version),
+        "--help" | "-h" | "help" => return Ok(Command::Help),
+        "run" => ("run", &args[1..]),
+        "check" => ("check", &args[1..]),
+        // `picolet --pod-manifest-path …` reads like the kubelet: treat as `run`.
+        s if s.starts_with("--") => ("run", args),
+        other => return Err(OptionsError::UnknownCommand(other.to_string())),
+    };
+    let flags = split_flags(rest)?;
+    if flags.iter().any(|(f, _)| f == "--help" || f == "-h") {
+        return Ok(Command::Help);
+    }
+    let mut opts = Options::default();
+    if let Some((_, Some(path))) = flags.iter().find(|(f, _)| f == "--config") {
+        apply_config_file(&mut opts, path)?;
+    }
+    for (flag, value) in &flags {
+        let value = || {
+            value
+                .clone()
+                .ok_or_else(|| OptionsError::MissingValue(flag.clone()))
+        };
+        match flag.as_str() {
+            "--config" => {
+                value()?;
+            }
+            "--pod-manifest-path" => opts.pod_manifest_path = value()?.into(),
+            "--container-runtime-endpoint" => opts.container_runtime_endpoint = value()?,
+            "--root-dir" => opts.root_dir = value()?.into(),
+            "--pod-log-dir" | "--pod-logs-dir" => opts.pod_log_dir = value()?.into(),
+            "--hostname-override" => opts.hostname_override = Some(value()?),
+            "--file-check-frequency" => opts.file_check_frequency = duration_flag(flag, &value()?)?,
+            "--runtime-request-timeout" => {
+                opts.runtime_request_timeout = duration_flag(flag, &value()?)?
+            }
+            "--sync-frequency" => opts.sync_frequency = duration_flag(flag, &value()?)?,
+            "--resolv-conf" => opts.resolv_conf = value()?.into(),
+            "--cgroup-parent" | "--cgroup-root" => opts.cgroup_parent = value()?,
+            other => return Err(OptionsError::UnknownFlag(other.to_string())),
+        }
+    }
+    Ok(match kind {
+        "check" => Command::Check(opts),
+        _ => Command::Run(opts),
+    })
+}
+
+/// `--flag=value`, `--flag value`, and bare `--flag` (value None) when followed by another
+/// flag or nothing.
+fn split_flags(args: &[String]) -> Result<Vec<(String, Option<String>)>, OptionsError> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        if !a.starts_with('-') {
+            return Err(OptionsError::UnknownFlag(a.clone()));
+        }
+        if let Some((f, v)) = a.split_once('=') {
+            out.push((f.to_string(), Some(v.to_string())));
+            i += 1;
+        } else if i + 1 < args.len() && !args[i + 1].starts_with("--") {
+            out.push((a.clone(), Some(args[i + 1].clone())));
+            i += 2;
+        } else {
+            out.push((a.clone(), None));
+            i += 1;
+        }
+    }
+    Ok(out)
+}
+
+fn apply_config_file(opts: &mut Options, path: &str) -> Result<(), OptionsError> {
+    let text = std::fs::read_to_string(path).map_err(|source| OptionsError::ConfigRead {
+        path: path.to_string(),
+        source,
+    })?;
+    let cfg: ConfigFile = if text.trim().is_empty() {
+        ConfigFile::default()
+    } else {
+        serde_yaml_ng::from_str(&text).map_err(|e| OptionsError::ConfigParse {
+            path: path.to_string(),
+            message: e.to_string(),
+        })?
+    };
+    let dur = |field: &str, v: &str| {
+        parse_duration(v).ok_or_else(|| OptionsError::ConfigParse {
+            path: path.to_string(),
+            message: format!("{field}: invalid duration {v:?} (use e.g. 20s, 1m, 1m30s)"),
+        })
+    };
+    if let Some(v) = cfg.static_pod_path {
+        opts.pod_manifest_path = v;
+    }
+    if let Some(v) = cfg.container_runtime_endpoint {
+        opts.container_runtime_endpoint = v;
+    }
+    if let Some(v) = cfg.root_dir {
+        opts.root_dir = v;
+    }
+    if let Some(v) = cfg.pod_logs_dir {
+        opts.pod_log_dir = v;
+    }
+    if let Some(v) = cfg.hostname_override {
+        opts.hostname_override = Some(v);
+    }
+    if let Some(v) = cfg.file_check_frequency {
+        opts.file_check_frequency = dur("fileCheckFrequency", &v)?;
+    }
+    if let Some(v) = cfg.runtime_request_timeout {
+        opts.runtime_request_timeout = dur("runtimeRequestTimeout", &v)?;
+    }
+    if let Some(v) = cfg.sync_frequency {
+        opts.sync_frequency = dur("syncFrequency", &v)?;
+    }
+    if let Some(v) = cfg.resolv_conf {
+        opts.resolv_conf = v;
+    }
+    if let Some(v) = cfg.cgroup_root {
+        opts.cgroup_parent = v;
+    }
+    Ok(())
+}
+
+fn duration_flag(flag: &str, v: &str) -> Result<Duration, OptionsError> {
+    parse_duration(v).ok_or_else(|| OptionsError::BadValue {
+        flag: flag.to_string(),
+        reason: format!("invalid duration {v:?} (use e.g. 20s, 1m, 1m30s, 500ms)"),
+    })
+}
+
+/// Go-style durations as the kubelet takes them: `20s`, `1m30s`, `500ms`, `2h`.
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    if s.is_empty() {
+        return None;
+    }
+    if s == "0" {
+        return Some(Duration::ZERO);
+    }
+    let mut total = 0f64;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        if num_len == 0 {
+            return None;
+        }
+        let n: f64 = rest[..num_len].parse().ok()?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let unit = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        rest = &rest[unit_len..];
+        total += n * unit;
+    }
+    Some(Duration::from_secs_f64(total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn commands() {
+        assert_eq!(parse(&args("--version")).unwrap(), Command::Version);
+        assert_eq!(parse(&[]).unwrap(), Command::Help);
+        assert_eq!(
+            parse(&args("run")).unwrap(),
+            Command::Run(Options::default())
+        );
+        assert!(matches!(parse(&args("check")).unwrap(), Command::Check(_)));
+        assert!(matches!(
+            parse(&args("frobnicate")),
+            Err(OptionsError::UnknownCommand(_))
+        ));
+    }
+
+    #[test]
+    fn flags_both_forms_and_errors() {
+        let Command::Run(o) = parse(&args(
+            "run --pod-manifest-path /m --container-runtime-endpoint=unix:///x.sock \
+             --hostname-override Pi --file-check-frequency 1m30s",
+        ))
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(o.pod_manifest_path, PathBuf::from("/m"));
+        assert_eq!(o.container_runtime_endpoint, "unix:///x.sock");
+        assert_eq!(o.hostname_override.as_deref(), Some("Pi"));
+        assert_eq!(o.file_check_frequency, Duration::from_secs(90));
+        assert!(matches!(
+            parse(&args("run --bogus 1")),
+            Err(OptionsError::UnknownFlag(_))
+        ));
+        assert!(matches!(
+            parse(&args("run --root-dir")),
+            Err(OptionsError::MissingValue(_))
+        ));
+        assert!(matches!(
+            parse(&args("run --sync-frequency soon")),
+            Err(OptionsError::BadValue { .. })
+        ));
+        // kubelet style: no subcommand
+        assert!(matches!(
+            parse(&args("--pod-manifest-path /m")).unwrap(),
+            Command::Run(_)
+        ));
+    }
+
+    #[test]
+    fn config_file_then_flags_win() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.yaml");
+        std::fs::write(
+            &path,
+            "staticPodPath: /from/file\npodLogsDir: /logs\nfileCheckFrequency: 5s\nunknownKey: 1\n",
+        )
+        .unwrap();
+        let p = path.display().to_string();
+        let Command::Run(o) = parse(&args(&format!(
+            "run --config {p} --pod-manifest-path /flag"
+        )))
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(o.pod_manifest_path, PathBuf::from("/flag"));
+        assert_eq!(o.pod_log_dir, PathBuf::from("/logs"));
+        assert_eq!(o.file_check_frequency, Duration::from_secs(5));
+
+        std::fs::write(&path, "fileCheckFrequency: often\n").unwrap();
+        let err = parse(&args(&format!("run --config {p}"))).unwrap_err();
+        assert!(err.to_string().contains("fileCheckFrequency"), "{err}");
+    }
+
+    #[test]
+    fn durations() {
+        for (s, want) in [
+            ("20s", Some(20.0)),
+            ("1m30s", Some(90.0)),
+            ("500ms", Some(0.5)),
+            ("2h", Some(7200.0)),
+            ("0", Some(0.0)),
+            ("1.5s", Some(1.5)),
+            ("", None),
+            ("10", None),
+            ("s", None),
+            ("3d", None),
+        ] {
+            assert_eq!(parse_duration(s).map(|d| d.as_secs_f64()), want, "{s}");
+        }
+    }
+}

@@ -1,1 +1,341 @@
-//! TODO
+//! Node-level facts: the node name, cgroup checks, the `picolet check` preflight, and the
+//! systemd readiness notification.
+//!
+//! Owns: reading `/proc` and `/sys/fs/cgroup` (roots injected so tests use a tempdir) and
+//! formatting the preflight report.
+//!
+//! Must never: change the system. The preflight's only write is a probe file in the root
+//! dir that it removes at once.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error("cannot read the hostname: {0}")]
+    Hostname(#[source] nix::Error),
+    #[error("node name {name:?} is not a valid DNS-1123 subdomain (use --hostname-override)")]
+    BadNodeName { name: String },
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// The node name: `--hostname-override`, else the kernel hostname, lower-cased
+/// (kubelet: `nodeutil.GetHostname`).
+pub fn node_name(hostname_override: Option<&str>) -> Result<String, NodeError> {
+    let raw = match hostname_override.map(str::trim).filter(|s| !s.is_empty()) {
+        Some(h) => h.to_string(),
+        None => nix::unistd::gethostname()
+            .map_err(NodeError::Hostname)?
+            .to_string_lossy()
+            .into_owned(),
+    };
+    let name = raw.trim().to_lowercase();
+    if !is_dns1123_subdomain(&name) {
+        return Err(NodeError::BadNodeName { name });
+    }
+    Ok(name)
+}
+
+fn is_dns1123_subdomain(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CgroupVersion {
+    V1,
+    V2,
+}
+
+/// Which cgroup hierarchy the host runs and which controllers are usable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CgroupInfo {
+    pub version: CgroupVersion,
+    /// controller → enabled
+    pub controllers: BTreeMap<String, bool>,
+}
+
+impl CgroupInfo {
+    pub fn has(&self, controller: &str) -> bool {
+        self.controllers.get(controller).copied().unwrap_or(false)
+    }
+}
+
+/// Detects cgroup v1/v2 under `sys_cgroup` (normally `/sys/fs/cgroup`) using
+/// `proc_cgroups` (normally `/proc/cgroups`) for v1's enabled flags.
+pub fn detect_cgroups(sys_cgroup: &Path, proc_cgroups: &Path) -> Result<CgroupInfo, NodeError> {
+    let v2_controllers = sys_cgroup.join("cgroup.controllers");
+    if v2_controllers.is_file() {
+        let text = read(&v2_controllers)?;
+        let controllers = text
+            .split_whitespace()
+            .map(|c| (c.to_string(), true))
+            .collect();
+        return Ok(CgroupInfo {
+            version: CgroupVersion::V2,
+            controllers,
+        });
+    }
+    // cgroup v1: /proc/cgroups has "#subsys_name hierarchy num_cgroups enabled".
+    let text = read(proc_cgroups)?;
+    let mut controllers = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        if let [name, _, _, enabled, ..] = cols[..] {
+            controllers.insert(name.to_string(), enabled == "1");
+        }
+    }
+    Ok(CgroupInfo {
+        version: CgroupVersion::V1,
+        controllers,
+    })
+}
+
+fn read(path: &Path) -> Result<String, NodeError> {
+    std::fs::read_to_string(path).map_err(|source| NodeError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Ok,
+    Warn,
+    Fail,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckLine {
+    pub verdict: Verdict,
+    pub what: String,
+    pub detail: String,
+}
+
+/// The preflight report of `picolet check`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Preflight {
+    pub lines: Vec<CheckLine>,
+}
+
+impl Preflight {
+    pub fn push(&mut self, verdict: Verdict, what: impl Into<String>, detail: impl Into<String>) {
+        self.lines.push(CheckLine {
+            verdict,
+            what: what.into(),
+            detail: detail.into(),
+        });
+    }
+    /// picolet could not work: at least one line failed.
+    pub fn failed(&self) -> bool {
+        self.lines.iter().any(|l| l.verdict == Verdict::Fail)
+    }
+
+    /// The cgroup lines: version, then cpu/memory/pids with the Raspberry Pi hint.
+    pub fn cgroups(&mut self, info: Result<CgroupInfo, NodeError>) {
+        let info = match info {
+            Ok(i) => i,
+            Err(e) => {
+                self.push(Verdict::Fail, "cgroups", e.to_string());
+                return;
+            }
+        };
+        let v = match info.version {
+            CgroupVersion::V1 => {
+                "v1 (legacy; upstream kubelet refuses it from v1.35, picolet runs)"
+            }
+            CgroupVersion::V2 => "v2 (unified)",
+        };
+        self.push(Verdict::Ok, "cgroup hierarchy", v);
+        for c in ["cpu", "memory", "pids"] {
+            if info.has(c) {
+                self.push(Verdict::Ok, format!("cgroup controller {c}"), "available");
+            } else {
+                let hint = match c {
+                    "memory" => {
+                        "missing: memory limits are not enforced. On a Raspberry Pi add \
+                         `cgroup_enable=memory cgroup_memory=1` to /boot/firmware/cmdline.txt \
+                         (or /boot/cmdline.txt) and reboot"
+                    }
+                    _ => "missing: limits for it are not enforced",
+                };
+                self.push(Verdict::Warn, format!("cgroup controller {c}"), hint);
+            }
+        }
+    }
+
+    /// The directory lines: manifest dir readable, root dir and log dir writable.
+    pub fn directories(&mut self, manifest_dir: &Path, root_dir: &Path, log_dir: &Path) {
+        match std::fs::read_dir(manifest_dir) {
+            Ok(entries) => {
+                let n = entries.filter_map(Result::ok).count();
+                self.push(
+                    Verdict::Ok,
+                    "pod manifest path",
+                    format!("{} readable ({n} entries)", manifest_dir.display()),
+                );
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => self.push(
+                Verdict::Warn,
+                "pod manifest path",
+                format!(
+                    "{} does not exist yet: picolet watches for it and runs no static pods until it does",
+                    manifest_dir.display()
+                ),
+            ),
+            Err(e) => self.push(
+                Verdict::Fail,
+                "pod manifest path",
+                format!("{}: {e}", manifest_dir.display()),
+            ),
+        }
+        for (what, dir) in [("root dir", root_dir), ("pod log dir", log_dir)] {
+            match probe_writable(dir) {
+                Ok(()) => self.push(Verdict::Ok, what, format!("{} writable", dir.display())),
+                Err(e) => self.push(Verdict::Fail, what, format!("{}: {e}", dir.display())),
+            }
+        }
+    }
+}
+
+/// Creates the directory if needed and writes+removes a probe file.
+fn probe_writable(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let probe = dir.join(format!(".picolet-check-{}", std::process::id()));
+    std::fs::write(&probe, b"")?;
+    std::fs::remove_file(&probe)
+}
+
+impl fmt::Display for Preflight {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for l in &self.lines {
+            let tag = match l.verdict {
+                Verdict::Ok => "ok  ",
+                Verdict::Warn => "warn",
+                Verdict::Fail => "FAIL",
+            };
+            writeln!(f, "[{tag}] {:<26} {}", l.what, l.detail)?;
+        }
+        if self.failed() {
+            write!(
+                f,
+                "picolet cannot work on this node: fix the FAIL lines above"
+            )
+        } else {
+            write!(f, "picolet can run on this node")
+        }
+    }
+}
+
+/// Tells systemd (`Type=notify`) that picolet is ready: one datagram `READY=1` on
+/// `$NOTIFY_SOCKET` (an abstract socket when it starts with `@`). No libsystemd needed.
+/// Does nothing outside systemd.
+pub fn sd_notify(state: &str) {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr, UnixDatagram};
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        return;
+    };
+    let path = path.to_string_lossy().into_owned();
+    let addr = match path.strip_prefix('@') {
+        Some(name) => SocketAddr::from_abstract_name(name.as_bytes()),
+        None => SocketAddr::from_pathname(&path),
+    };
+    let sent = addr.and_then(|addr| {
+        let sock = UnixDatagram::unbound()?;
+        sock.send_to_addr(state.as_bytes(), &addr)
+    });
+    if let Err(e) = sent {
+        log::warn!("sd_notify to {path}: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_names() {
+        assert_eq!(node_name(Some("Pi-Zero.LAN")).unwrap(), "pi-zero.lan");
+        assert!(node_name(Some("bad_name")).is_err());
+        assert!(node_name(Some("-x")).is_err());
+        assert!(node_name(None).is_ok());
+    }
+
+    #[test]
+    fn cgroup_v1_with_memory_disabled_gives_the_pi_hint() {
+        let dir = tempfile::tempdir().unwrap();
+        let proc_cgroups = dir.path().join("cgroups");
+        std::fs::write(
+            &proc_cgroups,
+            "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpu\t2\t1\t1\nmemory\t0\t1\t0\npids\t3\t1\t1\n",
+        )
+        .unwrap();
+        let info = detect_cgroups(dir.path(), &proc_cgroups).unwrap();
+        assert_eq!(info.version, CgroupVersion::V1);
+        assert!(info.has("cpu") && !info.has("memory"));
+        let mut p = Preflight::default();
+        p.cgroups(Ok(info));
+        let text = p.to_string();
+        assert!(text.contains("cgroup_enable=memory"), "{text}");
+        assert!(!p.failed());
+    }
+
+    #[test]
+    fn cgroup_v2() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("cgroup.controllers"),
+            "cpuset cpu io memory pids\n",
+        )
+        .unwrap();
+        let info = detect_cgroups(dir.path(), Path::new("/nonexistent")).unwrap();
+        assert_eq!(info.version, CgroupVersion::V2);
+        assert!(info.has("memory") && info.has("pids"));
+    }
+
+    #[test]
+    fn directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = Preflight::default();
+        p.directories(
+            &dir.path().join("missing-manifests"),
+            &dir.path().join("root"),
+            &dir.path().join("logs"),
+        );
+        assert!(!p.failed(), "{p}");
+        assert_eq!(p.lines[0].verdict, Verdict::Warn);
+        let mut p = Preflight::default();
+        let file = dir.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        p.directories(dir.path(), &file.join("root"), &dir.path().join("logs"));
+        assert!(p.failed());
+    }
+
+    #[test]
+    fn sd_notify_sends_ready() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notify");
+        let sock = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+        // SAFETY: single-threaded test section; the variable is only read by sd_notify.
+        unsafe { std::env::set_var("NOTIFY_SOCKET", &path) };
+        sd_notify("READY=1");
+        unsafe { std::env::remove_var("NOTIFY_SOCKET") };
+        let mut buf = [0u8; 16];
+        let n = sock.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"READY=1");
+    }
+}
