@@ -1,0 +1,208 @@
+//! The kubelet-owned pod conditions (kubelet: `status/generate.go`) and their
+//! `lastTransitionTime` (kubelet status manager: `updateLastTransitionTime`).
+
+use crate::api::{ContainerStatus, Pod, PodCondition, PodPhase, PodStatus};
+use crate::clock::{self, UnixNanos};
+
+pub(super) const POD_READY_TO_START_CONTAINERS: &str = "PodReadyToStartContainers";
+pub(super) const INITIALIZED: &str = "Initialized";
+pub(super) const READY: &str = "Ready";
+pub(super) const CONTAINERS_READY: &str = "ContainersReady";
+pub(super) const POD_SCHEDULED: &str = "PodScheduled";
+
+const UNKNOWN_CONTAINER_STATUSES: &str = "UnknownContainerStatuses";
+const POD_COMPLETED: &str = "PodCompleted";
+const POD_FAILED: &str = "PodFailed";
+const CONTAINERS_NOT_READY: &str = "ContainersNotReady";
+const CONTAINERS_NOT_INITIALIZED: &str = "ContainersNotInitialized";
+
+/// kubelet: `PodConditionByKubelet` — the condition types the kubelet owns and rewrites.
+fn owned_by_kubelet(type_: &str) -> bool {
+    matches!(
+        type_,
+        POD_SCHEDULED | READY | INITIALIZED | CONTAINERS_READY | POD_READY_TO_START_CONTAINERS
+    )
+}
+
+/// All conditions of the new status: the pod's own non-kubelet conditions, then the five
+/// kubelet-owned ones in upstream order, each `lastTransitionTime` kept from `old` unless its
+/// status value changed.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn generate(
+    pod: &Pod,
+    api_status: &PodStatus,
+    old: &PodStatus,
+    sandbox_ready: bool,
+    init: &[ContainerStatus],
+    regular: &[ContainerStatus],
+    phase: PodPhase,
+    now: UnixNanos,
+) -> Vec<PodCondition> {
+    let mut out: Vec<PodCondition> = api_status
+        .conditions
+        .iter()
+        .filter(|c| !owned_by_kubelet(&c.type_))
+        .cloned()
+        .collect();
+    let all: Vec<&ContainerStatus> = init.iter().chain(regular).collect();
+    let containers_ready = containers_ready(pod, &all, phase);
+    let mut owned = vec![
+        condition(POD_READY_TO_START_CONTAINERS, sandbox_ready, None, None),
+        initialized(pod, &all, phase),
+        // kubelet: Ready follows ContainersReady (readiness gates are not modelled).
+        PodCondition {
+            type_: READY.to_string(),
+            ..containers_ready.clone()
+        },
+        containers_ready,
+        condition(POD_SCHEDULED, true, None, None),
+    ];
+    for c in &mut owned {
+        c.last_transition_time = old
+            .conditions
+            .iter()
+            .find(|o| o.type_ == c.type_ && o.status == c.status)
+            .and_then(|o| o.last_transition_time.clone())
+            .or_else(|| clock::rfc3339(now));
+    }
+    out.extend(owned);
+    out
+}
+
+/// kubelet: `GenerateContainersReadyCondition`.
+fn containers_ready(pod: &Pod, all: &[&ContainerStatus], phase: PodPhase) -> PodCondition {
+    if all.is_empty() {
+        return condition(
+            CONTAINERS_READY,
+            false,
+            Some(UNKNOWN_CONTAINER_STATUSES),
+            None,
+        );
+    }
+    let mut unknown = Vec::new();
+    let mut unready = Vec::new();
+    let sidecars = pod
+        .spec
+        .init_containers
+        .iter()
+        .filter(|c| super::is_sidecar(c));
+    for c in sidecars.chain(&pod.spec.containers) {
+        match find(all, &c.name) {
+            Some(s) if !s.ready => unready.push(c.name.as_str()),
+            Some(_) => {}
+            None => unknown.push(c.name.as_str()),
+        }
+    }
+    match phase {
+        PodPhase::Succeeded if unknown.is_empty() => {
+            return condition(CONTAINERS_READY, false, Some(POD_COMPLETED), None);
+        }
+        PodPhase::Failed => return condition(CONTAINERS_READY, false, Some(POD_FAILED), None),
+        _ => {}
+    }
+    let mut messages = Vec::new();
+    if !unknown.is_empty() {
+        messages.push(format!(
+            "containers with unknown status: {}",
+            go_list(&unknown)
+        ));
+    }
+    if !unready.is_empty() {
+        messages.push(format!(
+            "containers with unready status: {}",
+            go_list(&unready)
+        ));
+    }
+    if messages.is_empty() {
+        condition(CONTAINERS_READY, true, None, None)
+    } else {
+        condition(
+            CONTAINERS_READY,
+            false,
+            Some(CONTAINERS_NOT_READY),
+            Some(messages.join(", ")),
+        )
+    }
+}
+
+/// kubelet: `GeneratePodInitializedCondition`.
+fn initialized(pod: &Pod, all: &[&ContainerStatus], phase: PodPhase) -> PodCondition {
+    if all.is_empty() && !pod.spec.init_containers.is_empty() {
+        return condition(INITIALIZED, false, Some(UNKNOWN_CONTAINER_STATUSES), None);
+    }
+    let mut unknown = Vec::new();
+    let mut incomplete = Vec::new();
+    for c in &pod.spec.init_containers {
+        let Some(s) = find(all, &c.name) else {
+            unknown.push(c.name.as_str());
+            continue;
+        };
+        // A sidecar counts once started; a regular init container once it exited 0.
+        let done = if super::is_sidecar(c) {
+            s.started == Some(true)
+        } else {
+            s.ready
+        };
+        if !done {
+            incomplete.push(c.name.as_str());
+        }
+    }
+    if phase == PodPhase::Succeeded && unknown.is_empty() {
+        return condition(INITIALIZED, true, Some(POD_COMPLETED), None);
+    }
+    // A regular container that ran means initialisation happened (sidecars may restart).
+    let regular_started = pod.spec.containers.iter().any(|c| {
+        find(all, &c.name)
+            .is_some_and(|s| s.state.running.is_some() || s.state.terminated.is_some())
+    });
+    if regular_started {
+        return condition(INITIALIZED, true, None, None);
+    }
+    let mut messages = Vec::new();
+    if !unknown.is_empty() {
+        messages.push(format!(
+            "containers with unknown status: {}",
+            go_list(&unknown)
+        ));
+    }
+    if !incomplete.is_empty() {
+        messages.push(format!(
+            "containers with incomplete status: {}",
+            go_list(&incomplete)
+        ));
+    }
+    if messages.is_empty() {
+        condition(INITIALIZED, true, None, None)
+    } else {
+        condition(
+            INITIALIZED,
+            false,
+            Some(CONTAINERS_NOT_INITIALIZED),
+            Some(messages.join(", ")),
+        )
+    }
+}
+
+fn find<'a>(all: &[&'a ContainerStatus], name: &str) -> Option<&'a ContainerStatus> {
+    all.iter().find(|s| s.name == name).copied()
+}
+
+fn condition(
+    type_: &str,
+    status: bool,
+    reason: Option<&str>,
+    message: Option<String>,
+) -> PodCondition {
+    PodCondition {
+        type_: type_.to_string(),
+        status: if status { "True" } else { "False" }.to_string(),
+        last_transition_time: None,
+        reason: reason.map(str::to_string),
+        message,
+    }
+}
+
+/// A list as Go's `%s` prints a `[]string`: `[a b]` — upstream messages read this way.
+fn go_list(names: &[&str]) -> String {
+    format!("[{}]", names.join(" "))
+}

@@ -1,0 +1,186 @@
+//! The status manager: the latest status of every pod, in memory only (kubelet:
+//! `status_manager.go` without the apiserver sync), and the one-line summary it logs.
+//!
+//! A status is "changed" when it differs in anything but timestamps (kubelet:
+//! `isPodStatusByKubeletEqual` compares conditions without their times); only then is it
+//! logged, so an idle node logs nothing. A terminal phase, once stored, is kept.
+
+use std::collections::BTreeMap;
+
+use crate::api::{ContainerState, ContainerStatus, Pod, PodStatus};
+
+#[derive(Debug, Clone, PartialEq)]
+struct Entry {
+    full_name: String,
+    status: PodStatus,
+}
+
+/// The latest status per pod UID. Owned by the event loop; nothing is ever written to disk.
+#[derive(Debug, Clone, Default)]
+pub struct StatusManager {
+    pods: BTreeMap<String, Entry>,
+}
+
+impl StatusManager {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Store `status` for `uid`. Returns `true` (and logs the summary at info) when it
+    /// differs from the stored one in more than timestamps; a timestamp-only difference is
+    /// stored silently. A stored terminal phase is never replaced by another phase.
+    pub fn set(&mut self, uid: &str, pod_full_name: &str, mut status: PodStatus) -> bool {
+        let old = self.pods.get(uid);
+        // kubelet status manager: pods do not leave a terminal phase.
+        if let Some(p) = old.and_then(|e| e.status.phase).filter(|p| p.is_terminal()) {
+            if status.phase != Some(p) {
+                log::debug!(
+                    "pod {pod_full_name}: illegal phase transition {p:?} -> {:?}, keeping {p:?}",
+                    status.phase
+                );
+                status.phase = Some(p);
+            }
+        }
+        let changed = old.is_none_or(|e| !equal_but_timestamps(&e.status, &status));
+        if changed {
+            log::info!("pod status: {}", summary_for(pod_full_name, &status));
+        }
+        self.pods.insert(
+            uid.to_string(),
+            Entry {
+                full_name: pod_full_name.to_string(),
+                status,
+            },
+        );
+        changed
+    }
+
+    pub fn get(&self, uid: &str) -> Option<&PodStatus> {
+        self.pods.get(uid).map(|e| &e.status)
+    }
+
+    /// Forget a pod (once its worker finished); returns what was stored.
+    pub fn remove(&mut self, uid: &str) -> Option<PodStatus> {
+        self.pods.remove(uid).map(|e| e.status)
+    }
+
+    /// `(uid, full name, status)` of every pod, by UID.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str, &PodStatus)> {
+        self.pods
+            .iter()
+            .map(|(uid, e)| (uid.as_str(), e.full_name.as_str(), &e.status))
+    }
+
+    pub fn len(&self) -> usize {
+        self.pods.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pods.is_empty()
+    }
+}
+
+fn equal_but_timestamps(a: &PodStatus, b: &PodStatus) -> bool {
+    without_timestamps(a) == without_timestamps(b)
+}
+
+fn without_timestamps(s: &PodStatus) -> PodStatus {
+    let mut s = s.clone();
+    s.start_time = None;
+    for c in &mut s.conditions {
+        c.last_transition_time = None;
+    }
+    for c in s
+        .init_container_statuses
+        .iter_mut()
+        .chain(&mut s.container_statuses)
+    {
+        clear_state_times(&mut c.state);
+        clear_state_times(&mut c.last_state);
+    }
+    s
+}
+
+fn clear_state_times(state: &mut ContainerState) {
+    if let Some(r) = &mut state.running {
+        r.started_at = None;
+    }
+    if let Some(t) = &mut state.terminated {
+        t.started_at = None;
+        t.finished_at = None;
+    }
+}
+
+/// A one-line human summary for the log, e.g.
+/// `default/web-node1 Running 1/2 ready: app Running (restarts 0), side Waiting CrashLoopBackOff (restarts 3)`.
+///
+/// The ready count is over regular containers; init containers are listed (as `init:<name>`)
+/// unless they completed successfully; a running regular container that is not ready reads
+/// `Running unready`.
+pub fn summary(pod: &Pod, status: &PodStatus) -> String {
+    summary_for(&pod.full_name(), status)
+}
+
+fn summary_for(full_name: &str, status: &PodStatus) -> String {
+    let phase = status
+        .phase
+        .map_or_else(|| "Unknown".to_string(), |p| format!("{p:?}"));
+    let mut line = format!("{full_name} {phase}");
+    if let Some(reason) = &status.reason {
+        line.push_str(&format!(" ({reason})"));
+    }
+    let ready = status.container_statuses.iter().filter(|c| c.ready).count();
+    line.push_str(&format!(
+        " {ready}/{} ready",
+        status.container_statuses.len()
+    ));
+    let completed = |c: &&ContainerStatus| {
+        c.state
+            .terminated
+            .as_ref()
+            .is_some_and(|t| t.exit_code == 0)
+    };
+    let parts: Vec<String> = status
+        .init_container_statuses
+        .iter()
+        .filter(|c| !completed(c))
+        .map(|c| format!("init:{}", container_part(c, false)))
+        .chain(
+            status
+                .container_statuses
+                .iter()
+                .map(|c| container_part(c, true)),
+        )
+        .collect();
+    if !parts.is_empty() {
+        line.push_str(": ");
+        line.push_str(&parts.join(", "));
+    }
+    line
+}
+
+/// `with_readiness`: say `unready` for a running container that is not ready (not for init
+/// containers: a running init container is never "ready").
+fn container_part(c: &ContainerStatus, with_readiness: bool) -> String {
+    let state = if c.state.running.is_some() {
+        if c.ready || !with_readiness {
+            "Running"
+        } else {
+            "Running unready"
+        }
+        .to_string()
+    } else if let Some(t) = &c.state.terminated {
+        match &t.reason {
+            Some(reason) => format!("Terminated {reason} exit {}", t.exit_code),
+            None => format!("Terminated exit {}", t.exit_code),
+        }
+    } else if let Some(w) = &c.state.waiting {
+        match &w.reason {
+            Some(reason) => format!("Waiting {reason}"),
+            None => "Waiting".to_string(),
+        }
+    } else {
+        "Unknown".to_string()
+    };
+    format!("{} {state} (restarts {})", c.name, c.restart_count)
+}

@@ -1,0 +1,313 @@
+//! Pod status: what the API shows about a pod (kubelet: `generateAPIPodStatus`, `getPhase`,
+//! `convertToAPIContainerStatuses`, `status/generate.go`, the status manager).
+//!
+//! Owns: the pure function from *(desired pod, what the runtime holds, why containers could
+//! not start, the previous status, now)* to a `v1.PodStatus`; the pod's QoS class; a one-line
+//! summary for the log; and the in-memory [`StatusManager`] that keeps the latest status per
+//! pod UID so a local read-only API (and later the apiserver client) can serve it.
+//!
+//! Must never: do I/O, read the clock (wall time comes in as `now`), talk to the runtime, or
+//! write anything to disk — an SD card must not wear out, statuses live in memory only. It
+//! does not decide what the runtime must do (that is `runtime::plan`); it only describes.
+//!
+//! How a status is built (the order matters, as upstream):
+//! 1. container statuses from the runtime's instances, newest first (`containers.rs`), with
+//!    the waiting reasons of containers that could not start (kubelet's `reasonCache`);
+//! 2. `started`/`ready` from probe results (`containers::apply_probes`);
+//! 3. the phase (`phase.rs`), then the three-way terminal merge: a terminal phase in the
+//!    previous status (or in the pod's own status) is never left;
+//! 4. the kubelet-owned conditions, each `lastTransitionTime` kept unless its status value
+//!    changed (`conditions.rs`);
+//! 5. pod IPs, host IP, start time (kept once set) and QoS class (`qos.rs`).
+//!
+//! Where picolet differs from upstream, on purpose:
+//! - restartable init containers (sidecars) use their own `restartPolicy: Always` when
+//!   deciding whether a waiting reason applies (upstream consults the pod's policy);
+//! - `started` is computed before the phase (upstream reads whatever `started` the status
+//!   already carries); it only matters for sidecars;
+//! - readiness gates and the `DisruptionTarget` condition are not modelled (no API fields);
+//! - the illegal "terminated → running" container transition check of the status manager
+//!   (`checkContainerStateTransition`) is not done: the phase rule already keeps terminal
+//!   pods terminal, and picolet has no concurrent writers that could race.
+//!
+//! Layout:
+//! - `containers.rs`  container statuses (kubelet: `convertToAPIContainerStatuses`, the
+//!   probe manager's `UpdatePodStatus`)
+//! - `phase.rs`       `getPhase`
+//! - `conditions.rs`  PodReadyToStartContainers, Initialized, Ready, ContainersReady,
+//!   PodScheduled and their `lastTransitionTime`
+//! - `qos.rs`         QoS class (kubelet: `qos.GetPodQOS`)
+//! - `manager.rs`     [`StatusManager`] and [`summary`]
+
+use std::collections::BTreeMap;
+
+use crate::api::{self, Pod, PodIp, PodStatus};
+use crate::clock::{self, UnixNanos};
+use crate::runtime::{NamespaceMode, PodRuntimeStatus, Sandbox, SandboxState};
+
+mod conditions;
+mod containers;
+mod manager;
+mod phase;
+mod qos;
+
+pub use manager::{StatusManager, summary};
+pub use qos::{QosClass, pod_qos};
+
+/// Container IDs in the status read `<runtime>://<id>`; picolet targets containerd.
+pub const DEFAULT_RUNTIME_NAME: &str = "containerd";
+
+/// Why containers could not start, by container name: `(reason, message)` such as
+/// `("CrashLoopBackOff", "back-off 20s restarting failed container=…")` (kubelet: `reasonCache`).
+pub type WaitingReasons = BTreeMap<String, (String, String)>;
+
+/// Probe results, keyed by the bare CRI container ID (no `containerd://`): a new container
+/// instance starts without a result (kubelet: the prober's results managers).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProbeResults {
+    /// Startup probe: `true` once it succeeded.
+    pub startup: BTreeMap<String, bool>,
+    /// Readiness probe: `true` while it succeeds.
+    pub readiness: BTreeMap<String, bool>,
+}
+
+/// The less common inputs of [`compute_pod_status_with`]; `Default` is what
+/// [`compute_pod_status`] uses.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StatusOptions<'a> {
+    /// Runtime name for container IDs (`<name>://<id>`); empty means [`DEFAULT_RUNTIME_NAME`].
+    pub runtime_name: &'a str,
+    /// The pod worker has finished terminating this pod: its containers will not be
+    /// restarted whatever the restart policy (kubelet: `podIsTerminal`). Static pods ignore it,
+    /// as upstream does (k8s#116484).
+    pub pod_is_terminal: bool,
+    /// Probe results; `None` means no probe has reported yet.
+    pub probes: Option<&'a ProbeResults>,
+}
+
+/// The pod's status from what the runtime holds (kubelet: `generateAPIPodStatus` plus the
+/// status manager's timestamp rules). Pure: same inputs, same output.
+///
+/// `previous` is the last status computed for this UID (from [`StatusManager::get`]); when
+/// `None`, the pod's own `status` (from its manifest or the apiserver) stands in for it.
+pub fn compute_pod_status(
+    pod: &Pod,
+    observed: &PodRuntimeStatus,
+    reasons: &BTreeMap<String, (String, String)>,
+    previous: Option<&PodStatus>,
+    now: UnixNanos,
+    host_ip: Option<&str>,
+) -> PodStatus {
+    compute_pod_status_with(
+        pod,
+        observed,
+        reasons,
+        previous,
+        now,
+        host_ip,
+        &StatusOptions::default(),
+    )
+}
+
+/// [`compute_pod_status`] with probe results, a runtime name and the terminal flag.
+pub fn compute_pod_status_with(
+    pod: &Pod,
+    observed: &PodRuntimeStatus,
+    reasons: &BTreeMap<String, (String, String)>,
+    previous: Option<&PodStatus>,
+    now: UnixNanos,
+    host_ip: Option<&str>,
+    opts: &StatusOptions<'_>,
+) -> PodStatus {
+    // kubelet: oldPodStatus = the status manager's copy, else the pod's API status.
+    let empty = PodStatus::default();
+    let api_status = pod.status.as_ref().unwrap_or(&empty);
+    let old = previous.unwrap_or(api_status);
+    let runtime_name = if opts.runtime_name.is_empty() {
+        DEFAULT_RUNTIME_NAME
+    } else {
+        opts.runtime_name
+    };
+    let no_probes = ProbeResults::default();
+    let probes = opts.probes.unwrap_or(&no_probes);
+
+    let inputs = containers::Inputs {
+        pod,
+        observed,
+        reasons,
+        runtime_name,
+    };
+    let spec = &pod.spec;
+    let mut init_statuses = containers::convert(
+        &inputs,
+        &spec.init_containers,
+        &old.init_container_statuses,
+        true,
+    );
+    let mut statuses =
+        containers::convert(&inputs, &spec.containers, &old.container_statuses, false);
+    containers::apply_probes(&spec.init_containers, &mut init_statuses, true, probes);
+    containers::apply_probes(&spec.containers, &mut statuses, false, probes);
+    // kubelet: SortedContainerStatuses — regular containers by name, init in spec order.
+    statuses.sort_by(|a, b| a.name.cmp(&b.name));
+
+    // kubelet: getPhase(..., HasAnyActiveRegularContainerStarted(spec, podStatus))
+    let has_initialized = any_active_regular_container(pod, observed);
+    let mut phase = phase::get_phase(
+        pod,
+        &init_statuses,
+        &statuses,
+        opts.pod_is_terminal,
+        has_initialized,
+    );
+    // kubelet: three-way merge — a terminal phase already reported is never left (upstream
+    // only guards against leaving to a non-terminal phase; Succeeded <-> Failed is refused too).
+    if let Some(p) = old.phase.filter(|p| p.is_terminal()) {
+        phase = p;
+    } else if !phase.is_terminal() {
+        if let Some(p) = api_status.phase.filter(|p| p.is_terminal()) {
+            phase = p;
+        }
+    }
+    if let Some(p) = api_status.phase.filter(|p| p.is_terminal()) {
+        if phase != p {
+            // debug, not warn: this repeats every sync and idle must stay quiet.
+            log::debug!(
+                "pod {}: illegal phase transition {p:?} -> {phase:?}, keeping {p:?}",
+                pod.full_name()
+            );
+            phase = p;
+        }
+    }
+
+    let mut status = PodStatus {
+        phase: Some(phase),
+        ..PodStatus::default()
+    };
+    // kubelet: the reason and message belong to the phase; keep them while it holds.
+    if old.phase == Some(phase) {
+        status.reason = old.reason.clone().or_else(|| api_status.reason.clone());
+        status.message = old.message.clone().or_else(|| api_status.message.clone());
+    }
+
+    status.conditions = conditions::generate(
+        pod,
+        api_status,
+        old,
+        !sandbox_changed(pod, observed),
+        &init_statuses,
+        &statuses,
+        phase,
+        now,
+    );
+
+    // Pod IPs: from the newest sandbox while it is ready; once every sandbox is gone or
+    // stopped, keep the last known ones (kubelet: PLEG getPodIPs, k8s#47806, k8s#125404).
+    match newest_sandbox(observed) {
+        Some(sb) if sb.state == SandboxState::Ready => {
+            if let Some(ip) = sb.ip.as_deref().filter(|ip| !ip.is_empty()) {
+                status.pod_ip = Some(ip.to_string());
+                status.pod_ips = vec![PodIp { ip: ip.to_string() }];
+            }
+        }
+        _ if !observed
+            .sandboxes
+            .iter()
+            .any(|s| s.state == SandboxState::Ready) =>
+        {
+            status.pod_ip = old.pod_ip.clone();
+            status.pod_ips = old.pod_ips.clone();
+        }
+        _ => {}
+    }
+    status.host_ip = host_ip.map(str::to_string).or_else(|| old.host_ip.clone());
+    // kubelet: host-network pods inherit the node IP.
+    if spec.host_network && status.pod_ip.is_none() {
+        if let Some(ip) = &status.host_ip {
+            status.pod_ip = Some(ip.clone());
+            status.pod_ips = vec![PodIp { ip: ip.clone() }];
+        }
+    }
+    // kubelet status manager: the start time never changes once set.
+    status.start_time = old
+        .start_time
+        .clone()
+        .or_else(|| api_status.start_time.clone())
+        .or_else(|| clock::rfc3339(now));
+    status.init_container_statuses = init_statuses;
+    status.container_statuses = statuses;
+    status.qos_class = Some(pod_qos(pod).as_str().to_string());
+    status
+}
+
+/// The newest sandbox (they come newest first; be robust anyway).
+fn newest_sandbox(observed: &PodRuntimeStatus) -> Option<&Sandbox> {
+    observed
+        .sandboxes
+        .iter()
+        .enumerate()
+        .max_by(|(ia, a), (ib, b)| a.created_at.cmp(&b.created_at).then(ib.cmp(ia)))
+        .map(|(_, s)| s)
+}
+
+/// The sandbox containers run in now: the newest one, if ready (kubelet: the active sandbox
+/// of `GetPodStatus`).
+fn active_sandbox(observed: &PodRuntimeStatus) -> Option<&Sandbox> {
+    newest_sandbox(observed).filter(|s| s.state == SandboxState::Ready)
+}
+
+/// kubelet: `HasAnyActiveRegularContainerStarted` — a regular container exists in the
+/// active sandbox, so init containers completed for it.
+fn any_active_regular_container(pod: &Pod, observed: &PodRuntimeStatus) -> bool {
+    let Some(active) = active_sandbox(observed) else {
+        return false;
+    };
+    observed
+        .containers
+        .iter()
+        .any(|c| c.sandbox_id == active.id && pod.spec.containers.iter().any(|s| s.name == c.name))
+}
+
+/// kubelet: `PodSandboxChanged` — a new sandbox is needed (so the pod is not ready to start
+/// containers) when none exists, more than one is ready, the newest is not ready, its
+/// network namespace mode is wrong, or a pod-network sandbox has no IP.
+fn sandbox_changed(pod: &Pod, observed: &PodRuntimeStatus) -> bool {
+    let Some(newest) = newest_sandbox(observed) else {
+        return true;
+    };
+    let ready = observed
+        .sandboxes
+        .iter()
+        .filter(|s| s.state == SandboxState::Ready)
+        .count();
+    if ready > 1 || newest.state != SandboxState::Ready {
+        return true;
+    }
+    let want = if pod.spec.host_network {
+        NamespaceMode::Node
+    } else {
+        NamespaceMode::Pod
+    };
+    if newest.network.is_some_and(|m| m != want) {
+        return true;
+    }
+    !pod.spec.host_network && newest.ip.as_deref().is_none_or(str::is_empty)
+}
+
+/// The pod's restart policy, defaulted (`Always`).
+fn pod_restart_policy(pod: &Pod) -> api::RestartPolicy {
+    pod.spec
+        .restart_policy
+        .unwrap_or(api::RestartPolicy::Always)
+}
+
+/// kubelet: `IsRestartableInitContainer` — an init container with `restartPolicy: Always`.
+fn is_sidecar(c: &api::Container) -> bool {
+    c.restart_policy == Some(api::RestartPolicy::Always)
+}
+
+#[cfg(test)]
+pub(crate) mod testutil;
+
+#[cfg(test)]
+mod tests;
