@@ -292,11 +292,12 @@ mod tests {
     }
 
     type Edit = fn(&mut Pod);
+    type Expected = &'static [(PodOp, &'static [&'static str])];
 
     /// Each row: a pod edit applied between two snapshots, and the expected op.
     #[test]
     fn second_snapshot_classifies_every_kind_of_edit() {
-        let cases: &[(&str, Edit, &[(PodOp, &[&str])])] = &[
+        let cases: &[(&str, Edit, Expected)] = &[
             ("unchanged", |_| {}, &[]),
             (
                 "spec",
