@@ -6,12 +6,17 @@
 //! `CancellationToken`), and the requeue timers (a deadline per UID, one `sleep_until` on
 //! the earliest). Only this module mutates worker state.
 //!
-//! How the agent uses it: call [`PodWorkers::update_pod`] for every config change (ADD →
-//! create, UPDATE/DELETE → update, REMOVE → kill) and for runtime-only pods housekeeping
-//! wants gone; await [`PodWorkers::next`] in the one `tokio::select!` loop — it returns
-//! when work completed or a timer fired, having already advanced the state machine and
-//! started whatever comes next; call [`PodWorkers::sync_known_pods`] from housekeeping and
-//! re-send every desired pod it no longer knows as a create.
+//! How the agent uses it (kubelet: `HandlePod*`, `HandlePodCleanups`):
+//! - config changes: ADD → `update_pod(new(Create, pod))`; UPDATE and DELETE →
+//!   `new(Update, pod)`; REMOVE → `kill(pod, None)`; RECONCILE only refreshes the pod
+//!   manager, plus `new(Sync, pod)` if the new status phase is terminal;
+//! - await [`PodWorkers::next`] in the one `tokio::select!` loop — it returns when work
+//!   completed or a timer fired, having already advanced the state machine and started
+//!   whatever comes next (resyncs and retries need no help from the agent);
+//! - housekeeping (every 2 s, only once all sources are ready): `sync_known_pods(desired)`,
+//!   then re-send every desired pod that is not [`PodWorkers::is_known`] as a create, then
+//!   kill every pod running in the runtime whose UID is not known
+//!   (`kill_runtime_pod(uid, Some(1))`).
 //!
 //! Must run inside a `tokio::task::LocalSet` (the syncer's futures are not `Send`).
 //!

@@ -379,6 +379,12 @@ impl WorkerStates {
             log::debug!("pod worker {uid}: finished, {update_type:?} ignored");
             return out;
         }
+        // TerminatedPod --runtime-only kill--> ignored: its containers are known stopped;
+        // a stale runtime listing must not re-trigger cleanup (kubelet: UpdatePod).
+        if pod.is_none() && w.state == PodWorkerState::TerminatedPod {
+            log::debug!("pod worker {uid}: already terminated, runtime-only kill ignored");
+            return out;
+        }
 
         match pod {
             Some(p) => {
@@ -1367,6 +1373,21 @@ mod tests {
                 .is_empty()
         );
         assert_eq!(short(m.sync_known_pods(&set(&[]))), [E::Forget("r")]);
+    }
+
+    #[test]
+    fn runtime_only_kill_of_a_terminated_pod_is_ignored() {
+        // TerminatedPod --runtime-only kill--> ignored (no new work, even when idle)
+        let a = pod("web", "a");
+        let mut m = running(&a);
+        m.update_pod(kill(&a, None));
+        m.complete("a", OK);
+        requeue_after(&m.complete("a", ERR));
+        assert!(
+            m.update_pod(UpdatePodOptions::kill_runtime_pod("a", None))
+                .is_empty()
+        );
+        assert_eq!(m.state("a"), Some(TerminatedPod));
     }
 
     #[test]
