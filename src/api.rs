@@ -448,11 +448,7 @@ pub struct ContainerStatus {
     pub image: String,
     #[serde(default)]
     pub image_id: String,
-    #[serde(
-        default,
-        rename = "containerID",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, rename = "containerID", skip_serializing_if = "Option::is_none")]
     pub container_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started: Option<bool>,
@@ -497,10 +493,6 @@ pub struct ContainerStateTerminated {
     pub started_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<String>,
-    #[serde(
-        default,
-        rename = "containerID",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, rename = "containerID", skip_serializing_if = "Option::is_none")]
     pub container_id: Option<String>,
 }

@@ -103,10 +103,7 @@ mod tests {
     #[test]
     fn formats_known_instants() {
         assert_eq!(rfc3339(0), None);
-        assert_eq!(
-            rfc3339(1_000_000_000).as_deref(),
-            Some("1970-01-01T00:00:01Z")
-        );
+        assert_eq!(rfc3339(1_000_000_000).as_deref(), Some("1970-01-01T00:00:01Z"));
         // 2000-02-29T12:34:56Z (leap day)
         assert_eq!(
             rfc3339(951_827_696 * 1_000_000_000).as_deref(),
