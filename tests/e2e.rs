@@ -1,0 +1,1294 @@
+//! End-to-end: the real `picolet` binary against a real containerd.
+//!
+//! Run with `tests/e2e/run.sh` (as root): it starts the lab (`tests/e2e/lab.sh up`, a
+//! private containerd with local images), runs this file with `PICOLET_E2E_ENDPOINT` set to
+//! the lab's socket, and tears the lab down whatever happens. Without that variable every
+//! lab test prints a skip line and passes, so `cargo test` stays hermetic.
+//!
+//! Each scenario is one `#[tokio::test]` with its own temporary directory (manifests, root
+//! dir, pod logs, picolet's stderr) and its own `picolet run` child process. picolet is only
+//! observed from outside: through the CRI (picolet's own `CriRuntime`, as a plain client),
+//! the pod log files and its stderr. Pods live in namespace `picolet-e2e` (the examples in
+//! `default`) on node `e2e-node`; every scenario starts and ends with a sweep that stops and
+//! removes such sandboxes, so a failed scenario does not leak into the next one.
+//!
+//! When something fails, the panic message says what was awaited, what was last seen, and
+//! ends with the tail of picolet's stderr and of containerd's log; the scenario's directory is
+//! kept and its path printed.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::fs;
+use std::future::Future;
+use std::io::{Read as _, Write as _};
+use std::os::unix::process::ExitStatusExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use picolet::runtime::cri::CriRuntime;
+use picolet::runtime::{ContainerInfo, ContainerState, ListFilter, Runtime, Sandbox, SandboxState};
+use tokio::time::{Instant, sleep};
+
+const ENDPOINT_VAR: &str = "PICOLET_E2E_ENDPOINT";
+const NODE: &str = "e2e-node";
+const NS: &str = "picolet-e2e";
+const IMAGE: &str = "localhost/busybox:edge";
+const POLL: Duration = Duration::from_millis(250);
+
+// The CRI labels contract (kubelet: kuberuntime/labels.go), spelled out here on purpose:
+// the test checks picolet against the contract, not against picolet's own constants.
+const POD_NAME: &str = "io.kubernetes.pod.name";
+const POD_NAMESPACE: &str = "io.kubernetes.pod.namespace";
+const POD_UID: &str = "io.kubernetes.pod.uid";
+const CONTAINER_NAME: &str = "io.kubernetes.container.name";
+
+/// A service-like container script: the TERM trap is set before "started" is printed, and
+/// `sleep 1 & wait` (not a foreground `sleep 1`) lets the trap run at once on SIGTERM.
+fn service_script(name: &str) -> String {
+    format!(
+        "trap 'echo got TERM; exit 0' TERM\necho \"{name} started\"\nwhile true; do sleep 1 & wait; done"
+    )
+}
+
+// ---------------------------------------------------------------------------------------
+// Scenarios
+
+/// a. A two-container pod starts: sandbox Ready, both containers Running, CRI labels and
+/// names right, and each container's log file in CRI format at the kubelet path.
+#[tokio::test]
+async fn a_two_container_pod_starts() {
+    let Some(lab) = Lab::new("a-two-containers").await else {
+        return;
+    };
+    lab.write_manifest(
+        "two.yaml",
+        &manifest(
+            "two",
+            2,
+            &[
+                container("alpha", &service_script("alpha"), &[]),
+                container("beta", &service_script("beta"), &[]),
+            ],
+        ),
+    );
+    lab.start_picolet();
+
+    let view = lab
+        .wait_for(
+            "pod two: sandbox Ready, alpha and beta Running",
+            secs(60),
+            || lab.running_pod(NS, "two", &["alpha", "beta"]),
+        )
+        .await;
+    let full = full_name("two");
+    lab.check(view.sandboxes.len() == 1, || {
+        format!(
+            "expected exactly one sandbox for {full}, got {}",
+            view.describe()
+        )
+    });
+    let sb = &view.sandboxes[0];
+    lab.check(
+        sb.name == full && sb.namespace == NS && !sb.uid.is_empty(),
+        || format!("sandbox metadata: want name {full} namespace {NS} and a uid, got {sb:?}"),
+    );
+    for (key, want) in [
+        (POD_NAME, full.as_str()),
+        (POD_NAMESPACE, NS),
+        (POD_UID, sb.uid.as_str()),
+    ] {
+        lab.check(sb.labels.get(key).map(String::as_str) == Some(want), || {
+            format!("sandbox label {key}: want {want:?}, got {:?}", sb.labels)
+        });
+    }
+    for name in ["alpha", "beta"] {
+        let c = view.running(&sb.id, name).expect("checked by running_pod");
+        for (key, want) in [
+            (POD_NAME, full.as_str()),
+            (POD_NAMESPACE, NS),
+            (POD_UID, sb.uid.as_str()),
+            (CONTAINER_NAME, name),
+        ] {
+            lab.check(c.labels.get(key).map(String::as_str) == Some(want), || {
+                format!(
+                    "container {name}: label {key}: want {want:?}, got {:?}",
+                    c.labels
+                )
+            });
+        }
+        lab.check(c.attempt == 0, || {
+            format!("container {name}: want attempt 0, got {c:?}")
+        });
+
+        let log = lab.log_path(NS, "two", &sb.uid, name, 0);
+        let line = format!("{name} started");
+        lab.wait_for(
+            &format!("{line:?} in {}", log.display()),
+            secs(10),
+            || async { log_has_line(&log, "stdout", &line) },
+        )
+        .await;
+        lab.check(Path::new(&c.log_path) == log, || {
+            format!(
+                "container {name}: CRI log_path {:?}, want {}",
+                c.log_path,
+                log.display()
+            )
+        });
+    }
+    lab.finish().await;
+}
+
+/// b. Junk in the manifest directory is ignored: hidden files, editor backups,
+/// subdirectories, and a broken manifest (reported on stderr with its file and field).
+#[tokio::test]
+async fn b_junk_in_manifest_dir_is_ignored() {
+    let Some(lab) = Lab::new("b-junk").await else {
+        return;
+    };
+    let svc = |name: &str| manifest(name, 2, &[container("c", &service_script(name), &[])]);
+    lab.write_manifest(".hidden.yaml", &svc("hidden"));
+    lab.write_manifest("x.yaml~", &svc("backup"));
+    lab.write_manifest("sub/inner.yaml", &svc("inner"));
+    let broken = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: broken\n  namespace: {NS}\nspec:\n  \
+         containers:\n  - name: c\n    image: {IMAGE}\n    ports:\n    - containerPort: not-a-number\n"
+    );
+    lab.write_manifest("broken.yaml", &broken);
+    lab.write_manifest("good.yaml", &svc("good"));
+    lab.start_picolet();
+
+    lab.wait_for(
+        "pod good running (the witness that picolet read the directory)",
+        secs(60),
+        || lab.running_pod(NS, "good", &["c"]),
+    )
+    .await;
+    lab.wait_for(
+        "a stderr line naming broken.yaml and the field containerPort",
+        secs(15),
+        || async {
+            let err = lab.stderr();
+            match err
+                .lines()
+                .find(|l| l.contains("broken.yaml") && l.contains("containerPort"))
+            {
+                Some(_) => Ok(()),
+                None => Err(format!(
+                    "lines mentioning broken.yaml: {:?}",
+                    err.lines()
+                        .filter(|l| l.contains("broken.yaml"))
+                        .collect::<Vec<_>>()
+                )),
+            }
+        },
+    )
+    .await;
+    // Give a watch event or a re-list the chance to do the wrong thing.
+    sleep(secs(3)).await;
+    let names: BTreeSet<String> = lab
+        .sandboxes_in(NS)
+        .await
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    let want: BTreeSet<String> = [full_name("good")].into();
+    lab.check(names == want, || {
+        format!("sandboxes in {NS}: want only {want:?}, got {names:?} (junk was started?)")
+    });
+    lab.finish().await;
+}
+
+/// c. Editing a manifest (an env value) replaces the pod: the new UID's sandbox is created
+/// only after the old pod's containers have stopped (kubelet: allowStaticPodStart).
+#[tokio::test]
+async fn c_edited_manifest_replaces_the_pod() {
+    let Some(lab) = Lab::new("c-edit").await else {
+        return;
+    };
+    let script =
+        "trap 'exit 0' TERM\necho \"greeting=$GREETING\"\nwhile true; do sleep 1 & wait; done";
+    let edit = |greeting: &str| {
+        manifest(
+            "edit",
+            2,
+            &[container("main", script, &[("GREETING", greeting)])],
+        )
+    };
+    lab.write_manifest("edit.yaml", &edit("one"));
+    lab.start_picolet();
+    let old = lab
+        .wait_for("pod edit (GREETING=one) running", secs(60), || {
+            lab.running_pod(NS, "edit", &["main"])
+        })
+        .await;
+    let old_sb = old.sandboxes[0].clone();
+    let old_c = old.running(&old_sb.id, "main").expect("running").clone();
+
+    lab.write_manifest("edit.yaml", &edit("two"));
+    // Track the old container while waiting: its status is read before anything can
+    // garbage-collect it.
+    let old_finished = RefCell::new(0i64);
+    let new = lab
+        .wait_for(
+            "a new pod edit (new UID) running after the edit",
+            secs(60),
+            || async {
+                if let Ok(st) = lab.rt.container_status(&old_c.id).await {
+                    if st.finished_at > 0 {
+                        *old_finished.borrow_mut() = st.finished_at;
+                    }
+                }
+                let v = lab.pod_view(NS, "edit").await?;
+                match v.newest_ready() {
+                    Some(sb) if sb.uid != old_sb.uid && v.running(&sb.id, "main").is_some() => {
+                        Ok(v)
+                    }
+                    _ => Err(v.describe()),
+                }
+            },
+        )
+        .await;
+    let new_sb = new.newest_ready().expect("checked").clone();
+    let finished = *old_finished.borrow();
+    lab.check(finished > 0, || {
+        format!(
+            "old container {} never showed finished_at (removed too early?)",
+            short(&old_c.id)
+        )
+    });
+    lab.check(finished < new_sb.created_at, || {
+        format!(
+            "new sandbox {} created {} ms BEFORE the old container {} finished: the old pod must \
+             be fully stopped first",
+            short(&new_sb.id),
+            (finished - new_sb.created_at) / 1_000_000,
+            short(&old_c.id)
+        )
+    });
+    eprintln!(
+        "e2e c: old container finished {} ms before the new sandbox was created",
+        (new_sb.created_at - finished) / 1_000_000
+    );
+    let old_now = new.sandboxes.iter().find(|s| s.id == old_sb.id);
+    lab.check(
+        old_now.is_none_or(|s| s.state == SandboxState::NotReady),
+        || format!("old sandbox still Ready after the edit: {}", new.describe()),
+    );
+    let log = lab.log_path(NS, "edit", &new_sb.uid, "main", 0);
+    lab.wait_for("greeting=two in the new pod's log", secs(10), || async {
+        log_has_line(&log, "stdout", "greeting=two")
+    })
+    .await;
+    lab.finish().await;
+}
+
+/// d. `kill -9` picolet and start it again: the running pod is adopted as it is — same
+/// sandbox, same container IDs and attempts, nothing restarted.
+#[tokio::test]
+async fn d_restart_after_kill_adopts_running_pods() {
+    let Some(lab) = Lab::new("d-restart").await else {
+        return;
+    };
+    lab.write_manifest(
+        "survivor.yaml",
+        &manifest(
+            "survivor",
+            2,
+            &[
+                container("one", &service_script("one"), &[]),
+                container("two", &service_script("two"), &[]),
+            ],
+        ),
+    );
+    lab.start_picolet();
+    let before = lab
+        .wait_for("pod survivor running", secs(60), || {
+            lab.running_pod(NS, "survivor", &["one", "two"])
+        })
+        .await;
+
+    lab.signal_picolet(Signal::SIGKILL);
+    let status = lab.wait_picolet_exit(secs(5)).await;
+    lab.check(status.signal() == Some(9), || {
+        format!("picolet after SIGKILL: {status}")
+    });
+    lab.start_picolet();
+    sleep(secs(5)).await;
+    lab.assert_picolet_alive("the 5 s after the restart");
+
+    let after = lab
+        .pod_view(NS, "survivor")
+        .await
+        .unwrap_or_else(|e| lab.fail(&e));
+    let ids = |v: &PodView| -> BTreeSet<(String, String, u32)> {
+        v.containers
+            .iter()
+            .map(|c| (c.id.clone(), c.name.clone(), c.attempt))
+            .collect()
+    };
+    let sandboxes =
+        |v: &PodView| -> Vec<String> { v.sandboxes.iter().map(|s| s.id.clone()).collect() };
+    lab.check(sandboxes(&after) == sandboxes(&before), || {
+        format!(
+            "sandboxes changed across the restart:\n  before {}\n  after  {}",
+            before.describe(),
+            after.describe()
+        )
+    });
+    lab.check(ids(&after) == ids(&before), || {
+        format!(
+            "containers changed across the restart:\n  before {}\n  after  {}",
+            before.describe(),
+            after.describe()
+        )
+    });
+    lab.check(
+        after
+            .containers
+            .iter()
+            .all(|c| c.state == ContainerState::Running),
+        || {
+            format!(
+                "not all containers running after the restart: {}",
+                after.describe()
+            )
+        },
+    );
+    lab.finish().await;
+}
+
+/// e. A crashing container (exit 1, restartPolicy Always) is restarted with a growing
+/// back-off (kubelet: 0, 10 s, 20 s, ...), in the same sandbox, one log file per attempt.
+#[tokio::test]
+async fn e_crashing_container_backs_off() {
+    let Some(lab) = Lab::new("e-crashloop").await else {
+        return;
+    };
+    let mut yaml = manifest(
+        "crasher",
+        2,
+        &[container(
+            "crash",
+            "echo \"crash at $(date +%s)\"\nexit 1",
+            &[],
+        )],
+    );
+    yaml = yaml.replace("spec:\n", "spec:\n  restartPolicy: Always\n");
+    lab.write_manifest("crasher.yaml", &yaml);
+    lab.start_picolet();
+
+    // Every attempt seen: attempt -> (id, started_at, finished_at, exit code).
+    let seen: RefCell<BTreeMap<u32, (String, i64, i64, i32)>> = RefCell::default();
+    let sandbox_ids: RefCell<BTreeSet<String>> = RefCell::default();
+    let t0 = Instant::now();
+    let gaps = lab
+        .wait_for(
+            "two back-off gaps between restarts of crash (~10 s, then ~20 s)",
+            secs(58),
+            || async {
+                let v = lab.pod_view(NS, "crasher").await?;
+                sandbox_ids
+                    .borrow_mut()
+                    .extend(v.sandboxes.iter().map(|s| s.id.clone()));
+                for c in v
+                    .containers
+                    .iter()
+                    .filter(|c| c.name == "crash" && c.started_at > 0)
+                {
+                    seen.borrow_mut().insert(
+                        c.attempt,
+                        (c.id.clone(), c.started_at, c.finished_at, c.exit_code),
+                    );
+                }
+                let seen = seen.borrow();
+                let starts: Vec<(u32, i64)> = seen.iter().map(|(a, s)| (*a, s.1)).collect();
+                let mut gaps: Vec<f64> = starts
+                    .windows(2)
+                    .map(|w| (w[1].1 - w[0].1) as f64 / 1e9)
+                    .collect();
+                // kubelet restarts at once after the first exit (back-off 0), then 10 s, 20 s...
+                if gaps.first().is_some_and(|g| *g < 5.0) {
+                    gaps.remove(0);
+                }
+                if gaps.len() >= 2 {
+                    Ok(gaps)
+                } else {
+                    Err(format!(
+                        "after {:.0} s: attempts (attempt, start s) {:?}; {}",
+                        t0.elapsed().as_secs_f64(),
+                        starts
+                            .iter()
+                            .map(|(a, t)| (a, (t - starts[0].1) / 1_000_000_000))
+                            .collect::<Vec<_>>(),
+                        v.describe()
+                    ))
+                }
+            },
+        )
+        .await;
+    let seen = seen.into_inner();
+    eprintln!(
+        "e2e e: attempts seen {:?}, back-off gaps {gaps:.1?} s",
+        seen.keys().collect::<Vec<_>>()
+    );
+    let attempts: Vec<u32> = seen.keys().copied().collect();
+    lab.check(
+        attempts.iter().enumerate().all(|(i, a)| *a as usize == i),
+        || format!("attempts must count 0, 1, 2, ... without holes, got {attempts:?}"),
+    );
+    lab.check((8.0..=16.0).contains(&gaps[0]), || {
+        format!("first back-off gap {:.1} s, want ~10 s", gaps[0])
+    });
+    lab.check((17.0..=28.0).contains(&gaps[1]), || {
+        format!("second back-off gap {:.1} s, want ~20 s", gaps[1])
+    });
+    lab.check(gaps[1] > gaps[0], || {
+        format!("back-off must grow: {gaps:?}")
+    });
+    for (attempt, (id, _, finished, code)) in &seen {
+        lab.check(*finished == 0 || *code == 1, || {
+            format!(
+                "attempt {attempt} ({}) exited with {code}, want 1",
+                short(id)
+            )
+        });
+    }
+    let sandbox_ids = sandbox_ids.into_inner();
+    lab.check(sandbox_ids.len() == 1, || {
+        format!(
+            "a crashing container must not recreate the sandbox; sandboxes seen: {sandbox_ids:?}"
+        )
+    });
+    let uid = lab
+        .pod_view(NS, "crasher")
+        .await
+        .unwrap_or_else(|e| lab.fail(&e))
+        .sandboxes[0]
+        .uid
+        .clone();
+    for attempt in seen.keys() {
+        let log = lab.log_path(NS, "crasher", &uid, "crash", *attempt);
+        lab.wait_for(
+            &format!("a crash line in {}", log.display()),
+            secs(5),
+            || async { log_has_prefix(&log, "stdout", "crash at ") },
+        )
+        .await;
+    }
+    lab.finish().await;
+}
+
+/// f. Deleting the manifest stops the pod gracefully: SIGTERM first (the trap runs, exit 0,
+/// well before the grace period), then the sandbox is stopped.
+#[tokio::test]
+async fn f_deleted_manifest_stops_the_pod_gracefully() {
+    let Some(lab) = Lab::new("f-delete").await else {
+        return;
+    };
+    let script =
+        "trap 'echo got TERM; exit 0' TERM\necho ready\nwhile true; do sleep 1 & wait; done";
+    lab.write_manifest(
+        "graceful.yaml",
+        &manifest("graceful", 10, &[container("trapper", script, &[])]),
+    );
+    lab.start_picolet();
+    let view = lab
+        .wait_for("pod graceful running", secs(60), || {
+            lab.running_pod(NS, "graceful", &["trapper"])
+        })
+        .await;
+    let sb = view.sandboxes[0].clone();
+    let c = view.running(&sb.id, "trapper").expect("running").clone();
+    let log = lab.log_path(NS, "graceful", &sb.uid, "trapper", 0);
+    lab.wait_for(
+        "\"ready\" in the log (the TERM trap is set)",
+        secs(10),
+        || async { log_has_line(&log, "stdout", "ready") },
+    )
+    .await;
+
+    let deleted_at = unix_nanos();
+    lab.remove_manifest("graceful.yaml");
+    let st = lab
+        .wait_for(
+            "container trapper exited after the manifest was deleted",
+            secs(20),
+            || async {
+                match lab.rt.container_status(&c.id).await {
+                    Ok(st) if st.state == ContainerState::Exited => Ok(st),
+                    Ok(st) => Err(format!("state {:?}", st.state)),
+                    Err(e) => Err(format!("ContainerStatus: {e}")),
+                }
+            },
+        )
+        .await;
+    let took_ms = (st.finished_at - deleted_at) / 1_000_000;
+    eprintln!("e2e f: container stopped {took_ms} ms after the manifest was deleted");
+    lab.check(st.exit_code == 0, || {
+        format!(
+            "exit code {} (reason {:?}): want 0 from the TERM trap, not a SIGKILL",
+            st.exit_code, st.reason
+        )
+    });
+    lab.check(took_ms < 5_000, || {
+        format!("stopping took {took_ms} ms: SIGTERM should stop it at once")
+    });
+    lab.wait_for("\"got TERM\" in the log", secs(5), || async {
+        log_has_line(&log, "stdout", "got TERM")
+    })
+    .await;
+    lab.wait_for("sandbox NotReady or removed", secs(15), || async {
+        match lab.rt.pod_sandbox_status(&sb.id).await {
+            Ok(s) if s.state == SandboxState::Ready => Err("sandbox still Ready".to_string()),
+            Ok(_) => Ok(()),
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(format!("PodSandboxStatus: {e}")),
+        }
+    })
+    .await;
+    lab.finish().await;
+}
+
+/// g. SIGTERM to picolet: it exits 0 within a few seconds and leaves the pods running
+/// (stopping the kubelet never stops pods).
+#[tokio::test]
+async fn g_sigterm_exits_and_leaves_pods_running() {
+    let Some(lab) = Lab::new("g-sigterm").await else {
+        return;
+    };
+    lab.write_manifest(
+        "stays.yaml",
+        &manifest(
+            "stays",
+            2,
+            &[container("main", &service_script("main"), &[])],
+        ),
+    );
+    lab.start_picolet();
+    let before = lab
+        .wait_for("pod stays running", secs(60), || {
+            lab.running_pod(NS, "stays", &["main"])
+        })
+        .await;
+
+    let t = Instant::now();
+    lab.signal_picolet(Signal::SIGTERM);
+    let status = lab.wait_picolet_exit(secs(10)).await;
+    eprintln!(
+        "e2e g: picolet exited ({status}) {} ms after SIGTERM",
+        t.elapsed().as_millis()
+    );
+    lab.check(status.code() == Some(0), || {
+        format!("picolet after SIGTERM: {status}, want exit 0")
+    });
+
+    sleep(secs(1)).await;
+    let after = lab
+        .pod_view(NS, "stays")
+        .await
+        .unwrap_or_else(|e| lab.fail(&e));
+    let sb = &before.sandboxes[0];
+    let c = before.running(&sb.id, "main").expect("running");
+    lab.check(after.newest_ready().is_some_and(|s| s.id == sb.id), || {
+        format!(
+            "sandbox not Ready after picolet exited: {}",
+            after.describe()
+        )
+    });
+    lab.check(
+        after.running(&sb.id, "main").is_some_and(|a| a.id == c.id),
+        || {
+            format!(
+                "container main not running any more after picolet exited: {}",
+                after.describe()
+            )
+        },
+    );
+    lab.finish().await;
+}
+
+/// h. The examples in examples/ start as a new user would run them (default namespace),
+/// and web.yaml serves its page on the pod IP.
+#[tokio::test]
+async fn h_examples_run() {
+    let Some(lab) = Lab::new("h-examples").await else {
+        return;
+    };
+    for name in ["hello", "web", "two-containers"] {
+        let text =
+            fs::read_to_string(examples_dir().join(format!("{name}.yaml"))).expect("example");
+        lab.write_manifest(&format!("{name}.yaml"), &text);
+    }
+    lab.start_picolet();
+    for (name, containers) in [
+        ("hello", &["hello"][..]),
+        ("web", &["httpd"][..]),
+        ("two-containers", &["sampler", "reporter"][..]),
+    ] {
+        lab.wait_for(&format!("example {name} running"), secs(60), || {
+            lab.running_pod("default", name, containers)
+        })
+        .await;
+    }
+    let web = lab
+        .pod_view("default", "web")
+        .await
+        .unwrap_or_else(|e| lab.fail(&e));
+    let sb = web.newest_ready().expect("ready");
+    let ip = lab
+        .rt
+        .pod_sandbox_status(&sb.id)
+        .await
+        .unwrap_or_else(|e| lab.fail(&format!("PodSandboxStatus: {e}")))
+        .ip
+        .unwrap_or_else(|| lab.fail("web: the sandbox has no IP"));
+    let page = lab
+        .wait_for(&format!("GET http://{ip}:8080/"), secs(10), || async {
+            http_get(&ip, 8080)
+        })
+        .await;
+    lab.check(page.contains("<h1>Hello from an edge device</h1>"), || {
+        format!("web served an unexpected page:\n{page}")
+    });
+    lab.finish().await;
+}
+
+/// Not a lab test: the examples parse as v1 Pods and use the lab's local image.
+#[test]
+fn examples_parse() {
+    for name in ["hello", "web", "two-containers"] {
+        let path = examples_dir().join(format!("{name}.yaml"));
+        let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let pod: picolet::api::Pod =
+            serde_yaml_ng::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!(
+            (pod.api_version.as_str(), pod.kind.as_str()),
+            ("v1", "Pod"),
+            "{name}"
+        );
+        assert_eq!(pod.metadata.name, name, "{}", path.display());
+        let all = pod.spec.init_containers.iter().chain(&pod.spec.containers);
+        for c in all {
+            assert_eq!(
+                c.image, IMAGE,
+                "{name}/{}: the lab only has local images",
+                c.name
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Manifests
+
+fn manifest(name: &str, grace_seconds: u32, containers: &[String]) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {NS}\nspec:\n  \
+         terminationGracePeriodSeconds: {grace_seconds}\n  containers:\n{}",
+        containers.concat()
+    )
+}
+
+/// One container running `sh -c <script>`, with optional env.
+fn container(name: &str, script: &str, env: &[(&str, &str)]) -> String {
+    let mut y = format!(
+        "  - name: {name}\n    image: {IMAGE}\n    imagePullPolicy: IfNotPresent\n    \
+         command: [\"sh\", \"-c\"]\n    args:\n      - |\n"
+    );
+    for line in script.lines() {
+        let _ = writeln!(y, "        {line}");
+    }
+    if !env.is_empty() {
+        y.push_str("    env:\n");
+        for (k, v) in env {
+            let _ = writeln!(y, "      - name: {k}\n        value: {v:?}");
+        }
+    }
+    y
+}
+
+/// The static pod's name in the runtime (kubelet: `<name>-<node name>`).
+fn full_name(name: &str) -> String {
+    format!("{name}-{NODE}")
+}
+
+fn examples_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")
+}
+
+// ---------------------------------------------------------------------------------------
+// The harness
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+fn unix_nanos() -> i64 {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970");
+    i64::try_from(d.as_nanos()).expect("fits")
+}
+
+fn short(id: &str) -> &str {
+    &id[..id.len().min(13)]
+}
+
+/// One pod as the runtime sees it: every sandbox and container carrying its name and
+/// namespace labels, newest first, containers filled from ContainerStatus.
+#[derive(Debug, Clone)]
+struct PodView {
+    full_name: String,
+    sandboxes: Vec<Sandbox>,
+    containers: Vec<ContainerInfo>,
+}
+
+impl PodView {
+    fn newest_ready(&self) -> Option<&Sandbox> {
+        self.sandboxes
+            .first()
+            .filter(|s| s.state == SandboxState::Ready)
+    }
+
+    fn running(&self, sandbox_id: &str, name: &str) -> Option<&ContainerInfo> {
+        self.containers.iter().find(|c| {
+            c.sandbox_id == sandbox_id && c.name == name && c.state == ContainerState::Running
+        })
+    }
+
+    fn describe(&self) -> String {
+        let mut s = format!("{}: ", self.full_name);
+        if self.sandboxes.is_empty() {
+            s.push_str("no sandbox");
+        }
+        for sb in &self.sandboxes {
+            let _ = write!(
+                s,
+                "[sandbox {} {:?} attempt {} uid {}:",
+                short(&sb.id),
+                sb.state,
+                sb.attempt,
+                sb.uid
+            );
+            for c in self.containers.iter().filter(|c| c.sandbox_id == sb.id) {
+                let _ = write!(s, " {}#{} {:?}", c.name, c.attempt, c.state);
+                if c.state == ContainerState::Exited {
+                    let _ = write!(s, "({} {})", c.exit_code, c.reason);
+                }
+            }
+            s.push(']');
+        }
+        s
+    }
+}
+
+/// One scenario: its directory, its picolet child, a CRI client.
+struct Lab {
+    scenario: &'static str,
+    endpoint: String,
+    rt: CriRuntime,
+    dir: RefCell<Option<tempfile::TempDir>>,
+    root: PathBuf,
+    picolet: RefCell<Option<Child>>,
+    starts: RefCell<u32>,
+}
+
+impl Lab {
+    /// `None`, after a skip line, when no lab is configured.
+    async fn new(scenario: &'static str) -> Option<Lab> {
+        let Ok(endpoint) = std::env::var(ENDPOINT_VAR) else {
+            eprintln!(
+                "e2e {scenario}: skipped ({ENDPOINT_VAR} is not set; run tests/e2e/run.sh as root)"
+            );
+            return None;
+        };
+        let rt = CriRuntime::connect(&endpoint)
+            .unwrap_or_else(|e| panic!("e2e {scenario}: cannot connect to {endpoint}: {e}"));
+        match rt.status().await {
+            Ok(h) if h.runtime_ready && h.network_ready => {}
+            Ok(h) => panic!("e2e {scenario}: runtime at {endpoint} not ready: {h:?}"),
+            Err(e) => panic!("e2e {scenario}: CRI Status at {endpoint}: {e} (is the lab up?)"),
+        }
+        sweep(&rt, scenario).await;
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("picolet-e2e-{scenario}-"))
+            .tempdir()
+            .expect("tempdir");
+        let root = dir.path().to_path_buf();
+        for sub in ["manifests", "root", "logs"] {
+            fs::create_dir_all(root.join(sub)).expect("mkdir");
+        }
+        eprintln!("e2e {scenario}: directory {}", root.display());
+        Some(Lab {
+            scenario,
+            endpoint,
+            rt,
+            dir: RefCell::new(Some(dir)),
+            root,
+            picolet: RefCell::new(None),
+            starts: RefCell::new(0),
+        })
+    }
+
+    fn manifests(&self) -> PathBuf {
+        self.root.join("manifests")
+    }
+
+    fn stderr_path(&self) -> PathBuf {
+        self.root.join("picolet.stderr")
+    }
+
+    /// Written whole and renamed into place, so picolet never reads half a file.
+    fn write_manifest(&self, file: &str, yaml: &str) {
+        let dest = self.manifests().join(file);
+        if let Some(parent) = dest.parent() {
+            fs::create_dir_all(parent).expect("mkdir");
+        }
+        let tmp = self.root.join(".manifest.tmp");
+        fs::write(&tmp, yaml).expect("write manifest");
+        fs::rename(&tmp, &dest).expect("rename manifest");
+    }
+
+    fn remove_manifest(&self, file: &str) {
+        fs::remove_file(self.manifests().join(file)).expect("remove manifest");
+    }
+
+    fn start_picolet(&self) {
+        let n = {
+            let mut s = self.starts.borrow_mut();
+            *s += 1;
+            *s
+        };
+        let mut log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.stderr_path())
+            .expect("stderr file");
+        writeln!(log, "===== e2e: picolet start #{n} =====").expect("write");
+        let child = Command::new(env!("CARGO_BIN_EXE_picolet"))
+            .arg("run")
+            .arg("--pod-manifest-path")
+            .arg(self.manifests())
+            .arg("--container-runtime-endpoint")
+            .arg(&self.endpoint)
+            .arg("--root-dir")
+            .arg(self.root.join("root"))
+            .arg("--pod-log-dir")
+            .arg(self.root.join("logs"))
+            .arg("--hostname-override")
+            .arg(NODE)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("dup"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", env!("CARGO_BIN_EXE_picolet")));
+        eprintln!(
+            "e2e {}: picolet start #{n}, pid {}",
+            self.scenario,
+            child.id()
+        );
+        *self.picolet.borrow_mut() = Some(child);
+    }
+
+    fn signal_picolet(&self, signal: Signal) {
+        let pid = match self.picolet.borrow().as_ref() {
+            Some(child) => Pid::from_raw(i32::try_from(child.id()).expect("pid")),
+            None => self.fail("signal_picolet: picolet is not running"),
+        };
+        kill(pid, signal).unwrap_or_else(|e| self.fail(&format!("kill({pid}, {signal}): {e}")));
+    }
+
+    /// Reaps picolet; fails if it does not exit within `timeout`.
+    async fn wait_picolet_exit(&self, timeout: Duration) -> ExitStatus {
+        let start = Instant::now();
+        loop {
+            let exited = match self.picolet.borrow_mut().as_mut() {
+                Some(child) => child.try_wait().expect("try_wait"),
+                None => self.fail("wait_picolet_exit: picolet is not running"),
+            };
+            if let Some(status) = exited {
+                *self.picolet.borrow_mut() = None;
+                return status;
+            }
+            if start.elapsed() > timeout {
+                self.fail(&format!("picolet did not exit within {timeout:?}"));
+            }
+            sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Fails at once if picolet died while it should be running.
+    #[track_caller]
+    fn assert_picolet_alive(&self, during: &str) {
+        let exited = match self.picolet.borrow_mut().as_mut() {
+            Some(child) => child.try_wait().expect("try_wait"),
+            None => return,
+        };
+        if let Some(status) = exited {
+            *self.picolet.borrow_mut() = None;
+            self.fail(&format!("picolet exited ({status}) during {during}"));
+        }
+    }
+
+    fn stderr(&self) -> String {
+        fs::read(self.stderr_path())
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Panics with `msg`, the tail of picolet's stderr and of containerd's log.
+    #[track_caller]
+    fn fail(&self, msg: &str) -> ! {
+        let err = self.stderr();
+        let lines: Vec<&str> = err.lines().collect();
+        let tail = lines[lines.len().saturating_sub(60)..].join("\n");
+        let mut out = format!(
+            "e2e {}: {msg}\n----- picolet stderr, last {} of {} lines ({}) -----\n{tail}\n",
+            self.scenario,
+            lines.len().min(60),
+            lines.len(),
+            self.stderr_path().display()
+        );
+        let containerd_log = self
+            .endpoint
+            .trim_start_matches("unix://")
+            .rsplit_once('/')
+            .map(|(dir, _)| Path::new(dir).join("containerd.log"));
+        if let Some(log) = containerd_log.filter(|p| p.exists()) {
+            let text = fs::read_to_string(&log).unwrap_or_default();
+            let lines: Vec<&str> = text
+                .lines()
+                .filter(|l| !l.contains("level=debug"))
+                .collect();
+            let _ = write!(
+                out,
+                "----- containerd log, last 15 lines ({}) -----\n{}\n",
+                log.display(),
+                lines[lines.len().saturating_sub(15)..].join("\n")
+            );
+        }
+        panic!("{out}");
+    }
+
+    #[track_caller]
+    fn check(&self, ok: bool, msg: impl FnOnce() -> String) {
+        if !ok {
+            self.fail(&msg());
+        }
+    }
+
+    /// Polls `check` every 250 ms until it returns `Ok`. `Err` carries what was seen, for
+    /// the failure message. Fails early if picolet dies meanwhile.
+    async fn wait_for<T, F, Fut>(&self, what: &str, timeout: Duration, mut check: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, String>>,
+    {
+        let start = Instant::now();
+        loop {
+            let last = match check().await {
+                Ok(v) => {
+                    eprintln!(
+                        "e2e {}: ok after {:.1} s: {what}",
+                        self.scenario,
+                        start.elapsed().as_secs_f64()
+                    );
+                    return v;
+                }
+                Err(seen) => seen,
+            };
+            self.assert_picolet_alive(&format!("the wait for: {what}"));
+            if start.elapsed() > timeout {
+                self.fail(&format!(
+                    "timed out after {timeout:?} waiting for: {what}\n  last seen: {last}"
+                ));
+            }
+            sleep(POLL).await;
+        }
+    }
+
+    async fn pod_view(&self, namespace: &str, name: &str) -> Result<PodView, String> {
+        let full = full_name(name);
+        let filter = ListFilter {
+            labels: [
+                (POD_NAME.to_string(), full.clone()),
+                (POD_NAMESPACE.to_string(), namespace.to_string()),
+            ]
+            .into(),
+            sandbox_id: None,
+        };
+        let mut sandboxes = self
+            .rt
+            .list_pod_sandboxes(&filter)
+            .await
+            .map_err(|e| format!("ListPodSandbox: {e}"))?;
+        sandboxes.sort_by_key(|s| std::cmp::Reverse(s.created_at));
+        let listed = self
+            .rt
+            .list_containers(&filter)
+            .await
+            .map_err(|e| format!("ListContainers: {e}"))?;
+        let mut containers = Vec::new();
+        for c in listed {
+            match self.rt.container_status(&c.id).await {
+                Ok(st) => containers.push(st),
+                Err(e) if e.is_not_found() => {} // removed meanwhile
+                Err(e) => return Err(format!("ContainerStatus {}: {e}", short(&c.id))),
+            }
+        }
+        containers.sort_by_key(|c| std::cmp::Reverse(c.created_at));
+        Ok(PodView {
+            full_name: full,
+            sandboxes,
+            containers,
+        })
+    }
+
+    /// `Ok` once the newest sandbox is Ready and runs every named container.
+    async fn running_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        containers: &[&str],
+    ) -> Result<PodView, String> {
+        let v = self.pod_view(namespace, name).await?;
+        match v.newest_ready() {
+            Some(sb) if containers.iter().all(|c| v.running(&sb.id, c).is_some()) => Ok(v),
+            _ => Err(v.describe()),
+        }
+    }
+
+    async fn sandboxes_in(&self, namespace: &str) -> Vec<Sandbox> {
+        let filter = ListFilter {
+            labels: [(POD_NAMESPACE.to_string(), namespace.to_string())].into(),
+            sandbox_id: None,
+        };
+        self.rt
+            .list_pod_sandboxes(&filter)
+            .await
+            .unwrap_or_else(|e| self.fail(&format!("ListPodSandbox: {e}")))
+    }
+
+    /// `<pod-log-dir>/<namespace>_<pod name>_<uid>/<container>/<attempt>.log` (kubelet).
+    fn log_path(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        container: &str,
+        attempt: u32,
+    ) -> PathBuf {
+        self.root
+            .join("logs")
+            .join(format!("{namespace}_{}_{uid}", full_name(name)))
+            .join(container)
+            .join(format!("{attempt}.log"))
+    }
+
+    /// The normal end of a scenario: delete the manifests and wait until picolet has stopped
+    /// every pod, stop picolet, then remove the sandboxes (picolet leaves that to GC).
+    async fn finish(&self) {
+        let running = self.picolet.borrow().is_some();
+        if running {
+            for entry in fs::read_dir(self.manifests())
+                .expect("read manifests")
+                .flatten()
+            {
+                let path = entry.path();
+                if path.is_dir() {
+                    fs::remove_dir_all(&path).expect("rm dir");
+                } else {
+                    fs::remove_file(&path).expect("rm manifest");
+                }
+            }
+            self.wait_for(
+                "every pod stopped after all manifests were deleted",
+                secs(45),
+                || async {
+                    let all = self
+                        .rt
+                        .list_pod_sandboxes(&ListFilter::default())
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    let ready: Vec<String> = all
+                        .iter()
+                        .filter(|s| is_ours(s) && s.state == SandboxState::Ready)
+                        .map(|s| s.name.clone())
+                        .collect();
+                    let containers = self
+                        .rt
+                        .list_containers(&ListFilter::default())
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    let alive: Vec<String> = containers
+                        .iter()
+                        .filter(|c| c.state == ContainerState::Running && labels_ours(&c.labels))
+                        .map(|c| c.name.clone())
+                        .collect();
+                    if ready.is_empty() && alive.is_empty() {
+                        Ok(())
+                    } else {
+                        Err(format!("still Ready: {ready:?}, still running: {alive:?}"))
+                    }
+                },
+            )
+            .await;
+            self.signal_picolet(Signal::SIGTERM);
+            let status = self.wait_picolet_exit(secs(15)).await;
+            self.check(status.success(), || {
+                format!("picolet exited with {status} on SIGTERM")
+            });
+        }
+        sweep(&self.rt, self.scenario).await;
+        let left: Vec<Sandbox> = self
+            .rt
+            .list_pod_sandboxes(&ListFilter::default())
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .filter(is_ours)
+            .collect();
+        self.check(left.is_empty(), || {
+            format!("sandboxes left after the sweep: {left:?}")
+        });
+    }
+}
+
+impl Drop for Lab {
+    /// On any exit (a failed check included): kill picolet, remove our sandboxes, and keep
+    /// the directory when failing.
+    fn drop(&mut self) {
+        if let Some(mut child) = self.picolet.get_mut().take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if std::thread::panicking() {
+            if let Some(dir) = self.dir.get_mut().take() {
+                eprintln!(
+                    "e2e {}: FAILED; kept {}",
+                    self.scenario,
+                    dir.keep().display()
+                );
+            }
+        }
+        // We may be inside a tokio runtime (which cannot block): sweep from a fresh thread.
+        let endpoint = self.endpoint.clone();
+        let scenario = self.scenario;
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async {
+                if let Ok(cri) = CriRuntime::connect(&endpoint) {
+                    sweep(&cri, scenario).await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// Sandboxes this test owns: namespace picolet-e2e, or any static pod of node e2e-node.
+fn is_ours(s: &Sandbox) -> bool {
+    s.namespace == NS || s.name.ends_with(&format!("-{NODE}")) || labels_ours(&s.labels)
+}
+
+fn labels_ours(labels: &BTreeMap<String, String>) -> bool {
+    labels.get(POD_NAMESPACE).is_some_and(|n| n == NS)
+        || labels
+            .get(POD_NAME)
+            .is_some_and(|n| n.ends_with(&format!("-{NODE}")))
+}
+
+/// Stop and remove every sandbox this test owns (containers go with them).
+async fn sweep(rt: &CriRuntime, scenario: &str) {
+    let Ok(all) = rt.list_pod_sandboxes(&ListFilter::default()).await else {
+        eprintln!("e2e {scenario}: sweep: ListPodSandbox failed");
+        return;
+    };
+    let mut removed = Vec::new();
+    for sb in all.iter().filter(|s| is_ours(s)) {
+        let stop = rt.stop_pod_sandbox(&sb.id).await;
+        let remove = rt.remove_pod_sandbox(&sb.id).await;
+        match (stop, remove) {
+            (_, Ok(())) => removed.push(format!("{}/{}", sb.namespace, sb.name)),
+            (_, Err(e)) => eprintln!(
+                "e2e {scenario}: sweep: RemovePodSandbox {}: {e}",
+                short(&sb.id)
+            ),
+        }
+    }
+    if !removed.is_empty() {
+        eprintln!(
+            "e2e {scenario}: sweep removed {} sandbox(es): {removed:?}",
+            removed.len()
+        );
+    }
+}
+
+/// Parse a CRI log file (`<RFC 3339 time> <stdout|stderr> <F|P> <text>`) and look for a
+/// full line `text` on `stream`. Malformed lines are an error.
+fn log_has_line(path: &Path, stream: &str, text: &str) -> Result<(), String> {
+    find_log_line(path, stream, |t| t == text)
+}
+
+fn log_has_prefix(path: &Path, stream: &str, prefix: &str) -> Result<(), String> {
+    find_log_line(path, stream, |t| t.starts_with(prefix))
+}
+
+fn find_log_line(path: &Path, stream: &str, want: impl Fn(&str) -> bool) -> Result<(), String> {
+    let content = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    for line in content.lines() {
+        let mut parts = line.splitn(4, ' ');
+        let (time, s, tag, text) = (
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next().unwrap_or(""),
+        );
+        let time_ok =
+            time.is_some_and(|t| t.len() > 20 && t.as_bytes()[4] == b'-' && t.contains('T'));
+        let tag_ok = matches!(tag, Some("F" | "P"));
+        if !time_ok || !matches!(s, Some("stdout" | "stderr")) || !tag_ok {
+            return Err(format!("{}: not a CRI log line: {line:?}", path.display()));
+        }
+        if s == Some(stream) && want(text) {
+            return Ok(());
+        }
+    }
+    Err(format!(
+        "{}: no such line yet; content: {content:?}",
+        path.display()
+    ))
+}
+
+/// A bare HTTP/1.0 GET (no client crate in the dependency list).
+fn http_get(ip: &str, port: u16) -> Result<String, String> {
+    let addr = format!("{ip}:{port}");
+    let mut s = std::net::TcpStream::connect_timeout(
+        &addr.parse().map_err(|e| format!("{addr}: {e}"))?,
+        secs(2),
+    )
+    .map_err(|e| format!("connect {addr}: {e}"))?;
+    s.set_read_timeout(Some(secs(2)))
+        .map_err(|e| e.to_string())?;
+    s.write_all(b"GET / HTTP/1.0\r\nHost: picolet-e2e\r\n\r\n")
+        .map_err(|e| format!("send: {e}"))?;
+    let mut body = String::new();
+    s.read_to_string(&mut body)
+        .map_err(|e| format!("read: {e}"))?;
+    if body.starts_with("HTTP/1.") && body.contains(" 200 ") {
+        Ok(body)
+    } else {
+        Err(format!("unexpected answer: {body:?}"))
+    }
+}

@@ -1,0 +1,493 @@
+#!/usr/bin/env bash
+# picolet's test lab: a private containerd (CRI) instance, fully contained in one directory.
+#
+#   tests/e2e/lab.sh up     [LAB_DIR]   start it (idempotent); last stdout line = CRI endpoint
+#   tests/e2e/lab.sh down   [LAB_DIR]   remove every pod, stop it, leave the machine as it was
+#   tests/e2e/lab.sh status [LAB_DIR]   what is running
+#
+# LAB_DIR defaults to <repo>/.lab (git-ignored). Needs root. Follows
+# docs/containerd-e2e.md (shared docs): containerd 1.6 with the CRI plugin, runc with
+# cgroupfs, overlayfs, a CNI bridge on a private /24, and two local images built by
+# mkimage.py (nothing is ever pulled: there is no registry).
+#
+# Environment (read by `up`, remembered in $LAB/lab.env for `down`):
+#   PICOLET_LAB_BRIDGE   CNI bridge name       (default picolet0)
+#   PICOLET_LAB_SUBNET   pod subnet            (default 10.88.77.0/24)
+#
+# What `up` changes outside $LAB, and `down` puts back:
+#   - net.ipv4.ip_forward (the bridge plugin turns it on): saved at the first `up`, restored;
+#   - the bridge interface and the pods' veths: deleted;
+#   - cgroup directories created while the lab ran (runc, cgroupfs): removed when empty;
+#   - /run/containerd/s: containerd 1.6 shims put their sockets there whatever the config
+#     says; stale ones of our shims are removed, the directory too if `up` created it;
+#   - missing Debian packages are installed and stay installed.
+#
+# `down` must work after anything: a failed test, a killed containerd, shims left behind.
+
+set -euo pipefail
+
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$SCRIPT_DIR/../.." && pwd)
+PACKAGES=(containerd runc containernetworking-plugins busybox-static)
+CNI_BIN_DIR=/usr/lib/cni
+NS=k8s.io
+PAUSE_IMAGE=localhost/pause:edge
+BUSYBOX_IMAGE=localhost/busybox:edge
+MARKER=.picolet-lab
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
+
+log() { printf 'lab: %s\n' "$*" >&2; }
+die() {
+	log "error: $*"
+	exit 1
+}
+now() { printf '%s' "${EPOCHREALTIME/,/.}"; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f s", b - a }'; }
+
+# Sets LAB, SOCK and the remembered settings. $1: optional lab directory.
+init_lab() {
+	LAB=$(realpath -m "${1:-$REPO/.lab}")
+	case "$LAB" in
+	/ | /bin* | /boot* | /dev* | /etc* | /lib* | /proc* | /sbin* | /sys* | /usr* | /var/lib)
+		die "refusing lab directory $LAB"
+		;;
+	esac
+	SOCK="$LAB/containerd.sock"
+	BRIDGE=${PICOLET_LAB_BRIDGE:-picolet0}
+	SUBNET=${PICOLET_LAB_SUBNET:-10.88.77.0/24}
+	if [[ -f "$LAB/lab.env" ]]; then
+		# shellcheck source=/dev/null
+		. "$LAB/lab.env"
+	fi
+}
+
+ctr_() { timeout 20 ctr -a "$SOCK" -n "$NS" "$@"; }
+
+# The pid of the containerd serving this lab (empty if none). Found through /proc rather
+# than a pid file alone, so a stale pid file or a recycled pid can never point elsewhere.
+containerd_pid() {
+	local pid cmd
+	for pid in $(pgrep -x containerd || true); do
+		cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)
+		[[ "$cmd" == *"--config $LAB/config.toml"* ]] || continue
+		[[ "$(proc_state "$pid")" != Z ]] || continue
+		echo "$pid"
+		return 0
+	done
+}
+
+# Process state letter (R, S, Z...) or empty when gone.
+proc_state() { awk '{ sub(/.*\) /, ""); print $1 }' "/proc/$1/stat" 2>/dev/null || true; }
+
+# Shim processes of this lab: their command line carries `-address $LAB/containerd.sock`.
+shim_pids() {
+	local pid cmd
+	for pid in $(pgrep -f '^[^ ]*containerd-shim' || true); do
+		cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)
+		[[ "$cmd" == *" $SOCK"* ]] && echo "$pid"
+	done
+	return 0
+}
+
+# Mount points at or under $LAB, in mount order (octal escapes of mountinfo decoded).
+lab_mounts() {
+	awk -v lab="$LAB" '{
+		mp = $5
+		gsub(/\\040/, " ", mp); gsub(/\\011/, "\t", mp); gsub(/\\134/, "\\", mp)
+		if (mp == lab || index(mp, lab "/") == 1) print mp
+	}' /proc/self/mountinfo
+}
+
+cgroup_dirs() { find /sys/fs/cgroup -mindepth 1 -type d 2>/dev/null | LC_ALL=C sort; }
+
+# ---------------------------------------------------------------------------------------
+# up
+
+ensure_packages() {
+	local missing=() p
+	if command -v dpkg-query >/dev/null; then
+		for p in "${PACKAGES[@]}"; do
+			[[ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)" == installed ]] ||
+				missing+=("$p")
+		done
+	fi
+	if ((${#missing[@]})); then
+		command -v apt-get >/dev/null || die "missing packages: ${missing[*]} (and no apt-get)"
+		log "installing ${missing[*]}"
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			"${missing[@]}" >&2
+	fi
+	local f
+	for f in containerd ctr runc python3 ip; do
+		command -v "$f" >/dev/null || die "$f not found in PATH"
+	done
+	for f in bridge host-local loopback; do
+		[[ -x "$CNI_BIN_DIR/$f" ]] || die "CNI plugin $CNI_BIN_DIR/$f missing"
+	done
+	[[ -x /bin/busybox ]] || die "/bin/busybox missing (package busybox-static)"
+}
+
+write_config() {
+	mkdir -p "$LAB"/{root,state,opt,runc,cni/net.d,cni/ipam,images,saved}
+	touch "$LAB/$MARKER"
+	printf 'BRIDGE=%q\nSUBNET=%q\n' "$BRIDGE" "$SUBNET" >"$LAB/lab.env"
+
+	local cfg
+	cfg=$(
+		cat <<EOF
+# Written by tests/e2e/lab.sh: a private containerd for picolet's tests.
+version = 2
+root = "$LAB/root"
+state = "$LAB/state"
+
+[grpc]
+  address = "$SOCK"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$LAB/opt"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$PAUSE_IMAGE"
+  # Required here: without CAP_SYS_RESOURCE every RunPodSandbox fails with
+  # "can't get final child's PID from pipe: EOF".
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = "$LAB/runc"
+
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "$CNI_BIN_DIR"
+    conf_dir = "$LAB/cni/net.d"
+EOF
+	)
+	if [[ -f "$LAB/config.toml" && "$(cat "$LAB/config.toml")" != "$cfg" && -n "$(containerd_pid)" ]]; then
+		die "config changed under a running lab: run '$0 down $LAB' first"
+	fi
+	write_if_changed "$LAB/config.toml" "$cfg"
+
+	write_if_changed "$LAB/cni/net.d/10-picolet-lab.conflist" "$(
+		cat <<EOF
+{
+  "cniVersion": "0.4.0",
+  "name": "picolet-lab",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$BRIDGE",
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{ "subnet": "$SUBNET" }]],
+        "routes": [{ "dst": "0.0.0.0/0" }],
+        "dataDir": "$LAB/cni/ipam"
+      }
+    },
+    { "type": "loopback" }
+  ]
+}
+EOF
+	)"
+}
+
+# containerd watches the CNI directory and reloads on every write: a file rewritten in place
+# is seen half-written ("unexpected end of JSON input"). Write only changes, renamed in whole.
+write_if_changed() {
+	[[ -f "$1" && "$(cat "$1")" == "$2" ]] && return 0
+	printf '%s\n' "$2" >"$LAB/.tmp-write"
+	mv -f "$LAB/.tmp-write" "$1"
+}
+
+# What must be put back by `down`, recorded once (a second `up` must not overwrite it).
+save_host_state() {
+	[[ -f "$LAB/saved/ip_forward" ]] || cat /proc/sys/net/ipv4/ip_forward >"$LAB/saved/ip_forward"
+	[[ -f "$LAB/saved/cgroups" ]] || cgroup_dirs >"$LAB/saved/cgroups"
+	if [[ ! -f "$LAB/saved/run_containerd" ]]; then
+		if [[ -d /run/containerd ]]; then echo existed; else echo absent; fi >"$LAB/saved/run_containerd"
+	fi
+}
+
+start_containerd() {
+	local pid log_offset
+	log_offset=$(stat -c %s "$LAB/containerd.log" 2>/dev/null || echo 0)
+	pid=$(containerd_pid)
+	if [[ -n "$pid" ]]; then
+		log "containerd already running (pid $pid)"
+	else
+		rm -f "$SOCK" "$SOCK.ttrpc"
+		log "starting containerd (log: $LAB/containerd.log)"
+		setsid containerd --config "$LAB/config.toml" </dev/null >>"$LAB/containerd.log" 2>&1 &
+	fi
+
+	local i
+	for ((i = 0; i < 200; i++)); do
+		if [[ -S "$SOCK" ]] && ctr -a "$SOCK" version >/dev/null 2>&1; then
+			break
+		fi
+		if ((i > 10)) && [[ -z "$(containerd_pid)" ]]; then
+			tail -n 20 "$LAB/containerd.log" >&2 || true
+			die "containerd exited during start"
+		fi
+		sleep 0.05
+	done
+	((i < 200)) || die "containerd socket $SOCK not answering after 10 s"
+	containerd_pid >"$LAB/containerd.pid"
+
+	# CRI readiness: the plugin loaded without error (picolet's own client checks the CRI
+	# Status conditions RuntimeReady/NetworkReady; there is no crictl here).
+	local cri=""
+	for ((i = 0; i < 100; i++)); do
+		cri=$(ctr -a "$SOCK" plugins ls 2>/dev/null | awk '$1 == "io.containerd.grpc.v1" && $2 == "cri" { print $NF }')
+		[[ "$cri" == ok ]] && break
+		sleep 0.05
+	done
+	if [[ "$cri" != ok ]]; then
+		tail -n 20 "$LAB/containerd.log" >&2 || true
+		die "CRI plugin status '${cri:-missing}' (expected ok)"
+	fi
+	local cni_errors
+	cni_errors=$(tail -c "+$((log_offset + 1))" "$LAB/containerd.log" | grep -E 'failed to (re)?load cni' || true)
+	if [[ -n "$cni_errors" ]]; then
+		log "warning: containerd could not load the CNI config:"
+		tail -n 1 <<<"$cni_errors" >&2
+	fi
+}
+
+import_images() {
+	local name file have
+	have=$(ctr_ images ls -q)
+	for name in "$PAUSE_IMAGE" "$BUSYBOX_IMAGE"; do
+		file="$LAB/images/${name##*/}"
+		file="${file%%:*}.tar"
+		# Built and imported by an earlier `up` of this lab: nothing to do.
+		[[ -f "$file" ]] && grep -qxF "$name" <<<"$have" && continue
+		if [[ "$name" == "$PAUSE_IMAGE" ]]; then
+			# The sandbox's only process: sleeps as PID 1 of the pod; StopPodSandbox kills it
+			# with SIGKILL, so it needs no signal handling.
+			python3 "$SCRIPT_DIR/mkimage.py" --name "$name" -o "$file" \
+				--entrypoint /bin/busybox --entrypoint sleep --entrypoint infinity 2>/dev/null
+		else
+			python3 "$SCRIPT_DIR/mkimage.py" --name "$name" -o "$file" --cmd sh 2>/dev/null
+		fi
+		ctr_ images import --snapshotter overlayfs "$file" >/dev/null
+	done
+	have=$(ctr_ images ls -q)
+	for name in "$PAUSE_IMAGE" "$BUSYBOX_IMAGE"; do
+		grep -qxF "$name" <<<"$have" || die "image $name missing after import"
+	done
+}
+
+cmd_up() {
+	init_lab "${1:-}"
+	[[ $EUID -eq 0 ]] || die "needs root"
+	local t0
+	t0=$(now)
+	ensure_packages
+	write_config
+	save_host_state
+	start_containerd
+	import_images
+	log "up in $(since "$t0"): containerd $(containerd_pid), bridge $BRIDGE, subnet $SUBNET"
+	echo "unix://$SOCK"
+}
+
+# ---------------------------------------------------------------------------------------
+# down
+
+# Graceful path while containerd answers: kill and delete every task and container, so the
+# shims shut down through containerd (and remove their own sockets).
+remove_through_containerd() {
+	local id ids
+	ids=$(ctr_ tasks ls -q 2>/dev/null || true)
+	for id in $ids; do
+		ctr_ tasks kill -a -s SIGKILL "$id" >/dev/null 2>&1 || true
+	done
+	for id in $ids; do
+		# A task's delete waits for its exit: give the SIGKILL a moment, then force.
+		ctr_ tasks delete "$id" >/dev/null 2>&1 || ctr_ tasks delete -f "$id" >/dev/null 2>&1 || true
+	done
+	for id in $(ctr_ containers ls -q 2>/dev/null || true); do
+		ctr_ containers delete "$id" >/dev/null 2>&1 || true
+	done
+	[[ -z "$ids" ]] || log "removed $(wc -w <<<"$ids") task(s) through containerd"
+}
+
+# Brute-force path (containerd dead or stuck): runc's own state under $LAB/runc.
+remove_through_runc() {
+	local root id n=0
+	for root in "$LAB"/runc/*/; do
+		[[ -d "$root" ]] || continue
+		for id in $(runc --root "$root" list -q 2>/dev/null || true); do
+			runc --root "$root" delete --force "$id" >/dev/null 2>&1 || true
+			n=$((n + 1))
+		done
+	done
+	((n == 0)) || log "force-deleted $n container(s) through runc"
+}
+
+stop_containerd() {
+	local pid i
+	pid=$(containerd_pid)
+	[[ -n "$pid" ]] || return 0
+	kill -TERM "$pid" 2>/dev/null || true
+	kill -CONT "$pid" 2>/dev/null || true # a stopped (SIGSTOP) containerd gets the TERM too
+	for ((i = 0; i < 100; i++)); do
+		[[ -n "$(proc_state "$pid")" && "$(proc_state "$pid")" != Z ]] || break
+		sleep 0.1
+	done
+	if [[ -n "$(proc_state "$pid")" && "$(proc_state "$pid")" != Z ]]; then
+		log "containerd did not stop on SIGTERM in 10 s: SIGKILL"
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	log "containerd stopped"
+}
+
+kill_shims() {
+	local pids i
+	pids=$(shim_pids)
+	[[ -n "$pids" ]] || return 0
+	# shellcheck disable=SC2086 # a list of pids
+	kill -KILL $pids 2>/dev/null || true
+	for ((i = 0; i < 50; i++)); do
+		[[ -n "$(shim_pids)" ]] || break
+		sleep 0.1
+	done
+	log "killed $(wc -w <<<"$pids") leftover shim(s)"
+}
+
+# containerd 1.6 shims listen on /run/containerd/s/<hash> whatever the config says; a shim
+# that did not shut down through containerd leaves its socket file. Remove the socket files
+# created since `up` that nothing listens on any more.
+remove_stale_shim_sockets() {
+	[[ -d /run/containerd/s ]] || return 0
+	local bound s n=0
+	bound=$(awk 'NR > 1 && $8 ~ /^\/run\/containerd\/s\// { print $8 }' /proc/net/unix)
+	for s in /run/containerd/s/*; do
+		[[ -S "$s" && "$s" -nt "$LAB/saved/run_containerd" ]] || continue
+		grep -qxF "$s" <<<"$bound" && continue
+		rm -f "$s"
+		n=$((n + 1))
+	done
+	((n == 0)) || log "removed $n stale shim socket(s) from /run/containerd/s"
+	if [[ "$(cat "$LAB/saved/run_containerd" 2>/dev/null || true)" == absent ]]; then
+		rmdir /run/containerd/s /run/containerd 2>/dev/null || true
+	fi
+}
+
+unmount_all() {
+	local mps mp n=0
+	mapfile -t mps < <(lab_mounts | tac)
+	for mp in "${mps[@]}"; do
+		umount "$mp" 2>/dev/null && n=$((n + 1))
+	done
+	mapfile -t mps < <(lab_mounts | tac)
+	for mp in "${mps[@]}"; do
+		log "lazy unmount of busy $mp"
+		umount -l "$mp" 2>/dev/null && n=$((n + 1))
+	done
+	((n == 0)) || log "unmounted $n mount(s)"
+	[[ -z "$(lab_mounts)" ]] || die "still mounted under $LAB: $(lab_mounts | tr '\n' ' ')"
+}
+
+remove_network() {
+	if ip link show "$BRIDGE" >/dev/null 2>&1; then
+		local port
+		for port in $(ip -o link show master "$BRIDGE" | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }'); do
+			ip link del "$port" 2>/dev/null || true
+		done
+		ip link del "$BRIDGE"
+		log "deleted bridge $BRIDGE"
+	fi
+	if [[ -f "$LAB/saved/ip_forward" ]]; then
+		cat "$LAB/saved/ip_forward" >/proc/sys/net/ipv4/ip_forward
+	fi
+}
+
+# Remove cgroup directories that appeared since `up` (deepest first). rmdir only: a cgroup
+# that still holds a process is left alone and reported.
+remove_cgroups() {
+	[[ -f "$LAB/saved/cgroups" ]] || return 0
+	local dir n=0 busy=0
+	while IFS= read -r dir; do
+		if rmdir "$dir" 2>/dev/null; then n=$((n + 1)); else busy=$((busy + 1)); fi
+	done < <(cgroup_dirs | LC_ALL=C comm -13 "$LAB/saved/cgroups" - | awk '{ print length($0) " " $0 }' | sort -rn | cut -d' ' -f2-)
+	((n == 0)) || log "removed $n cgroup dir(s)"
+	((busy == 0)) || log "warning: $busy new cgroup dir(s) not empty, left in place"
+}
+
+cmd_down() {
+	init_lab "${1:-}"
+	[[ $EUID -eq 0 ]] || die "needs root"
+	if [[ ! -d "$LAB" ]]; then
+		log "no lab at $LAB"
+		return 0
+	fi
+	[[ -f "$LAB/$MARKER" ]] || die "$LAB is not a lab directory (no $MARKER)"
+	local t0
+	t0=$(now)
+	if [[ -n "$(containerd_pid)" ]] && timeout 3 ctr -a "$SOCK" version >/dev/null 2>&1; then
+		remove_through_containerd
+	fi
+	remove_through_runc
+	stop_containerd
+	kill_shims
+	unmount_all
+	remove_network
+	remove_cgroups
+	remove_stale_shim_sockets
+	rm -rf --one-file-system "$LAB"
+	log "down in $(since "$t0"): $LAB removed"
+}
+
+# ---------------------------------------------------------------------------------------
+# status
+
+cmd_status() {
+	init_lab "${1:-}"
+	if [[ ! -d "$LAB" ]]; then
+		echo "lab $LAB: absent"
+		return 0
+	fi
+	local pid
+	pid=$(containerd_pid)
+	echo "lab:         $LAB"
+	echo "endpoint:    unix://$SOCK"
+	echo "containerd:  ${pid:-not running}"
+	if [[ -n "$pid" ]] && timeout 5 ctr -a "$SOCK" version >/dev/null 2>&1; then
+		echo "cri plugin:  $(ctr -a "$SOCK" plugins ls | awk '$2 == "cri" { print $NF }')"
+		echo "images:      $(ctr_ images ls -q | tr '\n' ' ')"
+		echo "containers:  $(ctr_ containers ls -q | wc -l)"
+		echo "tasks:       $(ctr_ tasks ls -q | wc -l) ($(ctr_ tasks ls | awk 'NR > 1 && $3 == "RUNNING"' | wc -l) running)"
+	fi
+	echo "shims:       $(shim_pids | wc -l)"
+	echo "mounts:      $(lab_mounts | wc -l)"
+	if ip link show "$BRIDGE" >/dev/null 2>&1; then
+		echo "bridge:      $BRIDGE ($(ip -o link show master "$BRIDGE" | wc -l) port(s))"
+	else
+		echo "bridge:      $BRIDGE absent"
+	fi
+	echo "ip_forward:  $(cat /proc/sys/net/ipv4/ip_forward) (before up: $(cat "$LAB/saved/ip_forward" 2>/dev/null || echo '?'))"
+}
+
+usage() {
+	sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//' >&2
+	exit 2
+}
+
+case "${1:-}" in
+up) cmd_up "${2:-}" ;;
+down) cmd_down "${2:-}" ;;
+status) cmd_status "${2:-}" ;;
+*) usage ;;
+esac

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# picolet's end-to-end run, as root:
+#
+#   tests/e2e/run.sh [TEST NAME FILTER...]
+#
+# builds the e2e test, starts the lab (lab.sh up), checks it (smoke.sh), runs
+# `cargo test --test e2e` against it one scenario at a time, and always tears the lab down
+# (lab.sh down, also on failure or Ctrl-C). Exits with the test's exit code.
+#
+# Environment: PICOLET_LAB_DIR (default <repo>/.lab), PICOLET_LAB_KEEP=1 to leave the lab
+# running afterwards (then: tests/e2e/lab.sh down), plus lab.sh's PICOLET_LAB_BRIDGE and
+# PICOLET_LAB_SUBNET.
+
+set -euo pipefail
+
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$SCRIPT_DIR/../.." && pwd)
+LAB=${PICOLET_LAB_DIR:-$REPO/.lab}
+
+cd "$REPO"
+# Compile first: a build error needs no lab.
+cargo test --test e2e --no-run
+
+# shellcheck disable=SC2317 # called by the EXIT trap
+teardown() {
+	if [[ "${PICOLET_LAB_KEEP:-}" == 1 ]]; then
+		echo "run.sh: lab left running (PICOLET_LAB_KEEP=1): $SCRIPT_DIR/lab.sh down $LAB" >&2
+	else
+		"$SCRIPT_DIR/lab.sh" down "$LAB" || echo "run.sh: lab.sh down FAILED: the machine may need cleaning" >&2
+	fi
+}
+trap teardown EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+endpoint=$("$SCRIPT_DIR/lab.sh" up "$LAB" | tail -n 1)
+"$SCRIPT_DIR/smoke.sh" "$LAB"
+
+rc=0
+PICOLET_E2E_ENDPOINT="$endpoint" RUST_BACKTRACE="${RUST_BACKTRACE:-0}" \
+	cargo test --test e2e -- --test-threads=1 --nocapture "$@" || rc=$?
+echo "run.sh: e2e tests exited with $rc" >&2
+exit "$rc"

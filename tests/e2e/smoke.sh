@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Smoke test of the lab, after `tests/e2e/lab.sh up [LAB_DIR]`:
+#
+#   tests/e2e/smoke.sh [LAB_DIR]
+#
+# Proves what picolet relies on, with ctr and the stdlib CRI client cri.py (no crictl):
+# containerd answers, the CRI plugin is loaded, RuntimeReady + NetworkReady, both local
+# images are visible to CRI ImageStatus (and a bare name is not: the documented gotcha), and a
+# real pod runs: RunPodSandbox on the CNI bridge, a container whose CRI-format log line
+# appears, then StopPodSandbox + RemovePodSandbox leave no task and no mount behind.
+
+set -euo pipefail
+
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$SCRIPT_DIR/../.." && pwd)
+LAB=$(realpath -m "${1:-$REPO/.lab}")
+SOCK="$LAB/containerd.sock"
+EP="unix://$SOCK"
+SUBNET=${PICOLET_LAB_SUBNET:-10.88.77.0/24}
+if [[ -f "$LAB/lab.env" ]]; then
+	# shellcheck source=/dev/null
+	. "$LAB/lab.env"
+fi
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
+
+checks=0
+t0=${EPOCHREALTIME/,/.}
+ok() {
+	checks=$((checks + 1))
+	printf 'smoke: ok   %s\n' "$*"
+}
+fail() {
+	printf 'smoke: FAIL %s\n' "$*" >&2
+	if [[ -f "$LAB/containerd.log" ]]; then
+		echo "--- last lines of $LAB/containerd.log:" >&2
+		tail -n 15 "$LAB/containerd.log" >&2
+	fi
+	exit 1
+}
+cri() { python3 "$SCRIPT_DIR/cri.py" -e "$EP" "$@"; }
+ctr_() { timeout 20 ctr -a "$SOCK" -n k8s.io "$@"; }
+
+[[ -S "$SOCK" ]] || fail "no socket $SOCK (run: tests/e2e/lab.sh up $LAB)"
+
+server=$(ctr -a "$SOCK" version 2>&1 | awk '/^Server:/ { s = 1 } s && /Version:/ { print $2; exit }') ||
+	fail "ctr version"
+[[ -n "$server" ]] || fail "ctr version: no server version"
+ok "containerd answers on $SOCK (server $server)"
+
+plugin=$(ctr -a "$SOCK" plugins ls | awk '$1 == "io.containerd.grpc.v1" && $2 == "cri" { print $NF }')
+[[ "$plugin" == ok ]] || fail "CRI plugin status '$plugin'"
+ok "CRI plugin loaded"
+
+images=$(ctr_ images ls -q)
+for image in localhost/pause:edge localhost/busybox:edge; do
+	grep -qxF "$image" <<<"$images" || fail "ctr images ls: $image missing"
+done
+ok "ctr images ls: localhost/pause:edge localhost/busybox:edge"
+
+version=$(cri version) || fail "CRI Version"
+ok "CRI Version: $version"
+
+status=$(cri status) || fail "CRI Status: $status"
+ok "CRI Status: $(tr '\n' ' ' <<<"$status")"
+
+for image in localhost/pause:edge localhost/busybox:edge; do
+	cri image "$image" >/dev/null || fail "CRI ImageStatus $image: not present"
+done
+ok "CRI ImageStatus finds both images"
+if cri image busybox:edge >/dev/null; then
+	fail "CRI ImageStatus found a bare 'busybox:edge' (the doc says it must not)"
+fi
+ok "CRI ImageStatus does not resolve a bare name (use localhost/...)"
+
+uid="smoke-$$"
+# shellcheck disable=SC2016 # $(hostname) is for the container's shell
+out=$(cri run-pod smoke --namespace lab-smoke --uid "$uid" --log-dir "$LAB/smoke-logs" \
+	--cmd 'echo "hello from $(hostname)"; exec sleep 3600') || fail "RunPodSandbox/CreateContainer/StartContainer: $out"
+ip=$(sed -n 's/.* ip=\([^ ]*\) .*/\1/p' <<<"$out")
+logfile=$(sed -n 's/.* log=\([^ ]*\) .*/\1/p' <<<"$out")
+timings=$(grep -o 'run_sandbox_ms=.*' <<<"$out")
+[[ "$ip" == "${SUBNET%.*/*}".* ]] || fail "pod IP '$ip' not in $SUBNET"
+ok "pod running, IP $ip on the bridge ($timings)"
+
+for _ in $(seq 50); do
+	grep -q ' stdout F hello from smoke$' "$logfile" 2>/dev/null && break
+	sleep 0.1
+done
+grep -qE '^[0-9T:.-]+Z stdout F hello from smoke$' "$logfile" ||
+	fail "no CRI-format log line in $logfile: $(cat "$logfile" 2>/dev/null)"
+ok "container log in CRI format: $(head -n 1 "$logfile")"
+
+cri rm-pods --label "io.kubernetes.pod.uid=$uid" >/dev/null || fail "StopPodSandbox/RemovePodSandbox"
+[[ -z "$(ctr_ tasks ls -q)" ]] || fail "tasks left after RemovePodSandbox: $(ctr_ tasks ls -q | tr '\n' ' ')"
+left=$(awk -v lab="$LAB/" 'index($5, lab) == 1' /proc/self/mountinfo | wc -l)
+[[ "$left" -eq 0 ]] || fail "$left mount(s) left under $LAB after RemovePodSandbox"
+rm -rf "$LAB/smoke-logs"
+ok "pod removed: no task, no mount left"
+
+printf 'smoke: %d checks passed in %s s\n' "$checks" "$(awk -v a="$t0" -v b="${EPOCHREALTIME/,/.}" 'BEGIN { printf "%.2f", b - a }')"
