@@ -102,11 +102,14 @@ pub enum ManifestError {
     /// Validation failed; every problem names its field.
     #[error("{}", join_errors(.0))]
     Invalid(Vec<FieldError>),
-    /// Any of the above, in a file (or at a URL): `<file>: <problem>`.
-    #[error("{file}: {error}")]
+    /// Any of the above, in a file (or at a URL): `<file>: <problem>`. When the pod parsed
+    /// but is invalid, fields picolet does not know are listed too: they are often the typo
+    /// behind the problem (`imag:` → `image: required`).
+    #[error("{file}: {error}{}", unknown_hint(unknown_fields))]
     InFile {
         file: String,
         error: Box<ManifestError>,
+        unknown_fields: Vec<String>,
     },
 }
 
@@ -135,6 +138,14 @@ fn expected(want: &str, found: &Option<String>) -> String {
     match found {
         None => format!("required (must be {want})"),
         Some(found) => format!("must be {want}, found {found}"),
+    }
+}
+
+fn unknown_hint(fields: &[String]) -> String {
+    if fields.is_empty() {
+        String::new()
+    } else {
+        format!(" (fields picolet does not know: {})", fields.join(", "))
     }
 }
 
@@ -187,9 +198,12 @@ pub fn load(
     source: &str,
     seen: UnixNanos,
 ) -> Result<Loaded, ManifestError> {
-    load_inner(path, bytes, node_name, source, seen).map_err(|error| ManifestError::InFile {
-        file: path.to_string(),
-        error: Box::new(error),
+    load_inner(path, bytes, node_name, source, seen).map_err(|(error, unknown_fields)| {
+        ManifestError::InFile {
+            file: path.to_string(),
+            error: Box::new(error),
+            unknown_fields,
+        }
     })
 }
 
@@ -199,12 +213,12 @@ fn load_inner(
     node_name: &str,
     source: &str,
     seen: UnixNanos,
-) -> Result<Loaded, ManifestError> {
+) -> Result<Loaded, (ManifestError, Vec<String>)> {
     let Parsed {
         pod,
         raw,
         unknown_fields,
-    } = parse_document(bytes)?;
+    } = parse_document(bytes).map_err(|e| (e, Vec::new()))?;
     // kubelet: static pods need a name ("name is required" before generatePodName).
     if pod.metadata.name.is_empty() {
         let message = if pod.metadata.generate_name.is_empty() {
@@ -212,14 +226,14 @@ fn load_inner(
         } else {
             "required (static pods cannot use metadata.generateName)"
         };
-        return Err(ManifestError::Invalid(vec![FieldError::new(
-            "metadata.name",
-            message,
-        )]));
+        let error = ManifestError::Invalid(vec![FieldError::new("metadata.name", message)]);
+        return Err((error, unknown_fields));
     }
     let mut pod = make_static(pod, &raw, node_name, source, path, seen);
     apply_defaults(&mut pod);
-    validate(&pod)?;
+    if let Err(error) = validate(&pod) {
+        return Err((error, unknown_fields));
+    }
     Ok(Loaded {
         pod,
         unknown_fields,
@@ -361,9 +375,14 @@ pub fn apply_defaults(pod: &mut Pod) {
     spec.restart_policy.get_or_insert(RestartPolicy::Always);
     spec.termination_grace_period_seconds
         .get_or_insert(DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS);
-    spec.dns_policy.get_or_insert_with(|| "ClusterFirst".to_string());
+    spec.dns_policy
+        .get_or_insert_with(|| "ClusterFirst".to_string());
     let host_network = spec.host_network;
-    for c in spec.init_containers.iter_mut().chain(spec.containers.iter_mut()) {
+    for c in spec
+        .init_containers
+        .iter_mut()
+        .chain(spec.containers.iter_mut())
+    {
         default_container(c, host_network);
     }
     for v in &mut spec.volumes {
@@ -601,7 +620,10 @@ fn validate_volumes<'a>(pod: &'a Pod, errs: &mut Vec<FieldError>) -> HashMap<&'a
             if !TYPES.contains(&t) {
                 errs.push(FieldError::new(
                     format!("{path}.hostPath.type"),
-                    format!("unsupported value {t:?} (supported: \"\", {})", TYPES[1..].join(", ")),
+                    format!(
+                        "unsupported value {t:?} (supported: \"\", {})",
+                        TYPES[1..].join(", ")
+                    ),
                 ));
             }
         }
@@ -846,7 +868,10 @@ pub fn make_static(
         api::ANNOTATION_CONFIG_HASH.to_string(),
         pod.metadata.uid.clone(),
     );
-    annotations.insert(api::ANNOTATION_CONFIG_SOURCE.to_string(), source.to_string());
+    annotations.insert(
+        api::ANNOTATION_CONFIG_SOURCE.to_string(),
+        source.to_string(),
+    );
     if let Some(seen) = clock::rfc3339(seen) {
         annotations.insert(api::ANNOTATION_CONFIG_SEEN.to_string(), seen);
     }
@@ -1006,8 +1031,14 @@ mod tests {
 
     #[test]
     fn yaml11_boolean_hint() {
-        assert!(yaml11_bool("invalid type: string \"yes\", expected a boolean"));
-        assert!(yaml11_bool("invalid type: string \"Off\", expected a boolean"));
-        assert!(!yaml11_bool("invalid type: string \"maybe\", expected a boolean"));
+        assert!(yaml11_bool(
+            "invalid type: string \"yes\", expected a boolean"
+        ));
+        assert!(yaml11_bool(
+            "invalid type: string \"Off\", expected a boolean"
+        ));
+        assert!(!yaml11_bool(
+            "invalid type: string \"maybe\", expected a boolean"
+        ));
     }
 }

@@ -95,11 +95,27 @@ fn parse_errors_name_the_field() {
             "spec.containers",
             "expected a sequence",
         ),
-        ("apiVersion: apps/v1\nkind: Deployment\n", "apiVersion", "apiVersion: must be \"v1\", found \"apps/v1\""),
-        ("kind: Pod\n", "apiVersion", "apiVersion: required (must be \"v1\")"),
-        ("apiVersion: v1\nkind: PodList\n", "kind", "kind: must be \"Pod\", found \"PodList\""),
+        (
+            "apiVersion: apps/v1\nkind: Deployment\n",
+            "apiVersion",
+            "apiVersion: must be \"v1\", found \"apps/v1\"",
+        ),
+        (
+            "kind: Pod\n",
+            "apiVersion",
+            "apiVersion: required (must be \"v1\")",
+        ),
+        (
+            "apiVersion: v1\nkind: PodList\n",
+            "kind",
+            "kind: must be \"Pod\", found \"PodList\"",
+        ),
         ("apiVersion: v1\n", "kind", "kind: required"),
-        ("{\"apiVersion\": 1, \"kind\": \"Pod\"}", "apiVersion", "found 1"),
+        (
+            "{\"apiVersion\": 1, \"kind\": \"Pod\"}",
+            "apiVersion",
+            "found 1",
+        ),
     ];
     for (input, field, text) in table {
         let (msg, fields) = err_of(manifest::parse(input.as_bytes()));
@@ -116,8 +132,14 @@ fn syntax_and_document_errors() {
         ("  \n\n", "the file is empty"),
         ("# only a comment\n", "the file is empty"),
         ("---\n---\n", "the file is empty"),
-        ("apiVersion: v1\nkind: Pod\nmetadata: {name: web\n", "invalid YAML: "),
-        ("apiVersion: v1\nkind: Pod\n---\napiVersion: v1\nkind: Pod\n", "found 2 YAML documents"),
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: web\n",
+            "invalid YAML: ",
+        ),
+        (
+            "apiVersion: v1\nkind: Pod\n---\napiVersion: v1\nkind: Pod\n",
+            "found 2 YAML documents",
+        ),
         ("{\"apiVersion\": \"v1\",, }", "invalid JSON: "),
         ("{\"apiVersion\": \"v1\"} trailing", "invalid JSON: "),
         ("- a\n- b\n", "found a list"),
@@ -125,10 +147,15 @@ fn syntax_and_document_errors() {
     ];
     for (input, text) in table {
         let (msg, _) = err_of(manifest::parse(input.as_bytes()));
-        assert!(msg.contains(text), "{input:?}: {msg:?} should contain {text:?}");
+        assert!(
+            msg.contains(text),
+            "{input:?}: {msg:?} should contain {text:?}"
+        );
     }
     // JSON syntax errors carry line and column.
-    let (msg, _) = err_of(manifest::parse(b"{\n  \"apiVersion\": \"v1\",\n  \"kind\" \"Pod\"\n}"));
+    let (msg, _) = err_of(manifest::parse(
+        b"{\n  \"apiVersion\": \"v1\",\n  \"kind\" \"Pod\"\n}",
+    ));
     assert!(msg.contains("line 3 column"), "{msg}");
 }
 
@@ -206,7 +233,10 @@ fn defaults() {
     assert_eq!(pod.spec.dns_policy.as_deref(), Some("ClusterFirst"));
     let c = &pod.spec.containers[0];
     assert_eq!(c.image_pull_policy, Some(PullPolicy::IfNotPresent));
-    assert_eq!(c.termination_message_path.as_deref(), Some("/dev/termination-log"));
+    assert_eq!(
+        c.termination_message_path.as_deref(),
+        Some("/dev/termination-log")
+    );
     assert_eq!(c.termination_message_policy.as_deref(), Some("File"));
     assert_eq!(c.ports[0].protocol.as_deref(), Some("TCP"));
     assert_eq!(c.ports[1].protocol.as_deref(), Some("UDP"));
@@ -215,8 +245,19 @@ fn defaults() {
     assert_eq!(c.ports[1].host_port, Some(53));
     let i = &pod.spec.init_containers[0];
     assert_eq!(i.image_pull_policy, Some(PullPolicy::Always));
-    assert_eq!(i.termination_message_path.as_deref(), Some("/dev/termination-log"));
-    assert_eq!(pod.spec.volumes[0].host_path.as_ref().unwrap().type_.as_deref(), Some(""));
+    assert_eq!(
+        i.termination_message_path.as_deref(),
+        Some("/dev/termination-log")
+    );
+    assert_eq!(
+        pod.spec.volumes[0]
+            .host_path
+            .as_ref()
+            .unwrap()
+            .type_
+            .as_deref(),
+        Some("")
+    );
     // A volume without a source is an emptyDir.
     assert!(pod.spec.volumes[1].empty_dir.is_some());
 
@@ -230,7 +271,10 @@ fn defaults() {
     assert_eq!(pod.spec.restart_policy, Some(RestartPolicy::Never));
     assert_eq!(pod.spec.termination_grace_period_seconds, Some(5));
     assert_eq!(pod.spec.dns_policy.as_deref(), Some("Default"));
-    assert_eq!(pod.spec.containers[0].image_pull_policy, Some(PullPolicy::Never));
+    assert_eq!(
+        pod.spec.containers[0].image_pull_policy,
+        Some(PullPolicy::Never)
+    );
 }
 
 #[test]
@@ -252,7 +296,10 @@ fn pull_policy_from_image_reference() {
     for (image, want) in table {
         assert_eq!(manifest::default_pull_policy(image), want, "{image}");
     }
-    assert_eq!(manifest::image_tag_and_digest("h:5000/a/b:c@sha256:x"), (Some("c"), true));
+    assert_eq!(
+        manifest::image_tag_and_digest("h:5000/a/b:c@sha256:x"),
+        (Some("c"), true)
+    );
     assert_eq!(manifest::image_tag_and_digest("h:5000/a/b"), (None, false));
 }
 
@@ -262,12 +309,36 @@ fn validation_names_every_field() {
     // (mutation of a valid pod, field, text in the message)
     let table: &[(Mutate, &str, &str)] = &[
         (|p| p.metadata.name.clear(), "metadata.name", "required"),
-        (|p| p.metadata.name = "Web".into(), "metadata.name", "\"Web\" must be a DNS-1123 subdomain"),
-        (|p| p.metadata.name = "a".repeat(254), "metadata.name", "DNS-1123 subdomain"),
-        (|p| p.metadata.namespace = "kube.system".into(), "metadata.namespace", "DNS-1123 label"),
-        (|p| p.spec.containers.clear(), "spec.containers", "at least one container"),
-        (|p| p.spec.containers[0].name.clear(), "spec.containers[0].name", "required"),
-        (|p| p.spec.containers[0].name = "my_web".into(), "spec.containers[0].name", "DNS-1123 label"),
+        (
+            |p| p.metadata.name = "Web".into(),
+            "metadata.name",
+            "\"Web\" must be a DNS-1123 subdomain",
+        ),
+        (
+            |p| p.metadata.name = "a".repeat(254),
+            "metadata.name",
+            "DNS-1123 subdomain",
+        ),
+        (
+            |p| p.metadata.namespace = "kube.system".into(),
+            "metadata.namespace",
+            "DNS-1123 label",
+        ),
+        (
+            |p| p.spec.containers.clear(),
+            "spec.containers",
+            "at least one container",
+        ),
+        (
+            |p| p.spec.containers[0].name.clear(),
+            "spec.containers[0].name",
+            "required",
+        ),
+        (
+            |p| p.spec.containers[0].name = "my_web".into(),
+            "spec.containers[0].name",
+            "DNS-1123 label",
+        ),
         (
             |p| {
                 let mut c = p.spec.containers[0].clone();
@@ -277,25 +348,48 @@ fn validation_names_every_field() {
             "spec.containers[0].name",
             "duplicate container name \"web\" (also spec.initContainers[0])",
         ),
-        (|p| p.spec.containers[0].image.clear(), "spec.containers[0].image", "required"),
-        (|p| p.spec.containers[0].image = " nginx".into(), "spec.containers[0].image", "whitespace"),
+        (
+            |p| p.spec.containers[0].image.clear(),
+            "spec.containers[0].image",
+            "required",
+        ),
+        (
+            |p| p.spec.containers[0].image = " nginx".into(),
+            "spec.containers[0].image",
+            "whitespace",
+        ),
         (
             |p| p.spec.containers[0].restart_policy = Some(RestartPolicy::Always),
             "spec.containers[0].restartPolicy",
             "only be set on init containers",
         ),
-        (|p| p.spec.volumes[1].name = "data".into(), "spec.volumes[1].name", "duplicate volume name \"data\""),
-        (|p| p.spec.volumes[1].name = "Data".into(), "spec.volumes[1].name", "DNS-1123 label"),
+        (
+            |p| p.spec.volumes[1].name = "data".into(),
+            "spec.volumes[1].name",
+            "duplicate volume name \"data\"",
+        ),
+        (
+            |p| p.spec.volumes[1].name = "Data".into(),
+            "spec.volumes[1].name",
+            "DNS-1123 label",
+        ),
         (
             |p| {
                 p.spec.volumes[1].empty_dir = None;
-                p.spec.volumes[1].other.insert("configMap".into(), serde_json::json!({"name": "cfg"}));
+                p.spec.volumes[1]
+                    .other
+                    .insert("configMap".into(), serde_json::json!({"name": "cfg"}));
             },
             "spec.volumes[1] (scratch)",
             "spec.volumes[1] (scratch): volume type configMap is not supported by picolet yet (supported: hostPath, emptyDir)",
         ),
         (
-            |p| p.spec.volumes[1].host_path = Some(api::HostPathVolumeSource { path: "/x".into(), type_: None }),
+            |p| {
+                p.spec.volumes[1].host_path = Some(api::HostPathVolumeSource {
+                    path: "/x".into(),
+                    type_: None,
+                })
+            },
             "spec.volumes[1] (scratch)",
             "more than one volume type (found hostPath, emptyDir)",
         ),
@@ -370,7 +464,10 @@ fn validation_names_every_field() {
         (
             |p| {
                 let port = p.spec.containers[0].ports[0].clone();
-                p.spec.containers[0].ports.push(api::ContainerPort { container_port: 81, ..port });
+                p.spec.containers[0].ports.push(api::ContainerPort {
+                    container_port: 81,
+                    ..port
+                });
             },
             "spec.containers[0].ports[1].name",
             "duplicate port name \"http\" (also spec.containers[0].ports[0])",
@@ -380,8 +477,16 @@ fn validation_names_every_field() {
             "spec.containers[0].ports[0].name",
             "IANA service name",
         ),
-        (|p| p.spec.containers[0].env[0].name = "A=B".into(), "spec.containers[0].env[0].name", "without '='"),
-        (|p| p.spec.containers[0].env[0].name.clear(), "spec.containers[0].env[0].name", "required"),
+        (
+            |p| p.spec.containers[0].env[0].name = "A=B".into(),
+            "spec.containers[0].env[0].name",
+            "without '='",
+        ),
+        (
+            |p| p.spec.containers[0].env[0].name.clear(),
+            "spec.containers[0].env[0].name",
+            "required",
+        ),
         (
             |p| p.spec.containers[0].env[0].value_from = Some(serde_json::json!({"fieldRef": {}})),
             "spec.containers[0].env[0].valueFrom",
@@ -392,9 +497,21 @@ fn validation_names_every_field() {
             "spec.terminationGracePeriodSeconds",
             ">= 0, found -1",
         ),
-        (|p| p.spec.active_deadline_seconds = Some(0), "spec.activeDeadlineSeconds", "> 0"),
-        (|p| p.spec.dns_policy = Some("Cluster".into()), "spec.dnsPolicy", "unsupported value"),
-        (|p| p.spec.dns_policy = Some("None".into()), "spec.dnsConfig", "required when dnsPolicy is None"),
+        (
+            |p| p.spec.active_deadline_seconds = Some(0),
+            "spec.activeDeadlineSeconds",
+            "> 0",
+        ),
+        (
+            |p| p.spec.dns_policy = Some("Cluster".into()),
+            "spec.dnsPolicy",
+            "unsupported value",
+        ),
+        (
+            |p| p.spec.dns_policy = Some("None".into()),
+            "spec.dnsConfig",
+            "required when dnsPolicy is None",
+        ),
         (
             |p| {
                 let mut c = p.spec.containers[0].clone();
@@ -420,7 +537,10 @@ fn validation_names_every_field() {
         let (msg, fields) = err_of(manifest::validate(&pod));
         // The first problem is the one provoked (others may follow from it).
         assert_eq!(fields[0], *field, "case {i}: {msg}");
-        assert!(msg.contains(text), "case {i}: {msg:?} should contain {text:?}");
+        assert!(
+            msg.contains(text),
+            "case {i}: {msg:?} should contain {text:?}"
+        );
     }
 
     // Several problems are all reported, each with its field.
@@ -428,7 +548,13 @@ fn validation_names_every_field() {
     pod.spec.containers[0].image.clear();
     pod.spec.containers[0].ports[0].container_port = 0;
     let (msg, fields) = err_of(manifest::validate(&pod));
-    assert_eq!(fields, vec!["spec.containers[0].image", "spec.containers[0].ports[0].containerPort"]);
+    assert_eq!(
+        fields,
+        vec![
+            "spec.containers[0].image",
+            "spec.containers[0].ports[0].containerPort"
+        ]
+    );
     assert_eq!(
         msg,
         "spec.containers[0].image: required; spec.containers[0].ports[0].containerPort: must be between 1 and 65535, found 0"
@@ -447,16 +573,31 @@ fn validation_names_every_field() {
 fn static_identity() {
     let parsed = manifest::parse_document(WEB.as_bytes()).unwrap();
     let path = "/etc/kubernetes/manifests/web.yaml";
-    let pod = manifest::make_static(parsed.pod.clone(), &parsed.raw, "Edge-01", "file", path, SEEN);
+    let pod = manifest::make_static(
+        parsed.pod.clone(),
+        &parsed.raw,
+        "Edge-01",
+        "file",
+        path,
+        SEEN,
+    );
     assert_eq!(pod.metadata.name, "web-edge-01");
     assert_eq!(pod.metadata.namespace, "default");
     assert_eq!(pod.spec.node_name, "Edge-01");
     assert_eq!(pod.status.as_ref().unwrap().phase, Some(PodPhase::Pending));
     assert_eq!(pod.metadata.uid.len(), 32);
-    assert!(pod.metadata.uid.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+    assert!(
+        pod.metadata
+            .uid
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    );
     assert_eq!(pod.annotation(api::ANNOTATION_CONFIG_HASH), Some(pod.uid()));
     assert_eq!(pod.annotation(api::ANNOTATION_CONFIG_SOURCE), Some("file"));
-    assert_eq!(pod.annotation(api::ANNOTATION_CONFIG_SEEN), Some("2026-11-30T00:53:20Z"));
+    assert_eq!(
+        pod.annotation(api::ANNOTATION_CONFIG_SEEN),
+        Some("2026-11-30T00:53:20Z")
+    );
     assert_eq!(pod.metadata.labels["app"], "web");
     assert!(pod.is_static());
 
@@ -473,7 +614,9 @@ fn static_identity() {
     let base = uid(&parsed.raw, "Edge-01", "file", path);
     // Key order, YAML vs JSON, and the seen stamp do not matter.
     let reordered: serde_json::Value = serde_json::from_str(
-        &serde_json::to_string(&parsed.raw).unwrap().replace("\"apiVersion\":\"v1\",", ""),
+        &serde_json::to_string(&parsed.raw)
+            .unwrap()
+            .replace("\"apiVersion\":\"v1\",", ""),
     )
     .map(|mut v: serde_json::Value| {
         v["apiVersion"] = "v1".into();
@@ -481,12 +624,27 @@ fn static_identity() {
     })
     .unwrap();
     assert_eq!(uid(&reordered, "Edge-01", "file", path), base);
-    let later = manifest::make_static(parsed.pod.clone(), &parsed.raw, "Edge-01", "file", path, SEEN + 1_000_000_000_000);
+    let later = manifest::make_static(
+        parsed.pod.clone(),
+        &parsed.raw,
+        "Edge-01",
+        "file",
+        path,
+        SEEN + 1_000_000_000_000,
+    );
     assert_eq!(later.metadata.uid, base);
     // Node, source, path and content all do.
     assert_ne!(uid(&parsed.raw, "edge-02", "file", path), base);
     assert_ne!(uid(&parsed.raw, "Edge-01", "http", path), base);
-    assert_ne!(uid(&parsed.raw, "Edge-01", "file", "/etc/kubernetes/manifests/web2.yaml"), base);
+    assert_ne!(
+        uid(
+            &parsed.raw,
+            "Edge-01",
+            "file",
+            "/etc/kubernetes/manifests/web2.yaml"
+        ),
+        base
+    );
     let mut edited = parsed.raw.clone();
     edited["spec"]["containers"][0]["image"] = "nginx:1.28".into();
     assert_ne!(uid(&edited, "Edge-01", "file", path), base);
@@ -498,14 +656,27 @@ fn static_identity() {
     let mut with_uid = parsed.pod.clone();
     with_uid.metadata.uid = "my-uid".into();
     with_uid.metadata.namespace = "edge".into();
-    with_uid.status = Some(api::PodStatus { phase: Some(PodPhase::Running), ..Default::default() });
+    with_uid.status = Some(api::PodStatus {
+        phase: Some(PodPhase::Running),
+        ..Default::default()
+    });
     let pod = manifest::make_static(with_uid, &parsed.raw, "n", "http", "http://x/pod", 0);
     assert_eq!(pod.metadata.uid, "my-uid");
     assert_eq!(pod.metadata.namespace, "edge");
     assert_eq!(pod.annotation(api::ANNOTATION_CONFIG_HASH), Some("my-uid"));
     assert_eq!(pod.annotation(api::ANNOTATION_CONFIG_SOURCE), Some("http"));
-    assert_eq!(pod.annotation(api::ANNOTATION_CONFIG_SEEN), None, "no stamp for an unknown time");
-    assert_eq!(pod.status, Some(api::PodStatus { phase: Some(PodPhase::Pending), ..Default::default() }));
+    assert_eq!(
+        pod.annotation(api::ANNOTATION_CONFIG_SEEN),
+        None,
+        "no stamp for an unknown time"
+    );
+    assert_eq!(
+        pod.status,
+        Some(api::PodStatus {
+            phase: Some(PodPhase::Pending),
+            ..Default::default()
+        })
+    );
 }
 
 const GOLDEN_UID: &str = "44255d613ed1a194732fb6a1a088d5c0";
@@ -516,7 +687,10 @@ fn load_ties_it_together() {
     let loaded = manifest::load(path, WEB.as_bytes(), "node1", "file", SEEN).unwrap();
     assert_eq!(loaded.pod.metadata.name, "web-node1");
     assert_eq!(loaded.pod.spec.restart_policy, Some(RestartPolicy::Always));
-    assert_eq!(loaded.pod.spec.containers[0].image_pull_policy, Some(PullPolicy::IfNotPresent));
+    assert_eq!(
+        loaded.pod.spec.containers[0].image_pull_policy,
+        Some(PullPolicy::IfNotPresent)
+    );
     assert!(loaded.unknown_fields.is_empty());
     manifest::validate(&loaded.pod).unwrap();
 
@@ -542,6 +716,10 @@ fn load_ties_it_together() {
             "/etc/kubernetes/manifests/web.yaml: kind: must be \"Pod\", found \"Deployment\"; picolet runs static pods only",
         ),
         ("", "/etc/kubernetes/manifests/web.yaml: the file is empty"),
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - {name: web, imgae: nginx}\n",
+            "/etc/kubernetes/manifests/web.yaml: spec.containers[0].image: required (fields picolet does not know: spec.containers[0].imgae)",
+        ),
     ];
     for (input, want) in table {
         let e = manifest::load(path, input.as_bytes(), "node1", "file", SEEN).unwrap_err();
@@ -550,4 +728,52 @@ fn load_ties_it_together() {
         assert!(matches!(e, ManifestError::InFile { .. }));
         assert!(!matches!(e.inner(), ManifestError::InFile { .. }));
     }
+}
+
+fn data(name: &str) -> (String, Vec<u8>) {
+    let path = format!("{}/tests/data/manifests/{name}", env!("CARGO_MANIFEST_DIR"));
+    let bytes = std::fs::read(&path).unwrap();
+    (path, bytes)
+}
+
+#[test]
+fn real_world_manifests_load() {
+    let (path, bytes) = data("etcd.yaml");
+    let loaded = manifest::load(&path, &bytes, "pi-4", "file", SEEN).unwrap();
+    let pod = &loaded.pod;
+    assert_eq!(pod.full_name(), "kube-system/etcd-pi-4");
+    assert!(pod.spec.host_network);
+    assert!(pod.spec.containers[0].liveness_probe.is_some());
+    assert_eq!(
+        loaded.unknown_fields,
+        vec!["spec.securityContext.seccompProfile"],
+        "status: {{}} and creationTimestamp: null are not reported"
+    );
+
+    let (path, bytes) = data("sensor.json");
+    let loaded = manifest::load(&path, &bytes, "pi-4", "file", SEEN).unwrap();
+    let c = &loaded.pod.spec.containers[0];
+    assert_eq!(
+        c.image_pull_policy,
+        Some(PullPolicy::Always),
+        "no tag behind a registry port"
+    );
+    assert_eq!(
+        c.resources.as_ref().unwrap().limits["cpu"],
+        Quantity::Float(0.5)
+    );
+    assert!(
+        loaded.unknown_fields.is_empty(),
+        "{:?}",
+        loaded.unknown_fields
+    );
+
+    let (path, bytes) = data("with-configmap.yaml");
+    let err = manifest::load(&path, &bytes, "pi-4", "file", SEEN).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{path}: spec.volumes[1] (config): volume type configMap is not supported by picolet yet (supported: hostPath, emptyDir)"
+        )
+    );
 }

@@ -169,8 +169,10 @@ impl<C: Clock> FileSource<C> {
         // Arm the watch before the first listing so nothing between the two is missed.
         watch.arm(&dir, &ev_tx);
 
-        let mut relist =
-            tokio::time::interval_at(Instant::now() + options.relist_interval, options.relist_interval);
+        let mut relist = tokio::time::interval_at(
+            Instant::now() + options.relist_interval,
+            options.relist_interval,
+        );
         relist.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut pending: Option<(Instant, Instant)> = None; // (first event, deadline)
         let max_burst = options.debounce * MAX_BURST_DEBOUNCES;
@@ -255,7 +257,10 @@ fn dir_id(dir: &Path) -> io::Result<DirId> {
     if m.is_dir() {
         Ok((m.dev(), m.ino()))
     } else {
-        Err(io::Error::new(io::ErrorKind::NotADirectory, "not a directory"))
+        Err(io::Error::new(
+            io::ErrorKind::NotADirectory,
+            "not a directory",
+        ))
     }
 }
 
@@ -738,7 +743,10 @@ impl Scanner {
 }
 
 fn same_ignoring_seen(old: &Pod, new: &Pod) -> bool {
-    let seen = |p: &Pod| p.annotation(api::ANNOTATION_CONFIG_SEEN).map(str::to_string);
+    let seen = |p: &Pod| {
+        p.annotation(api::ANNOTATION_CONFIG_SEEN)
+            .map(str::to_string)
+    };
     if seen(old) == seen(new) {
         return old == new;
     }
@@ -791,13 +799,15 @@ mod tests {
     #[test]
     fn seen_stamp_alone_is_no_change() {
         let mut a = Pod::default();
-        a.metadata
-            .annotations
-            .insert(api::ANNOTATION_CONFIG_SEEN.into(), "2026-01-01T00:00:00Z".into());
+        a.metadata.annotations.insert(
+            api::ANNOTATION_CONFIG_SEEN.into(),
+            "2026-01-01T00:00:00Z".into(),
+        );
         let mut b = a.clone();
-        b.metadata
-            .annotations
-            .insert(api::ANNOTATION_CONFIG_SEEN.into(), "2026-01-02T00:00:00Z".into());
+        b.metadata.annotations.insert(
+            api::ANNOTATION_CONFIG_SEEN.into(),
+            "2026-01-02T00:00:00Z".into(),
+        );
         assert!(same_ignoring_seen(&a, &b));
         b.metadata.name = "other".into();
         assert!(!same_ignoring_seen(&a, &b));
