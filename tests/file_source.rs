@@ -461,6 +461,23 @@ fn missing_directory_is_picked_up_later() {
         tokio::time::sleep(Duration::from_millis(300)).await;
         fs::write(h.path("db.yaml"), pod("db", "postgres:16")).unwrap();
         assert_eq!(h.next().await, want(&[("db", "postgres:16")]));
+
+        // Replaced by another directory renamed into place: its pods, and watched.
+        let staged = h.dir.with_file_name("staged");
+        mkdir(&staged);
+        fs::write(staged.join("web.yaml"), pod("web", "nginx:1.28")).unwrap();
+        fs::remove_dir_all(&h.dir).unwrap();
+        fs::rename(&staged, &h.dir).unwrap();
+        let mut got = h.next().await;
+        if got.is_empty() {
+            got = h.next().await; // saw the gap between removal and rename
+        }
+        assert_eq!(got, want(&[("web", "nginx:1.28")]));
+        fs::write(h.path("db.yaml"), pod("db", "postgres:17")).unwrap();
+        assert_eq!(
+            h.next().await,
+            want(&[("db", "postgres:17"), ("web", "nginx:1.28")])
+        );
     });
 }
 

@@ -272,6 +272,8 @@ struct Watch {
     max: Duration,
     /// A failure was already logged above debug level in this streak.
     failing: bool,
+    /// The last failure was "no such directory": arm as soon as a listing sees it.
+    missing: bool,
 }
 
 impl Watch {
@@ -283,6 +285,7 @@ impl Watch {
             initial: options.watch_retry_initial,
             max: options.watch_retry_max,
             failing: false,
+            missing: false,
         }
     }
 
@@ -299,11 +302,13 @@ impl Watch {
                 self.retry_at = None;
                 self.delay = self.initial;
                 self.failing = false;
+                self.missing = false;
                 true
             }
             Err(error) => {
                 let missing = matches!(&error.kind, notify::ErrorKind::PathNotFound)
                     || matches!(&error.kind, notify::ErrorKind::Io(e) if e.kind() == io::ErrorKind::NotFound);
+                self.missing = missing;
                 let error = SourceError::Watch {
                     path: dir.to_path_buf(),
                     error,
@@ -339,21 +344,27 @@ impl Watch {
         self.delay = (self.delay * 2).min(self.max);
     }
 
-    /// After a listing: re-arm at once if the directory appeared or was replaced.
+    /// After a listing: re-arm at once if the directory appeared or was replaced; otherwise
+    /// a pending retry keeps its back-off.
     fn check(&mut self, dir: &Path, ev_tx: &mpsc::Sender<WatchMsg>) {
         let now = dir_id(dir).ok();
         match (&self.active, now) {
             (Some((_, id)), Some(now)) if *id == now => {}
+            (Some(_), Some(_)) => {
+                // Replaced (e.g. `mv new manifests`): the watch follows the old inode.
+                self.arm(dir, ev_tx);
+            }
             (Some(_), None) => {
-                // Directory gone: the watch is dead; retry with back-off until it returns.
+                // Gone: the watch is dead; retry with back-off until it returns.
                 self.active = None;
+                self.missing = true;
                 self.delay = self.initial;
                 self.retry_at = Some(Instant::now() + self.delay);
             }
-            (_, Some(_)) => {
+            (None, Some(_)) if self.missing || self.retry_at.is_none() => {
                 self.arm(dir, ev_tx);
             }
-            (None, None) => {}
+            (None, _) => {}
         }
     }
 }
