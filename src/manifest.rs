@@ -1,1 +1,1044 @@
-//! TODO
+//! Static pod manifests: bytes → a defaulted, validated `v1/Pod` with its static identity.
+//!
+//! Owns: parsing one manifest (YAML or JSON), the apiVersion/kind check, unknown-field
+//! detection, the apiserver/kubelet defaults picolet relies on, validation with messages that
+//! name the field path, and static pod identity (name suffix, UID hash, config annotations).
+//!
+//! Must never: do I/O, read the clock (the caller passes the "seen" stamp) or log — callers
+//! decide what to log; every function here is pure and table-tested.
+//!
+//! Pipeline of [`load`] (kubelet: `config/common.go` `tryDecodeSinglePod`):
+//! bytes → `serde_json::Value` → apiVersion/kind check → typed [`Pod`] (through
+//! `serde_path_to_error`, so a type error names its path) → [`make_static`] →
+//! [`apply_defaults`] → [`validate`].
+//!
+//! Format notes:
+//! - JSON when the first non-space byte is `{`, else YAML. YAML goes through
+//!   `serde_yaml_ng::Value` so merge keys (`<<: *anchor`) work as they do upstream.
+//! - One pod per file. Empty YAML documents (`---` with nothing after it, comment-only
+//!   documents) are ignored; two non-empty documents are an error. (Upstream silently reads
+//!   only the first document; we would rather say so.)
+//! - serde_yaml_ng implements YAML 1.2: `yes`/`no`/`on`/`off` are *strings*, not booleans as
+//!   in the YAML 1.1 parser upstream uses, and `0755` is the string `"0755"`. A boolean field
+//!   written `yes` is therefore a type error; its message says to write `true`/`false`.
+//!   Numbers for quantities (`cpu: 1`, `cpu: 0.5`) are fine ([`api::Quantity`] is untagged).
+//! - Unknown fields do not fail a pod (real manifests carry fields picolet does not model);
+//!   they are returned so the caller can log them at debug level. Detection compares the
+//!   input document with the re-serialised typed pod; an unknown field whose value is empty
+//!   (`null`, `false`, `""`, `[]`, `{}`) is indistinguishable from a skipped default and is
+//!   not reported.
+//!
+//! Static pod UID: unless the manifest sets `metadata.uid`, a 128-bit FNV-1a hash (32 hex
+//! digits) over a canonical encoding of the *user's document* (object keys sorted, numbers
+//! by value), the source, the node name and the source path. Hashing the document rather
+//! than our typed model keeps UIDs — and so running pods — stable when picolet's model
+//! grows fields (upstream bug k8s#67537); the hash is fixed here, not std's `DefaultHasher`,
+//! so it is the same on every platform and picolet version. Changing it restarts every
+//! static pod on upgrade: don't.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::api::{
+    self, Container, EmptyDirVolumeSource, Pod, PodPhase, PodStatus, PullPolicy, RestartPolicy,
+};
+use crate::clock::{self, UnixNanos};
+
+/// kubelet: `DefaultTerminationGracePeriodSeconds`.
+pub const DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS: i64 = 30;
+/// kubelet: `TerminationMessagePathDefault`.
+pub const DEFAULT_TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
+/// The source names of the `kubernetes.io/config.source` annotation.
+pub const SOURCE_FILE: &str = "file";
+pub const SOURCE_HTTP: &str = "http";
+
+/// One problem with one field; `field` is a path like `spec.containers[0].image`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldError {
+    fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        FieldError {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("the file is empty (expected one v1 Pod in YAML or JSON)")]
+    Empty,
+    #[error("invalid JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    #[error("invalid YAML: {0}")]
+    Yaml(#[source] serde_yaml_ng::Error),
+    #[error("the YAML cannot be read as JSON: {0}")]
+    YamlNotJson(#[source] serde_json::Error),
+    #[error("found {documents} YAML documents: picolet reads exactly one pod per file")]
+    MultipleDocuments { documents: usize },
+    #[error("expected a v1 Pod object at the top level, found {found}")]
+    NotAnObject { found: &'static str },
+    #[error("apiVersion: {}", expected("\"v1\"", found))]
+    ApiVersion { found: Option<String> },
+    #[error("kind: {}; picolet runs static pods only", expected("\"Pod\"", found))]
+    Kind { found: Option<String> },
+    /// A field has the wrong type or shape (from serde), e.g.
+    /// `spec.containers[0].ports[0].containerPort: invalid type: string "http", expected i32`.
+    #[error("{field}: {message}")]
+    Type { field: String, message: String },
+    /// Validation failed; every problem names its field.
+    #[error("{}", join_errors(.0))]
+    Invalid(Vec<FieldError>),
+    /// Any of the above, in a file (or at a URL): `<file>: <problem>`. When the pod parsed
+    /// but is invalid, fields picolet does not know are listed too: they are often the typo
+    /// behind the problem (`imag:` → `image: required`).
+    #[error("{file}: {error}{}", unknown_hint(unknown_fields))]
+    InFile {
+        file: String,
+        error: Box<ManifestError>,
+        unknown_fields: Vec<String>,
+    },
+}
+
+impl ManifestError {
+    /// The error without its file context.
+    pub fn inner(&self) -> &ManifestError {
+        match self {
+            ManifestError::InFile { error, .. } => error.inner(),
+            other => other,
+        }
+    }
+
+    /// The field paths this error names (empty for syntax errors).
+    pub fn fields(&self) -> Vec<&str> {
+        match self.inner() {
+            ManifestError::Type { field, .. } => vec![field.as_str()],
+            ManifestError::Invalid(errs) => errs.iter().map(|e| e.field.as_str()).collect(),
+            ManifestError::ApiVersion { .. } => vec!["apiVersion"],
+            ManifestError::Kind { .. } => vec!["kind"],
+            _ => Vec::new(),
+        }
+    }
+}
+
+fn expected(want: &str, found: &Option<String>) -> String {
+    match found {
+        None => format!("required (must be {want})"),
+        Some(found) => format!("must be {want}, found {found}"),
+    }
+}
+
+fn unknown_hint(fields: &[String]) -> String {
+    if fields.is_empty() {
+        String::new()
+    } else {
+        format!(" (fields picolet does not know: {})", fields.join(", "))
+    }
+}
+
+fn join_errors(errs: &[FieldError]) -> String {
+    let parts: Vec<String> = errs.iter().map(FieldError::to_string).collect();
+    parts.join("; ")
+}
+
+/// A parsed (not yet defaulted or validated) manifest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parsed {
+    pub pod: Pod,
+    /// The user's document, as read: the input of the static pod UID hash.
+    pub raw: Value,
+    /// Paths of fields picolet does not model, e.g. `spec.tolerations`.
+    pub unknown_fields: Vec<String>,
+}
+
+/// A manifest turned into a static pod, ready for a source snapshot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loaded {
+    pub pod: Pod,
+    pub unknown_fields: Vec<String>,
+}
+
+/// Parses one manifest into a [`Pod`] (no defaults, no validation).
+pub fn parse(bytes: &[u8]) -> Result<Pod, ManifestError> {
+    parse_document(bytes).map(|p| p.pod)
+}
+
+/// Parses one manifest, keeping the raw document and the unknown fields.
+pub fn parse_document(bytes: &[u8]) -> Result<Parsed, ManifestError> {
+    let raw = to_value(bytes)?;
+    check_type_meta(&raw)?;
+    let pod: Pod = serde_path_to_error::deserialize(&raw).map_err(type_error)?;
+    let unknown_fields = unknown_fields(&raw, &pod);
+    Ok(Parsed {
+        pod,
+        raw,
+        unknown_fields,
+    })
+}
+
+/// Parse → static identity → defaults → validation; errors carry `path` as their file.
+/// `path` is also the source path hashed into the UID.
+pub fn load(
+    path: &str,
+    bytes: &[u8],
+    node_name: &str,
+    source: &str,
+    seen: UnixNanos,
+) -> Result<Loaded, ManifestError> {
+    load_inner(path, bytes, node_name, source, seen).map_err(|(error, unknown_fields)| {
+        ManifestError::InFile {
+            file: path.to_string(),
+            error: Box::new(error),
+            unknown_fields,
+        }
+    })
+}
+
+fn load_inner(
+    path: &str,
+    bytes: &[u8],
+    node_name: &str,
+    source: &str,
+    seen: UnixNanos,
+) -> Result<Loaded, (ManifestError, Vec<String>)> {
+    let Parsed {
+        pod,
+        raw,
+        unknown_fields,
+    } = parse_document(bytes).map_err(|e| (e, Vec::new()))?;
+    // kubelet: static pods need a name ("name is required" before generatePodName).
+    if pod.metadata.name.is_empty() {
+        let message = if pod.metadata.generate_name.is_empty() {
+            "required"
+        } else {
+            "required (static pods cannot use metadata.generateName)"
+        };
+        let error = ManifestError::Invalid(vec![FieldError::new("metadata.name", message)]);
+        return Err((error, unknown_fields));
+    }
+    let mut pod = make_static(pod, &raw, node_name, source, path, seen);
+    apply_defaults(&mut pod);
+    if let Err(error) = validate(&pod) {
+        return Err((error, unknown_fields));
+    }
+    Ok(Loaded {
+        pod,
+        unknown_fields,
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Parsing
+
+fn to_value(bytes: &[u8]) -> Result<Value, ManifestError> {
+    let Some(first) = bytes.iter().find(|b| !b.is_ascii_whitespace()) else {
+        return Err(ManifestError::Empty);
+    };
+    let value = if *first == b'{' {
+        serde_json::from_slice::<Value>(bytes).map_err(ManifestError::Json)?
+    } else {
+        let mut docs = Vec::new();
+        for document in serde_yaml_ng::Deserializer::from_slice(bytes) {
+            let value = serde_yaml_ng::Value::deserialize(document).map_err(ManifestError::Yaml)?;
+            if !value.is_null() {
+                docs.push(value);
+            }
+        }
+        let mut doc = match docs.len() {
+            0 => return Err(ManifestError::Empty),
+            1 => docs.remove(0),
+            documents => return Err(ManifestError::MultipleDocuments { documents }),
+        };
+        doc.apply_merge().map_err(ManifestError::Yaml)?;
+        serde_json::to_value(doc).map_err(ManifestError::YamlNotJson)?
+    };
+    if !value.is_object() {
+        return Err(ManifestError::NotAnObject {
+            found: type_name(&value),
+        });
+    }
+    Ok(value)
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn check_type_meta(raw: &Value) -> Result<(), ManifestError> {
+    let found = |key: &str| raw.get(key).map(Value::to_string);
+    if raw.get("apiVersion").and_then(Value::as_str) != Some("v1") {
+        return Err(ManifestError::ApiVersion {
+            found: found("apiVersion"),
+        });
+    }
+    if raw.get("kind").and_then(Value::as_str) != Some("Pod") {
+        return Err(ManifestError::Kind {
+            found: found("kind"),
+        });
+    }
+    Ok(())
+}
+
+fn type_error(err: serde_path_to_error::Error<serde_json::Error>) -> ManifestError {
+    let field = err.path().to_string();
+    let mut message = err.into_inner().to_string();
+    if message.contains("untagged enum Quantity") {
+        message = "expected a quantity such as 500m, 1, 0.5 or 64Mi".to_string();
+    } else if message.ends_with("expected a boolean") && yaml11_bool(&message) {
+        message.push_str(" (YAML 1.2: yes/no/on/off are strings; write true or false)");
+    }
+    ManifestError::Type { field, message }
+}
+
+/// `invalid type: string "yes", expected a boolean` with a YAML 1.1 boolean word.
+fn yaml11_bool(message: &str) -> bool {
+    const WORDS: [&str; 8] = ["y", "yes", "n", "no", "on", "off", "true", "false"];
+    message
+        .strip_prefix("invalid type: string \"")
+        .and_then(|rest| rest.split_once('"'))
+        .is_some_and(|(word, _)| WORDS.contains(&word.to_ascii_lowercase().as_str()))
+}
+
+fn unknown_fields(raw: &Value, pod: &Pod) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(model) = serde_json::to_value(pod) {
+        walk_unknown(raw, &model, "", &mut out);
+    }
+    out
+}
+
+fn walk_unknown(input: &Value, model: &Value, path: &str, out: &mut Vec<String>) {
+    match (input, model) {
+        (Value::Object(input), Value::Object(model)) => {
+            for (key, value) in input {
+                let field = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                match model.get(key) {
+                    Some(m) => walk_unknown(value, m, &field, out),
+                    None if is_empty_value(value) => {}
+                    None => out.push(field),
+                }
+            }
+        }
+        (Value::Array(input), Value::Array(model)) => {
+            for (i, (a, b)) in input.iter().zip(model).enumerate() {
+                walk_unknown(a, b, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn is_empty_value(v: &Value) -> bool {
+    match v {
+        Value::Null | Value::Bool(false) => true,
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        _ => false,
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Defaults
+
+/// The defaults the apiserver and kubelet apply to a pod (kubelet-behaviour §1, §7;
+/// upstream `pkg/apis/core/v1/defaults.go`). Idempotent.
+pub fn apply_defaults(pod: &mut Pod) {
+    if pod.metadata.namespace.is_empty() {
+        pod.metadata.namespace = "default".to_string();
+    }
+    let spec = &mut pod.spec;
+    spec.restart_policy.get_or_insert(RestartPolicy::Always);
+    spec.termination_grace_period_seconds
+        .get_or_insert(DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS);
+    spec.dns_policy
+        .get_or_insert_with(|| "ClusterFirst".to_string());
+    let host_network = spec.host_network;
+    for c in spec
+        .init_containers
+        .iter_mut()
+        .chain(spec.containers.iter_mut())
+    {
+        default_container(c, host_network);
+    }
+    for v in &mut spec.volumes {
+        if let Some(hp) = &mut v.host_path {
+            // defaults: SetDefaults_HostPathVolumeSource (HostPathUnset)
+            hp.type_.get_or_insert_with(String::new);
+        }
+        // defaults: SetDefaults_Volume — a volume with no source is an emptyDir.
+        if v.host_path.is_none() && v.empty_dir.is_none() && v.other.is_empty() {
+            v.empty_dir = Some(EmptyDirVolumeSource::default());
+        }
+    }
+}
+
+fn default_container(c: &mut Container, host_network: bool) {
+    if c.image_pull_policy.is_none() && !c.image.is_empty() {
+        c.image_pull_policy = Some(default_pull_policy(&c.image));
+    }
+    for p in &mut c.ports {
+        p.protocol.get_or_insert_with(|| "TCP".to_string());
+        // defaults: defaultHostNetworkPorts
+        if host_network && p.host_port.unwrap_or(0) == 0 {
+            p.host_port = Some(p.container_port);
+        }
+    }
+    c.termination_message_path
+        .get_or_insert_with(|| DEFAULT_TERMINATION_MESSAGE_PATH.to_string());
+    c.termination_message_policy
+        .get_or_insert_with(|| "File".to_string());
+}
+
+/// `Always` when the tag is `latest`, or there is neither tag nor digest; else
+/// `IfNotPresent` (defaults: SetDefaults_Container with `parsers.ParseImageName`).
+pub fn default_pull_policy(image: &str) -> PullPolicy {
+    let (tag, digest) = image_tag_and_digest(image);
+    match tag {
+        Some("latest") => PullPolicy::Always,
+        None if !digest => PullPolicy::Always,
+        _ => PullPolicy::IfNotPresent,
+    }
+}
+
+/// The tag of an image reference (if any) and whether it has a digest. A `:` before the
+/// last `/` is a registry port (`host:5000/repo`), not a tag.
+pub fn image_tag_and_digest(image: &str) -> (Option<&str>, bool) {
+    let (name, digest) = match image.split_once('@') {
+        Some((name, _)) => (name, true),
+        None => (image, false),
+    };
+    let last = name.rsplit('/').next().unwrap_or(name);
+    (last.split_once(':').map(|(_, tag)| tag), digest)
+}
+
+// ---------------------------------------------------------------------------------------
+// Validation
+
+/// Checks a (defaulted) pod; returns every problem found, each naming its field path
+/// (upstream: `validation.ValidatePod`, restricted to what picolet acts on).
+pub fn validate(pod: &Pod) -> Result<(), ManifestError> {
+    let mut errs = Vec::new();
+    validate_into(pod, &mut errs);
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ManifestError::Invalid(errs))
+    }
+}
+
+const SUBDOMAIN_RULE: &str = "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters)";
+const LABEL_RULE: &str = "must be a DNS-1123 label (lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters)";
+
+fn validate_into(pod: &Pod, errs: &mut Vec<FieldError>) {
+    let meta = &pod.metadata;
+    if meta.name.is_empty() {
+        errs.push(FieldError::new("metadata.name", "required"));
+    } else if !is_dns1123_subdomain(&meta.name) {
+        errs.push(FieldError::new(
+            "metadata.name",
+            format!("{:?} {SUBDOMAIN_RULE}", meta.name),
+        ));
+    }
+    if !meta.namespace.is_empty() && !is_dns1123_label(&meta.namespace) {
+        errs.push(FieldError::new(
+            "metadata.namespace",
+            format!("{:?} {LABEL_RULE}", meta.namespace),
+        ));
+    }
+
+    let spec = &pod.spec;
+    if spec.containers.is_empty() {
+        errs.push(FieldError::new(
+            "spec.containers",
+            "at least one container is required",
+        ));
+    }
+    if let Some(t) = spec.termination_grace_period_seconds
+        && t < 0
+    {
+        errs.push(FieldError::new(
+            "spec.terminationGracePeriodSeconds",
+            format!("must be >= 0, found {t}"),
+        ));
+    }
+    if let Some(t) = spec.active_deadline_seconds
+        && t <= 0
+    {
+        errs.push(FieldError::new(
+            "spec.activeDeadlineSeconds",
+            format!("must be > 0, found {t}"),
+        ));
+    }
+    if let Some(dns) = &spec.dns_policy {
+        match dns.as_str() {
+            "ClusterFirst" | "ClusterFirstWithHostNet" | "Default" => {}
+            "None" if spec.dns_config.is_none() => errs.push(FieldError::new(
+                "spec.dnsConfig",
+                "required when dnsPolicy is None",
+            )),
+            "None" => {}
+            other => errs.push(FieldError::new(
+                "spec.dnsPolicy",
+                format!(
+                    "unsupported value {other:?} (supported: ClusterFirst, ClusterFirstWithHostNet, Default, None)"
+                ),
+            )),
+        }
+    }
+
+    let volumes = validate_volumes(pod, errs);
+
+    // Container names are unique across init and regular containers.
+    let mut names: HashMap<&str, String> = HashMap::new();
+    let all = spec
+        .init_containers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (format!("spec.initContainers[{i}]"), c, true))
+        .chain(
+            spec.containers
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (format!("spec.containers[{i}]"), c, false)),
+        );
+    for (path, c, init) in all {
+        if !c.name.is_empty() && is_dns1123_label(&c.name) {
+            if let Some(first) = names.get(c.name.as_str()) {
+                errs.push(FieldError::new(
+                    format!("{path}.name"),
+                    format!("duplicate container name {:?} (also {first})", c.name),
+                ));
+            } else {
+                names.insert(&c.name, path.clone());
+            }
+        }
+        validate_container(&path, c, init, spec.host_network, &volumes, errs);
+    }
+}
+
+/// Validates `spec.volumes`; returns the declared names.
+fn validate_volumes<'a>(pod: &'a Pod, errs: &mut Vec<FieldError>) -> HashMap<&'a str, usize> {
+    let mut names = HashMap::new();
+    for (i, v) in pod.spec.volumes.iter().enumerate() {
+        let path = format!("spec.volumes[{i}]");
+        if v.name.is_empty() {
+            errs.push(FieldError::new(format!("{path}.name"), "required"));
+        } else if !is_dns1123_label(&v.name) {
+            errs.push(FieldError::new(
+                format!("{path}.name"),
+                format!("{:?} {LABEL_RULE}", v.name),
+            ));
+        } else if let Some(first) = names.insert(v.name.as_str(), i) {
+            names.insert(v.name.as_str(), first);
+            errs.push(FieldError::new(
+                format!("{path}.name"),
+                format!(
+                    "duplicate volume name {:?} (also spec.volumes[{first}])",
+                    v.name
+                ),
+            ));
+        }
+        let mut kinds: Vec<&str> = Vec::new();
+        if v.host_path.is_some() {
+            kinds.push("hostPath");
+        }
+        if v.empty_dir.is_some() {
+            kinds.push("emptyDir");
+        }
+        kinds.extend(v.other.keys().map(String::as_str));
+        let named = format!("{path} ({})", v.name);
+        if kinds.len() > 1 {
+            errs.push(FieldError::new(
+                named,
+                format!(
+                    "may not specify more than one volume type (found {})",
+                    kinds.join(", ")
+                ),
+            ));
+            continue;
+        }
+        if let Some(kind) = v.other.keys().next() {
+            errs.push(FieldError::new(
+                named,
+                format!(
+                    "volume type {kind} is not supported by picolet yet (supported: hostPath, emptyDir)"
+                ),
+            ));
+            continue;
+        }
+        if let Some(hp) = &v.host_path {
+            let p = format!("{path}.hostPath.path");
+            if hp.path.is_empty() {
+                errs.push(FieldError::new(p, "required"));
+            } else if !hp.path.starts_with('/') {
+                errs.push(FieldError::new(
+                    p,
+                    format!("{:?} must be an absolute path", hp.path),
+                ));
+            } else if has_backsteps(&hp.path) {
+                errs.push(FieldError::new(
+                    p,
+                    format!("{:?} must not contain '..'", hp.path),
+                ));
+            }
+            let t = hp.type_.as_deref().unwrap_or("");
+            const TYPES: [&str; 8] = [
+                "",
+                "DirectoryOrCreate",
+                "Directory",
+                "FileOrCreate",
+                "File",
+                "Socket",
+                "CharDevice",
+                "BlockDevice",
+            ];
+            if !TYPES.contains(&t) {
+                errs.push(FieldError::new(
+                    format!("{path}.hostPath.type"),
+                    format!(
+                        "unsupported value {t:?} (supported: \"\", {})",
+                        TYPES[1..].join(", ")
+                    ),
+                ));
+            }
+        }
+        if let Some(ed) = &v.empty_dir {
+            let medium = ed.medium.as_deref().unwrap_or("");
+            if !matches!(medium, "" | "Memory") {
+                errs.push(FieldError::new(
+                    format!("{path}.emptyDir.medium"),
+                    format!("unsupported value {medium:?} (supported: \"\", Memory)"),
+                ));
+            }
+        }
+    }
+    names
+}
+
+fn validate_container(
+    path: &str,
+    c: &Container,
+    init: bool,
+    host_network: bool,
+    volumes: &HashMap<&str, usize>,
+    errs: &mut Vec<FieldError>,
+) {
+    if c.name.is_empty() {
+        errs.push(FieldError::new(format!("{path}.name"), "required"));
+    } else if !is_dns1123_label(&c.name) {
+        errs.push(FieldError::new(
+            format!("{path}.name"),
+            format!("{:?} {LABEL_RULE}", c.name),
+        ));
+    }
+    if c.image.is_empty() {
+        errs.push(FieldError::new(format!("{path}.image"), "required"));
+    } else if c.image.trim() != c.image {
+        errs.push(FieldError::new(
+            format!("{path}.image"),
+            format!("{:?} must not have leading or trailing whitespace", c.image),
+        ));
+    }
+    match (init, c.restart_policy) {
+        (_, None) | (true, Some(RestartPolicy::Always)) => {}
+        (true, Some(other)) => errs.push(FieldError::new(
+            format!("{path}.restartPolicy"),
+            format!("{other:?} is not supported on an init container (only Always, for a sidecar)"),
+        )),
+        (false, Some(_)) => errs.push(FieldError::new(
+            format!("{path}.restartPolicy"),
+            "may only be set on init containers (use spec.restartPolicy)",
+        )),
+    }
+    if let Some(p) = c.termination_message_policy.as_deref()
+        && !matches!(p, "File" | "FallbackToLogsOnError")
+    {
+        errs.push(FieldError::new(
+            format!("{path}.terminationMessagePolicy"),
+            format!("unsupported value {p:?} (supported: File, FallbackToLogsOnError)"),
+        ));
+    }
+
+    let mut port_names: HashMap<&str, usize> = HashMap::new();
+    for (i, p) in c.ports.iter().enumerate() {
+        let pp = format!("{path}.ports[{i}]");
+        if !(1..=65535).contains(&p.container_port) {
+            errs.push(FieldError::new(
+                format!("{pp}.containerPort"),
+                format!("must be between 1 and 65535, found {}", p.container_port),
+            ));
+        }
+        if let Some(hp) = p.host_port {
+            if !(0..=65535).contains(&hp) {
+                errs.push(FieldError::new(
+                    format!("{pp}.hostPort"),
+                    format!("must be between 1 and 65535, found {hp}"),
+                ));
+            } else if host_network && hp != 0 && hp != p.container_port {
+                // validation: validateHostNetwork
+                errs.push(FieldError::new(
+                    format!("{pp}.hostPort"),
+                    format!(
+                        "must equal containerPort ({}) when hostNetwork is true, found {hp}",
+                        p.container_port
+                    ),
+                ));
+            }
+        }
+        if let Some(proto) = p.protocol.as_deref()
+            && !matches!(proto, "TCP" | "UDP" | "SCTP")
+        {
+            errs.push(FieldError::new(
+                format!("{pp}.protocol"),
+                format!("unsupported value {proto:?} (supported: TCP, UDP, SCTP)"),
+            ));
+        }
+        if let Some(name) = p.name.as_deref() {
+            if !is_port_name(name) {
+                errs.push(FieldError::new(
+                    format!("{pp}.name"),
+                    format!("{name:?} must be an IANA service name (at most 15 lowercase letters, digits and '-', with at least one letter, no leading, trailing or double '-')"),
+                ));
+            } else if let Some(first) = port_names.get(name) {
+                errs.push(FieldError::new(
+                    format!("{pp}.name"),
+                    format!("duplicate port name {name:?} (also {path}.ports[{first}])"),
+                ));
+            } else {
+                port_names.insert(name, i);
+            }
+        }
+    }
+
+    for (i, e) in c.env.iter().enumerate() {
+        let ep = format!("{path}.env[{i}]");
+        if e.name.is_empty() {
+            errs.push(FieldError::new(format!("{ep}.name"), "required"));
+        } else if !is_env_var_name(&e.name) {
+            // validation: RelaxedEnvironmentVariableValidation (printable ASCII, no '=')
+            errs.push(FieldError::new(
+                format!("{ep}.name"),
+                format!("{:?} must be printable ASCII without '='", e.name),
+            ));
+        }
+        if e.value.as_deref().is_some_and(|v| !v.is_empty()) && e.value_from.is_some() {
+            errs.push(FieldError::new(
+                format!("{ep}.valueFrom"),
+                "may not be set together with value",
+            ));
+        }
+    }
+
+    let mut mount_paths: HashMap<&str, usize> = HashMap::new();
+    for (i, m) in c.volume_mounts.iter().enumerate() {
+        let mp = format!("{path}.volumeMounts[{i}]");
+        if m.name.is_empty() {
+            errs.push(FieldError::new(format!("{mp}.name"), "required"));
+        } else if !volumes.contains_key(m.name.as_str()) {
+            errs.push(FieldError::new(
+                format!("{mp}.name"),
+                format!("volume {:?} is not declared in spec.volumes", m.name),
+            ));
+        }
+        if m.mount_path.is_empty() {
+            errs.push(FieldError::new(format!("{mp}.mountPath"), "required"));
+        } else if !m.mount_path.starts_with('/') {
+            errs.push(FieldError::new(
+                format!("{mp}.mountPath"),
+                format!("{:?} must be an absolute path", m.mount_path),
+            ));
+        } else if let Some(first) = mount_paths.insert(m.mount_path.as_str(), i) {
+            mount_paths.insert(m.mount_path.as_str(), first);
+            errs.push(FieldError::new(
+                format!("{mp}.mountPath"),
+                format!(
+                    "{:?} is already mounted by {path}.volumeMounts[{first}]",
+                    m.mount_path
+                ),
+            ));
+        }
+        if let Some(sub) = m.sub_path.as_deref()
+            && (sub.starts_with('/') || has_backsteps(sub))
+        {
+            errs.push(FieldError::new(
+                format!("{mp}.subPath"),
+                format!("{sub:?} must be a relative path without '..'"),
+            ));
+        }
+        if let Some(prop) = m.mount_propagation.as_deref()
+            && !matches!(prop, "None" | "HostToContainer" | "Bidirectional")
+        {
+            errs.push(FieldError::new(
+                format!("{mp}.mountPropagation"),
+                format!(
+                    "unsupported value {prop:?} (supported: None, HostToContainer, Bidirectional)"
+                ),
+            ));
+        }
+    }
+}
+
+fn has_backsteps(path: &str) -> bool {
+    path.split('/').any(|part| part == "..")
+}
+
+fn is_label_part(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+/// DNS-1123 label: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
+pub fn is_dns1123_label(s: &str) -> bool {
+    s.len() <= 63 && is_label_part(s)
+}
+
+/// DNS-1123 subdomain: labels joined by `.`, at most 253 characters.
+pub fn is_dns1123_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_label_part)
+}
+
+/// IANA_SVC_NAME: at most 15 of `[a-z0-9-]`, at least one letter, no `--`, no leading or
+/// trailing `-`.
+fn is_port_name(s: &str) -> bool {
+    s.len() <= 15
+        && is_label_part(s)
+        && s.bytes().any(|c| c.is_ascii_lowercase())
+        && !s.contains("--")
+}
+
+fn is_env_var_name(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|c| (0x20..=0x7e).contains(&c) && c != b'=')
+}
+
+// ---------------------------------------------------------------------------------------
+// Static pod identity
+
+/// Makes a parsed manifest a static pod of this node (kubelet: `config/common.go`
+/// `applyDefaults`): name `<name>-<lowercased node>`, namespace `default`, `spec.nodeName`,
+/// UID (unless set) = [`static_pod_uid`], the config annotations, status phase Pending
+/// (any status in the manifest is dropped: picolet computes it).
+pub fn make_static(
+    mut pod: Pod,
+    raw: &Value,
+    node_name: &str,
+    source: &str,
+    source_path: &str,
+    seen: UnixNanos,
+) -> Pod {
+    if pod.metadata.uid.is_empty() {
+        pod.metadata.uid = static_pod_uid(raw, node_name, source, source_path);
+    }
+    // kubelet: generatePodName
+    pod.metadata.name = format!("{}-{}", pod.metadata.name, node_name.to_lowercase());
+    if pod.metadata.namespace.is_empty() {
+        pod.metadata.namespace = "default".to_string();
+    }
+    pod.spec.node_name = node_name.to_string();
+    let annotations = &mut pod.metadata.annotations;
+    annotations.insert(
+        api::ANNOTATION_CONFIG_HASH.to_string(),
+        pod.metadata.uid.clone(),
+    );
+    annotations.insert(
+        api::ANNOTATION_CONFIG_SOURCE.to_string(),
+        source.to_string(),
+    );
+    if let Some(seen) = clock::rfc3339(seen) {
+        annotations.insert(api::ANNOTATION_CONFIG_SEEN.to_string(), seen);
+    }
+    pod.status = Some(PodStatus {
+        phase: Some(PodPhase::Pending),
+        ..PodStatus::default()
+    });
+    pod
+}
+
+/// The UID of a static pod without `metadata.uid`: 32 hex digits of FNV-1a-128 over a
+/// canonical encoding of (version tag, source, node name, source path, document).
+pub fn static_pod_uid(raw: &Value, node_name: &str, source: &str, source_path: &str) -> String {
+    let mut h = Fnv1a128::new();
+    h.write(b"picolet/static-pod-uid/v1\0");
+    h.write_str(source);
+    h.write_str(node_name);
+    h.write_str(source_path);
+    hash_value(&mut h, raw);
+    format!("{:032x}", h.finish())
+}
+
+/// FNV-1a with the 128-bit parameters (offset basis and prime from the FNV reference).
+struct Fnv1a128(u128);
+
+impl Fnv1a128 {
+    const OFFSET: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
+    const PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013b;
+
+    fn new() -> Self {
+        Fnv1a128(Self::OFFSET)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 ^= u128::from(*b);
+            self.0 = self.0.wrapping_mul(Self::PRIME);
+        }
+    }
+    fn write_len(&mut self, n: usize) {
+        self.write(&(n as u64).to_le_bytes());
+    }
+    fn write_str(&mut self, s: &str) {
+        self.write_len(s.len());
+        self.write(s.as_bytes());
+    }
+    fn finish(&self) -> u128 {
+        self.0
+    }
+}
+
+/// Canonical, self-delimiting encoding: a type tag, lengths before contents, object keys
+/// sorted bytewise, numbers by value (u64 / i64 / f64 bits, little-endian). Independent
+/// of serde_json's map ordering features and float formatting.
+fn hash_value(h: &mut Fnv1a128, v: &Value) {
+    match v {
+        Value::Null => h.write(b"n"),
+        Value::Bool(b) => h.write(if *b { b"t" } else { b"f" }),
+        Value::Number(n) => {
+            if let Some(u) = n.as_u64() {
+                h.write(b"u");
+                h.write(&u.to_le_bytes());
+            } else if let Some(i) = n.as_i64() {
+                h.write(b"i");
+                h.write(&i.to_le_bytes());
+            } else {
+                h.write(b"d");
+                h.write(&n.as_f64().unwrap_or(0.0).to_bits().to_le_bytes());
+            }
+        }
+        Value::String(s) => {
+            h.write(b"s");
+            h.write_str(s);
+        }
+        Value::Array(a) => {
+            h.write(b"a");
+            h.write_len(a.len());
+            for item in a {
+                hash_value(h, item);
+            }
+        }
+        Value::Object(o) => {
+            h.write(b"o");
+            h.write_len(o.len());
+            let sorted: BTreeMap<&str, &Value> = o.iter().map(|(k, v)| (k.as_str(), v)).collect();
+            for (k, v) in sorted {
+                h.write_str(k);
+                hash_value(h, v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dns_names() {
+        for (s, label, subdomain) in [
+            ("web", true, true),
+            ("web-1", true, true),
+            ("1web", true, true),
+            ("web.example", false, true),
+            ("Web", false, false),
+            ("-web", false, false),
+            ("web-", false, false),
+            ("web..x", false, false),
+            ("web_x", false, false),
+            ("", false, false),
+        ] {
+            assert_eq!(is_dns1123_label(s), label, "label {s:?}");
+            assert_eq!(is_dns1123_subdomain(s), subdomain, "subdomain {s:?}");
+        }
+        assert!(is_dns1123_label(&"a".repeat(63)));
+        assert!(!is_dns1123_label(&"a".repeat(64)));
+        assert!(is_dns1123_subdomain(&"a".repeat(253)));
+        assert!(!is_dns1123_subdomain(&"a".repeat(254)));
+    }
+
+    #[test]
+    fn port_and_env_names() {
+        for (s, ok) in [
+            ("http", true),
+            ("http-alt", true),
+            ("h2c", true),
+            ("8080", false),
+            ("http--x", false),
+            ("-http", false),
+            ("HTTP", false),
+            ("a-very-long-name", false), // 16
+        ] {
+            assert_eq!(is_port_name(s), ok, "{s:?}");
+        }
+        for (s, ok) in [
+            ("PATH", true),
+            ("my.var-1", true),
+            ("1X", true),
+            ("A=B", false),
+            ("tab\t", false),
+            ("", false),
+        ] {
+            assert_eq!(is_env_var_name(s), ok, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn fnv1a_128_reference_vectors() {
+        // Published FNV-1a 128-bit test vectors.
+        let hash = |s: &str| {
+            let mut h = Fnv1a128::new();
+            h.write(s.as_bytes());
+            format!("{:032x}", h.finish())
+        };
+        assert_eq!(hash(""), "6c62272e07bb014262b821756295c58d");
+        assert_eq!(hash("a"), "d228cb696f1a8caf78912b704e4a8964");
+    }
+
+    #[test]
+    fn yaml11_boolean_hint() {
+        assert!(yaml11_bool(
+            "invalid type: string \"yes\", expected a boolean"
+        ));
+        assert!(yaml11_bool(
+            "invalid type: string \"Off\", expected a boolean"
+        ));
+        assert!(!yaml11_bool(
+            "invalid type: string \"maybe\", expected a boolean"
+        ));
+    }
+}

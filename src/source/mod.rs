@@ -1,1 +1,59 @@
-//! TODO
+//! Pod sources: where desired pods come from.
+//!
+//! Owns: the output every source shares — a [`SourceUpdate`], always the FULL snapshot of
+//! that source's pods (kubelet: `kubetypes.SET` updates) — and the errors sources report.
+//! The merge (`config.rs`) diffs snapshots; a source never emits deltas.
+//!
+//! Must never: talk to the runtime or hold pod state beyond its own last snapshot.
+//!
+//! Sources: [`file`] (the static pod directory). `http` and `apiserver`: later.
+
+pub mod file;
+
+use std::path::PathBuf;
+
+use crate::api;
+use crate::manifest::ManifestError;
+
+/// A full snapshot of one source. The first one a source emits (even empty) marks the
+/// source as seen (kubelet: `sourcesReady`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceUpdate {
+    /// `"file"`, later `"http"` / `"api"` (the `kubernetes.io/config.source` value).
+    pub source: &'static str,
+    /// Sorted by the source's own order (file: by file name); full names are unique.
+    pub pods: Vec<api::Pod>,
+}
+
+/// Problems a source reports (logged by the source; one line each, naming the file).
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("{}: cannot read the manifest directory: {error}", path.display())]
+    ReadDir {
+        path: PathBuf,
+        #[source]
+        error: std::io::Error,
+    },
+    #[error("{}: cannot watch the manifest directory: {error}", path.display())]
+    Watch {
+        path: PathBuf,
+        #[source]
+        error: notify::Error,
+    },
+    #[error("{}: cannot stat: {error}", path.display())]
+    Stat {
+        path: PathBuf,
+        #[source]
+        error: std::io::Error,
+    },
+    #[error("{}: cannot read: {error}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        error: std::io::Error,
+    },
+    #[error("{}: the file is {size} bytes; manifests larger than {max} bytes are rejected", path.display())]
+    TooLarge { path: PathBuf, size: u64, max: u64 },
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+}
