@@ -24,14 +24,7 @@ use std::sync::Arc;
 
 use crate::api::{ANNOTATION_CONFIG_MIRROR, ANNOTATION_CONFIG_SEEN, ANNOTATION_CONFIG_SOURCE, Pod};
 
-/// One source's full snapshot: every pod the source wants right now.
-///
-/// Sources (`source/`) produce these; `source` is `"file"`, later `"http"` and `"api"`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SourceUpdate {
-    pub source: &'static str,
-    pub pods: Vec<Pod>,
-}
+pub use crate::source::SourceUpdate;
 
 /// The kind of a merged change (kubelet: `kubetypes.PodOperation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
