@@ -13,6 +13,8 @@
 //! - `labels.rs` the CRI labels/annotations contract (how pods are adopted after a restart)
 //! - `plan.rs`   pure `compute_pod_actions` (kubelet: `computePodActions`)
 //! - `backoff.rs` crash-loop and image-pull back-off
+//! - `config.rs` pure translation of a pod into `SandboxConfig` / `ContainerConfig`
+//! - `mounts.rs` host side of volume mounts (hostPath checks, emptyDir, subPath)
 //! - `sync.rs`   executes a plan: SyncPod / KillPod against a `Runtime`
 
 use std::collections::BTreeMap;
@@ -22,9 +24,11 @@ use std::time::Duration;
 use crate::clock::UnixNanos;
 
 pub mod backoff;
+pub mod config;
 pub mod cri;
 pub mod fake;
 pub mod labels;
+pub mod mounts;
 pub mod plan;
 pub mod sync;
 
@@ -302,8 +306,7 @@ pub trait Runtime: Clone + 'static {
     ) -> impl Future<Output = Result<String, CriError>>;
     fn start_container(&self, id: &str) -> impl Future<Output = Result<(), CriError>>;
     /// SIGTERM, then SIGKILL after `timeout` seconds (done by the runtime).
-    fn stop_container(&self, id: &str, timeout: i64)
-    -> impl Future<Output = Result<(), CriError>>;
+    fn stop_container(&self, id: &str, timeout: i64) -> impl Future<Output = Result<(), CriError>>;
     fn remove_container(&self, id: &str) -> impl Future<Output = Result<(), CriError>>;
     fn list_containers(
         &self,
@@ -318,8 +321,10 @@ pub trait Runtime: Clone + 'static {
     ) -> impl Future<Output = Result<ExecResult, CriError>>;
 
     /// `Ok(None)` when the image is not present.
-    fn image_status(&self, image: &str)
-    -> impl Future<Output = Result<Option<ImageInfo>, CriError>>;
+    fn image_status(
+        &self,
+        image: &str,
+    ) -> impl Future<Output = Result<Option<ImageInfo>, CriError>>;
     /// Returns the image reference (digest) the runtime pulled.
     fn pull_image(
         &self,
