@@ -649,6 +649,25 @@ mod tests {
 
     use ContainerState::{Created, Exited, Running, Unknown};
 
+    /// (name, pod, sandboxes newest first, want (create, attempt, sandbox id))
+    type SandboxCase<'a> = (&'a str, &'a api::Pod, Vec<Sandbox>, (bool, u32, &'a str));
+    /// (name, containers newest first, want init to start, want containers to start, kill pod)
+    type InitCase = (
+        &'static str,
+        Vec<ContainerInfo>,
+        Vec<usize>,
+        Vec<usize>,
+        bool,
+    );
+    /// (name, containers newest first, want inits, want containers, kill ids)
+    type SidecarCase = (
+        &'static str,
+        Vec<ContainerInfo>,
+        Vec<usize>,
+        Vec<usize>,
+        Vec<&'static str>,
+    );
+
     // ----- sandbox rules ----------------------------------------------------------------
 
     #[test]
@@ -677,7 +696,7 @@ mod tests {
         };
 
         // (name, pod, sandboxes newest first, want (create, attempt, sandbox id))
-        let cases: Vec<(&str, &api::Pod, Vec<Sandbox>, (bool, u32, &str))> = vec![
+        let cases: Vec<SandboxCase> = vec![
             ("no sandbox", &p, vec![], (true, 0, "")),
             ("one ready", &p, vec![ready()], (false, 0, "s1")),
             (
@@ -1005,7 +1024,7 @@ mod tests {
         let i1 = c_of(&p, "i1");
         let a = c_of(&p, "a");
         // (name, containers newest first, want init to start, want containers to start, kill pod)
-        let cases: Vec<(&str, Vec<ContainerInfo>, Vec<usize>, Vec<usize>, bool)> = vec![
+        let cases: Vec<InitCase> = vec![
             ("none ran yet", vec![], vec![0], vec![], false),
             (
                 "i0 running: wait",
@@ -1108,7 +1127,7 @@ mod tests {
         let i1 = c_of(&p, "i1");
         let a = c_of(&p, "a");
         // (name, containers, want inits, want containers, kill ids)
-        let cases: Vec<(&str, Vec<ContainerInfo>, Vec<usize>, Vec<usize>, Vec<&str>)> = vec![
+        let cases: Vec<SidecarCase> = vec![
             (
                 "sidecar running → next init",
                 vec![rc(&p, &side, "s", Running, 0)],

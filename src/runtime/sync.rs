@@ -270,7 +270,7 @@ fn uid_filter(uid: &str) -> ListFilter {
 pub async fn get_pod_status<R: Runtime>(rt: &R, uid: &str) -> Result<PodRuntimeStatus, CriError> {
     let filter = uid_filter(uid);
     let mut listed = rt.list_pod_sandboxes(&filter).await?;
-    listed.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+    listed.sort_by_key(|x| std::cmp::Reverse(x.created_at));
     let mut sandboxes = Vec::with_capacity(listed.len());
     for s in listed {
         match rt.pod_sandbox_status(&s.id).await {
@@ -308,7 +308,7 @@ pub async fn get_pod_status<R: Runtime>(rt: &R, uid: &str) -> Result<PodRuntimeS
             Err(e) => return Err(e),
         }
     }
-    containers.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+    containers.sort_by_key(|x| std::cmp::Reverse(x.created_at));
     let mut status = PodRuntimeStatus {
         uid: uid.to_string(),
         sandboxes,
@@ -351,8 +351,9 @@ pub async fn list_runtime_pods<R: Runtime>(rt: &R) -> Result<Vec<PodRuntimeStatu
     let mut out: Vec<PodRuntimeStatus> = pods
         .into_values()
         .map(|mut p| {
-            p.sandboxes.sort_by(|a, b| b.created_at.cmp(&a.created_at));
-            p.containers.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+            p.sandboxes.sort_by_key(|x| std::cmp::Reverse(x.created_at));
+            p.containers
+                .sort_by_key(|x| std::cmp::Reverse(x.created_at));
             fill_identity(&mut p);
             p
         })
@@ -1113,3 +1114,7 @@ pub async fn remove_dead_containers<R: Runtime, C: Clock>(
         })
     }
 }
+
+#[cfg(test)]
+#[path = "sync_tests.rs"]
+mod tests;
