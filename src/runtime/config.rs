@@ -52,8 +52,9 @@ pub struct SandboxParams<'a> {
     pub pod_log_dir: &'a Path,
     /// "" = the runtime's default.
     pub cgroup_parent: &'a str,
-    /// The host's DNS (parsed resolv.conf) for `Default`-like policies.
-    pub host_dns: &'a DnsConfig,
+    /// The host's DNS (parsed resolv.conf) for `Default`-like policies; `None` when it
+    /// could not be read (the runtime then applies its own default).
+    pub host_dns: Option<&'a DnsConfig>,
 }
 
 /// kubelet: `generatePodSandboxConfig`.
@@ -72,7 +73,7 @@ pub fn sandbox_config(pod: &api::Pod, attempt: u32, p: SandboxParams<'_>) -> San
         log_directory: pod_log_directory(p.pod_log_dir, pod)
             .to_string_lossy()
             .into_owned(),
-        dns: Some(pod_dns(pod, p.host_dns)),
+        dns: pod_dns(pod, p.host_dns),
         port_mappings: port_mappings(pod),
         labels: labels::sandbox_labels(pod),
         annotations: labels::sandbox_annotations(pod),
@@ -219,19 +220,26 @@ pub fn parse_resolv_conf(text: &str) -> DnsConfig {
 /// The pod's DNS (kubelet: `GetPodDNS`). picolet has no cluster DNS, so `ClusterFirst`
 /// and `ClusterFirstWithHostNet` fall back to `Default` (the host's resolv.conf), as the
 /// kubelet does without `--cluster-dns`; `None` uses only `spec.dnsConfig`, which is
-/// merged on top for every other policy.
-pub fn pod_dns(pod: &api::Pod, host: &DnsConfig) -> DnsConfig {
+/// merged on top for every other policy. `None` (no DNS config in the request) only when
+/// the host's DNS is unknown and the pod adds nothing: containerd then copies the host's
+/// resolv.conf itself.
+pub fn pod_dns(pod: &api::Pod, host: Option<&DnsConfig>) -> Option<DnsConfig> {
     let policy = pod.spec.dns_policy.as_deref().unwrap_or("ClusterFirst");
-    let mut dns = match policy {
-        "None" => DnsConfig::default(),
-        "Default" | "ClusterFirst" | "ClusterFirstWithHostNet" => host.clone(),
+    let base = match policy {
+        "None" => Some(DnsConfig::default()),
+        "Default" | "ClusterFirst" | "ClusterFirstWithHostNet" => host.cloned(),
         other => {
             log::warn!(
                 "pod {}: unknown dnsPolicy {other:?}, using the host's DNS",
                 pod.full_name()
             );
-            host.clone()
+            host.cloned()
         }
+    };
+    let mut dns = match (base, &pod.spec.dns_config) {
+        (Some(d), _) => d,
+        (None, Some(_)) => DnsConfig::default(),
+        (None, None) => return None,
     };
     if let Some(extra) = &pod.spec.dns_config {
         dns.servers = dedup(dns.servers.iter().chain(&extra.nameservers));
@@ -255,7 +263,7 @@ pub fn pod_dns(pod: &api::Pod, host: &DnsConfig) -> DnsConfig {
         dns.servers.truncate(MAX_NAMESERVERS);
     }
     dns.searches.truncate(MAX_SEARCHES);
-    dns
+    Some(dns)
 }
 
 fn dedup<'a>(items: impl Iterator<Item = &'a String>) -> Vec<String> {
@@ -772,7 +780,7 @@ mod tests {
         SandboxParams {
             pod_log_dir: Path::new("/var/log/pods"),
             cgroup_parent: "",
-            host_dns: dns,
+            host_dns: Some(dns),
         }
     }
 
@@ -800,6 +808,15 @@ mod tests {
         assert_eq!(c.hostname, "web-node1");
         assert_eq!(c.log_directory, "/var/log/pods/default_web-node1_uid-1");
         assert_eq!(c.dns, Some(dns.clone()));
+        let no_host = sandbox_config(
+            &pod(),
+            0,
+            SandboxParams {
+                host_dns: None,
+                ..params(&dns)
+            },
+        );
+        assert_eq!(no_host.dns, None);
         assert_eq!(
             c.port_mappings,
             vec![
@@ -949,7 +966,12 @@ mod tests {
         for (policy, cfg, want) in cases {
             p.spec.dns_policy = policy.map(str::to_string);
             p.spec.dns_config = cfg.clone();
-            assert_eq!(pod_dns(&p, &host), want, "{policy:?} {}", cfg.is_some());
+            assert_eq!(
+                pod_dns(&p, Some(&host)),
+                Some(want),
+                "{policy:?} {}",
+                cfg.is_some()
+            );
         }
         // at most 3 nameservers
         p.spec.dns_policy = Some("None".into());
@@ -957,7 +979,14 @@ mod tests {
             nameservers: vec!["1".into(), "2".into(), "3".into(), "4".into()],
             ..Default::default()
         });
-        assert_eq!(pod_dns(&p, &host).servers.len(), 3);
+        assert_eq!(pod_dns(&p, Some(&host)).unwrap().servers.len(), 3);
+        // host DNS unknown: no config unless the pod brings one
+        p.spec.dns_policy = None;
+        assert_eq!(pod_dns(&p, None).unwrap().servers.len(), 3);
+        p.spec.dns_config = None;
+        assert_eq!(pod_dns(&p, None), None);
+        p.spec.dns_policy = Some("None".into());
+        assert_eq!(pod_dns(&p, None), Some(DnsConfig::default()));
     }
 
     #[test]

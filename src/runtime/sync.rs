@@ -458,7 +458,7 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
         SandboxParams {
             pod_log_dir: &env.pod_log_dir,
             cgroup_parent: &env.cgroup_parent,
-            host_dns: &host_dns,
+            host_dns: host_dns.as_ref(),
         },
     );
 
@@ -467,6 +467,7 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
             "pod {pod_name}: creating sandbox (attempt {})",
             actions.attempt
         );
+        warn_loopback_dns(pod, &sandbox_config, &env.resolv_conf);
         match create_sandbox(env, pod, &sandbox_config).await {
             Ok((id, ip)) => {
                 result.sandbox_created = true;
@@ -541,18 +542,40 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
     result
 }
 
-/// Read and parse the host resolv.conf; a missing or unreadable file means no DNS
-/// servers (logged), not a failed pod.
-fn read_host_dns(path: &Path, pod_name: &str) -> DnsConfig {
+/// Read and parse the host resolv.conf. An unreadable file is logged, not a failed pod:
+/// the sandbox request then carries no DNS config and the runtime uses the host's.
+fn read_host_dns(path: &Path, pod_name: &str) -> Option<DnsConfig> {
     match std::fs::read_to_string(path) {
-        Ok(text) => config::parse_resolv_conf(&text),
+        Ok(text) => Some(config::parse_resolv_conf(&text)),
         Err(e) => {
             log::warn!(
-                "pod {pod_name}: cannot read {}: {e}; the pod gets no DNS servers from the host",
+                "pod {pod_name}: cannot read {}: {e}; leaving DNS to the runtime",
                 path.display()
             );
-            DnsConfig::default()
+            None
         }
+    }
+}
+
+/// A loopback resolver (systemd-resolved's 127.0.0.53, a local dnsmasq) is unreachable
+/// from a pod network namespace; say so once per sandbox.
+fn warn_loopback_dns(pod: &api::Pod, sandbox: &SandboxConfig, resolv_conf: &Path) {
+    if pod.spec.host_network {
+        return;
+    }
+    let loopback = sandbox
+        .dns
+        .iter()
+        .flat_map(|d| &d.servers)
+        .find(|s| s.starts_with("127.") || *s == "::1");
+    if let Some(server) = loopback {
+        log::warn!(
+            "pod {}: nameserver {server} from {} is a loopback address, unreachable from the pod \
+             network; point --resolv-conf at the upstream resolvers (e.g. \
+             /run/systemd/resolve/resolv.conf)",
+            pod.full_name(),
+            resolv_conf.display()
+        );
     }
 }
 

@@ -927,3 +927,14 @@ async fn pod_status_and_relist() {
     );
     assert!(get_pod_status(&h.rt, "uid-1").await.is_err());
 }
+
+#[tokio::test(start_paused = true)]
+async fn unreadable_resolv_conf_leaves_dns_to_the_runtime() {
+    let mut h = harness();
+    h.env.resolv_conf = h.env.root_dir.join("missing-resolv.conf");
+    h.rt.add_image("nginx:1.25");
+    let p = one_container_pod("nginx:1.25");
+    let (r, _) = h.sync(&p).await;
+    started(&r, "web");
+    assert_eq!(h.rt.sandbox_config("s1").unwrap().dns, None);
+}
