@@ -306,7 +306,8 @@ pub trait Runtime: Clone + 'static {
     ) -> impl Future<Output = Result<String, CriError>>;
     fn start_container(&self, id: &str) -> impl Future<Output = Result<(), CriError>>;
     /// SIGTERM, then SIGKILL after `timeout` seconds (done by the runtime).
-    fn stop_container(&self, id: &str, timeout: i64) -> impl Future<Output = Result<(), CriError>>;
+    fn stop_container(&self, id: &str, timeout: i64)
+    -> impl Future<Output = Result<(), CriError>>;
     fn remove_container(&self, id: &str) -> impl Future<Output = Result<(), CriError>>;
     fn list_containers(
         &self,
@@ -321,10 +322,8 @@ pub trait Runtime: Clone + 'static {
     ) -> impl Future<Output = Result<ExecResult, CriError>>;
 
     /// `Ok(None)` when the image is not present.
-    fn image_status(
-        &self,
-        image: &str,
-    ) -> impl Future<Output = Result<Option<ImageInfo>, CriError>>;
+    fn image_status(&self, image: &str)
+    -> impl Future<Output = Result<Option<ImageInfo>, CriError>>;
     /// Returns the image reference (digest) the runtime pulled.
     fn pull_image(
         &self,
