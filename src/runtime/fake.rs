@@ -1,1 +1,803 @@
-//! TODO
+//! An in-memory `Runtime` for unit tests.
+//!
+//! Owns: a small model of what containerd does with sandboxes, containers and images —
+//! enough for `sync.rs` tests — plus a log of every call in order and hooks to steer it:
+//! inject errors per method, mark images present, make a container exit with a code, set
+//! the IP a sandbox reports, delay `StopContainer`.
+//!
+//! Behaviour mirrored from containerd's CRI plugin: stopping a sandbox stops its
+//! containers; removing a sandbox removes its containers; creating a container needs a
+//! ready sandbox and a present image; host-network sandboxes report no IP. List calls
+//! return list-level fields only (no times, exit code or reason), as CRI does.
+//!
+//! Must never: be used outside tests and test tooling (it is plain, cheap `Rc<RefCell<…>>`
+//! state; no borrow is held across an `.await`).
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::rc::Rc;
+use std::time::Duration;
+
+use crate::clock::{Clock, UnixNanos};
+use crate::runtime::{
+    ContainerConfig, ContainerInfo, ContainerState, CriError, ExecResult, ImageInfo, ListFilter,
+    NamespaceMode, Runtime, RuntimeHealth, RuntimeVersion, Sandbox, SandboxConfig, SandboxState,
+};
+
+/// A `Runtime` method, for error injection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Method {
+    Version,
+    Status,
+    RunPodSandbox,
+    StopPodSandbox,
+    RemovePodSandbox,
+    PodSandboxStatus,
+    ListPodSandboxes,
+    CreateContainer,
+    StartContainer,
+    StopContainer,
+    RemoveContainer,
+    ListContainers,
+    ContainerStatus,
+    ExecSync,
+    ImageStatus,
+    PullImage,
+}
+
+impl Method {
+    fn name(self) -> &'static str {
+        match self {
+            Method::Version => "Version",
+            Method::Status => "Status",
+            Method::RunPodSandbox => "RunPodSandbox",
+            Method::StopPodSandbox => "StopPodSandbox",
+            Method::RemovePodSandbox => "RemovePodSandbox",
+            Method::PodSandboxStatus => "PodSandboxStatus",
+            Method::ListPodSandboxes => "ListPodSandbox",
+            Method::CreateContainer => "CreateContainer",
+            Method::StartContainer => "StartContainer",
+            Method::StopContainer => "StopContainer",
+            Method::RemoveContainer => "RemoveContainer",
+            Method::ListContainers => "ListContainers",
+            Method::ContainerStatus => "ContainerStatus",
+            Method::ExecSync => "ExecSync",
+            Method::ImageStatus => "ImageStatus",
+            Method::PullImage => "PullImage",
+        }
+    }
+}
+
+/// One recorded call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Call {
+    Version,
+    Status,
+    RunPodSandbox {
+        name: String,
+        attempt: u32,
+    },
+    StopPodSandbox(String),
+    RemovePodSandbox(String),
+    PodSandboxStatus(String),
+    ListPodSandboxes,
+    CreateContainer {
+        sandbox_id: String,
+        name: String,
+        attempt: u32,
+    },
+    StartContainer(String),
+    StopContainer {
+        id: String,
+        timeout: i64,
+    },
+    RemoveContainer(String),
+    ListContainers,
+    ContainerStatus(String),
+    ExecSync(String),
+    ImageStatus(String),
+    PullImage(String),
+}
+
+impl Call {
+    /// Calls that change runtime state (not lists, status reads or version).
+    pub fn is_mutation(&self) -> bool {
+        !matches!(
+            self,
+            Call::Version
+                | Call::Status
+                | Call::PodSandboxStatus(_)
+                | Call::ListPodSandboxes
+                | Call::ListContainers
+                | Call::ContainerStatus(_)
+                | Call::ImageStatus(_)
+                | Call::ExecSync(_)
+        )
+    }
+}
+
+struct FakeSandbox {
+    info: Sandbox,
+    config: SandboxConfig,
+}
+
+struct FakeContainer {
+    info: ContainerInfo,
+    config: ContainerConfig,
+}
+
+struct State {
+    now: Rc<dyn Fn() -> UnixNanos>,
+    last_created: UnixNanos,
+    next_id: u64,
+    next_ip: u8,
+    sandboxes: BTreeMap<String, FakeSandbox>,
+    containers: BTreeMap<String, FakeContainer>,
+    /// Keyed by image name with a default `:latest` tag.
+    images: BTreeMap<String, ImageInfo>,
+    calls: Vec<Call>,
+    fail_once: HashMap<Method, VecDeque<CriError>>,
+    fail_always: HashMap<Method, CriError>,
+    /// Overrides the IP reported by new pod-network sandboxes (`Some("")` = no IP).
+    sandbox_ip: Option<String>,
+    stop_delay: Duration,
+    stop_exit_code: i32,
+    health: RuntimeHealth,
+}
+
+/// The in-memory runtime. Clones share state.
+#[derive(Clone)]
+pub struct FakeRuntime {
+    state: Rc<RefCell<State>>,
+}
+
+impl std::fmt::Debug for FakeRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self.state.borrow();
+        f.debug_struct("FakeRuntime")
+            .field("sandboxes", &s.sandboxes.len())
+            .field("containers", &s.containers.len())
+            .field("calls", &s.calls.len())
+            .finish()
+    }
+}
+
+fn normalize_image(image: &str) -> String {
+    let last = image.rsplit('/').next().unwrap_or(image);
+    if last.contains(':') || image.contains('@') {
+        image.to_string()
+    } else {
+        format!("{image}:latest")
+    }
+}
+
+fn not_found(method: Method, what: &str) -> CriError {
+    CriError::NotFound {
+        method: method.name(),
+        message: format!("{what} not found"),
+    }
+}
+
+impl FakeRuntime {
+    /// A fake whose timestamps come from `clock` (use `TokioClock` with paused time).
+    pub fn new(clock: impl Clock) -> Self {
+        FakeRuntime {
+            state: Rc::new(RefCell::new(State {
+                now: Rc::new(move || clock.now()),
+                last_created: 0,
+                next_id: 0,
+                next_ip: 2,
+                sandboxes: BTreeMap::new(),
+                containers: BTreeMap::new(),
+                images: BTreeMap::new(),
+                calls: Vec::new(),
+                fail_once: HashMap::new(),
+                fail_always: HashMap::new(),
+                sandbox_ip: None,
+                stop_delay: Duration::ZERO,
+                stop_exit_code: 143,
+                health: RuntimeHealth {
+                    runtime_ready: true,
+                    network_ready: true,
+                    message: String::new(),
+                },
+            })),
+        }
+    }
+
+    // ----- hooks -----------------------------------------------------------------------
+
+    /// The next call of `method` fails with `err` (queued: several calls fail in turn).
+    pub fn fail_once(&self, method: Method, err: CriError) {
+        self.state
+            .borrow_mut()
+            .fail_once
+            .entry(method)
+            .or_default()
+            .push_back(err);
+    }
+
+    /// Every call of `method` fails with `err` until `clear_failures`.
+    pub fn fail_always(&self, method: Method, err: CriError) {
+        self.state.borrow_mut().fail_always.insert(method, err);
+    }
+
+    pub fn clear_failures(&self) {
+        let mut s = self.state.borrow_mut();
+        s.fail_once.clear();
+        s.fail_always.clear();
+    }
+
+    /// A generic RPC error for `method`.
+    pub fn rpc_error(method: Method, message: &str) -> CriError {
+        CriError::Rpc {
+            method: method.name(),
+            code: "Unknown".into(),
+            message: message.into(),
+        }
+    }
+
+    /// Mark an image present (as if pulled).
+    pub fn add_image(&self, image: &str) {
+        let key = normalize_image(image);
+        self.state.borrow_mut().images.insert(
+            key.clone(),
+            ImageInfo {
+                id: format!("sha256:{:016x}", fnv(&key)),
+                repo_tags: vec![key],
+                size: 1024,
+            },
+        );
+    }
+
+    pub fn has_image(&self, image: &str) -> bool {
+        self.state
+            .borrow()
+            .images
+            .contains_key(&normalize_image(image))
+    }
+
+    /// The IP new pod-network sandboxes report (`""` = none). Default: 10.88.0.N.
+    pub fn set_sandbox_ip(&self, ip: &str) {
+        self.state.borrow_mut().sandbox_ip = Some(ip.to_string());
+    }
+
+    /// Change an existing sandbox's state (e.g. the pause process died).
+    pub fn set_sandbox_state(&self, id: &str, state: SandboxState) {
+        if let Some(s) = self.state.borrow_mut().sandboxes.get_mut(id) {
+            s.info.state = state;
+        }
+    }
+
+    /// Make a container exit with `code` now (reason `Completed` / `Error`).
+    pub fn exit_container(&self, id: &str, code: i32) {
+        let mut s = self.state.borrow_mut();
+        let now = (s.now)();
+        if let Some(c) = s.containers.get_mut(id) {
+            exit(&mut c.info, code, now);
+        }
+    }
+
+    /// How long `StopContainer` takes (the container exits after it).
+    pub fn set_stop_delay(&self, d: Duration) {
+        self.state.borrow_mut().stop_delay = d;
+    }
+
+    pub fn set_health(&self, health: RuntimeHealth) {
+        self.state.borrow_mut().health = health;
+    }
+
+    // ----- inspection ------------------------------------------------------------------
+
+    pub fn calls(&self) -> Vec<Call> {
+        self.state.borrow().calls.clone()
+    }
+
+    /// The calls so far, clearing the log.
+    pub fn take_calls(&self) -> Vec<Call> {
+        std::mem::take(&mut self.state.borrow_mut().calls)
+    }
+
+    /// The state-changing calls so far, clearing the log.
+    pub fn take_mutations(&self) -> Vec<Call> {
+        self.take_calls()
+            .into_iter()
+            .filter(Call::is_mutation)
+            .collect()
+    }
+
+    pub fn sandbox_config(&self, id: &str) -> Option<SandboxConfig> {
+        self.state
+            .borrow()
+            .sandboxes
+            .get(id)
+            .map(|s| s.config.clone())
+    }
+
+    pub fn container_config(&self, id: &str) -> Option<ContainerConfig> {
+        self.state
+            .borrow()
+            .containers
+            .get(id)
+            .map(|c| c.config.clone())
+    }
+
+    /// Full status of every sandbox, oldest first.
+    pub fn sandboxes(&self) -> Vec<Sandbox> {
+        let mut v: Vec<Sandbox> = self
+            .state
+            .borrow()
+            .sandboxes
+            .values()
+            .map(|s| s.info.clone())
+            .collect();
+        v.sort_by_key(|s| s.created_at);
+        v
+    }
+
+    /// Full status of every container, oldest first.
+    pub fn containers(&self) -> Vec<ContainerInfo> {
+        let mut v: Vec<ContainerInfo> = self
+            .state
+            .borrow()
+            .containers
+            .values()
+            .map(|c| c.info.clone())
+            .collect();
+        v.sort_by_key(|c| c.created_at);
+        v
+    }
+
+    /// IDs of running containers with this name.
+    pub fn running(&self, name: &str) -> Vec<String> {
+        self.containers()
+            .into_iter()
+            .filter(|c| c.name == name && c.state == ContainerState::Running)
+            .map(|c| c.id)
+            .collect()
+    }
+
+    // ----- internals -------------------------------------------------------------------
+
+    /// Record the call and return an injected error, if any.
+    fn enter(&self, method: Method, call: Call) -> Result<(), CriError> {
+        let mut s = self.state.borrow_mut();
+        s.calls.push(call);
+        if let Some(err) = s.fail_once.get_mut(&method).and_then(VecDeque::pop_front) {
+            return Err(err);
+        }
+        match s.fail_always.get(&method) {
+            Some(err) => Err(err.clone()),
+            None => Ok(()),
+        }
+    }
+}
+
+impl State {
+    fn new_id(&mut self, prefix: &str) -> String {
+        self.next_id += 1;
+        format!("{prefix}{}", self.next_id)
+    }
+
+    /// Strictly increasing creation stamps, so "newest first" is never a tie.
+    fn created_now(&mut self) -> UnixNanos {
+        let now = (self.now)().max(self.last_created + 1);
+        self.last_created = now;
+        now
+    }
+}
+
+fn exit(c: &mut ContainerInfo, code: i32, now: UnixNanos) {
+    if matches!(c.state, ContainerState::Running | ContainerState::Created) {
+        c.state = ContainerState::Exited;
+        c.exit_code = code;
+        c.finished_at = now;
+        c.reason = if code == 0 { "Completed" } else { "Error" }.into();
+    }
+}
+
+fn fnv(s: &str) -> u64 {
+    let mut h = crate::runtime::labels::Fnv1a::new();
+    h.write(s.as_bytes());
+    h.finish()
+}
+
+fn matches_labels(want: &BTreeMap<String, String>, have: &BTreeMap<String, String>) -> bool {
+    want.iter().all(|(k, v)| have.get(k) == Some(v))
+}
+
+/// What a CRI list call returns: no times beyond creation, no exit details.
+fn list_view(c: &ContainerInfo) -> ContainerInfo {
+    ContainerInfo {
+        started_at: 0,
+        finished_at: 0,
+        exit_code: 0,
+        reason: String::new(),
+        message: String::new(),
+        log_path: String::new(),
+        ..c.clone()
+    }
+}
+
+impl Runtime for FakeRuntime {
+    async fn version(&self) -> Result<RuntimeVersion, CriError> {
+        self.enter(Method::Version, Call::Version)?;
+        Ok(RuntimeVersion {
+            runtime_name: "fake".into(),
+            runtime_version: "0.0.0".into(),
+            runtime_api_version: "v1".into(),
+        })
+    }
+
+    async fn status(&self) -> Result<RuntimeHealth, CriError> {
+        self.enter(Method::Status, Call::Status)?;
+        Ok(self.state.borrow().health.clone())
+    }
+
+    async fn run_pod_sandbox(&self, config: &SandboxConfig) -> Result<String, CriError> {
+        self.enter(
+            Method::RunPodSandbox,
+            Call::RunPodSandbox {
+                name: config.name.clone(),
+                attempt: config.attempt,
+            },
+        )?;
+        let mut s = self.state.borrow_mut();
+        let id = s.new_id("s");
+        let created_at = s.created_now();
+        let host = config.namespace_options.network == NamespaceMode::Node;
+        let ip = if host {
+            None
+        } else {
+            match &s.sandbox_ip {
+                Some(ip) if ip.is_empty() => None,
+                Some(ip) => Some(ip.clone()),
+                None => {
+                    let n = s.next_ip;
+                    s.next_ip = s.next_ip.wrapping_add(1).max(2);
+                    Some(format!("10.88.0.{n}"))
+                }
+            }
+        };
+        let info = Sandbox {
+            id: id.clone(),
+            name: config.name.clone(),
+            namespace: config.namespace.clone(),
+            uid: config.uid.clone(),
+            attempt: config.attempt,
+            state: SandboxState::Ready,
+            created_at,
+            labels: config.labels.clone(),
+            annotations: config.annotations.clone(),
+            ip,
+            network: Some(config.namespace_options.network),
+        };
+        s.sandboxes.insert(
+            id.clone(),
+            FakeSandbox {
+                info,
+                config: config.clone(),
+            },
+        );
+        Ok(id)
+    }
+
+    async fn stop_pod_sandbox(&self, id: &str) -> Result<(), CriError> {
+        self.enter(Method::StopPodSandbox, Call::StopPodSandbox(id.into()))?;
+        let mut s = self.state.borrow_mut();
+        let now = (s.now)();
+        let exit_code = s.stop_exit_code;
+        match s.sandboxes.get_mut(id) {
+            Some(sb) => sb.info.state = SandboxState::NotReady,
+            None => return Err(not_found(Method::StopPodSandbox, id)),
+        }
+        // containerd stops the sandbox's containers first
+        for c in s
+            .containers
+            .values_mut()
+            .filter(|c| c.info.sandbox_id == id)
+        {
+            exit(&mut c.info, exit_code, now);
+        }
+        Ok(())
+    }
+
+    async fn remove_pod_sandbox(&self, id: &str) -> Result<(), CriError> {
+        self.enter(Method::RemovePodSandbox, Call::RemovePodSandbox(id.into()))?;
+        let mut s = self.state.borrow_mut();
+        if s.sandboxes.remove(id).is_none() {
+            return Err(not_found(Method::RemovePodSandbox, id));
+        }
+        s.containers.retain(|_, c| c.info.sandbox_id != id);
+        Ok(())
+    }
+
+    async fn pod_sandbox_status(&self, id: &str) -> Result<Sandbox, CriError> {
+        self.enter(Method::PodSandboxStatus, Call::PodSandboxStatus(id.into()))?;
+        let s = self.state.borrow();
+        let sb = s
+            .sandboxes
+            .get(id)
+            .ok_or_else(|| not_found(Method::PodSandboxStatus, id))?;
+        let mut info = sb.info.clone();
+        if info.state != SandboxState::Ready {
+            info.ip = None; // a stopped sandbox has no network
+        }
+        Ok(info)
+    }
+
+    async fn list_pod_sandboxes(&self, filter: &ListFilter) -> Result<Vec<Sandbox>, CriError> {
+        self.enter(Method::ListPodSandboxes, Call::ListPodSandboxes)?;
+        let s = self.state.borrow();
+        Ok(s.sandboxes
+            .values()
+            .filter(|sb| matches_labels(&filter.labels, &sb.info.labels))
+            .filter(|sb| {
+                filter
+                    .sandbox_id
+                    .as_ref()
+                    .is_none_or(|id| *id == sb.info.id)
+            })
+            .map(|sb| Sandbox {
+                ip: None,
+                network: None,
+                ..sb.info.clone()
+            })
+            .collect())
+    }
+
+    async fn create_container(
+        &self,
+        sandbox_id: &str,
+        config: &ContainerConfig,
+        _sandbox: &SandboxConfig,
+    ) -> Result<String, CriError> {
+        self.enter(
+            Method::CreateContainer,
+            Call::CreateContainer {
+                sandbox_id: sandbox_id.into(),
+                name: config.name.clone(),
+                attempt: config.attempt,
+            },
+        )?;
+        let mut s = self.state.borrow_mut();
+        match s.sandboxes.get(sandbox_id) {
+            Some(sb) if sb.info.state == SandboxState::Ready => {}
+            Some(_) => {
+                return Err(FakeRuntime::rpc_error(
+                    Method::CreateContainer,
+                    "sandbox is not ready",
+                ));
+            }
+            None => return Err(not_found(Method::CreateContainer, sandbox_id)),
+        }
+        let image = normalize_image(&config.image);
+        let Some(img) = s.images.get(&image) else {
+            return Err(FakeRuntime::rpc_error(
+                Method::CreateContainer,
+                &format!("failed to get image {image}: not found"),
+            ));
+        };
+        let image_ref = img.id.clone();
+        let id = s.new_id("c");
+        let created_at = s.created_now();
+        let info = ContainerInfo {
+            id: id.clone(),
+            sandbox_id: sandbox_id.into(),
+            name: config.name.clone(),
+            attempt: config.attempt,
+            image: config.image.clone(),
+            image_ref,
+            state: ContainerState::Created,
+            created_at,
+            started_at: 0,
+            finished_at: 0,
+            exit_code: 0,
+            reason: String::new(),
+            message: String::new(),
+            labels: config.labels.clone(),
+            annotations: config.annotations.clone(),
+            log_path: config.log_path.clone(),
+        };
+        s.containers.insert(
+            id.clone(),
+            FakeContainer {
+                info,
+                config: config.clone(),
+            },
+        );
+        Ok(id)
+    }
+
+    async fn start_container(&self, id: &str) -> Result<(), CriError> {
+        self.enter(Method::StartContainer, Call::StartContainer(id.into()))?;
+        let mut s = self.state.borrow_mut();
+        let now = (s.now)();
+        let c = s
+            .containers
+            .get_mut(id)
+            .ok_or_else(|| not_found(Method::StartContainer, id))?;
+        if c.info.state != ContainerState::Created {
+            return Err(FakeRuntime::rpc_error(
+                Method::StartContainer,
+                "container is not in created state",
+            ));
+        }
+        c.info.state = ContainerState::Running;
+        c.info.started_at = now;
+        Ok(())
+    }
+
+    async fn stop_container(&self, id: &str, timeout: i64) -> Result<(), CriError> {
+        self.enter(
+            Method::StopContainer,
+            Call::StopContainer {
+                id: id.into(),
+                timeout,
+            },
+        )?;
+        if !self.state.borrow().containers.contains_key(id) {
+            return Err(not_found(Method::StopContainer, id));
+        }
+        let delay = self.state.borrow().stop_delay;
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        let mut s = self.state.borrow_mut();
+        let now = (s.now)();
+        let code = s.stop_exit_code;
+        if let Some(c) = s.containers.get_mut(id) {
+            exit(&mut c.info, code, now);
+        }
+        Ok(())
+    }
+
+    async fn remove_container(&self, id: &str) -> Result<(), CriError> {
+        self.enter(Method::RemoveContainer, Call::RemoveContainer(id.into()))?;
+        match self.state.borrow_mut().containers.remove(id) {
+            Some(_) => Ok(()),
+            None => Err(not_found(Method::RemoveContainer, id)),
+        }
+    }
+
+    async fn list_containers(&self, filter: &ListFilter) -> Result<Vec<ContainerInfo>, CriError> {
+        self.enter(Method::ListContainers, Call::ListContainers)?;
+        let s = self.state.borrow();
+        Ok(s.containers
+            .values()
+            .filter(|c| matches_labels(&filter.labels, &c.info.labels))
+            .filter(|c| {
+                filter
+                    .sandbox_id
+                    .as_ref()
+                    .is_none_or(|id| *id == c.info.sandbox_id)
+            })
+            .map(|c| list_view(&c.info))
+            .collect())
+    }
+
+    async fn container_status(&self, id: &str) -> Result<ContainerInfo, CriError> {
+        self.enter(Method::ContainerStatus, Call::ContainerStatus(id.into()))?;
+        self.state
+            .borrow()
+            .containers
+            .get(id)
+            .map(|c| c.info.clone())
+            .ok_or_else(|| not_found(Method::ContainerStatus, id))
+    }
+
+    async fn exec_sync(
+        &self,
+        id: &str,
+        _cmd: &[String],
+        _timeout: Duration,
+    ) -> Result<ExecResult, CriError> {
+        self.enter(Method::ExecSync, Call::ExecSync(id.into()))?;
+        Ok(ExecResult {
+            exit_code: 0,
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+        })
+    }
+
+    async fn image_status(&self, image: &str) -> Result<Option<ImageInfo>, CriError> {
+        self.enter(Method::ImageStatus, Call::ImageStatus(image.into()))?;
+        Ok(self
+            .state
+            .borrow()
+            .images
+            .get(&normalize_image(image))
+            .cloned())
+    }
+
+    async fn pull_image(&self, image: &str, _sandbox: &SandboxConfig) -> Result<String, CriError> {
+        self.enter(Method::PullImage, Call::PullImage(image.into()))?;
+        self.add_image(image);
+        Ok(self
+            .state
+            .borrow()
+            .images
+            .get(&normalize_image(image))
+            .map(|i| i.id.clone())
+            .unwrap_or_default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::TokioClock;
+
+    #[tokio::test(start_paused = true)]
+    async fn sandbox_and_container_lifecycle() {
+        let rt = FakeRuntime::new(TokioClock::new(1_000));
+        let sb = rt
+            .run_pod_sandbox(&SandboxConfig {
+                name: "p".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let cfg = ContainerConfig {
+            name: "c".into(),
+            image: "busybox".into(),
+            ..Default::default()
+        };
+        // image missing → create fails like containerd
+        assert!(
+            rt.create_container(&sb, &cfg, &SandboxConfig::default())
+                .await
+                .is_err()
+        );
+        rt.add_image("busybox:latest");
+        let c = rt
+            .create_container(&sb, &cfg, &SandboxConfig::default())
+            .await
+            .unwrap();
+        rt.start_container(&c).await.unwrap();
+        assert_eq!(rt.running("c"), vec![c.clone()]);
+        let status = rt.pod_sandbox_status(&sb).await.unwrap();
+        assert_eq!(status.ip.as_deref(), Some("10.88.0.2"));
+        // list hides status-only fields
+        let listed = rt.list_pod_sandboxes(&ListFilter::default()).await.unwrap();
+        assert_eq!(listed[0].ip, None);
+        rt.exit_container(&c, 3);
+        let st = rt.container_status(&c).await.unwrap();
+        assert_eq!((st.state, st.exit_code), (ContainerState::Exited, 3));
+        let listed = rt.list_containers(&ListFilter::default()).await.unwrap();
+        assert_eq!(listed[0].exit_code, 0);
+        rt.stop_pod_sandbox(&sb).await.unwrap();
+        rt.remove_pod_sandbox(&sb).await.unwrap();
+        assert!(rt.containers().is_empty());
+        assert!(rt.stop_pod_sandbox(&sb).await.unwrap_err().is_not_found());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn injected_errors() {
+        let rt = FakeRuntime::new(TokioClock::new(1_000));
+        rt.fail_once(
+            Method::Version,
+            FakeRuntime::rpc_error(Method::Version, "boom"),
+        );
+        assert!(rt.version().await.is_err());
+        assert!(rt.version().await.is_ok());
+        rt.fail_always(
+            Method::Status,
+            FakeRuntime::rpc_error(Method::Status, "down"),
+        );
+        assert!(rt.status().await.is_err());
+        assert!(rt.status().await.is_err());
+        rt.clear_failures();
+        assert!(rt.status().await.is_ok());
+        assert_eq!(
+            rt.take_calls(),
+            vec![
+                Call::Version,
+                Call::Version,
+                Call::Status,
+                Call::Status,
+                Call::Status
+            ]
+        );
+    }
+}

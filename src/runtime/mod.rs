@@ -13,6 +13,8 @@
 //! - `labels.rs` the CRI labels/annotations contract (how pods are adopted after a restart)
 //! - `plan.rs`   pure `compute_pod_actions` (kubelet: `computePodActions`)
 //! - `backoff.rs` crash-loop and image-pull back-off
+//! - `config.rs` pure translation of a pod into `SandboxConfig` / `ContainerConfig`
+//! - `mounts.rs` host side of volume mounts (hostPath checks, emptyDir, subPath)
 //! - `sync.rs`   executes a plan: SyncPod / KillPod against a `Runtime`
 
 use std::collections::BTreeMap;
@@ -22,9 +24,11 @@ use std::time::Duration;
 use crate::clock::UnixNanos;
 
 pub mod backoff;
+pub mod config;
 pub mod cri;
 pub mod fake;
 pub mod labels;
+pub mod mounts;
 pub mod plan;
 pub mod sync;
 

@@ -1,1 +1,1143 @@
-//! TODO
+//! Executing the plan against a `Runtime` (kubelet: `kuberuntime_manager.go` `SyncPod`,
+//! `killPodWithSyncResult`, `GetPodStatus`, `GetPods`; `kuberuntime_container.go`
+//! `startContainer`, `killContainer`; `images/image_manager.go` `EnsureImageExists`).
+//!
+//! Owns: the effects of one pod sync — reading what the runtime holds for a UID, killing
+//! what must go, creating the sandbox, pulling images, creating and starting containers —
+//! and the pod-level cleanup after termination. Decisions come from `plan.rs`, CRI configs
+//! from `config.rs`, host paths from `mounts.rs`, back-off state from the caller.
+//!
+//! Must never: keep state between calls (the pod worker owns `PodBackoffs` and passes it
+//! in), retry on its own (failures are reported in `PodSyncResult` / `SyncError` and the
+//! worker requeues), or decide what to run (that is `plan::compute_pod_actions`).
+//!
+//! Not yet: lifecycle hooks. preStop is not executed on the kill path (the grace period
+//! is used in full for `StopContainer`), postStart is not run after a start; both have a
+//! marked place below. Probe-driven kills are planned by `plan.rs` once a prober feeds
+//! `ProbeFailures`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use futures_util::future::join_all;
+
+use crate::api::{self, PullPolicy};
+use crate::clock::Clock;
+use crate::runtime::backoff::{self, Backoff, PodBackoffs};
+use crate::runtime::config::{self, SandboxParams};
+use crate::runtime::labels;
+use crate::runtime::mounts;
+use crate::runtime::plan::{self, ContainerToKill, KillReason, PodActions};
+use crate::runtime::{
+    ContainerInfo, ContainerState, CriError, DnsConfig, ListFilter, PodRuntimeStatus, Runtime,
+    SandboxConfig, SandboxState,
+};
+
+pub const DEFAULT_ROOT_DIR: &str = "/var/lib/picolet";
+pub const DEFAULT_POD_LOG_DIR: &str = "/var/log/pods";
+pub const DEFAULT_RESOLV_CONF: &str = "/etc/resolv.conf";
+
+/// kubelet: `minimumGracePeriodInSeconds` — never ask the runtime for less than 2 s.
+pub const MIN_STOP_TIMEOUT_SECONDS: i64 = 2;
+/// The API default of `terminationGracePeriodSeconds`.
+pub const DEFAULT_GRACE_PERIOD_SECONDS: i64 = 30;
+
+/// What a sync needs: the runtime, the wall clock and the filesystem roots (injected so
+/// tests run in a tempdir).
+#[derive(Clone)]
+pub struct SyncEnv<R: Runtime, C: Clock> {
+    pub runtime: R,
+    pub clock: C,
+    /// `--root-dir`: pod directories (`pods/<uid>/…`, emptyDirs) live here.
+    pub root_dir: PathBuf,
+    /// `--pod-log-dir` (kubelet: `podLogsDirectory`).
+    pub pod_log_dir: PathBuf,
+    /// The host resolv.conf for `Default`-like DNS policies (`--resolv-conf`).
+    pub resolv_conf: PathBuf,
+    /// Sandbox cgroup parent; "" = the runtime's default.
+    pub cgroup_parent: String,
+}
+
+impl<R: Runtime, C: Clock> SyncEnv<R, C> {
+    /// An environment with the default paths.
+    pub fn new(runtime: R, clock: C) -> Self {
+        SyncEnv {
+            runtime,
+            clock,
+            root_dir: PathBuf::from(DEFAULT_ROOT_DIR),
+            pod_log_dir: PathBuf::from(DEFAULT_POD_LOG_DIR),
+            resolv_conf: PathBuf::from(DEFAULT_RESOLV_CONF),
+            cgroup_parent: String::new(),
+        }
+    }
+}
+
+/// Failures of the kill and cleanup paths.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error("stop container {name:?} ({id}): {source}")]
+    StopContainer {
+        id: String,
+        name: String,
+        #[source]
+        source: CriError,
+    },
+    #[error("stop sandbox {id}: {source}")]
+    StopSandbox {
+        id: String,
+        #[source]
+        source: CriError,
+    },
+    #[error("remove container {id}: {source}")]
+    RemoveContainer {
+        id: String,
+        #[source]
+        source: CriError,
+    },
+    #[error("remove sandbox {id}: {source}")]
+    RemoveSandbox {
+        id: String,
+        #[source]
+        source: CriError,
+    },
+    #[error("{step} pod {pod}: {}", join_errors(.errors))]
+    Steps {
+        step: &'static str,
+        pod: String,
+        errors: Vec<SyncError>,
+    },
+    #[error("pod {uid} is still running: {ids:?}")]
+    StillRunning { uid: String, ids: Vec<String> },
+    #[error("remove {path}: {source}")]
+    RemoveDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn join_errors(errors: &[SyncError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The kubelet's container waiting reasons a sync can produce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WaitingReason {
+    ContainerCreating,
+    CrashLoopBackOff,
+    ErrImagePull,
+    ImagePullBackOff,
+    ErrImageNeverPull,
+    InvalidImageName,
+    ImageInspectError,
+    CreateContainerConfigError,
+    CreateContainerError,
+    RunContainerError,
+}
+
+impl WaitingReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WaitingReason::ContainerCreating => "ContainerCreating",
+            WaitingReason::CrashLoopBackOff => "CrashLoopBackOff",
+            WaitingReason::ErrImagePull => "ErrImagePull",
+            WaitingReason::ImagePullBackOff => "ImagePullBackOff",
+            WaitingReason::ErrImageNeverPull => "ErrImageNeverPull",
+            WaitingReason::InvalidImageName => "InvalidImageName",
+            WaitingReason::ImageInspectError => "ImageInspectError",
+            WaitingReason::CreateContainerConfigError => "CreateContainerConfigError",
+            WaitingReason::CreateContainerError => "CreateContainerError",
+            WaitingReason::RunContainerError => "RunContainerError",
+        }
+    }
+
+    /// Back-off waits are expected states, not sync errors (kubelet: `SyncPod` ignores
+    /// `ErrCrashLoopBackOff` and `ErrImagePullBackOff`).
+    pub fn is_back_off(self) -> bool {
+        matches!(
+            self,
+            WaitingReason::CrashLoopBackOff | WaitingReason::ImagePullBackOff
+        )
+    }
+}
+
+impl std::fmt::Display for WaitingReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What happened to one container the plan wanted started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartOutcome {
+    Started {
+        id: String,
+        restart_count: u32,
+    },
+    Waiting {
+        reason: WaitingReason,
+        message: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerSyncResult {
+    pub name: String,
+    /// An init container (sidecars included).
+    pub init: bool,
+    pub outcome: StartOutcome,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxFailure {
+    pub message: String,
+    /// The runtime's network (CNI) is not ready yet: requeue in 1 s.
+    pub network_not_ready: bool,
+}
+
+/// What one `sync_pod` did (kubelet: `PodSyncResult`).
+#[derive(Debug, Default)]
+pub struct PodSyncResult {
+    /// The plan that was executed.
+    pub actions: PodActions,
+    /// Killing failed; nothing was started.
+    pub kill_error: Option<SyncError>,
+    /// A new sandbox was created.
+    pub sandbox_created: bool,
+    /// The sandbox containers run in ("" when none).
+    pub sandbox_id: String,
+    pub sandbox_error: Option<SandboxFailure>,
+    /// The pod IP (from the newest ready sandbox; `None` for host network or unknown).
+    pub sandbox_ip: Option<String>,
+    /// Every container the plan wanted started, in the order tried.
+    pub containers: Vec<ContainerSyncResult>,
+    /// The earliest moment a back-off ends: sync again then.
+    pub requeue_after: Option<Duration>,
+}
+
+impl PodSyncResult {
+    /// A failure other than a back-off wait: the worker requeues with its error delay.
+    pub fn is_error(&self) -> bool {
+        self.kill_error.is_some()
+            || self.sandbox_error.is_some()
+            || self.containers.iter().any(|c| {
+                matches!(&c.outcome, StartOutcome::Waiting { reason, .. } if !reason.is_back_off())
+            })
+    }
+
+    /// The sandbox failed because the pod network is not ready (requeue in 1 s).
+    pub fn network_not_ready(&self) -> bool {
+        self.sandbox_error
+            .as_ref()
+            .is_some_and(|f| f.network_not_ready)
+    }
+
+    /// The result for a container name, if the plan tried to start it.
+    pub fn container(&self, name: &str) -> Option<&ContainerSyncResult> {
+        self.containers.iter().find(|c| c.name == name)
+    }
+
+    /// The waiting reason and message for a container name, if it is waiting.
+    pub fn waiting(&self, name: &str) -> Option<(WaitingReason, &str)> {
+        match &self.container(name)?.outcome {
+            StartOutcome::Waiting { reason, message } => Some((*reason, message.as_str())),
+            StartOutcome::Started { .. } => None,
+        }
+    }
+
+    fn note_requeue(&mut self, after: Duration) {
+        self.requeue_after = Some(self.requeue_after.map_or(after, |d| d.min(after)));
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Reading the runtime
+
+fn uid_filter(uid: &str) -> ListFilter {
+    ListFilter {
+        labels: [(labels::POD_UID_LABEL.to_string(), uid.to_string())].into(),
+        sandbox_id: None,
+    }
+}
+
+/// Everything the runtime holds for one pod UID, newest first, with per-sandbox status
+/// (IP, network mode) and per-container status (times, exit code) (kubelet:
+/// `GetPodStatus`). Objects removed between the list and the status call are skipped.
+pub async fn get_pod_status<R: Runtime>(rt: &R, uid: &str) -> Result<PodRuntimeStatus, CriError> {
+    let filter = uid_filter(uid);
+    let mut listed = rt.list_pod_sandboxes(&filter).await?;
+    listed.sort_by_key(|x| std::cmp::Reverse(x.created_at));
+    let mut sandboxes = Vec::with_capacity(listed.len());
+    for s in listed {
+        match rt.pod_sandbox_status(&s.id).await {
+            Ok(mut full) => {
+                if full.labels.is_empty() {
+                    full.labels = s.labels;
+                }
+                if full.annotations.is_empty() {
+                    full.annotations = s.annotations;
+                }
+                sandboxes.push(full);
+            }
+            Err(e) if e.is_not_found() => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    let listed = rt.list_containers(&filter).await?;
+    let mut containers = Vec::with_capacity(listed.len());
+    for c in listed {
+        match rt.container_status(&c.id).await {
+            Ok(mut full) => {
+                // CRI ContainerStatus carries no sandbox ID; labels may be missing too.
+                if full.sandbox_id.is_empty() {
+                    full.sandbox_id = c.sandbox_id;
+                }
+                if full.labels.is_empty() {
+                    full.labels = c.labels;
+                }
+                if full.annotations.is_empty() {
+                    full.annotations = c.annotations;
+                }
+                containers.push(full);
+            }
+            Err(e) if e.is_not_found() => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    containers.sort_by_key(|x| std::cmp::Reverse(x.created_at));
+    let mut status = PodRuntimeStatus {
+        uid: uid.to_string(),
+        sandboxes,
+        containers,
+        ..Default::default()
+    };
+    fill_identity(&mut status);
+    Ok(status)
+}
+
+/// Every pod the runtime holds that carries the kubelet's pod-UID label, grouped by UID,
+/// from the two list calls only (no per-object status: cheap enough for the 1 s relist).
+/// `ip`/`network` of sandboxes and exit details of containers are therefore unknown.
+/// Pods are ordered newest first.
+pub async fn list_runtime_pods<R: Runtime>(rt: &R) -> Result<Vec<PodRuntimeStatus>, CriError> {
+    let all = ListFilter::default();
+    let sandboxes = rt.list_pod_sandboxes(&all).await?;
+    let containers = rt.list_containers(&all).await?;
+    let mut pods: std::collections::BTreeMap<String, PodRuntimeStatus> = Default::default();
+    for s in sandboxes {
+        let Some(uid) = labels::pod_uid(&s.labels).map(str::to_string) else {
+            continue;
+        };
+        let pod = pods.entry(uid.clone()).or_insert_with(|| PodRuntimeStatus {
+            uid,
+            ..Default::default()
+        });
+        pod.sandboxes.push(s);
+    }
+    for c in containers {
+        let Some(uid) = labels::pod_uid(&c.labels).map(str::to_string) else {
+            continue;
+        };
+        let pod = pods.entry(uid.clone()).or_insert_with(|| PodRuntimeStatus {
+            uid,
+            ..Default::default()
+        });
+        pod.containers.push(c);
+    }
+    let mut out: Vec<PodRuntimeStatus> = pods
+        .into_values()
+        .map(|mut p| {
+            p.sandboxes.sort_by_key(|x| std::cmp::Reverse(x.created_at));
+            p.containers
+                .sort_by_key(|x| std::cmp::Reverse(x.created_at));
+            fill_identity(&mut p);
+            p
+        })
+        .collect();
+    let newest = |p: &PodRuntimeStatus| {
+        let s = p.sandboxes.first().map_or(0, |s| s.created_at);
+        let c = p.containers.first().map_or(0, |c| c.created_at);
+        s.max(c)
+    };
+    out.sort_by_key(|p| std::cmp::Reverse(newest(p)));
+    Ok(out)
+}
+
+/// Pod name and namespace from the newest sandbox's labels, else a container's.
+fn fill_identity(p: &mut PodRuntimeStatus) {
+    if let Some(s) = p.sandboxes.first() {
+        let i = labels::sandbox_info(s);
+        p.name = i.pod_name;
+        p.namespace = i.pod_namespace;
+    }
+    if p.name.is_empty() {
+        if let Some(c) = p.containers.first() {
+            let i = labels::container_label_info(c);
+            p.name = i.pod_name;
+            p.namespace = i.pod_namespace;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// SyncPod
+
+/// Bring the runtime in line with the pod (kubelet: `SyncPod`): compute actions → kill
+/// what must go → create the sandbox and read its IP → start init containers (stop at the
+/// first failure of a non-sidecar) → start regular containers, each independently.
+pub async fn sync_pod<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    pod: &api::Pod,
+    status: &PodRuntimeStatus,
+    backoff: &mut PodBackoffs,
+) -> PodSyncResult {
+    let actions = plan::compute_pod_actions(pod, status);
+    let pod_name = pod.full_name();
+    if !actions.is_noop() {
+        log::debug!("pod {pod_name}: actions {actions:?}");
+    }
+    let mut result = PodSyncResult {
+        actions: actions.clone(),
+        sandbox_id: actions.sandbox_id.clone(),
+        ..Default::default()
+    };
+
+    // Kill what must go.
+    if actions.kill_pod {
+        if actions.create_sandbox && !actions.sandbox_id.is_empty() {
+            log::info!("pod {pod_name}: sandbox changed, it will be killed and re-created");
+        } else if !actions.create_sandbox {
+            log::info!("pod {pod_name}: nothing left to run, stopping the pod");
+        }
+        if let Err(e) = kill_pod(env, Some(pod), status, None).await {
+            log::warn!("pod {pod_name}: {e}");
+            result.kill_error = Some(e);
+            return result;
+        }
+        if actions.create_sandbox {
+            purge_init_containers(env, pod, status).await;
+        }
+    } else {
+        for (id, k) in &actions.containers_to_kill {
+            log::info!(
+                "pod {pod_name}: killing container {:?}: {}",
+                k.name,
+                k.message
+            );
+            if let Err(e) = kill_container(env, pod, id, k).await {
+                log::warn!("pod {pod_name}: {e}");
+                result.kill_error = Some(e);
+                return result;
+            }
+        }
+        prune_init_containers(env, pod, status).await;
+    }
+
+    if !actions.create_sandbox
+        && actions.init_containers_to_start.is_empty()
+        && actions.containers_to_start.is_empty()
+    {
+        return result;
+    }
+
+    // The pod IP: the newest sandbox's if it is ready, or the new sandbox's.
+    let mut pod_ip = status
+        .sandboxes
+        .first()
+        .filter(|s| s.state == SandboxState::Ready)
+        .and_then(|s| s.ip.clone())
+        .filter(|ip| !ip.is_empty());
+    let host_dns = read_host_dns(&env.resolv_conf, &pod_name);
+    let sandbox_config = config::sandbox_config(
+        pod,
+        actions.attempt,
+        SandboxParams {
+            pod_log_dir: &env.pod_log_dir,
+            cgroup_parent: &env.cgroup_parent,
+            host_dns: host_dns.as_ref(),
+        },
+    );
+
+    if actions.create_sandbox {
+        log::info!(
+            "pod {pod_name}: creating sandbox (attempt {})",
+            actions.attempt
+        );
+        warn_loopback_dns(pod, &sandbox_config, &env.resolv_conf);
+        match create_sandbox(env, pod, &sandbox_config).await {
+            Ok((id, ip)) => {
+                result.sandbox_created = true;
+                result.sandbox_id = id;
+                if !pod.spec.host_network {
+                    pod_ip = ip;
+                }
+            }
+            Err(failure) => {
+                log::warn!("pod {pod_name}: {}", failure.message);
+                result.sandbox_error = Some(failure);
+                let creating = |init: bool, c: &api::Container| ContainerSyncResult {
+                    name: c.name.clone(),
+                    init,
+                    outcome: StartOutcome::Waiting {
+                        reason: WaitingReason::ContainerCreating,
+                        message: String::new(),
+                    },
+                };
+                for &i in &actions.init_containers_to_start {
+                    result
+                        .containers
+                        .push(creating(true, &pod.spec.init_containers[i]));
+                }
+                for &i in &actions.containers_to_start {
+                    result
+                        .containers
+                        .push(creating(false, &pod.spec.containers[i]));
+                }
+                return result;
+            }
+        }
+    }
+    result.sandbox_ip = pod_ip.clone();
+    let start = StartContext {
+        pod,
+        status,
+        sandbox_id: result.sandbox_id.clone(),
+        sandbox_config: &sandbox_config,
+        pod_ip: pod_ip.unwrap_or_default(),
+    };
+
+    // Init containers, in order; a failed plain init container stops the sync.
+    for &idx in &actions.init_containers_to_start {
+        let Some(c) = pod.spec.init_containers.get(idx) else {
+            continue;
+        };
+        let outcome = start_container(env, &start, c, backoff, &mut result).await;
+        let started = matches!(outcome, StartOutcome::Started { .. });
+        result.containers.push(ContainerSyncResult {
+            name: c.name.clone(),
+            init: true,
+            outcome,
+        });
+        if !started && !plan::is_restartable_init_container(c) {
+            return result;
+        }
+    }
+
+    // Regular containers, each on its own.
+    for &idx in &actions.containers_to_start {
+        let Some(c) = pod.spec.containers.get(idx) else {
+            continue;
+        };
+        let outcome = start_container(env, &start, c, backoff, &mut result).await;
+        result.containers.push(ContainerSyncResult {
+            name: c.name.clone(),
+            init: false,
+            outcome,
+        });
+    }
+    result
+}
+
+/// Read and parse the host resolv.conf. An unreadable file is logged, not a failed pod:
+/// the sandbox request then carries no DNS config and the runtime uses the host's.
+fn read_host_dns(path: &Path, pod_name: &str) -> Option<DnsConfig> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Some(config::parse_resolv_conf(&text)),
+        Err(e) => {
+            log::warn!(
+                "pod {pod_name}: cannot read {}: {e}; leaving DNS to the runtime",
+                path.display()
+            );
+            None
+        }
+    }
+}
+
+/// A loopback resolver (systemd-resolved's 127.0.0.53, a local dnsmasq) is unreachable
+/// from a pod network namespace; say so once per sandbox.
+fn warn_loopback_dns(pod: &api::Pod, sandbox: &SandboxConfig, resolv_conf: &Path) {
+    if pod.spec.host_network {
+        return;
+    }
+    let loopback = sandbox
+        .dns
+        .iter()
+        .flat_map(|d| &d.servers)
+        .find(|s| s.starts_with("127.") || *s == "::1");
+    if let Some(server) = loopback {
+        log::warn!(
+            "pod {}: nameserver {server} from {} is a loopback address, unreachable from the pod \
+             network; point --resolv-conf at the upstream resolvers (e.g. \
+             /run/systemd/resolve/resolv.conf)",
+            pod.full_name(),
+            resolv_conf.display()
+        );
+    }
+}
+
+/// Create the log directory and the sandbox, then read its IP (kubelet:
+/// `createPodSandbox` + the `PodSandboxStatus` that follows).
+async fn create_sandbox<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    pod: &api::Pod,
+    sandbox_config: &SandboxConfig,
+) -> Result<(String, Option<String>), SandboxFailure> {
+    let log_dir = Path::new(&sandbox_config.log_directory);
+    if let Err(e) = mounts::ensure_dir(log_dir, 0o755) {
+        return Err(SandboxFailure {
+            message: format!("create pod log directory: {e}"),
+            network_not_ready: false,
+        });
+    }
+    let id = env
+        .runtime
+        .run_pod_sandbox(sandbox_config)
+        .await
+        .map_err(|e| SandboxFailure {
+            network_not_ready: is_network_not_ready(&e),
+            message: format!("Failed to create pod sandbox: {e}"),
+        })?;
+    log::info!("pod {}: sandbox {id} created", pod.full_name());
+    let status = env
+        .runtime
+        .pod_sandbox_status(&id)
+        .await
+        .map_err(|e| SandboxFailure {
+            network_not_ready: false,
+            message: format!("Unable to get pod sandbox status: {e}"),
+        })?;
+    Ok((id, status.ip.filter(|ip| !ip.is_empty())))
+}
+
+/// containerd/CRI-O report an uninitialised CNI with these phrases; the kubelet retries
+/// such pods quickly once the network comes up.
+pub fn is_network_not_ready(err: &CriError) -> bool {
+    let msg = err.to_string().to_ascii_lowercase();
+    [
+        "network not ready",
+        "networkready=false",
+        "network plugin is not ready",
+        "cni plugin not initialized",
+        "cni config uninitialized",
+        "no network config found",
+    ]
+    .iter()
+    .any(|p| msg.contains(p))
+}
+
+struct StartContext<'a> {
+    pod: &'a api::Pod,
+    status: &'a PodRuntimeStatus,
+    sandbox_id: String,
+    sandbox_config: &'a SandboxConfig,
+    pod_ip: String,
+}
+
+fn waiting(reason: WaitingReason, message: impl Into<String>) -> StartOutcome {
+    StartOutcome::Waiting {
+        reason,
+        message: message.into(),
+    }
+}
+
+/// kubelet: `SyncPod`'s `start` closure + `startContainer`: back-off check → image →
+/// config → CreateContainer → StartContainer.
+async fn start_container<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    cx: &StartContext<'_>,
+    c: &api::Container,
+    backoff: &mut PodBackoffs,
+    result: &mut PodSyncResult,
+) -> StartOutcome {
+    let pod = cx.pod;
+    let pod_name = pod.full_name();
+    if let Some(w) =
+        plan::should_back_off(&mut backoff.crash_loop, pod, c, cx.status, env.clock.now())
+    {
+        log::debug!("pod {pod_name}: {}", w.message);
+        result.note_requeue(w.remaining);
+        return waiting(WaitingReason::CrashLoopBackOff, w.message);
+    }
+
+    if let Err(outcome) = ensure_image(env, cx, c, &mut backoff.image_pull, result).await {
+        return outcome;
+    }
+
+    // Restart count: the newest instance's + 1; with no instance left (removed, or the
+    // runtime lost its state in a reboot) continue after the newest log file.
+    let log_dir = config::pod_log_directory(&env.pod_log_dir, pod).join(&c.name);
+    let restart_count = match plan::newest_container(cx.status, &c.name) {
+        Some(s) => labels::restart_count(s).saturating_add(1),
+        None => restart_count_from_log_dir(&log_dir),
+    };
+
+    let mut mount_list = match mounts::prepare_mounts(&env.root_dir, pod, c) {
+        Ok(m) => m,
+        Err(e) => {
+            log::warn!("pod {pod_name}: container {:?}: {e}", c.name);
+            return waiting(WaitingReason::CreateContainerConfigError, e.to_string());
+        }
+    };
+    let file_id = format!("{:08x}", (env.clock.now() as u64) & 0xffff_ffff);
+    match mounts::termination_log_mount(&env.root_dir, pod, c, &file_id) {
+        Ok(m) => mount_list.push(m),
+        Err(e) => log::warn!(
+            "pod {pod_name}: container {:?}: termination log: {e}",
+            c.name
+        ),
+    }
+    if let Err(e) = mounts::ensure_dir(&log_dir, 0o755) {
+        return waiting(
+            WaitingReason::CreateContainerConfigError,
+            format!(
+                "create container log directory for container {} failed: {e}",
+                c.name
+            ),
+        );
+    }
+    let cfg = match config::container_config(pod, c, restart_count, &cx.pod_ip, mount_list) {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            log::warn!("pod {pod_name}: container {:?}: {e}", c.name);
+            return waiting(WaitingReason::CreateContainerConfigError, e.to_string());
+        }
+    };
+
+    let id = match env
+        .runtime
+        .create_container(&cx.sandbox_id, &cfg, cx.sandbox_config)
+        .await
+    {
+        Ok(id) => id,
+        Err(e) => {
+            log::warn!("pod {pod_name}: create container {:?}: {e}", c.name);
+            return waiting(WaitingReason::CreateContainerError, e.to_string());
+        }
+    };
+    if let Err(e) = env.runtime.start_container(&id).await {
+        log::warn!("pod {pod_name}: start container {:?} ({id}): {e}", c.name);
+        return waiting(WaitingReason::RunContainerError, e.to_string());
+    }
+    log::info!(
+        "pod {pod_name}: started container {:?} ({id}, restart {restart_count})",
+        c.name
+    );
+    // postStart hook: not run yet (would go here; on failure kill with
+    // reason FailedPostStartHook).
+    StartOutcome::Started { id, restart_count }
+}
+
+/// kubelet: `EnsureImageExists` — pull policy, `Never` without the image, pull back-off
+/// per pod + image. Returns the image reference.
+async fn ensure_image<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    cx: &StartContext<'_>,
+    c: &api::Container,
+    pull_backoff: &mut Backoff,
+    result: &mut PodSyncResult,
+) -> Result<String, StartOutcome> {
+    let image = config::image_with_default_tag(&c.image)
+        .map_err(|e| waiting(WaitingReason::InvalidImageName, e.to_string()))?;
+    let present = env.runtime.image_status(&image).await.map_err(|e| {
+        waiting(
+            WaitingReason::ImageInspectError,
+            format!("Failed to inspect image {:?}: {e}", c.image),
+        )
+    })?;
+    let pull = match config::pull_policy(c) {
+        PullPolicy::Never => false,
+        PullPolicy::Always => true,
+        PullPolicy::IfNotPresent => present.is_none(),
+    };
+    if !pull {
+        return match present {
+            Some(img) => Ok(img.id),
+            None => Err(waiting(
+                WaitingReason::ErrImageNeverPull,
+                format!(
+                    "Container image {:?} is not present with pull policy of Never",
+                    c.image
+                ),
+            )),
+        };
+    }
+    let key = backoff::image_pull_key(&cx.pod.metadata.uid, &c.image);
+    if let Some(remaining) = pull_backoff.remaining_since_update(&key, env.clock.now()) {
+        result.note_requeue(remaining);
+        return Err(waiting(
+            WaitingReason::ImagePullBackOff,
+            format!("Back-off pulling image {:?}", c.image),
+        ));
+    }
+    log::info!("pod {}: pulling image {:?}", cx.pod.full_name(), c.image);
+    match env.runtime.pull_image(&image, cx.sandbox_config).await {
+        Ok(image_ref) => {
+            pull_backoff.gc(env.clock.now());
+            Ok(image_ref)
+        }
+        Err(e) => {
+            let now = env.clock.now();
+            pull_backoff.next(&key, now, now);
+            result.note_requeue(pull_backoff.get(&key));
+            log::warn!(
+                "pod {}: failed to pull image {:?}: {e}",
+                cx.pod.full_name(),
+                c.image
+            );
+            Err(waiting(WaitingReason::ErrImagePull, e.to_string()))
+        }
+    }
+}
+
+/// The next restart count after the newest `<n>.log` (rotated `<n>.log.*` included) in a
+/// container's log directory; 0 when there is none (kubelet: `calcRestartCountByLogDir`).
+pub fn restart_count_from_log_dir(dir: &Path) -> u32 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let (n, rest) = name.split_once('.')?;
+            if !rest.starts_with("log") || (rest.len() > 3 && !rest[3..].starts_with('.')) {
+                return None;
+            }
+            n.parse::<u32>().ok()?.checked_add(1)
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Remove every instance of the pod's init containers (after the sandbox was killed for
+/// re-creation: initialisation starts over) (kubelet: `purgeInitContainers`).
+async fn purge_init_containers<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    pod: &api::Pod,
+    status: &PodRuntimeStatus,
+) {
+    for c in &status.containers {
+        let name = labels::container_name(c);
+        if pod.spec.init_containers.iter().any(|i| i.name == name) {
+            remove_container_logged(env, pod, c).await;
+        }
+    }
+}
+
+/// Keep only the newest exited instance of each init container (kubelet:
+/// `pruneInitContainersBeforeStart`).
+async fn prune_init_containers<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    pod: &api::Pod,
+    status: &PodRuntimeStatus,
+) {
+    for init in &pod.spec.init_containers {
+        let dead = status.containers.iter().filter(|c| {
+            labels::container_name(c) == init.name
+                && matches!(c.state, ContainerState::Exited | ContainerState::Unknown)
+        });
+        for c in dead.skip(1) {
+            remove_container_logged(env, pod, c).await;
+        }
+    }
+}
+
+async fn remove_container_logged<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    pod: &api::Pod,
+    c: &ContainerInfo,
+) {
+    match env.runtime.remove_container(&c.id).await {
+        Ok(()) => {}
+        Err(e) if e.is_not_found() => {}
+        Err(e) => log::warn!(
+            "pod {}: remove container {:?} ({}): {e}",
+            pod.full_name(),
+            labels::container_name(c),
+            c.id
+        ),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Kill
+
+/// The grace period for stopping one container (kubelet: `setTerminationGracePeriod`):
+/// the override, else the pod's deletion grace period, else a failed probe's own
+/// `terminationGracePeriodSeconds`, else `spec.terminationGracePeriodSeconds` (default
+/// 30). Without a pod spec (after an agent restart) the container's annotations say it.
+fn grace_period(
+    pod: Option<&api::Pod>,
+    spec: Option<&api::Container>,
+    running: Option<&ContainerInfo>,
+    reason: KillReason,
+    grace_override: Option<i64>,
+) -> i64 {
+    if let Some(g) = grace_override {
+        return g;
+    }
+    if let (Some(pod), Some(spec)) = (pod, spec) {
+        if let Some(g) = pod.metadata.deletion_grace_period_seconds {
+            return g;
+        }
+        let probe = match reason {
+            KillReason::LivenessProbe => spec.liveness_probe.as_ref(),
+            KillReason::StartupProbe => spec.startup_probe.as_ref(),
+            KillReason::Unknown | KillReason::UnknownState => None,
+        };
+        if let Some(g) = probe
+            .and_then(|p| p.get("terminationGracePeriodSeconds"))
+            .and_then(serde_json::Value::as_i64)
+        {
+            return g;
+        }
+        return pod
+            .spec
+            .termination_grace_period_seconds
+            .unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS);
+    }
+    if let Some(c) = running {
+        let a = labels::container_annotation_info(c);
+        if let Some(g) = a
+            .pod_deletion_grace_period
+            .or(a.pod_termination_grace_period)
+        {
+            return g;
+        }
+    }
+    DEFAULT_GRACE_PERIOD_SECONDS
+}
+
+fn container_spec<'a>(pod: &'a api::Pod, name: &str) -> Option<&'a api::Container> {
+    pod.spec
+        .containers
+        .iter()
+        .chain(&pod.spec.init_containers)
+        .find(|c| c.name == name)
+}
+
+/// Stop one container: `StopContainer(id, max(grace, 2))`; NotFound is fine (kubelet:
+/// `killContainer`).
+async fn stop_one<R: Runtime>(
+    rt: &R,
+    pod_name: &str,
+    id: &str,
+    name: &str,
+    grace: i64,
+    has_pre_stop: bool,
+) -> Result<(), SyncError> {
+    if has_pre_stop && grace > 0 {
+        // preStop hooks are not executed yet; the whole grace period goes to SIGTERM.
+        log::debug!("pod {pod_name}: container {name:?}: preStop hook not run (not supported yet)");
+    }
+    let timeout = grace.max(MIN_STOP_TIMEOUT_SECONDS);
+    log::info!("pod {pod_name}: stopping container {name:?} ({id}) with grace period {timeout}s");
+    match rt.stop_container(id, timeout).await {
+        Ok(()) => Ok(()),
+        Err(e) if e.is_not_found() => Ok(()),
+        Err(source) => Err(SyncError::StopContainer {
+            id: id.to_string(),
+            name: name.to_string(),
+            source,
+        }),
+    }
+}
+
+async fn kill_container<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    pod: &api::Pod,
+    id: &str,
+    k: &ContainerToKill,
+) -> Result<(), SyncError> {
+    let spec = container_spec(pod, &k.name);
+    let grace = grace_period(Some(pod), spec, None, k.reason, None);
+    let has_pre_stop = spec
+        .and_then(|s| s.lifecycle.as_ref())
+        .is_some_and(|l| l.get("preStop").is_some_and(|p| !p.is_null()));
+    stop_one(
+        &env.runtime,
+        &pod.full_name(),
+        id,
+        &k.name,
+        grace,
+        has_pre_stop,
+    )
+    .await
+}
+
+/// Stop every running container of the pod concurrently, then every sandbox (kubelet:
+/// `killPodWithSyncResult`). `pod` is `None` after an agent restart: grace periods then
+/// come from the containers' annotations. Sandboxes are stopped even when a container
+/// stop failed, and all of them (not only ready ones): stopping an already not-ready
+/// sandbox releases network resources the runtime may still hold (as upstream does).
+/// Removal is left to cleanup / GC.
+pub async fn kill_pod<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    pod: Option<&api::Pod>,
+    status: &PodRuntimeStatus,
+    grace_override: Option<i64>,
+) -> Result<(), SyncError> {
+    let pod_name = match pod {
+        Some(p) => p.full_name(),
+        None => format!("{}/{} ({})", status.namespace, status.name, status.uid),
+    };
+    let stops = status
+        .containers
+        .iter()
+        .filter(|c| c.state == ContainerState::Running)
+        .map(|c| {
+            let name = labels::container_name(c);
+            let spec = pod.and_then(|p| container_spec(p, name));
+            let grace = grace_period(pod, spec, Some(c), KillReason::Unknown, grace_override);
+            let has_pre_stop = match spec {
+                Some(s) => s
+                    .lifecycle
+                    .as_ref()
+                    .is_some_and(|l| l.get("preStop").is_some_and(|p| !p.is_null())),
+                None => labels::container_annotation_info(c).pre_stop.is_some(),
+            };
+            let pod_name = &pod_name;
+            async move { stop_one(&env.runtime, pod_name, &c.id, name, grace, has_pre_stop).await }
+        });
+    let mut errors: Vec<SyncError> = join_all(stops)
+        .await
+        .into_iter()
+        .filter_map(Result::err)
+        .collect();
+    for s in &status.sandboxes {
+        match env.runtime.stop_pod_sandbox(&s.id).await {
+            Ok(()) => {}
+            Err(e) if e.is_not_found() => {}
+            Err(source) => errors.push(SyncError::StopSandbox {
+                id: s.id.clone(),
+                source,
+            }),
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(SyncError::Steps {
+            step: "kill",
+            pod: pod_name,
+            errors,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Cleanup
+
+/// After a pod finished (kubelet: `SyncTerminatedPod` + the pod's share of GC): remove its
+/// dead containers and not-ready sandboxes, then `<root_dir>/pods/<uid>` (emptyDirs,
+/// termination logs). Logs under the pod log directory are kept. Refuses, changing
+/// nothing, while a container runs or a sandbox is ready — kill first.
+pub async fn cleanup_pod<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    status: &PodRuntimeStatus,
+    uid: &str,
+) -> Result<(), SyncError> {
+    let alive: Vec<String> = status
+        .containers
+        .iter()
+        .filter(|c| c.state == ContainerState::Running)
+        .map(|c| c.id.clone())
+        .chain(
+            status
+                .sandboxes
+                .iter()
+                .filter(|s| s.state == SandboxState::Ready)
+                .map(|s| s.id.clone()),
+        )
+        .collect();
+    if !alive.is_empty() {
+        return Err(SyncError::StillRunning {
+            uid: uid.to_string(),
+            ids: alive,
+        });
+    }
+    let mut errors = Vec::new();
+    for c in &status.containers {
+        match env.runtime.remove_container(&c.id).await {
+            Ok(()) => {}
+            Err(e) if e.is_not_found() => {}
+            Err(source) => errors.push(SyncError::RemoveContainer {
+                id: c.id.clone(),
+                source,
+            }),
+        }
+    }
+    for s in &status.sandboxes {
+        match env.runtime.remove_pod_sandbox(&s.id).await {
+            Ok(()) => {}
+            Err(e) if e.is_not_found() => {}
+            Err(source) => errors.push(SyncError::RemoveSandbox {
+                id: s.id.clone(),
+                source,
+            }),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(SyncError::Steps {
+            step: "clean up",
+            pod: uid.to_string(),
+            errors,
+        });
+    }
+    // Nothing is ever mounted inside the pod directory by picolet, so a recursive removal
+    // only deletes picolet's own files (remove_dir_all does not follow symlinks).
+    let dir = mounts::pod_dir(&env.root_dir, uid);
+    match std::fs::remove_dir_all(&dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(SyncError::RemoveDir { path: dir, source }),
+    }
+}
+
+/// For a pod that keeps running: keep the newest dead instance of each container name
+/// (for its status and `--previous` logs), remove older dead instances. Returns how many
+/// were removed.
+pub async fn remove_dead_containers<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    status: &PodRuntimeStatus,
+) -> Result<usize, SyncError> {
+    let mut seen: Vec<&str> = Vec::new();
+    let mut removed = 0;
+    let mut errors = Vec::new();
+    // newest first: the first dead instance of a name is kept
+    for c in &status.containers {
+        if !matches!(c.state, ContainerState::Exited | ContainerState::Created) {
+            continue;
+        }
+        let name = labels::container_name(c);
+        if !seen.contains(&name) {
+            seen.push(name);
+            continue;
+        }
+        match env.runtime.remove_container(&c.id).await {
+            Ok(()) => removed += 1,
+            Err(e) if e.is_not_found() => {}
+            Err(source) => errors.push(SyncError::RemoveContainer {
+                id: c.id.clone(),
+                source,
+            }),
+        }
+    }
+    if errors.is_empty() {
+        Ok(removed)
+    } else {
+        Err(SyncError::Steps {
+            step: "remove dead containers of",
+            pod: status.uid.clone(),
+            errors,
+        })
+    }
+}
+
+#[cfg(test)]
+#[path = "sync_tests.rs"]
+mod tests;

@@ -1,0 +1,1399 @@
+//! Building CRI configs from a pod (kubelet: `generatePodSandboxConfig`,
+//! `generateContainerConfig`, `makeEnvironmentVariables`, `expansion.Expand`, `GetPodDNS`,
+//! `milliCPUToShares` / `milliCPUToQuota`, `determineEffectiveSecurityContext`).
+//!
+//! Owns: the pure translation `api::Pod` → `SandboxConfig` / `ContainerConfig`: labels,
+//! hostname, DNS, port mappings, namespace options, environment (with `$(VAR)` expansion
+//! and `fieldRef`s), command/args expansion, resources (quantity parsing), security
+//! context, image name defaulting and pull policy.
+//!
+//! Must never: do I/O. The host's resolv.conf text, the pod IP and the prepared mounts are
+//! passed in by `sync.rs`; filesystem work for volumes lives in `mounts.rs`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::api::{self, PullPolicy};
+use crate::runtime::labels;
+use crate::runtime::{
+    ContainerConfig, ContainerSecurity, DnsConfig, Mount, NamespaceMode, NamespaceOptions,
+    PortMapping, Protocol, Resources, SandboxConfig,
+};
+
+/// Why a container config cannot be built: the container waits with
+/// `CreateContainerConfigError` (or `InvalidImageName`) and this message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("env {env:?}: valueFrom.{source_kind} is not supported by picolet")]
+    EnvSourceUnsupported { env: String, source_kind: String },
+    #[error("env {env:?}: fieldRef {path:?} is not supported by picolet")]
+    EnvFieldPathUnsupported { env: String, path: String },
+    #[error("env {env:?}: valueFrom has no usable source")]
+    EnvValueFromInvalid { env: String },
+    #[error("resources.{field}: invalid quantity {value:?}")]
+    InvalidQuantity { field: String, value: String },
+    #[error("container's runAsUser breaks non-root policy (container {container}, runAsUser 0)")]
+    RunAsNonRootUid0 { container: String },
+    #[error(
+        "container {container} has runAsNonRoot but no runAsUser: picolet cannot verify the image's user, set runAsUser"
+    )]
+    RunAsNonRootUnverifiable { container: String },
+    #[error("invalid image name {image:?}: {reason}")]
+    InvalidImageName { image: String, reason: &'static str },
+}
+
+// ---------------------------------------------------------------------------------------
+// Sandbox
+
+/// Inputs of the sandbox config that are not in the pod.
+#[derive(Debug, Clone, Copy)]
+pub struct SandboxParams<'a> {
+    /// `--pod-log-dir` root, e.g. `/var/log/pods`.
+    pub pod_log_dir: &'a Path,
+    /// "" = the runtime's default.
+    pub cgroup_parent: &'a str,
+    /// The host's DNS (parsed resolv.conf) for `Default`-like policies; `None` when it
+    /// could not be read (the runtime then applies its own default).
+    pub host_dns: Option<&'a DnsConfig>,
+}
+
+/// kubelet: `generatePodSandboxConfig`.
+pub fn sandbox_config(pod: &api::Pod, attempt: u32, p: SandboxParams<'_>) -> SandboxConfig {
+    SandboxConfig {
+        name: pod.metadata.name.clone(),
+        namespace: pod.metadata.namespace.clone(),
+        uid: pod.metadata.uid.clone(),
+        attempt,
+        hostname: if pod.spec.host_network {
+            // containerd refuses a hostname without a private UTS namespace
+            String::new()
+        } else {
+            pod_hostname(pod)
+        },
+        log_directory: pod_log_directory(p.pod_log_dir, pod)
+            .to_string_lossy()
+            .into_owned(),
+        dns: pod_dns(pod, p.host_dns),
+        port_mappings: port_mappings(pod),
+        labels: labels::sandbox_labels(pod),
+        annotations: labels::sandbox_annotations(pod),
+        cgroup_parent: p.cgroup_parent.to_string(),
+        namespace_options: namespace_options(pod),
+        privileged: pod
+            .spec
+            .init_containers
+            .iter()
+            .chain(&pod.spec.containers)
+            .any(is_privileged),
+        sysctls: pod
+            .spec
+            .security_context
+            .iter()
+            .flat_map(|sc| &sc.sysctls)
+            .map(|s| (sysctl_dots(&s.name), s.value.clone()))
+            .collect(),
+    }
+}
+
+/// `<pod_log_dir>/<namespace>_<name>_<uid>` (kubelet: `BuildPodLogsDirectory`).
+pub fn pod_log_directory(pod_log_dir: &Path, pod: &api::Pod) -> PathBuf {
+    pod_log_dir.join(format!(
+        "{}_{}_{}",
+        pod.metadata.namespace, pod.metadata.name, pod.metadata.uid
+    ))
+}
+
+/// `<container>/<restartCount>.log`, relative to the pod log directory (kubelet:
+/// `buildContainerLogsPath`).
+pub fn container_log_path(container: &str, restart_count: u32) -> String {
+    format!("{container}/{restart_count}.log")
+}
+
+/// `spec.hostname` or the pod name, cut to 63 characters without a trailing `-`/`.`
+/// (kubelet: `GeneratePodHostNameAndDomain`, `truncatePodHostnameIfNeeded`).
+pub fn pod_hostname(pod: &api::Pod) -> String {
+    let name = match pod.spec.hostname.as_deref() {
+        Some(h) if !h.is_empty() => h,
+        _ => &pod.metadata.name,
+    };
+    if name.len() <= 63 {
+        return name.to_string();
+    }
+    let cut: String = name.chars().take(63).collect();
+    cut.trim_end_matches(['-', '.']).to_string()
+}
+
+/// The pod's namespace modes (kubelet: `NamespacesForPod`): network/IPC per host flag,
+/// PID private to each container unless shared (`shareProcessNamespace`) or the host's.
+/// Containers must carry the same options, or containerd makes the pause process PID 1 of
+/// every container.
+pub fn namespace_options(pod: &api::Pod) -> NamespaceOptions {
+    NamespaceOptions {
+        network: if pod.spec.host_network {
+            NamespaceMode::Node
+        } else {
+            NamespaceMode::Pod
+        },
+        pid: if pod.spec.host_pid {
+            NamespaceMode::Node
+        } else if pod.spec.share_process_namespace == Some(true) {
+            NamespaceMode::Pod
+        } else {
+            NamespaceMode::Container
+        },
+        ipc: if pod.spec.host_ipc {
+            NamespaceMode::Node
+        } else {
+            NamespaceMode::Pod
+        },
+    }
+}
+
+/// Port mappings for every container port that asks for a host port.
+pub fn port_mappings(pod: &api::Pod) -> Vec<PortMapping> {
+    pod.spec
+        .containers
+        .iter()
+        .flat_map(|c| &c.ports)
+        .filter(|p| p.host_port.is_some_and(|hp| hp > 0))
+        .map(|p| PortMapping {
+            protocol: match p.protocol.as_deref() {
+                Some("UDP") => Protocol::Udp,
+                Some("SCTP") => Protocol::Sctp,
+                _ => Protocol::Tcp,
+            },
+            container_port: p.container_port,
+            host_port: p.host_port.unwrap_or(0),
+            host_ip: p.host_ip.clone().unwrap_or_default(),
+        })
+        .collect()
+}
+
+fn is_privileged(c: &api::Container) -> bool {
+    c.security_context
+        .as_ref()
+        .and_then(|sc| sc.privileged)
+        .unwrap_or(false)
+}
+
+/// runc wants dotted sysctl names; a name whose first separator is `/` uses slashes for
+/// levels and dots inside names, so swap them (kubelet:
+/// `ConvertSysctlVariableToDotsSeparator`).
+fn sysctl_dots(name: &str) -> String {
+    match name.find(['.', '/']) {
+        Some(i) if name.as_bytes()[i] == b'/' => name
+            .chars()
+            .map(|c| match c {
+                '/' => '.',
+                '.' => '/',
+                c => c,
+            })
+            .collect(),
+        _ => name.to_string(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// DNS
+
+/// kubelet: `MaxDNSNameservers`, `MaxDNSSearchPaths`.
+const MAX_NAMESERVERS: usize = 3;
+const MAX_SEARCHES: usize = 32;
+
+/// Parse resolv.conf text: `nameserver` lines accumulate, the last `search` line wins,
+/// `options` accumulate (kubelet: `parseResolvConf`).
+pub fn parse_resolv_conf(text: &str) -> DnsConfig {
+    let mut dns = DnsConfig::default();
+    for line in text.lines() {
+        let line = line.split(['#', ';']).next().unwrap_or("");
+        let mut fields = line.split_whitespace();
+        match fields.next() {
+            Some("nameserver") => dns.servers.extend(fields.next().map(str::to_string)),
+            Some("search") => dns.searches = fields.map(str::to_string).collect(),
+            Some("options") => dns.options = merge_options(&dns.options, fields),
+            _ => {}
+        }
+    }
+    dns
+}
+
+/// The pod's DNS (kubelet: `GetPodDNS`). picolet has no cluster DNS, so `ClusterFirst`
+/// and `ClusterFirstWithHostNet` fall back to `Default` (the host's resolv.conf), as the
+/// kubelet does without `--cluster-dns`; `None` uses only `spec.dnsConfig`, which is
+/// merged on top for every other policy. `None` (no DNS config in the request) only when
+/// the host's DNS is unknown and the pod adds nothing: containerd then copies the host's
+/// resolv.conf itself.
+pub fn pod_dns(pod: &api::Pod, host: Option<&DnsConfig>) -> Option<DnsConfig> {
+    let policy = pod.spec.dns_policy.as_deref().unwrap_or("ClusterFirst");
+    let base = match policy {
+        "None" => Some(DnsConfig::default()),
+        "Default" | "ClusterFirst" | "ClusterFirstWithHostNet" => host.cloned(),
+        other => {
+            log::warn!(
+                "pod {}: unknown dnsPolicy {other:?}, using the host's DNS",
+                pod.full_name()
+            );
+            host.cloned()
+        }
+    };
+    let mut dns = match (base, &pod.spec.dns_config) {
+        (Some(d), _) => d,
+        (None, Some(_)) => DnsConfig::default(),
+        (None, None) => return None,
+    };
+    if let Some(extra) = &pod.spec.dns_config {
+        dns.servers = dedup(dns.servers.iter().chain(&extra.nameservers));
+        dns.searches = dedup(dns.searches.iter().chain(&extra.searches));
+        let opts: Vec<String> = extra
+            .options
+            .iter()
+            .map(|o| match &o.value {
+                Some(v) => format!("{}:{v}", o.name),
+                None => o.name.clone(),
+            })
+            .collect();
+        dns.options = merge_options(&dns.options, opts.iter().map(String::as_str));
+    }
+    if dns.servers.len() > MAX_NAMESERVERS {
+        log::warn!(
+            "pod {}: {} nameservers, only the first {MAX_NAMESERVERS} are used",
+            pod.full_name(),
+            dns.servers.len()
+        );
+        dns.servers.truncate(MAX_NAMESERVERS);
+    }
+    dns.searches.truncate(MAX_SEARCHES);
+    Some(dns)
+}
+
+fn dedup<'a>(items: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for i in items {
+        if !out.contains(i) {
+            out.push(i.clone());
+        }
+    }
+    out
+}
+
+/// Options by name (`ndots:5` → `ndots`); a later one replaces an earlier one in place.
+fn merge_options<'a>(base: &[String], more: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut out = base.to_vec();
+    for o in more {
+        let name = o.split(':').next().unwrap_or(o);
+        match out
+            .iter_mut()
+            .find(|x| x.split(':').next().unwrap_or(x) == name)
+        {
+            Some(slot) => *slot = o.to_string(),
+            None => out.push(o.to_string()),
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------
+// Container
+
+/// kubelet: `generateContainerConfig` (mounts prepared by `mounts.rs`).
+pub fn container_config(
+    pod: &api::Pod,
+    container: &api::Container,
+    restart_count: u32,
+    pod_ip: &str,
+    mounts: Vec<Mount>,
+) -> Result<ContainerConfig, ConfigError> {
+    let envs = container_env(pod, container, pod_ip)?;
+    let (command, args) = expand_command_and_args(container, &envs);
+    Ok(ContainerConfig {
+        name: container.name.clone(),
+        attempt: restart_count,
+        image: container.image.clone(),
+        command,
+        args,
+        working_dir: container.working_dir.clone().unwrap_or_default(),
+        envs,
+        mounts,
+        labels: labels::container_labels(pod, container),
+        annotations: labels::container_annotations(pod, container, restart_count),
+        log_path: container_log_path(&container.name, restart_count),
+        stdin: container.stdin,
+        stdin_once: container.stdin_once,
+        tty: container.tty,
+        resources: resources(container)?,
+        security: security(pod, container)?,
+    })
+}
+
+/// The container's environment in declaration order (a repeated name keeps its first
+/// position and takes the last value). Literal values expand `$(VAR)` against the
+/// variables defined before them; `fieldRef` values are not expanded (kubelet:
+/// `makeEnvironmentVariables`). No service links: picolet has no services.
+pub fn container_env(
+    pod: &api::Pod,
+    container: &api::Container,
+    pod_ip: &str,
+) -> Result<Vec<(String, String)>, ConfigError> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for e in &container.env {
+        let value = match &e.value_from {
+            Some(from) => env_value_from(pod, &e.name, from, pod_ip)?,
+            None => {
+                let v = e.value.as_deref().unwrap_or("");
+                expand(v, |name| {
+                    out.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+                })
+            }
+        };
+        match out.iter_mut().find(|(k, _)| *k == e.name) {
+            Some(slot) => slot.1 = value,
+            None => out.push((e.name.clone(), value)),
+        }
+    }
+    Ok(out)
+}
+
+/// `valueFrom.fieldRef` for the downward API fields picolet knows; anything else
+/// (configMap/secret refs, resourceFieldRef, status.hostIP) is an explicit error.
+fn env_value_from(
+    pod: &api::Pod,
+    env: &str,
+    from: &serde_json::Value,
+    pod_ip: &str,
+) -> Result<String, ConfigError> {
+    let Some(obj) = from.as_object() else {
+        return Err(ConfigError::EnvValueFromInvalid { env: env.into() });
+    };
+    let Some(field_ref) = obj.get("fieldRef") else {
+        return Err(match obj.keys().next() {
+            Some(kind) => ConfigError::EnvSourceUnsupported {
+                env: env.into(),
+                source_kind: kind.clone(),
+            },
+            None => ConfigError::EnvValueFromInvalid { env: env.into() },
+        });
+    };
+    let Some(path) = field_ref.get("fieldPath").and_then(|p| p.as_str()) else {
+        return Err(ConfigError::EnvValueFromInvalid { env: env.into() });
+    };
+    let m = &pod.metadata;
+    let unsupported = || ConfigError::EnvFieldPathUnsupported {
+        env: env.into(),
+        path: path.into(),
+    };
+    Ok(match path {
+        "metadata.name" => m.name.clone(),
+        "metadata.namespace" => m.namespace.clone(),
+        "metadata.uid" => m.uid.clone(),
+        "spec.nodeName" => pod.spec.node_name.clone(),
+        "spec.serviceAccountName" => pod.spec.service_account_name.clone().unwrap_or_default(),
+        "status.podIP" => pod_ip.to_string(),
+        "status.podIPs" => pod_ip.to_string(),
+        _ => {
+            let (map, rest) = if let Some(rest) = path.strip_prefix("metadata.labels") {
+                (&m.labels, rest)
+            } else if let Some(rest) = path.strip_prefix("metadata.annotations") {
+                (&m.annotations, rest)
+            } else {
+                return Err(unsupported());
+            };
+            // metadata.labels['key'] (also with double quotes)
+            let key = rest
+                .strip_prefix("['")
+                .and_then(|r| r.strip_suffix("']"))
+                .or_else(|| rest.strip_prefix("[\"").and_then(|r| r.strip_suffix("\"]")))
+                .ok_or_else(unsupported)?;
+            map.get(key).cloned().unwrap_or_default()
+        }
+    })
+}
+
+/// Expand `$(VAR)` in command and args with the container's environment (kubelet:
+/// `ExpandContainerCommandAndArgs`).
+pub fn expand_command_and_args(
+    container: &api::Container,
+    envs: &[(String, String)],
+) -> (Vec<String>, Vec<String>) {
+    let lookup = |name: &str| envs.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    (
+        container
+            .command
+            .iter()
+            .map(|s| expand(s, lookup))
+            .collect(),
+        container.args.iter().map(|s| expand(s, lookup)).collect(),
+    )
+}
+
+/// Kubernetes variable expansion (kubelet: `third_party/forked/golang/expansion`):
+/// `$(NAME)` is replaced when `lookup` knows NAME and kept verbatim otherwise; `$$` is an
+/// escaped `$`; a `$` followed by anything else, or an unclosed `$(`, stays as written.
+pub fn expand(input: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
+    let mut out = String::with_capacity(input.len());
+    let mut rest = input;
+    while let Some(pos) = rest.find('$') {
+        out.push_str(&rest[..pos]);
+        let after = &rest[pos + 1..];
+        match after.chars().next() {
+            Some('$') => {
+                out.push('$');
+                rest = &after[1..];
+            }
+            Some('(') => match after[1..].find(')') {
+                Some(end) => {
+                    let name = &after[1..1 + end];
+                    match lookup(name) {
+                        Some(v) => out.push_str(&v),
+                        None => {
+                            out.push_str("$(");
+                            out.push_str(name);
+                            out.push(')');
+                        }
+                    }
+                    rest = &after[1 + end + 1..];
+                }
+                None => {
+                    out.push_str("$(");
+                    rest = &after[1..];
+                }
+            },
+            Some(c) => {
+                out.push('$');
+                out.push(c);
+                rest = &after[c.len_utf8()..];
+            }
+            None => {
+                out.push('$');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+// ---------------------------------------------------------------------------------------
+// Resources
+
+/// kubelet: `MinShares`, `MaxShares`, `QuotaPeriod`, `MinQuotaPeriod`.
+const MIN_SHARES: i64 = 2;
+const MAX_SHARES: i64 = 262_144;
+const QUOTA_PERIOD: i64 = 100_000;
+const MIN_QUOTA: i64 = 1_000;
+
+/// CPU shares, CFS quota/period and the memory limit from requests/limits (kubelet:
+/// `generateLinuxContainerResources`). A CPU limit without a request sets the shares
+/// from the limit, as the apiserver would default the request.
+pub fn resources(container: &api::Container) -> Result<Resources, ConfigError> {
+    let empty = api::ResourceRequirements::default();
+    let r = container.resources.as_ref().unwrap_or(&empty);
+    let get = |map: &BTreeMap<String, api::Quantity>, which: &str, name: &str, scale: i32| {
+        map.get(name)
+            .map(|q| {
+                let s = q.as_string();
+                parse_quantity(&s, scale).ok_or_else(|| ConfigError::InvalidQuantity {
+                    field: format!("{which}.{name}"),
+                    value: s,
+                })
+            })
+            .transpose()
+            .map(Option::unwrap_or_default)
+    };
+    let cpu_request = get(&r.requests, "requests", "cpu", 3)?;
+    let cpu_limit = get(&r.limits, "limits", "cpu", 3)?;
+    let memory_limit = get(&r.limits, "limits", "memory", 0)?;
+    // validate memory requests too, so a typo is reported rather than ignored
+    get(&r.requests, "requests", "memory", 0)?;
+
+    let shares_from = if cpu_request == 0 && cpu_limit != 0 {
+        cpu_limit
+    } else {
+        cpu_request
+    };
+    let (cpu_quota, cpu_period) = if cpu_limit == 0 {
+        (0, 0)
+    } else {
+        (
+            (cpu_limit.saturating_mul(QUOTA_PERIOD) / 1000).max(MIN_QUOTA),
+            QUOTA_PERIOD,
+        )
+    };
+    Ok(Resources {
+        cpu_period,
+        cpu_quota,
+        cpu_shares: milli_cpu_to_shares(shares_from),
+        memory_limit_in_bytes: memory_limit,
+    })
+}
+
+/// kubelet: `milliCPUToShares` — milliCPU × 1024 / 1000, at least 2.
+pub fn milli_cpu_to_shares(milli_cpu: i64) -> i64 {
+    if milli_cpu <= 0 {
+        return MIN_SHARES;
+    }
+    (milli_cpu.saturating_mul(1024) / 1000).clamp(MIN_SHARES, MAX_SHARES)
+}
+
+/// Parse a Kubernetes quantity and return `ceil(value × 10^scale)` (scale 3 = milli-units
+/// for CPU, 0 = bytes for memory). Accepts decimal (`m`, `k`, `M`, `G`, `T`, `P`, `E`),
+/// binary (`Ki` … `Ei`) suffixes and e-notation (`1e3`, `5E-1`). Negative or overflowing
+/// values are rejected (`None`).
+pub fn parse_quantity(s: &str, scale: i32) -> Option<i64> {
+    let s = s.trim();
+    let s = s.strip_prefix('+').unwrap_or(s);
+    let num_len = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, suffix) = s.split_at(num_len);
+    let (int_part, frac_part) = num.split_once('.').unwrap_or((num, ""));
+    if int_part.is_empty() && frac_part.is_empty() {
+        return None;
+    }
+    let digits = format!("{int_part}{frac_part}");
+    if digits.len() > 30 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mantissa: i128 = digits.parse().ok()?;
+    let mut exp10: i32 = -i32::try_from(frac_part.len()).ok()?;
+    let mut mult: i128 = 1;
+    match suffix {
+        "" => {}
+        "m" => exp10 -= 3,
+        "k" => exp10 += 3,
+        "M" => exp10 += 6,
+        "G" => exp10 += 9,
+        "T" => exp10 += 12,
+        "P" => exp10 += 15,
+        "E" => exp10 += 18,
+        "Ki" => mult = 1 << 10,
+        "Mi" => mult = 1 << 20,
+        "Gi" => mult = 1 << 30,
+        "Ti" => mult = 1 << 40,
+        "Pi" => mult = 1 << 50,
+        "Ei" => mult = 1 << 60,
+        _ => {
+            let e = suffix.strip_prefix(['e', 'E'])?;
+            let (sign, digits) = match e.strip_prefix('-') {
+                Some(d) => (-1, d),
+                None => (1, e.strip_prefix('+').unwrap_or(e)),
+            };
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            exp10 += sign * digits.parse::<i32>().ok().filter(|n| *n <= 100)?;
+        }
+    }
+    let value = mantissa.checked_mul(mult)?;
+    let pow = exp10 + scale;
+    let scaled = if pow >= 0 {
+        value.checked_mul(10i128.checked_pow(u32::try_from(pow).ok()?)?)?
+    } else {
+        let div = match 10i128.checked_pow(pow.unsigned_abs()) {
+            Some(d) => d,
+            None => return Some(i64::from(value > 0)), // far below one unit: round up
+        };
+        (value + div - 1) / div
+    };
+    i64::try_from(scaled).ok()
+}
+
+// ---------------------------------------------------------------------------------------
+// Security context
+
+/// The container's effective security settings (kubelet:
+/// `determineEffectiveSecurityContext`): container fields override pod fields; the pod's
+/// namespace options always apply.
+pub fn security(
+    pod: &api::Pod,
+    container: &api::Container,
+) -> Result<ContainerSecurity, ConfigError> {
+    let psc = pod.spec.security_context.clone().unwrap_or_default();
+    let csc = container.security_context.clone().unwrap_or_default();
+    let run_as_user = csc.run_as_user.or(psc.run_as_user);
+    let run_as_group = csc.run_as_group.or(psc.run_as_group);
+    // kubelet: verifyRunAsNonRoot. picolet does not know the image's USER, so it insists
+    // on an explicit non-zero runAsUser rather than risk running as root.
+    if csc.run_as_non_root.or(psc.run_as_non_root) == Some(true) {
+        match run_as_user {
+            Some(0) => {
+                return Err(ConfigError::RunAsNonRootUid0 {
+                    container: container.name.clone(),
+                });
+            }
+            None => {
+                return Err(ConfigError::RunAsNonRootUnverifiable {
+                    container: container.name.clone(),
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    let mut supplemental_groups = psc.supplemental_groups.clone();
+    if let Some(fs_group) = psc.fs_group {
+        if !supplemental_groups.contains(&fs_group) {
+            supplemental_groups.push(fs_group);
+        }
+    }
+    let caps = csc.capabilities.clone().unwrap_or_default();
+    Ok(ContainerSecurity {
+        privileged: csc.privileged.unwrap_or(false),
+        namespace_options: namespace_options(pod),
+        run_as_user,
+        run_as_group,
+        supplemental_groups,
+        readonly_rootfs: csc.read_only_root_filesystem.unwrap_or(false),
+        no_new_privs: csc.allow_privilege_escalation == Some(false),
+        add_capabilities: caps.add,
+        drop_capabilities: caps.drop,
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Images
+
+/// The image reference with `:latest` added when it has neither tag nor digest (kubelet:
+/// `applyDefaultImageTag`), after a light syntax check (`InvalidImageName`).
+pub fn image_with_default_tag(image: &str) -> Result<String, ConfigError> {
+    let invalid = |reason| ConfigError::InvalidImageName {
+        image: image.to_string(),
+        reason,
+    };
+    if image.is_empty() {
+        return Err(invalid("empty"));
+    }
+    if image.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(invalid("contains whitespace"));
+    }
+    let (name, digest) = match image.split_once('@') {
+        Some((n, d)) => (n, Some(d)),
+        None => (image, None),
+    };
+    if let Some(d) = digest {
+        let ok = d
+            .split_once(':')
+            .is_some_and(|(alg, hex)| !alg.is_empty() && !hex.is_empty());
+        if !ok {
+            return Err(invalid("malformed digest"));
+        }
+    }
+    let (repo, tag) = split_tag(name);
+    if repo.is_empty() || repo.starts_with('/') || repo.ends_with('/') || repo.contains("//") {
+        return Err(invalid("malformed repository"));
+    }
+    if let Some(t) = tag {
+        if t.is_empty()
+            || t.len() > 128
+            || !t
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+        {
+            return Err(invalid("malformed tag"));
+        }
+    }
+    // The path after the registry host must be lowercase.
+    let path = match repo.split_once('/') {
+        Some((host, rest)) if host.contains(['.', ':']) || host == "localhost" => rest,
+        _ => repo,
+    };
+    if !path
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-' | '/'))
+    {
+        return Err(invalid("repository name must be lowercase"));
+    }
+    if tag.is_none() && digest.is_none() {
+        return Ok(format!("{image}:latest"));
+    }
+    Ok(image.to_string())
+}
+
+/// `(repository, tag)`: the tag is after the last `:` that follows the last `/`.
+fn split_tag(name: &str) -> (&str, Option<&str>) {
+    let last_slash = name.rfind('/').map_or(0, |i| i + 1);
+    match name[last_slash..].rfind(':') {
+        Some(i) => (&name[..last_slash + i], Some(&name[last_slash + i + 1..])),
+        None => (name, None),
+    }
+}
+
+/// The pull policy, API-defaulted: `Always` for `:latest` or no tag (without digest),
+/// else `IfNotPresent`.
+pub fn pull_policy(container: &api::Container) -> PullPolicy {
+    if let Some(p) = container.image_pull_policy {
+        return p;
+    }
+    let (name, digest) = match container.image.split_once('@') {
+        Some((n, _)) => (n, true),
+        None => (container.image.as_str(), false),
+    };
+    match split_tag(name).1 {
+        _ if digest => PullPolicy::IfNotPresent,
+        None | Some("latest") => PullPolicy::Always,
+        Some(_) => PullPolicy::IfNotPresent,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod() -> api::Pod {
+        let mut p = api::Pod::default();
+        p.metadata.name = "web-node1".into();
+        p.metadata.namespace = "default".into();
+        p.metadata.uid = "uid-1".into();
+        p.metadata.labels.insert("app".into(), "web".into());
+        p.spec.node_name = "node1".into();
+        p.spec.containers = vec![api::Container {
+            name: "nginx".into(),
+            image: "nginx:1.25".into(),
+            ports: vec![
+                api::ContainerPort {
+                    container_port: 80,
+                    host_port: Some(8080),
+                    ..Default::default()
+                },
+                api::ContainerPort {
+                    container_port: 53,
+                    host_port: Some(5353),
+                    protocol: Some("UDP".into()),
+                    host_ip: Some("127.0.0.1".into()),
+                    ..Default::default()
+                },
+                api::ContainerPort {
+                    container_port: 9000,
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        }];
+        p
+    }
+
+    fn host_dns() -> DnsConfig {
+        parse_resolv_conf(
+            "# comment\nnameserver 192.168.1.1\nnameserver 1.1.1.1 ; trailing\nsearch old.example\nsearch lan example.com\noptions ndots:2 edns0\noptions ndots:3\n",
+        )
+    }
+
+    fn params<'a>(dns: &'a DnsConfig) -> SandboxParams<'a> {
+        SandboxParams {
+            pod_log_dir: Path::new("/var/log/pods"),
+            cgroup_parent: "",
+            host_dns: Some(dns),
+        }
+    }
+
+    #[test]
+    fn resolv_conf_parsing() {
+        assert_eq!(
+            host_dns(),
+            DnsConfig {
+                servers: vec!["192.168.1.1".into(), "1.1.1.1".into()],
+                searches: vec!["lan".into(), "example.com".into()],
+                options: vec!["ndots:3".into(), "edns0".into()],
+            }
+        );
+        assert_eq!(parse_resolv_conf(""), DnsConfig::default());
+    }
+
+    #[test]
+    fn sandbox_config_basics() {
+        let dns = host_dns();
+        let c = sandbox_config(&pod(), 2, params(&dns));
+        assert_eq!(c.name, "web-node1");
+        assert_eq!(c.namespace, "default");
+        assert_eq!(c.uid, "uid-1");
+        assert_eq!(c.attempt, 2);
+        assert_eq!(c.hostname, "web-node1");
+        assert_eq!(c.log_directory, "/var/log/pods/default_web-node1_uid-1");
+        assert_eq!(c.dns, Some(dns.clone()));
+        let no_host = sandbox_config(
+            &pod(),
+            0,
+            SandboxParams {
+                host_dns: None,
+                ..params(&dns)
+            },
+        );
+        assert_eq!(no_host.dns, None);
+        assert_eq!(
+            c.port_mappings,
+            vec![
+                PortMapping {
+                    protocol: Protocol::Tcp,
+                    container_port: 80,
+                    host_port: 8080,
+                    host_ip: String::new()
+                },
+                PortMapping {
+                    protocol: Protocol::Udp,
+                    container_port: 53,
+                    host_port: 5353,
+                    host_ip: "127.0.0.1".into()
+                },
+            ]
+        );
+        assert_eq!(c.labels, labels::sandbox_labels(&pod()));
+        assert_eq!(
+            c.namespace_options,
+            NamespaceOptions {
+                network: NamespaceMode::Pod,
+                pid: NamespaceMode::Container,
+                ipc: NamespaceMode::Pod
+            }
+        );
+        assert!(!c.privileged);
+        assert!(c.sysctls.is_empty());
+    }
+
+    #[test]
+    fn host_network_sandbox() {
+        let mut p = pod();
+        p.spec.host_network = true;
+        p.spec.host_pid = true;
+        p.spec.host_ipc = true;
+        let dns = host_dns();
+        let c = sandbox_config(&p, 0, params(&dns));
+        assert_eq!(c.hostname, "");
+        assert_eq!(
+            c.namespace_options,
+            NamespaceOptions {
+                network: NamespaceMode::Node,
+                pid: NamespaceMode::Node,
+                ipc: NamespaceMode::Node
+            }
+        );
+    }
+
+    #[test]
+    fn privileged_sysctls_share_pid() {
+        let mut p = pod();
+        p.spec.share_process_namespace = Some(true);
+        p.spec.init_containers = vec![api::Container {
+            name: "init".into(),
+            image: "busybox".into(),
+            security_context: Some(api::SecurityContext {
+                privileged: Some(true),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }];
+        p.spec.security_context = Some(api::PodSecurityContext {
+            sysctls: vec![
+                api::Sysctl {
+                    name: "net/ipv4/ip_forward".into(),
+                    value: "1".into(),
+                },
+                api::Sysctl {
+                    name: "net/ipv4/conf/eno2.100/rp_filter".into(),
+                    value: "0".into(),
+                },
+                api::Sysctl {
+                    name: "kernel.shm_rmid_forced".into(),
+                    value: "1".into(),
+                },
+            ],
+            ..Default::default()
+        });
+        let dns = DnsConfig::default();
+        let c = sandbox_config(&p, 0, params(&dns));
+        assert!(c.privileged);
+        assert_eq!(c.namespace_options.pid, NamespaceMode::Pod);
+        assert_eq!(
+            c.sysctls,
+            BTreeMap::from([
+                ("net.ipv4.ip_forward".to_string(), "1".to_string()),
+                (
+                    "net.ipv4.conf.eno2/100.rp_filter".to_string(),
+                    "0".to_string()
+                ),
+                ("kernel.shm_rmid_forced".to_string(), "1".to_string()),
+            ])
+        );
+    }
+
+    #[test]
+    fn hostnames() {
+        let mut p = pod();
+        p.spec.hostname = Some("custom".into());
+        assert_eq!(pod_hostname(&p), "custom");
+        p.spec.hostname = None;
+        p.metadata.name = format!("{}-{}", "a".repeat(62), "bcd");
+        assert_eq!(pod_hostname(&p), "a".repeat(62)); // cut at 63 = trailing '-' dropped
+        p.metadata.name = "x".repeat(70);
+        assert_eq!(pod_hostname(&p).len(), 63);
+    }
+
+    #[test]
+    fn dns_policies() {
+        let host = host_dns();
+        let mut p = pod();
+        let extra = api::PodDnsConfig {
+            nameservers: vec!["10.0.0.10".into(), "1.1.1.1".into()],
+            searches: vec!["svc.local".into()],
+            options: vec![
+                api::PodDnsConfigOption {
+                    name: "ndots".into(),
+                    value: Some("5".into()),
+                },
+                api::PodDnsConfigOption {
+                    name: "rotate".into(),
+                    value: None,
+                },
+            ],
+        };
+        // (policy, dnsConfig, want)
+        let merged = DnsConfig {
+            servers: vec!["192.168.1.1".into(), "1.1.1.1".into(), "10.0.0.10".into()],
+            searches: vec!["lan".into(), "example.com".into(), "svc.local".into()],
+            options: vec!["ndots:5".into(), "edns0".into(), "rotate".into()],
+        };
+        let only_pod = DnsConfig {
+            servers: vec!["10.0.0.10".into(), "1.1.1.1".into()],
+            searches: vec!["svc.local".into()],
+            options: vec!["ndots:5".into(), "rotate".into()],
+        };
+        let cases = [
+            (None, None, host.clone()),
+            (Some("ClusterFirst"), None, host.clone()),
+            (Some("ClusterFirstWithHostNet"), None, host.clone()),
+            (Some("Default"), None, host.clone()),
+            (Some("None"), None, DnsConfig::default()),
+            (Some("Default"), Some(extra.clone()), merged),
+            (Some("None"), Some(extra.clone()), only_pod),
+        ];
+        for (policy, cfg, want) in cases {
+            p.spec.dns_policy = policy.map(str::to_string);
+            p.spec.dns_config = cfg.clone();
+            assert_eq!(
+                pod_dns(&p, Some(&host)),
+                Some(want),
+                "{policy:?} {}",
+                cfg.is_some()
+            );
+        }
+        // at most 3 nameservers
+        p.spec.dns_policy = Some("None".into());
+        p.spec.dns_config = Some(api::PodDnsConfig {
+            nameservers: vec!["1".into(), "2".into(), "3".into(), "4".into()],
+            ..Default::default()
+        });
+        assert_eq!(pod_dns(&p, Some(&host)).unwrap().servers.len(), 3);
+        // host DNS unknown: no config unless the pod brings one
+        p.spec.dns_policy = None;
+        assert_eq!(pod_dns(&p, None).unwrap().servers.len(), 3);
+        p.spec.dns_config = None;
+        assert_eq!(pod_dns(&p, None), None);
+        p.spec.dns_policy = Some("None".into());
+        assert_eq!(pod_dns(&p, None), Some(DnsConfig::default()));
+    }
+
+    #[test]
+    fn expansion_table() {
+        let lookup = |n: &str| match n {
+            "A" => Some("alpha".to_string()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        };
+        let cases = [
+            ("plain", "plain"),
+            ("$(A)", "alpha"),
+            ("x-$(A)-y", "x-alpha-y"),
+            ("$(A)$(A)", "alphaalpha"),
+            ("$(UNDEFINED)", "$(UNDEFINED)"),
+            ("$$(A)", "$(A)"),
+            ("$$", "$"),
+            ("$A", "$A"),
+            ("$(A", "$(A"),
+            ("$", "$"),
+            ("a$", "a$"),
+            ("$(EMPTY)x", "x"),
+            ("$()", "$()"),
+            ("ü$(A)ü", "üalphaü"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(expand(input, lookup), want, "{input}");
+        }
+    }
+
+    fn env(name: &str, value: &str) -> api::EnvVar {
+        api::EnvVar {
+            name: name.into(),
+            value: Some(value.into()),
+            value_from: None,
+        }
+    }
+
+    fn field_env(name: &str, path: &str) -> api::EnvVar {
+        api::EnvVar {
+            name: name.into(),
+            value: None,
+            value_from: Some(
+                serde_json::json!({"fieldRef": {"apiVersion": "v1", "fieldPath": path}}),
+            ),
+        }
+    }
+
+    #[test]
+    fn env_and_command_expansion() {
+        let p = pod();
+        let c = api::Container {
+            name: "c".into(),
+            image: "busybox".into(),
+            command: vec!["sh".into(), "-c".into(), "echo $(GREETING) $(POD)".into()],
+            args: vec!["$(LATER)".into(), "$$(GREETING)".into()],
+            env: vec![
+                env("NAME", "world"),
+                env("GREETING", "hello $(NAME) $(LATER)"),
+                field_env("POD", "metadata.name"),
+                field_env("NS", "metadata.namespace"),
+                field_env("UID", "metadata.uid"),
+                field_env("NODE", "spec.nodeName"),
+                field_env("IP", "status.podIP"),
+                field_env("APP", "metadata.labels['app']"),
+                env("LATER", "late"),
+                env("NAME", "again"),
+            ],
+            ..Default::default()
+        };
+        let envs = container_env(&p, &c, "10.0.0.7").unwrap();
+        let get = |k: &str| envs.iter().find(|(n, _)| n == k).unwrap().1.clone();
+        assert_eq!(get("GREETING"), "hello world $(LATER)");
+        assert_eq!(get("POD"), "web-node1");
+        assert_eq!(get("NS"), "default");
+        assert_eq!(get("UID"), "uid-1");
+        assert_eq!(get("NODE"), "node1");
+        assert_eq!(get("IP"), "10.0.0.7");
+        assert_eq!(get("APP"), "web");
+        assert_eq!(get("NAME"), "again");
+        assert_eq!(envs[0].0, "NAME", "a redefinition keeps the first position");
+        assert_eq!(envs.len(), 9);
+        let (cmd, args) = expand_command_and_args(&c, &envs);
+        assert_eq!(cmd, vec!["sh", "-c", "echo hello world $(LATER) web-node1"]);
+        assert_eq!(args, vec!["late", "$(GREETING)"]);
+    }
+
+    #[test]
+    fn env_value_from_errors() {
+        let p = pod();
+        let cases = [
+            (
+                field_env("H", "status.hostIP"),
+                ConfigError::EnvFieldPathUnsupported {
+                    env: "H".into(),
+                    path: "status.hostIP".into(),
+                },
+            ),
+            (
+                api::EnvVar {
+                    name: "S".into(),
+                    value: None,
+                    value_from: Some(
+                        serde_json::json!({"secretKeyRef": {"name": "x", "key": "y"}}),
+                    ),
+                },
+                ConfigError::EnvSourceUnsupported {
+                    env: "S".into(),
+                    source_kind: "secretKeyRef".into(),
+                },
+            ),
+            (
+                api::EnvVar {
+                    name: "E".into(),
+                    value: None,
+                    value_from: Some(serde_json::json!({})),
+                },
+                ConfigError::EnvValueFromInvalid { env: "E".into() },
+            ),
+        ];
+        for (e, want) in cases {
+            let c = api::Container {
+                name: "c".into(),
+                env: vec![e],
+                ..Default::default()
+            };
+            assert_eq!(container_env(&p, &c, ""), Err(want));
+        }
+    }
+
+    #[test]
+    fn quantities() {
+        let cases: &[(&str, i32, Option<i64>)] = &[
+            ("1", 3, Some(1000)),
+            ("500m", 3, Some(500)),
+            ("0.5", 3, Some(500)),
+            (".5", 3, Some(500)),
+            ("1.0001", 3, Some(1001)), // rounds up
+            ("2", 0, Some(2)),
+            ("1k", 0, Some(1000)),
+            ("1M", 0, Some(1_000_000)),
+            ("1G", 0, Some(1_000_000_000)),
+            ("1T", 0, Some(1_000_000_000_000)),
+            ("64Mi", 0, Some(64 * 1024 * 1024)),
+            ("1Ki", 0, Some(1024)),
+            ("1.5Gi", 0, Some(1_610_612_736)),
+            ("2Ti", 0, Some(2 << 40)),
+            ("1e3", 0, Some(1000)),
+            ("1E3", 0, Some(1000)),
+            ("5e-1", 3, Some(500)),
+            ("1E", 0, Some(1_000_000_000_000_000_000)),
+            ("100m", 0, Some(1)), // 0.1 byte rounds up
+            ("1m", 0, Some(1)),
+            ("+1", 0, Some(1)),
+            ("0", 3, Some(0)),
+            ("", 0, None),
+            ("-1", 0, None),
+            ("1x", 0, None),
+            ("abc", 0, None),
+            ("1e", 0, None),
+            ("1..2", 0, None),
+            ("99E", 0, None), // overflows i64
+        ];
+        for (s, scale, want) in cases {
+            assert_eq!(parse_quantity(s, *scale), *want, "{s} scale {scale}");
+        }
+    }
+
+    fn with_resources(
+        req: &[(&str, api::Quantity)],
+        lim: &[(&str, api::Quantity)],
+    ) -> api::Container {
+        api::Container {
+            name: "c".into(),
+            resources: Some(api::ResourceRequirements {
+                requests: req
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.clone()))
+                    .collect(),
+                limits: lim
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.clone()))
+                    .collect(),
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn resources_table() {
+        use api::Quantity::{Float, Int, Str};
+        let cases = [
+            (
+                with_resources(&[], &[]),
+                Resources {
+                    cpu_shares: 2,
+                    ..Default::default()
+                },
+            ),
+            (
+                with_resources(&[("cpu", Str("250m".into()))], &[]),
+                Resources {
+                    cpu_shares: 256,
+                    ..Default::default()
+                },
+            ),
+            (
+                with_resources(&[("cpu", Str("1m".into()))], &[]),
+                Resources {
+                    cpu_shares: 2,
+                    ..Default::default()
+                },
+            ),
+            (
+                with_resources(&[], &[("cpu", Int(2)), ("memory", Str("128Mi".into()))]),
+                Resources {
+                    cpu_shares: 2048,
+                    cpu_quota: 200_000,
+                    cpu_period: 100_000,
+                    memory_limit_in_bytes: 128 * 1024 * 1024,
+                },
+            ),
+            (
+                with_resources(&[("cpu", Str("100m".into()))], &[("cpu", Float(0.5))]),
+                Resources {
+                    cpu_shares: 102,
+                    cpu_quota: 50_000,
+                    cpu_period: 100_000,
+                    memory_limit_in_bytes: 0,
+                },
+            ),
+            (
+                with_resources(&[], &[("cpu", Str("5m".into()))]),
+                Resources {
+                    cpu_shares: 5,
+                    cpu_quota: 1_000, // at least 1 ms
+                    cpu_period: 100_000,
+                    memory_limit_in_bytes: 0,
+                },
+            ),
+        ];
+        for (c, want) in cases {
+            assert_eq!(resources(&c), Ok(want), "{:?}", c.resources);
+        }
+        let bad = with_resources(&[("memory", Str("lots".into()))], &[]);
+        assert_eq!(
+            resources(&bad),
+            Err(ConfigError::InvalidQuantity {
+                field: "requests.memory".into(),
+                value: "lots".into()
+            })
+        );
+    }
+
+    #[test]
+    fn security_context() {
+        let mut p = pod();
+        p.spec.security_context = Some(api::PodSecurityContext {
+            run_as_user: Some(1000),
+            run_as_group: Some(1000),
+            supplemental_groups: vec![5],
+            fs_group: Some(2000),
+            ..Default::default()
+        });
+        let c = api::Container {
+            name: "c".into(),
+            security_context: Some(api::SecurityContext {
+                run_as_user: Some(1001),
+                read_only_root_filesystem: Some(true),
+                allow_privilege_escalation: Some(false),
+                capabilities: Some(api::Capabilities {
+                    add: vec!["NET_ADMIN".into()],
+                    drop: vec!["ALL".into()],
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let s = security(&p, &c).unwrap();
+        assert_eq!(
+            s,
+            ContainerSecurity {
+                privileged: false,
+                namespace_options: NamespaceOptions {
+                    network: NamespaceMode::Pod,
+                    pid: NamespaceMode::Container,
+                    ipc: NamespaceMode::Pod,
+                },
+                run_as_user: Some(1001),
+                run_as_group: Some(1000),
+                supplemental_groups: vec![5, 2000],
+                readonly_rootfs: true,
+                no_new_privs: true,
+                add_capabilities: vec!["NET_ADMIN".into()],
+                drop_capabilities: vec!["ALL".into()],
+            }
+        );
+        // runAsNonRoot
+        let non_root = |user: Option<i64>| api::Container {
+            name: "c".into(),
+            security_context: Some(api::SecurityContext {
+                run_as_non_root: Some(true),
+                run_as_user: user,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let plain = pod();
+        assert!(security(&plain, &non_root(Some(1))).is_ok());
+        assert_eq!(
+            security(&plain, &non_root(Some(0))),
+            Err(ConfigError::RunAsNonRootUid0 {
+                container: "c".into()
+            })
+        );
+        assert_eq!(
+            security(&plain, &non_root(None)),
+            Err(ConfigError::RunAsNonRootUnverifiable {
+                container: "c".into()
+            })
+        );
+    }
+
+    #[test]
+    fn container_config_basics() {
+        let p = pod();
+        let c = api::Container {
+            name: "app".into(),
+            image: "busybox:1.36".into(),
+            working_dir: Some("/work".into()),
+            tty: true,
+            ..Default::default()
+        };
+        let mounts = vec![Mount {
+            container_path: "/data".into(),
+            host_path: "/srv".into(),
+            readonly: true,
+            ..Default::default()
+        }];
+        let cfg = container_config(&p, &c, 4, "10.0.0.2", mounts.clone()).unwrap();
+        assert_eq!(cfg.name, "app");
+        assert_eq!(cfg.attempt, 4);
+        assert_eq!(cfg.image, "busybox:1.36");
+        assert_eq!(cfg.working_dir, "/work");
+        assert_eq!(cfg.log_path, "app/4.log");
+        assert_eq!(cfg.mounts, mounts);
+        assert!(cfg.tty);
+        assert_eq!(cfg.labels, labels::container_labels(&p, &c));
+        assert_eq!(cfg.annotations, labels::container_annotations(&p, &c, 4));
+        assert_eq!(cfg.security.namespace_options.pid, NamespaceMode::Container);
+        assert_eq!(cfg.resources.cpu_shares, 2);
+    }
+
+    #[test]
+    fn image_names() {
+        let ok = [
+            ("busybox", "busybox:latest"),
+            ("busybox:1.36", "busybox:1.36"),
+            ("library/busybox", "library/busybox:latest"),
+            ("localhost:5000/app", "localhost:5000/app:latest"),
+            ("localhost:5000/app:v1", "localhost:5000/app:v1"),
+            (
+                "Registry.Example.com/app",
+                "Registry.Example.com/app:latest",
+            ),
+            ("nginx@sha256:abc123", "nginx@sha256:abc123"),
+            ("nginx:1.25@sha256:abc123", "nginx:1.25@sha256:abc123"),
+        ];
+        for (i, want) in ok {
+            assert_eq!(image_with_default_tag(i).as_deref(), Ok(want), "{i}");
+        }
+        for bad in [
+            "",
+            "Busybox",
+            "bad image",
+            "nginx:",
+            "nginx@sha256",
+            "/abs",
+            "a//b",
+        ] {
+            assert!(
+                matches!(
+                    image_with_default_tag(bad),
+                    Err(ConfigError::InvalidImageName { .. })
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn pull_policy_defaults() {
+        let c = |image: &str, p: Option<PullPolicy>| api::Container {
+            image: image.into(),
+            image_pull_policy: p,
+            ..Default::default()
+        };
+        let cases = [
+            (c("busybox", None), PullPolicy::Always),
+            (c("busybox:latest", None), PullPolicy::Always),
+            (c("busybox:1.36", None), PullPolicy::IfNotPresent),
+            (c("localhost:5000/app", None), PullPolicy::Always),
+            (c("busybox@sha256:abc", None), PullPolicy::IfNotPresent),
+            (c("busybox", Some(PullPolicy::Never)), PullPolicy::Never),
+        ];
+        for (cont, want) in cases {
+            assert_eq!(pull_policy(&cont), want, "{}", cont.image);
+        }
+    }
+}

@@ -1,0 +1,536 @@
+//! Host-side preparation of a container's mounts (kubelet: `makeMounts`, the hostPath
+//! type checks of `volume/hostpath`, `emptyDir` setup, `subPath` handling, the
+//! termination-log file).
+//!
+//! Owns: the directories picolet creates under `<root_dir>/pods/<uid>/` and the checks on
+//! host paths before a container is created. Volumes are only `hostPath` and `emptyDir`;
+//! anything else fails the container with `CreateContainerConfigError`.
+//!
+//! Must never: mount anything itself (the runtime bind-mounts), touch paths outside the
+//! pod directory except the hostPaths the manifest names, or follow a `subPath` out of its
+//! volume. Filesystem calls are synchronous `std::fs` on purpose: they are local metadata
+//! operations, and blocking-pool threads would let paused-time tests auto-advance.
+
+use std::fs;
+use std::io;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+use crate::api;
+use crate::runtime::labels;
+use crate::runtime::{Mount, MountPropagation};
+
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    #[error("volumeMount {mount:?}: no volume named {volume:?} in the pod")]
+    VolumeNotFound { mount: String, volume: String },
+    #[error(
+        "volume {volume:?}: {kind} volumes are not supported by picolet (hostPath, emptyDir only)"
+    )]
+    UnsupportedVolume { volume: String, kind: String },
+    #[error("hostPath {path}: unknown type {type_:?}")]
+    UnknownHostPathType { path: PathBuf, type_: String },
+    #[error("hostPath type check failed: {path} is not a {expected}")]
+    HostPathType {
+        path: PathBuf,
+        expected: &'static str,
+    },
+    #[error("hostPath type check failed: {path} does not exist (type {expected})")]
+    HostPathMissing {
+        path: PathBuf,
+        expected: &'static str,
+    },
+    #[error("volumeMount {mount:?}: subPath {sub_path:?} {reason}")]
+    SubPath {
+        mount: String,
+        sub_path: String,
+        reason: &'static str,
+    },
+    #[error("volumeMount {mount:?}: mountPropagation {value:?} {reason}")]
+    Propagation {
+        mount: String,
+        value: String,
+        reason: &'static str,
+    },
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn io_err(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> MountError {
+    move |source| MountError::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// `<root_dir>/pods/<uid>` (kubelet: `getPodDir`): everything picolet writes for a pod.
+pub fn pod_dir(root_dir: &Path, uid: &str) -> PathBuf {
+    root_dir.join("pods").join(uid)
+}
+
+/// `<root_dir>/pods/<uid>/volumes/kubernetes.io~empty-dir/<name>`.
+pub fn empty_dir_path(root_dir: &Path, uid: &str, volume: &str) -> PathBuf {
+    pod_dir(root_dir, uid)
+        .join("volumes")
+        .join("kubernetes.io~empty-dir")
+        .join(volume)
+}
+
+/// Create `dir` (and parents) if missing, then set `mode` on it (not on the parents),
+/// whatever the umask.
+pub fn ensure_dir(dir: &Path, mode: u32) -> Result<(), MountError> {
+    if !dir.is_dir() {
+        fs::create_dir_all(dir).map_err(io_err("create directory", dir))?;
+        fs::set_permissions(dir, fs::Permissions::from_mode(mode)).map_err(io_err("chmod", dir))?;
+    }
+    Ok(())
+}
+
+/// The mounts for one container's `volumeMounts`, with their host side prepared.
+pub fn prepare_mounts(
+    root_dir: &Path,
+    pod: &api::Pod,
+    container: &api::Container,
+) -> Result<Vec<Mount>, MountError> {
+    let privileged = container
+        .security_context
+        .as_ref()
+        .and_then(|sc| sc.privileged)
+        .unwrap_or(false);
+    let mut out = Vec::with_capacity(container.volume_mounts.len());
+    for vm in &container.volume_mounts {
+        let Some(volume) = pod.spec.volumes.iter().find(|v| v.name == vm.name) else {
+            return Err(MountError::VolumeNotFound {
+                mount: vm.mount_path.clone(),
+                volume: vm.name.clone(),
+            });
+        };
+        let base = volume_host_path(root_dir, pod, volume)?;
+        let host_path = match vm.sub_path.as_deref().filter(|s| !s.is_empty()) {
+            Some(sub) => sub_path(&base, sub, &vm.mount_path)?,
+            None => base,
+        };
+        out.push(Mount {
+            container_path: vm.mount_path.clone(),
+            host_path: host_path.to_string_lossy().into_owned(),
+            readonly: vm.read_only,
+            propagation: propagation(vm, privileged)?,
+        });
+    }
+    Ok(out)
+}
+
+/// The host directory/file backing a volume, created or checked as its type says.
+fn volume_host_path(
+    root_dir: &Path,
+    pod: &api::Pod,
+    volume: &api::Volume,
+) -> Result<PathBuf, MountError> {
+    if let Some(hp) = &volume.host_path {
+        let path = PathBuf::from(&hp.path);
+        check_host_path(&path, hp.type_.as_deref().unwrap_or(""))?;
+        return Ok(path);
+    }
+    if let Some(ed) = &volume.empty_dir {
+        if ed.medium.as_deref() == Some("Memory") {
+            log::warn!(
+                "pod {}: emptyDir {:?} with medium Memory is a plain directory for now (no tmpfs)",
+                pod.full_name(),
+                volume.name
+            );
+        }
+        let dir = empty_dir_path(root_dir, &pod.metadata.uid, &volume.name);
+        // kubelet: emptyDir is world-writable so non-root containers can use it
+        ensure_dir(&dir, 0o777)?;
+        return Ok(dir);
+    }
+    Err(MountError::UnsupportedVolume {
+        volume: volume.name.clone(),
+        kind: volume
+            .other
+            .keys()
+            .next()
+            .cloned()
+            .unwrap_or_else(|| "untyped".into()),
+    })
+}
+
+/// kubelet: hostPath `type` checks. `""` checks nothing (the runtime creates a missing
+/// directory); `DirectoryOrCreate` creates 0755; `FileOrCreate` creates an empty 0644 file
+/// (not its parent, as upstream); the others must exist with that type.
+pub fn check_host_path(path: &Path, type_: &str) -> Result<(), MountError> {
+    if type_.is_empty() {
+        return Ok(());
+    }
+    let meta = match fs::metadata(path) {
+        Ok(m) => Some(m),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io_err("stat", path)(e)),
+    };
+    let wrong = |expected| MountError::HostPathType {
+        path: path.to_path_buf(),
+        expected,
+    };
+    let exists_as = |expected: &'static str, ok: fn(&fs::Metadata) -> bool| match &meta {
+        Some(m) if ok(m) => Ok(()),
+        Some(_) => Err(wrong(expected)),
+        None => Err(MountError::HostPathMissing {
+            path: path.to_path_buf(),
+            expected,
+        }),
+    };
+    match type_ {
+        "DirectoryOrCreate" => match &meta {
+            Some(m) if m.is_dir() => Ok(()),
+            Some(_) => Err(wrong("directory")),
+            None => {
+                fs::create_dir_all(path).map_err(io_err("create directory", path))?;
+                fs::set_permissions(path, fs::Permissions::from_mode(0o755))
+                    .map_err(io_err("chmod", path))
+            }
+        },
+        "Directory" => exists_as("directory", |m| m.is_dir()),
+        "FileOrCreate" => match &meta {
+            Some(m) if m.is_file() => Ok(()),
+            Some(_) => Err(wrong("file")),
+            None => {
+                fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(path)
+                    .map_err(io_err("create file", path))?;
+                fs::set_permissions(path, fs::Permissions::from_mode(0o644))
+                    .map_err(io_err("chmod", path))
+            }
+        },
+        "File" => exists_as("file", |m| m.is_file()),
+        "Socket" => exists_as("socket", |m| m.file_type().is_socket()),
+        "CharDevice" => exists_as("character device", |m| m.file_type().is_char_device()),
+        "BlockDevice" => exists_as("block device", |m| m.file_type().is_block_device()),
+        other => Err(MountError::UnknownHostPathType {
+            path: path.to_path_buf(),
+            type_: other.into(),
+        }),
+    }
+}
+
+/// `<volume>/<subPath>`: relative, no `..`, created as a directory with the volume's mode
+/// when missing, and still inside the volume once symlinks are resolved.
+fn sub_path(base: &Path, sub: &str, mount: &str) -> Result<PathBuf, MountError> {
+    let err = |reason| MountError::SubPath {
+        mount: mount.into(),
+        sub_path: sub.into(),
+        reason,
+    };
+    let rel = Path::new(sub);
+    if rel.is_absolute() {
+        return Err(err("must be a relative path"));
+    }
+    if rel.components().any(|c| matches!(c, Component::ParentDir)) {
+        return Err(err("must not contain '..'"));
+    }
+    let full = base.join(rel);
+    if fs::symlink_metadata(&full).is_err() {
+        let mode = fs::metadata(base)
+            .map(|m| m.permissions().mode() & 0o7777)
+            .unwrap_or(0o755);
+        fs::create_dir_all(&full).map_err(io_err("create subPath", &full))?;
+        fs::set_permissions(&full, fs::Permissions::from_mode(mode))
+            .map_err(io_err("chmod", &full))?;
+    }
+    let real_base = fs::canonicalize(base).map_err(io_err("resolve", base))?;
+    let real = fs::canonicalize(&full).map_err(io_err("resolve", &full))?;
+    if !real.starts_with(&real_base) {
+        return Err(err("resolves outside its volume"));
+    }
+    Ok(full)
+}
+
+fn propagation(vm: &api::VolumeMount, privileged: bool) -> Result<MountPropagation, MountError> {
+    match vm.mount_propagation.as_deref() {
+        None | Some("") | Some("None") => Ok(MountPropagation::Private),
+        Some("HostToContainer") => Ok(MountPropagation::HostToContainer),
+        Some("Bidirectional") if privileged => Ok(MountPropagation::Bidirectional),
+        Some(v @ "Bidirectional") => Err(MountError::Propagation {
+            mount: vm.mount_path.clone(),
+            value: v.into(),
+            reason: "is only available to privileged containers",
+        }),
+        Some(v) => Err(MountError::Propagation {
+            mount: vm.mount_path.clone(),
+            value: v.into(),
+            reason: "is not a known mode",
+        }),
+    }
+}
+
+/// Create the file the container's termination message is written to and mount it at
+/// `terminationMessagePath` (kubelet: `makeMounts`): `<pod dir>/containers/<name>/<id>`.
+pub fn termination_log_mount(
+    root_dir: &Path,
+    pod: &api::Pod,
+    container: &api::Container,
+    file_id: &str,
+) -> Result<Mount, MountError> {
+    let dir = pod_dir(root_dir, &pod.metadata.uid)
+        .join("containers")
+        .join(&container.name);
+    ensure_dir(&dir, 0o750)?;
+    let file = dir.join(file_id);
+    fs::File::create(&file).map_err(io_err("create file", &file))?;
+    // world-writable: the container may run as any user
+    fs::set_permissions(&file, fs::Permissions::from_mode(0o666))
+        .map_err(io_err("chmod", &file))?;
+    Ok(Mount {
+        container_path: labels::termination_message_path(container).to_string(),
+        host_path: file.to_string_lossy().into_owned(),
+        readonly: false,
+        propagation: MountPropagation::Private,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixListener;
+
+    fn pod(volumes: Vec<api::Volume>) -> api::Pod {
+        let mut p = api::Pod::default();
+        p.metadata.name = "p".into();
+        p.metadata.namespace = "default".into();
+        p.metadata.uid = "uid-1".into();
+        p.spec.volumes = volumes;
+        p
+    }
+
+    fn host_path_vol(name: &str, path: &Path, t: Option<&str>) -> api::Volume {
+        api::Volume {
+            name: name.into(),
+            host_path: Some(api::HostPathVolumeSource {
+                path: path.to_string_lossy().into_owned(),
+                type_: t.map(str::to_string),
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn mount(name: &str, at: &str) -> api::VolumeMount {
+        api::VolumeMount {
+            name: name.into(),
+            mount_path: at.into(),
+            ..Default::default()
+        }
+    }
+
+    fn container(mounts: Vec<api::VolumeMount>) -> api::Container {
+        api::Container {
+            name: "c".into(),
+            volume_mounts: mounts,
+            ..Default::default()
+        }
+    }
+
+    fn mode(p: &Path) -> u32 {
+        fs::metadata(p).unwrap().permissions().mode() & 0o7777
+    }
+
+    #[test]
+    fn host_path_types() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path();
+        fs::create_dir(t.join("dir")).unwrap();
+        fs::write(t.join("file"), b"x").unwrap();
+        let _sock = UnixListener::bind(t.join("sock")).unwrap();
+
+        // (path, type, ok?)
+        let cases = [
+            ("missing", "", true),
+            ("dir", "Directory", true),
+            ("file", "Directory", false),
+            ("missing", "Directory", false),
+            ("file", "File", true),
+            ("dir", "File", false),
+            ("missing", "File", false),
+            ("sock", "Socket", true),
+            ("file", "Socket", false),
+            ("file", "CharDevice", false),
+            ("file", "BlockDevice", false),
+            ("dir", "DirectoryOrCreate", true),
+            ("file", "DirectoryOrCreate", false),
+            ("file", "FileOrCreate", true),
+            ("dir", "FileOrCreate", false),
+            ("dir", "Bogus", false),
+        ];
+        for (name, ty, ok) in cases {
+            let got = check_host_path(&t.join(name), ty);
+            assert_eq!(got.is_ok(), ok, "{name} {ty}: {got:?}");
+        }
+        assert!(check_host_path(Path::new("/dev/null"), "CharDevice").is_ok());
+
+        check_host_path(&t.join("new/sub"), "DirectoryOrCreate").unwrap();
+        assert!(t.join("new/sub").is_dir());
+        assert_eq!(mode(&t.join("new/sub")), 0o755);
+        check_host_path(&t.join("dir/newfile"), "FileOrCreate").unwrap();
+        assert!(t.join("dir/newfile").is_file());
+        assert_eq!(mode(&t.join("dir/newfile")), 0o644);
+        // FileOrCreate does not create the parent
+        assert!(check_host_path(&t.join("nodir/f"), "FileOrCreate").is_err());
+    }
+
+    #[test]
+    fn empty_dir_and_host_path_mounts() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        let data = tmp.path().join("data");
+        let p = pod(vec![
+            api::Volume {
+                name: "cache".into(),
+                empty_dir: Some(api::EmptyDirVolumeSource::default()),
+                ..Default::default()
+            },
+            api::Volume {
+                name: "mem".into(),
+                empty_dir: Some(api::EmptyDirVolumeSource {
+                    medium: Some("Memory".into()),
+                    size_limit: None,
+                }),
+                ..Default::default()
+            },
+            host_path_vol("data", &data, Some("DirectoryOrCreate")),
+        ]);
+        let c = container(vec![
+            mount("cache", "/cache"),
+            api::VolumeMount {
+                read_only: true,
+                mount_propagation: Some("HostToContainer".into()),
+                ..mount("data", "/data")
+            },
+            api::VolumeMount {
+                sub_path: Some("a/b".into()),
+                ..mount("cache", "/sub")
+            },
+            mount("mem", "/mem"),
+        ]);
+        let ms = prepare_mounts(&root, &p, &c).unwrap();
+        let cache = root.join("pods/uid-1/volumes/kubernetes.io~empty-dir/cache");
+        assert_eq!(ms[0].host_path, cache.to_string_lossy());
+        assert_eq!(mode(&cache), 0o777);
+        assert!(!ms[0].readonly);
+        assert_eq!(ms[1].host_path, data.to_string_lossy());
+        assert!(ms[1].readonly);
+        assert_eq!(ms[1].propagation, MountPropagation::HostToContainer);
+        assert!(data.is_dir());
+        assert_eq!(ms[2].host_path, cache.join("a/b").to_string_lossy());
+        assert!(cache.join("a/b").is_dir());
+        assert_eq!(mode(&cache.join("a/b")), 0o777);
+        assert_eq!(ms[2].container_path, "/sub");
+        assert!(
+            root.join("pods/uid-1/volumes/kubernetes.io~empty-dir/mem")
+                .is_dir()
+        );
+    }
+
+    #[test]
+    fn mount_errors() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        let outside = tmp.path().join("outside");
+        fs::create_dir(&outside).unwrap();
+        let p = pod(vec![
+            api::Volume {
+                name: "ed".into(),
+                empty_dir: Some(api::EmptyDirVolumeSource::default()),
+                ..Default::default()
+            },
+            api::Volume {
+                name: "cm".into(),
+                other: [("configMap".to_string(), serde_json::json!({"name": "x"}))]
+                    .into_iter()
+                    .collect(),
+                ..Default::default()
+            },
+            host_path_vol("hp", &tmp.path().join("nope"), Some("Directory")),
+        ]);
+        // a symlink inside the emptyDir that points outside it
+        let ed = empty_dir_path(&root, "uid-1", "ed");
+        fs::create_dir_all(&ed).unwrap();
+        std::os::unix::fs::symlink(&outside, ed.join("escape")).unwrap();
+
+        let cases: Vec<(api::VolumeMount, &str)> = vec![
+            (mount("missing", "/x"), "no volume named"),
+            (mount("cm", "/x"), "configMap volumes are not supported"),
+            (mount("hp", "/x"), "does not exist"),
+            (
+                api::VolumeMount {
+                    sub_path: Some("../x".into()),
+                    ..mount("ed", "/x")
+                },
+                "must not contain '..'",
+            ),
+            (
+                api::VolumeMount {
+                    sub_path: Some("/etc".into()),
+                    ..mount("ed", "/x")
+                },
+                "must be a relative path",
+            ),
+            (
+                api::VolumeMount {
+                    sub_path: Some("escape".into()),
+                    ..mount("ed", "/x")
+                },
+                "resolves outside its volume",
+            ),
+            (
+                api::VolumeMount {
+                    mount_propagation: Some("Bidirectional".into()),
+                    ..mount("ed", "/x")
+                },
+                "only available to privileged",
+            ),
+            (
+                api::VolumeMount {
+                    mount_propagation: Some("Sideways".into()),
+                    ..mount("ed", "/x")
+                },
+                "not a known mode",
+            ),
+        ];
+        for (vm, want) in cases {
+            let err = prepare_mounts(&root, &p, &container(vec![vm.clone()])).unwrap_err();
+            assert!(err.to_string().contains(want), "{vm:?}: {err}");
+        }
+        // privileged containers may use Bidirectional
+        let mut c = container(vec![api::VolumeMount {
+            mount_propagation: Some("Bidirectional".into()),
+            ..mount("ed", "/x")
+        }]);
+        c.security_context = Some(api::SecurityContext {
+            privileged: Some(true),
+            ..Default::default()
+        });
+        assert_eq!(
+            prepare_mounts(&root, &p, &c).unwrap()[0].propagation,
+            MountPropagation::Bidirectional
+        );
+    }
+
+    #[test]
+    fn termination_log() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = pod(vec![]);
+        let c = container(vec![]);
+        let m = termination_log_mount(tmp.path(), &p, &c, "0000abcd").unwrap();
+        assert_eq!(m.container_path, "/dev/termination-log");
+        let f = tmp.path().join("pods/uid-1/containers/c/0000abcd");
+        assert_eq!(m.host_path, f.to_string_lossy());
+        assert_eq!(mode(&f), 0o666);
+    }
+}

@@ -1,0 +1,940 @@
+//! `sync.rs` against the in-memory `FakeRuntime`, with paused tokio time driving both the
+//! fake's timestamps and the back-off clock.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::*;
+use crate::api::{self, RestartPolicy};
+use crate::clock::TokioClock;
+use crate::runtime::NamespaceMode;
+use crate::runtime::fake::{Call, FakeRuntime, Method};
+
+const T0: i64 = 1_700_000_000 * 1_000_000_000;
+
+struct Harness {
+    env: SyncEnv<FakeRuntime, TokioClock>,
+    rt: FakeRuntime,
+    backoffs: PodBackoffs,
+    _tmp: tempfile::TempDir,
+}
+
+fn harness() -> Harness {
+    let tmp = tempfile::tempdir().unwrap();
+    let resolv = tmp.path().join("resolv.conf");
+    std::fs::write(
+        &resolv,
+        "nameserver 192.168.1.1\nsearch lan\noptions ndots:2\n",
+    )
+    .unwrap();
+    let clock = TokioClock::new(T0);
+    let rt = FakeRuntime::new(clock);
+    let env = SyncEnv {
+        runtime: rt.clone(),
+        clock,
+        root_dir: tmp.path().join("root"),
+        pod_log_dir: tmp.path().join("logs"),
+        resolv_conf: resolv,
+        cgroup_parent: String::new(),
+    };
+    Harness {
+        env,
+        rt,
+        backoffs: PodBackoffs::default(),
+        _tmp: tmp,
+    }
+}
+
+impl Harness {
+    async fn status(&self, uid: &str) -> PodRuntimeStatus {
+        get_pod_status(&self.rt, uid).await.unwrap()
+    }
+
+    /// Read the runtime, sync, and return the result with the state-changing calls the
+    /// sync made.
+    async fn sync(&mut self, pod: &api::Pod) -> (PodSyncResult, Vec<Call>) {
+        let st = self.status(pod.uid()).await;
+        self.rt.take_calls();
+        let r = sync_pod(&self.env, pod, &st, &mut self.backoffs).await;
+        (r, self.rt.take_mutations())
+    }
+
+    fn log_dir(&self, pod: &api::Pod) -> PathBuf {
+        self.env.pod_log_dir.join(format!(
+            "{}_{}_{}",
+            pod.metadata.namespace, pod.metadata.name, pod.metadata.uid
+        ))
+    }
+}
+
+fn container(name: &str, image: &str) -> api::Container {
+    api::Container {
+        name: name.into(),
+        image: image.into(),
+        ..Default::default()
+    }
+}
+
+fn pod(policy: RestartPolicy) -> api::Pod {
+    let mut p = api::Pod::default();
+    p.metadata.name = "web-node1".into();
+    p.metadata.namespace = "default".into();
+    p.metadata.uid = "uid-1".into();
+    p.metadata.labels.insert("app".into(), "web".into());
+    p.spec.node_name = "node1".into();
+    p.spec.restart_policy = Some(policy);
+    p.spec.termination_grace_period_seconds = Some(30);
+    p.spec.containers = vec![
+        container("web", "nginx:1.25"),
+        container("helper", "busybox:1.36"),
+    ];
+    p
+}
+
+fn one_container_pod(image: &str) -> api::Pod {
+    let mut p = pod(RestartPolicy::Always);
+    p.spec.containers = vec![container("web", image)];
+    p
+}
+
+fn started(r: &PodSyncResult, name: &str) -> (String, u32) {
+    match &r.container(name).unwrap().outcome {
+        StartOutcome::Started { id, restart_count } => (id.clone(), *restart_count),
+        other => panic!("{name} not started: {other:?}"),
+    }
+}
+
+fn create(sandbox_id: &str, name: &str, attempt: u32) -> Call {
+    Call::CreateContainer {
+        sandbox_id: sandbox_id.into(),
+        name: name.into(),
+        attempt,
+    }
+}
+
+async fn advance(secs: u64) {
+    tokio::time::advance(Duration::from_secs(secs)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_container_pod_starts_in_order_with_labels() {
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    h.rt.add_image("busybox:1.36");
+    let p = pod(RestartPolicy::Always);
+    let st = h.status("uid-1").await;
+    h.rt.take_calls();
+    let r = sync_pod(&h.env, &p, &st, &mut h.backoffs).await;
+    assert_eq!(
+        h.rt.take_calls(),
+        vec![
+            Call::RunPodSandbox {
+                name: "web-node1".into(),
+                attempt: 0
+            },
+            Call::PodSandboxStatus("s1".into()),
+            Call::ImageStatus("nginx:1.25".into()),
+            create("s1", "web", 0),
+            Call::StartContainer("c2".into()),
+            Call::ImageStatus("busybox:1.36".into()),
+            create("s1", "helper", 0),
+            Call::StartContainer("c3".into()),
+        ]
+    );
+    assert!(!r.is_error());
+    assert!(r.sandbox_created);
+    assert_eq!(r.sandbox_id, "s1");
+    assert_eq!(r.sandbox_ip.as_deref(), Some("10.88.0.2"));
+    assert_eq!(started(&r, "web"), ("c2".into(), 0));
+    assert_eq!(started(&r, "helper"), ("c3".into(), 0));
+
+    let sb = h.rt.sandbox_config("s1").unwrap();
+    assert_eq!(sb.hostname, "web-node1");
+    assert_eq!(sb.labels, labels::sandbox_labels(&p));
+    assert_eq!(sb.log_directory, h.log_dir(&p).to_string_lossy());
+    assert!(h.log_dir(&p).is_dir());
+    assert_eq!(
+        sb.dns.as_ref().map(|d| d.servers.clone()),
+        Some(vec!["192.168.1.1".to_string()])
+    );
+    assert_eq!(sb.namespace_options.network, NamespaceMode::Pod);
+
+    let web = h.rt.container_config("c2").unwrap();
+    assert_eq!(
+        web.labels,
+        labels::container_labels(&p, &p.spec.containers[0])
+    );
+    assert_eq!(
+        web.annotations,
+        labels::container_annotations(&p, &p.spec.containers[0], 0)
+    );
+    assert_eq!(web.log_path, "web/0.log");
+    assert!(h.log_dir(&p).join("web").is_dir());
+    // containers carry the pod's namespace options: PID private to the container
+    assert_eq!(web.security.namespace_options.pid, NamespaceMode::Container);
+    assert_eq!(web.security.namespace_options.network, NamespaceMode::Pod);
+    // the termination log is mounted
+    assert!(
+        web.mounts
+            .iter()
+            .any(|m| m.container_path == "/dev/termination-log")
+    );
+
+    // in sync: nothing to do
+    let (r, calls) = h.sync(&p).await;
+    assert_eq!(calls, vec![]);
+    assert!(r.actions.is_noop());
+    assert!(r.containers.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn exited_container_restarts_with_next_attempt_under_always() {
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    h.rt.add_image("busybox:1.36");
+    let p = pod(RestartPolicy::Always);
+    h.sync(&p).await;
+    advance(5).await;
+    h.rt.exit_container("c2", 0);
+    let (r, calls) = h.sync(&p).await;
+    assert_eq!(
+        calls,
+        vec![create("s1", "web", 1), Call::StartContainer("c4".into())]
+    );
+    assert_eq!(started(&r, "web"), ("c4".into(), 1));
+    let cfg = h.rt.container_config("c4").unwrap();
+    assert_eq!(cfg.log_path, "web/1.log");
+    assert_eq!(
+        cfg.annotations[labels::CONTAINER_RESTART_COUNT_ANNOTATION],
+        "1"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn crash_loop_back_off_waits_then_doubles() {
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    let p = one_container_pod("nginx:1.25");
+    h.sync(&p).await; // c2
+    advance(1).await;
+    h.rt.exit_container("c2", 1);
+    let (r, _) = h.sync(&p).await; // first crash: restart at once
+    let (id, n) = started(&r, "web");
+    assert_eq!(n, 1);
+
+    // crashes again 2 s later: back-off 10 s
+    advance(2).await;
+    h.rt.exit_container(&id, 1);
+    advance(1).await;
+    let (r, calls) = h.sync(&p).await;
+    assert_eq!(calls, vec![], "no start while backing off");
+    assert_eq!(
+        r.waiting("web"),
+        Some((
+            WaitingReason::CrashLoopBackOff,
+            "back-off 10s restarting failed container=web pod=web-node1_default(uid-1)"
+        ))
+    );
+    assert!(!r.is_error(), "a back-off is not a sync error");
+    assert_eq!(r.requeue_after, Some(Duration::from_secs(9)));
+
+    // still inside the window
+    advance(8).await;
+    let (r, _) = h.sync(&p).await;
+    assert_eq!(
+        r.waiting("web").map(|w| w.0),
+        Some(WaitingReason::CrashLoopBackOff)
+    );
+
+    // window over: restart
+    advance(1).await;
+    let (r, calls) = h.sync(&p).await;
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    let (id, n) = started(&r, "web");
+    assert_eq!(n, 2);
+
+    // next crash: 20 s
+    h.rt.exit_container(&id, 2);
+    let (r, _) = h.sync(&p).await;
+    let (_, msg) = r.waiting("web").unwrap();
+    assert!(
+        msg.starts_with("back-off 20s restarting failed container=web"),
+        "{msg}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn on_failure_and_never_policies() {
+    // OnFailure: exit 0 stays down, exit 1 restarts
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    h.rt.add_image("busybox:1.36");
+    let p = pod(RestartPolicy::OnFailure);
+    h.sync(&p).await; // web c2, helper c3
+    h.rt.exit_container("c2", 0);
+    let (r, calls) = h.sync(&p).await;
+    assert_eq!(calls, vec![]);
+    assert!(r.containers.is_empty());
+    h.rt.exit_container("c3", 1);
+    let (_, calls) = h.sync(&p).await;
+    assert_eq!(
+        calls,
+        vec![create("s1", "helper", 1), Call::StartContainer("c4".into())]
+    );
+
+    // Never: no restart; when all are down the sandbox is stopped
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    h.rt.add_image("busybox:1.36");
+    let p = pod(RestartPolicy::Never);
+    h.sync(&p).await;
+    h.rt.exit_container("c2", 1);
+    let (_, calls) = h.sync(&p).await;
+    assert_eq!(calls, vec![]);
+    h.rt.exit_container("c3", 0);
+    let (r, calls) = h.sync(&p).await;
+    assert!(r.actions.kill_pod && !r.actions.create_sandbox);
+    assert_eq!(calls, vec![Call::StopPodSandbox("s1".into())]);
+    // and it is not recreated afterwards
+    let (_, calls) = h.sync(&p).await;
+    assert_eq!(calls, vec![Call::StopPodSandbox("s1".into())]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn image_pull_policies() {
+    // IfNotPresent with the image present: no pull
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    let p = one_container_pod("nginx:1.25");
+    let (r, calls) = h.sync(&p).await;
+    assert!(!calls.iter().any(|c| matches!(c, Call::PullImage(_))));
+    started(&r, "web");
+
+    // IfNotPresent, absent: pulled once, then created
+    let mut h = harness();
+    let (r, calls) = h.sync(&p).await;
+    assert_eq!(
+        calls[1..],
+        [
+            Call::PullImage("nginx:1.25".into()),
+            create("s1", "web", 0),
+            Call::StartContainer("c2".into())
+        ]
+    );
+    started(&r, "web");
+
+    // no tag → Always → pulled even though present, with the default tag
+    let mut h = harness();
+    h.rt.add_image("busybox:latest");
+    let p = one_container_pod("busybox");
+    let (r, calls) = h.sync(&p).await;
+    assert!(calls.contains(&Call::PullImage("busybox:latest".into())));
+    started(&r, "web");
+
+    // Never, absent
+    let mut h = harness();
+    let mut p = one_container_pod("nginx:1.25");
+    p.spec.containers[0].image_pull_policy = Some(api::PullPolicy::Never);
+    let (r, _) = h.sync(&p).await;
+    assert_eq!(
+        r.waiting("web"),
+        Some((
+            WaitingReason::ErrImageNeverPull,
+            "Container image \"nginx:1.25\" is not present with pull policy of Never"
+        ))
+    );
+    assert!(r.is_error());
+
+    // invalid name
+    let mut h = harness();
+    let p = one_container_pod("Not A/valid image");
+    let (r, calls) = h.sync(&p).await;
+    assert_eq!(
+        r.waiting("web").map(|w| w.0),
+        Some(WaitingReason::InvalidImageName)
+    );
+    assert!(
+        !calls
+            .iter()
+            .any(|c| matches!(c, Call::CreateContainer { .. }))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn pull_failure_then_back_off_then_retry() {
+    let mut h = harness();
+    let p = one_container_pod("nginx:1.25");
+    h.rt.fail_once(
+        Method::PullImage,
+        FakeRuntime::rpc_error(Method::PullImage, "registry unreachable"),
+    );
+    let (r, _) = h.sync(&p).await;
+    let (reason, msg) = r.waiting("web").unwrap();
+    assert_eq!(reason, WaitingReason::ErrImagePull);
+    assert!(msg.contains("registry unreachable"), "{msg}");
+    assert!(r.is_error());
+    assert_eq!(r.requeue_after, Some(Duration::from_secs(10)));
+
+    advance(3).await;
+    let (r, calls) = h.sync(&p).await;
+    assert_eq!(
+        r.waiting("web"),
+        Some((
+            WaitingReason::ImagePullBackOff,
+            "Back-off pulling image \"nginx:1.25\""
+        ))
+    );
+    assert!(!calls.iter().any(|c| matches!(c, Call::PullImage(_))));
+    assert_eq!(r.requeue_after, Some(Duration::from_secs(7)));
+    assert!(!r.is_error());
+
+    advance(7).await;
+    let (r, calls) = h.sync(&p).await;
+    assert!(calls.contains(&Call::PullImage("nginx:1.25".into())));
+    started(&r, "web");
+}
+
+#[tokio::test(start_paused = true)]
+async fn kill_pod_stops_containers_concurrently_then_sandbox() {
+    for (grace, timeout) in [(Some(30), 30), (Some(0), 2), (Some(1), 2), (None, 30)] {
+        let mut h = harness();
+        h.rt.add_image("nginx:1.25");
+        h.rt.add_image("busybox:1.36");
+        let mut p = pod(RestartPolicy::Always);
+        p.spec.termination_grace_period_seconds = grace;
+        h.sync(&p).await;
+        let st = h.status("uid-1").await;
+        h.rt.take_calls();
+        h.rt.set_stop_delay(Duration::from_secs(20));
+        let start = tokio::time::Instant::now();
+        kill_pod(&h.env, Some(&p), &st, None).await.unwrap();
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_secs(20),
+            "both stops ran at once"
+        );
+        assert_eq!(
+            h.rt.take_mutations(),
+            vec![
+                Call::StopContainer {
+                    id: "c3".into(),
+                    timeout
+                },
+                Call::StopContainer {
+                    id: "c2".into(),
+                    timeout
+                },
+                Call::StopPodSandbox("s1".into()),
+            ],
+            "grace {grace:?}"
+        );
+        assert!(h.rt.running("web").is_empty());
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn kill_pod_override_and_not_found() {
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    let p = one_container_pod("nginx:1.25");
+    h.sync(&p).await;
+    let st = h.status("uid-1").await;
+    h.rt.take_calls();
+    // the container vanished in the meantime: NotFound is fine
+    h.rt.fail_once(
+        Method::StopContainer,
+        crate::runtime::CriError::NotFound {
+            method: "StopContainer",
+            message: "gone".into(),
+        },
+    );
+    kill_pod(&h.env, Some(&p), &st, Some(5)).await.unwrap();
+    assert_eq!(
+        h.rt.take_mutations(),
+        vec![
+            Call::StopContainer {
+                id: "c2".into(),
+                timeout: 5
+            },
+            Call::StopPodSandbox("s1".into())
+        ]
+    );
+    // other errors are reported, and the sandbox is still stopped
+    h.rt.fail_once(
+        Method::StopContainer,
+        FakeRuntime::rpc_error(Method::StopContainer, "stuck"),
+    );
+    let err = kill_pod(&h.env, Some(&p), &st, None).await.unwrap_err();
+    assert!(err.to_string().contains("stuck"), "{err}");
+    assert!(
+        h.rt.take_mutations()
+            .contains(&Call::StopPodSandbox("s1".into()))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn adoption_after_restart_kills_from_labels_alone() {
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    h.rt.add_image("busybox:1.36");
+    let mut p = pod(RestartPolicy::Always);
+    p.spec.termination_grace_period_seconds = Some(45);
+    h.sync(&p).await;
+
+    // "picolet restarted": a new environment over the same runtime, no pod spec
+    let env = SyncEnv {
+        runtime: h.rt.clone(),
+        clock: h.env.clock,
+        root_dir: h.env.root_dir.clone(),
+        pod_log_dir: h.env.pod_log_dir.clone(),
+        resolv_conf: h.env.resolv_conf.clone(),
+        cgroup_parent: String::new(),
+    };
+    h.rt.take_calls();
+    let pods = list_runtime_pods(&h.rt).await.unwrap();
+    assert_eq!(
+        h.rt.take_calls(),
+        vec![Call::ListPodSandboxes, Call::ListContainers],
+        "the relist is two calls"
+    );
+    assert_eq!(pods.len(), 1);
+    let st = &pods[0];
+    assert_eq!(
+        (st.uid.as_str(), st.name.as_str(), st.namespace.as_str()),
+        ("uid-1", "web-node1", "default")
+    );
+    kill_pod(&env, None, st, None).await.unwrap();
+    assert_eq!(
+        h.rt.take_mutations(),
+        vec![
+            Call::StopContainer {
+                id: "c3".into(),
+                timeout: 45
+            },
+            Call::StopContainer {
+                id: "c2".into(),
+                timeout: 45
+            },
+            Call::StopPodSandbox("s1".into()),
+        ]
+    );
+    // housekeeping's kill with grace 1 → 2 at the CRI
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    h.sync(&one_container_pod("nginx:1.25")).await;
+    let pods = list_runtime_pods(&h.rt).await.unwrap();
+    h.rt.take_calls();
+    kill_pod(&h.env, None, &pods[0], Some(1)).await.unwrap();
+    assert_eq!(
+        h.rt.take_mutations()[0],
+        Call::StopContainer {
+            id: "c2".into(),
+            timeout: 2
+        }
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn host_network_pod() {
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    let mut p = one_container_pod("nginx:1.25");
+    p.spec.host_network = true;
+    let (r, _) = h.sync(&p).await;
+    let sb = h.rt.sandbox_config("s1").unwrap();
+    assert_eq!(sb.hostname, "");
+    assert_eq!(sb.namespace_options.network, NamespaceMode::Node);
+    assert_eq!(sb.dns.unwrap().searches, vec!["lan".to_string()]);
+    assert_eq!(r.sandbox_ip, None);
+    let c = h.rt.container_config("c2").unwrap();
+    assert_eq!(c.security.namespace_options.network, NamespaceMode::Node);
+    assert_eq!(c.security.namespace_options.pid, NamespaceMode::Container);
+    // a host-network sandbox without an IP is fine: nothing to do next time
+    let (r, calls) = h.sync(&p).await;
+    assert_eq!(calls, vec![]);
+    assert!(r.actions.is_noop());
+}
+
+#[tokio::test(start_paused = true)]
+async fn shared_pid_namespace() {
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    let mut p = one_container_pod("nginx:1.25");
+    p.spec.share_process_namespace = Some(true);
+    h.sync(&p).await;
+    let c = h.rt.container_config("c2").unwrap();
+    assert_eq!(c.security.namespace_options.pid, NamespaceMode::Pod);
+    assert_eq!(
+        h.rt.sandbox_config("s1").unwrap().namespace_options.pid,
+        NamespaceMode::Pod
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn hash_change_kills_and_restarts() {
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    h.rt.add_image("nginx:1.26");
+    h.rt.add_image("busybox:1.36");
+    let mut p = pod(RestartPolicy::Always);
+    h.sync(&p).await;
+    p.spec.containers[0].image = "nginx:1.26".into();
+    let (r, calls) = h.sync(&p).await;
+    assert_eq!(
+        calls,
+        vec![
+            Call::StopContainer {
+                id: "c2".into(),
+                timeout: 30
+            },
+            create("s1", "web", 1),
+            Call::StartContainer("c4".into()),
+        ]
+    );
+    assert_eq!(started(&r, "web"), ("c4".into(), 1));
+    assert_eq!(
+        r.actions.containers_to_kill["c2"].message,
+        "Container web definition changed, will be restarted"
+    );
+    assert_eq!(h.rt.running("helper"), vec!["c3".to_string()]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn sandbox_death_recreates_with_next_attempt() {
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    let p = one_container_pod("nginx:1.25");
+    h.sync(&p).await;
+    h.rt.set_sandbox_state("s1", SandboxState::NotReady);
+    let (r, calls) = h.sync(&p).await;
+    assert_eq!(
+        calls,
+        vec![
+            Call::StopContainer {
+                id: "c2".into(),
+                timeout: 30
+            },
+            Call::StopPodSandbox("s1".into()),
+            Call::RunPodSandbox {
+                name: "web-node1".into(),
+                attempt: 1
+            },
+            create("s3", "web", 1),
+            Call::StartContainer("c4".into()),
+        ]
+    );
+    assert_eq!(r.sandbox_id, "s3");
+    assert_eq!(r.sandbox_ip.as_deref(), Some("10.88.0.3"));
+    assert_eq!(h.rt.sandbox_config("s3").unwrap().attempt, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn sandbox_failure_network_not_ready() {
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    let p = one_container_pod("nginx:1.25");
+    h.rt.fail_once(
+        Method::RunPodSandbox,
+        FakeRuntime::rpc_error(
+            Method::RunPodSandbox,
+            "failed to setup network for sandbox \"x\": cni plugin not initialized",
+        ),
+    );
+    let (r, calls) = h.sync(&p).await;
+    assert_eq!(
+        calls,
+        vec![Call::RunPodSandbox {
+            name: "web-node1".into(),
+            attempt: 0
+        }]
+    );
+    assert!(r.network_not_ready());
+    assert!(r.is_error());
+    assert_eq!(
+        r.waiting("web").map(|w| w.0),
+        Some(WaitingReason::ContainerCreating)
+    );
+    // another failure is not "network not ready"
+    h.rt.fail_once(
+        Method::RunPodSandbox,
+        FakeRuntime::rpc_error(Method::RunPodSandbox, "disk full"),
+    );
+    let (r, _) = h.sync(&p).await;
+    assert!(r.sandbox_error.is_some() && !r.network_not_ready());
+    // then it works
+    let (r, _) = h.sync(&p).await;
+    started(&r, "web");
+}
+
+#[tokio::test(start_paused = true)]
+async fn init_containers_run_in_order() {
+    let mut h = harness();
+    h.rt.add_image("busybox:1.36");
+    h.rt.add_image("nginx:1.25");
+    let mut p = one_container_pod("nginx:1.25");
+    p.spec.init_containers = vec![
+        container("init0", "busybox:1.36"),
+        container("init1", "busybox:1.36"),
+    ];
+    let (r, calls) = h.sync(&p).await;
+    assert_eq!(
+        calls[1..],
+        [create("s1", "init0", 0), Call::StartContainer("c2".into())]
+    );
+    assert!(r.container("web").is_none());
+    // still running: wait
+    let (_, calls) = h.sync(&p).await;
+    assert_eq!(calls, vec![]);
+    // fails: restarted (Always)
+    h.rt.exit_container("c2", 1);
+    let (_, calls) = h.sync(&p).await;
+    assert_eq!(
+        calls,
+        vec![create("s1", "init0", 1), Call::StartContainer("c3".into())]
+    );
+    // succeeds: the older failed instance is pruned, the next init container starts
+    h.rt.exit_container("c3", 0);
+    let (_, calls) = h.sync(&p).await;
+    assert_eq!(
+        calls,
+        vec![
+            Call::RemoveContainer("c2".into()),
+            create("s1", "init1", 0),
+            Call::StartContainer("c4".into())
+        ]
+    );
+    h.rt.exit_container("c4", 0);
+    let (r, calls) = h.sync(&p).await;
+    assert_eq!(
+        calls,
+        vec![create("s1", "web", 0), Call::StartContainer("c5".into())]
+    );
+    started(&r, "web");
+}
+
+#[tokio::test(start_paused = true)]
+async fn init_failure_under_never_stops_the_pod() {
+    let mut h = harness();
+    h.rt.add_image("busybox:1.36");
+    let mut p = one_container_pod("busybox:1.36");
+    p.spec.restart_policy = Some(RestartPolicy::Never);
+    p.spec.init_containers = vec![container("init0", "busybox:1.36")];
+    h.sync(&p).await;
+    h.rt.exit_container("c2", 3);
+    let (r, calls) = h.sync(&p).await;
+    assert!(r.actions.kill_pod);
+    assert_eq!(calls, vec![Call::StopPodSandbox("s1".into())]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn container_errors_are_per_container() {
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    h.rt.add_image("busybox:1.36");
+    let mut p = pod(RestartPolicy::Always);
+    p.spec.containers[0].env = vec![api::EnvVar {
+        name: "PASSWORD".into(),
+        value: None,
+        value_from: Some(serde_json::json!({"secretKeyRef": {"name": "s", "key": "k"}})),
+    }];
+    let (r, _) = h.sync(&p).await;
+    assert_eq!(
+        r.waiting("web"),
+        Some((
+            WaitingReason::CreateContainerConfigError,
+            "env \"PASSWORD\": valueFrom.secretKeyRef is not supported by picolet"
+        ))
+    );
+    started(&r, "helper");
+    assert!(r.is_error());
+
+    // CreateContainer and StartContainer failures
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    h.rt.add_image("busybox:1.36");
+    let p = pod(RestartPolicy::Always);
+    h.rt.fail_once(
+        Method::CreateContainer,
+        FakeRuntime::rpc_error(Method::CreateContainer, "no space"),
+    );
+    h.rt.fail_once(
+        Method::StartContainer,
+        FakeRuntime::rpc_error(Method::StartContainer, "exec format error"),
+    );
+    let (r, _) = h.sync(&p).await;
+    assert_eq!(
+        r.waiting("web").map(|w| w.0),
+        Some(WaitingReason::CreateContainerError)
+    );
+    let (reason, msg) = r.waiting("helper").unwrap();
+    assert_eq!(reason, WaitingReason::RunContainerError);
+    assert!(msg.contains("exec format error"));
+    // the helper was created but not started: next sync starts a fresh instance
+    let (r, _) = h.sync(&p).await;
+    started(&r, "web");
+    assert_eq!(started(&r, "helper").1, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn volumes_and_downward_env() {
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    let mut p = one_container_pod("nginx:1.25");
+    p.spec.volumes = vec![api::Volume {
+        name: "cache".into(),
+        empty_dir: Some(api::EmptyDirVolumeSource::default()),
+        ..Default::default()
+    }];
+    p.spec.containers[0].volume_mounts = vec![api::VolumeMount {
+        name: "cache".into(),
+        mount_path: "/cache".into(),
+        ..Default::default()
+    }];
+    p.spec.containers[0].env = vec![api::EnvVar {
+        name: "POD_IP".into(),
+        value: None,
+        value_from: Some(serde_json::json!({"fieldRef": {"fieldPath": "status.podIP"}})),
+    }];
+    h.sync(&p).await;
+    let c = h.rt.container_config("c2").unwrap();
+    let dir = mounts::empty_dir_path(&h.env.root_dir, "uid-1", "cache");
+    assert!(dir.is_dir());
+    assert_eq!(c.mounts[0].host_path, dir.to_string_lossy());
+    assert_eq!(c.mounts[0].container_path, "/cache");
+    assert_eq!(
+        c.envs,
+        vec![("POD_IP".to_string(), "10.88.0.2".to_string())]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn restart_count_continues_after_lost_runtime_state() {
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    let p = one_container_pod("nginx:1.25");
+    let dir = h.log_dir(&p).join("web");
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["0.log", "3.log.20260101-000000", "notes.txt", "x.log"] {
+        std::fs::write(dir.join(f), b"").unwrap();
+    }
+    let (r, _) = h.sync(&p).await;
+    assert_eq!(started(&r, "web").1, 4);
+    assert_eq!(restart_count_from_log_dir(&h.log_dir(&p).join("none")), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn cleanup_after_termination() {
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    let mut p = one_container_pod("nginx:1.25");
+    p.spec.volumes = vec![api::Volume {
+        name: "cache".into(),
+        empty_dir: Some(api::EmptyDirVolumeSource::default()),
+        ..Default::default()
+    }];
+    h.sync(&p).await;
+    let st = h.status("uid-1").await;
+    // refuses while running
+    let err = cleanup_pod(&h.env, &st, "uid-1").await.unwrap_err();
+    assert!(matches!(err, SyncError::StillRunning { .. }), "{err}");
+    kill_pod(&h.env, Some(&p), &st, None).await.unwrap();
+    let st = h.status("uid-1").await;
+    h.rt.take_calls();
+    cleanup_pod(&h.env, &st, "uid-1").await.unwrap();
+    assert_eq!(
+        h.rt.take_mutations(),
+        vec![
+            Call::RemoveContainer("c2".into()),
+            Call::RemovePodSandbox("s1".into())
+        ]
+    );
+    assert!(!mounts::pod_dir(&h.env.root_dir, "uid-1").exists());
+    assert!(h.log_dir(&p).is_dir(), "logs are kept");
+    assert!(h.rt.sandboxes().is_empty() && h.rt.containers().is_empty());
+    // idempotent
+    cleanup_pod(&h.env, &h.status("uid-1").await, "uid-1")
+        .await
+        .unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn dead_containers_keep_newest_per_name() {
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    let p = one_container_pod("nginx:1.25");
+    h.sync(&p).await; // c2
+    h.rt.exit_container("c2", 1);
+    h.sync(&p).await; // c3
+    h.rt.exit_container("c3", 1);
+    advance(60).await; // past the crash-loop back-off
+    h.sync(&p).await; // c4
+    let st = h.status("uid-1").await;
+    h.rt.take_calls();
+    assert_eq!(remove_dead_containers(&h.env, &st).await.unwrap(), 1);
+    assert_eq!(
+        h.rt.take_mutations(),
+        vec![Call::RemoveContainer("c2".into())]
+    );
+    let ids: Vec<String> = h.rt.containers().into_iter().map(|c| c.id).collect();
+    assert_eq!(ids, vec!["c3", "c4"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn pod_status_and_relist() {
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    let p = one_container_pod("nginx:1.25");
+    h.sync(&p).await;
+    advance(2).await;
+    h.rt.exit_container("c2", 7);
+    let mut other = one_container_pod("nginx:1.25");
+    other.metadata.uid = "uid-2".into();
+    other.metadata.name = "other".into();
+    h.sync(&other).await;
+    // something not made by picolet
+    h.rt.run_pod_sandbox(&SandboxConfig {
+        name: "foreign".into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+
+    let st = h.status("uid-1").await;
+    assert_eq!(st.name, "web-node1");
+    assert_eq!(st.sandboxes.len(), 1);
+    assert_eq!(st.sandboxes[0].ip.as_deref(), Some("10.88.0.2"));
+    assert_eq!(st.sandboxes[0].network, Some(NamespaceMode::Pod));
+    assert_eq!(st.containers.len(), 1);
+    let c = &st.containers[0];
+    assert_eq!((c.state, c.exit_code), (ContainerState::Exited, 7));
+    assert_eq!(c.finished_at, T0 + 2_000_000_000);
+    assert_eq!(c.sandbox_id, "s1");
+
+    let pods = list_runtime_pods(&h.rt).await.unwrap();
+    let uids: Vec<&str> = pods.iter().map(|p| p.uid.as_str()).collect();
+    assert_eq!(
+        uids,
+        vec!["uid-2", "uid-1"],
+        "newest first, foreign skipped"
+    );
+    assert_eq!(pods[1].containers[0].id, "c2");
+    assert_eq!(pods[0].name, "other");
+
+    // a runtime error is returned as is
+    h.rt.fail_once(
+        Method::ListPodSandboxes,
+        FakeRuntime::rpc_error(Method::ListPodSandboxes, "down"),
+    );
+    assert!(get_pod_status(&h.rt, "uid-1").await.is_err());
+}
+
+#[tokio::test(start_paused = true)]
+async fn unreadable_resolv_conf_leaves_dns_to_the_runtime() {
+    let mut h = harness();
+    h.env.resolv_conf = h.env.root_dir.join("missing-resolv.conf");
+    h.rt.add_image("nginx:1.25");
+    let p = one_container_pod("nginx:1.25");
+    let (r, _) = h.sync(&p).await;
+    started(&r, "web");
+    assert_eq!(h.rt.sandbox_config("s1").unwrap().dns, None);
+}
