@@ -1,1 +1,526 @@
-//! TODO
+//! Wiring and the one event loop (kubelet: `Kubelet.Run`, `syncLoop`, `HandlePod*`,
+//! `HandlePodCleanups`, the generic PLEG).
+//!
+//! Owns: every piece of pod state, on one thread: `PodConfig` (merge), `PodManager`
+//! (desired pods), `PodWorkers` (lifecycle), the runtime snapshot of the relister, and —
+//! through `AgentSyncer` — the status manager and the back-off tables.
+//!
+//! The loop `select!`s on: shutdown, source snapshots, worker completions/timers, the
+//! relist tick (1 s, kubelet's PLEG period) and the housekeeping tick (2 s).
+//!
+//! Must never: block the loop on a pod's work (pod work runs in `spawn_local` tasks owned by
+//! `PodWorkers`), kill a runtime pod before every source delivered its first snapshot
+//! (k8s#112814), or stop pods on shutdown (pods outlive picolet, as with the kubelet).
+//!
+//! Deliberate difference: `AgentSyncer` shares the status manager and the back-off tables
+//! with the loop through one `Rc<RefCell<_>>`. Each borrow is short and never held across
+//! an `.await`; one sync per UID at a time (a pod-workers invariant) means no two tasks
+//! touch the same pod's entries.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Notify, mpsc};
+use tokio::time::MissedTickBehavior;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::Pod;
+use crate::clock::{Clock, SystemClock};
+use crate::config::{PodConfig, PodOp, PodUpdate};
+use crate::node::{self, NodeError};
+use crate::options::Options;
+use crate::pod_manager::PodManager;
+use crate::pod_workers::{PodSyncer, PodWorkers, SyncFailure, SyncPodOk, UpdatePodOptions, UpdateType};
+use crate::runtime::backoff::PodBackoffs;
+use crate::runtime::cri::CriRuntime;
+use crate::runtime::sync::{self, PodSyncResult, StartOutcome, SyncEnv};
+use crate::runtime::{ContainerState, CriError, PodRuntimeStatus, Runtime, SandboxState};
+use crate::source::file::FileSource;
+use crate::status::{self, StatusManager, WaitingReasons};
+
+/// kubelet: genericPlegRelistPeriod.
+const RELIST_PERIOD: Duration = Duration::from_secs(1);
+/// kubelet: housekeepingPeriod.
+const HOUSEKEEPING_PERIOD: Duration = Duration::from_secs(2);
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error(transparent)]
+    NodeName(#[from] NodeError),
+    #[error(transparent)]
+    Runtime(#[from] CriError),
+}
+
+/// What the agent needs besides the runtime and the clock.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub node_name: String,
+    pub pod_manifest_path: PathBuf,
+    pub file_check_frequency: Duration,
+    pub sync_frequency: Duration,
+    pub root_dir: PathBuf,
+    pub pod_log_dir: PathBuf,
+    pub resolv_conf: PathBuf,
+    pub cgroup_parent: String,
+}
+
+/// `picolet run`: the real CRI client and the system clock.
+pub async fn run(
+    opts: Options,
+    shutdown: CancellationToken,
+    relist_now: Rc<Notify>,
+) -> Result<(), AgentError> {
+    let node_name = node::node_name(opts.hostname_override.as_deref())?;
+    let runtime = CriRuntime::connect(&opts.container_runtime_endpoint)?;
+    let cfg = AgentConfig {
+        node_name,
+        pod_manifest_path: opts.pod_manifest_path,
+        file_check_frequency: opts.file_check_frequency,
+        sync_frequency: opts.sync_frequency,
+        root_dir: opts.root_dir,
+        pod_log_dir: opts.pod_log_dir,
+        resolv_conf: opts.resolv_conf,
+        cgroup_parent: opts.cgroup_parent,
+    };
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(run_with(runtime, SystemClock, cfg, shutdown, relist_now))
+        .await
+}
+
+/// The agent over any `Runtime` and `Clock` (tests use the fake runtime and paused time).
+/// Must be called inside a `LocalSet`.
+pub async fn run_with<R: Runtime, C: Clock>(
+    runtime: R,
+    clock: C,
+    cfg: AgentConfig,
+    shutdown: CancellationToken,
+    relist_now: Rc<Notify>,
+) -> Result<(), AgentError> {
+    log::info!(
+        "picolet {} starting: node {}, manifests {}",
+        env!("CARGO_PKG_VERSION"),
+        cfg.node_name,
+        cfg.pod_manifest_path.display()
+    );
+    match runtime.version().await {
+        Ok(v) => log::info!(
+            "container runtime {} {} (CRI {})",
+            v.runtime_name,
+            v.runtime_version,
+            v.runtime_api_version
+        ),
+        Err(e) => log::warn!("container runtime not reachable yet, will keep trying: {e}"),
+    }
+
+    let (src_tx, mut src_rx) = mpsc::channel(16);
+    let file_source = FileSource::new(
+        cfg.pod_manifest_path.clone(),
+        cfg.node_name.clone(),
+        clock.clone(),
+    );
+    tokio::task::spawn_local(file_source.run(src_tx, relist_now, shutdown.child_token()));
+
+    let shared = Rc::new(RefCell::new(Shared::default()));
+    let syncer = AgentSyncer {
+        env: SyncEnv {
+            runtime: runtime.clone(),
+            clock: clock.clone(),
+            root_dir: cfg.root_dir.clone(),
+            pod_log_dir: cfg.pod_log_dir.clone(),
+            resolv_conf: cfg.resolv_conf.clone(),
+            cgroup_parent: cfg.cgroup_parent.clone(),
+        },
+        shared: shared.clone(),
+    };
+    let mut state = Loop {
+        runtime,
+        config: PodConfig::new(&["file"]),
+        pods: PodManager::default(),
+        workers: PodWorkers::new(syncer),
+        shared,
+        runtime_pods: HashMap::new(),
+        held: HashSet::new(),
+        relisted_once: false,
+        notified_ready: false,
+    };
+
+    let mut relist_tick = tokio::time::interval(RELIST_PERIOD);
+    relist_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut housekeeping_tick = tokio::time::interval(HOUSEKEEPING_PERIOD);
+    housekeeping_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+
+    loop {
+        tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => break,
+            Some(update) = src_rx.recv() => {
+                for u in state.config.merge(update) {
+                    state.handle(u);
+                }
+            }
+            _ = state.workers.next() => {}
+            _ = relist_tick.tick() => state.relist().await,
+            _ = housekeeping_tick.tick() => state.housekeeping(),
+        }
+        if !state.notified_ready && state.relisted_once && state.config.sources_ready() {
+            state.notified_ready = true;
+            log::info!("all pod sources seen and runtime relisted: ready");
+            node::sd_notify("READY=1");
+        }
+    }
+    // Pods outlive picolet, as with the kubelet: in-flight work is simply dropped with the
+    // LocalSet; the next picolet adopts the pods from their CRI labels.
+    log::info!("picolet stopped; pods keep running");
+    Ok(())
+}
+
+#[derive(Default)]
+struct Shared {
+    statuses: StatusManager,
+    backoffs: HashMap<String, PodBackoffs>,
+}
+
+struct Loop<R: Runtime, C: Clock> {
+    runtime: R,
+    config: PodConfig,
+    pods: PodManager,
+    workers: PodWorkers<AgentSyncer<R, C>>,
+    shared: Rc<RefCell<Shared>>,
+    /// The relister's (PLEG) last view of the runtime, by pod UID.
+    runtime_pods: HashMap<String, PodRuntimeStatus>,
+    /// Static pods held back until the runtime no longer runs another UID of their name.
+    held: HashSet<String>,
+    relisted_once: bool,
+    notified_ready: bool,
+}
+
+
+impl<R: Runtime, C: Clock> Loop<R, C> {
+    /// kubelet: `syncLoopIteration` → `HandlePodAdditions/Updates/Removes/…`.
+    fn handle(&mut self, update: PodUpdate) {
+        for pod in update.pods {
+            let uid = pod.uid().to_string();
+            let name = pod.full_name();
+            match update.op {
+                PodOp::Add => {
+                    log::info!("pod {name} (uid {uid}) added by source {}", update.source);
+                    self.pods.add_or_update(pod.clone());
+                    self.start_or_hold(pod);
+                }
+                PodOp::Update | PodOp::Delete => {
+                    log::info!("pod {name} (uid {uid}) updated by source {}", update.source);
+                    self.pods.add_or_update(pod.clone());
+                    if !self.held.contains(&uid) {
+                        self.workers
+                            .update_pod(UpdatePodOptions::new(UpdateType::Update, pod));
+                    }
+                }
+                PodOp::Remove => {
+                    log::info!("pod {name} (uid {uid}) removed by source {}", update.source);
+                    self.pods.remove(&uid);
+                    self.held.remove(&uid);
+                    self.workers.update_pod(UpdatePodOptions::kill(pod, None));
+                }
+                PodOp::Reconcile => {
+                    let terminal = pod
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.phase)
+                        .is_some_and(|p| p.is_terminal());
+                    self.pods.add_or_update(pod.clone());
+                    if terminal {
+                        self.workers
+                            .update_pod(UpdatePodOptions::new(UpdateType::Sync, pod));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Static-pod exclusivity across a picolet restart (kubelet: `allowStaticPodStart`
+    /// only knows pods its own workers started). If the runtime still runs another UID
+    /// with this pod's full name — its manifest was edited while picolet was down — the new
+    /// UID is held until housekeeping has stopped the old one.
+    fn start_or_hold(&mut self, pod: Arc<Pod>) {
+        let uid = pod.uid().to_string();
+        if pod.is_static() && !self.workers.is_known(&uid) {
+            if let Some(old) = self.live_runtime_uid_named(&pod.metadata.namespace, &pod.metadata.name, &uid) {
+                if self.held.insert(uid.clone()) {
+                    log::info!(
+                        "pod {} (uid {uid}) waits: the runtime still runs uid {old} with the same name",
+                        pod.full_name()
+                    );
+                }
+                return;
+            }
+        }
+        self.held.remove(&uid);
+        self.workers
+            .update_pod(UpdatePodOptions::new(UpdateType::Create, pod));
+    }
+
+    fn live_runtime_uid_named(&self, namespace: &str, name: &str, except: &str) -> Option<String> {
+        self.runtime_pods
+            .values()
+            .find(|rp| {
+                rp.uid != except && rp.name == name && rp.namespace == namespace && is_live(rp)
+            })
+            .map(|rp| rp.uid.clone())
+    }
+
+    /// kubelet: generic PLEG `relist`. Two CRI list calls; a pod whose sandboxes or
+    /// containers changed (a container exited on its own, say) gets a sync at once.
+    async fn relist(&mut self) {
+        let listed = match sync::list_runtime_pods(&self.runtime).await {
+            Ok(l) => l,
+            Err(e) => {
+                log::warn!("relist: {e}");
+                return;
+            }
+        };
+        let listed: HashMap<String, PodRuntimeStatus> =
+            listed.into_iter().map(|rp| (rp.uid.clone(), rp)).collect();
+        let mut changed: Vec<String> = listed
+            .iter()
+            .filter(|(uid, rp)| {
+                self.runtime_pods
+                    .get(*uid)
+                    .is_none_or(|old| fingerprint(old) != fingerprint(rp))
+            })
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        changed.extend(
+            self.runtime_pods
+                .keys()
+                .filter(|uid| !listed.contains_key(*uid))
+                .cloned(),
+        );
+        self.runtime_pods = listed;
+        if !self.relisted_once {
+            self.relisted_once = true;
+            log::info!("runtime listed: {} pods", self.runtime_pods.len());
+            return;
+        }
+        for uid in changed {
+            if self.held.contains(&uid) {
+                continue;
+            }
+            if let Some(pod) = self.pods.get_by_uid(&uid) {
+                log::debug!("relist: pod {} changed in the runtime", pod.full_name());
+                let pod = pod.clone();
+                self.workers
+                    .update_pod(UpdatePodOptions::new(UpdateType::Sync, pod));
+            }
+        }
+    }
+
+    /// kubelet: `HandlePodCleanups`. Runtime pods nobody wants are killed — only once every
+    /// source has been seen (k8s#112814) and the runtime has been listed.
+    fn housekeeping(&mut self) {
+        if !self.config.sources_ready() || !self.relisted_once {
+            return;
+        }
+        let desired = self.pods.uids();
+        for uid in self.workers.sync_known_pods(&desired) {
+            let mut shared = self.shared.borrow_mut();
+            shared.backoffs.remove(&uid);
+            if !desired.contains(&uid) {
+                shared.statuses.remove(&uid);
+            }
+        }
+        // Desired pods without a worker: held static pods whose predecessor is gone, and
+        // pods re-added after their worker finished.
+        let restart: Vec<Arc<Pod>> = self
+            .pods
+            .pods()
+            .into_iter()
+            .filter(|p| !self.workers.is_known(p.uid()))
+            .collect();
+        for pod in restart {
+            self.start_or_hold(pod);
+        }
+        let orphans: Vec<String> = self
+            .runtime_pods
+            .values()
+            .filter(|rp| {
+                !desired.contains(&rp.uid) && !self.workers.is_known(&rp.uid) && is_live(rp)
+            })
+            .map(|rp| rp.uid.clone())
+            .collect();
+        for uid in orphans {
+            if let Some(rp) = self.runtime_pods.get(&uid) {
+                log::info!(
+                    "housekeeping: runtime pod {}/{} (uid {uid}) is wanted by no source: killing it",
+                    rp.namespace,
+                    rp.name
+                );
+            }
+            self.workers
+                .update_pod(UpdatePodOptions::kill_runtime_pod(uid, Some(1)));
+        }
+    }
+}
+
+/// Something of the pod may still run: a ready sandbox or a container not exited.
+fn is_live(rp: &PodRuntimeStatus) -> bool {
+    rp.sandboxes.iter().any(|s| s.state == SandboxState::Ready)
+        || rp
+            .containers
+            .iter()
+            .any(|c| matches!(c.state, ContainerState::Running | ContainerState::Created))
+}
+
+/// What the relister compares between two lists: sandbox and container ids with states.
+fn fingerprint(rp: &PodRuntimeStatus) -> Vec<(&str, u8)> {
+    let mut fp: Vec<(&str, u8)> = rp
+        .sandboxes
+        .iter()
+        .map(|s| (s.id.as_str(), u8::from(s.state == SandboxState::Ready)))
+        .chain(
+            rp.containers
+                .iter()
+                .map(|c| (c.id.as_str(), c.state as u8 + 2)),
+        )
+        .collect();
+    fp.sort_unstable();
+    fp
+}
+
+/// kubelet's `podSyncer` (SyncPod / SyncTerminatingPod / SyncTerminatedPod) over the CRI.
+#[derive(Clone)]
+pub struct AgentSyncer<R: Runtime, C: Clock> {
+    env: SyncEnv<R, C>,
+    shared: Rc<RefCell<Shared>>,
+}
+
+impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
+    /// Recomputes the API status from a fresh runtime view and stores it (logged on change).
+    fn record_status(&self, pod: &Pod, observed: &PodRuntimeStatus, reasons: &WaitingReasons) -> bool {
+        let now = self.env.clock.now();
+        let mut shared = self.shared.borrow_mut();
+        let previous = shared.statuses.get(pod.uid()).cloned();
+        let st = status::compute_pod_status(pod, observed, reasons, previous.as_ref(), now, None);
+        let terminal = st.phase.is_some_and(|p| p.is_terminal());
+        shared.statuses.set(pod.uid(), &pod.full_name(), st);
+        terminal
+    }
+}
+
+impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
+    async fn sync_pod(
+        &self,
+        _update: UpdateType,
+        pod: Arc<Pod>,
+        cancel: CancellationToken,
+    ) -> Result<SyncPodOk, SyncFailure> {
+        let uid = pod.uid().to_string();
+        let observed = sync::get_pod_status(&self.env.runtime, &uid)
+            .await
+            .map_err(failure)?;
+        let mut backoffs = self.shared.borrow_mut().backoffs.remove(&uid).unwrap_or_default();
+        let result = tokio::select! {
+            r = sync::sync_pod(&self.env, &pod, &observed, &mut backoffs) => Some(r),
+            _ = cancel.cancelled() => None,
+        };
+        self.shared.borrow_mut().backoffs.insert(uid.clone(), backoffs);
+        let Some(result) = result else {
+            return Err(SyncFailure { message: "cancelled".into(), network_not_ready: false });
+        };
+        let after = sync::get_pod_status(&self.env.runtime, &uid)
+            .await
+            .map_err(failure)?;
+        let reasons = waiting_reasons(&result);
+        let terminal = self.record_status(&pod, &after, &reasons);
+        if result.is_error() {
+            return Err(SyncFailure {
+                message: describe_failure(&pod, &result),
+                network_not_ready: result.network_not_ready(),
+            });
+        }
+        Ok(SyncPodOk {
+            terminal,
+            requeue_after: result.requeue_after,
+        })
+    }
+
+    async fn sync_terminating_pod(
+        &self,
+        uid: String,
+        pod: Option<Arc<Pod>>,
+        grace_secs: i64,
+        _cancel: CancellationToken,
+    ) -> Result<(), SyncFailure> {
+        let observed = sync::get_pod_status(&self.env.runtime, &uid)
+            .await
+            .map_err(failure)?;
+        sync::kill_pod(&self.env, pod.as_deref(), &observed, Some(grace_secs))
+            .await
+            .map_err(|e| SyncFailure { message: e.to_string(), network_not_ready: false })?;
+        let after = sync::get_pod_status(&self.env.runtime, &uid)
+            .await
+            .map_err(failure)?;
+        if let Some(pod) = &pod {
+            self.record_status(pod, &after, &WaitingReasons::new());
+        }
+        // kubelet: SyncTerminatingPod re-reads the runtime; anything still running is an error.
+        if let Some(c) = after.containers.iter().find(|c| c.state == ContainerState::Running) {
+            return Err(SyncFailure {
+                message: format!("container {} ({}) is still running after kill", c.name, c.id),
+                network_not_ready: false,
+            });
+        }
+        Ok(())
+    }
+
+    async fn sync_terminated_pod(&self, uid: String, _pod: Option<Arc<Pod>>) -> Result<(), SyncFailure> {
+        let observed = sync::get_pod_status(&self.env.runtime, &uid)
+            .await
+            .map_err(failure)?;
+        sync::cleanup_pod(&self.env, &observed, &uid)
+            .await
+            .map_err(|e| SyncFailure { message: e.to_string(), network_not_ready: false })?;
+        self.shared.borrow_mut().backoffs.remove(&uid);
+        Ok(())
+    }
+}
+
+/// kubelet's reasonCache: why each container that should run does not.
+fn waiting_reasons(result: &PodSyncResult) -> WaitingReasons {
+    result
+        .containers
+        .iter()
+        .filter_map(|c| match &c.outcome {
+            StartOutcome::Waiting { reason, message } => {
+                Some((c.name.clone(), (reason.as_str().to_string(), message.clone())))
+            }
+            StartOutcome::Started { .. } => None,
+        })
+        .collect()
+}
+
+fn describe_failure(pod: &Pod, result: &PodSyncResult) -> String {
+    let mut parts = Vec::new();
+    if let Some(e) = &result.kill_error {
+        parts.push(e.to_string());
+    }
+    if let Some(e) = &result.sandbox_error {
+        parts.push(format!("sandbox: {}", e.message));
+    }
+    for c in &result.containers {
+        if let StartOutcome::Waiting { reason, message } = &c.outcome {
+            if !reason.is_back_off() {
+                parts.push(format!("container {}: {reason}: {message}", c.name));
+            }
+        }
+    }
+    format!("sync of pod {} failed: {}", pod.full_name(), parts.join("; "))
+}
+
+fn failure(e: CriError) -> SyncFailure {
+    SyncFailure { message: e.to_string(), network_not_ready: false }
+}

@@ -30,6 +30,7 @@ pub mod state;
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -48,6 +49,8 @@ pub use state::{
 pub struct SyncPodOk {
     /// The pod reached a terminal phase (Succeeded/Failed): terminate it.
     pub terminal: bool,
+    /// Sync again after this (a back-off ends) rather than at the periodic resync.
+    pub requeue_after: Option<Duration>,
 }
 
 /// A failed sync; the worker retries it (after 10 s, or 1 s if the network is not ready).
@@ -133,6 +136,7 @@ struct Done {
     kind: WorkKind,
     outcome: Outcome,
     failure: Option<SyncFailure>,
+    requeue_hint: Option<Duration>,
 }
 
 /// The pod workers (kubelet: `podWorkers`).
@@ -270,6 +274,7 @@ impl<S: PodSyncer> PodWorkers<S> {
             kind,
             outcome,
             failure,
+            requeue_hint,
         } = done;
         if self.tasks.get(&uid).map(|t| t.id) != Some(id) {
             log::debug!("pod worker {uid}: stale completion of {kind:?} ignored");
@@ -283,7 +288,7 @@ impl<S: PodSyncer> PodWorkers<S> {
             (Outcome::Cancelled, _) => log::debug!("pod worker {uid}: {kind:?} cancelled"),
             _ => log::debug!("pod worker {uid}: {kind:?} done ({outcome:?})"),
         }
-        let effects = self.states.complete(&uid, outcome);
+        let effects = self.states.complete_with_hint(&uid, outcome, requeue_hint);
         self.apply(effects);
         Some(WorkerEvent::Completed {
             uid,
@@ -334,24 +339,25 @@ impl<S: PodSyncer> PodWorkers<S> {
                 Work::Sync { update_type, pod } => syncer
                     .sync_pod(update_type, pod, token.clone())
                     .await
-                    .map(|ok| ok.terminal),
+                    .map(|ok| (ok.terminal, ok.requeue_after)),
                 Work::Terminating { pod, grace_secs } => syncer
                     .sync_terminating_pod(task_uid.clone(), pod, grace_secs, token.clone())
                     .await
-                    .map(|()| false),
+                    .map(|()| (false, None)),
                 Work::Terminated { pod } => syncer
                     .sync_terminated_pod(task_uid.clone(), pod)
                     .await
-                    .map(|()| false),
+                    .map(|()| (false, None)),
             };
-            let (outcome, failure) = match result {
-                Ok(terminal) => (Outcome::Succeeded { terminal }, None),
-                Err(f) if token.is_cancelled() => (Outcome::Cancelled, Some(f)),
+            let (outcome, failure, requeue_hint) = match result {
+                Ok((terminal, hint)) => (Outcome::Succeeded { terminal }, None, hint),
+                Err(f) if token.is_cancelled() => (Outcome::Cancelled, Some(f), None),
                 Err(f) => (
                     Outcome::Failed {
                         network_not_ready: f.network_not_ready,
                     },
                     Some(f),
+                    None,
                 ),
             };
             // The receiver is gone only if the PodWorkers was dropped: nothing to report.
@@ -361,6 +367,7 @@ impl<S: PodSyncer> PodWorkers<S> {
                 kind,
                 outcome,
                 failure,
+                requeue_hint,
             });
         });
         self.tasks.insert(uid, Task { id, cancel, handle });
@@ -540,7 +547,12 @@ mod tests {
                 version: pod.spec.hostname.clone(),
             };
             let fut = self.run(call, Some(cancel));
-            async move { fut.await.map(|terminal| SyncPodOk { terminal }) }
+            async move {
+                fut.await.map(|terminal| SyncPodOk {
+                    terminal,
+                    requeue_after: None,
+                })
+            }
         }
 
         fn sync_terminating_pod(

@@ -435,6 +435,19 @@ impl WorkerStates {
     /// kubelet: the tail of `podWorkerLoop` — `completeSync`, `completeTerminating`,
     /// `completeTerminated`, `completeWork`. The work in flight for `uid` ended.
     pub fn complete(&mut self, uid: &str, outcome: Outcome) -> Vec<Effect> {
+        self.complete_with_hint(uid, outcome, None)
+    }
+
+    /// As [`complete`](Self::complete), with the sync's own wish for the next resync: a
+    /// container waiting out a crash-loop or image-pull back-off asks to be synced again
+    /// when its back-off ends, not at the next periodic resync (kubelet gets the same effect
+    /// from reporting the back-off as a sync error and from PLEG events).
+    pub fn complete_with_hint(
+        &mut self,
+        uid: &str,
+        outcome: Outcome,
+        requeue_hint: Option<Duration>,
+    ) -> Vec<Effect> {
         let mut out = Vec::new();
         let Some(w) = self.workers.get_mut(uid) else {
             log::warn!("pod worker {uid}: completion for an unknown worker ignored");
@@ -483,7 +496,11 @@ impl WorkerStates {
             } => NETWORK_NOT_READY_BACKOFF,
             Outcome::Failed { .. } | Outcome::Cancelled => BACKOFF_PERIOD,
         };
-        let after = self.jitter(uid, base);
+        let after = match (outcome, requeue_hint) {
+            // SyncPod --succeeded, waiting out a back-off--> requeue when it ends
+            (Outcome::Succeeded { .. }, Some(hint)) if hint < base => hint,
+            _ => self.jitter(uid, base),
+        };
         out.push(Effect::Requeue {
             uid: uid.to_string(),
             after,

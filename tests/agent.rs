@@ -1,0 +1,209 @@
+//! The whole agent — file source, merge, pod workers, runtime sync, relister, housekeeping —
+//! against the in-memory fake runtime, with paused tokio time. Fast and deterministic; the
+//! same scenarios run against a real containerd in `tests/e2e.rs`.
+
+use std::path::Path;
+use std::rc::Rc;
+use std::time::Duration;
+
+use picolet::agent::{AgentConfig, run_with};
+use picolet::clock::TokioClock;
+use picolet::runtime::fake::{Call, FakeRuntime};
+use picolet::runtime::{ContainerState, SandboxState};
+use tokio::sync::Notify;
+use tokio::task::LocalSet;
+use tokio_util::sync::CancellationToken;
+
+const IMAGE: &str = "localhost/busybox:edge";
+
+fn manifest(name: &str, env: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+spec:
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: app
+    image: {IMAGE}
+    command: ["sh", "-c", "sleep 1000"]
+    env: [{{name: X, value: "{env}"}}]
+  - name: side
+    image: {IMAGE}
+"#
+    )
+}
+
+fn config(dir: &Path) -> AgentConfig {
+    AgentConfig {
+        node_name: "node1".into(),
+        pod_manifest_path: dir.join("manifests"),
+        file_check_frequency: Duration::from_secs(20),
+        sync_frequency: Duration::from_secs(60),
+        root_dir: dir.join("root"),
+        pod_log_dir: dir.join("logs"),
+        resolv_conf: dir.join("resolv.conf"),
+        cgroup_parent: String::new(),
+    }
+}
+
+struct Agent {
+    shutdown: CancellationToken,
+    handle: tokio::task::JoinHandle<Result<(), picolet::agent::AgentError>>,
+}
+
+fn start(rt: &FakeRuntime, clock: TokioClock, cfg: &AgentConfig) -> Agent {
+    let shutdown = CancellationToken::new();
+    let handle = tokio::task::spawn_local(run_with(
+        rt.clone(),
+        clock,
+        cfg.clone(),
+        shutdown.clone(),
+        Rc::new(Notify::new()),
+    ));
+    Agent { shutdown, handle }
+}
+
+impl Agent {
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.handle.await.expect("agent task").expect("agent result");
+    }
+}
+
+async fn settle(secs: u64) {
+    for _ in 0..secs * 10 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn running_ids(rt: &FakeRuntime) -> Vec<String> {
+    let mut ids: Vec<String> = rt
+        .containers()
+        .into_iter()
+        .filter(|c| c.state == ContainerState::Running)
+        .map(|c| c.id)
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[tokio::test(start_paused = true)]
+async fn start_crash_restart_adopt_edit_delete() {
+    LocalSet::new()
+        .run_until(async {
+            let tmp = tempfile::tempdir().unwrap();
+            let cfg = config(tmp.path());
+            std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
+            std::fs::write(tmp.path().join("resolv.conf"), "nameserver 192.0.2.53\n").unwrap();
+            let file = cfg.pod_manifest_path.join("web.yaml");
+            std::fs::write(&file, manifest("web", "1")).unwrap();
+
+            let clock = TokioClock::new(1_800_000_000_000_000_000);
+            let rt = FakeRuntime::new(clock);
+            rt.add_image(IMAGE);
+
+            // 1. the pod starts: one sandbox, two running containers, named per kubelet.
+            let agent = start(&rt, clock, &cfg);
+            settle(3).await;
+            let sandboxes = rt.sandboxes();
+            assert_eq!(sandboxes.len(), 1, "{sandboxes:?}");
+            assert_eq!(sandboxes[0].name, "web-node1");
+            assert_eq!(running_ids(&rt).len(), 2);
+            assert_eq!(rt.running("app").len(), 1);
+
+            // 2. a container exits on its own: noticed by the relister, restarted at once
+            //    (first restart has no back-off), attempt 1.
+            let app = rt.running("app")[0].clone();
+            rt.exit_container(&app, 1);
+            settle(3).await;
+            let apps: Vec<_> = rt.containers().into_iter().filter(|c| c.name == "app").collect();
+            assert_eq!(apps.len(), 2, "{apps:?}");
+            assert_eq!(apps[1].attempt, 1);
+            assert_eq!(apps[1].state, ContainerState::Running);
+
+            // 3. it crashes again: back-off 10 s before the next start.
+            let app = rt.running("app")[0].clone();
+            rt.exit_container(&app, 1);
+            settle(5).await;
+            assert!(rt.running("app").is_empty(), "restarted inside its back-off");
+            settle(8).await;
+            assert_eq!(rt.running("app").len(), 1, "not restarted after its back-off");
+
+            // 4. picolet restarts (as after kill -9): nothing is created, stopped or removed.
+            agent.stop().await;
+            let before = running_ids(&rt);
+            rt.take_calls();
+            let agent = start(&rt, clock, &cfg);
+            settle(5).await;
+            let mutations: Vec<Call> = rt.take_calls().into_iter().filter(Call::is_mutation).collect();
+            assert!(mutations.is_empty(), "adoption touched the runtime: {mutations:?}");
+            assert_eq!(running_ids(&rt), before);
+
+            // 5. edit the manifest: the old pod stops completely before the new sandbox exists.
+            std::fs::write(&file, manifest("web", "2")).unwrap();
+            settle(8).await;
+            let sandboxes = rt.sandboxes();
+            assert_eq!(sandboxes.len(), 2, "{sandboxes:?}");
+            let (old, new) = (&sandboxes[0], &sandboxes[1]);
+            assert_ne!(old.uid, new.uid);
+            assert_eq!(old.state, SandboxState::NotReady);
+            let last_old_finish = rt
+                .containers()
+                .iter()
+                .filter(|c| c.sandbox_id == old.id)
+                .map(|c| c.finished_at)
+                .max()
+                .unwrap_or_default();
+            assert!(last_old_finish > 0 && last_old_finish <= new.created_at);
+            assert_eq!(
+                rt.containers()
+                    .iter()
+                    .filter(|c| c.sandbox_id == new.id && c.state == ContainerState::Running)
+                    .count(),
+                2
+            );
+
+            // 6. delete the manifest: containers stopped with the pod's grace, then the sandbox.
+            rt.take_calls();
+            std::fs::remove_file(&file).unwrap();
+            settle(8).await;
+            assert!(running_ids(&rt).is_empty());
+            let calls = rt.take_calls();
+            assert!(
+                calls.iter().any(|c| matches!(c, Call::StopContainer { timeout: 5, .. })),
+                "{calls:?}"
+            );
+            assert!(rt.sandboxes().iter().all(|s| s.state == SandboxState::NotReady));
+            agent.stop().await;
+        })
+        .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn orphans_are_killed_only_after_sources_are_ready() {
+    LocalSet::new()
+        .run_until(async {
+            let tmp = tempfile::tempdir().unwrap();
+            let cfg = config(tmp.path());
+            std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
+            let file = cfg.pod_manifest_path.join("web.yaml");
+            std::fs::write(&file, manifest("web", "1")).unwrap();
+            let clock = TokioClock::new(1_800_000_000_000_000_000);
+            let rt = FakeRuntime::new(clock);
+            rt.add_image(IMAGE);
+            let agent = start(&rt, clock, &cfg);
+            settle(3).await;
+            assert_eq!(running_ids(&rt).len(), 2);
+            agent.stop().await;
+
+            // The manifest goes away while picolet is down: the next picolet kills the pod.
+            std::fs::remove_file(&file).unwrap();
+            let agent = start(&rt, clock, &cfg);
+            settle(6).await;
+            assert!(running_ids(&rt).is_empty(), "orphan still running");
+            agent.stop().await;
+        })
+        .await;
+}
