@@ -10,6 +10,8 @@
 //! Layout:
 //! - `cri.rs`    the tonic client over a unix socket, with per-call deadlines
 //! - `fake.rs`   an in-memory `Runtime` for unit tests
+//! - `fake_cri.rs` (feature `fake-cri`) a fake CRI gRPC server on a unix socket, for client,
+//!   fault and load tests
 //! - `labels.rs` the CRI labels/annotations contract (how pods are adopted after a restart)
 //! - `plan.rs`   pure `compute_pod_actions` (kubelet: `computePodActions`)
 //! - `backoff.rs` crash-loop and image-pull back-off
@@ -24,6 +26,8 @@ use crate::clock::UnixNanos;
 pub mod backoff;
 pub mod cri;
 pub mod fake;
+#[cfg(feature = "fake-cri")]
+pub mod fake_cri;
 pub mod labels;
 pub mod plan;
 pub mod sync;
@@ -53,6 +57,13 @@ pub enum CriError {
     Rpc {
         method: &'static str,
         code: String,
+        message: String,
+    },
+    /// The runtime answered, but without something the CRI requires (kubelet:
+    /// `verifySandboxStatus`, "ContainerId is not set", ...).
+    #[error("CRI {method}: invalid response: {message}")]
+    InvalidResponse {
+        method: &'static str,
         message: String,
     },
 }
@@ -302,8 +313,7 @@ pub trait Runtime: Clone + 'static {
     ) -> impl Future<Output = Result<String, CriError>>;
     fn start_container(&self, id: &str) -> impl Future<Output = Result<(), CriError>>;
     /// SIGTERM, then SIGKILL after `timeout` seconds (done by the runtime).
-    fn stop_container(&self, id: &str, timeout: i64)
-    -> impl Future<Output = Result<(), CriError>>;
+    fn stop_container(&self, id: &str, timeout: i64) -> impl Future<Output = Result<(), CriError>>;
     fn remove_container(&self, id: &str) -> impl Future<Output = Result<(), CriError>>;
     fn list_containers(
         &self,
@@ -318,8 +328,10 @@ pub trait Runtime: Clone + 'static {
     ) -> impl Future<Output = Result<ExecResult, CriError>>;
 
     /// `Ok(None)` when the image is not present.
-    fn image_status(&self, image: &str)
-    -> impl Future<Output = Result<Option<ImageInfo>, CriError>>;
+    fn image_status(
+        &self,
+        image: &str,
+    ) -> impl Future<Output = Result<Option<ImageInfo>, CriError>>;
     /// Returns the image reference (digest) the runtime pulled.
     fn pull_image(
         &self,
