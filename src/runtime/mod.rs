@@ -10,6 +10,8 @@
 //! Layout:
 //! - `cri.rs`    the tonic client over a unix socket, with per-call deadlines
 //! - `fake.rs`   an in-memory `Runtime` for unit tests
+//! - `fake_cri.rs` (feature `fake-cri`) a fake CRI gRPC server on a unix socket, for client,
+//!   fault and load tests
 //! - `labels.rs` the CRI labels/annotations contract (how pods are adopted after a restart)
 //! - `plan.rs`   pure `compute_pod_actions` (kubelet: `computePodActions`)
 //! - `backoff.rs` crash-loop and image-pull back-off
@@ -27,6 +29,8 @@ pub mod backoff;
 pub mod config;
 pub mod cri;
 pub mod fake;
+#[cfg(feature = "fake-cri")]
+pub mod fake_cri;
 pub mod labels;
 pub mod mounts;
 pub mod plan;
@@ -57,6 +61,13 @@ pub enum CriError {
     Rpc {
         method: &'static str,
         code: String,
+        message: String,
+    },
+    /// The runtime answered, but without something the CRI requires (kubelet:
+    /// `verifySandboxStatus`, "ContainerId is not set", ...).
+    #[error("CRI {method}: invalid response: {message}")]
+    InvalidResponse {
+        method: &'static str,
         message: String,
     },
 }

@@ -1,0 +1,837 @@
+//! The CRI client (`runtime::cri::CriRuntime`) against the fake CRI gRPC server
+//! (`runtime::fake_cri`) over a real unix socket: every `Runtime` method round-trips, gRPC
+//! failures map to the right `CriError`, deadlines hold, and the lazy channel survives a
+//! runtime that starts late or restarts.
+//!
+//! Real time, not paused: with real socket I/O a paused clock would auto-advance past the
+//! deadlines while a reply is in flight.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use picolet::runtime::cri::{CriRuntime, CriTimeouts};
+use picolet::runtime::fake_cri::{Code, FakeCri, FakeCriHandle, Fault, Method};
+use picolet::runtime::{
+    ContainerConfig, ContainerSecurity, ContainerState, CriError, DnsConfig, ExecResult,
+    ListFilter, Mount, MountPropagation, NamespaceMode, NamespaceOptions, PortMapping, Protocol,
+    Resources, Runtime, SandboxConfig, SandboxState,
+};
+use tempfile::TempDir;
+
+const IMAGE: &str = "localhost/busybox:edge";
+
+struct Env {
+    _dir: TempDir,
+    fake: FakeCriHandle,
+    rt: CriRuntime,
+}
+
+async fn env_with(timeouts: CriTimeouts) -> Env {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fake = FakeCri::start(dir.path().join("cri.sock"))
+        .await
+        .expect("fake CRI starts");
+    fake.preload_image(IMAGE);
+    let rt = fake.runtime().expect("endpoint").with_timeouts(timeouts);
+    Env {
+        _dir: dir,
+        fake,
+        rt,
+    }
+}
+
+async fn env() -> Env {
+    env_with(CriTimeouts::uniform(Duration::from_secs(5))).await
+}
+
+fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn sandbox_config(name: &str) -> SandboxConfig {
+    SandboxConfig {
+        name: name.to_string(),
+        namespace: "default".to_string(),
+        uid: format!("uid-{name}"),
+        attempt: 1,
+        hostname: name.to_string(),
+        log_directory: format!("/var/log/pods/default_{name}_uid-{name}"),
+        dns: Some(DnsConfig {
+            servers: vec!["10.0.0.10".into()],
+            searches: vec!["svc.cluster.local".into()],
+            options: vec!["ndots:5".into()],
+        }),
+        port_mappings: vec![
+            PortMapping {
+                protocol: Protocol::Tcp,
+                container_port: 80,
+                host_port: 8080,
+                host_ip: "0.0.0.0".into(),
+            },
+            PortMapping {
+                protocol: Protocol::Udp,
+                container_port: 53,
+                host_port: 0,
+                host_ip: String::new(),
+            },
+            PortMapping {
+                protocol: Protocol::Sctp,
+                container_port: 9,
+                host_port: 9,
+                host_ip: String::new(),
+            },
+        ],
+        labels: map(&[
+            ("io.kubernetes.pod.name", name),
+            ("io.kubernetes.pod.uid", &format!("uid-{name}")),
+        ]),
+        annotations: map(&[("kubernetes.io/config.source", "file")]),
+        cgroup_parent: "/kubepods/besteffort/poduid".to_string(),
+        namespace_options: NamespaceOptions {
+            network: NamespaceMode::Pod,
+            pid: NamespaceMode::Container,
+            ipc: NamespaceMode::Pod,
+        },
+        privileged: true,
+        sysctls: map(&[("net.ipv4.ip_unprivileged_port_start", "0")]),
+    }
+}
+
+fn container_config(name: &str) -> ContainerConfig {
+    ContainerConfig {
+        name: name.to_string(),
+        attempt: 3,
+        image: IMAGE.to_string(),
+        command: vec!["/bin/sh".into(), "-c".into()],
+        args: vec!["sleep 1000".into()],
+        working_dir: "/work".into(),
+        envs: vec![("A".into(), "1".into()), ("B".into(), "two words".into())],
+        mounts: vec![
+            Mount {
+                container_path: "/data".into(),
+                host_path: "/srv/data".into(),
+                readonly: true,
+                propagation: MountPropagation::HostToContainer,
+            },
+            Mount {
+                container_path: "/shared".into(),
+                host_path: "/srv/shared".into(),
+                readonly: false,
+                propagation: MountPropagation::Bidirectional,
+            },
+            Mount {
+                container_path: "/etc/hosts".into(),
+                host_path: "/var/lib/picolet/hosts".into(),
+                readonly: false,
+                propagation: MountPropagation::Private,
+            },
+        ],
+        labels: map(&[
+            ("io.kubernetes.container.name", name),
+            ("io.kubernetes.pod.uid", "uid-web"),
+        ]),
+        annotations: map(&[("io.kubernetes.container.restartCount", "3")]),
+        log_path: format!("{name}/3.log"),
+        stdin: true,
+        stdin_once: true,
+        tty: true,
+        resources: Resources {
+            cpu_period: 100_000,
+            cpu_quota: 50_000,
+            cpu_shares: 512,
+            memory_limit_in_bytes: 64 << 20,
+        },
+        security: ContainerSecurity {
+            privileged: false,
+            namespace_options: NamespaceOptions {
+                network: NamespaceMode::Pod,
+                pid: NamespaceMode::Container,
+                ipc: NamespaceMode::Pod,
+            },
+            run_as_user: Some(1000),
+            run_as_group: Some(0),
+            supplemental_groups: vec![10, 20],
+            readonly_rootfs: true,
+            no_new_privs: true,
+            add_capabilities: vec!["NET_ADMIN".into()],
+            drop_capabilities: vec!["ALL".into()],
+        },
+    }
+}
+
+/// A ready sandbox with one started container named `name`.
+async fn running_container(e: &Env, pod: &str, name: &str) -> (String, String) {
+    let sandbox = sandbox_config(pod);
+    let sb = e.rt.run_pod_sandbox(&sandbox).await.expect("sandbox");
+    let id =
+        e.rt.create_container(&sb, &container_config(name), &sandbox)
+            .await
+            .expect("create");
+    e.rt.start_container(&id).await.expect("start");
+    (sb, id)
+}
+
+#[tokio::test]
+async fn version_and_status() {
+    let e = env().await;
+    let v = e.rt.version().await.expect("version");
+    assert_eq!(v.runtime_name, "fake-cri");
+    assert_eq!(v.runtime_api_version, "v1");
+
+    let h = e.rt.status().await.expect("status");
+    assert!(h.runtime_ready && h.network_ready);
+    assert_eq!(h.message, "");
+
+    e.fake.set_network_ready(false);
+    let h = e.rt.status().await.expect("status");
+    assert!(h.runtime_ready && !h.network_ready);
+    assert!(h.message.contains("NetworkReady"), "{}", h.message);
+    assert!(h.message.contains("NetworkPluginNotReady"), "{}", h.message);
+}
+
+#[tokio::test]
+async fn sandbox_lifecycle_round_trips() {
+    let e = env().await;
+    let config = sandbox_config("web");
+    let id = e.rt.run_pod_sandbox(&config).await.expect("run");
+    // Every field crossed the wire intact.
+    assert_eq!(e.fake.sandbox_config(&id), Some(config.clone()));
+
+    let s = e.rt.pod_sandbox_status(&id).await.expect("status");
+    assert_eq!(s.id, id);
+    assert_eq!(
+        (
+            s.name.as_str(),
+            s.namespace.as_str(),
+            s.uid.as_str(),
+            s.attempt
+        ),
+        ("web", "default", "uid-web", 1)
+    );
+    assert_eq!(s.state, SandboxState::Ready);
+    assert!(s.created_at > 1_600_000_000_000_000_000, "ns since epoch");
+    assert_eq!(s.labels, config.labels);
+    assert_eq!(s.annotations, config.annotations);
+    assert!(s.ip.as_deref().is_some_and(|ip| ip.starts_with("10.88.")));
+    assert_eq!(s.network, Some(NamespaceMode::Pod));
+
+    // The list carries no network facts.
+    let listed =
+        e.rt.list_pod_sandboxes(&ListFilter::default())
+            .await
+            .expect("list");
+    assert_eq!(listed.len(), 1);
+    assert_eq!((listed[0].ip.clone(), listed[0].network), (None, None));
+    assert_eq!(
+        (listed[0].id.as_str(), listed[0].created_at),
+        (id.as_str(), s.created_at)
+    );
+
+    e.rt.stop_pod_sandbox(&id).await.expect("stop");
+    e.rt.stop_pod_sandbox(&id)
+        .await
+        .expect("stop is idempotent");
+    let s = e.rt.pod_sandbox_status(&id).await.expect("status");
+    assert_eq!(s.state, SandboxState::NotReady);
+
+    e.rt.remove_pod_sandbox(&id).await.expect("remove");
+    e.rt.remove_pod_sandbox(&id)
+        .await
+        .expect("remove is idempotent");
+    let err = e.rt.pod_sandbox_status(&id).await.expect_err("gone");
+    assert!(err.is_not_found(), "{err:?}");
+    let err = e.rt.stop_pod_sandbox(&id).await.expect_err("gone");
+    assert!(err.is_not_found(), "{err:?}");
+}
+
+#[tokio::test]
+async fn host_network_sandbox_has_no_ip() {
+    let e = env().await;
+    let mut config = sandbox_config("host");
+    config.hostname.clear();
+    config.namespace_options.network = NamespaceMode::Node;
+    let id = e.rt.run_pod_sandbox(&config).await.expect("run");
+    let s = e.rt.pod_sandbox_status(&id).await.expect("status");
+    assert_eq!(s.ip, None);
+    assert_eq!(s.network, Some(NamespaceMode::Node));
+}
+
+#[tokio::test]
+async fn list_filters_by_labels_and_id() {
+    let e = env().await;
+    let a = e.rt.run_pod_sandbox(&sandbox_config("a")).await.expect("a");
+    let b = e.rt.run_pod_sandbox(&sandbox_config("b")).await.expect("b");
+    let by_label = |name: &str| ListFilter {
+        labels: map(&[("io.kubernetes.pod.name", name)]),
+        sandbox_id: None,
+    };
+    let ids = |v: Vec<picolet::runtime::Sandbox>| v.into_iter().map(|s| s.id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(e.rt.list_pod_sandboxes(&by_label("b")).await.expect("list")),
+        vec![b.clone()]
+    );
+    assert!(
+        e.rt.list_pod_sandboxes(&by_label("zzz"))
+            .await
+            .expect("list")
+            .is_empty()
+    );
+    let by_id = ListFilter {
+        labels: BTreeMap::new(),
+        sandbox_id: Some(a.clone()),
+    };
+    assert_eq!(
+        ids(e.rt.list_pod_sandboxes(&by_id).await.expect("list")),
+        vec![a.clone()]
+    );
+
+    let sa = sandbox_config("a");
+    let sb = sandbox_config("b");
+    let ca =
+        e.rt.create_container(&a, &container_config("app"), &sa)
+            .await
+            .expect("ca");
+    let mut other = container_config("side");
+    other.labels = map(&[("role", "side")]);
+    let cb = e.rt.create_container(&b, &other, &sb).await.expect("cb");
+    let cids =
+        |v: Vec<picolet::runtime::ContainerInfo>| v.into_iter().map(|c| c.id).collect::<Vec<_>>();
+    let in_b = ListFilter {
+        labels: BTreeMap::new(),
+        sandbox_id: Some(b.clone()),
+    };
+    assert_eq!(
+        cids(e.rt.list_containers(&in_b).await.expect("list")),
+        vec![cb.clone()]
+    );
+    let app = ListFilter {
+        labels: map(&[("io.kubernetes.container.name", "app")]),
+        sandbox_id: None,
+    };
+    assert_eq!(
+        cids(e.rt.list_containers(&app).await.expect("list")),
+        vec![ca]
+    );
+    assert_eq!(
+        e.rt.list_containers(&ListFilter::default())
+            .await
+            .expect("list")
+            .len(),
+        2
+    );
+}
+
+#[tokio::test]
+async fn container_lifecycle_round_trips() {
+    let e = env().await;
+    let sandbox = sandbox_config("web");
+    let sb = e.rt.run_pod_sandbox(&sandbox).await.expect("sandbox");
+    let config = container_config("app");
+    let id =
+        e.rt.create_container(&sb, &config, &sandbox)
+            .await
+            .expect("create");
+    // Every field (security context, resources, mounts with propagation, envs, ...) crossed
+    // the wire intact.
+    assert_eq!(e.fake.container_config(&id), Some(config.clone()));
+
+    let c = e.rt.container_status(&id).await.expect("status");
+    assert_eq!(c.state, ContainerState::Created);
+    assert_eq!((c.name.as_str(), c.attempt), ("app", 3));
+    assert_eq!(c.image, IMAGE);
+    assert!(c.image_ref.starts_with("sha256:"), "{}", c.image_ref);
+    assert!(c.created_at > 0);
+    assert_eq!((c.started_at, c.finished_at), (0, 0));
+    assert_eq!(c.labels, config.labels);
+    assert_eq!(c.annotations, config.annotations);
+    assert_eq!(
+        c.log_path, "/var/log/pods/default_web_uid-web/app/3.log",
+        "containerd reports the full log path"
+    );
+    assert_eq!(
+        c.sandbox_id, "",
+        "ContainerStatus does not carry the sandbox"
+    );
+
+    let listed =
+        e.rt.list_containers(&ListFilter::default())
+            .await
+            .expect("list");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].sandbox_id, sb);
+    assert_eq!(listed[0].image_ref, c.image_ref);
+    assert_eq!(listed[0].created_at, c.created_at);
+
+    e.rt.start_container(&id).await.expect("start");
+    let c = e.rt.container_status(&id).await.expect("status");
+    assert_eq!(c.state, ContainerState::Running);
+    assert!(c.started_at >= c.created_at);
+
+    let err =
+        e.rt.start_container(&id)
+            .await
+            .expect_err("already running");
+    assert!(
+        matches!(&err, CriError::Rpc { code, .. } if code == "Unknown"),
+        "{err:?}"
+    );
+
+    let out =
+        e.rt.exec_sync(&id, &["true".to_string()], Duration::from_secs(1))
+            .await
+            .expect("exec");
+    assert_eq!(out.exit_code, 0);
+    e.fake.set_exec_result(
+        "app",
+        ExecResult {
+            exit_code: 1,
+            stdout: b"out".to_vec(),
+            stderr: b"err".to_vec(),
+        },
+    );
+    let out =
+        e.rt.exec_sync(&id, &["false".to_string()], Duration::from_millis(500))
+            .await
+            .expect("exec");
+    assert_eq!(
+        (out.exit_code, out.stdout.as_slice(), out.stderr.as_slice()),
+        (1, &b"out"[..], &b"err"[..])
+    );
+
+    e.rt.stop_container(&id, 10).await.expect("stop");
+    let c = e.rt.container_status(&id).await.expect("status");
+    assert_eq!(c.state, ContainerState::Exited);
+    assert_eq!((c.exit_code, c.reason.as_str()), (0, "Completed"));
+    assert!(c.finished_at >= c.started_at);
+    e.rt.stop_container(&id, 10)
+        .await
+        .expect("stop is idempotent");
+
+    e.rt.remove_container(&id).await.expect("remove");
+    e.rt.remove_container(&id)
+        .await
+        .expect("remove is idempotent");
+    let err = e.rt.container_status(&id).await.expect_err("gone");
+    assert!(err.is_not_found(), "{err:?}");
+    let err = e.rt.stop_container(&id, 1).await.expect_err("gone");
+    assert!(err.is_not_found(), "{err:?}");
+}
+
+#[tokio::test]
+async fn create_refusals() {
+    let e = env().await;
+    let sandbox = sandbox_config("web");
+    let err =
+        e.rt.create_container("no-such-sandbox", &container_config("app"), &sandbox)
+            .await
+            .expect_err("no sandbox");
+    assert!(err.is_not_found(), "{err:?}");
+
+    let sb = e.rt.run_pod_sandbox(&sandbox).await.expect("sandbox");
+    let mut missing_image = container_config("app");
+    missing_image.image = "localhost/nope:1".into();
+    let err =
+        e.rt.create_container(&sb, &missing_image, &sandbox)
+            .await
+            .expect_err("no image");
+    assert!(err.is_not_found(), "{err:?}");
+
+    e.rt.create_container(&sb, &container_config("app"), &sandbox)
+        .await
+        .expect("first");
+    let err =
+        e.rt.create_container(&sb, &container_config("app"), &sandbox)
+            .await
+            .expect_err("same name and attempt");
+    assert!(matches!(err, CriError::Rpc { .. }), "{err:?}");
+
+    let err =
+        e.rt.run_pod_sandbox(&sandbox)
+            .await
+            .expect_err("sandbox name reserved");
+    assert!(matches!(err, CriError::Rpc { .. }), "{err:?}");
+
+    e.rt.stop_pod_sandbox(&sb).await.expect("stop");
+    let mut next = container_config("app");
+    next.attempt = 4;
+    let err =
+        e.rt.create_container(&sb, &next, &sandbox)
+            .await
+            .expect_err("sandbox not ready");
+    assert!(matches!(err, CriError::Rpc { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn stop_waits_the_grace_period_when_sigterm_is_ignored() {
+    let e = env().await;
+    e.fake.set_ignore_sigterm("stubborn", true);
+    let (_, id) = running_container(&e, "web", "stubborn").await;
+    let started = Instant::now();
+    e.rt.stop_container(&id, 1).await.expect("stop");
+    assert!(started.elapsed() >= Duration::from_secs(1));
+    let c = e.rt.container_status(&id).await.expect("status");
+    assert_eq!((c.state, c.exit_code), (ContainerState::Exited, 137));
+}
+
+#[tokio::test]
+async fn container_exit_hooks() {
+    let e = env().await;
+    let (sb, id) = running_container(&e, "web", "app").await;
+    assert!(e.fake.exit_container(&id, 3));
+    assert!(
+        !e.fake.exit_container(&id, 4),
+        "only a running container exits"
+    );
+    let c = e.rt.container_status(&id).await.expect("status");
+    assert_eq!(
+        (c.state, c.exit_code, c.reason.as_str()),
+        (ContainerState::Exited, 3, "Error")
+    );
+
+    // A container that crashes right after start.
+    e.fake.set_exit_on_start("crashy", Some(2));
+    let sandbox = sandbox_config("web");
+    let crashy =
+        e.rt.create_container(&sb, &container_config("crashy"), &sandbox)
+            .await
+            .expect("create");
+    e.rt.start_container(&crashy).await.expect("start");
+    let c = e.rt.container_status(&crashy).await.expect("status");
+    assert_eq!((c.state, c.exit_code), (ContainerState::Exited, 2));
+    assert!(c.started_at > 0 && c.finished_at >= c.started_at);
+
+    let mut again = container_config("app");
+    again.attempt = 4;
+    let id2 =
+        e.rt.create_container(&sb, &again, &sandbox)
+            .await
+            .expect("create");
+    e.rt.start_container(&id2).await.expect("start");
+    assert!(e.fake.oom_kill_container(&id2));
+    let c = e.rt.container_status(&id2).await.expect("status");
+    assert_eq!((c.exit_code, c.reason.as_str()), (137, "OOMKilled"));
+    assert_eq!(
+        e.fake.find_container("app").map(|c| c.id),
+        Some(id2),
+        "newest of that name"
+    );
+}
+
+#[tokio::test]
+async fn stopping_a_sandbox_kills_its_containers() {
+    let e = env().await;
+    let (sb, id) = running_container(&e, "web", "app").await;
+    e.rt.stop_pod_sandbox(&sb).await.expect("stop");
+    let c = e.rt.container_status(&id).await.expect("status");
+    assert_eq!((c.state, c.exit_code), (ContainerState::Exited, 137));
+    e.rt.remove_pod_sandbox(&sb).await.expect("remove");
+    assert!(e.fake.containers().is_empty(), "removed with the sandbox");
+}
+
+#[tokio::test]
+async fn images() {
+    let e = env().await;
+    let sandbox = sandbox_config("web");
+    assert_eq!(
+        e.rt.image_status("localhost/other:1")
+            .await
+            .expect("status"),
+        None
+    );
+    let img =
+        e.rt.image_status(IMAGE)
+            .await
+            .expect("status")
+            .expect("present");
+    assert!(img.id.starts_with("sha256:"));
+    assert_eq!(img.repo_tags, vec![IMAGE.to_string()]);
+    assert!(img.size > 0);
+
+    let image_ref = e.rt.pull_image("busybox", &sandbox).await.expect("pull");
+    let pulled =
+        e.rt.image_status("docker.io/library/busybox:latest")
+            .await
+            .expect("status")
+            .expect("pulled");
+    assert_eq!(pulled.id, image_ref);
+
+    e.fake
+        .fail_pulls("quay.io/x/y:1", Code::Unknown, "pull access denied");
+    let err =
+        e.rt.pull_image("quay.io/x/y:1", &sandbox)
+            .await
+            .expect_err("fails");
+    assert_eq!(
+        err,
+        CriError::Rpc {
+            method: "PullImage",
+            code: "Unknown".into(),
+            message: "pull access denied".into()
+        }
+    );
+
+    assert_eq!(e.rt.list_images().await.expect("list").len(), 2);
+    let fs = e.rt.image_fs_info().await.expect("fs");
+    assert_eq!(fs.len(), 1);
+    assert!(fs[0].used_bytes > 0 && !fs[0].mountpoint.is_empty());
+    e.rt.remove_image("busybox").await.expect("remove");
+    e.rt.remove_image("busybox")
+        .await
+        .expect("remove is idempotent");
+    assert_eq!(e.rt.list_images().await.expect("list").len(), 1);
+}
+
+#[tokio::test]
+async fn grpc_errors_map_to_cri_errors() {
+    let e = env().await;
+    let cases = [
+        (Code::NotFound, "NotFound"),
+        (Code::Unavailable, "Unavailable"),
+        (Code::DeadlineExceeded, "Timeout"),
+        (Code::PermissionDenied, "Rpc"),
+        (Code::Unknown, "Rpc"),
+    ];
+    for (code, want) in cases {
+        e.fake
+            .inject_times(Method::Version, Fault::fail(code, "injected"), 1);
+        let err = e.rt.version().await.expect_err("injected");
+        let got = match &err {
+            CriError::NotFound { method, message } => {
+                assert_eq!((*method, message.as_str()), ("Version", "injected"));
+                "NotFound"
+            }
+            CriError::Unavailable { .. } => "Unavailable",
+            CriError::Timeout { .. } => "Timeout",
+            CriError::Rpc { code: c, .. } => {
+                assert_eq!(c, &format!("{code:?}"));
+                "Rpc"
+            }
+            other => panic!("unexpected {other:?}"),
+        };
+        assert_eq!(got, want, "{code:?}");
+    }
+    // The counted faults are used up.
+    e.rt.version().await.expect("healthy again");
+
+    e.fake
+        .inject(Method::ImageStatus, Fault::fail(Code::NotFound, "no image"));
+    assert_eq!(
+        e.rt.image_status(IMAGE).await.expect("NotFound is absent"),
+        None
+    );
+    e.fake.clear_faults();
+    assert!(e.rt.image_status(IMAGE).await.expect("status").is_some());
+}
+
+#[tokio::test]
+async fn a_call_that_never_answers_times_out() {
+    let deadline = Duration::from_millis(300);
+    let e = env_with(CriTimeouts::uniform(deadline)).await;
+    e.fake.inject(Method::Status, Fault::Hang);
+    let started = Instant::now();
+    let err = e.rt.status().await.expect_err("hangs");
+    let took = started.elapsed();
+    assert_eq!(
+        err,
+        CriError::Timeout {
+            method: "Status",
+            timeout: deadline
+        }
+    );
+    assert!(
+        took >= deadline && took < deadline + Duration::from_secs(1),
+        "{took:?}"
+    );
+    // Other calls on the same channel are unaffected.
+    e.rt.version().await.expect("version");
+
+    // StopContainer's deadline is the request timeout plus the grace period.
+    let (_, id) = running_container(&e, "web", "app").await;
+    e.fake.inject(Method::StopContainer, Fault::Hang);
+    let started = Instant::now();
+    let err = e.rt.stop_container(&id, 1).await.expect_err("hangs");
+    let took = started.elapsed();
+    let want = deadline + Duration::from_secs(1);
+    assert_eq!(
+        err,
+        CriError::Timeout {
+            method: "StopContainer",
+            timeout: want
+        }
+    );
+    assert!(
+        took >= want && took < want + Duration::from_secs(1),
+        "{took:?}"
+    );
+
+    // A delay shorter than the deadline is just slow.
+    e.fake.clear_faults();
+    e.fake
+        .inject(Method::Version, Fault::Delay(Duration::from_millis(100)));
+    e.rt.version().await.expect("slow but in time");
+}
+
+#[tokio::test]
+async fn latency_applies_to_every_call() {
+    let e = env().await;
+    e.fake.set_latency(Duration::from_millis(50));
+    let started = Instant::now();
+    e.rt.version().await.expect("version");
+    e.rt.status().await.expect("status");
+    assert!(started.elapsed() >= Duration::from_millis(100));
+}
+
+#[tokio::test]
+async fn messages_up_to_16_mib_pass() {
+    let e = env().await;
+    let (_, id) = running_container(&e, "web", "app").await;
+    // Beyond tonic's 4 MiB default, within the kubelet's 16 MiB.
+    let big = vec![b'x'; 8 << 20];
+    e.fake.set_exec_result(
+        &id,
+        ExecResult {
+            exit_code: 0,
+            stdout: big.clone(),
+            stderr: Vec::new(),
+        },
+    );
+    let out =
+        e.rt.exec_sync(&id, &["cat".to_string()], Duration::from_secs(1))
+            .await
+            .expect("exec");
+    assert_eq!(out.stdout.len(), big.len());
+}
+
+#[tokio::test]
+async fn call_log_records_method_and_key() {
+    let e = env().await;
+    let (sb, id) = running_container(&e, "web", "app").await;
+    e.rt.image_status(IMAGE).await.expect("status");
+    assert_eq!(
+        e.fake.calls_to(Method::RunPodSandbox),
+        vec!["web".to_string()]
+    );
+    assert_eq!(
+        e.fake.calls_to(Method::CreateContainer),
+        vec!["app".to_string()]
+    );
+    assert_eq!(e.fake.calls_to(Method::StartContainer), vec![id]);
+    assert_eq!(
+        e.fake.calls_to(Method::ImageStatus),
+        vec![IMAGE.to_string()]
+    );
+    let methods: Vec<Method> = e.fake.calls().into_iter().map(|c| c.method).collect();
+    assert_eq!(
+        methods,
+        vec![
+            Method::RunPodSandbox,
+            Method::CreateContainer,
+            Method::StartContainer,
+            Method::ImageStatus
+        ]
+    );
+    e.fake.clear_calls();
+    e.rt.stop_pod_sandbox(&sb).await.expect("stop");
+    assert_eq!(e.fake.call_count(Method::StopPodSandbox), 1);
+    assert_eq!(e.fake.calls().len(), 1);
+}
+
+#[tokio::test]
+async fn runtime_not_running_then_started_later() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("late.sock");
+    let endpoint = format!("unix://{}", socket.display());
+    let rt = CriRuntime::connect(&endpoint)
+        .expect("endpoint")
+        .with_timeouts(CriTimeouts::uniform(Duration::from_secs(5)));
+
+    let started = Instant::now();
+    let err = rt.version().await.expect_err("nothing listens");
+    assert!(
+        matches!(
+            err,
+            CriError::Unavailable {
+                method: "Version",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(2), "fails fast");
+    let err = rt.status().await.expect_err("still nothing");
+    assert!(matches!(err, CriError::Unavailable { .. }), "{err:?}");
+
+    let _fake = FakeCri::start(&socket).await.expect("start");
+    let clone = rt.clone();
+    rt.version().await.expect("the same client connects now");
+    clone.status().await.expect("and its clones");
+}
+
+/// Retries a call a few times: right after a restart the channel may report the broken
+/// connection once before it re-dials.
+async fn eventually<T, F, Fut>(mut call: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, CriError>>,
+{
+    for _ in 0..3 {
+        match call().await {
+            Ok(v) => return v,
+            Err(CriError::Unavailable { .. }) => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+    }
+    panic!("the client did not reconnect");
+}
+
+#[tokio::test]
+async fn runtime_restart_in_the_middle() {
+    let mut e = env().await;
+    let (sb, id) = running_container(&e, "web", "app").await;
+
+    // containerd restarts: connections die, pods survive.
+    e.fake.restart().await.expect("restart");
+    let all = ListFilter::default();
+    let sandboxes = eventually(|| e.rt.list_pod_sandboxes(&all)).await;
+    assert_eq!(sandboxes.len(), 1);
+    assert_eq!(sandboxes[0].id, sb);
+    let c =
+        e.rt.container_status(&id)
+            .await
+            .expect("status after restart");
+    assert_eq!(c.state, ContainerState::Running);
+
+    // Down for a while: calls fail as Unavailable, then work again.
+    e.fake.shutdown().await;
+    assert!(!e.fake.is_serving());
+    let err = e.rt.version().await.expect_err("down");
+    assert!(matches!(err, CriError::Unavailable { .. }), "{err:?}");
+    e.fake.restart().await.expect("back");
+    eventually(|| e.rt.version()).await;
+}
+
+#[tokio::test]
+async fn a_call_in_flight_when_the_runtime_dies_is_unavailable() {
+    let mut e = env().await;
+    e.fake.inject(Method::Status, Fault::Hang);
+    let rt = e.rt.clone();
+    let call = tokio::spawn(async move { rt.status().await });
+    // Let the call reach the server.
+    for _ in 0..100 {
+        if e.fake.call_count(Method::Status) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(e.fake.call_count(Method::Status), 1);
+    let started = Instant::now();
+    e.fake.shutdown().await;
+    let err = call.await.expect("join").expect_err("connection dropped");
+    assert!(matches!(err, CriError::Unavailable { .. }), "{err:?}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
