@@ -461,7 +461,8 @@ async fn create_refusals() {
         e.rt.create_container(&sb, &next, &sandbox)
             .await
             .expect_err("sandbox not ready");
-    assert!(matches!(err, CriError::Rpc { .. }), "{err:?}");
+    // containerd 1.6: "failed to get sandbox container task: no running task found"
+    assert!(err.is_not_found(), "{err:?}");
 }
 
 #[tokio::test]
@@ -667,6 +668,25 @@ async fn a_call_that_never_answers_times_out() {
         "{took:?}"
     );
 
+    // The runtime timing out the exec'd command (containerd: DeadlineExceeded) is a
+    // timeout of the command, not of the call.
+    e.fake.inject_times(
+        Method::ExecSync,
+        Fault::fail(Code::DeadlineExceeded, "timeout 1s exceeded"),
+        1,
+    );
+    let err =
+        e.rt.exec_sync(&id, &["sleep".into(), "5".into()], Duration::from_secs(1))
+            .await
+            .expect_err("command timed out");
+    assert_eq!(
+        err,
+        CriError::Timeout {
+            method: "ExecSync",
+            timeout: Duration::from_secs(1)
+        }
+    );
+
     // A delay shorter than the deadline is just slow.
     e.fake.clear_faults();
     e.fake
@@ -834,4 +854,137 @@ async fn a_call_in_flight_when_the_runtime_dies_is_unavailable() {
     let err = call.await.expect("join").expect_err("connection dropped");
     assert!(matches!(err, CriError::Unavailable { .. }), "{err:?}");
     assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+/// Against a real containerd (the e2e lab, `tests/e2e/lab.sh up`): skipped (and passing)
+/// unless `PICOLET_E2E_ENDPOINT` names its CRI socket. Checks the facts the client relies on
+/// that the fake can only imitate: field encoding, NotFound codes, ExecSync, Stop timings.
+#[tokio::test]
+async fn lab_smoke_against_real_containerd() {
+    let Ok(endpoint) = std::env::var("PICOLET_E2E_ENDPOINT") else {
+        eprintln!("skipped: PICOLET_E2E_ENDPOINT is not set");
+        return;
+    };
+    let rt = CriRuntime::connect(&endpoint)
+        .expect("endpoint")
+        .with_timeouts(CriTimeouts::uniform(Duration::from_secs(30)));
+    let v = rt.version().await.expect("version");
+    assert_eq!(v.runtime_api_version, "v1");
+    let h = rt.status().await.expect("status");
+    assert!(h.runtime_ready && h.network_ready, "{h:?}");
+    let img = rt.image_status(IMAGE).await.expect("image status");
+    assert!(img.is_some(), "{IMAGE} must be imported in the lab");
+    assert_eq!(
+        rt.image_status("localhost/no-such-image:1")
+            .await
+            .expect("image status"),
+        None
+    );
+
+    let logs = tempfile::tempdir().expect("log dir");
+    let uid = format!("cri-client-{}", std::process::id());
+    let mut sandbox = sandbox_config("cri-client");
+    sandbox.uid = uid.clone();
+    sandbox.labels = map(&[("io.kubernetes.pod.uid", &uid)]);
+    sandbox.log_directory = logs.path().display().to_string();
+    sandbox.cgroup_parent = String::new();
+    sandbox.port_mappings.clear();
+    sandbox.sysctls.clear();
+    sandbox.privileged = false;
+    sandbox.dns = None;
+    let sb = rt.run_pod_sandbox(&sandbox).await.expect("run sandbox");
+    let result = async {
+        let s = rt.pod_sandbox_status(&sb).await?;
+        assert_eq!(s.state, SandboxState::Ready);
+        assert!(s.ip.is_some(), "a pod-network sandbox has an IP: {s:?}");
+        assert_eq!(s.network, Some(NamespaceMode::Pod));
+        let listed = rt
+            .list_pod_sandboxes(&ListFilter {
+                labels: map(&[("io.kubernetes.pod.uid", &uid)]),
+                sandbox_id: None,
+            })
+            .await?;
+        assert_eq!(listed.iter().map(|s| &s.id).collect::<Vec<_>>(), vec![&sb]);
+
+        let mut config = container_config("app");
+        config.command = vec!["/bin/sh".into(), "-c".into()];
+        config.args = vec!["trap 'exit 0' TERM; echo started; sleep 3600 & wait".into()];
+        config.working_dir = "/".into();
+        config.mounts.clear();
+        config.security = ContainerSecurity {
+            namespace_options: sandbox.namespace_options,
+            ..ContainerSecurity::default()
+        };
+        config.resources = Resources::default();
+        config.stdin = false;
+        config.stdin_once = false;
+        config.tty = false;
+        let id = rt.create_container(&sb, &config, &sandbox).await?;
+        rt.start_container(&id).await?;
+        let c = rt.container_status(&id).await?;
+        assert_eq!(c.state, ContainerState::Running, "{c:?}");
+        assert_eq!(c.log_path, format!("{}/app/3.log", sandbox.log_directory));
+        let out = rt
+            .exec_sync(
+                &id,
+                &[
+                    "sh".into(),
+                    "-c".into(),
+                    "echo hi; echo err >&2; exit 3".into(),
+                ],
+                Duration::from_secs(5),
+            )
+            .await?;
+        assert_eq!(
+            (out.exit_code, out.stdout.as_slice(), out.stderr.as_slice()),
+            (3, &b"hi\n"[..], &b"err\n"[..])
+        );
+        // containerd kills a command past its timeout and answers DeadlineExceeded.
+        let err = rt
+            .exec_sync(&id, &["sleep".into(), "5".into()], Duration::from_secs(1))
+            .await
+            .expect_err("exec timeout");
+        assert_eq!(
+            err,
+            CriError::Timeout {
+                method: "ExecSync",
+                timeout: Duration::from_secs(1)
+            }
+        );
+        rt.stop_container(&id, 2).await?;
+        let c = rt.container_status(&id).await?;
+        assert_eq!(
+            (c.state, c.exit_code, c.reason.as_str()),
+            (ContainerState::Exited, 0, "Completed")
+        );
+        rt.remove_container(&id).await?;
+        rt.remove_container(&id).await?; // idempotent
+        let err = rt.container_status(&id).await.expect_err("removed");
+        assert!(err.is_not_found(), "containerd: {err:?}");
+        let err = rt.stop_container(&id, 1).await.expect_err("removed");
+        eprintln!("StopContainer of a removed container: {err:?}");
+        Ok::<(), CriError>(())
+    }
+    .await;
+    rt.stop_pod_sandbox(&sb).await.expect("stop sandbox");
+    if result.is_ok() {
+        let mut late = container_config("late");
+        late.mounts.clear();
+        let err = rt
+            .create_container(&sb, &late, &sandbox)
+            .await
+            .expect_err("sandbox stopped");
+        assert!(err.is_not_found(), "containerd: {err:?}");
+    }
+    rt.remove_pod_sandbox(&sb).await.expect("remove sandbox");
+    result.expect("lifecycle");
+    rt.remove_pod_sandbox(&sb)
+        .await
+        .expect("remove is idempotent");
+    let err = rt.pod_sandbox_status(&sb).await.expect_err("removed");
+    assert!(err.is_not_found(), "containerd: {err:?}");
+    match rt.stop_pod_sandbox(&sb).await {
+        Ok(()) => eprintln!("StopPodSandbox of a removed sandbox: Ok"),
+        Err(e) => eprintln!("StopPodSandbox of a removed sandbox: {e:?}"),
+    }
 }

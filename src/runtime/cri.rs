@@ -137,8 +137,11 @@ pub fn parse_endpoint(endpoint: &str) -> Result<PathBuf, CriError> {
 
 impl CriRuntime {
     /// Prepares a client for `endpoint` (see [`parse_endpoint`]) with the kubelet's
-    /// deadlines. Does not dial: the first call does. Must be called inside a tokio runtime
-    /// (the channel spawns its worker task there).
+    /// deadlines. Does not dial: the first call does, and the call after a broken
+    /// connection dials again.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime: the channel spawns its worker task on the current one.
     pub fn connect(endpoint: &str) -> Result<CriRuntime, CriError> {
         let socket: Arc<Path> = Arc::from(parse_endpoint(endpoint)?);
         let dial_path = Arc::clone(&socket);
@@ -488,7 +491,19 @@ impl Runtime for CriRuntime {
             cmd: cmd.to_vec(),
             timeout: i64::try_from(seconds).unwrap_or(i64::MAX),
         };
-        let resp = unary(METHOD, deadline, client.exec_sync(request(req, deadline))).await?;
+        let started = tokio::time::Instant::now();
+        let resp = match unary(METHOD, deadline, client.exec_sync(request(req, deadline))).await {
+            Ok(resp) => resp,
+            // The runtime gave up on the command (containerd: DeadlineExceeded) before our
+            // deadline: report the command's timeout (kubelet: exec.NewTimeoutError).
+            Err(CriError::Timeout { .. }) if started.elapsed() < deadline => {
+                return Err(CriError::Timeout {
+                    method: METHOD,
+                    timeout,
+                });
+            }
+            Err(e) => return Err(e),
+        };
         Ok(ExecResult {
             exit_code: resp.exit_code,
             stdout: resp.stdout,
@@ -555,7 +570,7 @@ const TONIC_TIMEOUT_EXPIRED: &str = "Timeout expired";
 
 /// `tonic::Status` → `CriError`. containerd answers a missing container, sandbox or image
 /// with `NotFound` (its `errdefs.ErrNotFound` becomes `codes.NotFound`).
-pub(super) fn map_status(
+fn map_status(
     method: &'static str,
     timeout: Duration,
     status: &tonic::Status,
@@ -610,7 +625,7 @@ fn non_empty(method: &'static str, value: String, field: &str) -> Result<String,
 // Domain → CRI
 // ---------------------------------------------------------------------------------------
 
-pub(super) fn image_spec(image: &str) -> proto::ImageSpec {
+fn image_spec(image: &str) -> proto::ImageSpec {
     proto::ImageSpec {
         image: image.to_string(),
         ..Default::default()
@@ -655,7 +670,7 @@ fn int64_value(v: Option<i64>) -> Option<proto::Int64Value> {
 }
 
 /// `SandboxConfig` → CRI `PodSandboxConfig` (kubelet: `generatePodSandboxConfig`).
-pub(super) fn sandbox_config(c: &SandboxConfig) -> proto::PodSandboxConfig {
+fn sandbox_config(c: &SandboxConfig) -> proto::PodSandboxConfig {
     proto::PodSandboxConfig {
         metadata: Some(proto::PodSandboxMetadata {
             name: c.name.clone(),
@@ -695,7 +710,7 @@ pub(super) fn sandbox_config(c: &SandboxConfig) -> proto::PodSandboxConfig {
 }
 
 /// `ContainerConfig` → CRI `ContainerConfig` (kubelet: `generateContainerConfig`).
-pub(super) fn container_config(c: &ContainerConfig) -> proto::ContainerConfig {
+fn container_config(c: &ContainerConfig) -> proto::ContainerConfig {
     let s = &c.security;
     let capabilities =
         (!s.add_capabilities.is_empty() || !s.drop_capabilities.is_empty()).then(|| {

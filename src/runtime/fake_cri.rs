@@ -24,6 +24,9 @@
 //! fake.shutdown().await;
 //! ```
 //!
+//! Tests that use it run on real time (`#[tokio::test]`, not `start_paused`): with socket I/O
+//! in flight a paused clock auto-advances, and client deadlines would fire spuriously.
+//!
 //! # Behaviour (modelled on containerd 1.6+)
 //!
 //! Sandboxes: `RunPodSandbox` → Ready, with an IP from 10.88.0.0/16 unless the network
@@ -32,8 +35,9 @@
 //! containers exit 137; idempotent; unknown id → `NotFound`. `RemovePodSandbox`: stops it if
 //! needed and removes it with its containers; an unknown id is fine (idempotent).
 //!
-//! Containers: `CreateContainer` needs a Ready sandbox (unknown → `NotFound`, not ready →
-//! `Unknown`), a present image (else `NotFound`) and a free (name, attempt) in the sandbox.
+//! Containers: `CreateContainer` needs a Ready sandbox (unknown or not ready → `NotFound`,
+//! as containerd 1.6 answers), a present image (else `NotFound`) and a free (name, attempt)
+//! in the sandbox (else `Unknown`, "name is reserved").
 //! Transitions: Created --Start--> Running --exit/Stop--> Exited. `StartContainer` on
 //! anything but Created is `Unknown`. `StopContainer` on a running container exits it with 0
 //! ("Completed") at once, or — if it ignores SIGTERM ([`FakeCriHandle::set_ignore_sigterm`])
@@ -1106,10 +1110,19 @@ impl RuntimeService for FakeService {
             .get(&sandbox_id)
             .ok_or_else(|| not_found("sandbox", &sandbox_id))?;
         if sandbox.info.state != SandboxState::Ready {
-            return Err(Status::unknown(format!(
-                "sandbox {sandbox_id:?} is not running"
+            // containerd 1.6 says NotFound: the sandbox's task is gone.
+            return Err(Status::not_found(format!(
+                "failed to get sandbox container task: no running task found: task {sandbox_id} not found: not found"
             )));
         }
+        let full_name = format!(
+            "{}_{}_{}_{}_{}",
+            config.name,
+            sandbox.info.name,
+            sandbox.info.namespace,
+            sandbox.info.uid,
+            config.attempt
+        );
         let log_directory = sandbox.config.log_directory.clone();
         let image_ref = st.resolve_image(&config.image).ok_or_else(|| {
             Status::not_found(format!(
@@ -1124,8 +1137,8 @@ impl RuntimeService for FakeService {
                 && c.info.attempt == config.attempt
         }) {
             return Err(Status::unknown(format!(
-                "failed to reserve container name {:?} attempt {}: reserved for {:?}",
-                config.name, config.attempt, other.info.id
+                "failed to reserve container name {full_name:?}: name {full_name:?} is reserved for {:?}",
+                other.info.id
             )));
         }
         let id = st.new_id();
@@ -1181,7 +1194,7 @@ impl RuntimeService for FakeService {
             .ok_or_else(|| not_found("container", &id))?;
         if c.info.state != ContainerState::Created {
             return Err(Status::unknown(format!(
-                "container {id:?} is in {} state",
+                "failed to set starting state for container {id:?}: container is in {} state",
                 container_state_name(c.info.state)
             )));
         }
@@ -1307,7 +1320,7 @@ impl RuntimeService for FakeService {
             .ok_or_else(|| not_found("container", &id))?;
         if c.info.state != ContainerState::Running {
             return Err(Status::unknown(format!(
-                "container {id:?} is in {} state, not running",
+                "failed to exec in container: container is in {} state",
                 container_state_name(c.info.state)
             )));
         }
