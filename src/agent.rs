@@ -34,7 +34,9 @@ use crate::config::{PodConfig, PodOp, PodUpdate};
 use crate::node::{self, NodeError};
 use crate::options::Options;
 use crate::pod_manager::PodManager;
-use crate::pod_workers::{PodSyncer, PodWorkers, SyncFailure, SyncPodOk, UpdatePodOptions, UpdateType};
+use crate::pod_workers::{
+    PodSyncer, PodWorkers, SyncFailure, SyncPodOk, UpdatePodOptions, UpdateType,
+};
 use crate::runtime::backoff::PodBackoffs;
 use crate::runtime::cri::CriRuntime;
 use crate::runtime::sync::{self, PodSyncResult, StartOutcome, SyncEnv};
@@ -199,7 +201,6 @@ struct Loop<R: Runtime, C: Clock> {
     notified_ready: bool,
 }
 
-
 impl<R: Runtime, C: Clock> Loop<R, C> {
     /// kubelet: `syncLoopIteration` → `HandlePodAdditions/Updates/Removes/…`.
     fn handle(&mut self, update: PodUpdate) {
@@ -249,7 +250,9 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     fn start_or_hold(&mut self, pod: Arc<Pod>) {
         let uid = pod.uid().to_string();
         if pod.is_static() && !self.workers.is_known(&uid) {
-            if let Some(old) = self.live_runtime_uid_named(&pod.metadata.namespace, &pod.metadata.name, &uid) {
+            if let Some(old) =
+                self.live_runtime_uid_named(&pod.metadata.namespace, &pod.metadata.name, &uid)
+            {
                 if self.held.insert(uid.clone()) {
                     log::info!(
                         "pod {} (uid {uid}) waits: the runtime still runs uid {old} with the same name",
@@ -400,7 +403,12 @@ pub struct AgentSyncer<R: Runtime, C: Clock> {
 
 impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
     /// Recomputes the API status from a fresh runtime view and stores it (logged on change).
-    fn record_status(&self, pod: &Pod, observed: &PodRuntimeStatus, reasons: &WaitingReasons) -> bool {
+    fn record_status(
+        &self,
+        pod: &Pod,
+        observed: &PodRuntimeStatus,
+        reasons: &WaitingReasons,
+    ) -> bool {
         let now = self.env.clock.now();
         let mut shared = self.shared.borrow_mut();
         let previous = shared.statuses.get(pod.uid()).cloned();
@@ -422,14 +430,25 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
         let observed = sync::get_pod_status(&self.env.runtime, &uid)
             .await
             .map_err(failure)?;
-        let mut backoffs = self.shared.borrow_mut().backoffs.remove(&uid).unwrap_or_default();
+        let mut backoffs = self
+            .shared
+            .borrow_mut()
+            .backoffs
+            .remove(&uid)
+            .unwrap_or_default();
         let result = tokio::select! {
             r = sync::sync_pod(&self.env, &pod, &observed, &mut backoffs) => Some(r),
             _ = cancel.cancelled() => None,
         };
-        self.shared.borrow_mut().backoffs.insert(uid.clone(), backoffs);
+        self.shared
+            .borrow_mut()
+            .backoffs
+            .insert(uid.clone(), backoffs);
         let Some(result) = result else {
-            return Err(SyncFailure { message: "cancelled".into(), network_not_ready: false });
+            return Err(SyncFailure {
+                message: "cancelled".into(),
+                network_not_ready: false,
+            });
         };
         let after = sync::get_pod_status(&self.env.runtime, &uid)
             .await
@@ -460,7 +479,10 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
             .map_err(failure)?;
         sync::kill_pod(&self.env, pod.as_deref(), &observed, Some(grace_secs))
             .await
-            .map_err(|e| SyncFailure { message: e.to_string(), network_not_ready: false })?;
+            .map_err(|e| SyncFailure {
+                message: e.to_string(),
+                network_not_ready: false,
+            })?;
         let after = sync::get_pod_status(&self.env.runtime, &uid)
             .await
             .map_err(failure)?;
@@ -468,22 +490,36 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
             self.record_status(pod, &after, &WaitingReasons::new());
         }
         // kubelet: SyncTerminatingPod re-reads the runtime; anything still running is an error.
-        if let Some(c) = after.containers.iter().find(|c| c.state == ContainerState::Running) {
+        if let Some(c) = after
+            .containers
+            .iter()
+            .find(|c| c.state == ContainerState::Running)
+        {
             return Err(SyncFailure {
-                message: format!("container {} ({}) is still running after kill", c.name, c.id),
+                message: format!(
+                    "container {} ({}) is still running after kill",
+                    c.name, c.id
+                ),
                 network_not_ready: false,
             });
         }
         Ok(())
     }
 
-    async fn sync_terminated_pod(&self, uid: String, _pod: Option<Arc<Pod>>) -> Result<(), SyncFailure> {
+    async fn sync_terminated_pod(
+        &self,
+        uid: String,
+        _pod: Option<Arc<Pod>>,
+    ) -> Result<(), SyncFailure> {
         let observed = sync::get_pod_status(&self.env.runtime, &uid)
             .await
             .map_err(failure)?;
         sync::cleanup_pod(&self.env, &observed, &uid)
             .await
-            .map_err(|e| SyncFailure { message: e.to_string(), network_not_ready: false })?;
+            .map_err(|e| SyncFailure {
+                message: e.to_string(),
+                network_not_ready: false,
+            })?;
         self.shared.borrow_mut().backoffs.remove(&uid);
         Ok(())
     }
@@ -495,9 +531,10 @@ fn waiting_reasons(result: &PodSyncResult) -> WaitingReasons {
         .containers
         .iter()
         .filter_map(|c| match &c.outcome {
-            StartOutcome::Waiting { reason, message } => {
-                Some((c.name.clone(), (reason.as_str().to_string(), message.clone())))
-            }
+            StartOutcome::Waiting { reason, message } => Some((
+                c.name.clone(),
+                (reason.as_str().to_string(), message.clone()),
+            )),
             StartOutcome::Started { .. } => None,
         })
         .collect()
@@ -518,9 +555,16 @@ fn describe_failure(pod: &Pod, result: &PodSyncResult) -> String {
             }
         }
     }
-    format!("sync of pod {} failed: {}", pod.full_name(), parts.join("; "))
+    format!(
+        "sync of pod {} failed: {}",
+        pod.full_name(),
+        parts.join("; ")
+    )
 }
 
 fn failure(e: CriError) -> SyncFailure {
-    SyncFailure { message: e.to_string(), network_not_ready: false }
+    SyncFailure {
+        message: e.to_string(),
+        network_not_ready: false,
+    }
 }

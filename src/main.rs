@@ -1,1 +1,152 @@
-fn main() {}
+//! The `picolet` binary: flags → options → a current_thread tokio runtime → `agent::run`.
+//! Signals live here: SIGTERM/SIGINT cancel the one shutdown token (pods keep running, as
+//! with the kubelet); SIGHUP asks the file source to re-list now.
+
+use std::process::ExitCode;
+use std::rc::Rc;
+use std::time::Duration;
+
+use picolet::node::{self, Preflight, Verdict};
+use picolet::options::{self, Command, Options};
+use picolet::runtime::Runtime;
+use picolet::runtime::cri::CriRuntime;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .format_timestamp_millis()
+        .init();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let command = match options::parse(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("picolet: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match command {
+        Command::Version => {
+            println!("picolet {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
+        Command::Help => {
+            print!("{}", options::HELP);
+            ExitCode::SUCCESS
+        }
+        Command::Check(opts) => block_on(check(opts)),
+        Command::Run(opts) => block_on(run(opts)),
+    }
+}
+
+fn block_on(fut: impl std::future::Future<Output = ExitCode>) -> ExitCode {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(fut),
+        Err(e) => {
+            eprintln!("picolet: cannot start the tokio runtime: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(opts: Options) -> ExitCode {
+    let shutdown = CancellationToken::new();
+    let relist = Rc::new(tokio::sync::Notify::new());
+    let (mut term, mut int, mut hup) = match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) {
+        (Ok(t), Ok(i), Ok(h)) => (t, i, h),
+        _ => {
+            eprintln!("picolet: cannot install signal handlers");
+            return ExitCode::FAILURE;
+        }
+    };
+    let agent = picolet::agent::run(opts, shutdown.clone(), relist.clone());
+    tokio::pin!(agent);
+    loop {
+        tokio::select! {
+            res = &mut agent => {
+                return match res {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => {
+                        log::error!("{e}");
+                        ExitCode::FAILURE
+                    }
+                };
+            }
+            _ = term.recv() => {
+                log::info!("SIGTERM: stopping picolet; pods keep running");
+                shutdown.cancel();
+            }
+            _ = int.recv() => {
+                log::info!("SIGINT: stopping picolet; pods keep running");
+                shutdown.cancel();
+            }
+            _ = hup.recv() => {
+                log::info!("SIGHUP: re-listing pod sources now");
+                relist.notify_one();
+            }
+        }
+    }
+}
+
+async fn check(opts: Options) -> ExitCode {
+    let mut report = Preflight::default();
+    match node::node_name(opts.hostname_override.as_deref()) {
+        Ok(n) => report.push(Verdict::Ok, "node name", n),
+        Err(e) => report.push(Verdict::Fail, "node name", e.to_string()),
+    }
+    let endpoint = &opts.container_runtime_endpoint;
+    match CriRuntime::connect(endpoint) {
+        Err(e) => report.push(Verdict::Fail, "CRI endpoint", e.to_string()),
+        Ok(rt) => {
+            match tokio::time::timeout(Duration::from_secs(5), rt.version()).await {
+                Ok(Ok(v)) => report.push(
+                    Verdict::Ok,
+                    "CRI runtime",
+                    format!(
+                        "{} {} (CRI {}) at {endpoint}",
+                        v.runtime_name, v.runtime_version, v.runtime_api_version
+                    ),
+                ),
+                Ok(Err(e)) => report.push(Verdict::Fail, "CRI runtime", e.to_string()),
+                Err(_) => report.push(
+                    Verdict::Fail,
+                    "CRI runtime",
+                    format!("{endpoint}: no answer within 5s"),
+                ),
+            }
+            if let Ok(Ok(h)) = tokio::time::timeout(Duration::from_secs(5), rt.status()).await {
+                let verdict = if h.runtime_ready && h.network_ready {
+                    Verdict::Ok
+                } else {
+                    Verdict::Warn
+                };
+                report.push(
+                    verdict,
+                    "CRI status",
+                    format!(
+                        "RuntimeReady={} NetworkReady={} {}",
+                        h.runtime_ready, h.network_ready, h.message
+                    ),
+                );
+            }
+        }
+    }
+    report.cgroups(node::detect_cgroups(
+        std::path::Path::new("/sys/fs/cgroup"),
+        std::path::Path::new("/proc/cgroups"),
+    ));
+    report.directories(&opts.pod_manifest_path, &opts.root_dir, &opts.pod_log_dir);
+    println!("{report}");
+    if report.failed() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}

@@ -68,7 +68,10 @@ fn start(rt: &FakeRuntime, clock: TokioClock, cfg: &AgentConfig) -> Agent {
 impl Agent {
     async fn stop(self) {
         self.shutdown.cancel();
-        self.handle.await.expect("agent task").expect("agent result");
+        self.handle
+            .await
+            .expect("agent task")
+            .expect("agent result");
     }
 }
 
@@ -118,7 +121,11 @@ async fn start_crash_restart_adopt_edit_delete() {
             let app = rt.running("app")[0].clone();
             rt.exit_container(&app, 1);
             settle(3).await;
-            let apps: Vec<_> = rt.containers().into_iter().filter(|c| c.name == "app").collect();
+            let apps: Vec<_> = rt
+                .containers()
+                .into_iter()
+                .filter(|c| c.name == "app")
+                .collect();
             assert_eq!(apps.len(), 2, "{apps:?}");
             assert_eq!(apps[1].attempt, 1);
             assert_eq!(apps[1].state, ContainerState::Running);
@@ -127,9 +134,16 @@ async fn start_crash_restart_adopt_edit_delete() {
             let app = rt.running("app")[0].clone();
             rt.exit_container(&app, 1);
             settle(5).await;
-            assert!(rt.running("app").is_empty(), "restarted inside its back-off");
+            assert!(
+                rt.running("app").is_empty(),
+                "restarted inside its back-off"
+            );
             settle(8).await;
-            assert_eq!(rt.running("app").len(), 1, "not restarted after its back-off");
+            assert_eq!(
+                rt.running("app").len(),
+                1,
+                "not restarted after its back-off"
+            );
 
             // 4. picolet restarts (as after kill -9): nothing is created, stopped or removed.
             agent.stop().await;
@@ -137,33 +151,39 @@ async fn start_crash_restart_adopt_edit_delete() {
             rt.take_calls();
             let agent = start(&rt, clock, &cfg);
             settle(5).await;
-            let mutations: Vec<Call> = rt.take_calls().into_iter().filter(Call::is_mutation).collect();
-            assert!(mutations.is_empty(), "adoption touched the runtime: {mutations:?}");
+            let mutations: Vec<Call> = rt
+                .take_calls()
+                .into_iter()
+                .filter(Call::is_mutation)
+                .collect();
+            assert!(
+                mutations.is_empty(),
+                "adoption touched the runtime: {mutations:?}"
+            );
             assert_eq!(running_ids(&rt), before);
 
-            // 5. edit the manifest: the old pod stops completely before the new sandbox exists.
+            // 5. edit the manifest: the old pod stops completely before the new sandbox exists
+            //    (kubelet: a new UID with the same full name waits for the old one).
+            let old_sandbox = rt.sandboxes()[0].id.clone();
+            rt.take_calls();
             std::fs::write(&file, manifest("web", "2")).unwrap();
             settle(8).await;
-            let sandboxes = rt.sandboxes();
-            assert_eq!(sandboxes.len(), 2, "{sandboxes:?}");
-            let (old, new) = (&sandboxes[0], &sandboxes[1]);
-            assert_ne!(old.uid, new.uid);
-            assert_eq!(old.state, SandboxState::NotReady);
-            let last_old_finish = rt
-                .containers()
+            let calls = rt.take_calls();
+            let pos = |f: &dyn Fn(&Call) -> bool| calls.iter().position(f);
+            let stop_old = calls
                 .iter()
-                .filter(|c| c.sandbox_id == old.id)
-                .map(|c| c.finished_at)
-                .max()
-                .unwrap_or_default();
-            assert!(last_old_finish > 0 && last_old_finish <= new.created_at);
-            assert_eq!(
-                rt.containers()
-                    .iter()
-                    .filter(|c| c.sandbox_id == new.id && c.state == ContainerState::Running)
-                    .count(),
-                2
-            );
+                .rposition(|c| matches!(c, Call::StopPodSandbox(id) if *id == old_sandbox))
+                .expect("old sandbox stopped");
+            let run_new = pos(&|c| matches!(c, Call::RunPodSandbox { .. })).expect("new sandbox");
+            assert!(stop_old < run_new, "{calls:?}");
+            let sandboxes: Vec<_> = rt
+                .sandboxes()
+                .into_iter()
+                .filter(|s| s.state == SandboxState::Ready)
+                .collect();
+            assert_eq!(sandboxes.len(), 1);
+            assert_ne!(sandboxes[0].id, old_sandbox);
+            assert_eq!(running_ids(&rt).len(), 2);
 
             // 6. delete the manifest: containers stopped with the pod's grace, then the sandbox.
             rt.take_calls();
@@ -172,10 +192,16 @@ async fn start_crash_restart_adopt_edit_delete() {
             assert!(running_ids(&rt).is_empty());
             let calls = rt.take_calls();
             assert!(
-                calls.iter().any(|c| matches!(c, Call::StopContainer { timeout: 5, .. })),
+                calls
+                    .iter()
+                    .any(|c| matches!(c, Call::StopContainer { timeout: 5, .. })),
                 "{calls:?}"
             );
-            assert!(rt.sandboxes().iter().all(|s| s.state == SandboxState::NotReady));
+            assert!(
+                rt.sandboxes()
+                    .iter()
+                    .all(|s| s.state == SandboxState::NotReady)
+            );
             agent.stop().await;
         })
         .await;
