@@ -1037,7 +1037,13 @@ impl Lab {
         let mut containers = Vec::new();
         for c in listed {
             match self.rt.container_status(&c.id).await {
-                Ok(st) => containers.push(st),
+                // CRI ContainerStatus carries no sandbox id: keep the list's.
+                Ok(mut st) => {
+                    if st.sandbox_id.is_empty() {
+                        st.sandbox_id = c.sandbox_id.clone();
+                    }
+                    containers.push(st)
+                }
                 Err(e) if e.is_not_found() => {} // removed meanwhile
                 Err(e) => return Err(format!("ContainerStatus {}: {e}", short(&c.id))),
             }
