@@ -9,12 +9,14 @@ LIC_FILES_CHKSUM = "file://${COMMON_LICENSE_DIR}/Apache-2.0;md5=89aea4e17d99a7ca
 # .bbappend to your picolet repository, e.g.
 #   PICOLET_SRC_URI = "git://git.example.com/picolet.git;protocol=https;branch=main"
 #   SRCREV = "<commit>"
-# or build a local checkout with externalsrc (packaging/README.md, "Yocto").
+# A local clone: PICOLET_SRC_URI = "git:///path/to/picolet;protocol=file;branch=main".
+# (Not externalsrc: it drops the crate:// entries, and the cargo class builds offline.)
 PICOLET_SRC_URI ??= "git://git.example.com/picolet.git;protocol=https;branch=main"
 SRC_URI = "${PICOLET_SRC_URI}"
 SRCREV ??= "${AUTOREV}"
-# Yocto 5.3+ unpacks git sources into ${UNPACKDIR}/${BP} = default ${S}. On older
-# releases (scarthgap + meta-lts-mixins' newer Rust) add: S = "${WORKDIR}/git"
+# Where the git fetcher unpacks, on any release: ${UNPACKDIR}/${BB_GIT_DEFAULT_DESTSUFFIX}
+# (5.3+), ${UNPACKDIR}/git (5.1, 5.2), ${WORKDIR}/git (scarthgap and older).
+S = "${@'${UNPACKDIR}/${BB_GIT_DEFAULT_DESTSUFFIX}' if d.getVar('BB_GIT_DEFAULT_DESTSUFFIX') else ('${UNPACKDIR}/git' if d.getVar('UNPACKDIR') else '${WORKDIR}/git')}"
 
 # picolet uses Rust edition 2024: the layer's rust-native must be >= 1.85
 # (`bitbake -e rust-native | grep ^PV=`).
