@@ -1,0 +1,114 @@
+# shellcheck shell=bash
+# Shared settings for the packaging scripts (sourced, not run).
+#
+# Targets and their toolchains. The 32-bit musl targets have no rust-std in current
+# stable: it is published up to 1.93.0 for armv7 and up to 1.90.0 for armv6. Each target
+# uses the newest toolchain that has its std, pinned exactly so that a release is
+# reproducible; override with PICOLET_TOOLCHAIN_<AARCH64|ARMV7|ARMV6>.
+# The armv6 pin makes 1.90 the effective minimum Rust version of picolet's ARM builds.
+
+# shellcheck disable=SC2034  # used by the scripts that source this file
+PICOLET_TARGETS=(aarch64-unknown-linux-musl armv7-unknown-linux-musleabihf arm-unknown-linux-musleabihf)
+
+PICOLET_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PICOLET_ROOT/target}
+# shellcheck disable=SC2034
+PICOLET_DIST=${PICOLET_DIST:-$CARGO_TARGET_DIR/dist}
+
+# Size budgets (bytes, stripped): full build / static-pods-only build (--no-default-features).
+PICOLET_BUDGET_FULL=${PICOLET_BUDGET_FULL:-$((4 * 1024 * 1024))}
+PICOLET_BUDGET_STATIC=${PICOLET_BUDGET_STATIC:-$((3 * 1024 * 1024))}
+
+toolchain_for() {
+	case "$1" in
+	aarch64-unknown-linux-musl) echo "${PICOLET_TOOLCHAIN_AARCH64:-1.95.0}" ;;
+	armv7-unknown-linux-musleabihf) echo "${PICOLET_TOOLCHAIN_ARMV7:-1.93.0}" ;;
+	arm-unknown-linux-musleabihf) echo "${PICOLET_TOOLCHAIN_ARMV6:-1.90.0}" ;;
+	*) echo "unknown target $1" >&2; return 1 ;;
+	esac
+}
+
+# Linker / C compiler package (Debian) for a target.
+gcc_package_for() {
+	case "$1" in
+	aarch64-*) echo gcc-aarch64-linux-gnu ;;
+	arm*) echo gcc-arm-linux-gnueabihf ;;
+	esac
+}
+
+# qemu-user command line that runs a static binary of the target (same as .cargo/config.toml).
+qemu_for() {
+	case "$1" in
+	aarch64-*) echo qemu-aarch64-static ;;
+	armv7-*) echo qemu-arm-static ;;
+	arm-*) echo "qemu-arm-static -cpu arm1176" ;;
+	esac
+}
+
+# ARM build attribute Tag_CPU_arch expected in the binary (none for aarch64).
+cpu_arch_for() {
+	case "$1" in
+	armv7-*) echo v7 ;;
+	arm-*) echo v6 ;;
+	esac
+}
+
+# Debian / OpenWrt architecture names.
+deb_arch_for() {
+	case "$1" in
+	aarch64-*) echo arm64 ;;
+	arm*) echo armhf ;;
+	esac
+}
+
+log() { printf '==> %s\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# Run as root, or through sudo when there is one.
+as_root() {
+	if [ "$(id -u)" -eq 0 ]; then
+		"$@"
+	elif command -v sudo >/dev/null 2>&1; then
+		sudo "$@"
+	else
+		die "need root for: $*"
+	fi
+}
+
+# Install Debian packages that are not installed yet (apt-get update once, first).
+PICOLET_APT_UPDATED=${PICOLET_APT_UPDATED:-0}
+apt_ensure() {
+	local missing=() p
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	log "apt-get install ${missing[*]}"
+	if [ "$PICOLET_APT_UPDATED" -eq 0 ]; then
+		as_root apt-get update -qq
+		PICOLET_APT_UPDATED=1
+	fi
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# Install a toolchain (minimal profile) and a target's std if missing.
+rustup_ensure() {
+	local tc=$1 target=$2
+	command -v rustup >/dev/null 2>&1 || die "rustup not found (https://rustup.rs)"
+	if ! rustup toolchain list | grep -q "^$tc-"; then
+		log "rustup toolchain install $tc"
+		rustup toolchain install "$tc" --profile minimal >/dev/null 2>&1 ||
+			die "rustup toolchain install $tc failed"
+	fi
+	if ! rustup target list --toolchain "$tc" --installed | grep -qx "$target"; then
+		log "rustup target add --toolchain $tc $target"
+		rustup target add --toolchain "$tc" "$target" >/dev/null 2>&1 ||
+			die "no rust-std for $target on toolchain $tc"
+	fi
+}
+
+# Package version from Cargo.toml ([package] version).
+picolet_version() {
+	awk -F'"' '/^\[/{p = ($0 == "[package]")} p && /^version *=/{print $2; exit}' \
+		"$PICOLET_ROOT/Cargo.toml"
+}

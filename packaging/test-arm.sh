@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Run picolet's unit tests (`cargo test --lib`) as ARM binaries under qemu-user.
+#
+#   packaging/test-arm.sh [--no-install] [--targets "T1 T2"] [-- <test filter / harness args>]
+#
+# Default targets: aarch64 and armv7. The tests are cross-compiled with the target's pinned
+# toolchain (packaging/lib.sh) and run through the `runner` of .cargo/config.toml
+# (qemu-aarch64-static / qemu-arm-static, named explicitly: binfmt_misc is not needed).
+# Add arm-unknown-linux-musleabihf to run them on an emulated ARM1176 (Pi Zero / Pi 1).
+set -euo pipefail
+# shellcheck source=packaging/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+install=1
+targets=(aarch64-unknown-linux-musl armv7-unknown-linux-musleabihf)
+harness=()
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--no-install) install=0 ;;
+	--targets) read -r -a targets <<<"$2"; shift ;;
+	--) shift; harness=("$@"); break ;;
+	-h | --help) sed -n '2,10p' "$0"; exit 0 ;;
+	*) die "unknown argument $1" ;;
+	esac
+	shift
+done
+
+if [ "$install" -eq 1 ]; then
+	pkgs=(qemu-user-static)
+	for t in "${targets[@]}"; do pkgs+=("$(gcc_package_for "$t")"); done
+	apt_ensure "${pkgs[@]}"
+	for t in "${targets[@]}"; do rustup_ensure "$(toolchain_for "$t")" "$t"; done
+fi
+
+rows=()
+failed=0
+for t in "${targets[@]}"; do
+	tc=$(toolchain_for "$t")
+	log "cargo +$tc test --lib --target $t (runner: $(qemu_for "$t"))"
+	start=$(date +%s)
+	status=ok
+	(cd "$PICOLET_ROOT" && cargo "+$tc" test --locked --lib --target "$t" -- "${harness[@]}") ||
+		{ status=FAILED; failed=1; }
+	rows+=("$(printf '%-32s %-7s %6ds  %s' "$t" "$tc" "$(($(date +%s) - start))" "$status")")
+done
+
+printf '\n%-32s %-7s %7s  %s\n' target rustc time status
+for r in "${rows[@]}"; do echo "$r"; done
+[ "$failed" -eq 0 ] || die "unit tests failed under qemu"
