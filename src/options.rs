@@ -107,14 +107,16 @@ FLAGS (kubelet names):
 Logging: RUST_LOG=debug|info|warn (default info).
 ";
 
-/// The config file, KubeletConfiguration-style field names. Unknown keys are ignored so a
-/// kubelet config can be reused.
+/// The config file, KubeletConfiguration-style field names (plus picolet's flag names as
+/// aliases). Unknown keys are logged and ignored, so a kubelet config can be reused.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ConfigFile {
+    #[serde(alias = "podManifestPath")]
     static_pod_path: Option<PathBuf>,
     container_runtime_endpoint: Option<String>,
     root_dir: Option<PathBuf>,
+    #[serde(alias = "podLogDir")]
     pod_logs_dir: Option<PathBuf>,
     hostname_override: Option<String>,
     file_check_frequency: Option<String>,
@@ -214,6 +216,13 @@ fn apply_config_file(opts: &mut Options, path: &str) -> Result<(), OptionsError>
             message: e.to_string(),
         })?
     };
+    if let Ok(serde_yaml_ng::Value::Mapping(map)) = serde_yaml_ng::from_str(&text) {
+        for key in map.keys().filter_map(|k| k.as_str()) {
+            if !KNOWN_CONFIG_KEYS.contains(&key) {
+                log::warn!("config file {path}: unknown key {key:?} ignored");
+            }
+        }
+    }
     let dur = |field: &str, v: &str| {
         parse_duration(v).ok_or_else(|| OptionsError::ConfigParse {
             path: path.to_string(),
@@ -252,6 +261,23 @@ fn apply_config_file(opts: &mut Options, path: &str) -> Result<(), OptionsError>
     }
     Ok(())
 }
+
+const KNOWN_CONFIG_KEYS: &[&str] = &[
+    "apiVersion",
+    "kind",
+    "staticPodPath",
+    "podManifestPath",
+    "containerRuntimeEndpoint",
+    "rootDir",
+    "podLogsDir",
+    "podLogDir",
+    "hostnameOverride",
+    "fileCheckFrequency",
+    "runtimeRequestTimeout",
+    "syncFrequency",
+    "resolvConf",
+    "cgroupRoot",
+];
 
 fn duration_flag(flag: &str, v: &str) -> Result<Duration, OptionsError> {
     parse_duration(v).ok_or_else(|| OptionsError::BadValue {
@@ -376,6 +402,16 @@ mod tests {
         std::fs::write(&path, "fileCheckFrequency: often\n").unwrap();
         let err = parse(&args(&format!("run --config {p}"))).unwrap_err();
         assert!(err.to_string().contains("fileCheckFrequency"), "{err}");
+    }
+
+    #[test]
+    fn packaged_config_file_holds_the_defaults() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/packaging/systemd/picolet.yaml"
+        );
+        let got = parse(&args(&format!("run --config {path}"))).unwrap();
+        assert_eq!(got, Command::Run(Options::default()));
     }
 
     #[test]
