@@ -80,7 +80,10 @@ pub async fn run(
     let runtime = CriRuntime::connect(&opts.container_runtime_endpoint)?;
     let cfg = AgentConfig {
         node_name,
-        pod_manifest_path: opts.pod_manifest_path,
+        // The static pod UID hashes the manifest path: make it absolute so `picolet run
+        // --pod-manifest-path manifests` from another directory adopts the same pods.
+        pod_manifest_path: std::path::absolute(&opts.pod_manifest_path)
+            .unwrap_or(opts.pod_manifest_path),
         file_check_frequency: opts.file_check_frequency,
         sync_frequency: opts.sync_frequency,
         root_dir: opts.root_dir,
@@ -455,6 +458,13 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
             .map_err(failure)?;
         let reasons = waiting_reasons(&result);
         let terminal = self.record_status(&pod, &after, &reasons);
+        // Container GC for a live pod (kubelet: containerGC, MaxPerPodContainer = 1): keep
+        // the newest dead instance of each container for its status and logs.
+        if has_surplus_dead(&after) {
+            if let Err(e) = sync::remove_dead_containers(&self.env, &after).await {
+                log::warn!("pod {}: removing dead containers: {e}", pod.full_name());
+            }
+        }
         if result.is_error() {
             return Err(SyncFailure {
                 message: describe_failure(&pod, &result),
@@ -523,6 +533,20 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
         self.shared.borrow_mut().backoffs.remove(&uid);
         Ok(())
     }
+}
+
+/// More than one dead instance of some container name.
+fn has_surplus_dead(observed: &PodRuntimeStatus) -> bool {
+    let mut dead: Vec<&str> = observed
+        .containers
+        .iter()
+        .filter(|c| matches!(c.state, ContainerState::Exited | ContainerState::Created))
+        .map(|c| c.name.as_str())
+        .collect();
+    let n = dead.len();
+    dead.sort_unstable();
+    dead.dedup();
+    dead.len() < n
 }
 
 /// kubelet's reasonCache: why each container that should run does not.

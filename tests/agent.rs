@@ -75,6 +75,12 @@ impl Agent {
     }
 }
 
+/// inotify events come from notify's own thread in real time, while the test's clock is
+/// paused and jumps ahead: give the event real time to arrive before virtual time moves.
+fn let_inotify_deliver() {
+    std::thread::sleep(Duration::from_millis(300));
+}
+
 async fn settle(secs: u64) {
     for _ in 0..secs * 10 {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -167,13 +173,14 @@ async fn start_crash_restart_adopt_edit_delete() {
             let old_sandbox = rt.sandboxes()[0].id.clone();
             rt.take_calls();
             std::fs::write(&file, manifest("web", "2")).unwrap();
+            let_inotify_deliver();
             settle(8).await;
             let calls = rt.take_calls();
             let pos = |f: &dyn Fn(&Call) -> bool| calls.iter().position(f);
             let stop_old = calls
                 .iter()
                 .rposition(|c| matches!(c, Call::StopPodSandbox(id) if *id == old_sandbox))
-                .expect("old sandbox stopped");
+                .unwrap_or_else(|| panic!("old sandbox {old_sandbox} not stopped: {calls:?}"));
             let run_new = pos(&|c| matches!(c, Call::RunPodSandbox { .. })).expect("new sandbox");
             assert!(stop_old < run_new, "{calls:?}");
             let sandboxes: Vec<_> = rt
@@ -188,6 +195,7 @@ async fn start_crash_restart_adopt_edit_delete() {
             // 6. delete the manifest: containers stopped with the pod's grace, then the sandbox.
             rt.take_calls();
             std::fs::remove_file(&file).unwrap();
+            let_inotify_deliver();
             settle(8).await;
             assert!(running_ids(&rt).is_empty());
             let calls = rt.take_calls();

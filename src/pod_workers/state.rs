@@ -997,6 +997,27 @@ mod tests {
     }
 
     #[test]
+    fn sync_completion_honours_a_back_off_hint() {
+        // SyncPod --ok, a container waits out a 7 s back-off--> requeue in exactly 7 s;
+        // a hint beyond the resync period, or on an error, is ignored.
+        let hint = Duration::from_secs(7);
+        let cases = [
+            (OK, Some(hint), Some(hint)),
+            (OK, Some(RESYNC_INTERVAL * 2), None),
+            (ERR, Some(hint), None),
+        ];
+        for (outcome, given, want) in cases {
+            let mut m = WorkerStates::new();
+            m.update_pod(up(Create, &pod("web", "a")));
+            let after = requeue_after(&m.complete_with_hint("a", outcome, given));
+            match want {
+                Some(w) => assert_eq!(after, w, "{outcome:?} {given:?}"),
+                None => assert!(after >= BACKOFF_PERIOD, "{outcome:?} {given:?}: {after:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn jitter_is_deterministic_and_varies() {
         let run = || {
             let mut m = WorkerStates::new();
