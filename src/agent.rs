@@ -151,6 +151,7 @@ pub async fn run_with<R: Runtime, C: Clock>(
         runtime_pods: HashMap::new(),
         held: HashSet::new(),
         relisted_once: false,
+        relist_failing: false,
         notified_ready: false,
     };
 
@@ -201,6 +202,7 @@ struct Loop<R: Runtime, C: Clock> {
     /// Static pods held back until the runtime no longer runs another UID of their name.
     held: HashSet<String>,
     relisted_once: bool,
+    relist_failing: bool,
     notified_ready: bool,
 }
 
@@ -283,9 +285,19 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// containers changed (a container exited on its own, say) gets a sync at once.
     async fn relist(&mut self) {
         let listed = match sync::list_runtime_pods(&self.runtime).await {
-            Ok(l) => l,
+            Ok(l) => {
+                if self.relist_failing {
+                    self.relist_failing = false;
+                    log::info!("relist: the container runtime answers again");
+                }
+                l
+            }
             Err(e) => {
-                log::warn!("relist: {e}");
+                // Once per outage, not once a second.
+                if !self.relist_failing {
+                    self.relist_failing = true;
+                    log::warn!("relist: {e}; retrying every {RELIST_PERIOD:?}");
+                }
                 return;
             }
         };
