@@ -14,9 +14,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
-        .format_timestamp_millis()
-        .init();
+    init_logging();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let command = match options::parse(&args) {
         Ok(c) => c,
@@ -37,6 +35,30 @@ fn main() -> ExitCode {
         Command::Check(opts) => block_on(check(opts)),
         Command::Run(opts) => block_on(run(opts)),
     }
+}
+
+/// `RUST_LOG` (default info) to stderr, one line per record with a UTC millisecond stamp
+/// (env_logger's own timestamps need its `humantime` feature; ours come from `clock`).
+fn init_logging() {
+    use picolet::clock::{Clock, SystemClock, rfc3339_nanos};
+    use std::io::Write;
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .format(|buf, record| {
+            let stamp = rfc3339_nanos(SystemClock.now());
+            // 2026-11-30T05:09:28.123456789Z → keep milliseconds
+            let stamp = match stamp.len() {
+                30 => format!("{}Z", &stamp[..23]),
+                _ => stamp,
+            };
+            writeln!(
+                buf,
+                "{stamp} {:<5} {}: {}",
+                record.level(),
+                record.target().trim_start_matches("picolet::"),
+                record.args()
+            )
+        })
+        .init();
 }
 
 fn block_on(fut: impl std::future::Future<Output = ExitCode>) -> ExitCode {
