@@ -136,7 +136,7 @@ async fn check(opts: Options) -> ExitCode {
                         v.runtime_name, v.runtime_version, v.runtime_api_version
                     ),
                 ),
-                Ok(Err(e)) => report.push(Verdict::Fail, "CRI runtime", e.to_string()),
+                Ok(Err(e)) => report.push(Verdict::Fail, "CRI runtime", format!("{endpoint}: {e}")),
                 Err(_) => report.push(
                     Verdict::Fail,
                     "CRI runtime",
