@@ -294,6 +294,78 @@ impl Quantity {
             Quantity::Str(s) => s.clone(),
         }
     }
+
+    /// `ceil(value × 10^scale)`: scale 3 gives milli-units (CPU), 0 gives bytes (memory).
+    pub fn scaled(&self, scale: i32) -> Option<i64> {
+        match self {
+            Quantity::Int(i) => i.checked_mul(10i64.checked_pow(u32::try_from(scale).ok()?)?),
+            Quantity::Float(f) => parse_quantity(&f.to_string(), scale),
+            Quantity::Str(s) => parse_quantity(s, scale),
+        }
+    }
+}
+
+/// Parse a Kubernetes quantity and return `ceil(value × 10^scale)` (scale 3 = milli-units
+/// for CPU, 0 = bytes for memory). Accepts decimal (`m`, `k`, `M`, `G`, `T`, `P`, `E`),
+/// binary (`Ki` … `Ei`) suffixes and e-notation (`1e3`, `5E-1`). Negative or overflowing
+/// values are rejected (`None`).
+pub fn parse_quantity(s: &str, scale: i32) -> Option<i64> {
+    let s = s.trim();
+    let s = s.strip_prefix('+').unwrap_or(s);
+    let num_len = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, suffix) = s.split_at(num_len);
+    let (int_part, frac_part) = num.split_once('.').unwrap_or((num, ""));
+    if int_part.is_empty() && frac_part.is_empty() {
+        return None;
+    }
+    let digits = format!("{int_part}{frac_part}");
+    if digits.len() > 30 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mantissa: i128 = digits.parse().ok()?;
+    let mut exp10: i32 = -i32::try_from(frac_part.len()).ok()?;
+    let mut mult: i128 = 1;
+    match suffix {
+        "" => {}
+        "m" => exp10 -= 3,
+        "k" => exp10 += 3,
+        "M" => exp10 += 6,
+        "G" => exp10 += 9,
+        "T" => exp10 += 12,
+        "P" => exp10 += 15,
+        "E" => exp10 += 18,
+        "Ki" => mult = 1 << 10,
+        "Mi" => mult = 1 << 20,
+        "Gi" => mult = 1 << 30,
+        "Ti" => mult = 1 << 40,
+        "Pi" => mult = 1 << 50,
+        "Ei" => mult = 1 << 60,
+        _ => {
+            let e = suffix.strip_prefix(['e', 'E'])?;
+            let (sign, digits) = match e.strip_prefix('-') {
+                Some(d) => (-1, d),
+                None => (1, e.strip_prefix('+').unwrap_or(e)),
+            };
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            exp10 += sign * digits.parse::<i32>().ok().filter(|n| *n <= 100)?;
+        }
+    }
+    let value = mantissa.checked_mul(mult)?;
+    let pow = exp10 + scale;
+    let scaled = if pow >= 0 {
+        value.checked_mul(10i128.checked_pow(u32::try_from(pow).ok()?)?)?
+    } else {
+        let div = match 10i128.checked_pow(pow.unsigned_abs()) {
+            Some(d) => d,
+            None => return Some(i64::from(value > 0)), // far below one unit: round up
+        };
+        (value + div - 1) / div
+    };
+    i64::try_from(scaled).ok()
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -32,17 +32,17 @@ const QOS_RESOURCES: [&str; 2] = ["cpu", "memory"];
 
 /// The pod's QoS class.
 pub fn pod_qos(pod: &Pod) -> QosClass {
-    let mut requests: BTreeMap<&str, i128> = BTreeMap::new();
-    let mut limits: BTreeMap<&str, i128> = BTreeMap::new();
+    let mut requests: BTreeMap<&str, i64> = BTreeMap::new();
+    let mut limits: BTreeMap<&str, i64> = BTreeMap::new();
     let mut guaranteed = true;
     for c in pod.spec.containers.iter().chain(&pod.spec.init_containers) {
         let res = c.resources.as_ref();
         let mut limited = 0;
         for name in QOS_RESOURCES {
-            let limit = res.and_then(|r| r.limits.get(name)).and_then(nanos);
+            let limit = res.and_then(|r| r.limits.get(name)).and_then(milli);
             let request = res
                 .and_then(|r| r.requests.get(name))
-                .map(nanos)
+                .map(milli)
                 .unwrap_or(limit);
             if let Some(v) = request.filter(|v| *v > 0) {
                 *requests.entry(name).or_default() += v;
@@ -68,65 +68,10 @@ pub fn pod_qos(pod: &Pod) -> QosClass {
     QosClass::Burstable
 }
 
-/// A quantity in units of 10⁻⁹ (exact for every suffix down to `n`), rounded up below that
-/// as Kubernetes does. `None` for something that is not a quantity (validation's business).
-fn nanos(q: &Quantity) -> Option<i128> {
-    match q {
-        Quantity::Int(i) => i128::from(*i).checked_mul(1_000_000_000),
-        Quantity::Float(f) => parse(&f.to_string()),
-        Quantity::Str(s) => parse(s.trim()),
-    }
-}
-
-fn parse(s: &str) -> Option<i128> {
-    let (negative, s) = match s.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, s.strip_prefix('+').unwrap_or(s)),
-    };
-    let num_end = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, suffix) = s.split_at(num_end);
-    let (int_part, frac_part) = num.split_once('.').unwrap_or((num, ""));
-    if int_part.is_empty() && frac_part.is_empty() {
-        return None;
-    }
-    let digits = format!("{int_part}{frac_part}");
-    let mantissa: i128 = digits.parse().ok()?;
-    let frac_len = i32::try_from(frac_part.len()).ok()?;
-
-    // value = mantissa × 10^(dec_exp − frac_len) × 2^bin_exp, in units of 10⁻⁹.
-    let (dec_exp, bin_exp): (i32, u32) = match suffix {
-        "" => (0, 0),
-        "n" => (-9, 0),
-        "u" => (-6, 0),
-        "m" => (-3, 0),
-        "k" => (3, 0),
-        "M" => (6, 0),
-        "G" => (9, 0),
-        "T" => (12, 0),
-        "P" => (15, 0),
-        "E" => (18, 0),
-        "Ki" => (0, 10),
-        "Mi" => (0, 20),
-        "Gi" => (0, 30),
-        "Ti" => (0, 40),
-        "Pi" => (0, 50),
-        "Ei" => (0, 60),
-        other => {
-            let exp = other.strip_prefix(['e', 'E'])?;
-            (exp.parse().ok()?, 0)
-        }
-    };
-    let scaled = mantissa.checked_mul(1i128.checked_shl(bin_exp)?)?;
-    let exp10 = dec_exp.checked_add(9)?.checked_sub(frac_len)?;
-    let value = if exp10 >= 0 {
-        scaled.checked_mul(10i128.checked_pow(u32::try_from(exp10).ok()?)?)?
-    } else {
-        let div = 10i128.checked_pow(u32::try_from(-exp10).ok()?)?;
-        (scaled + div - 1) / div
-    };
-    Some(if negative { -value } else { value })
+/// Requests and limits are compared in milli-units (exact for every quantity Kubernetes
+/// accepts for cpu and memory), with the one parser in `api`.
+fn milli(q: &Quantity) -> Option<i64> {
+    q.scaled(3)
 }
 
 #[cfg(test)]
@@ -139,30 +84,12 @@ mod tests {
     }
 
     #[test]
-    fn parses_quantities() {
-        let cases: &[(Quantity, Option<i128>)] = &[
-            (q("1"), Some(1_000_000_000)),
-            (q("100m"), Some(100_000_000)),
-            (q("0.5"), Some(500_000_000)),
-            (q("1.5k"), Some(1_500_000_000_000)),
-            (q("64Mi"), Some(64 * 1024 * 1024 * 1_000_000_000)),
-            (q("1Gi"), Some((1i128 << 30) * 1_000_000_000)),
-            (q("1e3"), Some(1_000_000_000_000)),
-            (q("1E"), Some(10i128.pow(27))),
-            (q("250n"), Some(250)),
-            (q("0.1n"), Some(1)), // rounded up
-            (q("-2"), Some(-2_000_000_000)),
-            (Quantity::Int(2), Some(2_000_000_000)),
-            (Quantity::Float(0.25), Some(250_000_000)),
-            (q("abc"), None),
-            (q("1Xi"), None),
-            (q(""), None),
-        ];
-        for (input, want) in cases {
-            assert_eq!(nanos(input), *want, "{input:?}");
-        }
-        assert_eq!(nanos(&q("1000m")), nanos(&q("1")));
-        assert_eq!(nanos(&q("67108864")), nanos(&q("64Mi")));
+    fn quantities_compare_in_milli_units() {
+        assert_eq!(milli(&q("1000m")), milli(&q("1")));
+        assert_eq!(milli(&q("67108864")), milli(&q("64Mi")));
+        assert_eq!(milli(&Quantity::Int(2)), Some(2000));
+        assert_eq!(milli(&Quantity::Float(0.25)), Some(250));
+        assert_eq!(milli(&q("abc")), None);
     }
 
     fn res(requests: &[(&str, &str)], limits: &[(&str, &str)]) -> Option<ResourceRequirements> {
