@@ -164,7 +164,9 @@ pub async fn run_with<R: Runtime, C: Clock>(
         tokio::select! {
             biased;
             _ = shutdown.cancelled() => break,
-            Some(update) = src_rx.recv() => {
+            // Source updates wait for the first relist: deciding whether a static pod may
+            // start needs to know what the runtime already runs (see `start_or_hold`).
+            Some(update) = src_rx.recv(), if state.relisted_once => {
                 for u in state.config.merge(update) {
                     state.handle(u);
                 }

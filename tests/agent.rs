@@ -241,3 +241,42 @@ async fn orphans_are_killed_only_after_sources_are_ready() {
         })
         .await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn edit_while_down_never_runs_two_copies() {
+    LocalSet::new()
+        .run_until(async {
+            let tmp = tempfile::tempdir().unwrap();
+            let cfg = config(tmp.path());
+            std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
+            let file = cfg.pod_manifest_path.join("web.yaml");
+            std::fs::write(&file, manifest("web", "1")).unwrap();
+            let clock = TokioClock::new(1_800_000_000_000_000_000);
+            let rt = FakeRuntime::new(clock);
+            rt.add_image(IMAGE);
+            let agent = start(&rt, clock, &cfg);
+            settle(3).await;
+            let old_sandbox = rt.sandboxes()[0].id.clone();
+            agent.stop().await;
+
+            // Edited while picolet is down: a new UID with the same full name. The kubelet
+            // would start it at once; picolet first stops the old one.
+            std::fs::write(&file, manifest("web", "2")).unwrap();
+            rt.take_calls();
+            let agent = start(&rt, clock, &cfg);
+            settle(8).await;
+            let calls = rt.take_calls();
+            let stop_old = calls
+                .iter()
+                .rposition(|c| matches!(c, Call::StopPodSandbox(id) if *id == old_sandbox))
+                .unwrap_or_else(|| panic!("old sandbox not stopped: {calls:?}"));
+            let run_new = calls
+                .iter()
+                .position(|c| matches!(c, Call::RunPodSandbox { .. }))
+                .unwrap_or_else(|| panic!("new sandbox not created: {calls:?}"));
+            assert!(stop_old < run_new, "{calls:?}");
+            assert_eq!(running_ids(&rt).len(), 2);
+            agent.stop().await;
+        })
+        .await;
+}
