@@ -17,6 +17,8 @@
 //!
 //! Layout:
 //! - [`api`]          the `v1/Pod` subset (serde types), nothing else
+//! - `apiserver`      (feature `apiserver`) the API server client: node, lease, status
+//!   sync, mirror pods, the offline checkpoint
 //! - [`manifest`]     parse, default, validate a manifest; static pod identity
 //! - [`source`]       pod sources; [`source::file`] is the static pod directory
 //! - [`config`]       PodConfig: merges source snapshots into ordered `PodUpdate`s
@@ -31,6 +33,8 @@
 
 pub mod agent;
 pub mod api;
+#[cfg(feature = "apiserver")]
+pub mod apiserver;
 pub mod clock;
 pub mod config;
 pub mod manifest;
