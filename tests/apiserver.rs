@@ -343,3 +343,139 @@ async fn https_with_a_client_certificate() {
         "{err}"
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Node and lease
+
+use picolet::apiserver::node::{NodeAgent, NodeOptions};
+use picolet::clock::SystemClock;
+use picolet::runtime::RuntimeHealth;
+use picolet::runtime::fake::FakeRuntime;
+use tokio_util::sync::CancellationToken;
+
+fn fast_node_options(name: &str) -> NodeOptions {
+    let mut o = NodeOptions::new(name);
+    o.status_update_frequency = Duration::from_millis(100);
+    o.status_report_frequency = Duration::from_secs(3);
+    o.lease_renew_interval = Duration::from_millis(100);
+    o.labels = [("example.com/role".to_string(), "edge".to_string())].into();
+    o
+}
+
+async fn wait_until<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn count(mock: &MockApiServer, method: &str, path: &str) -> usize {
+    mock.requests()
+        .iter()
+        .filter(|r| r.method == method && r.path == path)
+        .count()
+}
+
+#[tokio::test]
+async fn node_registers_reports_status_and_renews_its_lease() {
+    let mock = MockApiServer::start_new().await.unwrap();
+    let runtime = FakeRuntime::new(SystemClock);
+    let (uid_tx, mut uid_rx) = tokio::sync::watch::channel(None);
+    mock.fail_matching(http::Method::POST, "/api/v1/nodes", 2, 500);
+    let agent = NodeAgent::new(
+        plain_client(&mock),
+        runtime.clone(),
+        SystemClock,
+        fast_node_options("pi-1"),
+        uid_tx,
+    );
+    let shutdown = CancellationToken::new();
+    let local = tokio::task::LocalSet::new();
+    local.spawn_local(agent.run(shutdown.clone()));
+    local
+        .run_until(async {
+            // Registered despite two 500s; the UID is published.
+            tokio::time::timeout(Duration::from_secs(5), uid_rx.wait_for(|u| u.is_some()))
+                .await
+                .unwrap()
+                .unwrap();
+            let uid = uid_rx.borrow().clone().unwrap();
+            let node = mock.node("pi-1").unwrap();
+            assert_eq!(node["metadata"]["uid"], uid.as_str());
+            let labels = &node["metadata"]["labels"];
+            assert_eq!(labels["kubernetes.io/hostname"], "pi-1");
+            assert_eq!(labels["kubernetes.io/os"], "linux");
+            assert!(labels["kubernetes.io/arch"].is_string());
+            assert_eq!(labels["example.com/role"], "edge");
+
+            let ready = |mock: &MockApiServer| {
+                mock.node("pi-1").and_then(|n| {
+                    n["status"]["conditions"]
+                        .as_array()?
+                        .iter()
+                        .find(|c| c["type"] == "Ready")
+                        .map(|c| c["status"].as_str().unwrap_or("").to_string())
+                })
+            };
+            wait_until("Ready=True", 5, || {
+                (ready(&mock).as_deref() == Some("True")).then_some(())
+            })
+            .await;
+            let node = mock.node("pi-1").unwrap();
+            assert_eq!(node["status"]["capacity"]["pods"], "110");
+            assert!(
+                node["status"]["nodeInfo"]["kubeletVersion"]
+                    .as_str()
+                    .unwrap()
+                    .contains("picolet")
+            );
+
+            // The lease exists, is owned by the Node, and is renewed.
+            let lease = wait_until("the lease", 5, || mock.lease("kube-node-lease", "pi-1")).await;
+            assert_eq!(lease["spec"]["holderIdentity"], "pi-1");
+            assert_eq!(lease["spec"]["leaseDurationSeconds"], 40);
+            assert_eq!(lease["metadata"]["ownerReferences"][0]["uid"], uid.as_str());
+            let first = lease["spec"]["renewTime"].as_str().unwrap().to_string();
+            wait_until("a renewal", 5, || {
+                let l = mock.lease("kube-node-lease", "pi-1")?;
+                (l["spec"]["renewTime"].as_str()? != first).then_some(())
+            })
+            .await;
+
+            // Status is PATCHed only when it changes (or every 3 s here): at most one or
+            // two idle patches in a second while ticks run every 100 ms.
+            mock.clear_requests();
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let status_path = "/api/v1/nodes/pi-1/status";
+            assert!(count(&mock, "PATCH", status_path) <= 1);
+            runtime.set_health(RuntimeHealth {
+                runtime_ready: true,
+                network_ready: false,
+                message: "cni not initialised".into(),
+            });
+            wait_until("Ready=False", 5, || {
+                (ready(&mock).as_deref() == Some("False")).then_some(())
+            })
+            .await;
+
+            // A deleted Node is registered again.
+            mock.delete_node("pi-1");
+            wait_until("re-registration", 5, || mock.node("pi-1")).await;
+            tokio::time::timeout(
+                Duration::from_secs(5),
+                uid_rx.wait_for(|u| u.as_deref() != Some(uid.as_str())),
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        })
+        .await;
+    shutdown.cancel();
+}

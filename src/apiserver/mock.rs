@@ -333,6 +333,11 @@ impl MockApiServer {
         self.lock().nodes.get(name).cloned()
     }
 
+    /// Deletes a Node object (as an admin would).
+    pub fn delete_node(&self, name: &str) -> Option<Value> {
+        self.lock().nodes.remove(name)
+    }
+
     pub fn lease(&self, namespace: &str, name: &str) -> Option<Value> {
         self.lock()
             .leases
