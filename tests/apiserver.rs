@@ -479,3 +479,211 @@ async fn node_registers_reports_status_and_renews_its_lease() {
         .await;
     shutdown.cancel();
 }
+
+// ---------------------------------------------------------------------------------------
+// API source
+
+use picolet::apiserver::checkpoint::Checkpoint;
+use picolet::source::SourceUpdate;
+use picolet::source::apiserver::{ApiSource, ApiSourceOptions};
+
+fn fast_source_options() -> ApiSourceOptions {
+    ApiSourceOptions {
+        backoff_initial: Duration::from_millis(50),
+        backoff_max: Duration::from_millis(200),
+        watch_timeout: Duration::from_secs(60),
+        initial_list_timeout: Duration::from_millis(500),
+        ..ApiSourceOptions::default()
+    }
+}
+
+fn pod_names(u: &SourceUpdate) -> Vec<String> {
+    u.pods.iter().map(|p| p.metadata.name.clone()).collect()
+}
+
+async fn snapshot(rx: &mut tokio::sync::mpsc::Receiver<SourceUpdate>) -> SourceUpdate {
+    tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        .await
+        .expect("a snapshot within 5 s")
+        .expect("the source is running")
+}
+
+async fn no_snapshot(rx: &mut tokio::sync::mpsc::Receiver<SourceUpdate>, ms: u64) {
+    if let Ok(Some(u)) = tokio::time::timeout(Duration::from_millis(ms), rx.recv()).await {
+        panic!("unexpected snapshot {:?}", pod_names(&u));
+    }
+}
+
+fn list_count(mock: &MockApiServer) -> usize {
+    mock.requests()
+        .iter()
+        .filter(|r| {
+            r.method == "GET" && r.path == "/api/v1/pods" && !r.query.contains("watch=true")
+        })
+        .count()
+}
+
+fn spawn_source(
+    local: &tokio::task::LocalSet,
+    mock: &MockApiServer,
+    root: Option<&Path>,
+    opts: ApiSourceOptions,
+) -> (tokio::sync::mpsc::Receiver<SourceUpdate>, CancellationToken) {
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let stop = CancellationToken::new();
+    let cp = root.map(|r| Checkpoint::new(r, "pi-1"));
+    let src = ApiSource::new(plain_client(mock), "pi-1".into(), cp).with_options(opts);
+    local.spawn_local(src.run(tx, stop.clone()));
+    (rx, stop)
+}
+
+#[tokio::test]
+async fn api_source_lists_watches_resumes_and_relists() {
+    let mock = MockApiServer::start_new().await.unwrap();
+    mock.create_pod(pod_json("a", "pi-1")).unwrap();
+    mock.create_pod(pod_json("elsewhere", "pi-2")).unwrap();
+    let local = tokio::task::LocalSet::new();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut rx, stop) = spawn_source(&local, &mock, Some(dir.path()), fast_source_options());
+    local
+        .run_until(async {
+            let u = snapshot(&mut rx).await;
+            assert_eq!(u.source, "api");
+            assert_eq!(pod_names(&u), ["a"]);
+            wait_until("a watch", 5, || (mock.watch_count() == 1).then_some(())).await;
+
+            mock.create_pod(pod_json("b", "pi-1")).unwrap();
+            assert_eq!(pod_names(&snapshot(&mut rx).await), ["a", "b"]);
+
+            // Graceful deletion shows as a deletionTimestamp, grace 0 removes the pod.
+            mock.delete_pod("default", "b", Some(30)).unwrap();
+            let u = snapshot(&mut rx).await;
+            assert!(u.pods[1].metadata.deletion_timestamp.is_some());
+            mock.delete_pod("default", "b", Some(0)).unwrap();
+            assert_eq!(pod_names(&snapshot(&mut rx).await), ["a"]);
+
+            // Bad input: one log line each, the stream goes on.
+            mock.inject_watch_line("{not json at all");
+            mock.inject_watch_line(
+                &json!({"type": "ADDED", "object": pod_json("intruder", "pi-2")}).to_string(),
+            );
+            mock.inject_watch_line(
+                &json!({"type": "ADDED", "object": {"metadata": {"name": "bad", "namespace": "default"},
+                        "spec": {"nodeName": "pi-1", "containers": 7}}})
+                .to_string(),
+            );
+            mock.create_pod(pod_json("c", "pi-1")).unwrap();
+            assert_eq!(pod_names(&snapshot(&mut rx).await), ["a", "c"]);
+
+            // A dropped watch resumes from the resourceVersion: no relist, nothing missed.
+            mock.drop_watches();
+            mock.create_pod(pod_json("d", "pi-1")).unwrap();
+            assert_eq!(pod_names(&snapshot(&mut rx).await), ["a", "c", "d"]);
+            assert_eq!(list_count(&mock), 1);
+            let resumed = mock
+                .requests()
+                .into_iter()
+                .rev()
+                .find(|r| r.query.contains("watch=true"))
+                .unwrap();
+            assert!(resumed.query.contains("resourceVersion="), "{resumed:?}");
+            assert!(resumed.query.contains("allowWatchBookmarks=true"));
+            assert!(resumed.query.contains("spec.nodeName%3Dpi-1"));
+
+            // History compacted while disconnected: 410 → relist, and the set converges.
+            mock.stop();
+            mock.delete_pod("default", "a", Some(0)).unwrap();
+            mock.compact();
+            mock.start().await.unwrap();
+            assert_eq!(pod_names(&snapshot(&mut rx).await), ["c", "d"]);
+            assert_eq!(list_count(&mock), 2);
+
+            // 500s on the list and the watch: back-off, then it converges.
+            mock.drop_watches();
+            mock.fail_next(3, 500);
+            mock.create_pod(pod_json("e", "pi-1")).unwrap();
+            assert_eq!(pod_names(&snapshot(&mut rx).await), ["c", "d", "e"]);
+        })
+        .await;
+    stop.cancel();
+    // The checkpoint holds the last set.
+    let mut cp = Checkpoint::new(dir.path(), "pi-1");
+    let pods = cp.load().unwrap().unwrap();
+    assert_eq!(pods.len(), 3);
+}
+
+#[tokio::test]
+async fn api_source_offline_start_uses_the_checkpoint_then_reconciles() {
+    let mock = MockApiServer::start_new().await.unwrap();
+    mock.create_pod(pod_json("a", "pi-1")).unwrap();
+    mock.create_pod(pod_json("b", "pi-1")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(async {
+            // A first run writes the checkpoint.
+            let (mut rx, stop) =
+                spawn_source(&local, &mock, Some(dir.path()), fast_source_options());
+            assert_eq!(pod_names(&snapshot(&mut rx).await), ["a", "b"]);
+            stop.cancel();
+            let written = std::fs::metadata(dir.path().join("checkpoints/api-pods.json"))
+                .unwrap()
+                .modified()
+                .unwrap();
+
+            // The apiserver goes away; a new run delivers the checkpoint.
+            mock.stop();
+            let (mut rx, stop) =
+                spawn_source(&local, &mock, Some(dir.path()), fast_source_options());
+            let u = snapshot(&mut rx).await;
+            assert_eq!(pod_names(&u), ["a", "b"]);
+            no_snapshot(&mut rx, 500).await;
+            let again = std::fs::metadata(dir.path().join("checkpoints/api-pods.json"))
+                .unwrap()
+                .modified()
+                .unwrap();
+            assert_eq!(
+                written, again,
+                "delivering the checkpoint does not rewrite it"
+            );
+
+            // Back: the list reconciles (b was deleted meanwhile).
+            mock.delete_pod("default", "b", Some(0)).unwrap();
+            mock.start().await.unwrap();
+            assert_eq!(pod_names(&snapshot(&mut rx).await), ["a"]);
+            stop.cancel();
+
+            // No checkpoint and no apiserver: nothing is sent ("api" stays unseen).
+            mock.stop();
+            let empty = tempfile::tempdir().unwrap();
+            let (mut rx, stop) =
+                spawn_source(&local, &mock, Some(empty.path()), fast_source_options());
+            no_snapshot(&mut rx, 1500).await;
+            mock.start().await.unwrap();
+            assert_eq!(pod_names(&snapshot(&mut rx).await), ["a"]);
+            stop.cancel();
+        })
+        .await;
+}
+
+#[tokio::test]
+async fn api_source_a_list_too_large_is_refused_and_retried() {
+    let mock = MockApiServer::start_new().await.unwrap();
+    for i in 0..50 {
+        mock.create_pod(pod_json(&format!("p{i:02}"), "pi-1"))
+            .unwrap();
+    }
+    let local = tokio::task::LocalSet::new();
+    let opts = ApiSourceOptions {
+        max_list_bytes: 4096,
+        ..fast_source_options()
+    };
+    let (mut rx, stop) = spawn_source(&local, &mock, None, opts);
+    local
+        .run_until(async {
+            no_snapshot(&mut rx, 800).await;
+            assert!(list_count(&mock) >= 2, "retried with back-off");
+        })
+        .await;
+    stop.cancel();
+}

@@ -119,9 +119,11 @@ impl Client {
         }
     }
 
-    /// GET `path` and return the raw body (lists are decoded item by item by the caller).
-    pub async fn get_bytes(&self, path: &str) -> Result<Bytes, ApiError> {
-        self.call(Method::GET, path, None, None).await
+    /// GET `path` and return the raw body (lists are decoded item by item by the caller);
+    /// an answer larger than `limit` bytes is [`ApiError::TooLarge`].
+    pub async fn get_bytes(&self, path: &str, limit: usize) -> Result<Bytes, ApiError> {
+        self.call_limited(Method::GET, path, None, None, limit)
+            .await
     }
 
     /// POST `body` to the collection `path`.
@@ -234,6 +236,18 @@ impl Client {
         body: Option<(Bytes, &'static str)>,
         timeout: Option<Duration>,
     ) -> Result<Bytes, ApiError> {
+        self.call_limited(method, path, body, timeout, MAX_RESPONSE_BYTES)
+            .await
+    }
+
+    async fn call_limited(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<(Bytes, &'static str)>,
+        timeout: Option<Duration>,
+        limit: usize,
+    ) -> Result<Bytes, ApiError> {
         let url = format!("{}{path}", self.inner.server);
         let content_type = body.as_ref().map(|(_, ct)| *ct);
         let headers = self.headers(content_type)?;
@@ -246,7 +260,7 @@ impl Client {
                 &headers,
                 body.map(|(b, _)| b),
                 timeout.unwrap_or(self.inner.timeout),
-                MAX_RESPONSE_BYTES,
+                limit,
             )
             .await?;
         if (200..300).contains(&resp.status) {

@@ -45,7 +45,9 @@ mod tls;
 pub mod types;
 
 pub use backoff::Backoff;
-pub use client::{Client, DeleteOptions, PatchKind, WatchStream, pod_path, query};
+pub use client::{
+    Client, DeleteOptions, MAX_RESPONSE_BYTES, PatchKind, WatchStream, pod_path, query,
+};
 pub use error::ApiError;
 pub use http::{HttpClient, HttpResponse};
 pub use kubeconfig::{ClientConfig, Credentials};
