@@ -28,19 +28,22 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::Pod;
+use crate::api::{Pod, PodStatus};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{PodConfig, PodOp, PodUpdate};
 use crate::node::{self, NodeError};
 use crate::options::Options;
 use crate::pod_manager::PodManager;
+use crate::pod_manager::is_mirror_pod;
 use crate::pod_workers::{
-    PodSyncer, PodWorkers, SyncFailure, SyncPodOk, UpdatePodOptions, UpdateType,
+    Outcome, PodSyncer, PodWorkers, SyncFailure, SyncPodOk, UpdatePodOptions, UpdateType, WorkKind,
+    WorkerEvent,
 };
 use crate::runtime::backoff::PodBackoffs;
 use crate::runtime::cri::CriRuntime;
 use crate::runtime::sync::{self, PodSyncResult, StartOutcome, SyncEnv};
 use crate::runtime::{ContainerState, CriError, PodRuntimeStatus, Runtime, SandboxState};
+use crate::source::SourceUpdate;
 use crate::source::file::FileSource;
 use crate::status::{self, StatusManager, WaitingReasons};
 
@@ -55,6 +58,45 @@ pub enum AgentError {
     NodeName(#[from] NodeError),
     #[error(transparent)]
     Runtime(#[from] CriError),
+    #[cfg(feature = "apiserver")]
+    #[error(transparent)]
+    Api(#[from] crate::apiserver::ApiError),
+    #[cfg(not(feature = "apiserver"))]
+    #[error("--kubeconfig and --manifest-url need a picolet built with the `apiserver` feature")]
+    NoApiserverFeature,
+}
+
+// ---- apiserver mode: what the agent shares with the apiserver tasks (feature `apiserver`).
+
+/// What the agent tells observers (the apiserver's status syncer) about pods.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PodEvent {
+    /// A pod's status changed (in more than timestamps).
+    Status {
+        pod: Arc<Pod>,
+        status: Box<PodStatus>,
+    },
+    /// The desired pods and the mirror pods after a change; `sources_ready`: every source
+    /// has been seen.
+    Pods {
+        pods: Vec<Arc<Pod>>,
+        mirrors: Vec<Arc<Pod>>,
+        sources_ready: bool,
+    },
+    /// The pod worker of `uid` finished: stopped and cleaned up.
+    Finished { uid: String },
+}
+
+/// Pod sources besides the file source, and who hears about pods (the apiserver wiring
+/// builds it; the default is a static-pods-only agent).
+#[derive(Debug, Default)]
+pub struct Extensions {
+    /// Names of the extra sources (`"api"`, `"http"`): `sources_ready` waits for them.
+    pub sources: Vec<&'static str>,
+    /// The snapshot channel the extra sources send on; the file source joins it.
+    pub source_channel: Option<(mpsc::Sender<SourceUpdate>, mpsc::Receiver<SourceUpdate>)>,
+    /// Where pod events go.
+    pub events: Option<mpsc::UnboundedSender<PodEvent>>,
 }
 
 /// What the agent needs besides the runtime and the clock.
@@ -80,17 +122,30 @@ pub async fn run(
     let runtime = CriRuntime::connect(&opts.container_runtime_endpoint)?;
     let cfg = AgentConfig {
         node_name,
-        pod_manifest_path: opts.pod_manifest_path,
+        pod_manifest_path: opts.pod_manifest_path.clone(),
         file_check_frequency: opts.file_check_frequency,
         sync_frequency: opts.sync_frequency,
-        root_dir: opts.root_dir,
-        pod_log_dir: opts.pod_log_dir,
-        resolv_conf: opts.resolv_conf,
-        cgroup_parent: opts.cgroup_parent,
+        root_dir: opts.root_dir.clone(),
+        pod_log_dir: opts.pod_log_dir.clone(),
+        resolv_conf: opts.resolv_conf.clone(),
+        cgroup_parent: opts.cgroup_parent.clone(),
     };
     let local = tokio::task::LocalSet::new();
     local
-        .run_until(run_with(runtime, SystemClock, cfg, shutdown, relist_now))
+        .run_until(async move {
+            // ---- apiserver mode
+            #[cfg(feature = "apiserver")]
+            let ext =
+                crate::apiserver::start(&opts, &cfg, runtime.clone(), SystemClock, &shutdown)?;
+            #[cfg(not(feature = "apiserver"))]
+            let ext = if opts.kubeconfig.is_some() || opts.manifest_url.is_some() {
+                return Err(AgentError::NoApiserverFeature);
+            } else {
+                Extensions::default()
+            };
+            // ----
+            run_with_extensions(runtime, SystemClock, cfg, ext, shutdown, relist_now).await
+        })
         .await
 }
 
@@ -100,6 +155,26 @@ pub async fn run_with<R: Runtime, C: Clock>(
     runtime: R,
     clock: C,
     cfg: AgentConfig,
+    shutdown: CancellationToken,
+    relist_now: Rc<Notify>,
+) -> Result<(), AgentError> {
+    run_with_extensions(
+        runtime,
+        clock,
+        cfg,
+        Extensions::default(),
+        shutdown,
+        relist_now,
+    )
+    .await
+}
+
+/// [`run_with`] plus extra pod sources and a pod-event listener (apiserver mode).
+pub async fn run_with_extensions<R: Runtime, C: Clock>(
+    runtime: R,
+    clock: C,
+    cfg: AgentConfig,
+    ext: Extensions,
     shutdown: CancellationToken,
     relist_now: Rc<Notify>,
 ) -> Result<(), AgentError> {
@@ -119,7 +194,9 @@ pub async fn run_with<R: Runtime, C: Clock>(
         Err(e) => log::warn!("container runtime not reachable yet, will keep trying: {e}"),
     }
 
-    let (src_tx, mut src_rx) = mpsc::channel(16);
+    let (src_tx, mut src_rx) = ext.source_channel.unwrap_or_else(|| mpsc::channel(16));
+    let mut sources = vec![crate::source::file::SOURCE];
+    sources.extend(ext.sources.iter().copied());
     let file_source = FileSource::new(
         cfg.pod_manifest_path.clone(),
         cfg.node_name.clone(),
@@ -127,7 +204,10 @@ pub async fn run_with<R: Runtime, C: Clock>(
     );
     tokio::task::spawn_local(file_source.run(src_tx, relist_now, shutdown.child_token()));
 
-    let shared = Rc::new(RefCell::new(Shared::default()));
+    let shared = Rc::new(RefCell::new(Shared {
+        events: ext.events.clone(),
+        ..Shared::default()
+    }));
     let syncer = AgentSyncer {
         env: SyncEnv {
             runtime: runtime.clone(),
@@ -141,7 +221,7 @@ pub async fn run_with<R: Runtime, C: Clock>(
     };
     let mut state = Loop {
         runtime,
-        config: PodConfig::new(&["file"]),
+        config: PodConfig::new(&sources),
         pods: PodManager::default(),
         workers: PodWorkers::new(syncer),
         shared,
@@ -149,6 +229,8 @@ pub async fn run_with<R: Runtime, C: Clock>(
         held: HashSet::new(),
         relisted_once: false,
         notified_ready: false,
+        file_seen: false,
+        events: ext.events,
     };
 
     let mut relist_tick = tokio::time::interval(RELIST_PERIOD);
@@ -161,17 +243,25 @@ pub async fn run_with<R: Runtime, C: Clock>(
             biased;
             _ = shutdown.cancelled() => break,
             Some(update) = src_rx.recv() => {
+                state.file_seen |= update.source == crate::source::file::SOURCE;
                 for u in state.config.merge(update) {
                     state.handle(u);
                 }
+                state.publish_pods();
             }
-            _ = state.workers.next() => {}
+            event = state.workers.next() => state.on_worker_event(event),
             _ = relist_tick.tick() => state.relist().await,
             _ = housekeeping_tick.tick() => state.housekeeping(),
         }
-        if !state.notified_ready && state.relisted_once && state.config.sources_ready() {
+        // READY once the static pods are known: a slow or unreachable apiserver must not
+        // make systemd give up on picolet (k3s#1686).
+        if !state.notified_ready && state.relisted_once && state.file_seen {
             state.notified_ready = true;
-            log::info!("all pod sources seen and runtime relisted: ready");
+            if state.config.sources_ready() {
+                log::info!("all pod sources seen and runtime relisted: ready");
+            } else {
+                log::info!("static pods seen and runtime relisted: ready (other sources pending)");
+            }
             node::sd_notify("READY=1");
         }
     }
@@ -185,6 +275,8 @@ pub async fn run_with<R: Runtime, C: Clock>(
 struct Shared {
     statuses: StatusManager,
     backoffs: HashMap<String, PodBackoffs>,
+    /// apiserver mode: status changes go to the status syncer.
+    events: Option<mpsc::UnboundedSender<PodEvent>>,
 }
 
 struct Loop<R: Runtime, C: Clock> {
@@ -199,14 +291,55 @@ struct Loop<R: Runtime, C: Clock> {
     held: HashSet<String>,
     relisted_once: bool,
     notified_ready: bool,
+    file_seen: bool,
+    /// apiserver mode: pod events for the status syncer.
+    events: Option<mpsc::UnboundedSender<PodEvent>>,
 }
 
 impl<R: Runtime, C: Clock> Loop<R, C> {
+    /// apiserver mode: the desired and mirror pods after a change.
+    fn publish_pods(&self) {
+        if let Some(tx) = &self.events {
+            let _ = tx.send(PodEvent::Pods {
+                pods: self.pods.pods(),
+                mirrors: self.pods.mirror_pods(),
+                sources_ready: self.config.sources_ready(),
+            });
+        }
+    }
+
+    /// apiserver mode: a finished worker may let a deleted pod go.
+    fn on_worker_event(&self, event: WorkerEvent) {
+        if let (
+            Some(tx),
+            WorkerEvent::Completed {
+                uid,
+                work: WorkKind::Terminated,
+                outcome: Outcome::Succeeded { .. },
+                ..
+            },
+        ) = (&self.events, event)
+        {
+            let _ = tx.send(PodEvent::Finished { uid });
+        }
+    }
+
     /// kubelet: `syncLoopIteration` → `HandlePodAdditions/Updates/Removes/…`.
     fn handle(&mut self, update: PodUpdate) {
         for pod in update.pods {
             let uid = pod.uid().to_string();
             let name = pod.full_name();
+            // kubelet: `handleMirrorPod` — a mirror pod is the apiserver's copy of a static
+            // pod: remembered, never run.
+            if is_mirror_pod(&pod) {
+                match update.op {
+                    PodOp::Remove => {
+                        self.pods.remove(&uid);
+                    }
+                    _ => self.pods.add_or_update(pod),
+                }
+                continue;
+            }
             match update.op {
                 PodOp::Add => {
                     log::info!("pod {name} (uid {uid}) added by source {}", update.source);
@@ -405,7 +538,7 @@ impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
     /// Recomputes the API status from a fresh runtime view and stores it (logged on change).
     fn record_status(
         &self,
-        pod: &Pod,
+        pod: &Arc<Pod>,
         observed: &PodRuntimeStatus,
         reasons: &WaitingReasons,
     ) -> bool {
@@ -414,7 +547,16 @@ impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
         let previous = shared.statuses.get(pod.uid()).cloned();
         let st = status::compute_pod_status(pod, observed, reasons, previous.as_ref(), now, None);
         let terminal = st.phase.is_some_and(|p| p.is_terminal());
-        shared.statuses.set(pod.uid(), &pod.full_name(), st);
+        let changed = shared.statuses.set(pod.uid(), &pod.full_name(), st);
+        // apiserver mode: the status syncer sends it on.
+        if let (true, Some(tx), Some(status)) =
+            (changed, &shared.events, shared.statuses.get(pod.uid()))
+        {
+            let _ = tx.send(PodEvent::Status {
+                pod: Arc::clone(pod),
+                status: Box::new(status.clone()),
+            });
+        }
         terminal
     }
 }

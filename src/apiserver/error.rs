@@ -34,6 +34,8 @@ pub enum ApiError {
     Pem { what: String, reason: String },
     #[error("TLS configuration: {0}")]
     Tls(#[source] rustls::Error),
+    #[error("header {name:?}: not a valid HTTP header name and value")]
+    BadHeader { name: String },
     #[error("invalid URL {url:?}: {reason}")]
     BadUrl { url: String, reason: &'static str },
     #[error("{method} {url}: cannot connect: {source}")]
@@ -122,6 +124,7 @@ impl ApiError {
                 | ApiError::Pem { .. }
                 | ApiError::Tls(_)
                 | ApiError::BadUrl { .. }
+                | ApiError::BadHeader { .. }
         )
     }
 }

@@ -107,22 +107,6 @@ pub fn node_labels(opts: &NodeOptions) -> BTreeMap<String, String> {
     labels
 }
 
-/// Parses `--node-labels k=v,k2=v2`.
-pub fn parse_labels(s: &str) -> Result<BTreeMap<String, String>, String> {
-    let mut out = BTreeMap::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (k, v) = part
-            .split_once('=')
-            .ok_or_else(|| format!("{part:?} is not key=value"))?;
-        let k = k.trim();
-        if k.is_empty() || k.len() > 316 || k.contains(char::is_whitespace) {
-            return Err(format!("{k:?} is not a valid label key"));
-        }
-        out.insert(k.to_string(), v.trim().to_string());
-    }
-    Ok(out)
-}
-
 /// Machine facts, read once at start (and the runtime version once reachable).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeFacts {
@@ -650,6 +634,7 @@ struct NodeState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::parse_labels;
 
     fn facts() -> NodeFacts {
         NodeFacts {

@@ -12,6 +12,8 @@
 #[cfg(feature = "apiserver")]
 pub mod apiserver;
 pub mod file;
+#[cfg(feature = "apiserver")]
+pub mod http;
 
 use std::path::PathBuf;
 
