@@ -687,3 +687,297 @@ async fn api_source_a_list_too_large_is_refused_and_retried() {
         .await;
     stop.cancel();
 }
+
+// ---------------------------------------------------------------------------------------
+// The whole agent in apiserver mode, over the fake runtime
+
+use picolet::agent::{AgentConfig, run_with_extensions};
+use picolet::options::Options;
+use picolet::runtime::ContainerState;
+
+const IMAGE: &str = "localhost/busybox:edge";
+
+fn api_pod(name: &str, node: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": "default"},
+           "spec": {"nodeName": node, "terminationGracePeriodSeconds": 5,
+                    "containers": [{"name": "app", "image": IMAGE,
+                                    "command": ["sh", "-c", "sleep 1000"]}]}})
+}
+
+fn static_manifest(name: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n  - name: app\n    image: {IMAGE}\n"
+    )
+}
+
+struct ApiAgent {
+    shutdown: CancellationToken,
+    handle: tokio::task::JoinHandle<Result<(), picolet::agent::AgentError>>,
+}
+
+fn start_api_agent(rt: &FakeRuntime, dir: &Path, kubeconfig: &Path) -> ApiAgent {
+    let opts = Options {
+        kubeconfig: Some(kubeconfig.to_path_buf()),
+        pod_manifest_path: dir.join("manifests"),
+        root_dir: dir.join("root"),
+        pod_log_dir: dir.join("logs"),
+        resolv_conf: dir.join("resolv.conf"),
+        hostname_override: Some("pi-1".into()),
+        ..Options::default()
+    };
+    let cfg = AgentConfig {
+        node_name: "pi-1".into(),
+        pod_manifest_path: opts.pod_manifest_path.clone(),
+        file_check_frequency: Duration::from_secs(20),
+        sync_frequency: Duration::from_secs(60),
+        root_dir: opts.root_dir.clone(),
+        pod_log_dir: opts.pod_log_dir.clone(),
+        resolv_conf: opts.resolv_conf.clone(),
+        cgroup_parent: String::new(),
+    };
+    let shutdown = CancellationToken::new();
+    let rt = rt.clone();
+    let stop = shutdown.clone();
+    let handle = tokio::task::spawn_local(async move {
+        let ext = picolet::apiserver::start(&opts, &cfg, rt.clone(), SystemClock, &stop)?;
+        run_with_extensions(
+            rt,
+            SystemClock,
+            cfg,
+            ext,
+            stop,
+            std::rc::Rc::new(tokio::sync::Notify::new()),
+        )
+        .await
+    });
+    ApiAgent { shutdown, handle }
+}
+
+impl ApiAgent {
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.handle.await.unwrap().unwrap();
+    }
+}
+
+fn running_in(rt: &FakeRuntime, pod_name: &str) -> usize {
+    let sandboxes: Vec<String> = rt
+        .sandboxes()
+        .into_iter()
+        .filter(|s| s.name == pod_name && s.state == picolet::runtime::SandboxState::Ready)
+        .map(|s| s.id)
+        .collect();
+    rt.containers()
+        .into_iter()
+        .filter(|c| c.state == ContainerState::Running && sandboxes.contains(&c.sandbox_id))
+        .count()
+}
+
+fn phase(pod: &Value) -> &str {
+    pod["status"]["phase"].as_str().unwrap_or("")
+}
+
+#[tokio::test]
+async fn agent_in_apiserver_mode_runs_reports_mirrors_and_deletes() {
+    let mock = MockApiServer::start_new().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("manifests")).unwrap();
+    std::fs::write(dir.path().join("resolv.conf"), "nameserver 192.0.2.53\n").unwrap();
+    std::fs::write(
+        dir.path().join("manifests/static.yaml"),
+        static_manifest("static"),
+    )
+    .unwrap();
+    let kc = dir.path().join("kubeconfig");
+    mock.write_kubeconfig(&kc, None, None).unwrap();
+    let rt = FakeRuntime::new(SystemClock);
+    rt.add_image(IMAGE);
+    mock.create_pod(api_pod("web", "pi-1")).unwrap();
+    mock.create_pod(api_pod("not-mine", "pi-2")).unwrap();
+
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(async {
+            let agent = start_api_agent(&rt, dir.path(), &kc);
+
+            // The API pod runs and its status reaches the apiserver.
+            wait_until("web running in the runtime", 10, || {
+                (running_in(&rt, "web") == 1).then_some(())
+            })
+            .await;
+            let web = wait_until("web Running in the apiserver", 10, || {
+                mock.pod("default", "web").filter(|p| phase(p) == "Running")
+            })
+            .await;
+            assert_eq!(web["status"]["containerStatuses"][0]["name"], "app");
+            assert!(web["status"]["containerStatuses"][0]["state"]["running"].is_object());
+            let status_patch = mock
+                .requests()
+                .into_iter()
+                .find(|r| r.path == "/api/v1/namespaces/default/pods/web/status")
+                .unwrap();
+            assert_eq!(status_patch.method, "PATCH");
+            assert_eq!(
+                status_patch.body["metadata"]["uid"], web["metadata"]["uid"],
+                "the UID is the precondition"
+            );
+            assert_eq!(running_in(&rt, "not-mine"), 0);
+
+            // The node and its lease.
+            let node = wait_until("the node", 10, || mock.node("pi-1")).await;
+            let node_uid = node["metadata"]["uid"].as_str().unwrap().to_string();
+            wait_until("the lease", 10, || mock.lease("kube-node-lease", "pi-1")).await;
+
+            // The static pod runs, and shows as a mirror pod owned by the Node, with status.
+            wait_until("static pod running", 10, || {
+                (running_in(&rt, "static-pi-1") == 1).then_some(())
+            })
+            .await;
+            let mirror = wait_until("the mirror pod Running", 15, || {
+                mock.pod("default", "static-pi-1")
+                    .filter(|p| phase(p) == "Running")
+            })
+            .await;
+            assert!(mirror["metadata"]["annotations"]["kubernetes.io/config.mirror"].is_string());
+            assert_eq!(
+                mirror["metadata"]["ownerReferences"],
+                json!([{"apiVersion": "v1", "kind": "Node", "name": "pi-1",
+                        "uid": node_uid, "controller": true}])
+            );
+            let mirror_uid = mirror["metadata"]["uid"].as_str().unwrap().to_string();
+            assert_eq!(running_in(&rt, "static-pi-1"), 1, "a mirror pod never runs");
+            assert_eq!(
+                rt.sandboxes()
+                    .iter()
+                    .filter(|s| s.name == "static-pi-1")
+                    .count(),
+                1
+            );
+
+            // A mirror pod deleted by a user comes back (the static pod keeps running).
+            mock.delete_pod("default", "static-pi-1", Some(0)).unwrap();
+            wait_until("the mirror pod re-created", 15, || {
+                mock.pod("default", "static-pi-1")
+                    .filter(|p| p["metadata"]["uid"] != mirror_uid.as_str())
+            })
+            .await;
+            assert_eq!(running_in(&rt, "static-pi-1"), 1);
+
+            // Graceful deletion: the containers stop, then the object is deleted.
+            mock.delete_pod("default", "web", Some(5)).unwrap();
+            wait_until("web stopped", 10, || {
+                (running_in(&rt, "web") == 0).then_some(())
+            })
+            .await;
+            wait_until("web deleted from the apiserver", 10, || {
+                mock.pod("default", "web").is_none().then_some(())
+            })
+            .await;
+            let delete = mock
+                .requests()
+                .into_iter()
+                .rev()
+                .find(|r| r.method == "DELETE" && r.path.ends_with("/pods/web"))
+                .unwrap();
+            assert_eq!(delete.body["gracePeriodSeconds"], 0);
+            assert!(delete.body["preconditions"]["uid"].is_string());
+
+            // The static pod goes: its mirror pod goes too.
+            std::fs::remove_file(dir.path().join("manifests/static.yaml")).unwrap();
+            wait_until("the mirror pod deleted", 40, || {
+                mock.pod("default", "static-pi-1").is_none().then_some(())
+            })
+            .await;
+            agent.stop().await;
+        })
+        .await;
+}
+
+#[tokio::test]
+async fn agent_keeps_api_pods_through_an_outage_and_a_restart() {
+    let mock = MockApiServer::start_new().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("manifests")).unwrap();
+    std::fs::write(dir.path().join("resolv.conf"), "nameserver 192.0.2.53\n").unwrap();
+    let kc = dir.path().join("kubeconfig");
+    mock.write_kubeconfig(&kc, None, None).unwrap();
+    let rt = FakeRuntime::new(SystemClock);
+    rt.add_image(IMAGE);
+    mock.create_pod(api_pod("a", "pi-1")).unwrap();
+    mock.create_pod(api_pod("b", "pi-1")).unwrap();
+
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(async {
+            let agent = start_api_agent(&rt, dir.path(), &kc);
+            wait_until("a and b running", 10, || {
+                (running_in(&rt, "a") == 1 && running_in(&rt, "b") == 1).then_some(())
+            })
+            .await;
+            let ids = |rt: &FakeRuntime| {
+                let mut v: Vec<String> = rt
+                    .containers()
+                    .into_iter()
+                    .filter(|c| c.state == ContainerState::Running)
+                    .map(|c| c.id)
+                    .collect();
+                v.sort();
+                v
+            };
+            let before = ids(&rt);
+
+            // The apiserver goes away: nothing stops.
+            mock.stop();
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            assert_eq!(ids(&rt), before);
+
+            // picolet restarts while it is gone: the checkpoint keeps both pods, untouched.
+            agent.stop().await;
+            let agent = start_api_agent(&rt, dir.path(), &kc);
+            tokio::time::sleep(Duration::from_secs(8)).await;
+            assert_eq!(ids(&rt), before, "nothing restarted, nothing killed");
+
+            // Back, with b deleted meanwhile: a keeps running, b is stopped.
+            mock.delete_pod("default", "b", Some(0)).unwrap();
+            mock.start().await.unwrap();
+            wait_until("b stopped", 40, || {
+                (running_in(&rt, "b") == 0).then_some(())
+            })
+            .await;
+            assert_eq!(running_in(&rt, "a"), 1);
+            let a = ids(&rt);
+            assert!(
+                a.iter().all(|id| before.contains(id)),
+                "a was not restarted"
+            );
+            agent.stop().await;
+        })
+        .await;
+}
+
+#[tokio::test]
+async fn no_apiserver_and_no_checkpoint_static_pods_still_start() {
+    // k3s#1686: a static pod must not wait for an apiserver that is not there.
+    let mock = MockApiServer::start_new().await.unwrap();
+    mock.stop();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("manifests")).unwrap();
+    std::fs::write(dir.path().join("resolv.conf"), "nameserver 192.0.2.53\n").unwrap();
+    std::fs::write(dir.path().join("manifests/s.yaml"), static_manifest("s")).unwrap();
+    let kc = dir.path().join("kubeconfig");
+    mock.write_kubeconfig(&kc, None, None).unwrap();
+    let rt = FakeRuntime::new(SystemClock);
+    rt.add_image(IMAGE);
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(async {
+            let agent = start_api_agent(&rt, dir.path(), &kc);
+            wait_until("the static pod running", 10, || {
+                (running_in(&rt, "s-pi-1") == 1).then_some(())
+            })
+            .await;
+            agent.stop().await;
+        })
+        .await;
+}
