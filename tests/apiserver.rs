@@ -981,3 +981,64 @@ async fn no_apiserver_and_no_checkpoint_static_pods_still_start() {
         })
         .await;
 }
+
+// ---------------------------------------------------------------------------------------
+// HTTP source
+
+use picolet::apiserver::HttpClient;
+use picolet::source::http::{HttpSource, HttpSourceOptions};
+
+#[tokio::test]
+async fn http_source_pod_podlist_errors_and_identical_bytes() {
+    let mock = MockApiServer::start_new().await.unwrap();
+    let pod = static_manifest("web");
+    mock.set_document("/manifests", 200, &pod);
+    let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+    let stop = CancellationToken::new();
+    let src = HttpSource::new(
+        HttpClient::new(None, None).unwrap(),
+        format!("{}/manifests", mock.url()),
+        &[("X-Edge-Token".into(), "abc".into())],
+        "pi-1".into(),
+        SystemClock,
+    )
+    .unwrap()
+    .with_options(HttpSourceOptions {
+        period: Duration::from_millis(100),
+        ..HttpSourceOptions::default()
+    });
+    let local = tokio::task::LocalSet::new();
+    local.spawn_local(src.run(tx, stop.clone()));
+    local
+        .run_until(async {
+            let u = snapshot(&mut rx).await;
+            assert_eq!(u.source, "http");
+            assert_eq!(pod_names(&u), ["web-pi-1"]);
+            let req = mock.requests().into_iter().last().unwrap();
+            assert!(
+                req.headers
+                    .contains(&("x-edge-token".to_string(), "abc".to_string())),
+                "{:?}",
+                req.headers
+            );
+            // Identical bytes: no snapshot.
+            no_snapshot(&mut rx, 400).await;
+            // Errors keep the pods (no snapshot), a PodList replaces them.
+            mock.set_document("/manifests", 500, "oops");
+            no_snapshot(&mut rx, 400).await;
+            mock.set_document(
+                "/manifests",
+                200,
+                &json!({"kind": "PodList", "apiVersion": "v1", "items": [
+                    {"metadata": {"name": "a"}, "spec": {"containers": [{"name": "c", "image": IMAGE}]}},
+                    {"metadata": {"name": "b"}, "spec": {"containers": [{"name": "c", "image": IMAGE}]}}
+                ]})
+                .to_string(),
+            );
+            assert_eq!(pod_names(&snapshot(&mut rx).await), ["a-pi-1", "b-pi-1"]);
+            mock.set_document("/manifests", 200, "");
+            assert!(snapshot(&mut rx).await.pods.is_empty());
+        })
+        .await;
+    stop.cancel();
+}

@@ -64,6 +64,8 @@ pub struct RequestRecord {
     pub query: String,
     pub content_type: String,
     pub body: Value,
+    /// Request headers (lower-case names), the token redacted.
+    pub headers: Vec<(String, String)>,
 }
 
 /// A fault: answer the next `remaining` matching requests with `code`.
@@ -106,6 +108,8 @@ struct State {
     delay: Duration,
     token: Option<String>,
     requests: Vec<RequestRecord>,
+    /// Plain documents served at a path (for `--manifest-url`): (status, body).
+    documents: BTreeMap<String, (u16, Bytes)>,
 }
 
 /// TLS for the mock: PEM certificate chain and key.
@@ -300,6 +304,13 @@ impl MockApiServer {
         }
     }
 
+    /// Serve `body` with `code` at `GET path` (a manifest URL).
+    pub fn set_document(&self, path: &str, code: u16, body: &str) {
+        self.lock()
+            .documents
+            .insert(path.to_string(), (code, Bytes::from(body.to_string())));
+    }
+
     /// Number of open watches.
     pub fn watch_count(&self) -> usize {
         let mut st = self.lock();
@@ -455,6 +466,18 @@ impl MockApiServer {
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
         let body_json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let headers: Vec<(String, String)> = parts
+            .headers
+            .iter()
+            .map(|(k, v)| {
+                let v = if k == http::header::AUTHORIZATION {
+                    "<redacted>".to_string()
+                } else {
+                    v.to_str().unwrap_or("").to_string()
+                };
+                (k.as_str().to_string(), v)
+            })
+            .collect();
 
         let delay = {
             let mut st = self.lock();
@@ -464,6 +487,7 @@ impl MockApiServer {
                 query: parts.uri.query().unwrap_or("").to_string(),
                 content_type: content_type.clone(),
                 body: body_json.clone(),
+                headers,
             });
             st.delay
         };
@@ -478,6 +502,17 @@ impl MockApiServer {
         }
         if let Some(code) = take_fault(&mut st, &method, &path) {
             return status_response(code, "InternalError", "injected fault");
+        }
+        if method == Method::GET {
+            if let Some((code, body)) = st.documents.get(&path) {
+                let mut resp = Response::new(
+                    Full::new(body.clone())
+                        .map_err(|never: Infallible| match never {})
+                        .boxed(),
+                );
+                *resp.status_mut() = StatusCode::from_u16(*code).unwrap_or(StatusCode::OK);
+                return resp;
+            }
         }
         let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
         let strategic = content_type.contains("strategic-merge-patch");
