@@ -20,7 +20,8 @@
 //! - `apiserver`      (feature `apiserver`) the API server client: node, lease, status
 //!   sync, mirror pods, the offline checkpoint
 //! - [`manifest`]     parse, default, validate a manifest; static pod identity
-//! - [`source`]       pod sources; [`source::file`] is the static pod directory
+//! - [`source`]       pod sources; [`source::file`] is the static pod directory (with the
+//!   feature `apiserver` also `source::apiserver` and `source::http`)
 //! - [`config`]       PodConfig: merges source snapshots into ordered `PodUpdate`s
 //! - [`pod_manager`]  the desired pods, by UID and by full name
 //! - [`pod_workers`]  the per-pod lifecycle state machine and its scheduling

@@ -1042,3 +1042,104 @@ async fn http_source_pod_podlist_errors_and_identical_bytes() {
         .await;
     stop.cancel();
 }
+
+// ---------------------------------------------------------------------------------------
+// Status syncer on its own
+
+use picolet::agent::PodEvent;
+use picolet::api::{Pod, PodPhase, PodStatus};
+use picolet::apiserver::status_sync::StatusSyncer;
+use std::sync::Arc;
+
+fn status_patches(mock: &MockApiServer, name: &str) -> Vec<Value> {
+    mock.requests()
+        .into_iter()
+        .filter(|r| {
+            r.method == "PATCH"
+                && r.path == format!("/api/v1/namespaces/default/pods/{name}/status")
+        })
+        .map(|r| r.body)
+        .collect()
+}
+
+#[tokio::test]
+async fn status_syncer_retries_coalesces_and_keeps_terminal_phases() {
+    let mock = MockApiServer::start_new().await.unwrap();
+    let created = mock.create_pod(api_pod("job", "pi-1")).unwrap();
+    let mut pod: Pod = serde_json::from_value(created).unwrap();
+    pod.metadata
+        .annotations
+        .insert("kubernetes.io/config.source".into(), "api".into());
+    let pod = Arc::new(pod);
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let (_uid_tx, uid_rx) = tokio::sync::watch::channel(Some("node-uid".to_string()));
+    let syncer = StatusSyncer::new(plain_client(&mock), "pi-1".into(), uid_rx, rx)
+        .with_reconcile_period(Duration::from_millis(300));
+    let stop = CancellationToken::new();
+    let local = tokio::task::LocalSet::new();
+    local.spawn_local(syncer.run(stop.clone()));
+    let status = |phase: PodPhase, reason: &str| {
+        Box::new(PodStatus {
+            phase: Some(phase),
+            reason: Some(reason.into()),
+            ..PodStatus::default()
+        })
+    };
+    local
+        .run_until(async {
+            tx.send(PodEvent::Pods {
+                pods: vec![Arc::clone(&pod)],
+                mirrors: vec![],
+                sources_ready: true,
+            })
+            .unwrap();
+            // Two changes queued together: only the latest goes out.
+            mock.fail_next(2, 500);
+            tx.send(PodEvent::Status {
+                pod: Arc::clone(&pod),
+                status: status(PodPhase::Pending, "first"),
+            })
+            .unwrap();
+            tx.send(PodEvent::Status {
+                pod: Arc::clone(&pod),
+                status: status(PodPhase::Running, "second"),
+            })
+            .unwrap();
+            // The 500s are retried by the reconcile pass.
+            wait_until("Running in the apiserver", 5, || {
+                mock.pod("default", "job")
+                    .filter(|p| phase(p) == "Running")
+                    .map(|_| ())
+            })
+            .await;
+            assert!(
+                status_patches(&mock, "job")
+                    .iter()
+                    .all(|b| b["status"]["reason"] == "second"),
+                "coalesced: the first status never went out"
+            );
+
+            // The apiserver says Succeeded: a later non-terminal status does not undo it.
+            let mut succeeded = Pod::clone(&pod);
+            succeeded.status = Some(*status(PodPhase::Succeeded, "done"));
+            let succeeded = Arc::new(succeeded);
+            tx.send(PodEvent::Pods {
+                pods: vec![Arc::clone(&succeeded)],
+                mirrors: vec![],
+                sources_ready: true,
+            })
+            .unwrap();
+            mock.clear_requests();
+            tx.send(PodEvent::Status {
+                pod: Arc::clone(&succeeded),
+                status: status(PodPhase::Running, "late"),
+            })
+            .unwrap();
+            wait_until("a status patch", 5, || status_patches(&mock, "job").pop()).await;
+            let sent = status_patches(&mock, "job").pop().unwrap();
+            assert_eq!(sent["status"]["phase"], "Succeeded", "{sent}");
+            assert_eq!(sent["metadata"]["uid"], pod.uid());
+        })
+        .await;
+    stop.cancel();
+}
