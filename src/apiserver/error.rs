@@ -38,14 +38,14 @@ pub enum ApiError {
     BadHeader { name: String },
     #[error("invalid URL {url:?}: {reason}")]
     BadUrl { url: String, reason: &'static str },
-    #[error("{method} {url}: cannot connect: {source}")]
+    #[error("{method} {url}: cannot connect: {}", chain(source))]
     Connect {
         method: String,
         url: String,
         #[source]
         source: hyper_util::client::legacy::Error,
     },
-    #[error("{method} {url}: {source}")]
+    #[error("{method} {url}: {}", chain(source))]
     Body {
         method: String,
         url: String,
@@ -84,6 +84,22 @@ pub enum ApiError {
     Encode(#[source] serde_json::Error),
     #[error("cannot build the request: {0}")]
     Request(#[source] ::http::Error),
+}
+
+/// An error and its causes, `outer: inner: innermost` (hyper's own messages are terse:
+/// "client error (Connect)" says nothing about the refused connection underneath).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(inner) = cur {
+        let text = inner.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cur = inner.source();
+    }
+    out
 }
 
 impl ApiError {

@@ -409,7 +409,7 @@ impl<R: Runtime, C: Clock> NodeAgent<R, C> {
             Duration::from_secs(7),
             &self.opts.node_name,
         );
-        let mut logged = false;
+        let mut failures = 0u32;
         loop {
             match self.try_register(facts).await {
                 Ok(uid) => {
@@ -424,10 +424,16 @@ impl<R: Runtime, C: Clock> NodeAgent<R, C> {
                     return;
                 }
                 Err(e) => {
-                    if !logged || !e.is_config() {
-                        log::warn!("node {}: cannot register: {e}", self.opts.node_name);
-                        logged = true;
+                    // The first failure, then one line a minute or so (7 s × 8).
+                    if failures % 8 == 0 {
+                        log::warn!(
+                            "node {}: cannot register (will keep trying): {e}",
+                            self.opts.node_name
+                        );
+                    } else {
+                        log::debug!("node {}: cannot register: {e}", self.opts.node_name);
                     }
+                    failures = failures.wrapping_add(1);
                 }
             }
             tokio::time::sleep(backoff.next_delay()).await;
