@@ -855,6 +855,17 @@ async fn agent_in_apiserver_mode_runs_reports_mirrors_and_deletes() {
                 1
             );
 
+            // Idle: a reconcile pass (10 s) finds nothing to send; only the lease moves.
+            mock.clear_requests();
+            tokio::time::sleep(Duration::from_secs(11)).await;
+            let writes: Vec<String> = mock
+                .requests()
+                .into_iter()
+                .filter(|r| r.method != "GET" && !r.path.contains("/leases/"))
+                .map(|r| format!("{} {}", r.method, r.path))
+                .collect();
+            assert!(writes.is_empty(), "writes at idle: {writes:?}");
+
             // A mirror pod deleted by a user comes back (the static pod keeps running).
             mock.delete_pod("default", "static-pi-1", Some(0)).unwrap();
             wait_until("the mirror pod re-created", 15, || {
