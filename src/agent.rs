@@ -12,6 +12,12 @@
 //! `PodWorkers`), kill a runtime pod before every source delivered its first snapshot
 //! (k8s#112814), or stop pods on shutdown (pods outlive picolet, as with the kubelet).
 //!
+//! Apiserver mode (feature `apiserver`, `--kubeconfig` / `--manifest-url`): `run` asks
+//! `apiserver::start` for [`Extensions`] — more sources on the same snapshot channel
+//! (`api`, `http`) and a sender of [`PodEvent`]s (statuses, the desired and mirror pods,
+//! finished workers) for the status syncer: messages out, no shared state. Mirror pods are
+//! kept in the pod manager and never run. `READY=1` waits only for the file source.
+//!
 //! Deliberate difference: `AgentSyncer` shares the status manager and the back-off tables
 //! with the loop through one `Rc<RefCell<_>>`. Each borrow is short and never held across
 //! an `.await`; one sync per UID at a time (a pod-workers invariant) means no two tasks
