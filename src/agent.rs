@@ -12,6 +12,12 @@
 //! `PodWorkers`), kill a runtime pod before every source delivered its first snapshot
 //! (k8s#112814), or stop pods on shutdown (pods outlive picolet, as with the kubelet).
 //!
+//! Apiserver mode (feature `apiserver`, `--kubeconfig` / `--manifest-url`): `run` asks
+//! `apiserver::start` for [`Extensions`] — more sources on the same snapshot channel
+//! (`api`, `http`) and a sender of [`PodEvent`]s (statuses, the desired and mirror pods,
+//! finished workers) for the status syncer: messages out, no shared state. Mirror pods are
+//! kept in the pod manager and never run. `READY=1` waits only for the file source.
+//!
 //! Deliberate difference: `AgentSyncer` shares the status manager and the back-off tables
 //! with the loop through one `Rc<RefCell<_>>`. Each borrow is short and never held across
 //! an `.await`; one sync per UID at a time (a pod-workers invariant) means no two tasks
@@ -28,19 +34,22 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::Pod;
+use crate::api::{Pod, PodStatus};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{PodConfig, PodOp, PodUpdate};
 use crate::node::{self, NodeError};
 use crate::options::Options;
 use crate::pod_manager::PodManager;
+use crate::pod_manager::is_mirror_pod;
 use crate::pod_workers::{
-    PodSyncer, PodWorkers, SyncFailure, SyncPodOk, UpdatePodOptions, UpdateType,
+    Outcome, PodSyncer, PodWorkers, SyncFailure, SyncPodOk, UpdatePodOptions, UpdateType, WorkKind,
+    WorkerEvent,
 };
 use crate::runtime::backoff::PodBackoffs;
 use crate::runtime::cri::CriRuntime;
 use crate::runtime::sync::{self, PodSyncResult, StartOutcome, SyncEnv};
 use crate::runtime::{ContainerState, CriError, PodRuntimeStatus, Runtime, SandboxState};
+use crate::source::SourceUpdate;
 use crate::source::file::FileSource;
 use crate::status::{self, StatusManager, WaitingReasons};
 
@@ -55,6 +64,45 @@ pub enum AgentError {
     NodeName(#[from] NodeError),
     #[error(transparent)]
     Runtime(#[from] CriError),
+    #[cfg(feature = "apiserver")]
+    #[error(transparent)]
+    Api(#[from] crate::apiserver::ApiError),
+    #[cfg(not(feature = "apiserver"))]
+    #[error("--kubeconfig and --manifest-url need a picolet built with the `apiserver` feature")]
+    NoApiserverFeature,
+}
+
+// ---- apiserver mode: what the agent shares with the apiserver tasks (feature `apiserver`).
+
+/// What the agent tells observers (the apiserver's status syncer) about pods.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PodEvent {
+    /// A pod's status changed (in more than timestamps).
+    Status {
+        pod: Arc<Pod>,
+        status: Box<PodStatus>,
+    },
+    /// The desired pods and the mirror pods after a change; `sources_ready`: every source
+    /// has been seen.
+    Pods {
+        pods: Vec<Arc<Pod>>,
+        mirrors: Vec<Arc<Pod>>,
+        sources_ready: bool,
+    },
+    /// The pod worker of `uid` finished: stopped and cleaned up.
+    Finished { uid: String },
+}
+
+/// Pod sources besides the file source, and who hears about pods (the apiserver wiring
+/// builds it; the default is a static-pods-only agent).
+#[derive(Debug, Default)]
+pub struct Extensions {
+    /// Names of the extra sources (`"api"`, `"http"`): `sources_ready` waits for them.
+    pub sources: Vec<&'static str>,
+    /// The snapshot channel the extra sources send on; the file source joins it.
+    pub source_channel: Option<(mpsc::Sender<SourceUpdate>, mpsc::Receiver<SourceUpdate>)>,
+    /// Where pod events go.
+    pub events: Option<mpsc::UnboundedSender<PodEvent>>,
 }
 
 /// What the agent needs besides the runtime and the clock.
@@ -83,17 +131,30 @@ pub async fn run(
         // The static pod UID hashes the manifest path: make it absolute so `picolet run
         // --pod-manifest-path manifests` from another directory adopts the same pods.
         pod_manifest_path: std::path::absolute(&opts.pod_manifest_path)
-            .unwrap_or(opts.pod_manifest_path),
+            .unwrap_or_else(|_| opts.pod_manifest_path.clone()),
         file_check_frequency: opts.file_check_frequency,
         sync_frequency: opts.sync_frequency,
-        root_dir: opts.root_dir,
-        pod_log_dir: opts.pod_log_dir,
-        resolv_conf: opts.resolv_conf,
-        cgroup_parent: opts.cgroup_parent,
+        root_dir: opts.root_dir.clone(),
+        pod_log_dir: opts.pod_log_dir.clone(),
+        resolv_conf: opts.resolv_conf.clone(),
+        cgroup_parent: opts.cgroup_parent.clone(),
     };
     let local = tokio::task::LocalSet::new();
     local
-        .run_until(run_with(runtime, SystemClock, cfg, shutdown, relist_now))
+        .run_until(async move {
+            // ---- apiserver mode
+            #[cfg(feature = "apiserver")]
+            let ext =
+                crate::apiserver::start(&opts, &cfg, runtime.clone(), SystemClock, &shutdown)?;
+            #[cfg(not(feature = "apiserver"))]
+            let ext = if opts.kubeconfig.is_some() || opts.manifest_url.is_some() {
+                return Err(AgentError::NoApiserverFeature);
+            } else {
+                Extensions::default()
+            };
+            // ----
+            run_with_extensions(runtime, SystemClock, cfg, ext, shutdown, relist_now).await
+        })
         .await
 }
 
@@ -103,6 +164,26 @@ pub async fn run_with<R: Runtime, C: Clock>(
     runtime: R,
     clock: C,
     cfg: AgentConfig,
+    shutdown: CancellationToken,
+    relist_now: Rc<Notify>,
+) -> Result<(), AgentError> {
+    run_with_extensions(
+        runtime,
+        clock,
+        cfg,
+        Extensions::default(),
+        shutdown,
+        relist_now,
+    )
+    .await
+}
+
+/// [`run_with`] plus extra pod sources and a pod-event listener (apiserver mode).
+pub async fn run_with_extensions<R: Runtime, C: Clock>(
+    runtime: R,
+    clock: C,
+    cfg: AgentConfig,
+    ext: Extensions,
     shutdown: CancellationToken,
     relist_now: Rc<Notify>,
 ) -> Result<(), AgentError> {
@@ -122,7 +203,9 @@ pub async fn run_with<R: Runtime, C: Clock>(
         Err(e) => log::warn!("container runtime not reachable yet, will keep trying: {e}"),
     }
 
-    let (src_tx, mut src_rx) = mpsc::channel(16);
+    let (src_tx, mut src_rx) = ext.source_channel.unwrap_or_else(|| mpsc::channel(16));
+    let mut sources = vec![crate::source::file::SOURCE];
+    sources.extend(ext.sources.iter().copied());
     let file_source = FileSource::new(
         cfg.pod_manifest_path.clone(),
         cfg.node_name.clone(),
@@ -130,7 +213,10 @@ pub async fn run_with<R: Runtime, C: Clock>(
     );
     tokio::task::spawn_local(file_source.run(src_tx, relist_now, shutdown.child_token()));
 
-    let shared = Rc::new(RefCell::new(Shared::default()));
+    let shared = Rc::new(RefCell::new(Shared {
+        events: ext.events.clone(),
+        ..Shared::default()
+    }));
     let syncer = AgentSyncer {
         env: SyncEnv {
             runtime: runtime.clone(),
@@ -144,7 +230,7 @@ pub async fn run_with<R: Runtime, C: Clock>(
     };
     let mut state = Loop {
         runtime,
-        config: PodConfig::new(&["file"]),
+        config: PodConfig::new(&sources),
         pods: PodManager::default(),
         workers: PodWorkers::new(syncer),
         shared,
@@ -153,6 +239,8 @@ pub async fn run_with<R: Runtime, C: Clock>(
         relisted_once: false,
         relist_failing: false,
         notified_ready: false,
+        file_seen: false,
+        events: ext.events,
     };
 
     let mut relist_tick = tokio::time::interval(RELIST_PERIOD);
@@ -167,17 +255,25 @@ pub async fn run_with<R: Runtime, C: Clock>(
             // Source updates wait for the first relist: deciding whether a static pod may
             // start needs to know what the runtime already runs (see `start_or_hold`).
             Some(update) = src_rx.recv(), if state.relisted_once => {
+                state.file_seen |= update.source == crate::source::file::SOURCE;
                 for u in state.config.merge(update) {
                     state.handle(u);
                 }
+                state.publish_pods();
             }
-            _ = state.workers.next() => {}
+            event = state.workers.next() => state.on_worker_event(event),
             _ = relist_tick.tick() => state.relist().await,
             _ = housekeeping_tick.tick() => state.housekeeping(),
         }
-        if !state.notified_ready && state.relisted_once && state.config.sources_ready() {
+        // READY once the static pods are known: a slow or unreachable apiserver must not
+        // make systemd give up on picolet (k3s#1686).
+        if !state.notified_ready && state.relisted_once && state.file_seen {
             state.notified_ready = true;
-            log::info!("all pod sources seen and runtime relisted: ready");
+            if state.config.sources_ready() {
+                log::info!("all pod sources seen and runtime relisted: ready");
+            } else {
+                log::info!("static pods seen and runtime relisted: ready (other sources pending)");
+            }
             node::sd_notify("READY=1");
         }
     }
@@ -191,6 +287,8 @@ pub async fn run_with<R: Runtime, C: Clock>(
 struct Shared {
     statuses: StatusManager,
     backoffs: HashMap<String, PodBackoffs>,
+    /// apiserver mode: status changes go to the status syncer.
+    events: Option<mpsc::UnboundedSender<PodEvent>>,
 }
 
 struct Loop<R: Runtime, C: Clock> {
@@ -206,14 +304,55 @@ struct Loop<R: Runtime, C: Clock> {
     relisted_once: bool,
     relist_failing: bool,
     notified_ready: bool,
+    file_seen: bool,
+    /// apiserver mode: pod events for the status syncer.
+    events: Option<mpsc::UnboundedSender<PodEvent>>,
 }
 
 impl<R: Runtime, C: Clock> Loop<R, C> {
+    /// apiserver mode: the desired and mirror pods after a change.
+    fn publish_pods(&self) {
+        if let Some(tx) = &self.events {
+            let _ = tx.send(PodEvent::Pods {
+                pods: self.pods.pods(),
+                mirrors: self.pods.mirror_pods(),
+                sources_ready: self.config.sources_ready(),
+            });
+        }
+    }
+
+    /// apiserver mode: a finished worker may let a deleted pod go.
+    fn on_worker_event(&self, event: WorkerEvent) {
+        if let (
+            Some(tx),
+            WorkerEvent::Completed {
+                uid,
+                work: WorkKind::Terminated,
+                outcome: Outcome::Succeeded { .. },
+                ..
+            },
+        ) = (&self.events, event)
+        {
+            let _ = tx.send(PodEvent::Finished { uid });
+        }
+    }
+
     /// kubelet: `syncLoopIteration` → `HandlePodAdditions/Updates/Removes/…`.
     fn handle(&mut self, update: PodUpdate) {
         for pod in update.pods {
             let uid = pod.uid().to_string();
             let name = pod.full_name();
+            // kubelet: `handleMirrorPod` — a mirror pod is the apiserver's copy of a static
+            // pod: remembered, never run.
+            if is_mirror_pod(&pod) {
+                match update.op {
+                    PodOp::Remove => {
+                        self.pods.remove(&uid);
+                    }
+                    _ => self.pods.add_or_update(pod),
+                }
+                continue;
+            }
             match update.op {
                 PodOp::Add => {
                     log::info!("pod {name} (uid {uid}) added by source {}", update.source);
@@ -422,7 +561,7 @@ impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
     /// Recomputes the API status from a fresh runtime view and stores it (logged on change).
     fn record_status(
         &self,
-        pod: &Pod,
+        pod: &Arc<Pod>,
         observed: &PodRuntimeStatus,
         reasons: &WaitingReasons,
     ) -> bool {
@@ -431,7 +570,16 @@ impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
         let previous = shared.statuses.get(pod.uid()).cloned();
         let st = status::compute_pod_status(pod, observed, reasons, previous.as_ref(), now, None);
         let terminal = st.phase.is_some_and(|p| p.is_terminal());
-        shared.statuses.set(pod.uid(), &pod.full_name(), st);
+        let changed = shared.statuses.set(pod.uid(), &pod.full_name(), st);
+        // apiserver mode: the status syncer sends it on.
+        if let (true, Some(tx), Some(status)) =
+            (changed, &shared.events, shared.statuses.get(pod.uid()))
+        {
+            let _ = tx.send(PodEvent::Status {
+                pod: Arc::clone(pod),
+                status: Box::new(status.clone()),
+            });
+        }
         terminal
     }
 }

@@ -456,11 +456,11 @@ pub struct PodStatus {
     pub message: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, rename = "hostIP", skip_serializing_if = "Option::is_none")]
     pub host_ip: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, rename = "podIP", skip_serializing_if = "Option::is_none")]
     pub pod_ip: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, rename = "podIPs", skip_serializing_if = "Vec::is_empty")]
     pub pod_ips: Vec<PodIp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<String>,
@@ -518,7 +518,7 @@ pub struct ContainerStatus {
     pub ready: bool,
     pub restart_count: i32,
     pub image: String,
-    #[serde(default)]
+    #[serde(default, rename = "imageID")]
     pub image_id: String,
     #[serde(
         default,
@@ -575,4 +575,37 @@ pub struct ContainerStateTerminated {
         skip_serializing_if = "Option::is_none"
     )]
     pub container_id: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_field_names_are_the_apis() {
+        let s = PodStatus {
+            host_ip: Some("192.0.2.1".into()),
+            pod_ip: Some("10.0.0.2".into()),
+            pod_ips: vec![PodIp {
+                ip: "10.0.0.2".into(),
+            }],
+            container_statuses: vec![ContainerStatus {
+                image_id: "sha256:x".into(),
+                container_id: Some("containerd://c".into()),
+                ..ContainerStatus::default()
+            }],
+            ..PodStatus::default()
+        };
+        let v = serde_json::to_value(&s).unwrap();
+        for key in ["hostIP", "podIP", "podIPs"] {
+            assert!(v.get(key).is_some(), "{key} in {v}");
+        }
+        assert!(v["containerStatuses"][0].get("imageID").is_some(), "{v}");
+        assert!(
+            v["containerStatuses"][0].get("containerID").is_some(),
+            "{v}"
+        );
+        let back: PodStatus = serde_json::from_value(v).unwrap();
+        assert_eq!(back, s);
+    }
 }

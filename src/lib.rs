@@ -17,8 +17,11 @@
 //!
 //! Layout:
 //! - [`api`]          the `v1/Pod` subset (serde types), nothing else
+//! - `apiserver`      (feature `apiserver`) the API server client: node, lease, status
+//!   sync, mirror pods, the offline checkpoint
 //! - [`manifest`]     parse, default, validate a manifest; static pod identity
-//! - [`source`]       pod sources; [`source::file`] is the static pod directory
+//! - [`source`]       pod sources; [`source::file`] is the static pod directory (with the
+//!   feature `apiserver` also `source::apiserver` and `source::http`)
 //! - [`config`]       PodConfig: merges source snapshots into ordered `PodUpdate`s
 //! - [`pod_manager`]  the desired pods, by UID and by full name
 //! - [`pod_workers`]  the per-pod lifecycle state machine and its scheduling
@@ -31,6 +34,8 @@
 
 pub mod agent;
 pub mod api;
+#[cfg(feature = "apiserver")]
+pub mod apiserver;
 pub mod clock;
 pub mod config;
 pub mod manifest;

@@ -117,11 +117,45 @@ async fn run(opts: Options) -> ExitCode {
     }
 }
 
+/// `picolet check` with `--kubeconfig`: the kubeconfig loads, and the apiserver answers a
+/// GET of this node (404 is fine: not registered yet). Unreachable is only a warning: the
+/// node runs its checkpointed pods offline.
+#[cfg(feature = "apiserver")]
+async fn check_apiserver(kubeconfig: &std::path::Path, node: &str) -> (Verdict, String) {
+    use picolet::apiserver::{Client, ClientConfig, types::Node};
+    let client = match ClientConfig::from_kubeconfig(kubeconfig).and_then(|c| Client::new(&c)) {
+        Ok(c) => c,
+        Err(e) => return (Verdict::Fail, e.to_string()),
+    };
+    let server = client.server().to_string();
+    match client
+        .get_opt::<Node>(&format!("/api/v1/nodes/{node}"))
+        .await
+    {
+        Ok(Some(_)) => (Verdict::Ok, format!("{server}: node {node} registered")),
+        Ok(None) => (
+            Verdict::Ok,
+            format!("{server}: reachable; node {node} not registered yet"),
+        ),
+        Err(e) if matches!(e.code(), Some(401 | 403)) => (Verdict::Fail, e.to_string()),
+        Err(e) => (
+            Verdict::Warn,
+            format!("{e} (pods of the checkpoint run offline)"),
+        ),
+    }
+}
+
 async fn check(opts: Options) -> ExitCode {
     let mut report = Preflight::default();
-    match node::node_name(opts.hostname_override.as_deref()) {
-        Ok(n) => report.push(Verdict::Ok, "node name", n),
+    let node_name = node::node_name(opts.hostname_override.as_deref());
+    match &node_name {
+        Ok(n) => report.push(Verdict::Ok, "node name", n.clone()),
         Err(e) => report.push(Verdict::Fail, "node name", e.to_string()),
+    }
+    #[cfg(feature = "apiserver")]
+    if let (Some(kubeconfig), Ok(node)) = (&opts.kubeconfig, &node_name) {
+        let (verdict, detail) = check_apiserver(kubeconfig, node).await;
+        report.push(verdict, "apiserver", detail);
     }
     let endpoint = &opts.container_runtime_endpoint;
     match CriRuntime::connect(endpoint) {

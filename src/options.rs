@@ -9,6 +9,8 @@
 //! Must never: touch the system (no I/O besides reading the config file).
 //! A hand-written parser instead of clap: a dozen flags do not earn ~300 KiB of binary.
 
+use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -64,6 +66,22 @@ pub struct Options {
     pub resolv_conf: PathBuf,
     /// `--cgroup-parent` passed to sandboxes ("" lets the runtime decide).
     pub cgroup_parent: String,
+    // ---- apiserver mode (feature `apiserver`)
+    /// `--kubeconfig`: join the cluster this file points at (node, lease, API pods, status,
+    /// mirror pods). None: static pods only.
+    pub kubeconfig: Option<PathBuf>,
+    /// `--node-labels k=v,…`: extra labels of the Node.
+    pub node_labels: BTreeMap<String, String>,
+    /// `--max-pods`: the Node's pod capacity.
+    pub max_pods: u32,
+    /// `--node-ip`: the Node's InternalIP (default: the address that reaches the apiserver).
+    pub node_ip: Option<IpAddr>,
+    /// `--node-status-update-frequency`.
+    pub node_status_update_frequency: Duration,
+    /// `--manifest-url`: a URL serving a Pod or a PodList (kubelet `staticPodURL`).
+    pub manifest_url: Option<String>,
+    /// `--manifest-url-header 'Name:Value'` (repeatable; kubelet `staticPodURLHeader`).
+    pub manifest_url_headers: Vec<(String, String)>,
 }
 
 impl Default for Options {
@@ -79,6 +97,13 @@ impl Default for Options {
             sync_frequency: Duration::from_secs(60),
             resolv_conf: PathBuf::from("/etc/resolv.conf"),
             cgroup_parent: String::new(),
+            kubeconfig: None,
+            node_labels: BTreeMap::new(),
+            max_pods: 110,
+            node_ip: None,
+            node_status_update_frequency: Duration::from_secs(10),
+            manifest_url: None,
+            manifest_url_headers: Vec::new(),
         }
     }
 }
@@ -104,6 +129,16 @@ FLAGS (kubelet names):
     --resolv-conf FILE                  resolver for dnsPolicy Default [/etc/resolv.conf]
     --cgroup-parent PATH                cgroup parent for pod sandboxes [runtime default]
 
+Cluster mode (builds with the `apiserver` feature):
+    --kubeconfig FILE                   join the cluster of this kubeconfig: Node, Lease, API
+                                        pods (kept running offline), status, mirror pods
+    --node-labels k=v,...               extra Node labels
+    --node-ip IP                        the Node's InternalIP [the address reaching the apiserver]
+    --max-pods N                        the Node's pod capacity [110]
+    --node-status-update-frequency DUR  node status period [10s]
+    --manifest-url URL                  also run the Pod or PodList served at URL (GET every 20s)
+    --manifest-url-header 'Name:Value'  header for --manifest-url (repeatable)
+
 Logging: RUST_LOG=debug|info|warn (default info).
 ";
 
@@ -124,6 +159,17 @@ struct ConfigFile {
     sync_frequency: Option<String>,
     resolv_conf: Option<PathBuf>,
     cgroup_root: Option<String>,
+    kubeconfig: Option<PathBuf>,
+    node_labels: Option<BTreeMap<String, String>>,
+    max_pods: Option<u32>,
+    #[serde(rename = "nodeIP")]
+    node_ip: Option<String>,
+    node_status_update_frequency: Option<String>,
+    #[serde(rename = "staticPodURL", alias = "manifestURL")]
+    static_pod_url: Option<String>,
+    /// kubelet: `map[string][]string`.
+    #[serde(rename = "staticPodURLHeader")]
+    static_pod_url_header: Option<BTreeMap<String, Vec<String>>>,
 }
 
 /// Parses `args` (without the program name).
@@ -170,6 +216,44 @@ pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
             "--sync-frequency" => opts.sync_frequency = duration_flag(flag, &value()?)?,
             "--resolv-conf" => opts.resolv_conf = value()?.into(),
             "--cgroup-parent" | "--cgroup-root" => opts.cgroup_parent = value()?,
+            "--kubeconfig" => opts.kubeconfig = Some(value()?.into()),
+            "--node-labels" => {
+                let labels = parse_labels(&value()?).map_err(|reason| OptionsError::BadValue {
+                    flag: flag.clone(),
+                    reason,
+                })?;
+                opts.node_labels.extend(labels);
+            }
+            "--max-pods" => {
+                let v = value()?;
+                opts.max_pods = v.parse().map_err(|_| OptionsError::BadValue {
+                    flag: flag.clone(),
+                    reason: format!("{v:?} is not a number of pods"),
+                })?;
+            }
+            "--node-ip" => {
+                let v = value()?;
+                opts.node_ip = Some(v.parse().map_err(|_| OptionsError::BadValue {
+                    flag: flag.clone(),
+                    reason: format!("{v:?} is not an IP address"),
+                })?);
+            }
+            "--node-status-update-frequency" => {
+                opts.node_status_update_frequency = duration_flag(flag, &value()?)?
+            }
+            "--manifest-url" => opts.manifest_url = Some(value()?),
+            "--manifest-url-header" => {
+                // kubelet: 'a:hello,b:again' — several headers in one flag value, and
+                // the flag may be repeated.
+                for part in value()?.split(',').filter(|p| !p.trim().is_empty()) {
+                    let (k, v) = part.split_once(':').ok_or_else(|| OptionsError::BadValue {
+                        flag: flag.clone(),
+                        reason: format!("{part:?} is not Name:Value"),
+                    })?;
+                    opts.manifest_url_headers
+                        .push((k.trim().to_string(), v.trim().to_string()));
+                }
+            }
             other => return Err(OptionsError::UnknownFlag(other.to_string())),
         }
     }
@@ -259,7 +343,51 @@ fn apply_config_file(opts: &mut Options, path: &str) -> Result<(), OptionsError>
     if let Some(v) = cfg.cgroup_root {
         opts.cgroup_parent = v;
     }
+    if let Some(v) = cfg.kubeconfig {
+        opts.kubeconfig = Some(v);
+    }
+    if let Some(v) = cfg.node_labels {
+        opts.node_labels = v;
+    }
+    if let Some(v) = cfg.max_pods {
+        opts.max_pods = v;
+    }
+    if let Some(v) = cfg.node_ip {
+        opts.node_ip = Some(v.parse().map_err(|_| OptionsError::ConfigParse {
+            path: path.to_string(),
+            message: format!("nodeIP: {v:?} is not an IP address"),
+        })?);
+    }
+    if let Some(v) = cfg.node_status_update_frequency {
+        opts.node_status_update_frequency = dur("nodeStatusUpdateFrequency", &v)?;
+    }
+    if let Some(v) = cfg.static_pod_url {
+        opts.manifest_url = Some(v);
+    }
+    if let Some(h) = cfg.static_pod_url_header {
+        for (k, values) in h {
+            for v in values {
+                opts.manifest_url_headers.push((k.clone(), v));
+            }
+        }
+    }
     Ok(())
+}
+
+/// `k=v,k2=v2` (kubelet `--node-labels`).
+pub fn parse_labels(s: &str) -> Result<BTreeMap<String, String>, String> {
+    let mut out = BTreeMap::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (k, v) = part
+            .split_once('=')
+            .ok_or_else(|| format!("{part:?} is not key=value"))?;
+        let k = k.trim();
+        if k.is_empty() || k.len() > 316 || k.contains(char::is_whitespace) {
+            return Err(format!("{k:?} is not a valid label key"));
+        }
+        out.insert(k.to_string(), v.trim().to_string());
+    }
+    Ok(out)
 }
 
 const KNOWN_CONFIG_KEYS: &[&str] = &[
@@ -277,6 +405,14 @@ const KNOWN_CONFIG_KEYS: &[&str] = &[
     "syncFrequency",
     "resolvConf",
     "cgroupRoot",
+    "kubeconfig",
+    "nodeLabels",
+    "maxPods",
+    "nodeIP",
+    "nodeStatusUpdateFrequency",
+    "staticPodURL",
+    "manifestURL",
+    "staticPodURLHeader",
 ];
 
 fn duration_flag(flag: &str, v: &str) -> Result<Duration, OptionsError> {
@@ -412,6 +548,64 @@ mod tests {
         );
         let got = parse(&args(&format!("run --config {path}"))).unwrap();
         assert_eq!(got, Command::Run(Options::default()));
+    }
+
+    #[test]
+    fn cluster_flags() {
+        let Command::Run(o) = parse(&args(
+            "run --kubeconfig /etc/picolet/kubeconfig --node-labels a=b,zone=x --node-labels c=d \
+             --max-pods 20 --node-ip 192.0.2.5 --node-status-update-frequency 5s \
+             --manifest-url http://h/pods --manifest-url-header X-A:1,X-B:2 \
+             --manifest-url-header Authorization:Bearer",
+        ))
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(o.kubeconfig, Some(PathBuf::from("/etc/picolet/kubeconfig")));
+        assert_eq!(o.node_labels.len(), 3);
+        assert_eq!(o.node_labels["zone"], "x");
+        assert_eq!(o.max_pods, 20);
+        assert_eq!(o.node_ip, Some("192.0.2.5".parse().unwrap()));
+        assert_eq!(o.node_status_update_frequency, Duration::from_secs(5));
+        assert_eq!(o.manifest_url.as_deref(), Some("http://h/pods"));
+        assert_eq!(
+            o.manifest_url_headers,
+            vec![
+                ("X-A".to_string(), "1".to_string()),
+                ("X-B".into(), "2".into()),
+                ("Authorization".into(), "Bearer".into())
+            ]
+        );
+        for bad in [
+            "run --node-labels novalue",
+            "run --max-pods many",
+            "run --node-ip nowhere",
+            "run --manifest-url-header noseparator",
+        ] {
+            assert!(
+                matches!(parse(&args(bad)), Err(OptionsError::BadValue { .. })),
+                "{bad}"
+            );
+        }
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.yaml");
+        std::fs::write(
+            &path,
+            "kubeconfig: /k\nmaxPods: 30\nnodeLabels: {role: edge}\nstaticPodURL: http://u\n\
+             staticPodURLHeader: {X-Token: [a, b]}\nnodeStatusUpdateFrequency: 20s\n",
+        )
+        .unwrap();
+        let Command::Run(o) = parse(&args(&format!("run --config {}", path.display()))).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(o.kubeconfig, Some(PathBuf::from("/k")));
+        assert_eq!(o.max_pods, 30);
+        assert_eq!(o.node_labels["role"], "edge");
+        assert_eq!(o.manifest_url.as_deref(), Some("http://u"));
+        assert_eq!(o.manifest_url_headers.len(), 2);
+        assert_eq!(o.node_status_update_frequency, Duration::from_secs(20));
     }
 
     #[test]

@@ -6,9 +6,14 @@
 //!
 //! Must never: talk to the runtime or hold pod state beyond its own last snapshot.
 //!
-//! Sources: [`file`] (the static pod directory). `http` and `apiserver`: later.
+//! Sources: [`file`] (the static pod directory); with the feature `apiserver` also
+//! `apiserver` (the pods the apiserver binds to this node) and `http` (`--manifest-url`).
 
+#[cfg(feature = "apiserver")]
+pub mod apiserver;
 pub mod file;
+#[cfg(feature = "apiserver")]
+pub mod http;
 
 use std::path::PathBuf;
 
@@ -19,7 +24,7 @@ use crate::manifest::ManifestError;
 /// source as seen (kubelet: `sourcesReady`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SourceUpdate {
-    /// `"file"`, later `"http"` / `"api"` (the `kubernetes.io/config.source` value).
+    /// `"file"`, `"http"` or `"api"` (the `kubernetes.io/config.source` value).
     pub source: &'static str,
     /// Sorted by the source's own order (file: by file name); full names are unique.
     pub pods: Vec<api::Pod>,

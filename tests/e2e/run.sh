@@ -20,6 +20,7 @@ LAB=${PICOLET_LAB_DIR:-$REPO/.lab}
 cd "$REPO"
 # Compile first: a build error needs no lab.
 cargo test --test e2e --no-run
+cargo test --features mock-apiserver --test e2e_api --no-run
 
 # shellcheck disable=SC2317 # called by the EXIT trap
 teardown() {
@@ -40,4 +41,10 @@ rc=0
 PICOLET_E2E_ENDPOINT="$endpoint" RUST_BACKTRACE="${RUST_BACKTRACE:-0}" \
 	cargo test --test e2e -- --test-threads=1 --nocapture "$@" || rc=$?
 echo "run.sh: e2e tests exited with $rc" >&2
+# apiserver mode (the mock API server runs inside the test process)
+if ((rc == 0)); then
+	PICOLET_E2E_ENDPOINT="$endpoint" RUST_BACKTRACE="${RUST_BACKTRACE:-0}" \
+		cargo test --features mock-apiserver --test e2e_api -- --test-threads=1 --nocapture "$@" || rc=$?
+	echo "run.sh: e2e_api tests exited with $rc" >&2
+fi
 exit "$rc"

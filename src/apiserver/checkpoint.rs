@@ -1,0 +1,262 @@
+//! Offline autonomy: the last-seen set of API pods, on disk (KubeEdge and OpenYurt have
+//! this; the kubelet does not).
+//!
+//! Owns: one JSON file under `--root-dir` (`checkpoints/api-pods.json`): the node name and
+//! the pods of the last API snapshot in *checkpoint form* — without `resourceVersion` and
+//! without status, except a terminal phase (a finished pod must not run again) — so that
+//! status updates and watch resyncs do not rewrite it. Written only when that form
+//! changes, atomically (a temporary file, fsync, rename, fsync of the directory), mode
+//! 0600 (pods carry environment values).
+//!
+//! The API source delivers the checkpoint as its first snapshot when the apiserver cannot
+//! be reached at start: a node restarted during an outage keeps running its pods — no
+//! kill, no restart — and reconciles when the apiserver returns.
+//!
+//! Must never: write at idle (an SD card wears out), or hand over pods of another node
+//! (a checkpoint written under another node name is ignored).
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::api::{Pod, PodStatus};
+
+/// File name under `<root-dir>/checkpoints/`.
+pub const FILE_NAME: &str = "api-pods.json";
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    #[error("checkpoint {}: cannot read: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("checkpoint {}: cannot parse (ignored): {source}", path.display())]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("checkpoint {}: cannot write: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("checkpoint: cannot encode: {0}")]
+    Encode(#[source] serde_json::Error),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct File {
+    version: u32,
+    node: String,
+    pods: Vec<Pod>,
+}
+
+/// The checkpoint file of one node.
+#[derive(Debug)]
+pub struct Checkpoint {
+    path: PathBuf,
+    node_name: String,
+    /// The bytes on disk, once known: a store of the same bytes is skipped.
+    on_disk: Option<Vec<u8>>,
+}
+
+impl Checkpoint {
+    /// The checkpoint under `root_dir` for `node_name`.
+    pub fn new(root_dir: &Path, node_name: &str) -> Self {
+        Checkpoint {
+            path: root_dir.join("checkpoints").join(FILE_NAME),
+            node_name: node_name.to_string(),
+            on_disk: None,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The pods of the checkpoint; `Ok(None)` when there is none (or it belongs to
+    /// another node name).
+    pub fn load(&mut self) -> Result<Option<Vec<Pod>>, CheckpointError> {
+        let bytes = match fs::read(&self.path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(CheckpointError::Read {
+                    path: self.path.clone(),
+                    source,
+                });
+            }
+        };
+        let file: File =
+            serde_json::from_slice(&bytes).map_err(|source| CheckpointError::Parse {
+                path: self.path.clone(),
+                source,
+            })?;
+        self.on_disk = Some(bytes);
+        if file.node != self.node_name {
+            log::warn!(
+                "checkpoint {}: written for node {:?}, this is {:?}: ignored",
+                self.path.display(),
+                file.node,
+                self.node_name
+            );
+            return Ok(None);
+        }
+        Ok(Some(file.pods))
+    }
+
+    /// Stores `pods` (in checkpoint form) if that differs from the file; returns whether
+    /// it wrote.
+    pub fn store(&mut self, pods: &[Pod]) -> Result<bool, CheckpointError> {
+        let file = File {
+            version: 1,
+            node: self.node_name.clone(),
+            pods: pods.iter().map(checkpoint_form).collect(),
+        };
+        let bytes = serde_json::to_vec(&file).map_err(CheckpointError::Encode)?;
+        if self.on_disk.as_ref() == Some(&bytes) {
+            return Ok(false);
+        }
+        write_atomic(&self.path, &bytes).map_err(|source| CheckpointError::Write {
+            path: self.path.clone(),
+            source,
+        })?;
+        self.on_disk = Some(bytes);
+        Ok(true)
+    }
+}
+
+/// A pod as checkpointed: no resourceVersion, no status except a terminal phase.
+pub fn checkpoint_form(pod: &Pod) -> Pod {
+    let mut p = pod.clone();
+    p.metadata.resource_version.clear();
+    p.status = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.phase)
+        .filter(|ph| ph.is_terminal())
+        .map(|ph| PodStatus {
+            phase: Some(ph),
+            ..PodStatus::default()
+        });
+    p
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let tmp = path.with_extension("json.tmp");
+    {
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    fs::rename(&tmp, path)?;
+    // The rename itself is durable only once the directory is synced.
+    fs::File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+    use crate::api::PodPhase;
+
+    fn pod(name: &str, rv: &str, phase: Option<PodPhase>) -> Pod {
+        let mut p = Pod::default();
+        p.metadata.name = name.into();
+        p.metadata.namespace = "default".into();
+        p.metadata.uid = format!("uid-{name}");
+        p.metadata.resource_version = rv.into();
+        p.status = phase.map(|ph| PodStatus {
+            phase: Some(ph),
+            pod_ip: Some("10.0.0.1".into()),
+            ..PodStatus::default()
+        });
+        p
+    }
+
+    #[test]
+    fn round_trip_written_only_on_change_mode_0600() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = Checkpoint::new(dir.path(), "pi-1");
+        assert!(c.load().unwrap().is_none());
+        assert!(c.store(&[pod("a", "1", Some(PodPhase::Running))]).unwrap());
+        let mode = fs::metadata(c.path()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let dir_mode = fs::metadata(c.path().parent().unwrap())
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(dir_mode, 0o700);
+        // A new resourceVersion or a new non-terminal status is not a change.
+        assert!(!c.store(&[pod("a", "7", Some(PodPhase::Pending))]).unwrap());
+        assert!(!c.store(&[pod("a", "8", None)]).unwrap());
+        // A terminal phase is.
+        assert!(
+            c.store(&[pod("a", "9", Some(PodPhase::Succeeded))])
+                .unwrap()
+        );
+        assert!(c.store(&[]).unwrap());
+        assert!(c.store(&[pod("b", "1", None)]).unwrap());
+
+        // A fresh instance reads it back, and does not rewrite the same content.
+        let mut again = Checkpoint::new(dir.path(), "pi-1");
+        let pods = again.load().unwrap().unwrap();
+        assert_eq!(pods.len(), 1);
+        assert_eq!(pods[0].metadata.name, "b");
+        assert!(pods[0].metadata.resource_version.is_empty());
+        assert!(!again.store(&[pod("b", "5", None)]).unwrap());
+        assert!(!dir.path().join("checkpoints/api-pods.json.tmp").exists());
+    }
+
+    #[test]
+    fn other_node_or_garbage_is_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = Checkpoint::new(dir.path(), "pi-1");
+        c.store(&[pod("a", "1", None)]).unwrap();
+        let mut other = Checkpoint::new(dir.path(), "pi-2");
+        assert!(other.load().unwrap().is_none());
+        fs::write(c.path(), b"{garbage").unwrap();
+        let mut c = Checkpoint::new(dir.path(), "pi-1");
+        let err = c.load().unwrap_err();
+        assert!(matches!(err, CheckpointError::Parse { .. }), "{err}");
+        // And a store replaces it.
+        assert!(c.store(&[]).unwrap());
+        assert_eq!(c.load().unwrap(), Some(vec![]));
+    }
+
+    #[test]
+    fn terminal_phase_survives_the_checkpoint_form() {
+        let p = checkpoint_form(&pod("a", "3", Some(PodPhase::Failed)));
+        assert_eq!(
+            p.status,
+            Some(PodStatus {
+                phase: Some(PodPhase::Failed),
+                ..PodStatus::default()
+            })
+        );
+        assert!(
+            checkpoint_form(&pod("a", "3", Some(PodPhase::Running)))
+                .status
+                .is_none()
+        );
+    }
+}

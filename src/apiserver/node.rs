@@ -1,0 +1,826 @@
+//! The Node object and the node Lease (kubelet: `kubelet_node_status.go`,
+//! `nodelease/controller.go`).
+//!
+//! Owns: registering the Node (labels `kubernetes.io/hostname`, `kubernetes.io/os`,
+//! `kubernetes.io/arch` and `--node-labels`), its status (Ready from the CRI `Status`,
+//! addresses, capacity/allocatable, nodeInfo) and its Lease in `kube-node-lease`; it
+//! publishes the Node's UID (mirror pods need it for their owner reference).
+//!
+//! Timing (upstream's): status computed every 10 s (`--node-status-update-frequency`) and
+//! PATCHed only when it changed (heartbeat times aside) or every 5 min; Lease of 40 s
+//! renewed every 10 s. Registration retries 100 ms doubling to 7 s; every other failure
+//! is logged once per streak and retried at the next tick. A Node deleted behind picolet's
+//! back is registered again.
+//!
+//! Pure parts, table-tested: [`node_status`] (facts + runtime health + previous → status)
+//! and [`needs_report`]. Facts are read from injected roots (`/proc`, `/etc`, `/sys`).
+//!
+//! Must never: panic, or block the event loop (it is its own task).
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::sync::watch;
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+
+use super::types::{
+    Lease, LeaseSpec, Node, NodeAddress, NodeCondition, NodeStatus, NodeSystemInfo,
+};
+use super::{ApiError, Backoff, Client, PatchKind};
+use crate::api::{ObjectMeta, OwnerReference};
+use crate::clock::{self, Clock, UnixNanos};
+use crate::runtime::{Runtime, RuntimeHealth, RuntimeVersion};
+
+pub const LABEL_HOSTNAME: &str = "kubernetes.io/hostname";
+pub const LABEL_OS: &str = "kubernetes.io/os";
+pub const LABEL_ARCH: &str = "kubernetes.io/arch";
+pub const LEASE_NAMESPACE: &str = "kube-node-lease";
+
+/// The `kubeletVersion` picolet reports: its own version, recognisable and valid semver.
+pub const KUBELET_VERSION: &str = concat!("v", env!("CARGO_PKG_VERSION"), "-picolet");
+
+/// What the node task needs to know.
+#[derive(Debug, Clone)]
+pub struct NodeOptions {
+    pub node_name: String,
+    /// `--node-labels`, added to the default labels (which win on conflict).
+    pub labels: BTreeMap<String, String>,
+    /// `--max-pods`.
+    pub max_pods: u32,
+    /// `--node-ip`: the InternalIP address; else the local address that reaches the
+    /// apiserver.
+    pub node_ip: Option<IpAddr>,
+    /// kubelet: `nodeStatusUpdateFrequency` (10 s).
+    pub status_update_frequency: Duration,
+    /// kubelet: `nodeStatusReportFrequency` (5 min).
+    pub status_report_frequency: Duration,
+    /// kubelet: `nodeLeaseDurationSeconds` (40 s).
+    pub lease_duration: Duration,
+    /// kubelet: renew interval = 0.25 × lease duration (10 s).
+    pub lease_renew_interval: Duration,
+    /// Roots of `/proc`, `/etc` and `/sys` (tests use a tempdir).
+    pub proc_root: PathBuf,
+    pub etc_root: PathBuf,
+    pub sys_root: PathBuf,
+}
+
+impl NodeOptions {
+    pub fn new(node_name: impl Into<String>) -> Self {
+        NodeOptions {
+            node_name: node_name.into(),
+            labels: BTreeMap::new(),
+            max_pods: 110,
+            node_ip: None,
+            status_update_frequency: Duration::from_secs(10),
+            status_report_frequency: Duration::from_secs(300),
+            lease_duration: Duration::from_secs(40),
+            lease_renew_interval: Duration::from_secs(10),
+            proc_root: PathBuf::from("/proc"),
+            etc_root: PathBuf::from("/etc"),
+            sys_root: PathBuf::from("/sys"),
+        }
+    }
+}
+
+/// `kubernetes.io/arch` of the build target (Go's GOARCH names).
+pub fn go_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "386",
+        "powerpc64" => "ppc64le",
+        "mips" => "mipsle",
+        other => other, // arm, riscv64, s390x, loong64 have the same names
+    }
+}
+
+/// The Node's labels: `--node-labels`, then the default labels (kubelet: `initialNode`).
+pub fn node_labels(opts: &NodeOptions) -> BTreeMap<String, String> {
+    let mut labels = opts.labels.clone();
+    labels.insert(LABEL_HOSTNAME.into(), opts.node_name.clone());
+    labels.insert(LABEL_OS.into(), "linux".into());
+    labels.insert(LABEL_ARCH.into(), go_arch().into());
+    labels
+}
+
+/// Machine facts, read once at start (and the runtime version once reachable).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeFacts {
+    pub hostname: String,
+    pub internal_ip: Option<IpAddr>,
+    pub cpus: u32,
+    /// `MemTotal` in KiB.
+    pub memory_kib: u64,
+    pub max_pods: u32,
+    pub kernel_version: String,
+    pub os_image: String,
+    pub machine_id: String,
+    pub boot_id: String,
+    pub system_uuid: String,
+    /// `containerd://1.6.20`, empty until the runtime answered.
+    pub runtime_version: String,
+}
+
+impl NodeFacts {
+    /// Reads the facts from the injected roots; what cannot be read stays empty.
+    pub fn read(opts: &NodeOptions) -> Self {
+        let read = |p: PathBuf| std::fs::read_to_string(p).unwrap_or_default();
+        let cpuinfo = read(opts.proc_root.join("cpuinfo"));
+        let cpus = cpuinfo
+            .lines()
+            .filter(|l| l.starts_with("processor"))
+            .count() as u32;
+        let cpus = if cpus > 0 {
+            cpus
+        } else {
+            std::thread::available_parallelism()
+                .map(|n| n.get() as u32)
+                .unwrap_or(1)
+        };
+        NodeFacts {
+            hostname: opts.node_name.clone(),
+            internal_ip: opts.node_ip,
+            cpus,
+            memory_kib: parse_meminfo(&read(opts.proc_root.join("meminfo"))).unwrap_or(0),
+            max_pods: opts.max_pods,
+            kernel_version: read(opts.proc_root.join("sys/kernel/osrelease"))
+                .trim()
+                .to_string(),
+            os_image: parse_os_release(&read(opts.etc_root.join("os-release"))),
+            machine_id: read(opts.etc_root.join("machine-id")).trim().to_string(),
+            boot_id: read(opts.proc_root.join("sys/kernel/random/boot_id"))
+                .trim()
+                .to_string(),
+            system_uuid: read(opts.sys_root.join("class/dmi/id/product_uuid"))
+                .trim()
+                .to_string(),
+            runtime_version: String::new(),
+        }
+    }
+}
+
+/// `MemTotal:  3884300 kB` → 3884300.
+pub fn parse_meminfo(text: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+}
+
+/// `PRETTY_NAME` of os-release, else `NAME VERSION`, else "Linux".
+pub fn parse_os_release(text: &str) -> String {
+    let get = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+            .map(|v| v.trim().trim_matches('"').trim_matches('\'').to_string())
+            .filter(|v| !v.is_empty())
+    };
+    get("PRETTY_NAME")
+        .or_else(|| match (get("NAME"), get("VERSION")) {
+            (Some(n), Some(v)) => Some(format!("{n} {v}")),
+            (Some(n), None) => Some(n),
+            _ => None,
+        })
+        .unwrap_or_else(|| "Linux".into())
+}
+
+/// The node status from the facts, the runtime's health (`None`: not reachable) and the
+/// status last sent (for `lastTransitionTime`) (kubelet: `setNodeStatus` setters).
+pub fn node_status(
+    facts: &NodeFacts,
+    health: Option<&RuntimeHealth>,
+    previous: Option<&NodeStatus>,
+    now: UnixNanos,
+) -> NodeStatus {
+    let stamp = clock::rfc3339(now);
+    let (ready, reason, message) = match health {
+        Some(h) if h.runtime_ready && h.network_ready => (
+            "True",
+            "KubeletReady",
+            "picolet is posting ready status".to_string(),
+        ),
+        Some(h) => (
+            "False",
+            "KubeletNotReady",
+            format!(
+                "container runtime not ready: RuntimeReady={} NetworkReady={} {}",
+                h.runtime_ready, h.network_ready, h.message
+            )
+            .trim()
+            .to_string(),
+        ),
+        None => (
+            "False",
+            "KubeletNotReady",
+            "container runtime is down".to_string(),
+        ),
+    };
+    let condition = |type_: &str, status: &str, reason: &str, message: String| {
+        let transition = previous
+            .and_then(|p| p.conditions.iter().find(|c| c.type_ == type_))
+            .filter(|c| c.status == status)
+            .and_then(|c| c.last_transition_time.clone())
+            .or_else(|| stamp.clone());
+        NodeCondition {
+            type_: type_.into(),
+            status: status.into(),
+            last_heartbeat_time: stamp.clone(),
+            last_transition_time: transition,
+            reason: Some(reason.into()),
+            message: Some(message),
+        }
+    };
+    let conditions = vec![
+        condition(
+            "MemoryPressure",
+            "False",
+            "KubeletHasSufficientMemory",
+            "picolet has sufficient memory available".into(),
+        ),
+        condition(
+            "DiskPressure",
+            "False",
+            "KubeletHasNoDiskPressure",
+            "picolet has no disk pressure".into(),
+        ),
+        condition(
+            "PIDPressure",
+            "False",
+            "KubeletHasSufficientPID",
+            "picolet has sufficient PID available".into(),
+        ),
+        condition("Ready", ready, reason, message),
+    ];
+    let mut capacity = BTreeMap::new();
+    capacity.insert("cpu".to_string(), facts.cpus.to_string());
+    capacity.insert("memory".to_string(), format!("{}Ki", facts.memory_kib));
+    capacity.insert("pods".to_string(), facts.max_pods.to_string());
+    let mut addresses = Vec::new();
+    if let Some(ip) = facts.internal_ip {
+        addresses.push(NodeAddress {
+            type_: "InternalIP".into(),
+            address: ip.to_string(),
+        });
+    }
+    addresses.push(NodeAddress {
+        type_: "Hostname".into(),
+        address: facts.hostname.clone(),
+    });
+    NodeStatus {
+        allocatable: capacity.clone(),
+        capacity,
+        conditions,
+        addresses,
+        daemon_endpoints: Some(json!({"kubeletEndpoint": {"Port": 0}})),
+        node_info: Some(NodeSystemInfo {
+            machine_id: facts.machine_id.clone(),
+            system_uuid: facts.system_uuid.clone(),
+            boot_id: facts.boot_id.clone(),
+            kernel_version: facts.kernel_version.clone(),
+            os_image: facts.os_image.clone(),
+            container_runtime_version: facts.runtime_version.clone(),
+            kubelet_version: KUBELET_VERSION.into(),
+            kube_proxy_version: String::new(),
+            operating_system: "linux".into(),
+            architecture: go_arch().into(),
+        }),
+    }
+}
+
+/// Whether to PATCH: the status changed (heartbeat times aside), or the last report is
+/// `report_every` old (kubelet: `tryUpdateNodeStatus` + `nodeStatusReportFrequency`).
+pub fn needs_report(
+    last_sent: Option<&NodeStatus>,
+    new: &NodeStatus,
+    last_sent_at: Option<Instant>,
+    now: Instant,
+    report_every: Duration,
+) -> bool {
+    let Some(last) = last_sent else {
+        return true;
+    };
+    if last_sent_at.is_none_or(|at| now.duration_since(at) >= report_every) {
+        return true;
+    }
+    without_heartbeats(last) != without_heartbeats(new)
+}
+
+fn without_heartbeats(s: &NodeStatus) -> NodeStatus {
+    let mut s = s.clone();
+    for c in &mut s.conditions {
+        c.last_heartbeat_time = None;
+    }
+    s
+}
+
+/// `metav1.MicroTime`: RFC 3339 with microseconds.
+pub fn micro_time(t: UnixNanos) -> String {
+    let nanos = clock::rfc3339_nanos(t);
+    // `…:SS.nnnnnnnnnZ` → `…:SS.uuuuuuZ`
+    match nanos.len() {
+        n if n > 4 => format!("{}Z", &nanos[..n - 4]),
+        _ => nanos,
+    }
+}
+
+/// The local address the kernel would use to reach `server` (a UDP "connect" sends
+/// nothing): the node's InternalIP when `--node-ip` is not given.
+pub fn local_ip_towards(server: &str) -> Option<IpAddr> {
+    let uri: http::Uri = server.parse().ok()?;
+    let host = uri.host()?.trim_start_matches('[').trim_end_matches(']');
+    let port = uri.port_u16().unwrap_or(443);
+    let target = std::net::ToSocketAddrs::to_socket_addrs(&(host, port))
+        .ok()?
+        .next()?;
+    let bind = if target.is_ipv4() {
+        "0.0.0.0:0"
+    } else {
+        "[::]:0"
+    };
+    let sock = std::net::UdpSocket::bind(bind).ok()?;
+    sock.connect(target).ok()?;
+    let ip = sock.local_addr().ok()?.ip();
+    (!ip.is_unspecified()).then_some(ip)
+}
+
+/// The node task: registers, then keeps status and lease fresh until `shutdown`.
+pub struct NodeAgent<R: Runtime, C: Clock> {
+    client: Client,
+    runtime: R,
+    clock: C,
+    opts: NodeOptions,
+    node_uid: watch::Sender<Option<String>>,
+}
+
+impl<R: Runtime, C: Clock> NodeAgent<R, C> {
+    /// `node_uid` receives the Node's UID once registered (mirror pods wait for it).
+    pub fn new(
+        client: Client,
+        runtime: R,
+        clock: C,
+        opts: NodeOptions,
+        node_uid: watch::Sender<Option<String>>,
+    ) -> Self {
+        NodeAgent {
+            client,
+            runtime,
+            clock,
+            opts,
+            node_uid,
+        }
+    }
+
+    pub async fn run(self, shutdown: CancellationToken) {
+        let mut facts = NodeFacts::read(&self.opts);
+        if facts.internal_ip.is_none() {
+            facts.internal_ip = local_ip_towards(self.client.server());
+        }
+        let mut state = NodeState::default();
+        let mut status_tick = tokio::time::interval(self.opts.status_update_frequency);
+        status_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut lease_tick = tokio::time::interval(self.opts.lease_renew_interval);
+        lease_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            if state.node_uid.is_none() {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = self.register(&mut state, &facts) => {}
+                }
+                continue;
+            }
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => return,
+                _ = status_tick.tick() => self.update_status(&mut state, &mut facts).await,
+                _ = lease_tick.tick() => self.renew_lease(&mut state).await,
+            }
+        }
+    }
+
+    /// kubelet: `registerWithAPIServer` — create, or adopt the existing Node and make sure
+    /// it carries the default labels. Retries until it succeeds.
+    async fn register(&self, state: &mut NodeState, facts: &NodeFacts) {
+        let mut backoff = Backoff::new(
+            Duration::from_millis(100),
+            Duration::from_secs(7),
+            &self.opts.node_name,
+        );
+        let mut failures = 0u32;
+        loop {
+            match self.try_register(facts).await {
+                Ok(uid) => {
+                    log::info!(
+                        "node {} registered with the apiserver {} (uid {uid})",
+                        self.opts.node_name,
+                        self.client.server()
+                    );
+                    state.node_uid = Some(uid.clone());
+                    state.last_sent = None;
+                    self.node_uid.send_replace(Some(uid));
+                    return;
+                }
+                Err(e) => {
+                    // The first failure, then one line a minute or so (7 s × 8).
+                    if failures % 8 == 0 {
+                        log::warn!(
+                            "node {}: cannot register (will keep trying): {e}",
+                            self.opts.node_name
+                        );
+                    } else {
+                        log::debug!("node {}: cannot register: {e}", self.opts.node_name);
+                    }
+                    failures = failures.wrapping_add(1);
+                }
+            }
+            tokio::time::sleep(backoff.next_delay()).await;
+        }
+    }
+
+    async fn try_register(&self, facts: &NodeFacts) -> Result<String, ApiError> {
+        let labels = node_labels(&self.opts);
+        let node = Node {
+            api_version: "v1".into(),
+            kind: "Node".into(),
+            metadata: ObjectMeta {
+                name: self.opts.node_name.clone(),
+                labels: labels.clone(),
+                ..ObjectMeta::default()
+            },
+            spec: Default::default(),
+            status: Some(node_status(facts, None, None, self.clock.now())),
+        };
+        match self.client.create::<_, Node>("/api/v1/nodes", &node).await {
+            Ok(created) => Ok(created.metadata.uid),
+            Err(e) if e.is_already_exists() || e.is_conflict() => {
+                let path = format!("/api/v1/nodes/{}", self.opts.node_name);
+                let existing: Node = self.client.get(&path).await?;
+                let missing: BTreeMap<&String, &String> = labels
+                    .iter()
+                    .filter(|(k, v)| existing.metadata.labels.get(*k) != Some(*v))
+                    .collect();
+                if !missing.is_empty() {
+                    // kubelet: reconcile the default labels of an existing Node.
+                    self.client
+                        .patch::<Node>(
+                            &path,
+                            PatchKind::Merge,
+                            &json!({"metadata": {"labels": missing}}),
+                        )
+                        .await?;
+                }
+                Ok(existing.metadata.uid)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn update_status(&self, state: &mut NodeState, facts: &mut NodeFacts) {
+        if facts.runtime_version.is_empty() {
+            if let Ok(RuntimeVersion {
+                runtime_name,
+                runtime_version,
+                ..
+            }) = self.runtime.version().await
+            {
+                facts.runtime_version = format!("{runtime_name}://{runtime_version}");
+            }
+        }
+        let health = self.runtime.status().await.ok();
+        let status = node_status(
+            facts,
+            health.as_ref(),
+            state.last_sent.as_ref(),
+            self.clock.now(),
+        );
+        let now = Instant::now();
+        if !needs_report(
+            state.last_sent.as_ref(),
+            &status,
+            state.last_sent_at,
+            now,
+            self.opts.status_report_frequency,
+        ) {
+            return;
+        }
+        let path = format!("/api/v1/nodes/{}/status", self.opts.node_name);
+        let body = json!({ "status": status });
+        match self
+            .client
+            .patch::<Node>(&path, PatchKind::StrategicMerge, &body)
+            .await
+        {
+            Ok(_) => {
+                if state.status_failing {
+                    log::info!("node {}: status reported again", self.opts.node_name);
+                }
+                state.status_failing = false;
+                let ready_changed = state
+                    .last_sent
+                    .as_ref()
+                    .map(ready_of)
+                    .is_none_or(|r| r != ready_of(&status));
+                if ready_changed {
+                    log::info!("node {}: Ready={}", self.opts.node_name, ready_of(&status));
+                }
+                state.last_sent = Some(status);
+                state.last_sent_at = Some(now);
+            }
+            Err(e) if e.is_not_found() => {
+                log::warn!(
+                    "node {}: the Node object is gone; registering again",
+                    self.opts.node_name
+                );
+                state.node_uid = None;
+            }
+            Err(e) => {
+                if !state.status_failing {
+                    log::warn!("node {}: cannot update status: {e}", self.opts.node_name);
+                }
+                state.status_failing = true;
+            }
+        }
+    }
+
+    /// kubelet: nodelease `sync` — create the Lease or renew it (PUT with the last known
+    /// resourceVersion; on a conflict, read it again and retry once).
+    async fn renew_lease(&self, state: &mut NodeState) {
+        let result = match self.try_renew_lease(state).await {
+            Err(e) if e.is_conflict() => {
+                state.lease = None;
+                self.try_renew_lease(state).await
+            }
+            other => other,
+        };
+        match result {
+            Ok(()) => {
+                if state.lease_failing {
+                    log::info!("node {}: lease renewed again", self.opts.node_name);
+                }
+                state.lease_failing = false;
+            }
+            Err(e) => {
+                state.lease = None;
+                if !state.lease_failing {
+                    log::warn!("node {}: cannot renew the lease: {e}", self.opts.node_name);
+                }
+                state.lease_failing = true;
+            }
+        }
+    }
+
+    async fn try_renew_lease(&self, state: &mut NodeState) -> Result<(), ApiError> {
+        let name = &self.opts.node_name;
+        let path = format!("/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases");
+        let item = format!("{path}/{name}");
+        let lease = match state.lease.take() {
+            Some(l) => Some(l),
+            None => self.client.get_opt::<Lease>(&item).await?,
+        };
+        let spec = LeaseSpec {
+            holder_identity: Some(name.clone()),
+            lease_duration_seconds: Some(self.opts.lease_duration.as_secs() as i64),
+            renew_time: Some(micro_time(self.clock.now())),
+        };
+        let owner = state.node_uid.as_ref().map(|uid| OwnerReference {
+            api_version: "v1".into(),
+            kind: "Node".into(),
+            name: name.clone(),
+            uid: uid.clone(),
+            controller: None,
+        });
+        let renewed: Lease = match lease {
+            None => {
+                let lease = Lease {
+                    api_version: "coordination.k8s.io/v1".into(),
+                    kind: "Lease".into(),
+                    metadata: ObjectMeta {
+                        name: name.clone(),
+                        namespace: LEASE_NAMESPACE.into(),
+                        owner_references: owner.into_iter().collect(),
+                        ..ObjectMeta::default()
+                    },
+                    spec,
+                };
+                self.client.create(&path, &lease).await?
+            }
+            Some(mut lease) => {
+                lease.spec = spec;
+                if lease.metadata.owner_references.is_empty() {
+                    lease.metadata.owner_references = owner.into_iter().collect();
+                }
+                self.client.replace(&item, &lease).await?
+            }
+        };
+        state.lease = Some(renewed);
+        Ok(())
+    }
+}
+
+fn ready_of(s: &NodeStatus) -> &str {
+    s.conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map_or("Unknown", |c| c.status.as_str())
+}
+
+#[derive(Default)]
+struct NodeState {
+    node_uid: Option<String>,
+    last_sent: Option<NodeStatus>,
+    last_sent_at: Option<Instant>,
+    status_failing: bool,
+    lease: Option<Lease>,
+    lease_failing: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::parse_labels;
+
+    fn facts() -> NodeFacts {
+        NodeFacts {
+            hostname: "pi-1".into(),
+            internal_ip: Some("192.0.2.7".parse().unwrap()),
+            cpus: 4,
+            memory_kib: 3_884_300,
+            max_pods: 110,
+            kernel_version: "6.6.31".into(),
+            os_image: "Debian GNU/Linux 12 (bookworm)".into(),
+            runtime_version: "containerd://1.6.20".into(),
+            ..NodeFacts::default()
+        }
+    }
+
+    fn health(runtime: bool, network: bool) -> RuntimeHealth {
+        RuntimeHealth {
+            runtime_ready: runtime,
+            network_ready: network,
+            message: String::new(),
+        }
+    }
+
+    const T0: UnixNanos = 1_796_000_000_000_000_000;
+    const SEC: UnixNanos = 1_000_000_000;
+
+    #[test]
+    fn status_from_facts_and_health() {
+        let s = node_status(&facts(), Some(&health(true, true)), None, T0);
+        assert_eq!(s.capacity["cpu"], "4");
+        assert_eq!(s.capacity["memory"], "3884300Ki");
+        assert_eq!(s.capacity["pods"], "110");
+        assert_eq!(s.allocatable, s.capacity);
+        assert_eq!(
+            s.addresses,
+            vec![
+                NodeAddress {
+                    type_: "InternalIP".into(),
+                    address: "192.0.2.7".into()
+                },
+                NodeAddress {
+                    type_: "Hostname".into(),
+                    address: "pi-1".into()
+                },
+            ]
+        );
+        let info = s.node_info.as_ref().unwrap();
+        assert_eq!(info.kubelet_version, KUBELET_VERSION);
+        assert_eq!(info.container_runtime_version, "containerd://1.6.20");
+        assert_eq!(info.operating_system, "linux");
+        assert_eq!(info.architecture, go_arch());
+        assert_eq!(ready_of(&s), "True");
+
+        // (health, Ready) table
+        for (h, want) in [
+            (Some(health(true, true)), "True"),
+            (Some(health(true, false)), "False"),
+            (Some(health(false, true)), "False"),
+            (None, "False"),
+        ] {
+            let s = node_status(&facts(), h.as_ref(), None, T0);
+            assert_eq!(ready_of(&s), want, "{h:?}");
+        }
+    }
+
+    #[test]
+    fn transition_time_moves_only_on_change() {
+        let first = node_status(&facts(), Some(&health(true, true)), None, T0);
+        let same = node_status(
+            &facts(),
+            Some(&health(true, true)),
+            Some(&first),
+            T0 + 10 * SEC,
+        );
+        let ready = |s: &NodeStatus| s.conditions.iter().find(|c| c.type_ == "Ready").cloned();
+        assert_eq!(
+            ready(&same).unwrap().last_transition_time,
+            ready(&first).unwrap().last_transition_time
+        );
+        assert_ne!(
+            ready(&same).unwrap().last_heartbeat_time,
+            ready(&first).unwrap().last_heartbeat_time
+        );
+        let down = node_status(&facts(), None, Some(&same), T0 + 20 * SEC);
+        assert_eq!(
+            ready(&down).unwrap().last_transition_time,
+            clock::rfc3339(T0 + 20 * SEC)
+        );
+    }
+
+    #[test]
+    fn report_only_on_change_or_when_due() {
+        let t = Instant::now();
+        let every = Duration::from_secs(300);
+        let a = node_status(&facts(), Some(&health(true, true)), None, T0);
+        let a_later = node_status(&facts(), Some(&health(true, true)), Some(&a), T0 + 10 * SEC);
+        let b = node_status(&facts(), None, Some(&a), T0 + 10 * SEC);
+        // (last sent, new, sent at, now) → report?
+        let cases = [
+            (None, &a, None, t, true),
+            (
+                Some(&a),
+                &a_later,
+                Some(t),
+                t + Duration::from_secs(10),
+                false,
+            ),
+            (Some(&a), &b, Some(t), t + Duration::from_secs(10), true),
+            (Some(&a), &a_later, Some(t), t + every, true),
+        ];
+        for (i, (last, new, at, now, want)) in cases.into_iter().enumerate() {
+            assert_eq!(needs_report(last, new, at, now, every), want, "case {i}");
+        }
+    }
+
+    #[test]
+    fn parsers() {
+        assert_eq!(
+            parse_meminfo("MemTotal:        3884300 kB\nMemFree: 1 kB\n"),
+            Some(3_884_300)
+        );
+        assert_eq!(parse_meminfo(""), None);
+        assert_eq!(
+            parse_os_release("NAME=\"Debian\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n"),
+            "Debian GNU/Linux 12 (bookworm)"
+        );
+        assert_eq!(
+            parse_os_release("NAME='OpenWrt'\nVERSION='24.10.0'\n"),
+            "OpenWrt 24.10.0"
+        );
+        assert_eq!(parse_os_release(""), "Linux");
+        assert_eq!(
+            parse_labels("a=b, example.com/role=edge,empty=").unwrap(),
+            [
+                ("a".to_string(), "b".to_string()),
+                ("empty".into(), "".into()),
+                ("example.com/role".into(), "edge".into())
+            ]
+            .into_iter()
+            .collect()
+        );
+        assert!(parse_labels("novalue").is_err());
+        assert!(parse_labels("=v").is_err());
+        assert_eq!(micro_time(T0 + 123_456_789), "2026-11-30T00:53:20.123456Z");
+    }
+
+    #[test]
+    fn default_labels_win() {
+        let mut opts = NodeOptions::new("pi-1");
+        opts.labels = parse_labels("kubernetes.io/hostname=evil,zone=a").unwrap();
+        let l = node_labels(&opts);
+        assert_eq!(l[LABEL_HOSTNAME], "pi-1");
+        assert_eq!(l[LABEL_OS], "linux");
+        assert_eq!(l["zone"], "a");
+        assert!(l.contains_key(LABEL_ARCH));
+    }
+
+    #[test]
+    fn facts_from_roots() {
+        let dir = tempfile::tempdir().unwrap();
+        let proc_ = dir.path().join("proc");
+        let etc = dir.path().join("etc");
+        std::fs::create_dir_all(proc_.join("sys/kernel/random")).unwrap();
+        std::fs::create_dir_all(&etc).unwrap();
+        std::fs::write(proc_.join("cpuinfo"), "processor\t: 0\n\nprocessor\t: 1\n").unwrap();
+        std::fs::write(proc_.join("meminfo"), "MemTotal: 1000 kB\n").unwrap();
+        std::fs::write(proc_.join("sys/kernel/osrelease"), "6.1.0\n").unwrap();
+        std::fs::write(proc_.join("sys/kernel/random/boot_id"), "b00t\n").unwrap();
+        std::fs::write(etc.join("os-release"), "PRETTY_NAME=\"Test OS\"\n").unwrap();
+        std::fs::write(etc.join("machine-id"), "m1\n").unwrap();
+        let mut opts = NodeOptions::new("n");
+        opts.proc_root = proc_;
+        opts.etc_root = etc;
+        opts.sys_root = dir.path().join("sys");
+        opts.max_pods = 20;
+        let f = NodeFacts::read(&opts);
+        assert_eq!((f.cpus, f.memory_kib, f.max_pods), (2, 1000, 20));
+        assert_eq!(f.kernel_version, "6.1.0");
+        assert_eq!(f.os_image, "Test OS");
+        assert_eq!((f.machine_id.as_str(), f.boot_id.as_str()), ("m1", "b00t"));
+        assert_eq!(f.system_uuid, "");
+    }
+}

@@ -1,0 +1,779 @@
+//! Pod status to the apiserver, mirror pods, and the end of a deletion (kubelet: the
+//! status manager's `syncPod` / `syncBatch`, `mirror_client.go`, `HandlePodCleanups`'
+//! orphaned mirror pods, `canBeDeleted`).
+//!
+//! Owns: what was last sent per pod, the mirror-pod bookkeeping, and the pods whose
+//! deletion it still has to finish. It learns everything from [`PodEvent`]s the agent sends
+//! (messages in, no shared state): a pod's new status, the desired and mirror pods after
+//! every change, a pod worker that finished.
+//!
+//! Behaviour:
+//! - **Status**: `PATCH pods/<name>/status`, strategic merge, with `metadata.uid` as the
+//!   precondition, right after a change (changes that arrive together are coalesced; the
+//!   latest wins) plus a reconcile pass every 10 s that re-sends what failed and what the
+//!   apiserver shows differently (timestamps and conditions set by others aside). A pod is
+//!   never moved out of a terminal phase, whatever the apiserver or the agent says. Static
+//!   pods report on their mirror pod (none yet: skipped, retried later).
+//! - **Mirror pods**: for each static pod, a copy with annotation
+//!   `kubernetes.io/config.mirror` = its config hash and exactly one owner reference to the
+//!   Node (`controller: true`, no blockOwnerDeletion — NodeRestriction accepts nothing
+//!   else); created once the Node's UID is known, re-created when deleted, replaced when
+//!   its hash is stale, deleted (grace 0, UID precondition) when the static pod goes —
+//!   orphans only once every source has been seen.
+//! - **Deletion**: a pod with a `deletionTimestamp` whose worker finished (stopped and
+//!   cleaned up; its final status sent first) is deleted with grace 0 and its UID as the
+//!   precondition, so a re-created pod of the same name is never touched.
+//!
+//! Must never: block the event loop (it is its own task), panic, or give up: failures stay
+//! pending and are retried at the next pass.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::sync::{mpsc, watch};
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+
+use super::{ApiError, Client, DeleteOptions, PatchKind, pod_path};
+use crate::agent::PodEvent;
+use crate::api::{
+    ANNOTATION_CONFIG_HASH, ANNOTATION_CONFIG_MIRROR, ContainerState, OwnerReference, Pod,
+    PodStatus,
+};
+use crate::pod_manager::is_mirror_pod;
+
+/// kubelet: `syncPeriod` of the status manager.
+pub const RECONCILE_PERIOD: Duration = Duration::from_secs(10);
+/// A mirror pod just created is not created again before this (the watch may lag).
+const MIRROR_CREATE_HOLD: Duration = Duration::from_secs(10);
+
+/// The conditions the kubelet owns; others (DisruptionTarget, readiness gates) belong to
+/// other writers and are not compared.
+const KUBELET_CONDITIONS: [&str; 5] = [
+    "PodScheduled",
+    "PodReadyToStartContainers",
+    "Initialized",
+    "ContainersReady",
+    "Ready",
+];
+
+/// One pod's status as the syncer tracks it.
+#[derive(Debug, Clone)]
+struct Entry {
+    pod: Arc<Pod>,
+    status: PodStatus,
+    /// The last status the apiserver accepted.
+    sent: Option<PodStatus>,
+}
+
+/// The status syncer task.
+pub struct StatusSyncer {
+    client: Client,
+    node_name: String,
+    node_uid: watch::Receiver<Option<String>>,
+    events: mpsc::UnboundedReceiver<PodEvent>,
+    reconcile_period: Duration,
+    state: SyncState,
+}
+
+#[derive(Default)]
+struct SyncState {
+    /// Desired pods (static and API), by UID.
+    pods: HashMap<String, Arc<Pod>>,
+    /// Mirror pods the apiserver has, by full name.
+    mirrors: HashMap<String, Arc<Pod>>,
+    sources_ready: bool,
+    statuses: HashMap<String, Entry>,
+    /// UIDs with a status to send now.
+    dirty: HashSet<String>,
+    /// UIDs whose pod worker finished.
+    finished: HashSet<String>,
+    /// UIDs already deleted (the watch has not caught up yet).
+    deleted: HashSet<String>,
+    /// full name → (config hash, when) of mirror pods created but not yet seen.
+    mirror_created: HashMap<String, (String, Instant)>,
+    /// Mirror pod UIDs deleted and not yet gone from the watch.
+    mirror_deleted: HashMap<String, Instant>,
+    /// In a streak of failures (one log line per streak).
+    failing: bool,
+}
+
+impl StatusSyncer {
+    pub fn new(
+        client: Client,
+        node_name: String,
+        node_uid: watch::Receiver<Option<String>>,
+        events: mpsc::UnboundedReceiver<PodEvent>,
+    ) -> Self {
+        StatusSyncer {
+            client,
+            node_name,
+            node_uid,
+            events,
+            reconcile_period: RECONCILE_PERIOD,
+            state: SyncState::default(),
+        }
+    }
+
+    pub fn with_reconcile_period(mut self, period: Duration) -> Self {
+        self.reconcile_period = period;
+        self
+    }
+
+    pub async fn run(mut self, shutdown: CancellationToken) {
+        let mut tick = tokio::time::interval(self.reconcile_period);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            let mut reconcile = false;
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => return,
+                msg = self.events.recv() => {
+                    let Some(msg) = msg else { return };
+                    self.state.handle(msg);
+                    // Coalesce what is already queued: the latest status wins.
+                    while let Ok(msg) = self.events.try_recv() {
+                        self.state.handle(msg);
+                    }
+                }
+                _ = self.node_uid.changed() => {}
+                _ = tick.tick() => reconcile = true,
+            }
+            if reconcile {
+                self.state.mark_unsynced();
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = self.flush(reconcile) => {}
+            }
+        }
+    }
+
+    /// Sends dirty statuses, keeps mirror pods, finishes deletions.
+    async fn flush(&mut self, reconcile: bool) {
+        let mut ok = true;
+        let dirty: Vec<String> = self.state.dirty.iter().cloned().collect();
+        for uid in dirty {
+            ok &= self.sync_status(&uid).await;
+        }
+        ok &= self.sync_mirrors(reconcile).await;
+        ok &= self.finish_deletions().await;
+        if ok && self.state.failing {
+            log::info!(
+                "status sync: apiserver {} answers again",
+                self.client.server()
+            );
+            self.state.failing = false;
+        }
+    }
+
+    fn failed(&mut self, what: String) {
+        if self.state.failing {
+            log::debug!("status sync: {what}");
+        } else {
+            log::warn!(
+                "status sync: {what}; retrying every {:?}",
+                self.reconcile_period
+            );
+            self.state.failing = true;
+        }
+    }
+
+    /// kubelet: status manager `syncPod`. `true` unless the apiserver could not be reached.
+    async fn sync_status(&mut self, uid: &str) -> bool {
+        let Some(entry) = self.state.statuses.get(uid).cloned() else {
+            self.state.dirty.remove(uid);
+            return true;
+        };
+        // The object to patch: the API pod itself, or the mirror pod of a static pod.
+        let target = if entry.pod.is_static() {
+            match self.state.mirrors.get(&entry.pod.full_name()) {
+                Some(m) if is_mirror_of(m, &entry.pod) => Arc::clone(m),
+                _ => {
+                    log::debug!(
+                        "status sync: static pod {} has no mirror pod yet; status waits",
+                        entry.pod.full_name()
+                    );
+                    return true;
+                }
+            }
+        } else {
+            Arc::clone(&entry.pod)
+        };
+        let mut status = entry.status.clone();
+        // Never out of a terminal phase (kubelet: `checkContainerStateTransition` and the
+        // phase guard of `mergePodStatus`).
+        if let Some(p) = target
+            .status
+            .as_ref()
+            .and_then(|s| s.phase)
+            .filter(|p| p.is_terminal())
+        {
+            if status.phase != Some(p) {
+                log::debug!(
+                    "status sync: pod {} stays {p:?} (not {:?})",
+                    target.full_name(),
+                    status.phase
+                );
+                status.phase = Some(p);
+            }
+        }
+        let path = format!(
+            "{}/status",
+            pod_path(&target.metadata.namespace, Some(&target.metadata.name))
+        );
+        let body = json!({"metadata": {"uid": target.uid()}, "status": status});
+        match self
+            .client
+            .patch::<Pod>(&path, PatchKind::StrategicMerge, &body)
+            .await
+        {
+            Ok(_) => {
+                log::debug!("status sync: pod {} status sent", target.full_name());
+                if let Some(e) = self.state.statuses.get_mut(uid) {
+                    e.sent = Some(status);
+                }
+                self.state.dirty.remove(uid);
+                true
+            }
+            Err(e) if e.is_not_found() || e.is_conflict() => {
+                // Gone, or another object of the same name now: nothing to report to.
+                log::info!(
+                    "status sync: pod {} (uid {}) is gone from the apiserver: {e}",
+                    target.full_name(),
+                    target.uid()
+                );
+                self.state.dirty.remove(uid);
+                true
+            }
+            Err(e) => {
+                self.failed(format!(
+                    "cannot update pod {} status: {e}",
+                    target.full_name()
+                ));
+                !is_network(&e)
+            }
+        }
+    }
+
+    /// kubelet: mirror pods in `syncPod` and `HandlePodCleanups`.
+    async fn sync_mirrors(&mut self, reconcile: bool) -> bool {
+        let Some(node_uid) = self.node_uid.borrow().clone() else {
+            return true;
+        };
+        let now = Instant::now();
+        let plan = plan_mirrors(&self.state, now, reconcile);
+        let mut ok = true;
+        for action in plan {
+            match action {
+                MirrorAction::Delete { mirror, why } => {
+                    log::info!(
+                        "mirror pod {} (uid {}): {why}; deleting it",
+                        mirror.full_name(),
+                        mirror.uid()
+                    );
+                    let path = pod_path(&mirror.metadata.namespace, Some(&mirror.metadata.name));
+                    let opts = DeleteOptions {
+                        grace_period_seconds: Some(0),
+                        uid: Some(mirror.uid().to_string()),
+                    };
+                    match self.client.delete(&path, &opts).await {
+                        Ok(()) => {
+                            self.state
+                                .mirror_deleted
+                                .insert(mirror.uid().to_string(), now);
+                        }
+                        Err(e) if e.is_not_found() || e.is_conflict() => {
+                            self.state
+                                .mirror_deleted
+                                .insert(mirror.uid().to_string(), now);
+                        }
+                        Err(e) => {
+                            self.failed(format!(
+                                "cannot delete mirror pod {}: {e}",
+                                mirror.full_name()
+                            ));
+                            ok = false;
+                        }
+                    }
+                }
+                MirrorAction::Create { pod } => {
+                    let mirror = mirror_pod(&pod, &self.node_name, &node_uid);
+                    let hash = config_hash(&pod).to_string();
+                    let path = pod_path(&mirror.metadata.namespace, None);
+                    match self.client.create::<_, Pod>(&path, &mirror).await {
+                        Ok(created) => {
+                            log::info!(
+                                "mirror pod {} created (uid {})",
+                                pod.full_name(),
+                                created.uid()
+                            );
+                            self.state
+                                .mirror_created
+                                .insert(pod.full_name(), (hash, now));
+                        }
+                        Err(e) if e.is_already_exists() => {
+                            // The watch will show it (stale or not) shortly.
+                            self.state
+                                .mirror_created
+                                .insert(pod.full_name(), (hash, now));
+                        }
+                        Err(e) => {
+                            self.failed(format!(
+                                "cannot create mirror pod {}: {e}",
+                                pod.full_name()
+                            ));
+                            ok = false;
+                        }
+                    }
+                }
+            }
+        }
+        ok
+    }
+
+    /// kubelet: status manager `canBeDeleted` + `DeletePod` with grace 0 and the UID.
+    async fn finish_deletions(&mut self) -> bool {
+        let ready: Vec<Arc<Pod>> = self
+            .state
+            .finished
+            .iter()
+            .filter_map(|uid| self.state.pods.get(uid))
+            .filter(|p| {
+                p.metadata.deletion_timestamp.is_some()
+                    && !p.is_static()
+                    && !self.state.deleted.contains(p.uid())
+                    && !self.state.dirty.contains(p.uid())
+            })
+            .cloned()
+            .collect();
+        let mut ok = true;
+        for pod in ready {
+            let path = pod_path(&pod.metadata.namespace, Some(&pod.metadata.name));
+            let opts = DeleteOptions {
+                grace_period_seconds: Some(0),
+                uid: Some(pod.uid().to_string()),
+            };
+            match self.client.delete(&path, &opts).await {
+                Ok(()) => {
+                    log::info!(
+                        "pod {} (uid {}) terminated and cleaned up: deleted from the apiserver",
+                        pod.full_name(),
+                        pod.uid()
+                    );
+                    self.state.deleted.insert(pod.uid().to_string());
+                }
+                Err(e) if e.is_not_found() || e.is_conflict() => {
+                    self.state.deleted.insert(pod.uid().to_string());
+                }
+                Err(e) => {
+                    self.failed(format!("cannot delete pod {}: {e}", pod.full_name()));
+                    ok = false;
+                }
+            }
+        }
+        ok
+    }
+}
+
+impl SyncState {
+    fn handle(&mut self, msg: PodEvent) {
+        match msg {
+            PodEvent::Status { pod, status } => {
+                let uid = pod.uid().to_string();
+                let status = *status;
+                let changed = self.statuses.get(&uid).is_none_or(|e| e.status != status);
+                let sent = self.statuses.get(&uid).and_then(|e| e.sent.clone());
+                self.statuses
+                    .insert(uid.clone(), Entry { pod, status, sent });
+                if changed {
+                    self.dirty.insert(uid);
+                }
+            }
+            PodEvent::Pods {
+                pods,
+                mirrors,
+                sources_ready,
+            } => {
+                self.pods = pods
+                    .into_iter()
+                    .filter(|p| !is_mirror_pod(p))
+                    .map(|p| (p.uid().to_string(), p))
+                    .collect();
+                let old_mirrors: HashSet<String> =
+                    self.mirrors.values().map(|m| m.uid().to_string()).collect();
+                self.mirrors = mirrors.into_iter().map(|m| (m.full_name(), m)).collect();
+                self.sources_ready = sources_ready;
+                // Keep each entry's pod current (the apiserver's status moves with it).
+                for (uid, e) in &mut self.statuses {
+                    if let Some(p) = self.pods.get(uid) {
+                        e.pod = Arc::clone(p);
+                    }
+                }
+                // A mirror pod that just appeared: its static pod's status can go now.
+                for e in self.statuses.values() {
+                    if let Some(m) = self.mirrors.get(&e.pod.full_name()) {
+                        if e.pod.is_static() && !old_mirrors.contains(m.uid()) {
+                            self.dirty.insert(e.pod.uid().to_string());
+                        }
+                    }
+                }
+                let mirror_uids: HashSet<&str> = self.mirrors.values().map(|m| m.uid()).collect();
+                self.mirror_deleted
+                    .retain(|uid, _| mirror_uids.contains(uid.as_str()));
+                let mirror_names: HashSet<&String> = self.mirrors.keys().collect();
+                self.mirror_created
+                    .retain(|name, _| !mirror_names.contains(name));
+                // Forget pods no source lists any more.
+                let pods = &self.pods;
+                self.deleted.retain(|uid| pods.contains_key(uid));
+                self.finished.retain(|uid| pods.contains_key(uid));
+                self.statuses.retain(|uid, _| pods.contains_key(uid));
+                self.dirty.retain(|uid| pods.contains_key(uid));
+            }
+            PodEvent::Finished { uid } => {
+                self.finished.insert(uid);
+            }
+        }
+    }
+
+    /// The reconcile pass: statuses the apiserver did not accept, or shows differently.
+    fn mark_unsynced(&mut self) {
+        for (uid, e) in &self.statuses {
+            let api = if e.pod.is_static() {
+                self.mirrors
+                    .get(&e.pod.full_name())
+                    .and_then(|m| m.status.clone())
+            } else {
+                e.pod.status.clone()
+            };
+            let accepted = e.sent.as_ref() == Some(&e.status);
+            let shown = api.as_ref().is_some_and(|api| api_shows(api, &e.status));
+            if !accepted || !shown {
+                self.dirty.insert(uid.clone());
+            }
+        }
+    }
+}
+
+/// kubelet: `needsReconcile` — does the apiserver's status say what ours says (timestamps
+/// and conditions owned by others aside)?
+pub fn api_shows(api: &PodStatus, ours: &PodStatus) -> bool {
+    normalize(api) == normalize(ours)
+}
+
+fn normalize(s: &PodStatus) -> PodStatus {
+    let mut s = s.clone();
+    s.start_time = None;
+    s.conditions
+        .retain(|c| KUBELET_CONDITIONS.contains(&c.type_.as_str()));
+    for c in &mut s.conditions {
+        c.last_transition_time = None;
+    }
+    s.conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
+    for c in s
+        .container_statuses
+        .iter_mut()
+        .chain(&mut s.init_container_statuses)
+    {
+        clear_times(&mut c.state);
+        clear_times(&mut c.last_state);
+    }
+    s
+}
+
+fn clear_times(state: &mut ContainerState) {
+    if let Some(r) = &mut state.running {
+        r.started_at = None;
+    }
+    if let Some(t) = &mut state.terminated {
+        t.started_at = None;
+        t.finished_at = None;
+    }
+}
+
+fn is_network(e: &ApiError) -> bool {
+    matches!(
+        e,
+        ApiError::Connect { .. } | ApiError::Timeout { .. } | ApiError::Body { .. }
+    )
+}
+
+/// The config hash of a static pod (its UID when the annotation is missing).
+fn config_hash(pod: &Pod) -> &str {
+    pod.annotation(ANNOTATION_CONFIG_HASH)
+        .unwrap_or_else(|| pod.uid())
+}
+
+/// kubelet: `IsMirrorPodOf` — the mirror carries the static pod's current hash.
+pub fn is_mirror_of(mirror: &Pod, pod: &Pod) -> bool {
+    mirror.full_name() == pod.full_name()
+        && mirror.annotation(ANNOTATION_CONFIG_MIRROR) == Some(config_hash(pod))
+}
+
+/// The mirror pod of a static pod (kubelet: `CreateMirrorPod`).
+pub fn mirror_pod(pod: &Pod, node_name: &str, node_uid: &str) -> Pod {
+    let mut m = pod.clone();
+    m.api_version = "v1".into();
+    m.kind = "Pod".into();
+    m.metadata.uid.clear();
+    m.metadata.resource_version.clear();
+    m.metadata.creation_timestamp = None;
+    m.metadata.deletion_timestamp = None;
+    m.metadata.deletion_grace_period_seconds = None;
+    m.metadata.annotations.insert(
+        ANNOTATION_CONFIG_MIRROR.to_string(),
+        config_hash(pod).to_string(),
+    );
+    m.metadata.owner_references = vec![OwnerReference {
+        api_version: "v1".into(),
+        kind: "Node".into(),
+        name: node_name.to_string(),
+        uid: node_uid.to_string(),
+        controller: Some(true),
+    }];
+    m.status = None;
+    m
+}
+
+/// What to do about mirror pods.
+#[derive(Debug, Clone, PartialEq)]
+enum MirrorAction {
+    Create { pod: Arc<Pod> },
+    Delete { mirror: Arc<Pod>, why: &'static str },
+}
+
+/// The mirror-pod plan (pure): create missing ones, replace stale ones, delete orphans.
+fn plan_mirrors(state: &SyncState, now: Instant, retry_all: bool) -> Vec<MirrorAction> {
+    let mut out = Vec::new();
+    let recently_deleted = |m: &Pod| {
+        state
+            .mirror_deleted
+            .get(m.uid())
+            .is_some_and(|at| !retry_all && now.duration_since(*at) < MIRROR_CREATE_HOLD)
+    };
+    let mut statics: Vec<&Arc<Pod>> = state.pods.values().filter(|p| p.is_static()).collect();
+    statics.sort_by_key(|p| p.full_name());
+    let static_names: HashSet<String> = statics.iter().map(|p| p.full_name()).collect();
+    for pod in statics {
+        let name = pod.full_name();
+        match state.mirrors.get(&name) {
+            Some(m) if m.metadata.deletion_timestamp.is_some() => {} // going away: wait
+            Some(m) if is_mirror_of(m, pod) => {}
+            Some(m) if state.mirror_deleted.contains_key(m.uid()) && recently_deleted(m) => {}
+            Some(m) => out.push(MirrorAction::Delete {
+                mirror: Arc::clone(m),
+                why: "stale (its static pod changed)",
+            }),
+            None => {
+                let held = state.mirror_created.get(&name).is_some_and(|(hash, at)| {
+                    hash == config_hash(pod) && now.duration_since(*at) < MIRROR_CREATE_HOLD
+                });
+                if !held {
+                    out.push(MirrorAction::Create {
+                        pod: Arc::clone(pod),
+                    });
+                }
+            }
+        }
+    }
+    if state.sources_ready {
+        let mut orphans: Vec<&Arc<Pod>> = state
+            .mirrors
+            .iter()
+            .filter(|(name, m)| {
+                !static_names.contains(*name)
+                    && m.metadata.deletion_timestamp.is_none()
+                    && !recently_deleted(m)
+            })
+            .map(|(_, m)| m)
+            .collect();
+        orphans.sort_by_key(|m| m.full_name());
+        for m in orphans {
+            out.push(MirrorAction::Delete {
+                mirror: Arc::clone(m),
+                why: "its static pod is gone",
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{ANNOTATION_CONFIG_SOURCE, PodCondition, PodPhase};
+
+    fn static_pod(name: &str, hash: &str) -> Arc<Pod> {
+        let mut p = Pod::default();
+        p.metadata.name = name.into();
+        p.metadata.namespace = "default".into();
+        p.metadata.uid = hash.into();
+        p.metadata
+            .annotations
+            .insert(ANNOTATION_CONFIG_SOURCE.into(), "file".into());
+        p.metadata
+            .annotations
+            .insert(ANNOTATION_CONFIG_HASH.into(), hash.into());
+        Arc::new(p)
+    }
+
+    fn mirror(name: &str, hash: &str, uid: &str) -> Arc<Pod> {
+        let mut m = mirror_pod(&static_pod(name, hash), "pi", "node-uid");
+        m.metadata.uid = uid.into();
+        m.metadata
+            .annotations
+            .insert(ANNOTATION_CONFIG_SOURCE.into(), "api".into());
+        Arc::new(m)
+    }
+
+    fn state(pods: Vec<Arc<Pod>>, mirrors: Vec<Arc<Pod>>, ready: bool) -> SyncState {
+        let mut s = SyncState::default();
+        s.handle(PodEvent::Pods {
+            pods,
+            mirrors,
+            sources_ready: ready,
+        });
+        s
+    }
+
+    fn summary(plan: &[MirrorAction]) -> Vec<String> {
+        plan.iter()
+            .map(|a| match a {
+                MirrorAction::Create { pod } => format!("create {}", pod.metadata.name),
+                MirrorAction::Delete { mirror, .. } => format!("delete {}", mirror.uid()),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn mirror_pod_shape() {
+        let m = mirror_pod(&static_pod("web-pi", "h1"), "pi", "node-uid");
+        assert_eq!(m.annotation(ANNOTATION_CONFIG_MIRROR), Some("h1"));
+        assert_eq!(
+            m.metadata.owner_references,
+            vec![OwnerReference {
+                api_version: "v1".into(),
+                kind: "Node".into(),
+                name: "pi".into(),
+                uid: "node-uid".into(),
+                controller: Some(true),
+            }]
+        );
+        assert!(m.metadata.uid.is_empty() && m.status.is_none());
+        assert!(is_mirror_pod(&m));
+    }
+
+    #[test]
+    fn mirror_plan_table() {
+        let now = Instant::now();
+        // (static pods, mirrors, sources ready) → actions
+        type Case = (Vec<Arc<Pod>>, Vec<Arc<Pod>>, bool, Vec<&'static str>);
+        let cases: Vec<Case> = vec![
+            (vec![static_pod("a", "h1")], vec![], true, vec!["create a"]),
+            (
+                vec![static_pod("a", "h1")],
+                vec![mirror("a", "h1", "m1")],
+                true,
+                vec![],
+            ),
+            (
+                vec![static_pod("a", "h2")],
+                vec![mirror("a", "h1", "m1")],
+                true,
+                vec!["delete m1"],
+            ),
+            (
+                vec![],
+                vec![mirror("a", "h1", "m1")],
+                true,
+                vec!["delete m1"],
+            ),
+            (vec![], vec![mirror("a", "h1", "m1")], false, vec![]),
+            (
+                vec![static_pod("b", "h1")],
+                vec![mirror("a", "h1", "m1")],
+                false,
+                vec!["create b"],
+            ),
+        ];
+        for (i, (pods, mirrors, ready, want)) in cases.into_iter().enumerate() {
+            let s = state(pods, mirrors, ready);
+            assert_eq!(summary(&plan_mirrors(&s, now, false)), want, "case {i}");
+        }
+        // A mirror being deleted is waited for; a just-created one is not created again.
+        let mut going = Pod::clone(&mirror("a", "h1", "m1"));
+        going.metadata.deletion_timestamp = Some("2026-01-01T00:00:00Z".into());
+        let s = state(vec![static_pod("a", "h2")], vec![Arc::new(going)], true);
+        assert!(plan_mirrors(&s, now, false).is_empty());
+        let mut s = state(vec![static_pod("a", "h1")], vec![], true);
+        s.mirror_created
+            .insert("default/a".into(), ("h1".into(), now));
+        assert!(plan_mirrors(&s, now, false).is_empty());
+        assert_eq!(
+            summary(&plan_mirrors(&s, now + MIRROR_CREATE_HOLD, false)),
+            ["create a"]
+        );
+    }
+
+    #[test]
+    fn api_status_comparison_ignores_times_and_foreign_conditions() {
+        let cond = |t: &str, s: &str, at: &str| PodCondition {
+            type_: t.into(),
+            status: s.into(),
+            last_transition_time: Some(at.into()),
+            ..PodCondition::default()
+        };
+        let ours = PodStatus {
+            phase: Some(PodPhase::Running),
+            conditions: vec![cond("Ready", "True", "t1")],
+            start_time: Some("t0".into()),
+            ..PodStatus::default()
+        };
+        let api = PodStatus {
+            phase: Some(PodPhase::Running),
+            conditions: vec![
+                cond("DisruptionTarget", "True", "t5"),
+                cond("Ready", "True", "t2"),
+            ],
+            ..PodStatus::default()
+        };
+        assert!(api_shows(&api, &ours));
+        let mut other = api.clone();
+        other.conditions[1].status = "False".into();
+        assert!(!api_shows(&other, &ours));
+    }
+
+    #[test]
+    fn status_messages_mark_dirty_and_forget_gone_pods() {
+        let p = static_pod("a", "h1");
+        let mut s = state(vec![Arc::clone(&p)], vec![], true);
+        let st = PodStatus {
+            phase: Some(PodPhase::Running),
+            ..PodStatus::default()
+        };
+        s.handle(PodEvent::Status {
+            pod: Arc::clone(&p),
+            status: Box::new(st.clone()),
+        });
+        assert!(s.dirty.contains("h1"));
+        s.dirty.clear();
+        s.handle(PodEvent::Status {
+            pod: Arc::clone(&p),
+            status: Box::new(st),
+        });
+        assert!(s.dirty.is_empty(), "same status: nothing to send");
+        // Never accepted → the reconcile pass marks it again.
+        s.mark_unsynced();
+        assert!(s.dirty.contains("h1"));
+        s.handle(PodEvent::Finished { uid: "h1".into() });
+        s.handle(PodEvent::Pods {
+            pods: vec![],
+            mirrors: vec![],
+            sources_ready: true,
+        });
+        assert!(s.statuses.is_empty() && s.dirty.is_empty() && s.finished.is_empty());
+    }
+}

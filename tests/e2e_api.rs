@@ -1,0 +1,536 @@
+//! End-to-end in apiserver mode: the real `picolet` binary, a real containerd (the lab), and
+//! the mock API server running inside this test process.
+//!
+//! Run with the lab up (as root): `tests/e2e/run.sh` runs this file after `tests/e2e.rs`;
+//! by hand: `PICOLET_E2E_ENDPOINT=unix:///…/containerd.sock cargo test --features
+//! mock-apiserver --test e2e_api -- --nocapture`. Without `PICOLET_E2E_ENDPOINT` the test
+//! prints a skip line and passes.
+//!
+//! One scenario, in steps, as an edge node lives it: a pod created in the apiserver runs and
+//! its status reaches the apiserver; a deleted pod stops gracefully and its object goes; a
+//! static pod shows as a mirror pod; node and lease stay fresh; the apiserver goes away →
+//! pods keep running; picolet restarts meanwhile → still running, nothing restarted; the
+//! apiserver comes back → it converges; bad input (an unparsable watch event, a pod for
+//! another node) is one log line each and disturbs nothing.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use picolet::apiserver::mock::MockApiServer;
+use picolet::runtime::cri::CriRuntime;
+use picolet::runtime::{ContainerState, ListFilter, Runtime, SandboxState};
+use serde_json::{Value, json};
+use tokio::time::{Instant, sleep};
+
+const ENDPOINT_VAR: &str = "PICOLET_E2E_ENDPOINT";
+const NODE: &str = "e2e-api-node";
+const NS: &str = "picolet-e2e-api";
+const IMAGE: &str = "localhost/busybox:edge";
+const POD_NAMESPACE: &str = "io.kubernetes.pod.namespace";
+const POD_NAME: &str = "io.kubernetes.pod.name";
+
+fn service_script(name: &str) -> String {
+    format!(
+        "trap 'echo got TERM; exit 0' TERM\necho \"{name} started\"\nwhile true; do sleep 1 & wait; done"
+    )
+}
+
+fn api_pod(name: &str, node: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": NS},
+           "spec": {"nodeName": node, "terminationGracePeriodSeconds": 10,
+                    "automountServiceAccountToken": false,
+                    "containers": [{"name": "app", "image": IMAGE,
+                                    "command": ["sh", "-c", service_script(name)]}]}})
+}
+
+fn static_manifest(name: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {NS}\nspec:\n  terminationGracePeriodSeconds: 5\n  containers:\n  - name: app\n    image: {IMAGE}\n    command: [\"sh\", \"-c\", {script:?}]\n",
+        script = service_script(name)
+    )
+}
+
+struct Harness {
+    endpoint: String,
+    rt: CriRuntime,
+    dir: Option<tempfile::TempDir>,
+    root: PathBuf,
+    mock: MockApiServer,
+    picolet: Option<Child>,
+    starts: u32,
+}
+
+impl Harness {
+    async fn new() -> Option<Harness> {
+        let Ok(endpoint) = std::env::var(ENDPOINT_VAR) else {
+            eprintln!("e2e_api: skipped ({ENDPOINT_VAR} is not set; run tests/e2e/run.sh as root)");
+            return None;
+        };
+        let rt = CriRuntime::connect(&endpoint).expect("CRI endpoint");
+        match rt.status().await {
+            Ok(h) if h.runtime_ready && h.network_ready => {}
+            other => panic!("e2e_api: runtime at {endpoint} not ready: {other:?}"),
+        }
+        sweep(&rt).await;
+        let dir = tempfile::Builder::new()
+            .prefix("picolet-e2e-api-")
+            .tempdir()
+            .expect("tempdir");
+        let root = dir.path().to_path_buf();
+        for sub in ["manifests", "root", "logs"] {
+            fs::create_dir_all(root.join(sub)).expect("mkdir");
+        }
+        let mock = MockApiServer::start_new().await.expect("mock apiserver");
+        mock.require_token("e2e-token");
+        mock.write_kubeconfig(&root.join("kubeconfig"), Some("e2e-token"), None)
+            .expect("kubeconfig");
+        eprintln!(
+            "e2e_api: directory {}, apiserver {}",
+            root.display(),
+            mock.url()
+        );
+        Some(Harness {
+            endpoint,
+            rt,
+            dir: Some(dir),
+            root,
+            mock,
+            picolet: None,
+            starts: 0,
+        })
+    }
+
+    fn stderr_path(&self) -> PathBuf {
+        self.root.join("picolet.stderr")
+    }
+
+    fn stderr(&self) -> String {
+        fs::read_to_string(self.stderr_path()).unwrap_or_default()
+    }
+
+    fn start_picolet(&mut self) {
+        self.starts += 1;
+        let mut log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.stderr_path())
+            .expect("stderr file");
+        use std::io::Write as _;
+        writeln!(log, "===== e2e_api: picolet start #{} =====", self.starts).expect("write");
+        let child = Command::new(env!("CARGO_BIN_EXE_picolet"))
+            .arg("run")
+            .arg("--pod-manifest-path")
+            .arg(self.root.join("manifests"))
+            .arg("--container-runtime-endpoint")
+            .arg(&self.endpoint)
+            .arg("--root-dir")
+            .arg(self.root.join("root"))
+            .arg("--pod-log-dir")
+            .arg(self.root.join("logs"))
+            .arg("--hostname-override")
+            .arg(NODE)
+            .arg("--kubeconfig")
+            .arg(self.root.join("kubeconfig"))
+            .arg("--node-labels")
+            .arg("example.com/lab=e2e")
+            .arg("--node-status-update-frequency")
+            .arg("2s")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("dup"))
+            .stderr(log)
+            .spawn()
+            .expect("spawn picolet");
+        eprintln!(
+            "e2e_api: picolet start #{}, pid {}",
+            self.starts,
+            child.id()
+        );
+        self.picolet = Some(child);
+    }
+
+    async fn stop_picolet(&mut self, signal: Signal) {
+        let Some(mut child) = self.picolet.take() else {
+            return;
+        };
+        let _ = kill(Pid::from_raw(child.id() as i32), signal);
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(15) {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            sleep(Duration::from_millis(50)).await;
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        self.fail("picolet did not exit within 15 s");
+    }
+
+    #[track_caller]
+    fn fail(&self, msg: &str) -> ! {
+        let err = self.stderr();
+        let lines: Vec<&str> = err.lines().collect();
+        let tail = lines[lines.len().saturating_sub(80)..].join("\n");
+        panic!("e2e_api: {msg}\n----- picolet stderr (last 80 lines) -----\n{tail}\n");
+    }
+
+    async fn wait_for<T, F, Fut>(&mut self, what: &str, timeout_secs: u64, mut check: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, String>>,
+    {
+        let start = Instant::now();
+        loop {
+            let last = match check().await {
+                Ok(v) => {
+                    eprintln!(
+                        "e2e_api: ok after {:.1} s: {what}",
+                        start.elapsed().as_secs_f64()
+                    );
+                    return v;
+                }
+                Err(seen) => seen,
+            };
+            if let Some(child) = self.picolet.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    self.picolet = None;
+                    self.fail(&format!(
+                        "picolet exited ({status}) while waiting for {what}"
+                    ));
+                }
+            }
+            if start.elapsed() > Duration::from_secs(timeout_secs) {
+                self.fail(&format!(
+                    "timed out after {timeout_secs} s waiting for: {what}\n  last seen: {last}"
+                ));
+            }
+            sleep(Duration::from_millis(250)).await;
+        }
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.picolet.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if std::thread::panicking() {
+            if let Some(dir) = self.dir.take() {
+                eprintln!("e2e_api: FAILED; kept {}", dir.keep().display());
+            }
+        }
+        let endpoint = self.endpoint.clone();
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async {
+                if let Ok(cri) = CriRuntime::connect(&endpoint) {
+                    sweep(&cri).await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// Running containers of the ready sandboxes named `pod_name` in our namespace: (id, name).
+async fn running(rt: &CriRuntime, pod_name: &str) -> Result<Vec<String>, String> {
+    let filter = ListFilter {
+        labels: [
+            (POD_NAMESPACE.to_string(), NS.to_string()),
+            (POD_NAME.to_string(), pod_name.to_string()),
+        ]
+        .into(),
+        sandbox_id: None,
+    };
+    let sandboxes = rt
+        .list_pod_sandboxes(&filter)
+        .await
+        .map_err(|e| e.to_string())?;
+    let ready: Vec<String> = sandboxes
+        .iter()
+        .filter(|s| s.state == SandboxState::Ready)
+        .map(|s| s.id.clone())
+        .collect();
+    let containers = rt
+        .list_containers(&filter)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut ids: Vec<String> = containers
+        .into_iter()
+        .filter(|c| c.state == ContainerState::Running && ready.contains(&c.sandbox_id))
+        .map(|c| c.id)
+        .collect();
+    ids.sort();
+    Ok(ids)
+}
+
+async fn sweep(rt: &CriRuntime) {
+    let Ok(all) = rt.list_pod_sandboxes(&ListFilter::default()).await else {
+        return;
+    };
+    for sb in all.iter().filter(|s| s.namespace == NS) {
+        let _ = rt.stop_pod_sandbox(&sb.id).await;
+        let _ = rt.remove_pod_sandbox(&sb.id).await;
+    }
+}
+
+fn phase(p: &Value) -> &str {
+    p["status"]["phase"].as_str().unwrap_or("")
+}
+
+fn log_has(root: &Path, pod: &str, uid: &str, line: &str) -> bool {
+    let path = root
+        .join("logs")
+        .join(format!("{NS}_{pod}_{uid}"))
+        .join("app/0.log");
+    fs::read_to_string(path).is_ok_and(|t| t.lines().any(|l| l.ends_with(line)))
+}
+
+#[tokio::test]
+async fn e2e_api_node_lifecycle_outage_and_restart() {
+    let Some(mut h) = Harness::new().await else {
+        return;
+    };
+    let static_name = format!("static-{NODE}");
+    fs::write(
+        h.root.join("manifests/static.yaml"),
+        static_manifest("static"),
+    )
+    .expect("manifest");
+    h.start_picolet();
+
+    // 1. The node registers, with its labels; the lease is fresh.
+    let mock = h.mock.clone();
+    h.wait_for("the Node Ready", 30, || {
+        let mock = mock.clone();
+        async move {
+            let node = mock.node(NODE).ok_or("no node")?;
+            let ready = node["status"]["conditions"]
+                .as_array()
+                .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+                .map(|c| c["status"].clone());
+            if ready == Some(json!("True")) {
+                Ok(node)
+            } else {
+                Err(format!("Ready = {ready:?}"))
+            }
+        }
+    })
+    .await;
+    let node = mock.node(NODE).unwrap();
+    assert_eq!(node["metadata"]["labels"]["example.com/lab"], "e2e");
+    assert_eq!(node["metadata"]["labels"]["kubernetes.io/hostname"], NODE);
+    let lease = |m: &MockApiServer| {
+        m.lease("kube-node-lease", NODE)
+            .and_then(|l| l["spec"]["renewTime"].as_str().map(str::to_string))
+    };
+    let first_renew = h
+        .wait_for("the lease", 20, || {
+            let m = mock.clone();
+            async move { lease(&m).ok_or_else(|| "no lease".to_string()) }
+        })
+        .await;
+
+    // 2. The static pod runs and shows as a mirror pod, Running.
+    let rt = h.rt.clone();
+    h.wait_for("static pod running in containerd", 60, || {
+        let (rt, n) = (rt.clone(), static_name.clone());
+        async move {
+            let ids = running(&rt, &n).await?;
+            if ids.len() == 1 {
+                Ok(())
+            } else {
+                Err(format!("{ids:?}"))
+            }
+        }
+    })
+    .await;
+    let mirror = h
+        .wait_for("the mirror pod Running", 30, || {
+            let (m, n) = (mock.clone(), static_name.clone());
+            async move {
+                let p = m.pod(NS, &n).ok_or("no mirror pod")?;
+                if phase(&p) == "Running" {
+                    Ok(p)
+                } else {
+                    Err(format!("phase {}", phase(&p)))
+                }
+            }
+        })
+        .await;
+    assert!(mirror["metadata"]["annotations"]["kubernetes.io/config.mirror"].is_string());
+    assert_eq!(mirror["metadata"]["ownerReferences"][0]["kind"], "Node");
+
+    // 3. A pod created in the apiserver runs; its status reaches the apiserver.
+    mock.create_pod(api_pod("web", NODE)).expect("create web");
+    let web = h
+        .wait_for(
+            "web Running in the apiserver, container running",
+            60,
+            || {
+                let m = mock.clone();
+                async move {
+                    let p = m.pod(NS, "web").ok_or("no pod")?;
+                    let running =
+                        p["status"]["containerStatuses"][0]["state"]["running"].is_object();
+                    if phase(&p) == "Running" && running {
+                        Ok(p)
+                    } else {
+                        Err(format!("status {}", p["status"]))
+                    }
+                }
+            },
+        )
+        .await;
+    let web_uid = web["metadata"]["uid"].as_str().unwrap().to_string();
+    assert!(web["status"]["podIP"].is_string(), "{}", web["status"]);
+
+    // 4. Graceful deletion: TERM reaches the container, then the object is removed.
+    mock.delete_pod(NS, "web", Some(10)).expect("delete web");
+    let root = h.root.clone();
+    h.wait_for("web stopped and deleted", 40, || {
+        let (m, rt, root, uid) = (mock.clone(), rt.clone(), root.clone(), web_uid.clone());
+        async move {
+            let ids = running(&rt, "web").await?;
+            let gone = m.pod(NS, "web").is_none();
+            let termed = log_has(&root, "web", &uid, "got TERM");
+            if ids.is_empty() && gone && termed {
+                Ok(())
+            } else {
+                Err(format!(
+                    "running {ids:?}, object gone {gone}, TERM logged {termed}"
+                ))
+            }
+        }
+    })
+    .await;
+
+    // 5. The lease is renewed (every 10 s).
+    h.wait_for("a lease renewal", 20, || {
+        let (m, first) = (mock.clone(), first_renew.clone());
+        async move {
+            match lease(&m) {
+                Some(t) if t != first => Ok(()),
+                other => Err(format!("renewTime {other:?}")),
+            }
+        }
+    })
+    .await;
+
+    // 6. Outage: the apiserver goes away; pods keep running.
+    mock.create_pod(api_pod("keep", NODE)).expect("create keep");
+    let keep_ids = h
+        .wait_for("keep running", 60, || {
+            let rt = rt.clone();
+            async move {
+                let ids = running(&rt, "keep").await?;
+                if ids.len() == 1 {
+                    Ok(ids)
+                } else {
+                    Err(format!("{ids:?}"))
+                }
+            }
+        })
+        .await;
+    let static_ids = running(&rt, &static_name).await.unwrap();
+    mock.stop();
+    sleep(Duration::from_secs(5)).await;
+    assert_eq!(running(&rt, "keep").await.unwrap(), keep_ids);
+    assert_eq!(running(&rt, &static_name).await.unwrap(), static_ids);
+
+    // 7. picolet restarts while the apiserver is gone: still running, nothing restarted.
+    h.stop_picolet(Signal::SIGKILL).await;
+    h.start_picolet();
+    sleep(Duration::from_secs(12)).await;
+    assert_eq!(
+        running(&rt, "keep").await.unwrap(),
+        keep_ids,
+        "keep untouched"
+    );
+    assert_eq!(
+        running(&rt, &static_name).await.unwrap(),
+        static_ids,
+        "static untouched"
+    );
+    assert!(
+        h.stderr().contains("pods of the checkpoint"),
+        "the checkpoint was used"
+    );
+
+    // 8. The apiserver is back: converges (a new pod runs, keep is still the same).
+    mock.start().await.expect("mock back");
+    mock.create_pod(api_pod("late", NODE)).expect("create late");
+    h.wait_for("late running after the outage", 90, || {
+        let rt = rt.clone();
+        async move {
+            let ids = running(&rt, "late").await?;
+            if ids.len() == 1 {
+                Ok(())
+            } else {
+                Err(format!("{ids:?}"))
+            }
+        }
+    })
+    .await;
+    assert_eq!(running(&rt, "keep").await.unwrap(), keep_ids);
+
+    // 9. Bad input: one log line each, nothing else disturbed.
+    mock.inject_watch_line("{\"type\": \"ADDED\", \"object\": {oops");
+    mock.inject_watch_line(
+        &json!({"type": "ADDED", "object": api_pod("intruder", "elsewhere")}).to_string(),
+    );
+    mock.create_pod(api_pod("other-node", "elsewhere"))
+        .expect("create other");
+    sleep(Duration::from_secs(3)).await;
+    let err = h.stderr();
+    assert!(
+        err.contains("unparsable watch event"),
+        "a line for the bad event"
+    );
+    assert!(
+        err.contains("is bound to node \"elsewhere\""),
+        "a line for the intruder"
+    );
+    assert!(running(&rt, "intruder").await.unwrap().is_empty());
+    assert!(running(&rt, "other-node").await.unwrap().is_empty());
+    assert_eq!(running(&rt, "keep").await.unwrap(), keep_ids);
+    assert_eq!(running(&rt, "late").await.unwrap().len(), 1);
+
+    // The end: delete everything, wait until stopped, stop picolet.
+    for name in ["keep", "late"] {
+        mock.delete_pod(NS, name, Some(5)).expect("delete");
+    }
+    fs::remove_file(h.root.join("manifests/static.yaml")).expect("rm manifest");
+    h.wait_for("every pod stopped and every API object gone", 60, || {
+        let (m, rt, n) = (mock.clone(), rt.clone(), static_name.clone());
+        async move {
+            let mut left = Vec::new();
+            for p in ["keep", "late", n.as_str()] {
+                if !running(&rt, p).await?.is_empty() {
+                    left.push(format!("{p} running"));
+                }
+                if m.pod(NS, p).is_some() {
+                    left.push(format!("{p} in the apiserver"));
+                }
+            }
+            if left.is_empty() {
+                Ok(())
+            } else {
+                Err(left.join(", "))
+            }
+        }
+    })
+    .await;
+    h.stop_picolet(Signal::SIGTERM).await;
+}
