@@ -74,7 +74,7 @@ cleanup() {
 	local rc=$? d
 	set +e
 	# A podman left behind by a killed bench: its pods, network and storage.
-	for d in "$TMPDIR"/picolet-bench-podman.*; do
+	for d in "$TMPDIR"/pm.*; do
 		[[ -d "$d" ]] || continue
 		local pm=(podman --root "$d/root" --runroot "$d/run" --network-config-dir "$d/net"
 			--cgroup-manager cgroupfs --events-backend file)
