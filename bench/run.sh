@@ -2,6 +2,7 @@
 # picolet's benchmarks (issue 5), all of them, one table at the end.
 #
 #   bench/run.sh [--quick] [--no-arm] [--no-containerd] [--no-podman] [--no-callgrind]
+#   bench/run.sh --table-only      print the table of the last run again
 #
 #   footprint  stripped release binary sizes (x86_64 here; aarch64/armv7/armv6 through
 #              packaging/build-all.sh), RSS of `picolet run` at 0/10/100/500 pods (fake CRI)
@@ -16,8 +17,8 @@
 # Needs root for the containerd part (tests/e2e/lab.sh: a private containerd under
 # $CARGO_TARGET_DIR/bench-lab/, bridge picobench0, subnet 10.77.79.0/24) and podman (installed with catatonit
 # when missing). Everything it starts is removed on exit, also on failure or Ctrl-C.
-# --quick: shorter windows and fewer repetitions, no ARM builds, no callgrind (~10 min).
-# Full run: ~45 min on 2 cores (ARM builds ~15 of them on a cold cache).
+# --quick: shorter windows and fewer repetitions, no ARM builds, no callgrind (~11 min).
+# Full run: ~35 min on 2 cores, plus ~15 min of ARM builds on a cold cache.
 #
 # Output: $CARGO_TARGET_DIR/bench/ (default target/bench/): results.tsv (one figure a line
 # with the load average when it was taken), table.md (what is printed at the end), logs/.
@@ -28,13 +29,15 @@ cd "$REPO"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$REPO/target}
 export CARGO_TERM_COLOR=never
 OUT=$CARGO_TARGET_DIR/bench
+RESULTS=$OUT/results.tsv
 LAB_DIR=$CARGO_TARGET_DIR/bench-lab
 export PICOLET_LAB_BRIDGE=${PICOLET_LAB_BRIDGE:-picobench0}
 export PICOLET_LAB_SUBNET=${PICOLET_LAB_SUBNET:-10.77.79.0/24}
 
-quick=0 arm=1 ctrd=1 podman=1 callgrind=1
+quick=0 arm=1 ctrd=1 podman=1 callgrind=1 table_only=0
 while (($#)); do
 	case "$1" in
+	--table-only) table_only=1 ;;
 	--quick) quick=1 arm=0 callgrind=0 ;;
 	--no-arm) arm=0 ;;
 	--no-containerd) ctrd=0 ;;
@@ -61,9 +64,36 @@ fi
 log() { printf '\nbench: %s\n' "$*" >&2; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 
+# The table: one markdown table per section (in order of first appearance), each figure
+# with the load average at the start of the measurement that produced it.
+print_table() {
+	{
+		echo "### Machine"
+		echo
+		cat "$OUT/machine.md"
+		echo "- load average at end: $(load)"
+		awk -F'\t' '
+			$1 != "RESULT" { next }
+			!($2 in rows) { order[++n] = $2; rows[$2] = "" }
+			{ rows[$2] = rows[$2] sprintf("| %s | %s | %s | %s |\n", $3, $4, $5, $6) }
+			END {
+				for (i = 1; i <= n; i++) {
+					printf "\n### %s\n\n| metric | value | notes | load (1/5/15 min) |\n|---|---|---|---|\n%s", order[i], rows[order[i]]
+				}
+			}
+		' "$RESULTS"
+	} >"$OUT/table.md"
+	echo
+	cat "$OUT/table.md"
+}
+
+if ((table_only)); then
+	print_table
+	exit 0
+fi
+
 rm -rf "$OUT"
 mkdir -p "$OUT/logs" "$OUT/bin"
-RESULTS=$OUT/results.tsv
 : >"$RESULTS"
 # The bench's temporary directories (fake CRI sockets, manifests, podman storage).
 TMPDIR=$(mktemp -d /tmp/picolet-bench-run.XXXXXX)
@@ -219,22 +249,5 @@ if ((ctrd)); then
 	fi
 fi
 
-# --- table -----------------------------------------------------------------------------
-{
-	echo "### Machine"
-	echo
-	cat "$OUT/machine.md"
-	echo "- load average at end: $(load)"
-	echo
-	awk -F'\t' '
-		$1 != "RESULT" { next }
-		$2 != section {
-			section = $2
-			printf "\n### %s\n\n| metric | value | notes | load (1/5/15 min) |\n|---|---|---|---|\n", section
-		}
-		{ printf "| %s | %s | %s | %s |\n", $3, $4, $5, $6 }
-	' "$RESULTS"
-} >"$OUT/table.md"
-echo
-cat "$OUT/table.md"
+print_table
 log "results: $OUT/table.md, $RESULTS; logs: $OUT/logs"
