@@ -413,11 +413,17 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             .update_pod(UpdatePodOptions::new(UpdateType::Create, pod));
     }
 
+    /// A live runtime pod of this name that no pod worker owns (a worker that owns one
+    /// already makes the new UID wait: pod workers' static-pod exclusivity).
     fn live_runtime_uid_named(&self, namespace: &str, name: &str, except: &str) -> Option<String> {
         self.runtime_pods
             .values()
             .find(|rp| {
-                rp.uid != except && rp.name == name && rp.namespace == namespace && is_live(rp)
+                rp.uid != except
+                    && rp.name == name
+                    && rp.namespace == namespace
+                    && is_live(rp)
+                    && !self.workers.is_known(&rp.uid)
             })
             .map(|rp| rp.uid.clone())
     }
@@ -615,9 +621,14 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
                 network_not_ready: false,
             });
         };
-        let after = sync::get_pod_status(&self.env.runtime, &uid)
-            .await
-            .map_err(failure)?;
+        // A resync that changed nothing (the common case at idle) reuses what it read.
+        let after = if result.actions.is_noop() && result.containers.is_empty() {
+            observed
+        } else {
+            sync::get_pod_status(&self.env.runtime, &uid)
+                .await
+                .map_err(failure)?
+        };
         let reasons = waiting_reasons(&result);
         let terminal = self.record_status(&pod, &after, &reasons);
         // Container GC for a live pod (kubelet: containerGC, MaxPerPodContainer = 1): keep

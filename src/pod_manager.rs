@@ -105,14 +105,14 @@ impl PodManager {
     /// All regular pods, sorted by full name then UID (stable for logs and tests).
     pub fn pods(&self) -> Vec<Arc<Pod>> {
         let mut pods: Vec<Arc<Pod>> = self.by_uid.values().cloned().collect();
-        pods.sort_by(|a, b| (a.full_name(), a.uid()).cmp(&(b.full_name(), b.uid())));
+        sort_by_name(&mut pods);
         pods
     }
 
     /// All mirror pods, sorted by full name then UID.
     pub fn mirror_pods(&self) -> Vec<Arc<Pod>> {
         let mut pods: Vec<Arc<Pod>> = self.mirror_by_uid.values().cloned().collect();
-        pods.sort_by(|a, b| (a.full_name(), a.uid()).cmp(&(b.full_name(), b.uid())));
+        sort_by_name(&mut pods);
         pods
     }
 
@@ -128,6 +128,15 @@ impl PodManager {
     pub fn is_empty(&self) -> bool {
         self.by_uid.is_empty()
     }
+}
+
+/// Namespace, name, UID order without building a `full_name` string per comparison
+/// (this runs every housekeeping pass).
+fn sort_by_name(pods: &mut [Arc<Pod>]) {
+    fn key(p: &Pod) -> (&str, &str, &str) {
+        (&p.metadata.namespace, &p.metadata.name, &p.metadata.uid)
+    }
+    pods.sort_by(|a, b| key(a).cmp(&key(b)));
 }
 
 #[cfg(test)]
