@@ -831,7 +831,8 @@ fn sandbox_from_list(s: proto::PodSandbox) -> Sandbox {
         state: sandbox_state(s.state),
         created_at: s.created_at,
         labels: s.labels,
-        annotations: s.annotations,
+        // not in the list message (see the proto): PodSandboxStatus has them
+        annotations: Default::default(),
         ip: None,
         network: None,
     }
@@ -893,7 +894,8 @@ fn container_from_list(c: proto::Container) -> ContainerInfo {
         reason: String::new(),
         message: String::new(),
         labels: c.labels,
-        annotations: c.annotations,
+        // not in the list message (see the proto): ContainerStatus has them
+        annotations: Default::default(),
         log_path: String::new(),
     }
 }
@@ -1059,7 +1061,7 @@ mod tests {
                 }),
             }),
             labels: BTreeMap::from([("a".to_string(), "b".to_string())]),
-            annotations: BTreeMap::new(),
+            annotations: Default::default(),
             runtime_handler: String::new(),
         };
         let s = sandbox_from_status("PodSandboxStatus", status.clone()).expect("valid");

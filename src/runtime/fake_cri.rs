@@ -1576,7 +1576,6 @@ fn encode_pod_sandbox(s: &SandboxRec) -> proto::PodSandbox {
         state: encode_sandbox_state(s.info.state).into(),
         created_at: s.info.created_at,
         labels: s.info.labels.clone(),
-        annotations: s.info.annotations.clone(),
         runtime_handler: String::new(),
     }
 }
@@ -1620,7 +1619,6 @@ fn encode_container(c: &ContainerRec) -> proto::Container {
         state: encode_container_state(i.state).into(),
         created_at: i.created_at,
         labels: i.labels.clone(),
-        annotations: i.annotations.clone(),
         image_id: i.image_ref.clone(),
     }
 }
