@@ -1,7 +1,7 @@
 //! picolet's benchmarks (issue 5): footprint, idle cost, latency and scale of the real
 //! `picolet run` binary, next to what a user would run instead.
 //!
-//! A `harness = false` bench target (feature `fake-cri`). `bench/run.sh` builds the release
+//! A `harness = false` bench target (feature `fake-cri`). `benches/run.sh` builds the release
 //! binaries, brings up the e2e lab, runs every mode below and prints the table that
 //! BENCHMARKS.md keeps. picolet is only observed from outside: `/proc/<pid>/{status,stat,
 //! schedstat,io,smaps_rollup}` and the CRI (the fake's state, or containerd through
@@ -98,9 +98,9 @@ fn main() -> ExitCode {
             "fake-scale" => fake_scale(&args).await,
             "containerd" => containerd(&args).await,
             "" => {
-                // `cargo bench` without arguments: nothing to measure on its own (bench/run.sh
+                // `cargo bench` without arguments: nothing to measure on its own (benches/run.sh
                 // passes the binary under test and the mode).
-                log("no mode given: run bench/run.sh, or see the modes in benches/picolet.rs");
+                log("no mode given: run benches/run.sh, or see the modes in benches/picolet.rs");
                 Ok(())
             }
             other => Err(format!("unknown mode {other}")),

@@ -26,7 +26,7 @@ step "cargo clippy -D warnings"
 cargo clippy --all-targets --all-features -- -D warnings
 
 step "shellcheck"
-shellcheck -x .ci/run tests/*.sh tests/e2e/*.sh
+shellcheck -x .ci/run tests/*.sh tests/e2e/*.sh benches/run.sh
 
 step "unit and fake-CRI tests"
 cargo test --all-features

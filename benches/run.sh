@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # picolet's benchmarks (issue 5), all of them, one table at the end.
 #
-#   bench/run.sh [--quick] [--no-arm] [--no-containerd] [--no-podman] [--no-callgrind]
-#   bench/run.sh --table-only      print the table of the last run again
+#   benches/run.sh [--quick] [--no-arm] [--no-containerd] [--no-podman] [--no-callgrind]
+#   benches/run.sh --table-only      print the table of the last run again
 #
 #   footprint  stripped release binary sizes (x86_64 here; aarch64/armv7/armv6 through
 #              packaging/build-all.sh), RSS of `picolet run` at 0/10/100/500 pods (fake CRI)
