@@ -581,24 +581,14 @@ impl Runtime for FakeRuntime {
         let image_ref = img.id.clone();
         let id = s.new_id("c");
         let created_at = s.created_now();
-        let info = ContainerInfo {
-            id: id.clone(),
-            sandbox_id: sandbox_id.into(),
-            name: config.name.clone(),
-            attempt: config.attempt,
-            image: config.image.clone(),
+        let info = ContainerInfo::created(
+            id.clone(),
+            sandbox_id.into(),
+            config,
             image_ref,
-            state: ContainerState::Created,
             created_at,
-            started_at: 0,
-            finished_at: 0,
-            exit_code: 0,
-            reason: String::new(),
-            message: String::new(),
-            labels: config.labels.clone(),
-            annotations: config.annotations.clone(),
-            log_path: config.log_path.clone(),
-        };
+            config.log_path.clone(),
+        );
         s.containers.insert(
             id.clone(),
             FakeContainer {

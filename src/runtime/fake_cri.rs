@@ -1151,24 +1151,14 @@ impl RuntimeService for FakeService {
                 .display()
                 .to_string()
         };
-        let info = ContainerInfo {
-            id: id.clone(),
+        let info = ContainerInfo::created(
+            id.clone(),
             sandbox_id,
-            name: config.name.clone(),
-            attempt: config.attempt,
-            image: config.image.clone(),
+            &config,
             image_ref,
-            state: ContainerState::Created,
             created_at,
-            started_at: 0,
-            finished_at: 0,
-            exit_code: 0,
-            reason: String::new(),
-            message: String::new(),
-            labels: config.labels.clone(),
-            annotations: config.annotations.clone(),
             log_path,
-        };
+        );
         st.containers
             .insert(id.clone(), ContainerRec { info, config });
         Ok(Response::new(proto::CreateContainerResponse {

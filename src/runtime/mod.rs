@@ -253,6 +253,38 @@ pub struct ContainerInfo {
     pub log_path: String,
 }
 
+impl ContainerInfo {
+    /// A container just created from `config` (state Created, nothing run yet): what a
+    /// runtime reports after `CreateContainer`. Used by both fakes.
+    pub fn created(
+        id: String,
+        sandbox_id: String,
+        config: &ContainerConfig,
+        image_ref: String,
+        created_at: UnixNanos,
+        log_path: String,
+    ) -> Self {
+        ContainerInfo {
+            id,
+            sandbox_id,
+            name: config.name.clone(),
+            attempt: config.attempt,
+            image: config.image.clone(),
+            image_ref,
+            state: ContainerState::Created,
+            created_at,
+            started_at: 0,
+            finished_at: 0,
+            exit_code: 0,
+            reason: String::new(),
+            message: String::new(),
+            labels: config.labels.clone(),
+            annotations: config.annotations.clone(),
+            log_path,
+        }
+    }
+}
+
 /// A label filter for the list calls (CRI `label_selector`), plus optional state.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ListFilter {
