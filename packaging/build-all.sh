@@ -41,7 +41,7 @@ done
 
 if [ "$install" -eq 1 ]; then
 	pkgs=(file binutils qemu-user-static)
-	for t in "${targets[@]}"; do pkgs+=("$(gcc_package_for "$t")"); done
+	for t in "${targets[@]}"; do mapfile -t -O "${#pkgs[@]}" pkgs < <(cross_packages_for "$t"); done
 	apt_ensure "${pkgs[@]}"
 	for t in "${targets[@]}"; do rustup_ensure "$(toolchain_for "$t")" "$t"; done
 fi

@@ -28,11 +28,22 @@ toolchain_for() {
 	esac
 }
 
-# Linker / C compiler package (Debian) for a target.
-gcc_package_for() {
+# Linker / C compiler packages (Debian) for a target, one per line: the cross gcc and the
+# cross libc headers. apt_ensure installs without recommends, and the headers are only a
+# recommend of the gcc: without them ring's C code fails with
+# "bits/libc-header-start.h: No such file or directory".
+cross_packages_for() {
 	case "$1" in
-	aarch64-*) echo gcc-aarch64-linux-gnu ;;
-	arm*) echo gcc-arm-linux-gnueabihf ;;
+	aarch64-*) printf '%s\n' gcc-aarch64-linux-gnu libc6-dev-arm64-cross ;;
+	arm*) printf '%s\n' gcc-arm-linux-gnueabihf libc6-dev-armhf-cross ;;
+	esac
+}
+
+# A header of the target's cross libc: its presence is what the C builds need.
+cross_header_for() {
+	case "$1" in
+	aarch64-*) echo /usr/aarch64-linux-gnu/include/bits/libc-header-start.h ;;
+	arm*) echo /usr/arm-linux-gnueabihf/include/bits/libc-header-start.h ;;
 	esac
 }
 

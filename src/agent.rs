@@ -47,6 +47,7 @@ use crate::pod_workers::{
 };
 use crate::runtime::backoff::PodBackoffs;
 use crate::runtime::cri::CriRuntime;
+use crate::runtime::gc::{self, GcPolicy};
 use crate::runtime::sync::{self, PodSyncResult, StartOutcome, SyncEnv};
 use crate::runtime::{ContainerState, CriError, PodRuntimeStatus, Runtime, SandboxState};
 use crate::source::SourceUpdate;
@@ -116,6 +117,8 @@ pub struct AgentConfig {
     pub pod_log_dir: PathBuf,
     pub resolv_conf: PathBuf,
     pub cgroup_parent: String,
+    /// `--minimum-container-ttl-duration`, `--maximum-dead-containers-per-container`.
+    pub gc_policy: GcPolicy,
 }
 
 /// `picolet run`: the real CRI client and the system clock.
@@ -138,6 +141,10 @@ pub async fn run(
         pod_log_dir: opts.pod_log_dir.clone(),
         resolv_conf: opts.resolv_conf.clone(),
         cgroup_parent: opts.cgroup_parent.clone(),
+        gc_policy: GcPolicy {
+            min_age: opts.minimum_container_ttl_duration,
+            max_per_pod_container: opts.maximum_dead_containers_per_container,
+        },
     };
     let local = tokio::task::LocalSet::new();
     local
@@ -241,12 +248,21 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
         notified_ready: false,
         file_seen: false,
         events: ext.events,
+        gc_policy: cfg.gc_policy,
+        pod_log_dir: cfg.pod_log_dir.clone(),
+        clock: clock.clone(),
+        gc_task: None,
     };
 
     let mut relist_tick = tokio::time::interval(RELIST_PERIOD);
     relist_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut housekeeping_tick = tokio::time::interval(HOUSEKEEPING_PERIOD);
     housekeeping_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    // kubelet: the container GC loop runs every ContainerGCPeriod, the first pass a period
+    // after the start.
+    let mut gc_tick =
+        tokio::time::interval_at(tokio::time::Instant::now() + gc::GC_PERIOD, gc::GC_PERIOD);
+    gc_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
 
     loop {
         tokio::select! {
@@ -264,6 +280,7 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
             event = state.workers.next() => state.on_worker_event(event),
             _ = relist_tick.tick() => state.relist().await,
             _ = housekeeping_tick.tick() => state.housekeeping(),
+            _ = gc_tick.tick() => state.garbage_collect(),
         }
         // READY once the static pods are known: a slow or unreachable apiserver must not
         // make systemd give up on picolet (k3s#1686).
@@ -307,6 +324,11 @@ struct Loop<R: Runtime, C: Clock> {
     file_seen: bool,
     /// apiserver mode: pod events for the status syncer.
     events: Option<mpsc::UnboundedSender<PodEvent>>,
+    gc_policy: GcPolicy,
+    pod_log_dir: PathBuf,
+    clock: C,
+    /// The container GC pass in flight, if any (one at a time).
+    gc_task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl<R: Runtime, C: Clock> Loop<R, C> {
@@ -531,6 +553,54 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     }
 }
 
+impl<R: Runtime, C: Clock> Loop<R, C> {
+    /// kubelet: `containerGC.GarbageCollect`. Plans over the relister's last view and runs
+    /// the removals as a local task; a pass still running makes this one a no-op.
+    fn garbage_collect(&mut self) {
+        if !self.relisted_once || self.gc_task.as_ref().is_some_and(|t| !t.is_finished()) {
+            return;
+        }
+        let sources_ready = self.config.sources_ready();
+        let desired = self.pods.uids();
+        let in_use = |uid: &str| {
+            desired.contains(uid) || (self.workers.is_known(uid) && !self.workers.is_finished(uid))
+        };
+        // kubelet: ShouldPodContentBeRemoved — no source wants it, no worker owns it, and
+        // every source has been seen.
+        let removable = |uid: &str| sources_ready && !in_use(uid);
+        let now = self.clock.now();
+        let plan = gc::plan(self.runtime_pods.values(), removable, now, &self.gc_policy);
+        // Pod log directories stay for every UID in use or still in the runtime.
+        let keep: HashSet<String> = desired
+            .iter()
+            .cloned()
+            .chain(self.workers.known_uids().into_iter().filter(|u| in_use(u)))
+            .chain(
+                self.runtime_pods
+                    .keys()
+                    .filter(|u| !plan.emptied.contains(u))
+                    .cloned(),
+            )
+            .collect();
+        let runtime = self.runtime.clone();
+        let pod_log_dir = self.pod_log_dir.clone();
+        self.gc_task = Some(tokio::task::spawn_local(async move {
+            let report = gc::execute(&runtime, &plan, &pod_log_dir, keep, now, sources_ready).await;
+            if report.containers + report.sandboxes + report.log_dirs > 0 {
+                log::info!(
+                    "container GC: removed {} dead containers, {} sandboxes, {} pod log directories",
+                    report.containers,
+                    report.sandboxes,
+                    report.log_dirs
+                );
+            }
+            for e in &report.errors {
+                log::warn!("container GC: {e}");
+            }
+        }));
+    }
+}
+
 /// Something of the pod may still run: a ready sandbox or a container not exited.
 fn is_live(rp: &PodRuntimeStatus) -> bool {
     rp.sandboxes.iter().any(|s| s.state == SandboxState::Ready)
@@ -631,13 +701,6 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
         };
         let reasons = waiting_reasons(&result);
         let terminal = self.record_status(&pod, &after, &reasons);
-        // Container GC for a live pod (kubelet: containerGC, MaxPerPodContainer = 1): keep
-        // the newest dead instance of each container for its status and logs.
-        if has_surplus_dead(&after) {
-            if let Err(e) = sync::remove_dead_containers(&self.env, &after).await {
-                log::warn!("pod {}: removing dead containers: {e}", pod.full_name());
-            }
-        }
         if result.is_error() {
             return Err(SyncFailure {
                 message: describe_failure(&pod, &result),
@@ -706,20 +769,6 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
         self.shared.borrow_mut().backoffs.remove(&uid);
         Ok(())
     }
-}
-
-/// More than one dead instance of some container name.
-fn has_surplus_dead(observed: &PodRuntimeStatus) -> bool {
-    let mut dead: Vec<&str> = observed
-        .containers
-        .iter()
-        .filter(|c| matches!(c.state, ContainerState::Exited | ContainerState::Created))
-        .map(|c| c.name.as_str())
-        .collect();
-    let n = dead.len();
-    dead.sort_unstable();
-    dead.dedup();
-    dead.len() < n
 }
 
 /// kubelet's reasonCache: why each container that should run does not.

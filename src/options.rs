@@ -66,6 +66,12 @@ pub struct Options {
     pub resolv_conf: PathBuf,
     /// `--cgroup-parent` passed to sandboxes ("" lets the runtime decide).
     pub cgroup_parent: String,
+    /// `--minimum-container-ttl-duration`: container GC leaves a dead container alone until
+    /// it is this old (kubelet: `GCPolicy.MinAge`, default 0).
+    pub minimum_container_ttl_duration: Duration,
+    /// `--maximum-dead-containers-per-container`: dead instances kept per container of a
+    /// pod that is still wanted (kubelet default 1; a negative value: no limit).
+    pub maximum_dead_containers_per_container: Option<usize>,
     // ---- apiserver mode (feature `apiserver`)
     /// `--kubeconfig`: join the cluster this file points at (node, lease, API pods, status,
     /// mirror pods). None: static pods only.
@@ -97,6 +103,8 @@ impl Default for Options {
             sync_frequency: Duration::from_secs(60),
             resolv_conf: PathBuf::from("/etc/resolv.conf"),
             cgroup_parent: String::new(),
+            minimum_container_ttl_duration: Duration::ZERO,
+            maximum_dead_containers_per_container: Some(1),
             kubeconfig: None,
             node_labels: BTreeMap::new(),
             max_pods: 110,
@@ -128,6 +136,10 @@ FLAGS (kubelet names):
     --sync-frequency DURATION           periodic pod resync [1m]
     --resolv-conf FILE                  resolver for dnsPolicy Default [/etc/resolv.conf]
     --cgroup-parent PATH                cgroup parent for pod sandboxes [runtime default]
+    --minimum-container-ttl-duration D  container GC spares dead containers younger than D [0]
+    --maximum-dead-containers-per-container N
+                                        dead instances kept per container of a wanted pod;
+                                        -1: no limit [1]
 
 Cluster mode (builds with the `apiserver` feature):
     --kubeconfig FILE                   join the cluster of this kubeconfig: Node, Lease, API
@@ -216,6 +228,17 @@ pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
             "--sync-frequency" => opts.sync_frequency = duration_flag(flag, &value()?)?,
             "--resolv-conf" => opts.resolv_conf = value()?.into(),
             "--cgroup-parent" | "--cgroup-root" => opts.cgroup_parent = value()?,
+            "--minimum-container-ttl-duration" => {
+                opts.minimum_container_ttl_duration = duration_flag(flag, &value()?)?
+            }
+            "--maximum-dead-containers-per-container" => {
+                let v = value()?;
+                let n: i64 = v.parse().map_err(|_| OptionsError::BadValue {
+                    flag: flag.clone(),
+                    reason: format!("{v:?} is not a number (-1: no limit)"),
+                })?;
+                opts.maximum_dead_containers_per_container = usize::try_from(n).ok();
+            }
             "--kubeconfig" => opts.kubeconfig = Some(value()?.into()),
             "--node-labels" => {
                 let labels = parse_labels(&value()?).map_err(|reason| OptionsError::BadValue {
@@ -606,6 +629,31 @@ mod tests {
         assert_eq!(o.manifest_url.as_deref(), Some("http://u"));
         assert_eq!(o.manifest_url_headers.len(), 2);
         assert_eq!(o.node_status_update_frequency, Duration::from_secs(20));
+    }
+
+    #[test]
+    fn container_gc_flags() {
+        let Command::Run(o) = parse(&args(
+            "run --minimum-container-ttl-duration 10m --maximum-dead-containers-per-container 3",
+        ))
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(o.minimum_container_ttl_duration, Duration::from_secs(600));
+        assert_eq!(o.maximum_dead_containers_per_container, Some(3));
+        let Command::Run(o) =
+            parse(&args("run --maximum-dead-containers-per-container -1")).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(
+            o.maximum_dead_containers_per_container, None,
+            "-1: no limit"
+        );
+        assert!(matches!(
+            parse(&args("run --maximum-dead-containers-per-container some")),
+            Err(OptionsError::BadValue { .. })
+        ));
     }
 
     #[test]

@@ -45,6 +45,7 @@ fn config(dir: &Path) -> AgentConfig {
         pod_log_dir: dir.join("logs"),
         resolv_conf: dir.join("resolv.conf"),
         cgroup_parent: String::new(),
+        gc_policy: Default::default(),
     }
 }
 
@@ -276,6 +277,113 @@ async fn edit_while_down_never_runs_two_copies() {
                 .unwrap_or_else(|| panic!("new sandbox not created: {calls:?}"));
             assert!(stop_old < run_new, "{calls:?}");
             assert_eq!(running_ids(&rt).len(), 2);
+            agent.stop().await;
+        })
+        .await;
+}
+
+fn job_manifest(name: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: job
+    image: {IMAGE}
+    command: ["sh", "-c", "echo done"]
+"#
+    )
+}
+
+/// Container GC (kubelet: containerGC every minute, MinAge 0, MaxPerPodContainer 1): a
+/// finished `restartPolicy: Never` pod keeps its dead container while its manifest is
+/// there, so a restarted picolet does not run it again; once the manifest is gone, the next
+/// pass removes container, sandbox and log directory.
+#[tokio::test(start_paused = true)]
+async fn container_gc_keeps_finished_pods_evidence_until_unwanted() {
+    LocalSet::new()
+        .run_until(async {
+            let tmp = tempfile::tempdir().unwrap();
+            let cfg = config(tmp.path());
+            std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
+            let file = cfg.pod_manifest_path.join("job.yaml");
+            std::fs::write(&file, job_manifest("job")).unwrap();
+            let clock = TokioClock::new(1_800_000_000_000_000_000);
+            let rt = FakeRuntime::new(clock);
+            rt.add_image(IMAGE);
+            let agent = start(&rt, clock, &cfg);
+            settle(3).await;
+            let job = rt.running("job");
+            assert_eq!(job.len(), 1);
+            rt.exit_container(&job[0], 0);
+            // Succeeded → terminated → finished; then two GC periods.
+            settle(125).await;
+            let containers = rt.containers();
+            assert_eq!(
+                containers.len(),
+                1,
+                "the finished container is kept: {containers:?}"
+            );
+            assert_eq!(containers[0].state, ContainerState::Exited);
+            assert_eq!(rt.sandboxes().len(), 1, "and its sandbox");
+            agent.stop().await;
+
+            // A restart: the completed pod is not run again.
+            rt.take_calls();
+            let agent = start(&rt, clock, &cfg);
+            settle(10).await;
+            let mutations: Vec<Call> = rt
+                .take_calls()
+                .into_iter()
+                .filter(|c| matches!(c, Call::RunPodSandbox { .. } | Call::CreateContainer { .. }))
+                .collect();
+            assert!(
+                mutations.is_empty(),
+                "the finished pod ran again: {mutations:?}"
+            );
+
+            // The manifest goes: within one GC period everything of the pod is removed.
+            std::fs::remove_file(&file).unwrap();
+            let_inotify_deliver();
+            settle(65).await;
+            assert!(rt.containers().is_empty(), "{:?}", rt.containers());
+            assert!(rt.sandboxes().is_empty(), "{:?}", rt.sandboxes());
+            // (the pod log directory goes after a period of real idleness: gc.rs and
+            // sync_tests.rs test that part)
+            agent.stop().await;
+        })
+        .await;
+}
+
+/// `--minimum-container-ttl-duration`: dead containers younger than it stay, even those of
+/// a pod no source wants any more.
+#[tokio::test(start_paused = true)]
+async fn container_gc_honours_the_minimum_ttl() {
+    LocalSet::new()
+        .run_until(async {
+            let tmp = tempfile::tempdir().unwrap();
+            let mut cfg = config(tmp.path());
+            cfg.gc_policy.min_age = Duration::from_secs(600);
+            std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
+            let file = cfg.pod_manifest_path.join("web.yaml");
+            std::fs::write(&file, manifest("web", "1")).unwrap();
+            let clock = TokioClock::new(1_800_000_000_000_000_000);
+            let rt = FakeRuntime::new(clock);
+            rt.add_image(IMAGE);
+            let agent = start(&rt, clock, &cfg);
+            settle(3).await;
+            assert_eq!(running_ids(&rt).len(), 2);
+            std::fs::remove_file(&file).unwrap();
+            let_inotify_deliver();
+            settle(125).await;
+            assert!(running_ids(&rt).is_empty());
+            assert_eq!(rt.containers().len(), 2, "removed before the TTL");
+            settle(600).await;
+            assert!(rt.containers().is_empty(), "{:?}", rt.containers());
+            assert!(rt.sandboxes().is_empty(), "{:?}", rt.sandboxes());
             agent.stop().await;
         })
         .await;

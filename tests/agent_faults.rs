@@ -33,6 +33,7 @@ fn config(dir: &Path) -> AgentConfig {
         pod_log_dir: dir.join("logs"),
         resolv_conf: dir.join("resolv.conf"),
         cgroup_parent: String::new(),
+        gc_policy: Default::default(),
     }
 }
 

@@ -735,6 +735,7 @@ fn start_api_agent(rt: &FakeRuntime, dir: &Path, kubeconfig: &Path) -> ApiAgent 
         pod_log_dir: opts.pod_log_dir.clone(),
         resolv_conf: opts.resolv_conf.clone(),
         cgroup_parent: String::new(),
+        gc_policy: Default::default(),
     };
     let shutdown = CancellationToken::new();
     let rt = rt.clone();

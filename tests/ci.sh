@@ -8,16 +8,44 @@ export CARGO_TERM_COLOR=never
 
 step() { printf '\n==> %s\n' "$*"; }
 
-need_apt=()
-for pkg in containerd runc containernetworking-plugins busybox-static iproute2 shellcheck; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || need_apt+=("$pkg")
+# shellcheck source=packaging/lib.sh
+. packaging/lib.sh
+
+# Everything the steps below need from Debian, installed first on a fresh machine: the lab's
+# containerd and CNI plugins, the packaging tools, and for each ARM target its cross gcc
+# *and* its cross libc headers (the headers are only a recommend of the gcc).
+apt_pkgs=(containerd runc containernetworking-plugins busybox-static iproute2 shellcheck
+	file binutils qemu-user-static)
+for t in "${PICOLET_TARGETS[@]}"; do
+	mapfile -t -O "${#apt_pkgs[@]}" apt_pkgs < <(cross_packages_for "$t")
 done
-if ((${#need_apt[@]})); then
-  step "apt-get install ${need_apt[*]}"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
-fi
+step "install: Debian packages, rustfmt, clippy"
+apt_ensure "${apt_pkgs[@]}"
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+# Preflight: name everything that is still missing now, instead of failing deep in a build.
+preflight() {
+	local missing=() c f t
+	for c in cargo rustup rustfmt cargo-clippy python3 containerd ctr runc ip busybox shellcheck \
+		file readelf dpkg-deb tar gzip qemu-aarch64-static qemu-arm-static \
+		aarch64-linux-gnu-gcc arm-linux-gnueabihf-gcc; do
+		command -v "$c" >/dev/null 2>&1 || missing+=("command $c")
+	done
+	for f in /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/loopback; do
+		[[ -x $f ]] || missing+=("CNI plugin $f")
+	done
+	for t in "${PICOLET_TARGETS[@]}"; do
+		f=$(cross_header_for "$t")
+		[[ -f $f ]] || missing+=("cross libc header $f (for $t)")
+	done
+	if ((${#missing[@]})); then
+		printf 'preflight: missing %s\n' "${missing[@]}" >&2
+		return 1
+	fi
+	echo "preflight: every tool, plugin and header is there"
+}
+step "preflight"
+preflight
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

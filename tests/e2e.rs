@@ -230,19 +230,11 @@ async fn c_edited_manifest_replaces_the_pod() {
     let old_c = old.running(&old_sb.id, "main").expect("running").clone();
 
     lab.write_manifest("edit.yaml", &edit("two"));
-    // Track the old container while waiting: its status is read before anything can
-    // garbage-collect it.
-    let old_finished = RefCell::new(0i64);
     let new = lab
         .wait_for(
             "a new pod edit (new UID) running after the edit",
             secs(60),
             || async {
-                if let Ok(st) = lab.rt.container_status(&old_c.id).await {
-                    if st.finished_at > 0 {
-                        *old_finished.borrow_mut() = st.finished_at;
-                    }
-                }
                 let v = lab.pod_view(NS, "edit").await?;
                 match v.newest_ready() {
                     Some(sb) if sb.uid != old_sb.uid && v.running(&sb.id, "main").is_some() => {
@@ -254,13 +246,18 @@ async fn c_edited_manifest_replaces_the_pod() {
         )
         .await;
     let new_sb = new.newest_ready().expect("checked").clone();
-    let finished = *old_finished.borrow();
-    lab.check(finished > 0, || {
-        format!(
-            "old container {} never showed finished_at (removed too early?)",
-            short(&old_c.id)
-        )
-    });
+    // The old container is evidence that lasts: picolet runs with a container-GC TTL longer
+    // than any scenario, so its CRI status (finished_at) is still there to read.
+    let old_st = lab
+        .rt
+        .container_status(&old_c.id)
+        .await
+        .unwrap_or_else(|e| lab.fail(&format!("old container {}: {e}", short(&old_c.id))));
+    let finished = old_st.finished_at;
+    lab.check(
+        old_st.state == ContainerState::Exited && finished > 0,
+        || format!("old container {} not exited: {old_st:?}", short(&old_c.id)),
+    );
     lab.check(finished < new_sb.created_at, || {
         format!(
             "new sandbox {} created {} ms BEFORE the old container {} finished: the old pod must \
@@ -382,73 +379,60 @@ async fn e_crashing_container_backs_off() {
     lab.write_manifest("crasher.yaml", &yaml);
     lab.start_picolet();
 
-    // Every attempt seen: attempt -> (id, started_at, finished_at, exit code).
-    let seen: RefCell<BTreeMap<u32, (String, i64, i64, i32)>> = RefCell::default();
-    let sandbox_ids: RefCell<BTreeSet<String>> = RefCell::default();
+    // Every attempt stays in the runtime (container GC has a TTL longer than the scenario),
+    // so one view holds the whole history: no attempt can be missed between two polls.
     let t0 = Instant::now();
-    let gaps = lab
+    let view = lab
         .wait_for(
-            "two back-off gaps between restarts of crash (~10 s, then ~20 s)",
-            secs(58),
+            "attempts 0 to 3 of crash started (back-off 0, 10 s, 20 s)",
+            secs(150),
             || async {
                 let v = lab.pod_view(NS, "crasher").await?;
-                sandbox_ids
-                    .borrow_mut()
-                    .extend(v.sandboxes.iter().map(|s| s.id.clone()));
-                for c in v
+                let started = v
                     .containers
                     .iter()
                     .filter(|c| c.name == "crash" && c.started_at > 0)
-                {
-                    seen.borrow_mut().insert(
-                        c.attempt,
-                        (c.id.clone(), c.started_at, c.finished_at, c.exit_code),
-                    );
-                }
-                let seen = seen.borrow();
-                let starts: Vec<(u32, i64)> = seen.iter().map(|(a, s)| (*a, s.1)).collect();
-                let mut gaps: Vec<f64> = starts
-                    .windows(2)
-                    .map(|w| (w[1].1 - w[0].1) as f64 / 1e9)
-                    .collect();
-                // kubelet restarts at once after the first exit (back-off 0), then 10 s, 20 s...
-                if gaps.first().is_some_and(|g| *g < 5.0) {
-                    gaps.remove(0);
-                }
-                if gaps.len() >= 2 {
-                    Ok(gaps)
+                    .count();
+                if started >= 4 {
+                    Ok(v)
                 } else {
                     Err(format!(
-                        "after {:.0} s: attempts (attempt, start s) {:?}; {}",
+                        "after {:.0} s: {}",
                         t0.elapsed().as_secs_f64(),
-                        starts
-                            .iter()
-                            .map(|(a, t)| (a, (t - starts[0].1) / 1_000_000_000))
-                            .collect::<Vec<_>>(),
                         v.describe()
                     ))
                 }
             },
         )
         .await;
-    let seen = seen.into_inner();
-    eprintln!(
-        "e2e e: attempts seen {:?}, back-off gaps {gaps:.1?} s",
-        seen.keys().collect::<Vec<_>>()
-    );
+    // attempt -> (id, started_at, finished_at, exit code)
+    let seen: BTreeMap<u32, (String, i64, i64, i32)> = view
+        .containers
+        .iter()
+        .filter(|c| c.name == "crash")
+        .map(|c| {
+            (
+                c.attempt,
+                (c.id.clone(), c.started_at, c.finished_at, c.exit_code),
+            )
+        })
+        .collect();
     let attempts: Vec<u32> = seen.keys().copied().collect();
     lab.check(
-        attempts.iter().enumerate().all(|(i, a)| *a as usize == i),
-        || format!("attempts must count 0, 1, 2, ... without holes, got {attempts:?}"),
+        attempts.iter().enumerate().all(|(i, a)| *a as usize == i) && attempts.len() >= 4,
+        || format!("attempts must count 0, 1, 2, 3 ... without holes, got {attempts:?}"),
     );
-    lab.check((8.0..=16.0).contains(&gaps[0]), || {
-        format!("first back-off gap {:.1} s, want ~10 s", gaps[0])
+    let start = |a: u32| seen[&a].1 as f64 / 1e9;
+    // kubelet: the first restart is immediate, then the back-off is 10 s, 20 s, ... counted
+    // from the exit. Load only delays a start, so the lower bounds are strict; the upper
+    // bounds only tell 10 s from the next step (20 s) and 20 s from 40 s.
+    let gaps = [start(2) - start(1), start(3) - start(2)];
+    eprintln!("e2e e: attempts {attempts:?}, back-off gaps {gaps:.1?} s");
+    lab.check((9.0..19.5).contains(&gaps[0]), || {
+        format!("back-off before attempt 2: {:.1} s, want ~10 s", gaps[0])
     });
-    lab.check((17.0..=28.0).contains(&gaps[1]), || {
-        format!("second back-off gap {:.1} s, want ~20 s", gaps[1])
-    });
-    lab.check(gaps[1] > gaps[0], || {
-        format!("back-off must grow: {gaps:?}")
+    lab.check((19.0..39.5).contains(&gaps[1]), || {
+        format!("back-off before attempt 3: {:.1} s, want ~20 s", gaps[1])
     });
     for (attempt, (id, _, finished, code)) in &seen {
         lab.check(*finished == 0 || *code == 1, || {
@@ -458,11 +442,9 @@ async fn e_crashing_container_backs_off() {
             )
         });
     }
-    let sandbox_ids = sandbox_ids.into_inner();
+    let sandbox_ids: BTreeSet<&str> = view.sandboxes.iter().map(|s| s.id.as_str()).collect();
     lab.check(sandbox_ids.len() == 1, || {
-        format!(
-            "a crashing container must not recreate the sandbox; sandboxes seen: {sandbox_ids:?}"
-        )
+        format!("a crashing container must not recreate the sandbox; sandboxes: {sandbox_ids:?}")
     });
     let uid = lab
         .pod_view(NS, "crasher")
@@ -535,9 +517,8 @@ async fn f_deleted_manifest_stops_the_pod_gracefully() {
             st.exit_code, st.reason
         )
     });
-    lab.check(took_ms < 5_000, || {
-        format!("stopping took {took_ms} ms: SIGTERM should stop it at once")
-    });
+    // (How long it took is printed, not asserted: exit code 0 and "got TERM" prove the
+    // TERM trap ran before the 10 s grace ended; a loaded machine may be slow to get there.)
     lab.wait_for("\"got TERM\" in the log", secs(5), || async {
         log_has_line(&log, "stdout", "got TERM")
     })
@@ -882,6 +863,11 @@ impl Lab {
             .arg(self.root.join("logs"))
             .arg("--hostname-override")
             .arg(NODE)
+            // Dead containers, sandboxes and log files are the evidence scenarios read after
+            // the fact: container GC must not remove them while a scenario runs (GC itself is
+            // tested against the fake runtime in tests/agent.rs).
+            .arg("--minimum-container-ttl-duration")
+            .arg("30m")
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("dup"))

@@ -140,6 +140,10 @@ impl Harness {
             .arg("example.com/lab=e2e")
             .arg("--node-status-update-frequency")
             .arg("2s")
+            // The scenario reads dead containers and their logs after the fact ("got TERM"):
+            // container GC must leave them for the scenario's length.
+            .arg("--minimum-container-ttl-duration")
+            .arg("30m")
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("dup"))
@@ -287,6 +291,11 @@ async fn sweep(rt: &CriRuntime) {
 
 fn phase(p: &Value) -> &str {
     p["status"]["phase"].as_str().unwrap_or("")
+}
+
+/// picolet's stderr file in the scenario directory (what `Harness::stderr` reads).
+fn h_stderr(root: &std::path::Path) -> PathBuf {
+    root.join("picolet.stderr")
 }
 
 fn log_has(root: &Path, pod: &str, uid: &str, line: &str) -> bool {
@@ -452,7 +461,20 @@ async fn e2e_api_node_lifecycle_outage_and_restart() {
     // 7. picolet restarts while the apiserver is gone: still running, nothing restarted.
     h.stop_picolet(Signal::SIGKILL).await;
     h.start_picolet();
-    sleep(Duration::from_secs(12)).await;
+    h.wait_for("picolet restarted from the checkpoint", 30, || {
+        let err = fs::read_to_string(h_stderr(&root)).unwrap_or_default();
+        async move {
+            let last_start = err.rsplit("picolet start #").next().unwrap_or("");
+            if last_start.contains("pods of the checkpoint") {
+                Ok(())
+            } else {
+                Err("no checkpoint line since the restart yet".to_string())
+            }
+        }
+    })
+    .await;
+    // Then a while for a wrong decision to show: a kill, a restart, a second copy.
+    sleep(Duration::from_secs(10)).await;
     assert_eq!(
         running(&rt, "keep").await.unwrap(),
         keep_ids,
@@ -462,10 +484,6 @@ async fn e2e_api_node_lifecycle_outage_and_restart() {
         running(&rt, &static_name).await.unwrap(),
         static_ids,
         "static untouched"
-    );
-    assert!(
-        h.stderr().contains("pods of the checkpoint"),
-        "the checkpoint was used"
     );
 
     // 8. The apiserver is back: converges (a new pod runs, keep is still the same).
@@ -492,16 +510,25 @@ async fn e2e_api_node_lifecycle_outage_and_restart() {
     );
     mock.create_pod(api_pod("other-node", "elsewhere"))
         .expect("create other");
-    sleep(Duration::from_secs(3)).await;
-    let err = h.stderr();
-    assert!(
-        err.contains("unparsable watch event"),
-        "a line for the bad event"
-    );
-    assert!(
-        err.contains("is bound to node \"elsewhere\""),
-        "a line for the intruder"
-    );
+    h.wait_for(
+        "a log line for the bad event and one for the intruder",
+        30,
+        || {
+            let err = fs::read_to_string(h_stderr(&root)).unwrap_or_default();
+            async move {
+                let bad = err.contains("unparsable watch event");
+                let intruder = err.contains("is bound to node \"elsewhere\"");
+                if bad && intruder {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "bad event logged {bad}, intruder logged {intruder}"
+                    ))
+                }
+            }
+        },
+    )
+    .await;
     assert!(running(&rt, "intruder").await.unwrap().is_empty());
     assert!(running(&rt, "other-node").await.unwrap().is_empty());
     assert_eq!(running(&rt, "keep").await.unwrap(), keep_ids);

@@ -550,7 +550,7 @@ impl Runtime for FakeRuntime {
         &self,
         sandbox_id: &str,
         config: &ContainerConfig,
-        _sandbox: &SandboxConfig,
+        sandbox: &SandboxConfig,
     ) -> Result<String, CriError> {
         self.enter(
             Method::CreateContainer,
@@ -587,7 +587,15 @@ impl Runtime for FakeRuntime {
             config,
             image_ref,
             created_at,
-            config.log_path.clone(),
+            // As containerd reports it: the sandbox's log directory joined with the path.
+            if sandbox.log_directory.is_empty() || config.log_path.is_empty() {
+                config.log_path.clone()
+            } else {
+                std::path::Path::new(&sandbox.log_directory)
+                    .join(&config.log_path)
+                    .to_string_lossy()
+                    .into_owned()
+            },
         );
         s.containers.insert(
             id.clone(),

@@ -18,6 +18,7 @@
 //! - `config.rs` pure translation of a pod into `SandboxConfig` / `ContainerConfig`
 //! - `mounts.rs` host side of volume mounts (hostPath checks, emptyDir, subPath)
 //! - `sync.rs`   executes a plan: SyncPod / KillPod against a `Runtime`
+//! - `gc.rs`     container GC: which dead containers, sandboxes and pod log dirs go, and going
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -31,6 +32,7 @@ pub mod cri;
 pub mod fake;
 #[cfg(feature = "fake-cri")]
 pub mod fake_cri;
+pub mod gc;
 pub mod labels;
 pub mod mounts;
 pub mod plan;

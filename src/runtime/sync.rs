@@ -88,18 +88,6 @@ pub enum SyncError {
         #[source]
         source: CriError,
     },
-    #[error("remove container {id}: {source}")]
-    RemoveContainer {
-        id: String,
-        #[source]
-        source: CriError,
-    },
-    #[error("remove sandbox {id}: {source}")]
-    RemoveSandbox {
-        id: String,
-        #[source]
-        source: CriError,
-    },
     #[error("{step} pod {pod}: {}", join_errors(.errors))]
     Steps {
         step: &'static str,
@@ -1032,10 +1020,11 @@ pub async fn kill_pod<R: Runtime, C: Clock>(
 // ---------------------------------------------------------------------------------------
 // Cleanup
 
-/// After a pod finished (kubelet: `SyncTerminatedPod` + the pod's share of GC): remove its
-/// dead containers and not-ready sandboxes, then `<root_dir>/pods/<uid>` (emptyDirs,
-/// termination logs). Logs under the pod log directory are kept. Refuses, changing
-/// nothing, while a container runs or a sandbox is ready — kill first.
+/// After a pod finished (kubelet: `SyncTerminatedPod`): remove `<root_dir>/pods/<uid>`
+/// (emptyDirs, termination logs) on the blocking pool. Dead containers, sandboxes and logs
+/// are left to container GC (`gc.rs`), as upstream: the status of a finished pod that is
+/// still wanted survives a picolet restart. Refuses, changing nothing, while a container
+/// runs or a sandbox is ready — kill first.
 pub async fn cleanup_pod<R: Runtime, C: Clock>(
     env: &SyncEnv<R, C>,
     status: &PodRuntimeStatus,
@@ -1060,81 +1049,22 @@ pub async fn cleanup_pod<R: Runtime, C: Clock>(
             ids: alive,
         });
     }
-    let mut errors = Vec::new();
-    for c in &status.containers {
-        match env.runtime.remove_container(&c.id).await {
-            Ok(()) => {}
-            Err(e) if e.is_not_found() => {}
-            Err(source) => errors.push(SyncError::RemoveContainer {
-                id: c.id.clone(),
-                source,
-            }),
-        }
-    }
-    for s in &status.sandboxes {
-        match env.runtime.remove_pod_sandbox(&s.id).await {
-            Ok(()) => {}
-            Err(e) if e.is_not_found() => {}
-            Err(source) => errors.push(SyncError::RemoveSandbox {
-                id: s.id.clone(),
-                source,
-            }),
-        }
-    }
-    if !errors.is_empty() {
-        return Err(SyncError::Steps {
-            step: "clean up",
-            pod: uid.to_string(),
-            errors,
-        });
-    }
     // Nothing is ever mounted inside the pod directory by picolet, so a recursive removal
-    // only deletes picolet's own files (remove_dir_all does not follow symlinks).
+    // only deletes picolet's own files (remove_dir_all does not follow symlinks). On an SD
+    // card this takes a while: off the event loop's thread.
     let dir = mounts::pod_dir(&env.root_dir, uid);
-    match std::fs::remove_dir_all(&dir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(source) => Err(SyncError::RemoveDir { path: dir, source }),
-    }
-}
-
-/// For a pod that keeps running: keep the newest dead instance of each container name
-/// (for its status and `--previous` logs), remove older dead instances. Returns how many
-/// were removed.
-pub async fn remove_dead_containers<R: Runtime, C: Clock>(
-    env: &SyncEnv<R, C>,
-    status: &PodRuntimeStatus,
-) -> Result<usize, SyncError> {
-    let mut seen: Vec<&str> = Vec::new();
-    let mut removed = 0;
-    let mut errors = Vec::new();
-    // newest first: the first dead instance of a name is kept
-    for c in &status.containers {
-        if !matches!(c.state, ContainerState::Exited | ContainerState::Created) {
-            continue;
-        }
-        let name = labels::container_name(c);
-        if !seen.contains(&name) {
-            seen.push(name);
-            continue;
-        }
-        match env.runtime.remove_container(&c.id).await {
-            Ok(()) => removed += 1,
-            Err(e) if e.is_not_found() => {}
-            Err(source) => errors.push(SyncError::RemoveContainer {
-                id: c.id.clone(),
-                source,
-            }),
-        }
-    }
-    if errors.is_empty() {
-        Ok(removed)
-    } else {
-        Err(SyncError::Steps {
-            step: "remove dead containers of",
-            pod: status.uid.clone(),
-            errors,
-        })
+    let removal = {
+        let dir = dir.clone();
+        tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&dir)).await
+    };
+    match removal {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Ok(Err(source)) => Err(SyncError::RemoveDir { path: dir, source }),
+        Err(join) => Err(SyncError::RemoveDir {
+            path: dir,
+            source: std::io::Error::other(join.to_string()),
+        }),
     }
 }
 

@@ -9,6 +9,7 @@ use crate::api::{self, RestartPolicy};
 use crate::clock::TokioClock;
 use crate::runtime::NamespaceMode;
 use crate::runtime::fake::{Call, FakeRuntime, Method};
+use crate::runtime::gc;
 
 const T0: i64 = 1_700_000_000 * 1_000_000_000;
 
@@ -841,24 +842,50 @@ async fn cleanup_after_termination() {
     let st = h.status("uid-1").await;
     h.rt.take_calls();
     cleanup_pod(&h.env, &st, "uid-1").await.unwrap();
-    assert_eq!(
-        h.rt.take_mutations(),
-        vec![
-            Call::RemoveContainer("c2".into()),
-            Call::RemovePodSandbox("s1".into())
-        ]
-    );
+    // Dead containers and sandboxes are container GC's (the status of a finished pod must
+    // survive a picolet restart): cleanup removes only the pod directory.
+    assert_eq!(h.rt.take_mutations(), vec![]);
     assert!(!mounts::pod_dir(&h.env.root_dir, "uid-1").exists());
     assert!(h.log_dir(&p).is_dir(), "logs are kept");
-    assert!(h.rt.sandboxes().is_empty() && h.rt.containers().is_empty());
+    assert_eq!(h.rt.containers().len(), 1);
     // idempotent
     cleanup_pod(&h.env, &h.status("uid-1").await, "uid-1")
         .await
         .unwrap();
+
+    // Once no source wants the pod, a GC pass removes it all: container, its log file,
+    // sandbox, and the pod log directory (once it has been idle a GC period).
+    let log_file = h.log_dir(&p).join("web/0.log");
+    std::fs::create_dir_all(log_file.parent().unwrap()).unwrap();
+    std::fs::write(&log_file, b"x\n").unwrap();
+    let listed = list_runtime_pods(&h.rt).await.unwrap();
+    // (the fake stamps each new object a nanosecond later than the last)
+    let now = h.env.clock.now() + 1_000_000_000;
+    let plan = gc::plan(&listed, |_| true, now, &gc::GcPolicy::default());
+    assert_eq!(plan.emptied, vec!["uid-1".to_string()], "{plan:?}");
+    // (directory times are real, the test clock is not: any time after them will do)
+    let far_future = i64::MAX;
+    let report = gc::execute(
+        &h.rt,
+        &plan,
+        &h.env.pod_log_dir,
+        Default::default(),
+        far_future,
+        true,
+    )
+    .await;
+    assert_eq!(
+        (report.containers, report.sandboxes, report.log_dirs),
+        (1, 1, 1),
+        "{report:?}"
+    );
+    assert!(report.errors.is_empty(), "{report:?}");
+    assert!(h.rt.sandboxes().is_empty() && h.rt.containers().is_empty());
+    assert!(!h.log_dir(&p).exists());
 }
 
 #[tokio::test(start_paused = true)]
-async fn dead_containers_keep_newest_per_name() {
+async fn gc_keeps_newest_dead_instance_per_name() {
     let mut h = harness();
     h.rt.add_image("nginx:1.25");
     let p = one_container_pod("nginx:1.25");
@@ -868,9 +895,24 @@ async fn dead_containers_keep_newest_per_name() {
     h.rt.exit_container("c3", 1);
     advance(60).await; // past the crash-loop back-off
     h.sync(&p).await; // c4
-    let st = h.status("uid-1").await;
     h.rt.take_calls();
-    assert_eq!(remove_dead_containers(&h.env, &st).await.unwrap(), 1);
+    let listed = list_runtime_pods(&h.rt).await.unwrap();
+    let plan = gc::plan(
+        &listed,
+        |_| false,
+        h.env.clock.now(),
+        &gc::GcPolicy::default(),
+    );
+    let report = gc::execute(
+        &h.rt,
+        &plan,
+        &h.env.pod_log_dir,
+        Default::default(),
+        0,
+        false,
+    )
+    .await;
+    assert_eq!(report.containers, 1, "{report:?}");
     assert_eq!(
         h.rt.take_mutations(),
         vec![Call::RemoveContainer("c2".into())]
