@@ -46,12 +46,12 @@ use crate::pod_workers::{
     WorkerEvent,
 };
 use crate::runtime::backoff::PodBackoffs;
-use crate::runtime::cri::CriRuntime;
+use crate::runtime::cri::{CriRuntime, CriTimeouts};
 use crate::runtime::gc::{self, GcPolicy};
 use crate::runtime::sync::{self, PodSyncResult, StartOutcome, SyncEnv};
 use crate::runtime::{ContainerState, CriError, PodRuntimeStatus, Runtime, SandboxState};
 use crate::source::SourceUpdate;
-use crate::source::file::FileSource;
+use crate::source::file::{FileSource, FileSourceOptions};
 use crate::status::{self, StatusManager, WaitingReasons};
 
 /// kubelet: genericPlegRelistPeriod.
@@ -128,7 +128,7 @@ pub async fn run(
     relist_now: Rc<Notify>,
 ) -> Result<(), AgentError> {
     let node_name = node::node_name(opts.hostname_override.as_deref())?;
-    let runtime = CriRuntime::connect(&opts.container_runtime_endpoint)?;
+    let runtime = cri_runtime(&opts)?;
     let cfg = AgentConfig {
         node_name,
         // The static pod UID hashes the manifest path: make it absolute so `picolet run
@@ -163,6 +163,18 @@ pub async fn run(
             run_with_extensions(runtime, SystemClock, cfg, ext, shutdown, relist_now).await
         })
         .await
+}
+
+/// The CRI client of `picolet run`: `--container-runtime-endpoint`, and
+/// `--runtime-request-timeout` as the deadline of every mutating call (kubelet:
+/// `runtimeRequestTimeout`); status and list calls keep their short deadline, image pulls
+/// their long one.
+pub fn cri_runtime(opts: &Options) -> Result<CriRuntime, CriError> {
+    let timeouts = CriTimeouts {
+        request: opts.runtime_request_timeout,
+        ..CriTimeouts::default()
+    };
+    Ok(CriRuntime::connect(&opts.container_runtime_endpoint)?.with_timeouts(timeouts))
 }
 
 /// The agent over any `Runtime` and `Clock` (tests use the fake runtime and paused time).
@@ -217,7 +229,11 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
         cfg.pod_manifest_path.clone(),
         cfg.node_name.clone(),
         clock.clone(),
-    );
+    )
+    .with_options(FileSourceOptions {
+        relist_interval: cfg.file_check_frequency,
+        ..FileSourceOptions::default()
+    });
     tokio::task::spawn_local(file_source.run(src_tx, relist_now, shutdown.child_token()));
 
     let shared = Rc::new(RefCell::new(Shared {
@@ -239,7 +255,7 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
         runtime,
         config: PodConfig::new(&sources),
         pods: PodManager::default(),
-        workers: PodWorkers::new(syncer),
+        workers: PodWorkers::new(syncer).with_resync_interval(cfg.sync_frequency),
         shared,
         runtime_pods: HashMap::new(),
         held: HashSet::new(),
@@ -668,9 +684,10 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
         cancel: CancellationToken,
     ) -> Result<SyncPodOk, SyncFailure> {
         let uid = pod.uid().to_string();
-        let observed = sync::get_pod_status(&self.env.runtime, &uid)
-            .await
-            .map_err(failure)?;
+        let observed = tokio::select! {
+            r = sync::get_pod_status(&self.env.runtime, &uid) => r.map_err(failure)?,
+            _ = cancel.cancelled() => return Err(SyncFailure::new("cancelled")),
+        };
         let mut backoffs = self
             .shared
             .borrow_mut()
@@ -718,17 +735,30 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
         uid: String,
         pod: Option<Arc<Pod>>,
         grace_secs: i64,
-        _cancel: CancellationToken,
+        cancel: CancellationToken,
     ) -> Result<(), SyncFailure> {
-        let observed = sync::get_pod_status(&self.env.runtime, &uid)
-            .await
-            .map_err(failure)?;
-        sync::kill_pod(&self.env, pod.as_deref(), &observed, Some(grace_secs))
-            .await
-            .map_err(|e| SyncFailure {
-                message: e.to_string(),
-                network_not_ready: false,
-            })?;
+        // kubelet: podWorkers cancels the context of a running SyncTerminatingPod when the
+        // grace period shrinks; the work then starts over with the shorter one. Dropping the
+        // in-flight StopContainer calls is safe: the runtime already sent SIGTERM, and the
+        // next StopContainer's shorter timeout brings the SIGKILL forward.
+        let kill = async {
+            let observed = sync::get_pod_status(&self.env.runtime, &uid)
+                .await
+                .map_err(failure)?;
+            sync::kill_pod(&self.env, pod.as_deref(), &observed, Some(grace_secs))
+                .await
+                .map_err(|e| SyncFailure::new(e.to_string()))
+        };
+        tokio::select! {
+            r = kill => r?,
+            _ = cancel.cancelled() => {
+                log::info!(
+                    "pod {}: termination with grace {grace_secs}s cut short: a shorter grace period arrived",
+                    pod.as_deref().map_or_else(|| uid.clone(), Pod::full_name)
+                );
+                return Err(SyncFailure::new("cancelled: a shorter grace period arrived"));
+            }
+        }
         let after = sync::get_pod_status(&self.env.runtime, &uid)
             .await
             .map_err(failure)?;

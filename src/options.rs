@@ -280,6 +280,23 @@ pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
             other => return Err(OptionsError::UnknownFlag(other.to_string())),
         }
     }
+    // Periods and deadlines of zero make no sense (a zero period would spin).
+    for (name, d) in [
+        ("--file-check-frequency", opts.file_check_frequency),
+        ("--sync-frequency", opts.sync_frequency),
+        ("--runtime-request-timeout", opts.runtime_request_timeout),
+        (
+            "--node-status-update-frequency",
+            opts.node_status_update_frequency,
+        ),
+    ] {
+        if d.is_zero() {
+            return Err(OptionsError::BadValue {
+                flag: name.to_string(),
+                reason: "must be more than 0".into(),
+            });
+        }
+    }
     Ok(match kind {
         "check" => Command::Check(opts),
         _ => Command::Run(opts),
@@ -531,6 +548,20 @@ mod tests {
             parse(&args("run --sync-frequency soon")),
             Err(OptionsError::BadValue { .. })
         ));
+        for zero in [
+            "--file-check-frequency 0",
+            "--sync-frequency 0s",
+            "--runtime-request-timeout 0",
+            "--node-status-update-frequency 0ms",
+        ] {
+            assert!(
+                matches!(
+                    parse(&args(&format!("run {zero}"))),
+                    Err(OptionsError::BadValue { .. })
+                ),
+                "{zero}"
+            );
+        }
         // kubelet style: no subcommand
         assert!(matches!(
             parse(&args("--pod-manifest-path /m")).unwrap(),

@@ -388,3 +388,168 @@ async fn container_gc_honours_the_minimum_ttl() {
         })
         .await;
 }
+
+/// Counts of calls of one kind.
+fn count(calls: &[Call], f: impl Fn(&Call) -> bool) -> usize {
+    calls.iter().filter(|c| f(c)).count()
+}
+
+/// `--sync-frequency` (kubelet: the periodic resync of a running pod): a resync reads the
+/// pod's sandbox status, which the relister never does.
+#[tokio::test(start_paused = true)]
+async fn sync_frequency_sets_the_periodic_resync() {
+    for (every, want_resyncs) in [
+        (Duration::from_secs(5), true),
+        (Duration::from_secs(60), false),
+    ] {
+        LocalSet::new()
+            .run_until(async {
+                let tmp = tempfile::tempdir().unwrap();
+                let mut cfg = config(tmp.path());
+                cfg.sync_frequency = every;
+                std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
+                std::fs::write(cfg.pod_manifest_path.join("web.yaml"), manifest("web", "1"))
+                    .unwrap();
+                let clock = TokioClock::new(1_800_000_000_000_000_000);
+                let rt = FakeRuntime::new(clock);
+                rt.add_image(IMAGE);
+                let agent = start(&rt, clock, &cfg);
+                settle(3).await;
+                assert_eq!(running_ids(&rt).len(), 2);
+                rt.take_calls();
+                settle(20).await;
+                let resyncs = count(&rt.take_calls(), |c| matches!(c, Call::PodSandboxStatus(_)));
+                assert_eq!(
+                    resyncs > 0,
+                    want_resyncs,
+                    "every {every:?}: {resyncs} resync reads"
+                );
+                agent.stop().await;
+            })
+            .await;
+    }
+}
+
+/// `--file-check-frequency` (kubelet: the full re-list of the manifest directory): a change
+/// that inotify cannot see — the target of a symlink in another directory — is picked up by
+/// the re-list, at the configured period.
+#[tokio::test(start_paused = true)]
+async fn file_check_frequency_sets_the_relist_period() {
+    for (every, want_seen) in [
+        (Duration::from_secs(5), true),
+        (Duration::from_secs(20), false),
+    ] {
+        LocalSet::new()
+            .run_until(async {
+                let tmp = tempfile::tempdir().unwrap();
+                let mut cfg = config(tmp.path());
+                cfg.file_check_frequency = every;
+                std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
+                let elsewhere = tmp.path().join("elsewhere");
+                std::fs::create_dir_all(&elsewhere).unwrap();
+                let target = elsewhere.join("web.yaml");
+                std::fs::write(&target, manifest("web", "1")).unwrap();
+                std::os::unix::fs::symlink(&target, cfg.pod_manifest_path.join("web.yaml"))
+                    .unwrap();
+                let clock = TokioClock::new(1_800_000_000_000_000_000);
+                let rt = FakeRuntime::new(clock);
+                rt.add_image(IMAGE);
+                let agent = start(&rt, clock, &cfg);
+                settle(2).await;
+                assert_eq!(running_ids(&rt).len(), 2);
+                rt.take_calls();
+                std::fs::write(&target, manifest("web", "2")).unwrap();
+                settle(9).await;
+                let new_sandboxes = count(&rt.take_calls(), |c| {
+                    matches!(c, Call::RunPodSandbox { .. })
+                });
+                assert_eq!(new_sandboxes > 0, want_seen, "re-list every {every:?}");
+                agent.stop().await;
+            })
+            .await;
+    }
+}
+
+/// An API pod (source "api") the test hands the agent directly, as the API source would.
+fn api_pod(grace: i64, deletion_grace: Option<i64>) -> picolet::api::Pod {
+    let yaml = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: slow\n  namespace: default\n  uid: uid-slow\n  \
+         annotations: {{kubernetes.io/config.source: api}}\nspec:\n  nodeName: node1\n  \
+         terminationGracePeriodSeconds: {grace}\n  containers:\n  - name: app\n    image: {IMAGE}\n"
+    );
+    let mut pod = picolet::manifest::parse(yaml.as_bytes()).expect("pod");
+    picolet::manifest::apply_defaults(&mut pod);
+    if let Some(g) = deletion_grace {
+        pod.metadata.deletion_timestamp = Some("2027-01-15T08:00:00Z".into());
+        pod.metadata.deletion_grace_period_seconds = Some(g);
+    }
+    pod
+}
+
+/// Grace only shrinks, and a shrink takes effect now (kubelet: podWorkers cancels the
+/// running SyncTerminatingPod): a pod stopping with 300 s grace whose container ignores
+/// SIGTERM is deleted again with 2 s — it is gone within seconds, not after 300 s.
+#[tokio::test(start_paused = true)]
+async fn a_shorter_grace_period_cuts_a_termination_short() {
+    LocalSet::new()
+        .run_until(async {
+            let tmp = tempfile::tempdir().unwrap();
+            let cfg = config(tmp.path());
+            std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
+            let clock = TokioClock::new(1_800_000_000_000_000_000);
+            let rt = FakeRuntime::new(clock);
+            rt.add_image(IMAGE);
+            rt.set_stop_delay(Duration::from_secs(1000)); // ignores SIGTERM
+            let (tx, rx) = tokio::sync::mpsc::channel(16);
+            let ext = picolet::agent::Extensions {
+                sources: vec!["api"],
+                source_channel: Some((tx.clone(), rx)),
+                events: None,
+            };
+            let shutdown = CancellationToken::new();
+            let handle = tokio::task::spawn_local(picolet::agent::run_with_extensions(
+                rt.clone(),
+                clock,
+                cfg.clone(),
+                ext,
+                shutdown.clone(),
+                Rc::new(Notify::new()),
+            ));
+            let send = |pod| {
+                let tx = tx.clone();
+                async move {
+                    tx.send(picolet::source::SourceUpdate {
+                        source: "api",
+                        pods: vec![pod],
+                    })
+                    .await
+                    .unwrap();
+                }
+            };
+            send(api_pod(300, None)).await;
+            settle(3).await;
+            assert_eq!(running_ids(&rt).len(), 1);
+
+            send(api_pod(300, Some(300))).await;
+            settle(10).await;
+            assert_eq!(running_ids(&rt).len(), 1, "still in its 300 s grace");
+            rt.take_calls();
+
+            send(api_pod(300, Some(2))).await;
+            settle(5).await;
+            assert!(
+                running_ids(&rt).is_empty(),
+                "the 2 s grace was not applied at once"
+            );
+            let calls = rt.take_calls();
+            assert!(
+                calls
+                    .iter()
+                    .any(|c| matches!(c, Call::StopContainer { timeout: 2, .. })),
+                "{calls:?}"
+            );
+            shutdown.cancel();
+            handle.await.unwrap().unwrap();
+        })
+        .await;
+}

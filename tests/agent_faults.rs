@@ -104,7 +104,7 @@ async fn a_hung_call_delays_only_its_pod_and_a_runtime_outage_heals() {
             // The hung one is retried after the deadline and the error requeue (10–15 s).
             wait_until(
                 "both pods running after the hung call timed out",
-                Duration::from_secs(25),
+                Duration::from_secs(45),
                 || running(&fake, "a") && running(&fake, "b"),
             )
             .await;

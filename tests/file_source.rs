@@ -109,18 +109,18 @@ impl Harness {
 
     /// The next snapshot, as (name, image) pairs.
     async fn next(&mut self) -> Vec<(String, String)> {
-        let update = tokio::time::timeout(Duration::from_secs(3), self.rx.recv())
+        let update = tokio::time::timeout(Duration::from_secs(10), self.rx.recv())
             .await
-            .expect("no snapshot within 3 s")
+            .expect("no snapshot within 10 s")
             .expect("source stopped");
         assert_eq!(update.source, "file");
         summary(&update)
     }
 
     async fn next_update(&mut self) -> SourceUpdate {
-        tokio::time::timeout(Duration::from_secs(3), self.rx.recv())
+        tokio::time::timeout(Duration::from_secs(10), self.rx.recv())
             .await
-            .expect("no snapshot within 3 s")
+            .expect("no snapshot within 10 s")
             .expect("source stopped")
     }
 

@@ -164,6 +164,13 @@ impl<S: PodSyncer> PodWorkers<S> {
         }
     }
 
+    /// The periodic resync of a running pod (kubelet: `--sync-frequency`, default 1 min).
+    #[must_use]
+    pub fn with_resync_interval(mut self, every: Duration) -> Self {
+        self.states = std::mem::take(&mut self.states).with_resync_interval(every);
+        self
+    }
+
     /// kubelet: `UpdatePod`. Records the update; starts work at once if the UID is idle.
     pub fn update_pod(&mut self, opts: UpdatePodOptions) {
         let effects = self.states.update_pod(opts);

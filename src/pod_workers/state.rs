@@ -266,6 +266,8 @@ pub struct WorkerStates {
     waiting_static: HashMap<String, VecDeque<String>>,
     /// Counts requeues; seeds the jitter.
     requeues: u64,
+    /// `--sync-frequency`; `None`: [`RESYNC_INTERVAL`].
+    resync_interval: Option<Duration>,
 }
 
 /// The grace period after a (further) termination request, and whether it shortened the
@@ -310,6 +312,13 @@ fn pod_requests_termination(pod: &Pod) -> bool {
 impl WorkerStates {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The periodic resync after a successful SyncPod (kubelet: `--sync-frequency`).
+    #[must_use]
+    pub fn with_resync_interval(mut self, every: Duration) -> Self {
+        self.resync_interval = Some(every);
+        self
     }
 
     /// kubelet: `UpdatePod`. Records the update and starts work if the worker is idle.
@@ -490,7 +499,7 @@ impl WorkerStates {
             return out;
         }
         let base = match outcome {
-            Outcome::Succeeded { .. } => RESYNC_INTERVAL,
+            Outcome::Succeeded { .. } => self.resync_interval.unwrap_or(RESYNC_INTERVAL),
             Outcome::Failed {
                 network_not_ready: true,
             } => NETWORK_NOT_READY_BACKOFF,

@@ -278,7 +278,8 @@ impl FakeRuntime {
         }
     }
 
-    /// How long `StopContainer` takes (the container exits after it).
+    /// How long a container takes to exit after SIGTERM; a `StopContainer` timeout shorter
+    /// than that kills it at the timeout (exit 137).
     pub fn set_stop_delay(&self, d: Duration) {
         self.state.borrow_mut().stop_delay = d;
     }
@@ -637,13 +638,21 @@ impl Runtime for FakeRuntime {
         if !self.state.borrow().containers.contains_key(id) {
             return Err(not_found(Method::StopContainer, id));
         }
-        let delay = self.state.borrow().stop_delay;
+        // As a runtime does: SIGTERM, and SIGKILL (exit 137) once `timeout` seconds passed.
+        let (delay, code) = {
+            let s = self.state.borrow();
+            let deadline = Duration::from_secs(timeout.max(0).unsigned_abs());
+            if s.stop_delay > deadline {
+                (deadline, 137)
+            } else {
+                (s.stop_delay, s.stop_exit_code)
+            }
+        };
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
         let mut s = self.state.borrow_mut();
         let now = (s.now)();
-        let code = s.stop_exit_code;
         if let Some(c) = s.containers.get_mut(id) {
             exit(&mut c.info, code, now);
         }

@@ -409,9 +409,10 @@ async fn kill_pod_stops_containers_concurrently_then_sandbox() {
         h.rt.set_stop_delay(Duration::from_secs(20));
         let start = tokio::time::Instant::now();
         kill_pod(&h.env, Some(&p), &st, None).await.unwrap();
+        // Both stops run at once; each ends at the stop timeout if the container is slower.
         assert_eq!(
             start.elapsed(),
-            Duration::from_secs(20),
+            Duration::from_secs(20.min(timeout as u64)),
             "both stops ran at once"
         );
         assert_eq!(
