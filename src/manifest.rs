@@ -8,7 +8,7 @@
 //! decide what to log; every function here is pure and table-tested.
 //!
 //! Pipeline of [`load`] (kubelet: `config/common.go` `tryDecodeSinglePod`):
-//! bytes → `serde_json::Value` → apiVersion/kind check → typed [`Pod`] (through
+//! bytes → [`prescan`] (nesting and size limits, linear) → `serde_json::Value` → apiVersion/kind check → typed [`Pod`] (through
 //! `serde_path_to_error`, so a type error names its path) → [`make_static`] →
 //! [`apply_defaults`] → [`validate`].
 //!
@@ -47,6 +47,8 @@ use crate::api::{
 };
 use crate::clock::{self, UnixNanos};
 
+pub mod prescan;
+
 /// kubelet: `DefaultTerminationGracePeriodSeconds`.
 pub const DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS: i64 = 30;
 /// kubelet: `TerminationMessagePathDefault`.
@@ -81,6 +83,9 @@ impl fmt::Display for FieldError {
 pub enum ManifestError {
     #[error("the file is empty (expected one v1 Pod in YAML or JSON)")]
     Empty,
+    /// Refused before parsing: the document is far deeper or larger than any Pod.
+    #[error("{0}")]
+    TooComplex(prescan::Limit),
     #[error("invalid JSON: {0}")]
     Json(#[source] serde_json::Error),
     #[error("invalid YAML: {0}")]
@@ -247,6 +252,8 @@ fn to_value(bytes: &[u8]) -> Result<Value, ManifestError> {
     let Some(first) = bytes.iter().find(|b| !b.is_ascii_whitespace()) else {
         return Err(ManifestError::Empty);
     };
+    // Bounded cost whatever the bytes: the parsers are not linear in nesting (see prescan).
+    prescan::check(bytes).map_err(ManifestError::TooComplex)?;
     let value = if *first == b'{' {
         serde_json::from_slice::<Value>(bytes).map_err(ManifestError::Json)?
     } else {

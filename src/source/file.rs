@@ -55,7 +55,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{SourceError, SourceUpdate};
 use crate::api::{self, Pod};
-use crate::clock::Clock;
+use crate::clock::{Clock, UnixNanos};
 use crate::manifest::{self, ManifestError};
 
 /// The `source` of this source's updates.
@@ -165,7 +165,8 @@ impl<C: Clock> FileSource<C> {
         } = self;
         let (ev_tx, mut ev_rx) = mpsc::channel::<WatchMsg>(64);
         let mut watch = Watch::new(&options);
-        let mut scanner = Scanner::new(dir.clone(), node_name, options.max_file_size);
+        let new_scanner = || Scanner::new(dir.clone(), node_name.clone(), options.max_file_size);
+        let mut scanner = Some(new_scanner());
         // Arm the watch before the first listing so nothing between the two is missed.
         watch.arm(&dir, &ev_tx);
 
@@ -180,7 +181,31 @@ impl<C: Clock> FileSource<C> {
         let mut force = false;
 
         loop {
-            if let Some(pods) = scanner.scan(&clock, force)
+            // readdir, stat, read and parse on tokio's blocking pool: a slow SD card or a
+            // large manifest never holds up the event loop's thread. The scanner (the
+            // per-file cache) travels to the pool and back.
+            let now = clock.now();
+            let mut s = scanner.take().unwrap_or_else(new_scanner);
+            let scan = tokio::task::spawn_blocking(move || {
+                let pods = s.scan(now, force);
+                (s, pods)
+            });
+            let scanned = tokio::select! {
+                r = scan => r,
+                _ = shutdown.cancelled() => return,
+            };
+            let pods = match scanned {
+                Ok((s, pods)) => {
+                    scanner = Some(s);
+                    pods
+                }
+                Err(e) => {
+                    // Only a panic gets here (and release builds abort on panic).
+                    log::error!("{}: scanning the manifests failed: {e}", dir.display());
+                    None
+                }
+            };
+            if let Some(pods) = pods
                 && last.as_ref() != Some(&pods)
             {
                 let update = SourceUpdate {
@@ -499,7 +524,7 @@ impl Scanner {
     }
 
     /// One re-list. `None`: the directory could not be read (send nothing).
-    fn scan(&mut self, clock: &impl Clock, force: bool) -> Option<Vec<Pod>> {
+    fn scan(&mut self, now: UnixNanos, force: bool) -> Option<Vec<Pod>> {
         let names = match self.list() {
             Ok(names) => names,
             Err(error) if error.kind() == io::ErrorKind::NotFound => {
@@ -520,7 +545,7 @@ impl Scanner {
 
         let mut listed = HashSet::new();
         for name in &names {
-            if self.visit(name, clock, force) {
+            if self.visit(name, now, force) {
                 listed.insert(name.clone());
             }
         }
@@ -563,7 +588,7 @@ impl Scanner {
 
     /// Brings one file's cache entry up to date. False when the file is not (or no longer)
     /// a candidate: its entry, if any, is dropped by the caller.
-    fn visit(&mut self, name: &OsStr, clock: &impl Clock, force: bool) -> bool {
+    fn visit(&mut self, name: &OsStr, now: UnixNanos, force: bool) -> bool {
         let path = self.dir.join(name);
         let meta = match fs::metadata(&path) {
             Ok(meta) => meta,
@@ -599,7 +624,7 @@ impl Scanner {
             return true;
         }
 
-        let result = self.load(&path, &meta, clock);
+        let result = self.load(&path, &meta, now);
         let previous = self.cache.remove(name);
         let (prev_pod, was_broken) = match previous {
             Some(Entry { pod, broken, .. }) => (pod, broken),
@@ -673,7 +698,7 @@ impl Scanner {
         &self,
         path: &Path,
         meta: &Metadata,
-        clock: &impl Clock,
+        now: UnixNanos,
     ) -> Result<manifest::Loaded, SourceError> {
         let max = self.max_file_size;
         if meta.size() > max {
@@ -711,7 +736,7 @@ impl Scanner {
             });
         }
         let shown = path.to_string_lossy();
-        manifest::load(&shown, &bytes, &self.node_name, SOURCE, clock.now())
+        manifest::load(&shown, &bytes, &self.node_name, SOURCE, now)
             .map_err(|e: ManifestError| SourceError::Manifest(e))
     }
 
