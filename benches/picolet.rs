@@ -13,6 +13,7 @@
 //!   fake-idle     --pods 50 --secs 60 [--callgrind]
 //!   fake-latency  --isolated 100 --spacing-ms 400 --burst 100
 //!   fake-scale    --counts 100,500
+//!   hostile       [--reps 5]   (rejection time per hostile manifest; valid pods beside them)
 //!   containerd    --endpoint unix://… --counts 1,20 --reps 3 --rss-pods 10 --idle-secs 60
 //!                 [--containerd-pid PID] [--podman --image-tar busybox.tar]
 //! ```
@@ -96,6 +97,7 @@ fn main() -> ExitCode {
             "fake-idle" => fake_idle(&args).await,
             "fake-latency" => fake_latency(&args).await,
             "fake-scale" => fake_scale(&args).await,
+            "hostile" => hostile(&args).await,
             "containerd" => containerd(&args).await,
             "" => {
                 // `cargo bench` without arguments: nothing to measure on its own (benches/run.sh
@@ -667,6 +669,105 @@ async fn start_converged(
         sleep(Duration::from_millis(20)).await;
     }
     Ok((p, start.elapsed()))
+}
+
+// ---------------------------------------------------------------------------------------
+// hostile: what a hostile manifest costs, and whether it delays the valid ones
+
+/// The hostile corpus of the core-hardening issue (file name, bytes).
+fn hostile_corpus() -> Vec<(&'static str, Vec<u8>)> {
+    let deep = format!(
+        "apiVersion: v1\nkind: Pod\nspec: {{containers: {}",
+        "[".repeat(200_000)
+    );
+    let mut laughs = String::from("apiVersion: v1\nkind: Pod\nmetadata:\n  name: lol\n");
+    laughs.push_str("  labels: {a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]}\n");
+    for (i, prev) in ["a", "b", "c", "d", "e", "f", "g", "h"].iter().enumerate() {
+        let name = (b'b' + i as u8) as char;
+        let refs = vec![format!("*{prev}"); 9].join(", ");
+        let _ = writeln!(laughs, "  x{name}: &{name} [{refs}]");
+    }
+    let keys: String = (0..800_000).map(|i| format!("k{i:07}: v\n")).collect();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let random: Vec<u8> = (0..64 * 1024)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 24) as u8
+        })
+        .collect();
+    vec![
+        ("deep.yaml", deep.into_bytes()),
+        ("laughs.yaml", laughs.into_bytes()),
+        ("keys.yaml", keys.into_bytes()),
+        ("random.yaml", random),
+        ("empty.yaml", Vec::new()),
+        (
+            "deployment.yaml",
+            b"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n".to_vec(),
+        ),
+        (
+            "wrongtype.yaml",
+            b"apiVersion: v1\nkind: Pod\nmetadata: {name: w}\nspec: {containers: {name: c}}\n"
+                .to_vec(),
+        ),
+    ]
+}
+
+async fn hostile(args: &Args) -> Res<()> {
+    let bin = args.picolet()?;
+    let reps = args.num("reps", 5)?.max(1);
+    for (name, bytes) in hostile_corpus() {
+        let mut best = Duration::MAX;
+        let mut outcome = String::new();
+        for _ in 0..reps {
+            let t = Instant::now();
+            let r = manifest::load(name, &bytes, NODE, manifest::SOURCE_FILE, 0);
+            best = best.min(t.elapsed());
+            outcome = match r {
+                Ok(_) => "accepted?!".to_string(),
+                Err(e) => e.to_string().chars().take(90).collect(),
+            };
+        }
+        result(
+            "hostile",
+            &format!("{name} ({} bytes) rejected in", bytes.len()),
+            format!("{:.2} ms", ms(best)),
+            &outcome,
+        );
+    }
+    // End to end: three valid pods alone, then beside the corpus (the real binary, fake CRI).
+    for with_corpus in [false, true] {
+        let dir = Workdir::new()?;
+        let fake = start_fake(&dir).await?;
+        if with_corpus {
+            for (name, bytes) in hostile_corpus() {
+                let p = dir.manifests().join(name);
+                fs::write(&p, bytes).map_err(|e| format!("{}: {e}", p.display()))?;
+            }
+            nix::unistd::mkfifo(
+                &dir.manifests().join("fifo.yaml"),
+                nix::sys::stat::Mode::S_IRWXU,
+            )
+            .map_err(|e| format!("mkfifo: {e}"))?;
+            fs::create_dir(dir.manifests().join("x.yaml")).map_err(|e| format!("mkdir: {e}"))?;
+        }
+        let (mut p, took) =
+            start_converged(&bin, &[], &dir, &fake, 3, Duration::from_secs(120)).await?;
+        result(
+            "hostile",
+            if with_corpus {
+                "3 valid pods beside the corpus: spawn -> all running"
+            } else {
+                "3 valid pods alone: spawn -> all running"
+            },
+            format!("{:.0} ms", ms(took)),
+            "",
+        );
+        p.stop();
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------

@@ -11,7 +11,9 @@
 //! The scan is a conservative approximation of YAML's structure (JSON is YAML's flow
 //! subset), not a parser: it follows quoted scalars, comments, block scalars (`|`, `>`),
 //! flow collections and block indentation, and counts every key (`: `), sequence item
-//! (`- `), flow entry (`,`), collection opening and alias (`*name`). Brackets inside a
+//! (`- `), flow entry (`,`) and collection opening. An alias (`*name`) counts as what it
+//! expands to: the nodes of its anchored node (`&name`, which ends where its flow entry or
+//! its block ends), so a "billion laughs" document is refused by its expanded size. Brackets inside a
 //! plain scalar in block context (`echo {a}`) are text, as in YAML. What it may get wrong
 //! on unusual but valid input only ever adds a level or a node, far below the limits.
 
@@ -63,6 +65,19 @@ struct Scan {
     /// Inside a block scalar whose header line had this indentation.
     block_scalar: Option<usize>,
     quote: Option<Quote>,
+    /// Expanded node counts of closed anchors.
+    anchors: std::collections::HashMap<Vec<u8>, usize>,
+    /// Anchored nodes still open, innermost last.
+    open: Vec<OpenAnchor>,
+}
+
+struct OpenAnchor {
+    name: Vec<u8>,
+    /// `nodes` when the anchor appeared.
+    start: usize,
+    /// The flow depth it appeared at; at depth 0 it ends with its block (`indent`).
+    flow: usize,
+    indent: usize,
 }
 
 impl Scan {
@@ -72,6 +87,24 @@ impl Scan {
             return Err(Limit::Nodes { line: self.line });
         }
         Ok(())
+    }
+
+    /// An alias: as many nodes as its anchor expands to.
+    fn alias(&mut self, name: &[u8]) -> Result<(), Limit> {
+        let n = self.anchors.get(name).copied().unwrap_or(0);
+        self.nodes = self.nodes.saturating_add(n);
+        self.node()
+    }
+
+    /// Closes the open anchors for which `done` holds (innermost first).
+    fn close_anchors(&mut self, done: impl Fn(&OpenAnchor) -> bool) {
+        while let Some(a) = self.open.last() {
+            if !done(a) {
+                break;
+            }
+            let a = self.open.pop().expect("checked");
+            self.anchors.insert(a.name, self.nodes - a.start);
+        }
     }
 
     fn depth(&self, extra: usize) -> Result<(), Limit> {
@@ -105,6 +138,8 @@ impl Scan {
                 return Ok(());
             }
             if self.flow == 0 {
+                // A block-level anchored node ends at a line indented no deeper than its own.
+                self.close_anchors(|a| a.flow == 0 && indent <= a.indent);
                 // Block structure: indentation opens and closes collections.
                 while self.blocks.last().is_some_and(|top| *top > indent) {
                     self.blocks.pop();
@@ -155,9 +190,38 @@ impl Scan {
                     self.node()?;
                     self.depth(0)?;
                 }
-                b']' | b'}' if self.flow > 0 => self.flow -= 1,
-                b',' if self.flow > 0 => self.node()?,
-                b'*' if at_start => self.node()?,
+                b']' | b'}' if self.flow > 0 => {
+                    let depth = self.flow;
+                    self.close_anchors(|a| a.flow == depth);
+                    self.flow -= 1;
+                }
+                b',' if self.flow > 0 => {
+                    let depth = self.flow;
+                    self.close_anchors(|a| a.flow == depth);
+                    self.node()?;
+                }
+                b'&' | b'*' if at_start || self.flow > 0 => {
+                    let end = line[i + 1..]
+                        .iter()
+                        .position(|c| {
+                            matches!(c, b' ' | b'\t' | b'\r' | b',' | b'[' | b']' | b'{' | b'}')
+                        })
+                        .map_or(line.len(), |p| i + 1 + p);
+                    let name = &line[i + 1..end];
+                    if b == b'&' {
+                        self.open.push(OpenAnchor {
+                            name: name.to_vec(),
+                            start: self.nodes,
+                            flow: self.flow,
+                            indent,
+                        });
+                    } else {
+                        self.alias(name)?;
+                    }
+                    i = end;
+                    prev = b'x';
+                    continue;
+                }
                 b':' if line
                     .get(i + 1)
                     .is_none_or(|n| matches!(n, b' ' | b'\t' | b'\r' | b',' | b']' | b'}')) =>
@@ -251,6 +315,42 @@ mod tests {
         );
         let laughs = format!("a: &a [x]\nb: [{}]\n", "*a, ".repeat(MAX_NODES));
         assert!(matches!(check(laughs.as_bytes()), Err(Limit::Nodes { .. })));
+    }
+
+    #[test]
+    fn aliases_count_what_they_expand_to() {
+        // Billion laughs: 9 levels of 9 references, a few hundred bytes.
+        let mut doc = String::from("a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+        let names = ["a", "b", "c", "d", "e", "f", "g", "h", "i"];
+        for w in names.windows(2) {
+            let refs = vec![format!("*{}", w[0]); 9].join(", ");
+            doc.push_str(&format!("{}: &{} [{refs}]\n", w[1], w[1]));
+        }
+        assert!(doc.len() < 1000);
+        assert!(
+            matches!(check(doc.as_bytes()), Err(Limit::Nodes { .. })),
+            "{doc}"
+        );
+        // The same in block style, and nested in flow mappings.
+        let mut doc = String::from("a: &a\n  - lol\n  - lol\n  - lol\n  - lol\n");
+        for w in names.windows(2) {
+            doc.push_str(&format!("{}: &{}\n", w[1], w[1]));
+            for _ in 0..9 {
+                doc.push_str(&format!("  - *{}\n", w[0]));
+            }
+        }
+        assert!(
+            matches!(check(doc.as_bytes()), Err(Limit::Nodes { .. })),
+            "{doc}"
+        );
+        let doc = format!(
+            "x: {{a: &a [1, 2]{}}}\n",
+            ", b: [*a, *a, *a, *a, *a, *a, *a, *a]".repeat(3)
+        );
+        assert_eq!(check(doc.as_bytes()), Ok(()));
+        // Ordinary reuse is fine.
+        let env = "spec:\n  containers:\n  - name: a\n    env: &env\n    - name: X\n      value: \"1\"\n  - name: b\n    env: *env\n";
+        assert_eq!(check(env.as_bytes()), Ok(()));
     }
 
     #[test]
