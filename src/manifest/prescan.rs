@@ -5,7 +5,7 @@
 //! stalling every other manifest behind it. A Pod is a shallow object (its deepest real
 //! paths, e.g. `spec.affinity.nodeAffinity.…matchExpressions[].values[]`, are about a dozen
 //! levels) with at most a few thousand keys, so a manifest nested deeper than
-//! [`MAX_DEPTH`] or with more than [`MAX_NODES`] keys, items and aliases is refused here, in
+//! [`MAX_DEPTH`] or with more than [`MAX_NODES`] keys and items is refused here, in
 //! one pass over the bytes, with the line where the limit was crossed.
 //!
 //! The scan is a conservative approximation of YAML's structure (JSON is YAML's flow
@@ -19,8 +19,10 @@
 
 /// Deeper nesting than this is refused (serde's own recursion limit is 128).
 pub const MAX_DEPTH: usize = 64;
-/// More keys, items, flow entries and aliases than this are refused.
-pub const MAX_NODES: usize = 100_000;
+/// More keys, items and flow entries (aliases counted as what they expand to) than this
+/// are refused. The largest real Pods have a few thousand; the YAML parser takes ~35 ms for
+/// 20,000 keys on an x86 VM, so this also bounds what a file that passes can cost.
+pub const MAX_NODES: usize = 20_000;
 
 /// A limit the document crossed: `line` is 1-based.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,7 +40,7 @@ impl std::fmt::Display for Limit {
             ),
             Limit::Nodes { line } => write!(
                 f,
-                "more than {MAX_NODES} keys, list items and aliases (at line {line}): not a Pod manifest"
+                "more than {MAX_NODES} keys and list items, counting what aliases expand to (at line {line}): not a Pod manifest"
             ),
         }
     }
