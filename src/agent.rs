@@ -6,7 +6,10 @@
 //! through `AgentSyncer` — the status manager and the back-off tables.
 //!
 //! The loop `select!`s on: shutdown, source snapshots, worker completions/timers, the
-//! relist tick (1 s, kubelet's PLEG period) and the housekeeping tick (2 s).
+//! relister's lists (a task of its own listing every 1 s, kubelet's PLEG period), the
+//! housekeeping tick (2 s) and the container GC tick (1 min, its pass a task of its own).
+//! It never awaits anything else: runtime calls and file-system work happen in tasks
+//! (pod work, relister, GC) or on the blocking pool (manifest scans, pod directories).
 //!
 //! Must never: block the loop on a pod's work (pod work runs in `spawn_local` tasks owned by
 //! `PodWorkers`), kill a runtime pod before every source delivered its first snapshot
@@ -268,10 +271,17 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
         pod_log_dir: cfg.pod_log_dir.clone(),
         clock: clock.clone(),
         gc_task: None,
+        stopped_at: HashMap::new(),
     };
 
-    let mut relist_tick = tokio::time::interval(RELIST_PERIOD);
-    relist_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    // The relister is a task of its own: the loop gets its lists as messages and never
+    // waits on the runtime (one list in flight, one waiting at most).
+    let (relist_tx, mut relist_rx) = mpsc::channel(1);
+    tokio::task::spawn_local(relister(
+        state.runtime.clone(),
+        relist_tx,
+        shutdown.child_token(),
+    ));
     let mut housekeeping_tick = tokio::time::interval(HOUSEKEEPING_PERIOD);
     housekeeping_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     // kubelet: the container GC loop runs every ContainerGCPeriod, the first pass a period
@@ -294,7 +304,7 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
                 state.publish_pods();
             }
             event = state.workers.next() => state.on_worker_event(event),
-            _ = relist_tick.tick() => state.relist().await,
+            Some(listed) = relist_rx.recv() => state.on_relist(listed),
             _ = housekeeping_tick.tick() => state.housekeeping(),
             _ = gc_tick.tick() => state.garbage_collect(),
         }
@@ -343,6 +353,9 @@ struct Loop<R: Runtime, C: Clock> {
     gc_policy: GcPolicy,
     pod_log_dir: PathBuf,
     clock: C,
+    /// When a worker last stopped each pod: housekeeping trusts only lists taken after it
+    /// (the relister's list may have started before the kill and arrived after).
+    stopped_at: HashMap<String, tokio::time::Instant>,
     /// The container GC pass in flight, if any (one at a time).
     gc_task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -359,8 +372,18 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         }
     }
 
-    /// apiserver mode: a finished worker may let a deleted pod go.
-    fn on_worker_event(&self, event: WorkerEvent) {
+    /// A worker stopped a pod: lists older than now may still show it running. Then, in
+    /// apiserver mode, a finished worker may let a deleted pod go.
+    fn on_worker_event(&mut self, event: WorkerEvent) {
+        if let WorkerEvent::Completed {
+            uid,
+            work: WorkKind::Terminating | WorkKind::Terminated,
+            ..
+        } = &event
+        {
+            self.stopped_at
+                .insert(uid.clone(), tokio::time::Instant::now());
+        }
         if let (
             Some(tx),
             WorkerEvent::Completed {
@@ -466,10 +489,11 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             .map(|rp| rp.uid.clone())
     }
 
-    /// kubelet: generic PLEG `relist`. Two CRI list calls; a pod whose sandboxes or
-    /// containers changed (a container exited on its own, say) gets a sync at once.
-    async fn relist(&mut self) {
-        let listed = match sync::list_runtime_pods(&self.runtime).await {
+    /// kubelet: generic PLEG `relist`, the loop's half: the relister's two CRI list calls
+    /// arrive here; a pod whose sandboxes or containers changed (a container exited on its
+    /// own, say) gets a sync at once.
+    fn on_relist(&mut self, (started, listed): Relisted) {
+        let listed = match listed {
             Ok(l) => {
                 if self.relist_failing {
                     self.relist_failing = false;
@@ -504,6 +528,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                 .cloned(),
         );
         self.runtime_pods = listed;
+        self.stopped_at.retain(|_, at| *at >= started);
         if !self.relisted_once {
             self.relisted_once = true;
             log::info!("runtime listed: {} pods", self.runtime_pods.len());
@@ -551,7 +576,10 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             .runtime_pods
             .values()
             .filter(|rp| {
-                !desired.contains(&rp.uid) && !self.workers.is_known(&rp.uid) && is_live(rp)
+                !desired.contains(&rp.uid)
+                    && !self.workers.is_known(&rp.uid)
+                    && is_live(rp)
+                    && !self.stopped_at.contains_key(&rp.uid)
             })
             .map(|rp| rp.uid.clone())
             .collect();
@@ -614,6 +642,35 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                 log::warn!("container GC: {e}");
             }
         }));
+    }
+}
+
+/// kubelet: the generic PLEG's relist loop (every 1 s), the runtime half: lists and sends.
+/// A hung list call holds up only this task; the next list starts a period after the last
+/// one was handed over.
+/// A relist: when its list calls started, and what they answered.
+type Relisted = (
+    tokio::time::Instant,
+    Result<Vec<PodRuntimeStatus>, CriError>,
+);
+
+async fn relister<R: Runtime>(runtime: R, tx: mpsc::Sender<Relisted>, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(RELIST_PERIOD);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let started = tokio::time::Instant::now();
+        let listed = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            l = sync::list_runtime_pods(&runtime) => (started, l),
+        };
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            sent = tx.send(listed) => if sent.is_err() { return },
+        }
     }
 }
 

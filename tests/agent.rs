@@ -553,3 +553,43 @@ async fn a_shorter_grace_period_cuts_a_termination_short() {
         })
         .await;
 }
+
+/// The loop only ever waits on its `select!`: with the runtime's full lists (the relister's)
+/// hanging, a new manifest still starts its pod (per-pod calls answer), and shutdown is
+/// immediate.
+#[tokio::test(start_paused = true)]
+async fn a_hung_relist_stalls_nothing_else() {
+    LocalSet::new()
+        .run_until(async {
+            let tmp = tempfile::tempdir().unwrap();
+            let cfg = config(tmp.path());
+            std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
+            std::fs::write(cfg.pod_manifest_path.join("web.yaml"), manifest("web", "1")).unwrap();
+            let clock = TokioClock::new(1_800_000_000_000_000_000);
+            let rt = FakeRuntime::new(clock);
+            rt.add_image(IMAGE);
+            let agent = start(&rt, clock, &cfg);
+            settle(3).await;
+            assert_eq!(running_ids(&rt).len(), 2);
+
+            rt.set_unfiltered_list_delay(Duration::from_secs(100_000));
+            settle(3).await; // a relist is now stuck in the runtime
+            std::fs::write(cfg.pod_manifest_path.join("db.yaml"), manifest("db", "1")).unwrap();
+            let_inotify_deliver();
+            settle(5).await;
+            assert_eq!(
+                running_ids(&rt).len(),
+                4,
+                "the new pod waited for the hung relist"
+            );
+
+            let t = tokio::time::Instant::now();
+            agent.stop().await;
+            assert!(
+                t.elapsed() < Duration::from_secs(1),
+                "shutdown waited {:?}",
+                t.elapsed()
+            );
+        })
+        .await;
+}

@@ -141,6 +141,8 @@ struct State {
     /// Overrides the IP reported by new pod-network sandboxes (`Some("")` = no IP).
     sandbox_ip: Option<String>,
     stop_delay: Duration,
+    /// How long an unfiltered list call (the relister's) takes.
+    unfiltered_list_delay: Duration,
     stop_exit_code: i32,
     health: RuntimeHealth,
 }
@@ -195,6 +197,7 @@ impl FakeRuntime {
                 fail_always: HashMap::new(),
                 sandbox_ip: None,
                 stop_delay: Duration::ZERO,
+                unfiltered_list_delay: Duration::ZERO,
                 stop_exit_code: 143,
                 health: RuntimeHealth {
                     runtime_ready: true,
@@ -282,6 +285,19 @@ impl FakeRuntime {
     /// than that kills it at the timeout (exit 137).
     pub fn set_stop_delay(&self, d: Duration) {
         self.state.borrow_mut().stop_delay = d;
+    }
+
+    /// How long list calls without a filter (the relister's) take; a long one is a runtime
+    /// whose full lists hang while per-pod calls still answer.
+    pub fn set_unfiltered_list_delay(&self, d: Duration) {
+        self.state.borrow_mut().unfiltered_list_delay = d;
+    }
+
+    async fn unfiltered_list_wait(&self, filter: &ListFilter) {
+        let d = self.state.borrow().unfiltered_list_delay;
+        if filter == &ListFilter::default() && !d.is_zero() {
+            tokio::time::sleep(d).await;
+        }
     }
 
     pub fn set_health(&self, health: RuntimeHealth) {
@@ -529,6 +545,7 @@ impl Runtime for FakeRuntime {
 
     async fn list_pod_sandboxes(&self, filter: &ListFilter) -> Result<Vec<Sandbox>, CriError> {
         self.enter(Method::ListPodSandboxes, Call::ListPodSandboxes)?;
+        self.unfiltered_list_wait(filter).await;
         let s = self.state.borrow();
         Ok(s.sandboxes
             .values()
@@ -669,6 +686,7 @@ impl Runtime for FakeRuntime {
 
     async fn list_containers(&self, filter: &ListFilter) -> Result<Vec<ContainerInfo>, CriError> {
         self.enter(Method::ListContainers, Call::ListContainers)?;
+        self.unfiltered_list_wait(filter).await;
         let s = self.state.borrow();
         Ok(s.containers
             .values()
