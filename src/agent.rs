@@ -122,6 +122,9 @@ pub struct AgentConfig {
     pub cgroup_parent: String,
     /// `--minimum-container-ttl-duration`, `--maximum-dead-containers-per-container`.
     pub gc_policy: GcPolicy,
+    /// The node's IP: every pod's `status.hostIP`, and the `podIP` of host-network pods
+    /// (`--node-ip`, else the default route's source address).
+    pub node_ip: Option<std::net::IpAddr>,
 }
 
 /// `picolet run`: the real CRI client and the system clock.
@@ -148,6 +151,7 @@ pub async fn run(
             min_age: opts.minimum_container_ttl_duration,
             max_per_pod_container: opts.maximum_dead_containers_per_container,
         },
+        node_ip: opts.node_ip.or_else(node::default_route_ip),
     };
     let local = tokio::task::LocalSet::new();
     local
@@ -253,6 +257,7 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
             cgroup_parent: cfg.cgroup_parent.clone(),
         },
         shared: shared.clone(),
+        node_ip: cfg.node_ip.map(|ip| ip.to_string()),
     };
     let mut state = Loop {
         runtime,
@@ -704,6 +709,7 @@ fn fingerprint(rp: &PodRuntimeStatus) -> Vec<(&str, u8)> {
 pub struct AgentSyncer<R: Runtime, C: Clock> {
     env: SyncEnv<R, C>,
     shared: Rc<RefCell<Shared>>,
+    node_ip: Option<String>,
 }
 
 impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
@@ -717,7 +723,14 @@ impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
         let now = self.env.clock.now();
         let mut shared = self.shared.borrow_mut();
         let previous = shared.statuses.get(pod.uid()).cloned();
-        let st = status::compute_pod_status(pod, observed, reasons, previous.as_ref(), now, None);
+        let st = status::compute_pod_status(
+            pod,
+            observed,
+            reasons,
+            previous.as_ref(),
+            now,
+            self.node_ip.as_deref(),
+        );
         let terminal = st.phase.is_some_and(|p| p.is_terminal());
         let changed = shared.statuses.set(pod.uid(), &pod.full_name(), st);
         // apiserver mode: the status syncer sends it on.

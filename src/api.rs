@@ -458,6 +458,9 @@ pub struct PodStatus {
     pub reason: Option<String>,
     #[serde(default, rename = "hostIP", skip_serializing_if = "Option::is_none")]
     pub host_ip: Option<String>,
+    /// kubelet: `hostIPs`, the node's addresses (same shape as `podIPs`).
+    #[serde(default, rename = "hostIPs", skip_serializing_if = "Vec::is_empty")]
+    pub host_ips: Vec<PodIp>,
     #[serde(default, rename = "podIP", skip_serializing_if = "Option::is_none")]
     pub pod_ip: Option<String>,
     #[serde(default, rename = "podIPs", skip_serializing_if = "Vec::is_empty")]

@@ -136,6 +136,9 @@ FLAGS (kubelet names):
     --sync-frequency DURATION           periodic pod resync [1m]
     --resolv-conf FILE                  resolver for dnsPolicy Default [/etc/resolv.conf]
     --cgroup-parent PATH                cgroup parent for pod sandboxes [runtime default]
+    --node-ip IP                        the node's IP: pods' hostIP, host-network pods' podIP,
+                                        the Node's InternalIP [the default route's address;
+                                        cluster mode: the address reaching the apiserver]
     --minimum-container-ttl-duration D  container GC spares dead containers younger than D [0]
     --maximum-dead-containers-per-container N
                                         dead instances kept per container of a wanted pod;
@@ -145,7 +148,6 @@ Cluster mode (builds with the `apiserver` feature):
     --kubeconfig FILE                   join the cluster of this kubeconfig: Node, Lease, API
                                         pods (kept running offline), status, mirror pods
     --node-labels k=v,...               extra Node labels
-    --node-ip IP                        the Node's InternalIP [the address reaching the apiserver]
     --max-pods N                        the Node's pod capacity [110]
     --node-status-update-frequency DUR  node status period [10s]
     --manifest-url URL                  also run the Pod or PodList served at URL (GET every 20s)

@@ -46,6 +46,7 @@ fn config(dir: &Path) -> AgentConfig {
         resolv_conf: dir.join("resolv.conf"),
         cgroup_parent: String::new(),
         gc_policy: Default::default(),
+        node_ip: None,
     }
 }
 
@@ -590,6 +591,58 @@ async fn a_hung_relist_stalls_nothing_else() {
                 "shutdown waited {:?}",
                 t.elapsed()
             );
+        })
+        .await;
+}
+
+/// `status.hostIP`/`hostIPs` is the node's IP on every pod, and a host-network pod's podIP
+/// is the node's IP too (kubelet: `generateAPIPodStatus`).
+#[tokio::test(start_paused = true)]
+async fn statuses_carry_the_node_ip() {
+    LocalSet::new()
+        .run_until(async {
+            let tmp = tempfile::tempdir().unwrap();
+            let mut cfg = config(tmp.path());
+            cfg.node_ip = Some("192.0.2.7".parse().unwrap());
+            std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
+            std::fs::write(cfg.pod_manifest_path.join("web.yaml"), manifest("web", "1")).unwrap();
+            let host = manifest("host", "1").replace("spec:\n", "spec:\n  hostNetwork: true\n");
+            std::fs::write(cfg.pod_manifest_path.join("host.yaml"), host).unwrap();
+            let clock = TokioClock::new(1_800_000_000_000_000_000);
+            let rt = FakeRuntime::new(clock);
+            rt.add_image(IMAGE);
+            rt.set_sandbox_ip("10.88.0.9");
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+            let ext = picolet::agent::Extensions {
+                events: Some(tx),
+                ..Default::default()
+            };
+            let shutdown = CancellationToken::new();
+            let handle = tokio::task::spawn_local(picolet::agent::run_with_extensions(
+                rt.clone(),
+                clock,
+                cfg.clone(),
+                ext,
+                shutdown.clone(),
+                Rc::new(Notify::new()),
+            ));
+            settle(3).await;
+            let mut last = std::collections::HashMap::new();
+            while let Ok(ev) = rx.try_recv() {
+                if let picolet::agent::PodEvent::Status { pod, status } = ev {
+                    last.insert(pod.metadata.name.clone(), status);
+                }
+            }
+            for name in ["web-node1", "host-node1"] {
+                let st = &last[name];
+                assert_eq!(st.host_ip.as_deref(), Some("192.0.2.7"), "{name}");
+                assert_eq!(st.host_ips.len(), 1, "{name}");
+                assert_eq!(st.host_ips[0].ip, "192.0.2.7", "{name}");
+            }
+            assert_eq!(last["web-node1"].pod_ip.as_deref(), Some("10.88.0.9"));
+            assert_eq!(last["host-node1"].pod_ip.as_deref(), Some("192.0.2.7"));
+            shutdown.cancel();
+            handle.await.unwrap().unwrap();
         })
         .await;
 }

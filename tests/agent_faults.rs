@@ -34,6 +34,7 @@ fn config(dir: &Path) -> AgentConfig {
         resolv_conf: dir.join("resolv.conf"),
         cgroup_parent: String::new(),
         gc_policy: Default::default(),
+        node_ip: None,
     }
 }
 

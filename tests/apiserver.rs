@@ -736,6 +736,7 @@ fn start_api_agent(rt: &FakeRuntime, dir: &Path, kubeconfig: &Path) -> ApiAgent 
         resolv_conf: opts.resolv_conf.clone(),
         cgroup_parent: String::new(),
         gc_policy: Default::default(),
+        node_ip: None,
     };
     let shutdown = CancellationToken::new();
     let rt = rt.clone();

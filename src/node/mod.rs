@@ -243,6 +243,21 @@ impl fmt::Display for Preflight {
 /// Tells systemd (`Type=notify`) that picolet is ready: one datagram `READY=1` on
 /// `$NOTIFY_SOCKET` (an abstract socket when it starts with `@`). No libsystemd needed.
 /// Does nothing outside systemd.
+/// The node's own IP when `--node-ip` is not given (kubelet: `ChooseHostInterface`, the
+/// address of the default route's interface): the source address the kernel picks for a
+/// documentation address (a UDP "connect" sends nothing). IPv4 first, then IPv6; `None`
+/// on a node without a default route.
+pub fn default_route_ip() -> Option<std::net::IpAddr> {
+    [("0.0.0.0:0", "192.0.2.1:9"), ("[::]:0", "[2001:db8::1]:9")]
+        .into_iter()
+        .find_map(|(bind, target)| {
+            let sock = std::net::UdpSocket::bind(bind).ok()?;
+            sock.connect(target).ok()?;
+            let ip = sock.local_addr().ok()?.ip();
+            (!ip.is_unspecified() && !ip.is_loopback()).then_some(ip)
+        })
+}
+
 pub fn sd_notify(state: &str) {
     use std::os::linux::net::SocketAddrExt;
     use std::os::unix::net::{SocketAddr, UnixDatagram};
@@ -265,6 +280,18 @@ pub fn sd_notify(state: &str) {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn default_route_ip_is_a_real_address_when_there_is_one() {
+        // No assertion that there is one: a CI machine may have no default route.
+        if let Some(ip) = default_route_ip() {
+            assert!(
+                !ip.is_loopback() && !ip.is_unspecified() && !ip.is_multicast(),
+                "{ip}"
+            );
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -221,6 +221,10 @@ pub fn compute_pod_status_with(
         _ => {}
     }
     status.host_ip = host_ip.map(str::to_string).or_else(|| old.host_ip.clone());
+    status.host_ips = match &status.host_ip {
+        Some(ip) if host_ip.is_some() => vec![PodIp { ip: ip.clone() }],
+        _ => old.host_ips.clone(),
+    };
     // kubelet: host-network pods inherit the node IP.
     if spec.host_network && status.pod_ip.is_none() {
         if let Some(ip) = &status.host_ip {
