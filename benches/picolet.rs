@@ -13,7 +13,8 @@
 //!   fake-idle     --pods 50 --secs 60 [--callgrind]
 //!   fake-latency  --isolated 100 --spacing-ms 400 --burst 100
 //!   fake-scale    --counts 100,500
-//!   hostile       [--reps 5]   (rejection time per hostile manifest; valid pods beside them)
+//!   hostile       [--reps 5] [--corpus DIR]   (rejection time per hostile manifest, the
+//!                 slowest fuzz corpus input; valid pods beside the hostile ones)
 //!   containerd    --endpoint unix://… --counts 1,20 --reps 3 --rss-pods 10 --idle-secs 60
 //!                 [--containerd-pid PID] [--podman --image-tar busybox.tar]
 //! ```
@@ -738,6 +739,30 @@ async fn hostile(args: &Args) -> Res<()> {
             &format!("{name} ({} bytes) rejected in", bytes.len()),
             format!("{:.2} ms", ms(best)),
             &outcome,
+        );
+    }
+    // A fuzzer's corpus (`--corpus tests/fuzz/corpus/manifest`): the slowest input.
+    if let Some(dir) = args.str("corpus") {
+        let mut slowest = (Duration::ZERO, String::new());
+        let mut n = 0;
+        for entry in fs::read_dir(dir)
+            .map_err(|e| format!("{dir}: {e}"))?
+            .flatten()
+        {
+            let bytes = fs::read(entry.path()).map_err(|e| format!("{e}"))?;
+            let t = Instant::now();
+            let _ = manifest::load("fuzz.yaml", &bytes, NODE, manifest::SOURCE_FILE, 0);
+            let took = t.elapsed();
+            n += 1;
+            if took > slowest.0 {
+                slowest = (took, entry.file_name().to_string_lossy().into_owned());
+            }
+        }
+        result(
+            "hostile",
+            &format!("slowest of {n} fuzz corpus inputs"),
+            format!("{:.2} ms", ms(slowest.0)),
+            &slowest.1,
         );
     }
     // End to end: three valid pods alone, then beside the corpus (the real binary, fake CRI).

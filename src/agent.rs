@@ -773,10 +773,7 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
             .backoffs
             .insert(uid.clone(), backoffs);
         let Some(result) = result else {
-            return Err(SyncFailure {
-                message: "cancelled".into(),
-                network_not_ready: false,
-            });
+            return Err(SyncFailure::new("cancelled"));
         };
         // A resync that changed nothing (the common case at idle) reuses what it read.
         let after = if result.actions.is_noop() && result.containers.is_empty() {
@@ -792,6 +789,7 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
             return Err(SyncFailure {
                 message: describe_failure(&pod, &result),
                 network_not_ready: result.network_not_ready(),
+                runtime_down: result.runtime_down(),
             });
         }
         Ok(SyncPodOk {
@@ -817,7 +815,7 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
                 .map_err(failure)?;
             sync::kill_pod(&self.env, pod.as_deref(), &observed, Some(grace_secs))
                 .await
-                .map_err(|e| SyncFailure::new(e.to_string()))
+                .map_err(sync_failure)
         };
         tokio::select! {
             r = kill => r?,
@@ -841,13 +839,10 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
             .iter()
             .find(|c| c.state == ContainerState::Running)
         {
-            return Err(SyncFailure {
-                message: format!(
-                    "container {} ({}) is still running after kill",
-                    c.name, c.id
-                ),
-                network_not_ready: false,
-            });
+            return Err(SyncFailure::new(format!(
+                "container {} ({}) is still running after kill",
+                c.name, c.id
+            )));
         }
         Ok(())
     }
@@ -862,10 +857,7 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
             .map_err(failure)?;
         sync::cleanup_pod(&self.env, &observed, &uid)
             .await
-            .map_err(|e| SyncFailure {
-                message: e.to_string(),
-                network_not_ready: false,
-            })?;
+            .map_err(sync_failure)?;
         self.shared.borrow_mut().backoffs.remove(&uid);
         Ok(())
     }
@@ -909,8 +901,17 @@ fn describe_failure(pod: &Pod, result: &PodSyncResult) -> String {
 }
 
 fn failure(e: CriError) -> SyncFailure {
-    SyncFailure {
-        message: e.to_string(),
-        network_not_ready: false,
+    if matches!(e, CriError::Unavailable { .. }) {
+        SyncFailure::runtime_down(e.to_string())
+    } else {
+        SyncFailure::new(e.to_string())
+    }
+}
+
+fn sync_failure(e: sync::SyncError) -> SyncFailure {
+    if e.runtime_down() {
+        SyncFailure::runtime_down(e.to_string())
+    } else {
+        SyncFailure::new(e.to_string())
     }
 }

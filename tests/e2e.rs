@@ -593,6 +593,83 @@ async fn g_sigterm_exits_and_leaves_pods_running() {
     lab.finish().await;
 }
 
+/// i. The runtime goes away and comes back (containerd `kill -9` with a manifest edited
+/// while it is down, then containerd stopped for two minutes) while 20 pods run: nothing is
+/// killed or re-created, no second sandbox appears, the same container IDs run afterwards,
+/// the edited pod converges, and picolet logs each outage once and its end once.
+#[tokio::test]
+async fn i_runtime_outage_changes_nothing() {
+    let Some(lab) = Lab::new("i-outage").await else {
+        return;
+    };
+    const N: usize = 20;
+    let names: Vec<String> = (0..N).map(|i| format!("o{i:02}")).collect();
+    let pod = |name: &str, rev: &str| {
+        manifest(
+            name,
+            2,
+            &[container("main", &service_script("main"), &[("REV", rev)])],
+        )
+    };
+    for n in &names {
+        lab.write_manifest(&format!("{n}.yaml"), &pod(n, "1"));
+    }
+    lab.start_picolet();
+    let before = lab
+        .wait_for("20 pods running", secs(180), || lab.all_running(&names))
+        .await;
+
+    // 1. kill -9, an edit while containerd is down, containerd back.
+    lab.containerd("kill");
+    sleep(secs(3)).await;
+    lab.write_manifest("o00.yaml", &pod("o00", "2"));
+    sleep(secs(5)).await;
+    lab.assert_picolet_alive("the outage");
+    lab.containerd("start");
+    let after = lab
+        .wait_for(
+            "o00 replaced (new UID), the 19 others exactly as before",
+            secs(120),
+            || async {
+                let now = lab.all_running(&names).await?;
+                if now["o00"].0 == before["o00"].0 {
+                    return Err("o00 still runs its old sandbox".into());
+                }
+                Ok(now)
+            },
+        )
+        .await;
+    lab.check_same_pods(&before, &after, &names[1..]);
+    lab.check_outage_lines(1);
+
+    // 2. containerd stopped (SIGTERM) for two minutes, then started.
+    lab.containerd("stop");
+    let t = Instant::now();
+    while t.elapsed() < secs(120) {
+        sleep(secs(5)).await;
+        lab.assert_picolet_alive("the two-minute outage");
+    }
+    lab.containerd("start");
+    // Give the relister (1 s) and the resyncs (their 10 s retries) time to act, then the
+    // runtime must look exactly as before the outage.
+    lab.wait_for("the end of the outage logged", secs(60), || async {
+        lab.outage_lines()
+            .1
+            .eq(&2)
+            .then_some(())
+            .ok_or_else(|| format!("{:?}", lab.outage_lines()))
+    })
+    .await;
+    sleep(secs(20)).await;
+    let last = lab
+        .all_running(&names)
+        .await
+        .unwrap_or_else(|e| lab.fail(&e));
+    lab.check_same_pods(&after, &last, &names);
+    lab.check_outage_lines(2);
+    lab.finish().await;
+}
+
 /// h. The examples in examples/ start as a new user would run them (default namespace),
 /// and web.yaml serves its page on the pod IP.
 #[tokio::test]
@@ -767,6 +844,10 @@ impl PodView {
         s
     }
 }
+
+/// One pod's identity in the runtime: (newest sandbox, all sandbox IDs, running containers
+/// with their attempts).
+type PodIds = (String, Vec<String>, BTreeSet<(String, u32)>);
 
 /// One scenario: its directory, its picolet child, a CRI client.
 struct Lab {
@@ -1081,6 +1162,112 @@ impl Lab {
             .join(format!("{namespace}_{}_{uid}", full_name(name)))
             .join(container)
             .join(format!("{attempt}.log"))
+    }
+
+    /// Every named pod (static, in namespace NS): its sandbox IDs and the running
+    /// container IDs with their attempts; `Err` unless each has one Ready sandbox, its
+    /// newest, running `main`, and no other Ready sandbox.
+    async fn all_running(&self, names: &[String]) -> Result<BTreeMap<String, PodIds>, String> {
+        let mut out = BTreeMap::new();
+        for n in names {
+            let v = self.running_pod(NS, n, &["main"]).await?;
+            let ready = v
+                .sandboxes
+                .iter()
+                .filter(|s| s.state == SandboxState::Ready)
+                .count();
+            if ready != 1 {
+                return Err(format!("{n}: {ready} Ready sandboxes: {}", v.describe()));
+            }
+            let sandboxes: Vec<String> = v.sandboxes.iter().map(|s| s.id.clone()).collect();
+            let running: BTreeSet<(String, u32)> = v
+                .containers
+                .iter()
+                .filter(|c| c.state == ContainerState::Running)
+                .map(|c| (c.id.clone(), c.attempt))
+                .collect();
+            out.insert(n.clone(), (sandboxes[0].clone(), sandboxes, running));
+        }
+        Ok(out)
+    }
+
+    #[track_caller]
+    fn check_same_pods(
+        &self,
+        before: &BTreeMap<String, PodIds>,
+        after: &BTreeMap<String, PodIds>,
+        names: &[String],
+    ) {
+        for n in names {
+            self.check(before.get(n) == after.get(n), || {
+                format!(
+                    "{n} changed across the outage:\n  before {:?}\n  after  {:?}",
+                    before.get(n),
+                    after.get(n)
+                )
+            });
+        }
+    }
+
+    /// (outage lines, end-of-outage lines) in picolet's stderr.
+    fn outage_lines(&self) -> (usize, usize) {
+        let err = self.stderr();
+        let down = err
+            .lines()
+            .filter(|l| l.contains("relist:") && l.contains("retrying every"))
+            .count();
+        let up = err
+            .lines()
+            .filter(|l| l.contains("relist: the container runtime answers again"))
+            .count();
+        (down, up)
+    }
+
+    #[track_caller]
+    fn check_outage_lines(&self, outages: usize) {
+        let (down, up) = self.outage_lines();
+        self.check(down == outages && up == outages, || {
+            format!("want {outages} outage line(s) and {outages} end line(s), got {down} and {up}")
+        });
+        // Nothing else complains per pod while the runtime is away.
+        let noisy: Vec<String> = self
+            .stderr()
+            .lines()
+            .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+            .filter(|l| !l.contains("relist:"))
+            .map(str::to_string)
+            .collect();
+        self.check(noisy.is_empty(), || {
+            format!(
+                "{} other warnings during the outages, e.g. {:?}",
+                noisy.len(),
+                &noisy[..noisy.len().min(5)]
+            )
+        });
+    }
+
+    /// `tests/e2e/lab.sh containerd kill|stop|start` on this scenario's lab.
+    fn containerd(&self, what: &str) {
+        let lab_dir = self
+            .endpoint
+            .trim_start_matches("unix://")
+            .rsplit_once('/')
+            .map(|(dir, _)| dir.to_string())
+            .unwrap_or_else(|| self.fail("the endpoint has no lab directory"));
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/lab.sh");
+        let out = Command::new("bash")
+            .arg(&script)
+            .args(["containerd", what, &lab_dir])
+            .output()
+            .unwrap_or_else(|e| self.fail(&format!("{}: {e}", script.display())));
+        eprintln!(
+            "e2e {}: lab.sh containerd {what}: {}",
+            self.scenario,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        self.check(out.status.success(), || {
+            format!("lab.sh containerd {what}: {}", out.status)
+        });
     }
 
     /// The normal end of a scenario: delete the manifests and wait until picolet has stopped

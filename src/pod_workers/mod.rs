@@ -60,6 +60,9 @@ pub struct SyncFailure {
     pub message: String,
     /// The pod network is not ready yet (kubelet: `NetworkNotReadyErrorMsg`): retry soon.
     pub network_not_ready: bool,
+    /// The container runtime does not answer at all: the relister logs that outage once,
+    /// so the worker's retries are logged at debug level only.
+    pub runtime_down: bool,
 }
 
 impl SyncFailure {
@@ -67,13 +70,21 @@ impl SyncFailure {
         SyncFailure {
             message: message.into(),
             network_not_ready: false,
+            runtime_down: false,
         }
     }
 
     pub fn network_not_ready(message: impl Into<String>) -> Self {
         SyncFailure {
-            message: message.into(),
             network_not_ready: true,
+            ..SyncFailure::new(message)
+        }
+    }
+
+    pub fn runtime_down(message: impl Into<String>) -> Self {
+        SyncFailure {
+            runtime_down: true,
+            ..SyncFailure::new(message)
         }
     }
 }
@@ -289,6 +300,9 @@ impl<S: PodSyncer> PodWorkers<S> {
         }
         self.tasks.remove(&uid);
         match (&outcome, &failure) {
+            (Outcome::Failed { .. }, Some(f)) if f.runtime_down => {
+                log::debug!("pod worker {uid}: {kind:?} failed: {f}");
+            }
             (Outcome::Failed { .. }, Some(f)) => {
                 log::warn!("pod worker {uid}: {kind:?} failed: {f}");
             }

@@ -104,6 +104,21 @@ pub enum SyncError {
     },
 }
 
+impl SyncError {
+    /// Every failed step failed because the runtime did not answer at all.
+    pub fn runtime_down(&self) -> bool {
+        match self {
+            SyncError::StopContainer { source, .. } | SyncError::StopSandbox { source, .. } => {
+                matches!(source, CriError::Unavailable { .. })
+            }
+            SyncError::Steps { errors, .. } => {
+                !errors.is_empty() && errors.iter().all(SyncError::runtime_down)
+            }
+            SyncError::StillRunning { .. } | SyncError::RemoveDir { .. } => false,
+        }
+    }
+}
+
 fn join_errors(errors: &[SyncError]) -> String {
     errors
         .iter()
@@ -215,6 +230,13 @@ impl PodSyncResult {
             || self.containers.iter().any(|c| {
                 matches!(&c.outcome, StartOutcome::Waiting { reason, .. } if !reason.is_back_off())
             })
+    }
+
+    /// The kill failed because the runtime does not answer at all.
+    pub fn runtime_down(&self) -> bool {
+        self.kill_error
+            .as_ref()
+            .is_some_and(SyncError::runtime_down)
     }
 
     /// The sandbox failed because the pod network is not ready (requeue in 1 s).

@@ -4,6 +4,9 @@
 #   tests/e2e/lab.sh up     [LAB_DIR]   start it (idempotent); last stdout line = CRI endpoint
 #   tests/e2e/lab.sh down   [LAB_DIR]   remove every pod, stop it, leave the machine as it was
 #   tests/e2e/lab.sh status [LAB_DIR]   what is running
+#   tests/e2e/lab.sh containerd kill|stop|start [LAB_DIR]
+#                                       SIGKILL or stop (SIGTERM) the lab's containerd,
+#                                       leaving its pods' shims running; start it again
 #
 # LAB_DIR defaults to <repo>/.lab (git-ignored). Needs root. Follows
 # docs/containerd-e2e.md (shared docs): containerd 1.6 with the CRI plugin, runc with
@@ -480,8 +483,35 @@ cmd_status() {
 	echo "ip_forward:  $(cat /proc/sys/net/ipv4/ip_forward) (before up: $(cat "$LAB/saved/ip_forward" 2>/dev/null || echo '?'))"
 }
 
+# ---------------------------------------------------------------------------------------
+# containerd outages (for picolet's runtime-outage scenario)
+
+cmd_containerd() {
+	local what=${1:-}
+	init_lab "${2:-}"
+	[[ -d "$LAB" ]] || die "no lab at $LAB"
+	local pid
+	pid=$(containerd_pid)
+	case "$what" in
+	kill)
+		[[ -n "$pid" ]] || die "containerd is not running"
+		kill -KILL "$pid"
+		while [[ -n "$(proc_state "$pid")" && "$(proc_state "$pid")" != Z ]]; do sleep 0.05; done
+		log "containerd $pid killed (SIGKILL); $(shim_pids | wc -l) shim(s) left running"
+		;;
+	stop)
+		stop_containerd
+		;;
+	start)
+		start_containerd
+		log "containerd $(containerd_pid) started again"
+		;;
+	*) usage ;;
+	esac
+}
+
 usage() {
-	sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -489,5 +519,6 @@ case "${1:-}" in
 up) cmd_up "${2:-}" ;;
 down) cmd_down "${2:-}" ;;
 status) cmd_status "${2:-}" ;;
+containerd) cmd_containerd "${2:-}" "${3:-}" ;;
 *) usage ;;
 esac
