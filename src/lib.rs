@@ -19,13 +19,13 @@
 //! - [`api`]          the `v1/Pod` subset (serde types), nothing else
 //! - `apiserver`      (feature `apiserver`) the API server client: node, lease, status
 //!   sync, mirror pods, the offline checkpoint
-//! - [`manifest`]     parse, default, validate a manifest; static pod identity
+//! - [`manifest`]     pre-scan (cost limits), parse, default, validate a manifest; static pod identity
 //! - [`source`]       pod sources; [`source::file`] is the static pod directory (with the
 //!   feature `apiserver` also `source::apiserver` and `source::http`)
 //! - [`config`]       PodConfig: merges source snapshots into ordered `PodUpdate`s
 //! - [`pod_manager`]  the desired pods, by UID and by full name
 //! - [`pod_workers`]  the per-pod lifecycle state machine and its scheduling
-//! - [`runtime`]      the CRI boundary, the pure plan, and the sync that executes it
+//! - [`runtime`]      the CRI boundary, the pure plan, the sync that executes it, container GC
 //! - [`status`]       pod status (phase, conditions, container states) from runtime state
 //! - [`node`]         node checks (cgroups, preflight)
 //! - [`agent`]        wiring and the one event loop; shutdown order
