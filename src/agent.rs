@@ -37,7 +37,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{Pod, PodStatus};
+use crate::api::Pod;
 use crate::clock::{Clock, SystemClock};
 use crate::config::{PodConfig, PodOp, PodUpdate};
 use crate::node::{self, NodeError};
@@ -78,24 +78,8 @@ pub enum AgentError {
 
 // ---- apiserver mode: what the agent shares with the apiserver tasks (feature `apiserver`).
 
-/// What the agent tells observers (the apiserver's status syncer) about pods.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PodEvent {
-    /// A pod's status changed (in more than timestamps).
-    Status {
-        pod: Arc<Pod>,
-        status: Box<PodStatus>,
-    },
-    /// The desired pods and the mirror pods after a change; `sources_ready`: every source
-    /// has been seen.
-    Pods {
-        pods: Vec<Arc<Pod>>,
-        mirrors: Vec<Arc<Pod>>,
-        sources_ready: bool,
-    },
-    /// The pod worker of `uid` finished: stopped and cleaned up.
-    Finished { uid: String },
-}
+pub use crate::events::PodEvent;
+use crate::events::PodEventSender;
 
 /// Pod sources besides the file source, and who hears about pods (the apiserver wiring
 /// builds it; the default is a static-pods-only agent).
@@ -106,7 +90,7 @@ pub struct Extensions {
     /// The snapshot channel the extra sources send on; the file source joins it.
     pub source_channel: Option<(mpsc::Sender<SourceUpdate>, mpsc::Receiver<SourceUpdate>)>,
     /// Where pod events go.
-    pub events: Option<mpsc::UnboundedSender<PodEvent>>,
+    pub events: Option<PodEventSender>,
 }
 
 /// What the agent needs besides the runtime and the clock.
@@ -336,7 +320,7 @@ struct Shared {
     statuses: StatusManager,
     backoffs: HashMap<String, PodBackoffs>,
     /// apiserver mode: status changes go to the status syncer.
-    events: Option<mpsc::UnboundedSender<PodEvent>>,
+    events: Option<PodEventSender>,
 }
 
 struct Loop<R: Runtime, C: Clock> {
@@ -354,7 +338,7 @@ struct Loop<R: Runtime, C: Clock> {
     notified_ready: bool,
     file_seen: bool,
     /// apiserver mode: pod events for the status syncer.
-    events: Option<mpsc::UnboundedSender<PodEvent>>,
+    events: Option<PodEventSender>,
     gc_policy: GcPolicy,
     pod_log_dir: PathBuf,
     clock: C,
@@ -369,7 +353,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// apiserver mode: the desired and mirror pods after a change.
     fn publish_pods(&self) {
         if let Some(tx) = &self.events {
-            let _ = tx.send(PodEvent::Pods {
+            tx.send(PodEvent::Pods {
                 pods: self.pods.pods(),
                 mirrors: self.pods.mirror_pods(),
                 sources_ready: self.config.sources_ready(),
@@ -399,7 +383,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             },
         ) = (&self.events, event)
         {
-            let _ = tx.send(PodEvent::Finished { uid });
+            tx.send(PodEvent::Finished { uid });
         }
     }
 
@@ -737,7 +721,7 @@ impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
         if let (true, Some(tx), Some(status)) =
             (changed, &shared.events, shared.statuses.get(pod.uid()))
         {
-            let _ = tx.send(PodEvent::Status {
+            tx.send(PodEvent::Status {
                 pod: Arc::clone(pod),
                 status: Box::new(status.clone()),
             });

@@ -29,6 +29,7 @@
 //! - [`status`]       pod status (phase, conditions, container states) from runtime state
 //! - [`node`]         node checks (cgroups, preflight)
 //! - [`agent`]        wiring and the one event loop; shutdown order
+//! - [`events`]       messages between layers (pod events) and their coalescing mailbox
 //! - [`options`]      command-line flags and config file
 //! - [`clock`]        injected wall-clock time
 
@@ -38,6 +39,7 @@ pub mod api;
 pub mod apiserver;
 pub mod clock;
 pub mod config;
+pub mod events;
 pub mod manifest;
 pub mod node;
 pub mod options;

@@ -612,7 +612,7 @@ async fn statuses_carry_the_node_ip() {
             let rt = FakeRuntime::new(clock);
             rt.add_image(IMAGE);
             rt.set_sandbox_ip("10.88.0.9");
-            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+            let (tx, mut rx) = picolet::events::pod_events();
             let ext = picolet::agent::Extensions {
                 events: Some(tx),
                 ..Default::default()
@@ -628,7 +628,7 @@ async fn statuses_carry_the_node_ip() {
             ));
             settle(3).await;
             let mut last = std::collections::HashMap::new();
-            while let Ok(ev) = rx.try_recv() {
+            for ev in rx.try_recv() {
                 if let picolet::agent::PodEvent::Status { pod, status } = ev {
                     last.insert(pod.metadata.name.clone(), status);
                 }

@@ -1084,7 +1084,7 @@ async fn status_syncer_retries_coalesces_and_keeps_terminal_phases() {
         .annotations
         .insert("kubernetes.io/config.source".into(), "api".into());
     let pod = Arc::new(pod);
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, rx) = picolet::events::pod_events();
     let (_uid_tx, uid_rx) = tokio::sync::watch::channel(Some("node-uid".to_string()));
     let syncer = StatusSyncer::new(plain_client(&mock), "pi-1".into(), uid_rx, rx)
         .with_reconcile_period(Duration::from_millis(300));
@@ -1104,20 +1104,17 @@ async fn status_syncer_retries_coalesces_and_keeps_terminal_phases() {
                 pods: vec![Arc::clone(&pod)],
                 mirrors: vec![],
                 sources_ready: true,
-            })
-            .unwrap();
+            });
             // Two changes queued together: only the latest goes out.
             mock.fail_next(2, 500);
             tx.send(PodEvent::Status {
                 pod: Arc::clone(&pod),
                 status: status(PodPhase::Pending, "first"),
-            })
-            .unwrap();
+            });
             tx.send(PodEvent::Status {
                 pod: Arc::clone(&pod),
                 status: status(PodPhase::Running, "second"),
-            })
-            .unwrap();
+            });
             // The 500s are retried by the reconcile pass.
             wait_until("Running in the apiserver", 5, || {
                 mock.pod("default", "job")
@@ -1140,14 +1137,12 @@ async fn status_syncer_retries_coalesces_and_keeps_terminal_phases() {
                 pods: vec![Arc::clone(&succeeded)],
                 mirrors: vec![],
                 sources_ready: true,
-            })
-            .unwrap();
+            });
             mock.clear_requests();
             tx.send(PodEvent::Status {
                 pod: Arc::clone(&succeeded),
                 status: status(PodPhase::Running, "late"),
-            })
-            .unwrap();
+            });
             wait_until("a status patch", 5, || status_patches(&mock, "job").pop()).await;
             let sent = status_patches(&mock, "job").pop().unwrap();
             assert_eq!(sent["status"]["phase"], "Succeeded", "{sent}");

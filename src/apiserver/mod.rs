@@ -125,7 +125,7 @@ pub fn start<R: Runtime, C: Clock>(
         tokio::task::spawn_local(source.run(src_tx.clone(), shutdown.child_token()));
         ext.sources.push(crate::source::apiserver::SOURCE);
 
-        let (ev_tx, ev_rx) = mpsc::unbounded_channel();
+        let (ev_tx, ev_rx) = crate::events::pod_events();
         let syncer = status_sync::StatusSyncer::new(client, cfg.node_name.clone(), uid_rx, ev_rx);
         tokio::task::spawn_local(syncer.run(shutdown.child_token()));
         ext.events = Some(ev_tx);

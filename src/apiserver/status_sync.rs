@@ -32,16 +32,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 use super::{ApiError, Client, DeleteOptions, PatchKind, pod_path};
-use crate::agent::PodEvent;
 use crate::api::{
     ANNOTATION_CONFIG_HASH, ANNOTATION_CONFIG_MIRROR, ContainerState, OwnerReference, Pod,
     PodStatus,
 };
+use crate::events::{PodEvent, PodEventReceiver};
 use crate::pod_manager::is_mirror_pod;
 
 /// kubelet: `syncPeriod` of the status manager.
@@ -73,7 +73,7 @@ pub struct StatusSyncer {
     client: Client,
     node_name: String,
     node_uid: watch::Receiver<Option<String>>,
-    events: mpsc::UnboundedReceiver<PodEvent>,
+    events: PodEventReceiver,
     reconcile_period: Duration,
     state: SyncState,
 }
@@ -105,7 +105,7 @@ impl StatusSyncer {
         client: Client,
         node_name: String,
         node_uid: watch::Receiver<Option<String>>,
-        events: mpsc::UnboundedReceiver<PodEvent>,
+        events: PodEventReceiver,
     ) -> Self {
         StatusSyncer {
             client,
@@ -130,11 +130,10 @@ impl StatusSyncer {
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => return,
-                msg = self.events.recv() => {
-                    let Some(msg) = msg else { return };
-                    self.state.handle(msg);
-                    // Coalesce what is already queued: the latest status wins.
-                    while let Ok(msg) = self.events.try_recv() {
+                batch = self.events.recv() => {
+                    // Already coalesced by the mailbox: the latest status of each pod.
+                    let Some(batch) = batch else { return };
+                    for msg in batch {
                         self.state.handle(msg);
                     }
                 }

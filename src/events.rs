@@ -1,0 +1,223 @@
+//! Messages between layers: what the agent tells observers (the apiserver's status syncer)
+//! about pods, and the mailbox they travel in.
+//!
+//! A leaf module: it imports only the API model, so the agent (which sends) and the
+//! apiserver wiring (which receives) both depend on it and not on each other.
+//!
+//! The mailbox coalesces instead of queueing: it holds the latest desired-pods view, the
+//! latest status of each pod and the set of finished UIDs — so its size is bounded by the
+//! number of pods however long the receiver is busy (an apiserver away for an hour costs
+//! nothing more than one status per pod; kubelet's status manager also keeps only the
+//! latest status per pod). A receiver gets what is pending in this order: the pods view,
+//! then statuses, then finished UIDs.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+
+use crate::api::{Pod, PodStatus};
+
+/// What the agent tells observers about pods.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PodEvent {
+    /// A pod's status changed (in more than timestamps).
+    Status {
+        pod: Arc<Pod>,
+        status: Box<PodStatus>,
+    },
+    /// The desired pods and the mirror pods after a change; `sources_ready`: every source
+    /// has been seen.
+    Pods {
+        pods: Vec<Arc<Pod>>,
+        mirrors: Vec<Arc<Pod>>,
+        sources_ready: bool,
+    },
+    /// The pod worker of `uid` finished: stopped and cleaned up.
+    Finished { uid: String },
+}
+
+#[derive(Default)]
+struct Pending {
+    pods: Option<PodEvent>,
+    /// By UID: only the latest status of a pod matters.
+    statuses: BTreeMap<String, PodEvent>,
+    finished: BTreeSet<String>,
+}
+
+impl Pending {
+    fn len(&self) -> usize {
+        usize::from(self.pods.is_some()) + self.statuses.len() + self.finished.len()
+    }
+}
+
+struct Mailbox {
+    pending: RefCell<Pending>,
+    notify: Notify,
+    senders: Cell<usize>,
+}
+
+/// A new mailbox: its sending half (cheap to clone) and its receiving half.
+pub fn pod_events() -> (PodEventSender, PodEventReceiver) {
+    let mailbox = Rc::new(Mailbox {
+        pending: RefCell::new(Pending::default()),
+        notify: Notify::new(),
+        senders: Cell::new(1),
+    });
+    (
+        PodEventSender(Rc::clone(&mailbox)),
+        PodEventReceiver(mailbox),
+    )
+}
+
+/// The agent's half. Never blocks, never grows past one entry per pod.
+pub struct PodEventSender(Rc<Mailbox>);
+
+impl Clone for PodEventSender {
+    fn clone(&self) -> Self {
+        self.0.senders.set(self.0.senders.get() + 1);
+        PodEventSender(Rc::clone(&self.0))
+    }
+}
+
+impl Drop for PodEventSender {
+    fn drop(&mut self) {
+        self.0.senders.set(self.0.senders.get() - 1);
+        self.0.notify.notify_one();
+    }
+}
+
+impl std::fmt::Debug for PodEventSender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "PodEventSender({} pending)",
+            self.0.pending.borrow().len()
+        )
+    }
+}
+
+impl PodEventSender {
+    /// Replaces what is pending of the same kind (the pods view; this pod's status).
+    pub fn send(&self, event: PodEvent) {
+        {
+            let mut p = self.0.pending.borrow_mut();
+            match event {
+                PodEvent::Pods { .. } => p.pods = Some(event),
+                PodEvent::Status { ref pod, .. } => {
+                    p.statuses.insert(pod.uid().to_string(), event);
+                }
+                PodEvent::Finished { uid } => {
+                    p.finished.insert(uid);
+                }
+            }
+        }
+        self.0.notify.notify_one();
+    }
+
+    /// How many entries wait (one per kind and pod at most).
+    pub fn pending(&self) -> usize {
+        self.0.pending.borrow().len()
+    }
+}
+
+/// The observer's half.
+pub struct PodEventReceiver(Rc<Mailbox>);
+
+impl PodEventReceiver {
+    /// Everything pending, waiting for something if there is nothing; `None` once every
+    /// sender is gone and nothing is left.
+    pub async fn recv(&mut self) -> Option<Vec<PodEvent>> {
+        loop {
+            let batch = self.try_recv();
+            if !batch.is_empty() {
+                return Some(batch);
+            }
+            if self.0.senders.get() == 0 {
+                return None;
+            }
+            self.0.notify.notified().await;
+        }
+    }
+
+    /// Everything pending now (possibly nothing): the pods view, statuses, finished UIDs.
+    pub fn try_recv(&mut self) -> Vec<PodEvent> {
+        let p = std::mem::take(&mut *self.0.pending.borrow_mut());
+        let mut out = Vec::with_capacity(p.len());
+        out.extend(p.pods);
+        out.extend(p.statuses.into_values());
+        out.extend(p.finished.into_iter().map(|uid| PodEvent::Finished { uid }));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::PodPhase;
+
+    fn pod(uid: &str) -> Arc<Pod> {
+        let mut p = Pod::default();
+        p.metadata.uid = uid.into();
+        Arc::new(p)
+    }
+
+    fn status(uid: &str, phase: PodPhase) -> PodEvent {
+        PodEvent::Status {
+            pod: pod(uid),
+            status: Box::new(PodStatus {
+                phase: Some(phase),
+                ..Default::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn coalesces_to_one_entry_per_kind_and_pod() {
+        let (tx, mut rx) = pod_events();
+        for _ in 0..10_000 {
+            tx.send(status("a", PodPhase::Pending));
+            tx.send(PodEvent::Pods {
+                pods: vec![pod("a"), pod("b")],
+                mirrors: vec![],
+                sources_ready: false,
+            });
+        }
+        tx.send(status("b", PodPhase::Running));
+        tx.send(status("a", PodPhase::Running));
+        tx.send(PodEvent::Finished { uid: "c".into() });
+        tx.send(PodEvent::Finished { uid: "c".into() });
+        assert_eq!(tx.pending(), 4, "bounded by the pods, not by the sends");
+        let got = rx.try_recv();
+        assert!(matches!(got[0], PodEvent::Pods { .. }));
+        assert_eq!(
+            got[1],
+            status("a", PodPhase::Running),
+            "the latest status wins"
+        );
+        assert_eq!(got[2], status("b", PodPhase::Running));
+        assert_eq!(got[3], PodEvent::Finished { uid: "c".into() });
+        assert!(rx.try_recv().is_empty());
+    }
+
+    #[tokio::test]
+    async fn recv_waits_and_ends_when_every_sender_is_gone() {
+        let (tx, mut rx) = pod_events();
+        let tx2 = tx.clone();
+        tx.send(PodEvent::Finished { uid: "x".into() });
+        drop(tx);
+        assert_eq!(rx.recv().await.map(|b| b.len()), Some(1));
+        tokio::task::LocalSet::new()
+            .run_until(async move {
+                tokio::task::spawn_local(async move {
+                    tokio::task::yield_now().await;
+                    tx2.send(PodEvent::Finished { uid: "y".into() });
+                });
+                assert_eq!(rx.recv().await.map(|b| b.len()), Some(1));
+                assert_eq!(rx.recv().await, None);
+            })
+            .await;
+    }
+}
