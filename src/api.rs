@@ -114,9 +114,18 @@ pub struct PodSpec {
     pub node_name: String,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub host_network: bool,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    // The API spells these `hostPID`/`hostIPC`, not camelCase's `hostPid`/`hostIpc`.
+    #[serde(
+        default,
+        rename = "hostPID",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
     pub host_pid: bool,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(
+        default,
+        rename = "hostIPC",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
     pub host_ipc: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub share_process_namespace: Option<bool>,
@@ -248,7 +257,8 @@ pub struct ContainerPort {
     pub container_port: i32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_port: Option<i32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The API spells it `hostIP`.
+    #[serde(default, rename = "hostIP", skip_serializing_if = "Option::is_none")]
     pub host_ip: Option<String>,
     /// `TCP` (default) | `UDP` | `SCTP`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -777,3 +777,33 @@ fn real_world_manifests_load() {
         )
     );
 }
+
+/// The API's acronym spellings (`hostPID`, `hostIPC`, `ports[].hostIP`) reach the model:
+/// they used to be silently dropped (serde's camelCase reads `hostPid`, `hostIpc`,
+/// `hostIp`), so node-exporter ran in its own PID namespace and a port meant for 127.0.0.1
+/// was published on every interface.
+#[test]
+fn acronym_fields_are_read_as_the_api_spells_them() {
+    let parsed = manifest::parse_document(
+        b"apiVersion: v1\nkind: Pod\nmetadata: {name: ne}\nspec:\n  hostPID: true\n  hostIPC: true\n  hostNetwork: true\n  containers:\n  - name: a\n    image: b\n    ports: [{containerPort: 9100, hostPort: 9100, hostIP: 127.0.0.1}]\n",
+    )
+    .unwrap();
+    assert!(parsed.pod.spec.host_pid && parsed.pod.spec.host_ipc);
+    assert_eq!(
+        parsed.pod.spec.containers[0].ports[0].host_ip.as_deref(),
+        Some("127.0.0.1")
+    );
+    assert!(
+        parsed.unknown_fields.is_empty(),
+        "{:?}",
+        parsed.unknown_fields
+    );
+    // and are written back the same way (the apiserver reads mirror pods and statuses)
+    let json = serde_json::to_value(&parsed.pod).unwrap();
+    assert_eq!(json["spec"]["hostPID"], true);
+    assert_eq!(json["spec"]["hostIPC"], true);
+    assert_eq!(
+        json["spec"]["containers"][0]["ports"][0]["hostIP"],
+        "127.0.0.1"
+    );
+}
