@@ -112,24 +112,53 @@ impl Checkpoint {
         Ok(Some(file.pods))
     }
 
-    /// Stores `pods` (in checkpoint form) if that differs from the file; returns whether
-    /// it wrote.
-    pub fn store(&mut self, pods: &[Pod]) -> Result<bool, CheckpointError> {
+    /// The bytes `pods` (in checkpoint form) encode to, if they differ from the file.
+    fn encode(&self, pods: &[Pod]) -> Result<Option<Vec<u8>>, CheckpointError> {
         let file = File {
             version: 1,
             node: self.node_name.clone(),
             pods: pods.iter().map(checkpoint_form).collect(),
         };
         let bytes = serde_json::to_vec(&file).map_err(CheckpointError::Encode)?;
-        if self.on_disk.as_ref() == Some(&bytes) {
+        Ok((self.on_disk.as_ref() != Some(&bytes)).then_some(bytes))
+    }
+
+    /// Stores `pods` (in checkpoint form) if that differs from the file; returns whether
+    /// it wrote. Blocks on the write and its fsyncs.
+    pub fn store(&mut self, pods: &[Pod]) -> Result<bool, CheckpointError> {
+        let Some(bytes) = self.encode(pods)? else {
             return Ok(false);
-        }
+        };
         write_atomic(&self.path, &bytes).map_err(|source| CheckpointError::Write {
             path: self.path.clone(),
             source,
         })?;
         self.on_disk = Some(bytes);
         Ok(true)
+    }
+
+    /// [`Checkpoint::store`] with the write and its fsyncs (hundreds of milliseconds on an
+    /// SD card) on tokio's blocking pool, so the calling thread — the agent's one thread —
+    /// goes on meanwhile.
+    pub async fn store_off_thread(&mut self, pods: &[Pod]) -> Result<bool, CheckpointError> {
+        let Some(bytes) = self.encode(pods)? else {
+            return Ok(false);
+        };
+        let path = self.path.clone();
+        let written =
+            tokio::task::spawn_blocking(move || write_atomic(&path, &bytes).map(|()| bytes))
+                .await
+                .unwrap_or_else(|join| Err(std::io::Error::other(join.to_string())));
+        match written {
+            Ok(bytes) => {
+                self.on_disk = Some(bytes);
+                Ok(true)
+            }
+            Err(source) => Err(CheckpointError::Write {
+                path: self.path.clone(),
+                source,
+            }),
+        }
     }
 }
 
@@ -190,6 +219,21 @@ mod tests {
             ..PodStatus::default()
         });
         p
+    }
+
+    #[tokio::test]
+    async fn store_off_thread_writes_the_same_file_only_on_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = Checkpoint::new(dir.path(), "pi-1");
+        let pods = [pod("a", "1", None)];
+        assert!(c.store_off_thread(&pods).await.unwrap());
+        assert!(!c.store_off_thread(&pods).await.unwrap());
+        assert!(
+            !c.store(&pods).unwrap(),
+            "the same bytes as the blocking path"
+        );
+        let mut again = Checkpoint::new(dir.path(), "pi-1");
+        assert_eq!(again.load().unwrap().map(|p| p.len()), Some(1));
     }
 
     #[test]

@@ -503,6 +503,15 @@ impl Reflector {
         if self.last_sent.as_ref() == Some(&pods) {
             return true;
         }
+        // Checkpoint first (on the blocking pool: fsyncs on an SD card take a while), so a
+        // snapshot the agent acts on is always one a restart can find again.
+        if let Some(cp) = self.checkpoint.as_mut() {
+            match cp.store_off_thread(&pods).await {
+                Ok(true) => log::debug!("api source: checkpoint {} written", cp.path().display()),
+                Ok(false) => {}
+                Err(e) => log::warn!("api source: {e}"),
+            }
+        }
         let update = SourceUpdate {
             source: SOURCE,
             pods: pods.clone(),
@@ -510,13 +519,6 @@ impl Reflector {
         tokio::select! {
             sent = self.tx.send(update) => if sent.is_err() { return false },
             _ = self.shutdown.cancelled() => return false,
-        }
-        if let Some(cp) = self.checkpoint.as_mut() {
-            match cp.store(&pods) {
-                Ok(true) => log::debug!("api source: checkpoint {} written", cp.path().display()),
-                Ok(false) => {}
-                Err(e) => log::warn!("api source: {e}"),
-            }
         }
         self.last_sent = Some(pods);
         true
