@@ -59,6 +59,8 @@ use crate::status::{self, StatusManager, WaitingReasons};
 
 /// kubelet: genericPlegRelistPeriod.
 const RELIST_PERIOD: Duration = Duration::from_secs(1);
+/// A burst of at least this many pod syncs at once is followed by a heap trim.
+const BURST_TRIM_THRESHOLD: usize = 16;
 /// kubelet: housekeepingPeriod.
 const HOUSEKEEPING_PERIOD: Duration = Duration::from_secs(2);
 
@@ -261,6 +263,7 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
         clock: clock.clone(),
         gc_task: None,
         stopped_at: HashMap::new(),
+        burst: 0,
     };
 
     // The relister is a task of its own: the loop gets its lists as messages and never
@@ -342,6 +345,8 @@ struct Loop<R: Runtime, C: Clock> {
     gc_policy: GcPolicy,
     pod_log_dir: PathBuf,
     clock: C,
+    /// The most pieces of pod work in flight since the heap was last trimmed.
+    burst: usize,
     /// When a worker last stopped each pod: housekeeping trusts only lists taken after it
     /// (the relister's list may have started before the kill and arrived after).
     stopped_at: HashMap<String, tokio::time::Instant>,
@@ -364,6 +369,14 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// A worker stopped a pod: lists older than now may still show it running. Then, in
     /// apiserver mode, a finished worker may let a deleted pod go.
     fn on_worker_event(&mut self, event: WorkerEvent) {
+        // After a burst of pod work (a start with many pods, a mass edit), hand the heap
+        // the burst needed back to the system once it is over.
+        let in_flight = self.workers.in_flight();
+        self.burst = self.burst.max(in_flight);
+        if in_flight == 0 && self.burst >= BURST_TRIM_THRESHOLD {
+            self.burst = 0;
+            node::release_free_memory();
+        }
         if let WorkerEvent::Completed {
             uid,
             work: WorkKind::Terminating | WorkKind::Terminated,

@@ -258,6 +258,22 @@ pub fn default_route_ip() -> Option<std::net::IpAddr> {
         })
 }
 
+/// Gives free heap memory back to the system (glibc keeps the freed middle of the heap
+/// after a burst of allocations; `malloc_trim(0)` returns it). musl's allocator returns
+/// memory on its own: nothing to do there.
+pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        unsafe extern "C" {
+            fn malloc_trim(pad: usize) -> i32;
+        }
+        // SAFETY: malloc_trim only walks glibc's own heap; it takes no pointers of ours.
+        unsafe {
+            malloc_trim(0);
+        }
+    }
+}
+
 pub fn sd_notify(state: &str) {
     use std::os::linux::net::SocketAddrExt;
     use std::os::unix::net::{SocketAddr, UnixDatagram};

@@ -270,6 +270,11 @@ impl<S: PodSyncer> PodWorkers<S> {
         self.states.known_uids()
     }
 
+    /// How many pieces of work run right now.
+    pub fn in_flight(&self) -> usize {
+        self.tasks.len()
+    }
+
     /// When the requeue timer of `uid` fires, if one is armed.
     pub fn requeue_at(&self, uid: &str) -> Option<Instant> {
         self.deadlines.get(uid).copied()
