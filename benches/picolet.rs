@@ -45,6 +45,9 @@ use picolet::runtime::fake_cri::{FakeCri, FakeCriHandle, Fault, Method};
 use picolet::runtime::labels::{POD_NAMESPACE_LABEL, POD_UID_LABEL};
 use picolet::runtime::{ContainerState, ListFilter, Runtime, SandboxState};
 
+#[path = "../tests/common/hostile.rs"]
+mod hostile;
+
 type Res<T> = Result<T, String>;
 
 const NODE: &str = "bench";
@@ -675,54 +678,10 @@ async fn start_converged(
 // ---------------------------------------------------------------------------------------
 // hostile: what a hostile manifest costs, and whether it delays the valid ones
 
-/// The hostile corpus of the core-hardening issue (file name, bytes).
-fn hostile_corpus() -> Vec<(&'static str, Vec<u8>)> {
-    let deep = format!(
-        "apiVersion: v1\nkind: Pod\nspec: {{containers: {}",
-        "[".repeat(200_000)
-    );
-    let mut laughs = String::from("apiVersion: v1\nkind: Pod\nmetadata:\n  name: lol\n");
-    laughs.push_str("  labels: {a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]}\n");
-    for (i, prev) in ["a", "b", "c", "d", "e", "f", "g", "h"].iter().enumerate() {
-        let name = (b'b' + i as u8) as char;
-        let refs = vec![format!("*{prev}"); 9].join(", ");
-        let _ = writeln!(laughs, "  x{name}: &{name} [{refs}]");
-    }
-    let keys: String = (0..800_000).map(|i| format!("k{i:07}: v\n")).collect();
-    // Just under the pre-scan's limit: what the parsers themselves cost at worst.
-    let under: String = (0..19_500).map(|i| format!("k{i:07}: v\n")).collect();
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    let random: Vec<u8> = (0..64 * 1024)
-        .map(|_| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed >> 24) as u8
-        })
-        .collect();
-    vec![
-        ("deep.yaml", deep.into_bytes()),
-        ("laughs.yaml", laughs.into_bytes()),
-        ("keys.yaml", keys.into_bytes()),
-        ("keys-under-limit.yaml", under.into_bytes()),
-        ("random.yaml", random),
-        ("empty.yaml", Vec::new()),
-        (
-            "deployment.yaml",
-            b"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n".to_vec(),
-        ),
-        (
-            "wrongtype.yaml",
-            b"apiVersion: v1\nkind: Pod\nmetadata: {name: w}\nspec: {containers: {name: c}}\n"
-                .to_vec(),
-        ),
-    ]
-}
-
 async fn hostile(args: &Args) -> Res<()> {
     let bin = args.picolet()?;
     let reps = args.num("reps", 5)?.max(1);
-    for (name, bytes) in hostile_corpus() {
+    for (name, bytes, _) in hostile::corpus() {
         let mut best = Duration::MAX;
         let mut outcome = String::new();
         for _ in 0..reps {
@@ -770,16 +729,7 @@ async fn hostile(args: &Args) -> Res<()> {
         let dir = Workdir::new()?;
         let fake = start_fake(&dir).await?;
         if with_corpus {
-            for (name, bytes) in hostile_corpus() {
-                let p = dir.manifests().join(name);
-                fs::write(&p, bytes).map_err(|e| format!("{}: {e}", p.display()))?;
-            }
-            nix::unistd::mkfifo(
-                &dir.manifests().join("fifo.yaml"),
-                nix::sys::stat::Mode::S_IRWXU,
-            )
-            .map_err(|e| format!("mkfifo: {e}"))?;
-            fs::create_dir(dir.manifests().join("x.yaml")).map_err(|e| format!("mkdir: {e}"))?;
+            hostile::write_into(&dir.manifests()).map_err(|e| format!("corpus: {e}"))?;
         }
         let (mut p, took) =
             start_converged(&bin, &[], &dir, &fake, 3, Duration::from_secs(120)).await?;

@@ -50,6 +50,14 @@ fn config(dir: &Path) -> AgentConfig {
     }
 }
 
+/// The in-memory runtime with the test image, on a paused clock.
+fn fake_runtime() -> (TokioClock, FakeRuntime) {
+    let clock = TokioClock::new(1_800_000_000_000_000_000);
+    let rt = FakeRuntime::new(clock);
+    rt.add_image(IMAGE);
+    (clock, rt)
+}
+
 struct Agent {
     shutdown: CancellationToken,
     handle: tokio::task::JoinHandle<Result<(), picolet::agent::AgentError>>,
@@ -111,9 +119,7 @@ async fn start_crash_restart_adopt_edit_delete() {
             let file = cfg.pod_manifest_path.join("web.yaml");
             std::fs::write(&file, manifest("web", "1")).unwrap();
 
-            let clock = TokioClock::new(1_800_000_000_000_000_000);
-            let rt = FakeRuntime::new(clock);
-            rt.add_image(IMAGE);
+            let (clock, rt) = fake_runtime();
 
             // 1. the pod starts: one sandbox, two running containers, named per kubelet.
             let agent = start(&rt, clock, &cfg);
@@ -226,9 +232,7 @@ async fn orphans_are_killed_only_after_sources_are_ready() {
             std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
             let file = cfg.pod_manifest_path.join("web.yaml");
             std::fs::write(&file, manifest("web", "1")).unwrap();
-            let clock = TokioClock::new(1_800_000_000_000_000_000);
-            let rt = FakeRuntime::new(clock);
-            rt.add_image(IMAGE);
+            let (clock, rt) = fake_runtime();
             let agent = start(&rt, clock, &cfg);
             settle(3).await;
             assert_eq!(running_ids(&rt).len(), 2);
@@ -253,9 +257,7 @@ async fn edit_while_down_never_runs_two_copies() {
             std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
             let file = cfg.pod_manifest_path.join("web.yaml");
             std::fs::write(&file, manifest("web", "1")).unwrap();
-            let clock = TokioClock::new(1_800_000_000_000_000_000);
-            let rt = FakeRuntime::new(clock);
-            rt.add_image(IMAGE);
+            let (clock, rt) = fake_runtime();
             let agent = start(&rt, clock, &cfg);
             settle(3).await;
             let old_sandbox = rt.sandboxes()[0].id.clone();
@@ -312,9 +314,7 @@ async fn container_gc_keeps_finished_pods_evidence_until_unwanted() {
             std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
             let file = cfg.pod_manifest_path.join("job.yaml");
             std::fs::write(&file, job_manifest("job")).unwrap();
-            let clock = TokioClock::new(1_800_000_000_000_000_000);
-            let rt = FakeRuntime::new(clock);
-            rt.add_image(IMAGE);
+            let (clock, rt) = fake_runtime();
             let agent = start(&rt, clock, &cfg);
             settle(3).await;
             let job = rt.running("job");
@@ -371,9 +371,7 @@ async fn container_gc_honours_the_minimum_ttl() {
             std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
             let file = cfg.pod_manifest_path.join("web.yaml");
             std::fs::write(&file, manifest("web", "1")).unwrap();
-            let clock = TokioClock::new(1_800_000_000_000_000_000);
-            let rt = FakeRuntime::new(clock);
-            rt.add_image(IMAGE);
+            let (clock, rt) = fake_runtime();
             let agent = start(&rt, clock, &cfg);
             settle(3).await;
             assert_eq!(running_ids(&rt).len(), 2);
@@ -411,9 +409,7 @@ async fn sync_frequency_sets_the_periodic_resync() {
                 std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
                 std::fs::write(cfg.pod_manifest_path.join("web.yaml"), manifest("web", "1"))
                     .unwrap();
-                let clock = TokioClock::new(1_800_000_000_000_000_000);
-                let rt = FakeRuntime::new(clock);
-                rt.add_image(IMAGE);
+                let (clock, rt) = fake_runtime();
                 let agent = start(&rt, clock, &cfg);
                 settle(3).await;
                 assert_eq!(running_ids(&rt).len(), 2);
@@ -452,9 +448,7 @@ async fn file_check_frequency_sets_the_relist_period() {
                 std::fs::write(&target, manifest("web", "1")).unwrap();
                 std::os::unix::fs::symlink(&target, cfg.pod_manifest_path.join("web.yaml"))
                     .unwrap();
-                let clock = TokioClock::new(1_800_000_000_000_000_000);
-                let rt = FakeRuntime::new(clock);
-                rt.add_image(IMAGE);
+                let (clock, rt) = fake_runtime();
                 let agent = start(&rt, clock, &cfg);
                 settle(2).await;
                 assert_eq!(running_ids(&rt).len(), 2);
@@ -497,9 +491,7 @@ async fn a_shorter_grace_period_cuts_a_termination_short() {
             let tmp = tempfile::tempdir().unwrap();
             let cfg = config(tmp.path());
             std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
-            let clock = TokioClock::new(1_800_000_000_000_000_000);
-            let rt = FakeRuntime::new(clock);
-            rt.add_image(IMAGE);
+            let (clock, rt) = fake_runtime();
             rt.set_stop_delay(Duration::from_secs(1000)); // ignores SIGTERM
             let (tx, rx) = tokio::sync::mpsc::channel(16);
             let ext = picolet::agent::Extensions {
@@ -566,9 +558,7 @@ async fn a_hung_relist_stalls_nothing_else() {
             let cfg = config(tmp.path());
             std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
             std::fs::write(cfg.pod_manifest_path.join("web.yaml"), manifest("web", "1")).unwrap();
-            let clock = TokioClock::new(1_800_000_000_000_000_000);
-            let rt = FakeRuntime::new(clock);
-            rt.add_image(IMAGE);
+            let (clock, rt) = fake_runtime();
             let agent = start(&rt, clock, &cfg);
             settle(3).await;
             assert_eq!(running_ids(&rt).len(), 2);
@@ -608,9 +598,7 @@ async fn statuses_carry_the_node_ip() {
             std::fs::write(cfg.pod_manifest_path.join("web.yaml"), manifest("web", "1")).unwrap();
             let host = manifest("host", "1").replace("spec:\n", "spec:\n  hostNetwork: true\n");
             std::fs::write(cfg.pod_manifest_path.join("host.yaml"), host).unwrap();
-            let clock = TokioClock::new(1_800_000_000_000_000_000);
-            let rt = FakeRuntime::new(clock);
-            rt.add_image(IMAGE);
+            let (clock, rt) = fake_runtime();
             rt.set_sandbox_ip("10.88.0.9");
             let (tx, mut rx) = picolet::events::pod_events();
             let ext = picolet::agent::Extensions {

@@ -7,6 +7,9 @@ use std::sync::{Mutex, Once};
 use std::time::Duration;
 
 use picolet::clock::SystemClock;
+
+#[path = "common/hostile.rs"]
+mod hostile;
 use picolet::source::SourceUpdate;
 use picolet::source::file::{FileSource, FileSourceOptions};
 use tokio::sync::{Notify, mpsc};
@@ -550,82 +553,13 @@ fn hostile_corpus_is_rejected_file_by_file() {
             relist_interval: Duration::from_millis(200),
             ..fast()
         };
-        let mut bad: Vec<(&str, &str)> = Vec::new();
         let mut h = Harness::start(options, |d| {
             mkdir(d);
-            let deep = format!(
-                "apiVersion: v1\nkind: Pod\nspec: {{containers: {}",
-                "[".repeat(200_000)
-            );
-            fs::write(d.join("deep.yaml"), deep).unwrap();
-            let mut compact = String::from("apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  ");
-            compact.push_str(&"- ".repeat(100_000));
-            fs::write(d.join("compact.yaml"), compact).unwrap();
-            let mut laughs = String::from("apiVersion: v1\nkind: Pod\nmetadata:\n  name: lol\n");
-            laughs.push_str("  labels: {a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]}\n");
-            for (i, prev) in ["a", "b", "c", "d", "e", "f", "g", "h"].iter().enumerate() {
-                let name = (b'b' + i as u8) as char;
-                let refs = vec![format!("*{prev}"); 9].join(", ");
-                laughs.push_str(&format!("  x{name}: &{name} [{refs}]\n"));
-            }
-            fs::write(d.join("laughs.yaml"), laughs).unwrap();
-            let keys: String = (0..800_000).map(|i| format!("k{i:07}: v\n")).collect();
-            assert!(keys.len() < 10 * 1024 * 1024);
-            fs::write(d.join("keys.yaml"), keys).unwrap();
-            let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-            let random: Vec<u8> = (0..64 * 1024)
-                .map(|_| {
-                    seed ^= seed << 13;
-                    seed ^= seed >> 7;
-                    seed ^= seed << 17;
-                    (seed >> 24) as u8
-                })
-                .collect();
-            fs::write(d.join("random.yaml"), random).unwrap();
-            nix::unistd::mkfifo(&d.join("fifo.yaml"), nix::sys::stat::Mode::S_IRWXU).unwrap();
-            fs::create_dir(d.join("x.yaml")).unwrap();
-            fs::write(d.join("empty.yaml"), "").unwrap();
-            fs::write(
-                d.join("deployment.yaml"),
-                "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n",
-            )
-            .unwrap();
-            fs::write(
-                d.join("list.yaml"),
-                "apiVersion: v1\nkind: PodList\nitems: []\n",
-            )
-            .unwrap();
-            fs::write(d.join("noimage.yaml"), "apiVersion: v1\nkind: Pod\nmetadata: {name: n}\nspec:\n  containers:\n  - name: c\n").unwrap();
-            fs::write(
-                d.join("nocontainers.yaml"),
-                "apiVersion: v1\nkind: Pod\nmetadata: {name: n}\nspec: {containers: []}\n",
-            )
-            .unwrap();
-            fs::write(
-                d.join("wrongtype.yaml"),
-                "apiVersion: v1\nkind: Pod\nmetadata: {name: w}\nspec: {containers: {name: c}}\n",
-            )
-            .unwrap();
+            hostile::write_into(d).unwrap();
             fs::write(d.join("good1.yaml"), pod("good1", "nginx:1.27")).unwrap();
             fs::write(d.join("good2.yaml"), pod("good2", "redis:7")).unwrap();
             fs::write(d.join("zzz-good3.yaml"), pod("good3", "busybox:1.36")).unwrap();
         });
-        bad.extend([
-            ("deep.yaml", "nested deeper than 64 levels at line 3"),
-            ("compact.yaml", "nested deeper than 64 levels at line 5"),
-            ("laughs.yaml", "counting what aliases expand to"),
-            ("keys.yaml", "more than 20000 keys"),
-            ("random.yaml", "invalid YAML"),
-            ("empty.yaml", "the file is empty"),
-            (
-                "deployment.yaml",
-                "apiVersion: must be \"v1\", found \"apps/v1\"",
-            ),
-            ("list.yaml", "kind: must be \"Pod\""),
-            ("noimage.yaml", "spec.containers[0].image: required"),
-            ("nocontainers.yaml", "spec.containers"),
-            ("wrongtype.yaml", "spec.containers: invalid type"),
-        ]);
         assert_eq!(
             h.next().await,
             want(&[
@@ -636,7 +570,7 @@ fn hostile_corpus_is_rejected_file_by_file() {
         );
         // Several re-lists later: one line per bad file, nothing sent again.
         h.quiet(700).await;
-        for (file, problem) in &bad {
+        for (file, _, problem) in hostile::corpus() {
             let errors = lines(log::Level::Error, &h.p(file));
             assert_eq!(errors.len(), 1, "{file}: {errors:?}");
             assert!(errors[0].contains(problem), "{file}: {errors:?}");
