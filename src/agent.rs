@@ -647,15 +647,14 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     }
 }
 
-/// kubelet: the generic PLEG's relist loop (every 1 s), the runtime half: lists and sends.
-/// A hung list call holds up only this task; the next list starts a period after the last
-/// one was handed over.
 /// A relist: when its list calls started, and what they answered.
 type Relisted = (
     tokio::time::Instant,
     Result<Vec<PodRuntimeStatus>, CriError>,
 );
 
+/// kubelet: the generic PLEG's relist loop (every 1 s), the runtime half: lists and sends.
+/// A hung list call holds up only this task and the loop goes on without lists meanwhile.
 async fn relister<R: Runtime>(runtime: R, tx: mpsc::Sender<Relisted>, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(RELIST_PERIOD);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);

@@ -260,6 +260,9 @@ pub async fn execute<R: Runtime>(
             Err(e) => report.errors.push(format!("remove sandbox {}: {e}", s.id)),
         }
     }
+    if log_files.is_empty() && !remove_log_dirs {
+        return report;
+    }
     let dir = pod_log_dir.to_path_buf();
     let fs_work = tokio::task::spawn_blocking(move || {
         let mut removed = 0;
