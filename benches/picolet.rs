@@ -39,7 +39,7 @@ use futures_util::future::join_all;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use picolet::manifest;
-use picolet::runtime::config::{self as rtconfig, SandboxParams};
+use picolet::runtime::cri_config::{self as rtconfig, SandboxParams};
 use picolet::runtime::cri::CriRuntime;
 use picolet::runtime::fake_cri::{FakeCri, FakeCriHandle, Fault, Method};
 use picolet::runtime::labels::{POD_NAMESPACE_LABEL, POD_UID_LABEL};

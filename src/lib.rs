@@ -22,7 +22,7 @@
 //! - [`manifest`]     pre-scan (cost limits), parse, default, validate a manifest; static pod identity
 //! - [`source`]       pod sources; [`source::file`] is the static pod directory (with the
 //!   feature `apiserver` also `source::apiserver` and `source::http`)
-//! - [`config`]       PodConfig: merges source snapshots into ordered `PodUpdate`s
+//! - [`pod_config`]   PodConfig: merges source snapshots into ordered `PodUpdate`s
 //! - [`pod_manager`]  the desired pods, by UID and by full name
 //! - [`pod_workers`]  the per-pod lifecycle state machine and its scheduling
 //! - [`runtime`]      the CRI boundary, the pure plan, the sync that executes it, container GC
@@ -38,7 +38,7 @@ pub mod api;
 #[cfg(feature = "apiserver")]
 pub mod apiserver;
 pub mod clock;
-pub mod config;
+pub mod pod_config;
 pub mod events;
 pub mod manifest;
 pub mod node;

@@ -15,7 +15,7 @@
 //! - `labels.rs` the CRI labels/annotations contract (how pods are adopted after a restart)
 //! - `plan.rs`   pure `compute_pod_actions` (kubelet: `computePodActions`)
 //! - `backoff.rs` crash-loop and image-pull back-off
-//! - `config.rs` pure translation of a pod into `SandboxConfig` / `ContainerConfig`
+//! - `cri_config.rs` pure translation of a pod into `SandboxConfig` / `ContainerConfig`
 //! - `mounts.rs` host side of volume mounts (hostPath checks, emptyDir, subPath)
 //! - `sync.rs`   executes a plan: SyncPod / KillPod against a `Runtime`
 //! - `gc.rs`     container GC: which dead containers, sandboxes and pod log dirs go, and going
@@ -27,7 +27,7 @@ use std::time::Duration;
 use crate::clock::UnixNanos;
 
 pub mod backoff;
-pub mod config;
+pub mod cri_config;
 pub mod cri;
 pub mod fake;
 #[cfg(feature = "fake-cri")]

@@ -5,7 +5,7 @@
 //! Owns: the effects of one pod sync — reading what the runtime holds for a UID, killing
 //! what must go, creating the sandbox, pulling images, creating and starting containers —
 //! and the pod-level cleanup after termination. Decisions come from `plan.rs`, CRI configs
-//! from `config.rs`, host paths from `mounts.rs`, back-off state from the caller.
+//! from `cri_config.rs`, host paths from `mounts.rs`, back-off state from the caller.
 //!
 //! Must never: keep state between calls (the pod worker owns `PodBackoffs` and passes it
 //! in), retry on its own (failures are reported in `PodSyncResult` / `SyncError` and the
@@ -24,7 +24,7 @@ use futures_util::future::join_all;
 use crate::api::{self, PullPolicy};
 use crate::clock::Clock;
 use crate::runtime::backoff::{self, Backoff, PodBackoffs};
-use crate::runtime::config::{self, SandboxParams};
+use crate::runtime::cri_config::{self, SandboxParams};
 use crate::runtime::labels;
 use crate::runtime::mounts;
 use crate::runtime::plan::{self, ContainerToKill, KillReason, PodActions};
@@ -462,7 +462,7 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
         .and_then(|s| s.ip.clone())
         .filter(|ip| !ip.is_empty());
     let host_dns = read_host_dns(&env.resolv_conf, &pod_name);
-    let sandbox_config = config::sandbox_config(
+    let sandbox_config = cri_config::sandbox_config(
         pod,
         actions.attempt,
         SandboxParams {
@@ -556,7 +556,7 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
 /// the sandbox request then carries no DNS config and the runtime uses the host's.
 fn read_host_dns(path: &Path, pod_name: &str) -> Option<DnsConfig> {
     match std::fs::read_to_string(path) {
-        Ok(text) => Some(config::parse_resolv_conf(&text)),
+        Ok(text) => Some(cri_config::parse_resolv_conf(&text)),
         Err(e) => {
             log::warn!(
                 "pod {pod_name}: cannot read {}: {e}; leaving DNS to the runtime",
@@ -679,7 +679,7 @@ async fn start_container<R: Runtime, C: Clock>(
 
     // Restart count: the newest instance's + 1; with no instance left (removed, or the
     // runtime lost its state in a reboot) continue after the newest log file.
-    let log_dir = config::pod_log_directory(&env.pod_log_dir, pod).join(&c.name);
+    let log_dir = cri_config::pod_log_directory(&env.pod_log_dir, pod).join(&c.name);
     let restart_count = match plan::newest_container(cx.status, &c.name) {
         Some(s) => labels::restart_count(s).saturating_add(1),
         None => restart_count_from_log_dir(&log_dir),
@@ -709,7 +709,7 @@ async fn start_container<R: Runtime, C: Clock>(
             ),
         );
     }
-    let cfg = match config::container_config(pod, c, restart_count, &cx.pod_ip, mount_list) {
+    let cfg = match cri_config::container_config(pod, c, restart_count, &cx.pod_ip, mount_list) {
         Ok(cfg) => cfg,
         Err(e) => {
             log::warn!("pod {pod_name}: container {:?}: {e}", c.name);
@@ -750,7 +750,7 @@ async fn ensure_image<R: Runtime, C: Clock>(
     pull_backoff: &mut Backoff,
     result: &mut PodSyncResult,
 ) -> Result<String, StartOutcome> {
-    let image = config::image_with_default_tag(&c.image)
+    let image = cri_config::image_with_default_tag(&c.image)
         .map_err(|e| waiting(WaitingReason::InvalidImageName, e.to_string()))?;
     let present = env.runtime.image_status(&image).await.map_err(|e| {
         waiting(
@@ -758,7 +758,7 @@ async fn ensure_image<R: Runtime, C: Clock>(
             format!("Failed to inspect image {:?}: {e}", c.image),
         )
     })?;
-    let pull = match config::pull_policy(c) {
+    let pull = match cri_config::pull_policy(c) {
         PullPolicy::Never => false,
         PullPolicy::Always => true,
         PullPolicy::IfNotPresent => present.is_none(),

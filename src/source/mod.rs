@@ -2,7 +2,7 @@
 //!
 //! Owns: the output every source shares — a [`SourceUpdate`], always the FULL snapshot of
 //! that source's pods (kubelet: `kubetypes.SET` updates) — and the errors sources report.
-//! The merge (`config.rs`) diffs snapshots; a source never emits deltas.
+//! The merge (`pod_config.rs`) diffs snapshots; a source never emits deltas.
 //!
 //! Must never: talk to the runtime or hold pod state beyond its own last snapshot.
 //!
