@@ -39,8 +39,8 @@ use futures_util::future::join_all;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use picolet::manifest;
-use picolet::runtime::cri_config::{self as rtconfig, SandboxParams};
 use picolet::runtime::cri::CriRuntime;
+use picolet::runtime::cri_config::{self as rtconfig, SandboxParams};
 use picolet::runtime::fake_cri::{FakeCri, FakeCriHandle, Fault, Method};
 use picolet::runtime::labels::{POD_NAMESPACE_LABEL, POD_UID_LABEL};
 use picolet::runtime::{ContainerState, ListFilter, Runtime, SandboxState};
@@ -1663,16 +1663,21 @@ async fn raw_start(rt: &CriRuntime, n: usize) -> Res<RawStart> {
         let logs = logs.path();
         let host_dns = host_dns.as_ref();
         async move {
+            let seccomp = rtconfig::SeccompParams {
+                root: Path::new("/var/lib/picolet/seccomp"),
+                default_runtime: false,
+            };
             let params = SandboxParams {
                 pod_log_dir: logs,
                 cgroup_parent: "",
                 host_dns,
+                seccomp,
             };
             let sb_cfg = rtconfig::sandbox_config(pod, 0, params);
             fs::create_dir_all(&sb_cfg.log_directory).map_err(|e| e.to_string())?;
             let c = &pod.spec.containers[0];
-            let c_cfg =
-                rtconfig::container_config(pod, c, 0, "", Vec::new()).map_err(|e| e.to_string())?;
+            let c_cfg = rtconfig::container_config(pod, c, 0, "", Vec::new(), seccomp)
+                .map_err(|e| e.to_string())?;
             let t = Instant::now();
             let sb = rt
                 .run_pod_sandbox(&sb_cfg)

@@ -37,11 +37,12 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
+use crate::admission::{self, NodeFacts};
 use crate::api::Pod;
 use crate::clock::{Clock, SystemClock};
-use crate::pod_config::{PodConfig, PodOp, PodUpdate};
 use crate::node::{self, NodeError};
 use crate::options::Options;
+use crate::pod_config::{PodConfig, PodOp, PodUpdate};
 use crate::pod_manager::PodManager;
 use crate::pod_manager::is_mirror_pod;
 use crate::pod_workers::{
@@ -106,6 +107,11 @@ pub struct AgentConfig {
     pub pod_log_dir: PathBuf,
     pub resolv_conf: PathBuf,
     pub cgroup_parent: String,
+    /// `--seccomp-default`.
+    pub seccomp_default: bool,
+    /// The node's labels (`node::node_labels`: defaults and `--node-labels`): admission
+    /// checks `nodeSelector` against them.
+    pub node_labels: std::collections::BTreeMap<String, String>,
     /// `--minimum-container-ttl-duration`, `--maximum-dead-containers-per-container`.
     pub gc_policy: GcPolicy,
     /// The node's IP: every pod's `status.hostIP`, and the `podIP` of host-network pods
@@ -122,7 +128,7 @@ pub async fn run(
     let node_name = node::node_name(opts.hostname_override.as_deref())?;
     let runtime = cri_runtime(&opts)?;
     let cfg = AgentConfig {
-        node_name,
+        node_name: node_name.clone(),
         // The static pod UID hashes the manifest path: make it absolute so `picolet run
         // --pod-manifest-path manifests` from another directory adopts the same pods.
         pod_manifest_path: std::path::absolute(&opts.pod_manifest_path)
@@ -133,6 +139,8 @@ pub async fn run(
         pod_log_dir: opts.pod_log_dir.clone(),
         resolv_conf: opts.resolv_conf.clone(),
         cgroup_parent: opts.cgroup_parent.clone(),
+        seccomp_default: opts.seccomp_default,
+        node_labels: node::node_labels(&node_name, &opts.node_labels),
         gc_policy: GcPolicy {
             min_age: opts.minimum_container_ttl_duration,
             max_per_pod_container: opts.maximum_dead_containers_per_container,
@@ -241,6 +249,7 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
             pod_log_dir: cfg.pod_log_dir.clone(),
             resolv_conf: cfg.resolv_conf.clone(),
             cgroup_parent: cfg.cgroup_parent.clone(),
+            seccomp_default: cfg.seccomp_default,
         },
         shared: shared.clone(),
         node_ip: cfg.node_ip.map(|ip| ip.to_string()),
@@ -264,6 +273,11 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
         gc_task: None,
         stopped_at: HashMap::new(),
         burst: 0,
+        node: NodeFacts {
+            labels: cfg.node_labels.clone(),
+        },
+        node_ip: cfg.node_ip.map(|ip| ip.to_string()),
+        rejected: HashSet::new(),
     };
 
     // The relister is a task of its own: the loop gets its lists as messages and never
@@ -352,6 +366,11 @@ struct Loop<R: Runtime, C: Clock> {
     stopped_at: HashMap<String, tokio::time::Instant>,
     /// The container GC pass in flight, if any (one at a time).
     gc_task: Option<tokio::task::JoinHandle<()>>,
+    /// What admission checks pods against.
+    node: NodeFacts,
+    node_ip: Option<String>,
+    /// Pods admission rejected: Failed, never started (kubelet: `rejectPod`).
+    rejected: HashSet<String>,
 }
 
 impl<R: Runtime, C: Clock> Loop<R, C> {
@@ -420,7 +439,17 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                 PodOp::Add => {
                     log::info!("pod {name} (uid {uid}) added by source {}", update.source);
                     self.pods.add_or_update(pod.clone());
-                    self.start_or_hold(pod);
+                    if self.admit(&pod) {
+                        self.start_or_hold(pod);
+                    }
+                }
+                PodOp::Update | PodOp::Delete if self.rejected.contains(&uid) => {
+                    self.pods.add_or_update(pod.clone());
+                    // Never started; a deletion still goes through a worker so that the
+                    // apiserver's pod object is released when it is done.
+                    if update.op == PodOp::Delete {
+                        self.workers.update_pod(UpdatePodOptions::kill(pod, None));
+                    }
                 }
                 PodOp::Update | PodOp::Delete => {
                     log::info!("pod {name} (uid {uid}) updated by source {}", update.source);
@@ -434,6 +463,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                     log::info!("pod {name} (uid {uid}) removed by source {}", update.source);
                     self.pods.remove(&uid);
                     self.held.remove(&uid);
+                    self.rejected.remove(&uid);
                     self.workers.update_pod(UpdatePodOptions::kill(pod, None));
                 }
                 PodOp::Reconcile => {
@@ -450,6 +480,57 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                 }
             }
         }
+    }
+
+    /// kubelet: `canAdmitPod` on a pod addition. Logs the field policy's warnings once (one
+    /// WARN per pod); a rejected pod is Failed with the reason and never started (kubelet:
+    /// `rejectPod`). Admission runs on additions only, as upstream: an update of an admitted
+    /// pod is not re-admitted (a static pod's edit is a new UID, so it is).
+    fn admit(&mut self, pod: &Arc<Pod>) -> bool {
+        let verdict = admission::admit(pod, &self.node);
+        let name = pod.full_name();
+        if !verdict.warnings.is_empty() {
+            let list: Vec<String> = verdict.warnings.iter().map(ToString::to_string).collect();
+            log::warn!("pod {name}: picolet does not implement {}", list.join("; "));
+        }
+        let Some(rejection) = verdict.rejection else {
+            return true;
+        };
+        let uid = pod.uid().to_string();
+        log::warn!(
+            "pod {name} (uid {uid}) rejected: {}: {}",
+            rejection.reason,
+            rejection.message
+        );
+        self.rejected.insert(uid.clone());
+        let status = crate::api::PodStatus {
+            phase: Some(crate::api::PodPhase::Failed),
+            reason: Some(rejection.reason.to_string()),
+            message: Some(format!("Pod was rejected: {}", rejection.message)),
+            host_ip: self.node_ip.clone(),
+            host_ips: self
+                .node_ip
+                .iter()
+                .map(|ip| crate::api::PodIp { ip: ip.clone() })
+                .collect(),
+            ..Default::default()
+        };
+        let mut shared = self.shared.borrow_mut();
+        if shared.statuses.set(&uid, &name, status)
+            && let (Some(tx), Some(status)) = (&shared.events, shared.statuses.get(&uid))
+        {
+            tx.send(PodEvent::Status {
+                pod: Arc::clone(pod),
+                status: Box::new(status.clone()),
+            });
+        }
+        drop(shared);
+        // Something of it already runs (a picolet restart with a newer policy): stop it.
+        if self.runtime_pods.contains_key(&uid) {
+            self.workers
+                .update_pod(UpdatePodOptions::kill(Arc::clone(pod), None));
+        }
+        false
     }
 
     /// Static-pod exclusivity across a picolet restart (kubelet: `allowStaticPodStart`
@@ -564,12 +645,12 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             }
         }
         // Desired pods without a worker: held static pods whose predecessor is gone, and
-        // pods re-added after their worker finished.
+        // pods re-added after their worker finished (never the ones admission rejected).
         let restart: Vec<Arc<Pod>> = self
             .pods
             .pods()
             .into_iter()
-            .filter(|p| !self.workers.is_known(p.uid()))
+            .filter(|p| !self.workers.is_known(p.uid()) && !self.rejected.contains(p.uid()))
             .collect();
         for pod in restart {
             self.start_or_hold(pod);

@@ -143,6 +143,38 @@ pub struct PodSpec {
     pub service_account_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub automount_service_account_token: Option<bool>,
+    /// Checked against the node's labels at admission (kubelet: the NodeAffinity predicate).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    // Carried so that the field policy (`manifest::fields`) sees them after any round trip
+    // (checkpoint, mirror pod): picolet warns about or refuses these, see its table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_aliases: Option<serde_json::Value>,
+    #[serde(
+        default,
+        rename = "setHostnameAsFQDN",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub set_hostname_as_fqdn: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname_override: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_pull_secrets: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness_gates: Option<serde_json::Value>,
+    /// Pod-level resources (not the containers').
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ephemeral_containers: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_users: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_claims: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_class_name: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -193,6 +225,14 @@ pub struct PodSecurityContext {
     pub fs_group: Option<i64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sysctls: Vec<Sysctl>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seccomp_profile: Option<SecurityProfile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_armor_profile: Option<SecurityProfile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub se_linux_options: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supplemental_groups_policy: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -247,6 +287,13 @@ pub struct Container {
     pub stdin_once: bool,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tty: bool,
+    // Carried for the field policy (`manifest::fields`): refused until implemented.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_from: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_policy_rules: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_devices: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -285,6 +332,9 @@ pub struct ResourceRequirements {
     pub limits: BTreeMap<String, Quantity>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub requests: BTreeMap<String, Quantity>,
+    /// Dynamic resource allocation claims: refused (`manifest::fields`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claims: Option<serde_json::Value>,
 }
 
 /// A resource quantity; YAML lets users write `cpu: 1` (a number) or `cpu: "500m"`.
@@ -390,6 +440,10 @@ pub struct VolumeMount {
     /// `None` | `HostToContainer` | `Bidirectional`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mount_propagation: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_path_expr: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recursive_read_only: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -409,6 +463,26 @@ pub struct SecurityContext {
     pub allow_privilege_escalation: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capabilities: Option<Capabilities>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seccomp_profile: Option<SecurityProfile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_armor_profile: Option<SecurityProfile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proc_mount: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub se_linux_options: Option<serde_json::Value>,
+}
+
+/// `seccompProfile` and `appArmorProfile` (same shape upstream: `SeccompProfile`,
+/// `AppArmorProfile`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SecurityProfile {
+    /// `RuntimeDefault` | `Unconfined` | `Localhost`.
+    #[serde(default, rename = "type")]
+    pub type_: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub localhost_profile: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -422,6 +496,9 @@ pub struct Capabilities {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Volume {
+    /// Required (validation says so); defaulted here so a missing name is a validation error
+    /// naming the volume's index, not a type error.
+    #[serde(default)]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_path: Option<HostPathVolumeSource>,

@@ -33,16 +33,17 @@
 //! - [`options`]      command-line flags and config file
 //! - [`clock`]        injected wall-clock time
 
+pub mod admission;
 pub mod agent;
 pub mod api;
 #[cfg(feature = "apiserver")]
 pub mod apiserver;
 pub mod clock;
-pub mod pod_config;
 pub mod events;
 pub mod manifest;
 pub mod node;
 pub mod options;
+pub mod pod_config;
 pub mod pod_manager;
 pub mod pod_workers;
 pub mod runtime;

@@ -47,6 +47,7 @@ use crate::api::{
 };
 use crate::clock::{self, UnixNanos};
 
+pub mod fields;
 pub mod prescan;
 
 /// kubelet: `DefaultTerminationGracePeriodSeconds`.

@@ -66,6 +66,9 @@ pub struct Options {
     pub resolv_conf: PathBuf,
     /// `--cgroup-parent` passed to sandboxes ("" lets the runtime decide).
     pub cgroup_parent: String,
+    /// `--seccomp-default`: `RuntimeDefault` seccomp for containers that ask for none
+    /// (kubelet `seccompDefault`, off by default).
+    pub seccomp_default: bool,
     /// `--minimum-container-ttl-duration`: container GC leaves a dead container alone until
     /// it is this old (kubelet: `GCPolicy.MinAge`, default 0).
     pub minimum_container_ttl_duration: Duration,
@@ -103,6 +106,7 @@ impl Default for Options {
             sync_frequency: Duration::from_secs(60),
             resolv_conf: PathBuf::from("/etc/resolv.conf"),
             cgroup_parent: String::new(),
+            seccomp_default: false,
             minimum_container_ttl_duration: Duration::ZERO,
             maximum_dead_containers_per_container: Some(1),
             kubeconfig: None,
@@ -136,6 +140,8 @@ FLAGS (kubelet names):
     --sync-frequency DURATION           periodic pod resync [1m]
     --resolv-conf FILE                  resolver for dnsPolicy Default [/etc/resolv.conf]
     --cgroup-parent PATH                cgroup parent for pod sandboxes [runtime default]
+    --seccomp-default[=true|false]      RuntimeDefault seccomp for containers that set no
+                                        seccompProfile [false: Unconfined, as the kubelet]
     --node-ip IP                        the node's IP: pods' hostIP, host-network pods' podIP,
                                         the Node's InternalIP [the default route's address;
                                         cluster mode: the address reaching the apiserver]
@@ -173,6 +179,7 @@ struct ConfigFile {
     sync_frequency: Option<String>,
     resolv_conf: Option<PathBuf>,
     cgroup_root: Option<String>,
+    seccomp_default: Option<bool>,
     kubeconfig: Option<PathBuf>,
     node_labels: Option<BTreeMap<String, String>>,
     max_pods: Option<u32>,
@@ -209,6 +216,7 @@ pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
         apply_config_file(&mut opts, path)?;
     }
     for (flag, value) in &flags {
+        let raw_value = value;
         let value = || {
             value
                 .clone()
@@ -230,6 +238,18 @@ pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
             "--sync-frequency" => opts.sync_frequency = duration_flag(flag, &value()?)?,
             "--resolv-conf" => opts.resolv_conf = value()?.into(),
             "--cgroup-parent" | "--cgroup-root" => opts.cgroup_parent = value()?,
+            "--seccomp-default" => {
+                opts.seccomp_default = match raw_value.as_deref() {
+                    None | Some("true") => true,
+                    Some("false") => false,
+                    Some(v) => {
+                        return Err(OptionsError::BadValue {
+                            flag: flag.clone(),
+                            reason: format!("{v:?} is not true or false"),
+                        });
+                    }
+                }
+            }
             "--minimum-container-ttl-duration" => {
                 opts.minimum_container_ttl_duration = duration_flag(flag, &value()?)?
             }
@@ -384,6 +404,9 @@ fn apply_config_file(opts: &mut Options, path: &str) -> Result<(), OptionsError>
     }
     if let Some(v) = cfg.cgroup_root {
         opts.cgroup_parent = v;
+    }
+    if let Some(v) = cfg.seccomp_default {
+        opts.seccomp_default = v;
     }
     if let Some(v) = cfg.kubeconfig {
         opts.kubeconfig = Some(v);

@@ -45,6 +45,8 @@ fn config(dir: &Path) -> AgentConfig {
         pod_log_dir: dir.join("logs"),
         resolv_conf: dir.join("resolv.conf"),
         cgroup_parent: String::new(),
+        seccomp_default: false,
+        node_labels: picolet::node::node_labels("node1", &Default::default()),
         gc_policy: Default::default(),
         node_ip: None,
     }
@@ -629,6 +631,75 @@ async fn statuses_carry_the_node_ip() {
             }
             assert_eq!(last["web-node1"].pod_ip.as_deref(), Some("10.88.0.9"));
             assert_eq!(last["host-node1"].pod_ip.as_deref(), Some("192.0.2.7"));
+            shutdown.cancel();
+            handle.await.unwrap().unwrap();
+        })
+        .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn refused_and_unmatched_pods_fail_without_starting_anything() {
+    LocalSet::new()
+        .run_until(async {
+            let tmp = tempfile::tempdir().unwrap();
+            let mut cfg = config(tmp.path());
+            cfg.node_labels.insert("zone".into(), "garage".into());
+            std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
+            let dir = &cfg.pod_manifest_path;
+            // Warned (a probe picolet does not run yet) and a matching selector: runs.
+            let web = manifest("web", "1").replace(
+                "spec:\n",
+                "spec:\n  nodeSelector: {zone: garage, kubernetes.io/os: linux}\n",
+            );
+            std::fs::write(dir.join("web.yaml"), web).unwrap();
+            let users = manifest("users", "1").replace("spec:\n", "spec:\n  hostUsers: false\n");
+            std::fs::write(dir.join("users.yaml"), users).unwrap();
+            let sel =
+                manifest("sel", "1").replace("spec:\n", "spec:\n  nodeSelector: {disk: ssd}\n");
+            std::fs::write(dir.join("sel.yaml"), sel).unwrap();
+            let (clock, rt) = fake_runtime();
+            let (tx, mut rx) = picolet::events::pod_events();
+            let ext = picolet::agent::Extensions {
+                events: Some(tx),
+                ..Default::default()
+            };
+            let shutdown = CancellationToken::new();
+            let handle = tokio::task::spawn_local(picolet::agent::run_with_extensions(
+                rt.clone(),
+                clock,
+                cfg.clone(),
+                ext,
+                shutdown.clone(),
+                Rc::new(Notify::new()),
+            ));
+            settle(5).await;
+            let mut last = std::collections::HashMap::new();
+            for ev in rx.try_recv() {
+                if let picolet::agent::PodEvent::Status { pod, status } = ev {
+                    last.insert(pod.metadata.name.clone(), status);
+                }
+            }
+            let users = &last["users-node1"];
+            assert_eq!(users.phase, Some(picolet::api::PodPhase::Failed));
+            assert_eq!(users.reason.as_deref(), Some("UnsupportedField"));
+            let msg = users.message.as_deref().unwrap_or_default();
+            assert!(msg.contains("spec.hostUsers"), "{msg}");
+            let sel = &last["sel-node1"];
+            assert_eq!(sel.phase, Some(picolet::api::PodPhase::Failed));
+            assert_eq!(sel.reason.as_deref(), Some("NodeAffinity"));
+            assert!(
+                sel.message
+                    .as_deref()
+                    .unwrap_or_default()
+                    .contains("disk=ssd")
+            );
+            // Only the admitted pod has a sandbox.
+            let sandboxes: Vec<String> = rt.sandboxes().into_iter().map(|s| s.name).collect();
+            assert_eq!(sandboxes, vec!["web-node1"]);
+            assert_eq!(
+                last["web-node1"].phase,
+                Some(picolet::api::PodPhase::Running)
+            );
             shutdown.cancel();
             handle.await.unwrap().unwrap();
         })

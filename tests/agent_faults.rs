@@ -33,6 +33,8 @@ fn config(dir: &Path) -> AgentConfig {
         pod_log_dir: dir.join("logs"),
         resolv_conf: dir.join("resolv.conf"),
         cgroup_parent: String::new(),
+        seccomp_default: false,
+        node_labels: picolet::node::node_labels("node1", &Default::default()),
         gc_policy: Default::default(),
         node_ip: None,
     }

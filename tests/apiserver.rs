@@ -735,6 +735,8 @@ fn start_api_agent(rt: &FakeRuntime, dir: &Path, kubeconfig: &Path) -> ApiAgent 
         pod_log_dir: opts.pod_log_dir.clone(),
         resolv_conf: opts.resolv_conf.clone(),
         cgroup_parent: String::new(),
+        seccomp_default: false,
+        node_labels: Default::default(),
         gc_policy: Default::default(),
         node_ip: None,
     };

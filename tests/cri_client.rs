@@ -13,8 +13,8 @@ use picolet::runtime::cri::{CriRuntime, CriTimeouts};
 use picolet::runtime::fake_cri::{Code, FakeCri, FakeCriHandle, Fault, Method};
 use picolet::runtime::{
     ContainerConfig, ContainerSecurity, ContainerState, CriError, DnsConfig, ExecResult,
-    ListFilter, Mount, MountPropagation, NamespaceMode, NamespaceOptions, PortMapping, Protocol,
-    Resources, Runtime, SandboxConfig, SandboxState,
+    ListFilter, Mount, MountPropagation, NamespaceMode, NamespaceOptions, PortMapping, ProfileKind,
+    Protocol, Resources, Runtime, SandboxConfig, SandboxState, SecurityProfile,
 };
 use tempfile::TempDir;
 
@@ -97,6 +97,10 @@ fn sandbox_config(name: &str) -> SandboxConfig {
         },
         privileged: true,
         sysctls: map(&[("net.ipv4.ip_unprivileged_port_start", "0")]),
+        seccomp: SecurityProfile {
+            kind: ProfileKind::RuntimeDefault,
+            localhost_ref: String::new(),
+        },
     }
 }
 
@@ -158,6 +162,14 @@ fn container_config(name: &str) -> ContainerConfig {
             no_new_privs: true,
             add_capabilities: vec!["NET_ADMIN".into()],
             drop_capabilities: vec!["ALL".into()],
+            seccomp: SecurityProfile {
+                kind: ProfileKind::Localhost,
+                localhost_ref: "/var/lib/picolet/seccomp/etcd.json".into(),
+            },
+            apparmor: Some(SecurityProfile {
+                kind: ProfileKind::RuntimeDefault,
+                localhost_ref: String::new(),
+            }),
         },
     }
 }

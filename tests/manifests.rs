@@ -744,10 +744,22 @@ fn real_world_manifests_load() {
     assert_eq!(pod.full_name(), "kube-system/etcd-pi-4");
     assert!(pod.spec.host_network);
     assert!(pod.spec.containers[0].liveness_probe.is_some());
+    assert!(
+        loaded.unknown_fields.is_empty(),
+        "status: {{}} and creationTimestamp: null are not reported: {:?}",
+        loaded.unknown_fields
+    );
+    let seccomp = pod
+        .spec
+        .security_context
+        .as_ref()
+        .unwrap()
+        .seccomp_profile
+        .as_ref();
     assert_eq!(
-        loaded.unknown_fields,
-        vec!["spec.securityContext.seccompProfile"],
-        "status: {{}} and creationTimestamp: null are not reported"
+        seccomp.unwrap().type_,
+        "RuntimeDefault",
+        "kubeadm's etcd asks for it"
     );
 
     let (path, bytes) = data("sensor.json");

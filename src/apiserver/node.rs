@@ -35,9 +35,7 @@ use crate::api::{ObjectMeta, OwnerReference};
 use crate::clock::{self, Clock, UnixNanos};
 use crate::runtime::{Runtime, RuntimeHealth, RuntimeVersion};
 
-pub const LABEL_HOSTNAME: &str = "kubernetes.io/hostname";
-pub const LABEL_OS: &str = "kubernetes.io/os";
-pub const LABEL_ARCH: &str = "kubernetes.io/arch";
+pub use crate::node::{LABEL_ARCH, LABEL_HOSTNAME, LABEL_OS, go_arch};
 pub const LEASE_NAMESPACE: &str = "kube-node-lease";
 
 /// The `kubeletVersion` picolet reports: its own version, recognisable and valid semver.
@@ -86,25 +84,9 @@ impl NodeOptions {
     }
 }
 
-/// `kubernetes.io/arch` of the build target (Go's GOARCH names).
-pub fn go_arch() -> &'static str {
-    match std::env::consts::ARCH {
-        "x86_64" => "amd64",
-        "aarch64" => "arm64",
-        "x86" => "386",
-        "powerpc64" => "ppc64le",
-        "mips" => "mipsle",
-        other => other, // arm, riscv64, s390x, loong64 have the same names
-    }
-}
-
 /// The Node's labels: `--node-labels`, then the default labels (kubelet: `initialNode`).
 pub fn node_labels(opts: &NodeOptions) -> BTreeMap<String, String> {
-    let mut labels = opts.labels.clone();
-    labels.insert(LABEL_HOSTNAME.into(), opts.node_name.clone());
-    labels.insert(LABEL_OS.into(), "linux".into());
-    labels.insert(LABEL_ARCH.into(), go_arch().into());
-    labels
+    crate::node::node_labels(&opts.node_name, &opts.labels)
 }
 
 /// Machine facts, read once at start (and the runtime version once reachable).

@@ -26,6 +26,32 @@ pub enum NodeError {
 
 /// The node name: `--hostname-override`, else the kernel hostname, lower-cased
 /// (kubelet: `nodeutil.GetHostname`).
+pub const LABEL_HOSTNAME: &str = "kubernetes.io/hostname";
+pub const LABEL_OS: &str = "kubernetes.io/os";
+pub const LABEL_ARCH: &str = "kubernetes.io/arch";
+
+/// `kubernetes.io/arch` of the build target (Go's GOARCH names).
+pub fn go_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "386",
+        "powerpc64" => "ppc64le",
+        "mips" => "mipsle",
+        other => other, // arm, riscv64, s390x, loong64 have the same names
+    }
+}
+
+/// The node's labels: `--node-labels`, then the default labels, which win on conflict
+/// (kubelet: `initialNode`). Offline too: admission checks `nodeSelector` against them.
+pub fn node_labels(node_name: &str, extra: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut labels = extra.clone();
+    labels.insert(LABEL_HOSTNAME.into(), node_name.to_string());
+    labels.insert(LABEL_OS.into(), "linux".into());
+    labels.insert(LABEL_ARCH.into(), go_arch().into());
+    labels
+}
+
 pub fn node_name(hostname_override: Option<&str>) -> Result<String, NodeError> {
     let raw = match hostname_override.map(str::trim).filter(|s| !s.is_empty()) {
         Some(h) => h.to_string(),

@@ -28,8 +28,8 @@ use tonic::transport::{Channel, Endpoint, Uri};
 
 use super::{
     ContainerConfig, ContainerInfo, ContainerState, CriError, ExecResult, ImageInfo, ListFilter,
-    Mount, MountPropagation, NamespaceMode, NamespaceOptions, Protocol, Runtime, RuntimeHealth,
-    RuntimeVersion, Sandbox, SandboxConfig, SandboxState,
+    Mount, MountPropagation, NamespaceMode, NamespaceOptions, ProfileKind, Protocol, Runtime,
+    RuntimeHealth, RuntimeVersion, Sandbox, SandboxConfig, SandboxState, SecurityProfile,
 };
 use crate::clock::UnixNanos;
 
@@ -698,6 +698,7 @@ fn sandbox_config(c: &SandboxConfig) -> proto::PodSandboxConfig {
             security_context: Some(proto::LinuxSandboxSecurityContext {
                 namespace_options: Some(namespace_option(&c.namespace_options)),
                 privileged: c.privileged,
+                seccomp: Some(security_profile(&c.seccomp)),
                 ..Default::default()
             }),
             sysctls: c.sysctls.clone(),
@@ -757,9 +758,23 @@ fn container_config(c: &ContainerConfig) -> proto::ContainerConfig {
                 supplemental_groups: s.supplemental_groups.clone(),
                 readonly_rootfs: s.readonly_rootfs,
                 no_new_privs: s.no_new_privs,
+                seccomp: Some(security_profile(&s.seccomp)),
+                apparmor: s.apparmor.as_ref().map(security_profile),
                 ..Default::default()
             }),
         }),
+    }
+}
+
+fn security_profile(p: &SecurityProfile) -> proto::SecurityProfile {
+    use proto::security_profile::ProfileType;
+    proto::SecurityProfile {
+        profile_type: match p.kind {
+            ProfileKind::RuntimeDefault => ProfileType::RuntimeDefault,
+            ProfileKind::Unconfined => ProfileType::Unconfined,
+            ProfileKind::Localhost => ProfileType::Localhost,
+        } as i32,
+        localhost_ref: p.localhost_ref.clone(),
     }
 }
 

@@ -17,7 +17,7 @@ use crate::api::{self, PullPolicy};
 use crate::runtime::labels;
 use crate::runtime::{
     ContainerConfig, ContainerSecurity, DnsConfig, Mount, NamespaceMode, NamespaceOptions,
-    PortMapping, Protocol, Resources, SandboxConfig,
+    PortMapping, ProfileKind, Protocol, Resources, SandboxConfig, SecurityProfile,
 };
 
 /// Why a container config cannot be built: the container waits with
@@ -40,6 +40,17 @@ pub enum ConfigError {
     RunAsNonRootUnverifiable { container: String },
     #[error("invalid image name {image:?}: {reason}")]
     InvalidImageName { image: String, reason: &'static str },
+    #[error("{field}: {message}")]
+    SecurityProfile { field: String, message: String },
+}
+
+/// Where seccomp profiles come from (kubelet: `<root-dir>/seccomp`, `--seccomp-default`).
+#[derive(Debug, Clone, Copy)]
+pub struct SeccompParams<'a> {
+    /// `<root-dir>/seccomp`: `Localhost` profiles are relative to it.
+    pub root: &'a Path,
+    /// `--seccomp-default`: `RuntimeDefault` instead of `Unconfined` when nothing is asked.
+    pub default_runtime: bool,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -55,6 +66,7 @@ pub struct SandboxParams<'a> {
     /// The host's DNS (parsed resolv.conf) for `Default`-like policies; `None` when it
     /// could not be read (the runtime then applies its own default).
     pub host_dns: Option<&'a DnsConfig>,
+    pub seccomp: SeccompParams<'a>,
 }
 
 /// kubelet: `generatePodSandboxConfig`.
@@ -92,6 +104,12 @@ pub fn sandbox_config(pod: &api::Pod, attempt: u32, p: SandboxParams<'_>) -> San
             .flat_map(|sc| &sc.sysctls)
             .map(|s| (sysctl_dots(&s.name), s.value.clone()))
             .collect(),
+        // An invalid pod-level profile fails each container's config with its message; the
+        // sandbox then runs with the safe default.
+        seccomp: seccomp_profile(pod, None, p.seccomp).unwrap_or(SecurityProfile {
+            kind: ProfileKind::RuntimeDefault,
+            localhost_ref: String::new(),
+        }),
     }
 }
 
@@ -302,6 +320,7 @@ pub fn container_config(
     restart_count: u32,
     pod_ip: &str,
     mounts: Vec<Mount>,
+    seccomp: SeccompParams<'_>,
 ) -> Result<ContainerConfig, ConfigError> {
     let envs = container_env(pod, container, pod_ip)?;
     let (command, args) = expand_command_and_args(container, &envs);
@@ -321,7 +340,7 @@ pub fn container_config(
         stdin_once: container.stdin_once,
         tty: container.tty,
         resources: resources(container)?,
-        security: security(pod, container)?,
+        security: security(pod, container, seccomp)?,
     })
 }
 
@@ -545,6 +564,7 @@ pub use crate::api::parse_quantity;
 pub fn security(
     pod: &api::Pod,
     container: &api::Container,
+    seccomp: SeccompParams<'_>,
 ) -> Result<ContainerSecurity, ConfigError> {
     let psc = pod.spec.security_context.clone().unwrap_or_default();
     let csc = container.security_context.clone().unwrap_or_default();
@@ -584,7 +604,157 @@ pub fn security(
         no_new_privs: csc.allow_privilege_escalation == Some(false),
         add_capabilities: caps.add,
         drop_capabilities: caps.drop,
+        seccomp: seccomp_profile(pod, Some(container), seccomp)?,
+        apparmor: apparmor_profile(pod, container)?,
     })
+}
+
+/// kubelet: `getSeccompProfile` — the container's field, else the pod's, else
+/// `RuntimeDefault` with `--seccomp-default` and `Unconfined` without. `Localhost` profiles
+/// are files below `<root-dir>/seccomp`.
+pub fn seccomp_profile(
+    pod: &api::Pod,
+    container: Option<&api::Container>,
+    p: SeccompParams<'_>,
+) -> Result<SecurityProfile, ConfigError> {
+    let from_container = container.and_then(|c| {
+        let sc = c.security_context.as_ref()?;
+        let field = format!("container {:?}: securityContext.seccompProfile", c.name);
+        sc.seccomp_profile.as_ref().map(|sp| (field, sp))
+    });
+    let from_pod = || {
+        let sp = pod
+            .spec
+            .security_context
+            .as_ref()?
+            .seccomp_profile
+            .as_ref()?;
+        Some(("spec.securityContext.seccompProfile".to_string(), sp))
+    };
+    let Some((field, sp)) = from_container.or_else(from_pod) else {
+        return Ok(SecurityProfile {
+            kind: if p.default_runtime {
+                ProfileKind::RuntimeDefault
+            } else {
+                ProfileKind::Unconfined
+            },
+            localhost_ref: String::new(),
+        });
+    };
+    let err = |message: String| ConfigError::SecurityProfile {
+        field: field.clone(),
+        message,
+    };
+    let kind = profile_kind(&sp.type_).map_err(err)?;
+    let localhost_ref = match (kind, &sp.localhost_profile) {
+        (ProfileKind::Localhost, Some(rel)) => {
+            if rel.is_empty() || rel.starts_with('/') || rel.split('/').any(|s| s == "..") {
+                return Err(err(format!(
+                    "localhostProfile {rel:?} must be a descending path below {}",
+                    p.root.display()
+                )));
+            }
+            p.root.join(rel).to_string_lossy().into_owned()
+        }
+        (ProfileKind::Localhost, None) => {
+            return Err(err("type Localhost needs localhostProfile".to_string()));
+        }
+        (_, Some(_)) => {
+            return Err(err(
+                "localhostProfile is only valid with type Localhost".to_string()
+            ));
+        }
+        (_, None) => String::new(),
+    };
+    Ok(SecurityProfile {
+        kind,
+        localhost_ref,
+    })
+}
+
+/// The legacy per-container AppArmor annotation (kubelet still reads it).
+pub const APPARMOR_ANNOTATION_PREFIX: &str = "container.apparmor.security.beta.kubernetes.io/";
+
+/// kubelet: `apparmor.GetProfile` — the container's field, else the legacy annotation
+/// (`runtime/default`, `unconfined`, `localhost/<name>`), else the pod's field, else `None`
+/// (the runtime's default profile).
+pub fn apparmor_profile(
+    pod: &api::Pod,
+    container: &api::Container,
+) -> Result<Option<SecurityProfile>, ConfigError> {
+    let field = |what: &str| format!("container {:?}: {what}", container.name);
+    let from_field = |field: String, sp: &api::SecurityProfile| {
+        let err = |message: String| ConfigError::SecurityProfile {
+            field: field.clone(),
+            message,
+        };
+        let kind = profile_kind(&sp.type_).map_err(err)?;
+        let localhost_ref = match (kind, &sp.localhost_profile) {
+            (ProfileKind::Localhost, Some(name)) if !name.is_empty() => name.clone(),
+            (ProfileKind::Localhost, _) => {
+                return Err(err("type Localhost needs localhostProfile".to_string()));
+            }
+            (_, Some(_)) => {
+                return Err(err(
+                    "localhostProfile is only valid with type Localhost".to_string()
+                ));
+            }
+            (_, None) => String::new(),
+        };
+        Ok(Some(SecurityProfile {
+            kind,
+            localhost_ref,
+        }))
+    };
+    if let Some(sp) = container
+        .security_context
+        .as_ref()
+        .and_then(|sc| sc.app_armor_profile.as_ref())
+    {
+        return from_field(field("securityContext.appArmorProfile"), sp);
+    }
+    let key = format!("{APPARMOR_ANNOTATION_PREFIX}{}", container.name);
+    if let Some(value) = pod.metadata.annotations.get(&key) {
+        let profile = |kind, localhost_ref: &str| {
+            Ok(Some(SecurityProfile {
+                kind,
+                localhost_ref: localhost_ref.to_string(),
+            }))
+        };
+        return match value.as_str() {
+            "runtime/default" => profile(ProfileKind::RuntimeDefault, ""),
+            "unconfined" => profile(ProfileKind::Unconfined, ""),
+            v => match v.strip_prefix("localhost/") {
+                Some(name) if !name.is_empty() => profile(ProfileKind::Localhost, name),
+                _ => Err(ConfigError::SecurityProfile {
+                    field: format!("metadata.annotations[{key:?}]"),
+                    message: format!(
+                        "{v:?} is not runtime/default, unconfined or localhost/<profile>"
+                    ),
+                }),
+            },
+        };
+    }
+    match pod
+        .spec
+        .security_context
+        .as_ref()
+        .and_then(|sc| sc.app_armor_profile.as_ref())
+    {
+        Some(sp) => from_field("spec.securityContext.appArmorProfile".to_string(), sp),
+        None => Ok(None),
+    }
+}
+
+fn profile_kind(type_: &str) -> Result<ProfileKind, String> {
+    match type_ {
+        "RuntimeDefault" => Ok(ProfileKind::RuntimeDefault),
+        "Unconfined" => Ok(ProfileKind::Unconfined),
+        "Localhost" => Ok(ProfileKind::Localhost),
+        other => Err(format!(
+            "type {other:?} is not RuntimeDefault, Unconfined or Localhost"
+        )),
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -676,6 +846,13 @@ pub fn pull_policy(container: &api::Container) -> PullPolicy {
 mod tests {
     use super::*;
 
+    fn sc() -> SeccompParams<'static> {
+        SeccompParams {
+            root: Path::new("/var/lib/picolet/seccomp"),
+            default_runtime: false,
+        }
+    }
+
     fn pod() -> api::Pod {
         let mut p = api::Pod::default();
         p.metadata.name = "web-node1".into();
@@ -720,6 +897,7 @@ mod tests {
             pod_log_dir: Path::new("/var/log/pods"),
             cgroup_parent: "",
             host_dns: Some(dns),
+            seccomp: sc(),
         }
     }
 
@@ -1101,6 +1279,7 @@ mod tests {
         api::Container {
             name: "c".into(),
             resources: Some(api::ResourceRequirements {
+                claims: None,
                 requests: req
                     .iter()
                     .map(|(k, v)| (k.to_string(), v.clone()))
@@ -1204,7 +1383,7 @@ mod tests {
             }),
             ..Default::default()
         };
-        let s = security(&p, &c).unwrap();
+        let s = security(&p, &c, sc()).unwrap();
         assert_eq!(
             s,
             ContainerSecurity {
@@ -1221,6 +1400,8 @@ mod tests {
                 no_new_privs: true,
                 add_capabilities: vec!["NET_ADMIN".into()],
                 drop_capabilities: vec!["ALL".into()],
+                seccomp: SecurityProfile::default(),
+                apparmor: None,
             }
         );
         // runAsNonRoot
@@ -1234,15 +1415,15 @@ mod tests {
             ..Default::default()
         };
         let plain = pod();
-        assert!(security(&plain, &non_root(Some(1))).is_ok());
+        assert!(security(&plain, &non_root(Some(1)), sc()).is_ok());
         assert_eq!(
-            security(&plain, &non_root(Some(0))),
+            security(&plain, &non_root(Some(0)), sc()),
             Err(ConfigError::RunAsNonRootUid0 {
                 container: "c".into()
             })
         );
         assert_eq!(
-            security(&plain, &non_root(None)),
+            security(&plain, &non_root(None), sc()),
             Err(ConfigError::RunAsNonRootUnverifiable {
                 container: "c".into()
             })
@@ -1265,7 +1446,7 @@ mod tests {
             readonly: true,
             ..Default::default()
         }];
-        let cfg = container_config(&p, &c, 4, "10.0.0.2", mounts.clone()).unwrap();
+        let cfg = container_config(&p, &c, 4, "10.0.0.2", mounts.clone(), sc()).unwrap();
         assert_eq!(cfg.name, "app");
         assert_eq!(cfg.attempt, 4);
         assert_eq!(cfg.image, "busybox:1.36");
@@ -1334,5 +1515,151 @@ mod tests {
         for (cont, want) in cases {
             assert_eq!(pull_policy(&cont), want, "{}", cont.image);
         }
+    }
+
+    fn profile(type_: &str, localhost: Option<&str>) -> api::SecurityProfile {
+        api::SecurityProfile {
+            type_: type_.into(),
+            localhost_profile: localhost.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn seccomp_profiles_follow_the_kubelet() {
+        use ProfileKind::*;
+        let with = |pod_p: Option<api::SecurityProfile>, c_p: Option<api::SecurityProfile>| {
+            let mut p = pod();
+            p.spec.security_context = Some(api::PodSecurityContext {
+                seccomp_profile: pod_p,
+                ..Default::default()
+            });
+            let mut c = p.spec.containers[0].clone();
+            c.security_context = Some(api::SecurityContext {
+                seccomp_profile: c_p,
+                ..Default::default()
+            });
+            (p, c)
+        };
+        let rd = |default_runtime| SeccompParams {
+            root: Path::new("/r/seccomp"),
+            default_runtime,
+        };
+        let kind = |r: Result<SecurityProfile, ConfigError>| r.map(|p| (p.kind, p.localhost_ref));
+        // (pod, container, --seccomp-default) → profile
+        type Row = (
+            Option<api::SecurityProfile>,
+            Option<api::SecurityProfile>,
+            bool,
+            Result<(ProfileKind, &'static str), &'static str>,
+        );
+        let rows: Vec<Row> = vec![
+            (None, None, false, Ok((Unconfined, ""))),
+            (None, None, true, Ok((RuntimeDefault, ""))),
+            (
+                Some(profile("RuntimeDefault", None)),
+                None,
+                false,
+                Ok((RuntimeDefault, "")),
+            ),
+            (
+                Some(profile("RuntimeDefault", None)),
+                Some(profile("Unconfined", None)),
+                true,
+                Ok((Unconfined, "")),
+            ),
+            (
+                None,
+                Some(profile("Localhost", Some("prof/etcd.json"))),
+                false,
+                Ok((Localhost, "/r/seccomp/prof/etcd.json")),
+            ),
+            (
+                None,
+                Some(profile("Localhost", None)),
+                false,
+                Err("needs localhostProfile"),
+            ),
+            (
+                None,
+                Some(profile("Localhost", Some("../etc/x"))),
+                false,
+                Err("descending path"),
+            ),
+            (
+                None,
+                Some(profile("Localhost", Some("/abs"))),
+                false,
+                Err("descending path"),
+            ),
+            (
+                None,
+                Some(profile("RuntimeDefault", Some("x"))),
+                false,
+                Err("only valid with type Localhost"),
+            ),
+            (
+                Some(profile("runtime/default", None)),
+                None,
+                false,
+                Err("is not RuntimeDefault"),
+            ),
+        ];
+        for (i, (pp, cp, default_runtime, want)) in rows.into_iter().enumerate() {
+            let (p, c) = with(pp, cp);
+            let got = kind(seccomp_profile(&p, Some(&c), rd(default_runtime)));
+            match (got, want) {
+                (Ok((k, r)), Ok((wk, wr))) => assert_eq!((k, r.as_str()), (wk, wr), "row {i}"),
+                (Err(e), Err(msg)) => assert!(e.to_string().contains(msg), "row {i}: {e}"),
+                (got, want) => panic!("row {i}: got {got:?}, want {want:?}"),
+            }
+        }
+        // The sandbox gets the pod-level profile.
+        let (p, _) = with(Some(profile("RuntimeDefault", None)), None);
+        let dns = host_dns();
+        let sb = sandbox_config(&p, 0, params(&dns));
+        assert_eq!(sb.seccomp.kind, RuntimeDefault);
+    }
+
+    #[test]
+    fn apparmor_profiles_field_then_annotation_then_pod() {
+        use ProfileKind::*;
+        let mut p = pod();
+        let mut c = p.spec.containers[0].clone();
+        assert_eq!(
+            apparmor_profile(&p, &c).unwrap(),
+            None,
+            "unset: the runtime default"
+        );
+        p.spec.security_context = Some(api::PodSecurityContext {
+            app_armor_profile: Some(profile("Unconfined", None)),
+            ..Default::default()
+        });
+        assert_eq!(apparmor_profile(&p, &c).unwrap().unwrap().kind, Unconfined);
+        p.metadata.annotations.insert(
+            format!("{APPARMOR_ANNOTATION_PREFIX}nginx"),
+            "localhost/k8s-nginx".into(),
+        );
+        let got = apparmor_profile(&p, &c).unwrap().unwrap();
+        assert_eq!(
+            (got.kind, got.localhost_ref.as_str()),
+            (Localhost, "k8s-nginx")
+        );
+        c.security_context = Some(api::SecurityContext {
+            app_armor_profile: Some(profile("RuntimeDefault", None)),
+            ..Default::default()
+        });
+        assert_eq!(
+            apparmor_profile(&p, &c).unwrap().unwrap().kind,
+            RuntimeDefault
+        );
+        c.security_context = None;
+        p.metadata
+            .annotations
+            .insert(format!("{APPARMOR_ANNOTATION_PREFIX}nginx"), "bogus".into());
+        let e = apparmor_profile(&p, &c).unwrap_err().to_string();
+        assert!(
+            e.contains("container.apparmor.security.beta.kubernetes.io/nginx"),
+            "{e}"
+        );
     }
 }

@@ -79,7 +79,7 @@ use super::cri::{self, CriRuntime, MAX_MESSAGE_SIZE, proto};
 use super::{
     ContainerConfig, ContainerInfo, ContainerSecurity, ContainerState, CriError, DnsConfig,
     ExecResult, ImageInfo, Mount, MountPropagation, NamespaceMode, NamespaceOptions, PortMapping,
-    Protocol, Resources, Sandbox, SandboxConfig, SandboxState,
+    ProfileKind, Protocol, Resources, Sandbox, SandboxConfig, SandboxState, SecurityProfile,
 };
 use crate::clock::UnixNanos;
 use proto::image_service_server::{ImageService, ImageServiceServer};
@@ -1471,7 +1471,21 @@ fn decode_sandbox_config(c: proto::PodSandboxConfig) -> SandboxConfig {
         namespace_options: decode_namespace_options(security.namespace_options),
         privileged: security.privileged,
         sysctls: linux.sysctls,
+        seccomp: decode_profile(security.seccomp).unwrap_or_default(),
     }
+}
+
+fn decode_profile(p: Option<proto::SecurityProfile>) -> Option<SecurityProfile> {
+    use proto::security_profile::ProfileType;
+    let p = p?;
+    Some(SecurityProfile {
+        kind: match ProfileType::try_from(p.profile_type) {
+            Ok(ProfileType::RuntimeDefault) | Err(_) => ProfileKind::RuntimeDefault,
+            Ok(ProfileType::Unconfined) => ProfileKind::Unconfined,
+            Ok(ProfileType::Localhost) => ProfileKind::Localhost,
+        },
+        localhost_ref: p.localhost_ref,
+    })
 }
 
 fn decode_container_config(c: proto::ContainerConfig) -> ContainerConfig {
@@ -1520,6 +1534,8 @@ fn decode_container_config(c: proto::ContainerConfig) -> ContainerConfig {
             no_new_privs: sc.no_new_privs,
             add_capabilities: caps.add_capabilities,
             drop_capabilities: caps.drop_capabilities,
+            seccomp: decode_profile(sc.seccomp).unwrap_or_default(),
+            apparmor: decode_profile(sc.apparmor),
         },
     }
 }

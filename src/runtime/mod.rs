@@ -27,8 +27,8 @@ use std::time::Duration;
 use crate::clock::UnixNanos;
 
 pub mod backoff;
-pub mod cri_config;
 pub mod cri;
+pub mod cri_config;
 pub mod fake;
 #[cfg(feature = "fake-cri")]
 pub mod fake_cri;
@@ -140,6 +140,8 @@ pub struct SandboxConfig {
     pub namespace_options: NamespaceOptions,
     pub privileged: bool,
     pub sysctls: BTreeMap<String, String>,
+    /// The pod-level seccomp profile (kubelet: the sandbox gets the pod's).
+    pub seccomp: SecurityProfile,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -178,6 +180,27 @@ pub struct ContainerSecurity {
     pub no_new_privs: bool,
     pub add_capabilities: Vec<String>,
     pub drop_capabilities: Vec<String>,
+    /// Always set: `Unconfined` unless asked for (kubelet without `--seccomp-default`).
+    pub seccomp: SecurityProfile,
+    /// `None` = the runtime's default (containerd applies its AppArmor default profile
+    /// where AppArmor is enabled).
+    pub apparmor: Option<SecurityProfile>,
+}
+
+/// CRI `SecurityProfile` for seccomp or AppArmor.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SecurityProfile {
+    pub kind: ProfileKind,
+    /// Localhost only: the profile's absolute path (seccomp) or its name (AppArmor).
+    pub localhost_ref: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProfileKind {
+    RuntimeDefault,
+    #[default]
+    Unconfined,
+    Localhost,
 }
 
 /// CRI `ContainerConfig`, the part picolet fills.

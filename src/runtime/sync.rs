@@ -56,9 +56,18 @@ pub struct SyncEnv<R: Runtime, C: Clock> {
     pub resolv_conf: PathBuf,
     /// Sandbox cgroup parent; "" = the runtime's default.
     pub cgroup_parent: String,
+    /// `--seccomp-default`: `RuntimeDefault` seccomp for pods that ask for nothing.
+    pub seccomp_default: bool,
 }
 
 impl<R: Runtime, C: Clock> SyncEnv<R, C> {
+    fn seccomp_params<'a>(&self, root: &'a Path) -> cri_config::SeccompParams<'a> {
+        cri_config::SeccompParams {
+            root,
+            default_runtime: self.seccomp_default,
+        }
+    }
+
     /// An environment with the default paths.
     pub fn new(runtime: R, clock: C) -> Self {
         SyncEnv {
@@ -68,6 +77,7 @@ impl<R: Runtime, C: Clock> SyncEnv<R, C> {
             pod_log_dir: PathBuf::from(DEFAULT_POD_LOG_DIR),
             resolv_conf: PathBuf::from(DEFAULT_RESOLV_CONF),
             cgroup_parent: String::new(),
+            seccomp_default: false,
         }
     }
 }
@@ -462,6 +472,7 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
         .and_then(|s| s.ip.clone())
         .filter(|ip| !ip.is_empty());
     let host_dns = read_host_dns(&env.resolv_conf, &pod_name);
+    let seccomp_root = env.root_dir.join("seccomp");
     let sandbox_config = cri_config::sandbox_config(
         pod,
         actions.attempt,
@@ -469,6 +480,7 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
             pod_log_dir: &env.pod_log_dir,
             cgroup_parent: &env.cgroup_parent,
             host_dns: host_dns.as_ref(),
+            seccomp: env.seccomp_params(&seccomp_root),
         },
     );
 
@@ -709,7 +721,16 @@ async fn start_container<R: Runtime, C: Clock>(
             ),
         );
     }
-    let cfg = match cri_config::container_config(pod, c, restart_count, &cx.pod_ip, mount_list) {
+    let seccomp_root = env.root_dir.join("seccomp");
+    let seccomp = env.seccomp_params(&seccomp_root);
+    let cfg = match cri_config::container_config(
+        pod,
+        c,
+        restart_count,
+        &cx.pod_ip,
+        mount_list,
+        seccomp,
+    ) {
         Ok(cfg) => cfg,
         Err(e) => {
             log::warn!("pod {pod_name}: container {:?}: {e}", c.name);

@@ -37,6 +37,7 @@ fn harness() -> Harness {
         pod_log_dir: tmp.path().join("logs"),
         resolv_conf: resolv,
         cgroup_parent: String::new(),
+        seccomp_default: false,
     };
     Harness {
         env,
@@ -491,6 +492,7 @@ async fn adoption_after_restart_kills_from_labels_alone() {
         pod_log_dir: h.env.pod_log_dir.clone(),
         resolv_conf: h.env.resolv_conf.clone(),
         cgroup_parent: String::new(),
+        seccomp_default: false,
     };
     h.rt.take_calls();
     let pods = list_runtime_pods(&h.rt).await.unwrap();

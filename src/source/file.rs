@@ -56,7 +56,7 @@ use tokio_util::sync::CancellationToken;
 use super::{SourceError, SourceUpdate};
 use crate::api::{self, Pod};
 use crate::clock::{Clock, UnixNanos};
-use crate::manifest::{self, ManifestError};
+use crate::manifest::{self, ManifestError, fields};
 
 /// The `source` of this source's updates.
 pub const SOURCE: &str = manifest::SOURCE_FILE;
@@ -632,12 +632,11 @@ impl Scanner {
         };
         let entry = match result {
             Ok(loaded) => {
-                if !loaded.unknown_fields.is_empty() {
-                    log::debug!(
-                        "{}: ignoring fields picolet does not use: {}",
-                        path.display(),
-                        loaded.unknown_fields.join(", ")
-                    );
+                if let Some(w) = fields::unknown_fields_warning(
+                    &path.display().to_string(),
+                    &loaded.unknown_fields,
+                ) {
+                    log::warn!("{w}");
                 }
                 let pod = match prev_pod {
                     // Same content again (touch, rename-into-place, SIGHUP): keep the pod as

@@ -24,7 +24,7 @@ use super::SourceUpdate;
 use crate::api::Pod;
 use crate::apiserver::{ApiError, HttpClient};
 use crate::clock::Clock;
-use crate::manifest;
+use crate::manifest::{self, fields};
 
 /// The `source` of this source's updates.
 pub const SOURCE: &str = manifest::SOURCE_HTTP;
@@ -208,7 +208,10 @@ pub fn pods_from_body(
         == Some("PodList");
     if !is_list {
         return match manifest::load(url, body, node_name, SOURCE, seen) {
-            Ok(l) => (vec![l.pod], Vec::new()),
+            Ok(l) => {
+                let problems = fields::unknown_fields_warning(url, &l.unknown_fields);
+                (vec![l.pod], problems.into_iter().collect())
+            }
             Err(e) => (Vec::new(), vec![e.to_string()]),
         };
     }
@@ -229,6 +232,8 @@ pub fn pods_from_body(
         let bytes = serde_json::to_vec(&item).unwrap_or_default();
         match manifest::load(url, &bytes, node_name, SOURCE, seen) {
             Ok(l) => {
+                let what = format!("{url}: items[{i}]");
+                problems.extend(fields::unknown_fields_warning(&what, &l.unknown_fields));
                 if pods.iter().any(|p| p.full_name() == l.pod.full_name()) {
                     problems.push(format!(
                         "{url}: items[{i}]: pod {} is listed twice; the first wins",

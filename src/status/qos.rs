@@ -97,6 +97,7 @@ mod tests {
         Some(ResourceRequirements {
             requests: m(requests),
             limits: m(limits),
+            claims: None,
         })
     }
 

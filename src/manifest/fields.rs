@@ -1,0 +1,755 @@
+//! The field policy: what picolet does with every upstream `v1.Pod` field it does not fully
+//! implement, in one table.
+//!
+//! Owns: [`RULES`] and the two checks that apply it:
+//! - at decode, in every source ([`classify_unknown`]): a field the model does not read is
+//!   either *ignored on purpose* (a rule says so; logged at debug) or not a field of
+//!   `v1.Pod` at all (a typo: one WARN naming it);
+//! - at admission, for every pod from every source ([`findings`]): a field the model carries
+//!   (typed, or verbatim as JSON) that picolet does not act on is *warned* (one WARN per pod)
+//!   or *refused* (the pod is not started; its status says why).
+//!
+//! Every field that must be warned about or refused is carried by the model, so the check
+//! sees it whatever the pod went through (a checkpoint, a mirror pod, a restart). The test
+//! `tests/field_fidelity.rs` holds the table to the upstream schema: every upstream path the
+//! model does not read is covered by a rule, every rule names an upstream path, and every
+//! warned or refused path is carried by the model. The README's policy section is generated
+//! from this table by the same test.
+//!
+//! Paths are spelled `spec.containers[].securityContext.procMount`; a rule under
+//! `spec.containers[]` applies to `spec.initContainers[]` as well. A rule covers everything
+//! below its path.
+
+use serde_json::Value;
+
+/// What picolet does with a field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Policy {
+    /// Meaningless on one node, or bookkeeping of the control plane: read, never acted on.
+    Ignored,
+    /// Not implemented: the pod runs without it, and one WARN per pod says so.
+    Warned,
+    /// Running without it would be unsafe or wrong: the pod is not started.
+    Refused,
+    /// Carried verbatim by the model and acted on by code (listed so the table is complete).
+    Implemented,
+}
+
+impl Policy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Policy::Ignored => "ignored",
+            Policy::Warned => "warned",
+            Policy::Refused => "refused",
+            Policy::Implemented => "implemented",
+        }
+    }
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rule {
+    pub path: &'static str,
+    pub policy: Policy,
+    /// Values (as JSON text) that need no warning or refusal, e.g. the apiserver's defaults.
+    pub allowed: &'static [&'static str],
+    pub why: &'static str,
+}
+
+const fn rule(path: &'static str, policy: Policy, why: &'static str) -> Rule {
+    Rule {
+        path,
+        policy,
+        allowed: &[],
+        why,
+    }
+}
+
+const fn unless(
+    path: &'static str,
+    policy: Policy,
+    allowed: &'static [&'static str],
+    why: &'static str,
+) -> Rule {
+    Rule {
+        path,
+        policy,
+        allowed,
+        why,
+    }
+}
+
+use Policy::{Ignored, Implemented, Refused, Warned};
+
+const C: &str = "spec.containers[]";
+
+/// The table. Order: metadata, pod spec, containers, volumes, status.
+pub static RULES: &[Rule] = &[
+    // metadata: the control plane's bookkeeping
+    rule("metadata.finalizers", Ignored, "apiserver bookkeeping"),
+    rule("metadata.generation", Ignored, "apiserver bookkeeping"),
+    rule(
+        "metadata.managedFields",
+        Ignored,
+        "server-side apply bookkeeping",
+    ),
+    rule("metadata.selfLink", Ignored, "deprecated, never set"),
+    rule(
+        "metadata.ownerReferences[].blockOwnerDeletion",
+        Ignored,
+        "garbage collector's business",
+    ),
+    // pod spec: scheduling — the pod is already on this node
+    rule(
+        "spec.affinity",
+        Ignored,
+        "scheduling: the scheduler placed the pod; picolet checks nodeSelector only",
+    ),
+    rule("spec.tolerations", Ignored, "scheduling"),
+    rule("spec.topologySpreadConstraints", Ignored, "scheduling"),
+    rule("spec.schedulerName", Ignored, "scheduling"),
+    rule("spec.schedulingGates", Ignored, "scheduling"),
+    rule("spec.preemptionPolicy", Ignored, "scheduling"),
+    rule(
+        "spec.overhead",
+        Ignored,
+        "scheduling (RuntimeClass overhead)",
+    ),
+    rule(
+        "spec.serviceAccount",
+        Ignored,
+        "deprecated alias of serviceAccountName",
+    ),
+    rule(
+        "spec.enableServiceLinks",
+        Ignored,
+        "no Service environment variables on a picolet node (the apiserver sets it on every pod)",
+    ),
+    // pod spec: not implemented yet
+    rule(
+        "spec.hostAliases",
+        Warned,
+        "no kubelet-managed /etc/hosts yet: the runtime's /etc/hosts is used",
+    ),
+    rule(
+        "spec.subdomain",
+        Warned,
+        "no kubelet-managed /etc/hosts yet: the FQDN is not in /etc/hosts",
+    ),
+    unless(
+        "spec.setHostnameAsFQDN",
+        Warned,
+        &["false"],
+        "the hostname stays the short name",
+    ),
+    rule(
+        "spec.hostnameOverride",
+        Warned,
+        "not applied: the hostname is the pod's name (or spec.hostname)",
+    ),
+    rule(
+        "spec.imagePullSecrets",
+        Warned,
+        "not used for pulls yet: a private registry answers 401",
+    ),
+    rule(
+        "spec.readinessGates",
+        Warned,
+        "picolet never sets readiness-gate conditions",
+    ),
+    rule(
+        "spec.resources",
+        Warned,
+        "pod-level resources are not applied (no pod cgroup limits yet)",
+    ),
+    rule(
+        "spec.ephemeralContainers",
+        Warned,
+        "ephemeral (debug) containers are not run",
+    ),
+    rule(
+        "spec.activeDeadlineSeconds",
+        Warned,
+        "not enforced yet: the pod is never failed with DeadlineExceeded",
+    ),
+    rule(
+        "spec.securityContext.seLinuxOptions",
+        Warned,
+        "no SELinux labels are passed to the runtime",
+    ),
+    unless(
+        "spec.securityContext.supplementalGroupsPolicy",
+        Warned,
+        &["\"Merge\""],
+        "Strict is not enforced: the image's groups are merged",
+    ),
+    rule(
+        "spec.securityContext.fsGroupChangePolicy",
+        Ignored,
+        "volume ownership is not changed by picolet",
+    ),
+    rule(
+        "spec.securityContext.seLinuxChangePolicy",
+        Ignored,
+        "no SELinux relabelling",
+    ),
+    rule("spec.securityContext.windowsOptions", Ignored, "Linux only"),
+    // pod spec: refused
+    unless(
+        "spec.hostUsers",
+        Refused,
+        &["true"],
+        "user namespaces are not supported: running the pod in the host's user namespace would give it more than it asked for",
+    ),
+    unless(
+        "spec.os.name",
+        Refused,
+        &["\"linux\""],
+        "picolet runs Linux pods only",
+    ),
+    rule(
+        "spec.resourceClaims",
+        Refused,
+        "dynamic resource allocation is not supported",
+    ),
+    rule(
+        "spec.runtimeClassName",
+        Refused,
+        "runtime classes are not supported yet: the pod would run with the default runtime handler",
+    ),
+    // containers (also init containers)
+    rule(
+        "spec.containers[].resizePolicy",
+        Ignored,
+        "in-place resize is not supported; the policy only matters then",
+    ),
+    rule(
+        "spec.containers[].securityContext.windowsOptions",
+        Ignored,
+        "Linux only",
+    ),
+    rule(
+        "spec.containers[].livenessProbe",
+        Warned,
+        "probes are not run yet: the container is never restarted by a probe",
+    ),
+    rule(
+        "spec.containers[].readinessProbe",
+        Warned,
+        "probes are not run yet: the container is ready once running",
+    ),
+    rule(
+        "spec.containers[].startupProbe",
+        Warned,
+        "probes are not run yet: the container counts as started once running",
+    ),
+    rule(
+        "spec.containers[].lifecycle",
+        Warned,
+        "lifecycle hooks are not run yet: no postStart, and SIGTERM comes without preStop",
+    ),
+    unless(
+        "spec.containers[].terminationMessagePath",
+        Warned,
+        &["\"/dev/termination-log\""],
+        "the termination message is not read yet",
+    ),
+    unless(
+        "spec.containers[].terminationMessagePolicy",
+        Warned,
+        &["\"File\""],
+        "the termination message is not read yet",
+    ),
+    unless(
+        "spec.containers[].securityContext.procMount",
+        Warned,
+        &["\"Default\""],
+        "only the default /proc mount is used",
+    ),
+    rule(
+        "spec.containers[].securityContext.seLinuxOptions",
+        Warned,
+        "no SELinux labels are passed to the runtime",
+    ),
+    rule(
+        "spec.containers[].envFrom",
+        Refused,
+        "ConfigMaps and Secrets are not supported yet: the container would miss its environment",
+    ),
+    rule(
+        "spec.containers[].env[].valueFrom.fieldRef",
+        Implemented,
+        "metadata.name/namespace/uid/labels/annotations, spec.nodeName, spec.serviceAccountName, status.podIP(s), status.hostIP(s)",
+    ),
+    rule(
+        "spec.containers[].env[].valueFrom.resourceFieldRef",
+        Refused,
+        "not resolved yet: the container would miss its environment",
+    ),
+    rule(
+        "spec.containers[].env[].valueFrom.configMapKeyRef",
+        Refused,
+        "ConfigMaps are not supported yet: the container would miss its environment",
+    ),
+    rule(
+        "spec.containers[].env[].valueFrom.secretKeyRef",
+        Refused,
+        "Secrets are not supported yet: the container would miss its environment",
+    ),
+    rule(
+        "spec.containers[].env[].valueFrom.fileKeyRef",
+        Refused,
+        "not supported: the container would miss its environment",
+    ),
+    rule(
+        "spec.containers[].resources.claims",
+        Refused,
+        "dynamic resource allocation is not supported",
+    ),
+    rule(
+        "spec.containers[].restartPolicyRules",
+        Refused,
+        "container restart rules are not supported: restarts would not follow them",
+    ),
+    rule(
+        "spec.containers[].volumeDevices",
+        Refused,
+        "raw block devices from claims are not supported",
+    ),
+    unless(
+        "spec.containers[].volumeMounts[].recursiveReadOnly",
+        Refused,
+        &["\"Disabled\""],
+        "recursive read-only mounts are not supported: submounts would stay writable",
+    ),
+    rule(
+        "spec.containers[].volumeMounts[].subPathExpr",
+        Refused,
+        "not expanded yet: the volume would be mounted at the wrong place",
+    ),
+    // volumes: kinds other than hostPath and emptyDir are refused by validation, naming
+    // the volume and its kind (kept verbatim in `Volume::other`).
+    rule(
+        "spec.volumes[].configMap",
+        Refused,
+        "ConfigMap volumes are not supported yet",
+    ),
+    rule(
+        "spec.volumes[].secret",
+        Refused,
+        "Secret volumes are not supported yet",
+    ),
+    rule(
+        "spec.volumes[].downwardAPI",
+        Refused,
+        "downwardAPI volumes are not supported yet",
+    ),
+    rule(
+        "spec.volumes[].projected",
+        Refused,
+        "projected volumes are not supported yet",
+    ),
+    rule(
+        "spec.volumes[].csi",
+        Refused,
+        "CSI volumes are not supported yet",
+    ),
+    rule(
+        "spec.volumes[].persistentVolumeClaim",
+        Refused,
+        "no volume attachment on a picolet node",
+    ),
+    rule(
+        "spec.volumes[].ephemeral",
+        Refused,
+        "no volume attachment on a picolet node",
+    ),
+    rule(
+        "spec.volumes[].image",
+        Refused,
+        "image volumes are not supported",
+    ),
+    rule(
+        "spec.volumes[].nfs",
+        Refused,
+        "network volumes are not supported (mount it on the host and use hostPath)",
+    ),
+    rule(
+        "spec.volumes[].iscsi",
+        Refused,
+        "network volumes are not supported (mount it on the host and use hostPath)",
+    ),
+    rule(
+        "spec.volumes[].cephfs",
+        Refused,
+        "network volumes are not supported (mount it on the host and use hostPath)",
+    ),
+    rule(
+        "spec.volumes[].rbd",
+        Refused,
+        "network volumes are not supported (mount it on the host and use hostPath)",
+    ),
+    rule(
+        "spec.volumes[].glusterfs",
+        Refused,
+        "network volumes are not supported (mount it on the host and use hostPath)",
+    ),
+    rule(
+        "spec.volumes[].fc",
+        Refused,
+        "network volumes are not supported (mount it on the host and use hostPath)",
+    ),
+    rule(
+        "spec.volumes[].flexVolume",
+        Refused,
+        "flex volumes are not supported",
+    ),
+    rule(
+        "spec.volumes[].gitRepo",
+        Refused,
+        "deprecated upstream; clone in an init container instead",
+    ),
+    rule(
+        "spec.volumes[].awsElasticBlockStore",
+        Refused,
+        "cloud volumes are not supported",
+    ),
+    rule(
+        "spec.volumes[].azureDisk",
+        Refused,
+        "cloud volumes are not supported",
+    ),
+    rule(
+        "spec.volumes[].azureFile",
+        Refused,
+        "cloud volumes are not supported",
+    ),
+    rule(
+        "spec.volumes[].cinder",
+        Refused,
+        "cloud volumes are not supported",
+    ),
+    rule(
+        "spec.volumes[].gcePersistentDisk",
+        Refused,
+        "cloud volumes are not supported",
+    ),
+    rule(
+        "spec.volumes[].vsphereVolume",
+        Refused,
+        "cloud volumes are not supported",
+    ),
+    rule(
+        "spec.volumes[].photonPersistentDisk",
+        Refused,
+        "cloud volumes are not supported",
+    ),
+    rule(
+        "spec.volumes[].portworxVolume",
+        Refused,
+        "cloud volumes are not supported",
+    ),
+    rule(
+        "spec.volumes[].quobyte",
+        Refused,
+        "cloud volumes are not supported",
+    ),
+    rule(
+        "spec.volumes[].scaleIO",
+        Refused,
+        "cloud volumes are not supported",
+    ),
+    rule(
+        "spec.volumes[].storageos",
+        Refused,
+        "cloud volumes are not supported",
+    ),
+    rule(
+        "spec.volumes[].flocker",
+        Refused,
+        "cloud volumes are not supported",
+    ),
+    // status: written by picolet
+    rule(
+        "status",
+        Ignored,
+        "a manifest's status is never read; picolet writes it",
+    ),
+];
+
+/// A field of one pod that a rule applies to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// With indices: `spec.containers[1].livenessProbe`.
+    pub path: String,
+    pub policy: Policy,
+    pub why: &'static str,
+}
+
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.path, self.why)
+    }
+}
+
+/// `spec.initContainers[3].lifecycle` → `spec.containers[].lifecycle`.
+pub fn normalize(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    let mut chars = path.chars();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        if c == '[' {
+            for d in chars.by_ref() {
+                if d == ']' {
+                    out.push(']');
+                    break;
+                }
+            }
+        }
+    }
+    match out.strip_prefix("spec.initContainers[]") {
+        Some(rest) => format!("{C}{rest}"),
+        None => out,
+    }
+}
+
+/// The rule for a normalized path: its own, or its nearest ancestor's.
+pub fn rule_for(normalized: &str) -> Option<&'static Rule> {
+    let mut path = normalized;
+    loop {
+        if let Some(r) = RULES.iter().find(|r| r.path == path) {
+            return Some(r);
+        }
+        let cut = path.rfind('.')?;
+        path = path[..cut].strip_suffix("[]").unwrap_or(&path[..cut]);
+    }
+}
+
+/// What a source does with a field the model did not read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unknown {
+    /// A rule ignores it on purpose (logged at debug).
+    Ignored(String),
+    /// Not a field of `v1.Pod` (a typo, or a newer API than picolet knows): one WARN.
+    NotUpstream(String),
+}
+
+/// Sorts the unknown field paths of one manifest (from `manifest::parse_document`).
+pub fn classify_unknown(unknown: &[String]) -> Vec<Unknown> {
+    unknown
+        .iter()
+        .map(|path| match rule_for(&normalize(path)) {
+            Some(_) => Unknown::Ignored(path.clone()),
+            None => Unknown::NotUpstream(path.clone()),
+        })
+        .collect()
+}
+
+/// The one line a source logs about a manifest's unknown fields, if any is not upstream's
+/// (`what` names the file or URL and the pod); the ignored ones are logged at debug.
+pub fn unknown_fields_warning(what: &str, unknown: &[String]) -> Option<String> {
+    let mut not_upstream = Vec::new();
+    for u in classify_unknown(unknown) {
+        match u {
+            Unknown::Ignored(path) => log::debug!("{what}: {path}: ignored on purpose"),
+            Unknown::NotUpstream(path) => not_upstream.push(path),
+        }
+    }
+    (!not_upstream.is_empty()).then(|| {
+        format!(
+            "{what}: not fields of v1.Pod, ignored (a typo?): {}",
+            not_upstream.join(", ")
+        )
+    })
+}
+
+/// The warned and refused fields of a pod, given as its JSON (`serde_json::to_value(pod)`):
+/// every rule whose path is set to a value it does not allow.
+pub fn findings(pod: &Value) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for rule in RULES {
+        if !matches!(rule.policy, Policy::Warned | Policy::Refused) {
+            continue;
+        }
+        let mut roots: Vec<(&str, String)> = vec![(rule.path, String::new())];
+        if let Some(rest) = rule.path.strip_prefix(C) {
+            roots = vec![
+                (rest, "spec.containers".to_string()),
+                (rest, "spec.initContainers".to_string()),
+            ];
+            for (rest, prefix) in roots {
+                if let Some(Value::Array(items)) = lookup(pod, &prefix) {
+                    for (i, item) in items.iter().enumerate() {
+                        let rest = rest.strip_prefix('.').unwrap_or(rest);
+                        collect(item, rest, format!("{prefix}[{i}]"), rule, &mut out);
+                    }
+                }
+            }
+            continue;
+        }
+        let (path, prefix) = roots.remove(0);
+        collect(pod, path, prefix, rule, &mut out);
+    }
+    out
+}
+
+fn lookup<'a>(v: &'a Value, dotted: &str) -> Option<&'a Value> {
+    dotted.split('.').try_fold(v, |v, key| v.get(key))
+}
+
+/// Walks `path` (segments, `[]` over lists) below `v`, recording set values.
+fn collect(v: &Value, path: &str, at: String, rule: &'static Rule, out: &mut Vec<Finding>) {
+    let (head, rest) = match path.split_once('.') {
+        Some((h, r)) => (h, Some(r)),
+        None => (path, None),
+    };
+    let (key, list) = match head.strip_suffix("[]") {
+        Some(k) => (k, true),
+        None => (head, false),
+    };
+    let Some(child) = v.get(key) else {
+        return;
+    };
+    let here = if at.is_empty() {
+        key.to_string()
+    } else {
+        format!("{at}.{key}")
+    };
+    if list {
+        if let (Value::Array(items), Some(rest)) = (child, rest) {
+            for (i, item) in items.iter().enumerate() {
+                collect(item, rest, format!("{here}[{i}]"), rule, out);
+            }
+        }
+        return;
+    }
+    match rest {
+        Some(rest) => collect(child, rest, here, rule, out),
+        None if is_unset(child) => {}
+        None if rule.allowed.contains(&child.to_string().as_str()) => {}
+        None => out.push(Finding {
+            path: here,
+            policy: rule.policy,
+            why: rule.why,
+        }),
+    }
+}
+
+fn is_unset(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        _ => false,
+    }
+}
+
+/// The README section generated from the table (between its markers).
+pub fn markdown_table() -> String {
+    let mut out = String::from("| field | picolet | why |\n|---|---|---|\n");
+    for r in RULES {
+        let allowed = if r.allowed.is_empty() {
+            String::new()
+        } else {
+            format!(" (unless {})", r.allowed.join(", ").replace('"', "`"))
+        };
+        out.push_str(&format!(
+            "| `{}` | {}{allowed} | {} |\n",
+            r.path,
+            r.policy.as_str(),
+            r.why
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn normalize_drops_indices_and_folds_init_containers() {
+        for (input, want) in [
+            ("spec.tolerations", "spec.tolerations"),
+            (
+                "spec.initContainers[3].lifecycle.preStop",
+                "spec.containers[].lifecycle.preStop",
+            ),
+            (
+                "spec.containers[0].volumeMounts[12].subPathExpr",
+                "spec.containers[].volumeMounts[].subPathExpr",
+            ),
+        ] {
+            assert_eq!(normalize(input), want, "{input}");
+        }
+    }
+
+    #[test]
+    fn rules_cover_their_subtree() {
+        let r =
+            rule_for("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution")
+                .unwrap();
+        assert_eq!(r.path, "spec.affinity");
+        let r = rule_for("spec.containers[].livenessProbe.httpGet.port").unwrap();
+        assert_eq!(r.path, "spec.containers[].livenessProbe");
+        assert!(rule_for("spec.containers[].imagePullPolicyy").is_none());
+        assert!(rule_for("spce").is_none());
+    }
+
+    #[test]
+    fn unknown_fields_are_ignored_or_named_as_not_upstream() {
+        let got = classify_unknown(&[
+            "spec.tolerations".into(),
+            "spec.containers[0].imagePulPolicy".into(),
+        ]);
+        assert_eq!(
+            got,
+            vec![
+                Unknown::Ignored("spec.tolerations".into()),
+                Unknown::NotUpstream("spec.containers[0].imagePulPolicy".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn findings_name_the_field_with_its_index_and_skip_allowed_values() {
+        let pod = json!({
+            "spec": {
+                "hostUsers": true,
+                "os": {"name": "linux"},
+                "runtimeClassName": "nvidia",
+                "containers": [
+                    {"name": "a", "terminationMessagePath": "/dev/termination-log"},
+                    {"name": "b", "livenessProbe": {"exec": {"command": ["true"]}},
+                     "env": [{"name": "X", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                             {"name": "Y", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}
+                ],
+                "initContainers": [{"name": "i", "volumeMounts": [{"name": "v", "mountPath": "/v", "subPathExpr": "$(X)"}]}]
+            }
+        });
+        let got: Vec<(String, Policy)> = findings(&pod)
+            .into_iter()
+            .map(|f| (f.path, f.policy))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("spec.runtimeClassName".into(), Refused),
+                ("spec.containers[1].livenessProbe".into(), Warned),
+                (
+                    "spec.containers[1].env[1].valueFrom.secretKeyRef".into(),
+                    Refused
+                ),
+                (
+                    "spec.initContainers[0].volumeMounts[0].subPathExpr".into(),
+                    Refused
+                ),
+            ]
+        );
+        let refused = json!({"spec": {"hostUsers": false, "os": {"name": "windows"}}});
+        let got: Vec<String> = findings(&refused).into_iter().map(|f| f.path).collect();
+        assert_eq!(got, vec!["spec.hostUsers", "spec.os.name"]);
+    }
+}
