@@ -664,6 +664,126 @@ async fn i_runtime_outage_changes_nothing() {
     lab.finish().await;
 }
 
+/// j. Fields are honoured or refused (issue 10): `seccompProfile: RuntimeDefault` shows
+/// `Seccomp: 2` inside the container (and nothing asked shows 0), `hostPID` shows the
+/// host's PID 1, a pod with `hostUsers: false` is rejected without a sandbox, a field that
+/// is not v1.Pod's and a warned field each get a WARN naming them.
+#[tokio::test]
+async fn j_fields_are_honoured_or_refused() {
+    let Some(lab) = Lab::new("j-fields").await else {
+        return;
+    };
+    let seccomp = "while read -r k v; do [ \"$k\" = Seccomp: ] && echo \"seccomp=$v\"; done < /proc/self/status\n";
+    let sec_script = format!("{seccomp}{}", service_script("sec"));
+    let mut sec = manifest(
+        "sec",
+        2,
+        &[
+            container("rd", &sec_script, &[]).replace(
+                "    imagePullPolicy: IfNotPresent\n",
+                "    imagePullPolicy: IfNotPresent\n    imagePullPolicyy: Always\n    \
+                 securityContext:\n      seccompProfile: {type: RuntimeDefault}\n    \
+                 livenessProbe:\n      exec: {command: [\"true\"]}\n",
+            ),
+            container("plain", &sec_script, &[]),
+        ],
+    );
+    sec = sec.replace("spec:\n", "spec:\n  hostUsers: true\n");
+    lab.write_manifest("sec.yaml", &sec);
+    let pid1 = format!(
+        "echo \"pid1=$(cat /proc/1/comm)\"\n{}",
+        service_script("hpid")
+    );
+    let hpid = manifest("hpid", 2, &[container("c", &pid1, &[])])
+        .replace("spec:\n", "spec:\n  hostPID: true\n");
+    lab.write_manifest("hpid.yaml", &hpid);
+    let users = manifest("users", 2, &[container("c", &service_script("users"), &[])])
+        .replace("spec:\n", "spec:\n  hostUsers: false\n");
+    lab.write_manifest("users.yaml", &users);
+    lab.start_picolet();
+
+    let view = lab
+        .wait_for("pod sec running", secs(60), || {
+            lab.running_pod(NS, "sec", &["rd", "plain"])
+        })
+        .await;
+    let uid = view.sandboxes[0].uid.clone();
+    for (c, want) in [("rd", "seccomp=2"), ("plain", "seccomp=0")] {
+        let log = lab.log_path(NS, "sec", &uid, c, 0);
+        lab.wait_for(
+            &format!("{want:?} in {}", log.display()),
+            secs(15),
+            || async { log_has_line(&log, "stdout", want) },
+        )
+        .await;
+    }
+    let view = lab
+        .wait_for("pod hpid running", secs(60), || {
+            lab.running_pod(NS, "hpid", &["c"])
+        })
+        .await;
+    let host_pid1 = fs::read_to_string("/proc/1/comm").unwrap_or_default();
+    let want = format!("pid1={}", host_pid1.trim());
+    let log = lab.log_path(NS, "hpid", &view.sandboxes[0].uid, "c", 0);
+    lab.wait_for(
+        &format!("{want:?} in {}", log.display()),
+        secs(15),
+        || async { log_has_line(&log, "stdout", &want) },
+    )
+    .await;
+
+    let stderr_line = |what: &'static str, pred: fn(&str) -> bool| {
+        let lab = &lab;
+        async move {
+            lab.wait_for(what, secs(15), || async {
+                match lab.stderr().lines().find(|l| pred(l)) {
+                    Some(_) => Ok(()),
+                    None => Err("no such line yet".to_string()),
+                }
+            })
+            .await
+        }
+    };
+    stderr_line(
+        "a WARN rejecting users with UnsupportedField naming spec.hostUsers",
+        |l| {
+            l.contains("WARN")
+                && l.contains("users-e2e-node")
+                && l.contains("UnsupportedField")
+                && l.contains("spec.hostUsers")
+        },
+    )
+    .await;
+    stderr_line(
+        "a WARN naming sec.yaml's imagePullPolicyy as not v1.Pod's",
+        |l| {
+            l.contains("WARN")
+                && l.contains("sec.yaml")
+                && l.contains("spec.containers[0].imagePullPolicyy")
+        },
+    )
+    .await;
+    stderr_line(
+        "a WARN naming the livenessProbe picolet does not run",
+        |l| {
+            l.contains("WARN")
+                && l.contains("sec-e2e-node")
+                && l.contains("spec.containers[0].livenessProbe")
+        },
+    )
+    .await;
+    let names: BTreeSet<String> = lab
+        .sandboxes_in(NS)
+        .await
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    lab.check(!names.contains(&full_name("users")), || {
+        format!("the rejected pod has a sandbox: {names:?}")
+    });
+    lab.finish().await;
+}
+
 /// h. The examples in examples/ start as a new user would run them (default namespace),
 /// and web.yaml serves its page on the pod IP.
 #[tokio::test]
