@@ -1663,20 +1663,21 @@ async fn raw_start(rt: &CriRuntime, n: usize) -> Res<RawStart> {
         let logs = logs.path();
         let host_dns = host_dns.as_ref();
         async move {
-            let seccomp = rtconfig::SeccompParams {
-                root: Path::new("/var/lib/picolet/seccomp"),
-                default_runtime: false,
+            let node = rtconfig::NodeParams {
+                seccomp_root: Path::new("/var/lib/picolet/seccomp"),
+                seccomp_default: false,
+                memory_capacity: 1 << 30,
             };
             let params = SandboxParams {
                 pod_log_dir: logs,
                 cgroup_parent: "",
                 host_dns,
-                seccomp,
+                node,
             };
             let sb_cfg = rtconfig::sandbox_config(pod, 0, params);
             fs::create_dir_all(&sb_cfg.log_directory).map_err(|e| e.to_string())?;
             let c = &pod.spec.containers[0];
-            let c_cfg = rtconfig::container_config(pod, c, 0, "", Vec::new(), seccomp)
+            let c_cfg = rtconfig::container_config(pod, c, 0, "", Vec::new(), node)
                 .map_err(|e| e.to_string())?;
             let t = Instant::now();
             let sb = rt

@@ -250,6 +250,7 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
             resolv_conf: cfg.resolv_conf.clone(),
             cgroup_parent: cfg.cgroup_parent.clone(),
             seccomp_default: cfg.seccomp_default,
+            memory_capacity: node::memory_capacity(),
         },
         shared: shared.clone(),
         node_ip: cfg.node_ip.map(|ip| ip.to_string()),

@@ -26,6 +26,7 @@
 //! - [`pod_manager`]  the desired pods, by UID and by full name
 //! - [`pod_workers`]  the per-pod lifecycle state machine and its scheduling
 //! - [`runtime`]      the CRI boundary, the pure plan, the sync that executes it, container GC
+//! - [`qos`]          QoS class and OOM score of a pod (pure; status and the CRI config use it)
 //! - [`status`]       pod status (phase, conditions, container states) from runtime state
 //! - [`node`]         node checks (cgroups, preflight)
 //! - [`agent`]        wiring and the one event loop; shutdown order
@@ -46,6 +47,7 @@ pub mod options;
 pub mod pod_config;
 pub mod pod_manager;
 pub mod pod_workers;
+pub mod qos;
 pub mod runtime;
 pub mod source;
 pub mod status;

@@ -147,6 +147,7 @@ fn container_config(name: &str) -> ContainerConfig {
             cpu_quota: 50_000,
             cpu_shares: 512,
             memory_limit_in_bytes: 64 << 20,
+            oom_score_adj: 903,
         },
         security: ContainerSecurity {
             privileged: false,

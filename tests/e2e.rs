@@ -665,7 +665,8 @@ async fn i_runtime_outage_changes_nothing() {
 }
 
 /// j. Fields are honoured or refused (issue 10): `seccompProfile: RuntimeDefault` shows
-/// `Seccomp: 2` inside the container (and nothing asked shows 0), `hostPID` shows the
+/// `Seccomp: 2` inside the container (and nothing asked shows 0), BestEffort and Burstable
+/// containers have `oom_score_adj` 1000 and the kubelet's formula, `hostPID` shows the
 /// host's PID 1, a pod with `hostUsers: false` is rejected without a sandbox, a field that
 /// is not v1.Pod's and a warned field each get a WARN naming them.
 #[tokio::test]
@@ -674,7 +675,10 @@ async fn j_fields_are_honoured_or_refused() {
         return;
     };
     let seccomp = "while read -r k v; do [ \"$k\" = Seccomp: ] && echo \"seccomp=$v\"; done < /proc/self/status\n";
-    let sec_script = format!("{seccomp}{}", service_script("sec"));
+    let sec_script = format!(
+        "{seccomp}echo \"oom=$(cat /proc/self/oom_score_adj)\"\n{}",
+        service_script("sec")
+    );
     let mut sec = manifest(
         "sec",
         2,
@@ -700,6 +704,17 @@ async fn j_fields_are_honoured_or_refused() {
     let users = manifest("users", 2, &[container("c", &service_script("users"), &[])])
         .replace("spec:\n", "spec:\n  hostUsers: false\n");
     lab.write_manifest("users.yaml", &users);
+    // QoS OOM scores: the BestEffort pod sec gets 1000 (printed below), a Burstable one
+    // 1000 - 1000 * request / MemTotal. (Guaranteed's -997 cannot show here: the lab's
+    // containerd needs restrict_oom_score_adj and raises it to its own; the unit tests check
+    // the CRI request.)
+    let oom = "echo \"oom=$(cat /proc/self/oom_score_adj)\"\n";
+    let burst_script = format!("{oom}{}", service_script("burst"));
+    let burst = manifest("burst", 2, &[container("c", &burst_script, &[])]).replace(
+        "    command:",
+        "    resources: {requests: {memory: 64Mi}}\n    command:",
+    );
+    lab.write_manifest("burst.yaml", &burst);
     lab.start_picolet();
 
     let view = lab
@@ -708,7 +723,11 @@ async fn j_fields_are_honoured_or_refused() {
         })
         .await;
     let uid = view.sandboxes[0].uid.clone();
-    for (c, want) in [("rd", "seccomp=2"), ("plain", "seccomp=0")] {
+    for (c, want) in [
+        ("rd", "seccomp=2"),
+        ("plain", "seccomp=0"),
+        ("plain", "oom=1000"),
+    ] {
         let log = lab.log_path(NS, "sec", &uid, c, 0);
         lab.wait_for(
             &format!("{want:?} in {}", log.display()),
@@ -727,6 +746,25 @@ async fn j_fields_are_honoured_or_refused() {
     let log = lab.log_path(NS, "hpid", &view.sandboxes[0].uid, "c", 0);
     lab.wait_for(
         &format!("{want:?} in {}", log.display()),
+        secs(15),
+        || async { log_has_line(&log, "stdout", &want) },
+    )
+    .await;
+
+    let view = lab
+        .wait_for("pod burst running", secs(60), || {
+            lab.running_pod(NS, "burst", &["c"])
+        })
+        .await;
+    let log = lab.log_path(NS, "burst", &view.sandboxes[0].uid, "c", 0);
+    let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let capacity = i128::from(picolet::node::parse_meminfo(&meminfo).unwrap_or(0)) * 1024;
+    let want = format!(
+        "oom={}",
+        (1000 - 1000 * (64 << 20) / capacity.max(1)).clamp(3, 999)
+    );
+    lab.wait_for(
+        &format!("{want} in {}", log.display()),
         secs(15),
         || async { log_has_line(&log, "stdout", &want) },
     )

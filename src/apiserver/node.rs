@@ -35,7 +35,7 @@ use crate::api::{ObjectMeta, OwnerReference};
 use crate::clock::{self, Clock, UnixNanos};
 use crate::runtime::{Runtime, RuntimeHealth, RuntimeVersion};
 
-pub use crate::node::{LABEL_ARCH, LABEL_HOSTNAME, LABEL_OS, go_arch};
+pub use crate::node::{LABEL_ARCH, LABEL_HOSTNAME, LABEL_OS, go_arch, parse_meminfo};
 pub const LEASE_NAMESPACE: &str = "kube-node-lease";
 
 /// The `kubeletVersion` picolet reports: its own version, recognisable and valid semver.
@@ -143,14 +143,6 @@ impl NodeFacts {
             runtime_version: String::new(),
         }
     }
-}
-
-/// `MemTotal:  3884300 kB` → 3884300.
-pub fn parse_meminfo(text: &str) -> Option<u64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
 }
 
 /// `PRETTY_NAME` of os-release, else `NAME VERSION`, else "Linux".

@@ -52,6 +52,23 @@ pub fn node_labels(node_name: &str, extra: &BTreeMap<String, String>) -> BTreeMa
     labels
 }
 
+/// `MemTotal:  3884300 kB` → 3884300.
+pub fn parse_meminfo(text: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+}
+
+/// The node's memory in bytes (`MemTotal` of `/proc/meminfo`, as the kubelet's machine
+/// info); 0 if it cannot be read.
+pub fn memory_capacity() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| parse_meminfo(&t))
+        .map_or(0, |kib| kib.saturating_mul(1024))
+}
+
 pub fn node_name(hostname_override: Option<&str>) -> Result<String, NodeError> {
     let raw = match hostname_override.map(str::trim).filter(|s| !s.is_empty()) {
         Some(h) => h.to_string(),

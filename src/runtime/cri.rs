@@ -747,6 +747,7 @@ fn container_config(c: &ContainerConfig) -> proto::ContainerConfig {
                 cpu_quota: c.resources.cpu_quota,
                 cpu_shares: c.resources.cpu_shares,
                 memory_limit_in_bytes: c.resources.memory_limit_in_bytes,
+                oom_score_adj: c.resources.oom_score_adj,
                 ..Default::default()
             }),
             security_context: Some(proto::LinuxContainerSecurityContext {

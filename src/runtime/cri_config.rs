@@ -44,13 +44,16 @@ pub enum ConfigError {
     SecurityProfile { field: String, message: String },
 }
 
-/// Where seccomp profiles come from (kubelet: `<root-dir>/seccomp`, `--seccomp-default`).
+/// The node's facts a container's config depends on.
 #[derive(Debug, Clone, Copy)]
-pub struct SeccompParams<'a> {
-    /// `<root-dir>/seccomp`: `Localhost` profiles are relative to it.
-    pub root: &'a Path,
+pub struct NodeParams<'a> {
+    /// `<root-dir>/seccomp`: `Localhost` seccomp profiles are relative to it (kubelet:
+    /// `seccompProfileRoot`).
+    pub seccomp_root: &'a Path,
     /// `--seccomp-default`: `RuntimeDefault` instead of `Unconfined` when nothing is asked.
-    pub default_runtime: bool,
+    pub seccomp_default: bool,
+    /// The node's memory (`MemTotal`, bytes): Burstable containers' `oom_score_adj`.
+    pub memory_capacity: u64,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -66,7 +69,7 @@ pub struct SandboxParams<'a> {
     /// The host's DNS (parsed resolv.conf) for `Default`-like policies; `None` when it
     /// could not be read (the runtime then applies its own default).
     pub host_dns: Option<&'a DnsConfig>,
-    pub seccomp: SeccompParams<'a>,
+    pub node: NodeParams<'a>,
 }
 
 /// kubelet: `generatePodSandboxConfig`.
@@ -106,7 +109,7 @@ pub fn sandbox_config(pod: &api::Pod, attempt: u32, p: SandboxParams<'_>) -> San
             .collect(),
         // An invalid pod-level profile fails each container's config with its message; the
         // sandbox then runs with the safe default.
-        seccomp: seccomp_profile(pod, None, p.seccomp).unwrap_or(SecurityProfile {
+        seccomp: seccomp_profile(pod, None, p.node).unwrap_or(SecurityProfile {
             kind: ProfileKind::RuntimeDefault,
             localhost_ref: String::new(),
         }),
@@ -320,7 +323,7 @@ pub fn container_config(
     restart_count: u32,
     pod_ip: &str,
     mounts: Vec<Mount>,
-    seccomp: SeccompParams<'_>,
+    node: NodeParams<'_>,
 ) -> Result<ContainerConfig, ConfigError> {
     let envs = container_env(pod, container, pod_ip)?;
     let (command, args) = expand_command_and_args(container, &envs);
@@ -339,8 +342,8 @@ pub fn container_config(
         stdin: container.stdin,
         stdin_once: container.stdin_once,
         tty: container.tty,
-        resources: resources(container)?,
-        security: security(pod, container, seccomp)?,
+        resources: resources(pod, container, node.memory_capacity)?,
+        security: security(pod, container, node)?,
     })
 }
 
@@ -503,7 +506,11 @@ const MIN_QUOTA: i64 = 1_000;
 /// CPU shares, CFS quota/period and the memory limit from requests/limits (kubelet:
 /// `generateLinuxContainerResources`). A CPU limit without a request sets the shares
 /// from the limit, as the apiserver would default the request.
-pub fn resources(container: &api::Container) -> Result<Resources, ConfigError> {
+pub fn resources(
+    pod: &api::Pod,
+    container: &api::Container,
+    memory_capacity: u64,
+) -> Result<Resources, ConfigError> {
     let empty = api::ResourceRequirements::default();
     let r = container.resources.as_ref().unwrap_or(&empty);
     let get = |map: &BTreeMap<String, api::Quantity>, which: &str, name: &str, scale: i32| {
@@ -542,6 +549,7 @@ pub fn resources(container: &api::Container) -> Result<Resources, ConfigError> {
         cpu_quota,
         cpu_shares: milli_cpu_to_shares(shares_from),
         memory_limit_in_bytes: memory_limit,
+        oom_score_adj: crate::qos::oom_score_adj(pod, container, memory_capacity),
     })
 }
 
@@ -564,7 +572,7 @@ pub use crate::api::parse_quantity;
 pub fn security(
     pod: &api::Pod,
     container: &api::Container,
-    seccomp: SeccompParams<'_>,
+    node: NodeParams<'_>,
 ) -> Result<ContainerSecurity, ConfigError> {
     let psc = pod.spec.security_context.clone().unwrap_or_default();
     let csc = container.security_context.clone().unwrap_or_default();
@@ -604,7 +612,7 @@ pub fn security(
         no_new_privs: csc.allow_privilege_escalation == Some(false),
         add_capabilities: caps.add,
         drop_capabilities: caps.drop,
-        seccomp: seccomp_profile(pod, Some(container), seccomp)?,
+        seccomp: seccomp_profile(pod, Some(container), node)?,
         apparmor: apparmor_profile(pod, container)?,
     })
 }
@@ -615,7 +623,7 @@ pub fn security(
 pub fn seccomp_profile(
     pod: &api::Pod,
     container: Option<&api::Container>,
-    p: SeccompParams<'_>,
+    p: NodeParams<'_>,
 ) -> Result<SecurityProfile, ConfigError> {
     let from_container = container.and_then(|c| {
         let sc = c.security_context.as_ref()?;
@@ -633,7 +641,7 @@ pub fn seccomp_profile(
     };
     let Some((field, sp)) = from_container.or_else(from_pod) else {
         return Ok(SecurityProfile {
-            kind: if p.default_runtime {
+            kind: if p.seccomp_default {
                 ProfileKind::RuntimeDefault
             } else {
                 ProfileKind::Unconfined
@@ -651,10 +659,10 @@ pub fn seccomp_profile(
             if rel.is_empty() || rel.starts_with('/') || rel.split('/').any(|s| s == "..") {
                 return Err(err(format!(
                     "localhostProfile {rel:?} must be a descending path below {}",
-                    p.root.display()
+                    p.seccomp_root.display()
                 )));
             }
-            p.root.join(rel).to_string_lossy().into_owned()
+            p.seccomp_root.join(rel).to_string_lossy().into_owned()
         }
         (ProfileKind::Localhost, None) => {
             return Err(err("type Localhost needs localhostProfile".to_string()));
@@ -846,10 +854,11 @@ pub fn pull_policy(container: &api::Container) -> PullPolicy {
 mod tests {
     use super::*;
 
-    fn sc() -> SeccompParams<'static> {
-        SeccompParams {
-            root: Path::new("/var/lib/picolet/seccomp"),
-            default_runtime: false,
+    fn sc() -> NodeParams<'static> {
+        NodeParams {
+            seccomp_root: Path::new("/var/lib/picolet/seccomp"),
+            seccomp_default: false,
+            memory_capacity: 1 << 30,
         }
     }
 
@@ -897,7 +906,7 @@ mod tests {
             pod_log_dir: Path::new("/var/log/pods"),
             cgroup_parent: "",
             host_dns: Some(dns),
-            seccomp: sc(),
+            node: sc(),
         }
     }
 
@@ -1325,6 +1334,7 @@ mod tests {
                     cpu_quota: 200_000,
                     cpu_period: 100_000,
                     memory_limit_in_bytes: 128 * 1024 * 1024,
+                    oom_score_adj: 0,
                 },
             ),
             (
@@ -1334,6 +1344,7 @@ mod tests {
                     cpu_quota: 50_000,
                     cpu_period: 100_000,
                     memory_limit_in_bytes: 0,
+                    oom_score_adj: 0,
                 },
             ),
             (
@@ -1343,15 +1354,21 @@ mod tests {
                     cpu_quota: 1_000, // at least 1 ms
                     cpu_period: 100_000,
                     memory_limit_in_bytes: 0,
+                    oom_score_adj: 0,
                 },
             ),
         ];
         for (c, want) in cases {
-            assert_eq!(resources(&c), Ok(want), "{:?}", c.resources);
+            // (oom_score_adj has its own table in qos.rs)
+            let got = resources(&pod(), &c, 1 << 30).map(|r| Resources {
+                oom_score_adj: 0,
+                ..r
+            });
+            assert_eq!(got, Ok(want), "{:?}", c.resources);
         }
         let bad = with_resources(&[("memory", Str("lots".into()))], &[]);
         assert_eq!(
-            resources(&bad),
+            resources(&pod(), &bad, 1 << 30),
             Err(ConfigError::InvalidQuantity {
                 field: "requests.memory".into(),
                 value: "lots".into()
@@ -1540,9 +1557,10 @@ mod tests {
             });
             (p, c)
         };
-        let rd = |default_runtime| SeccompParams {
-            root: Path::new("/r/seccomp"),
-            default_runtime,
+        let rd = |seccomp_default| NodeParams {
+            seccomp_root: Path::new("/r/seccomp"),
+            seccomp_default,
+            memory_capacity: 1 << 30,
         };
         let kind = |r: Result<SecurityProfile, ConfigError>| r.map(|p| (p.kind, p.localhost_ref));
         // (pod, container, --seccomp-default) → profile

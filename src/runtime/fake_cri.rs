@@ -1523,6 +1523,7 @@ fn decode_container_config(c: proto::ContainerConfig) -> ContainerConfig {
             cpu_quota: resources.cpu_quota,
             cpu_shares: resources.cpu_shares,
             memory_limit_in_bytes: resources.memory_limit_in_bytes,
+            oom_score_adj: resources.oom_score_adj,
         },
         security: ContainerSecurity {
             privileged: sc.privileged,

@@ -167,6 +167,8 @@ pub struct Resources {
     pub cpu_quota: i64,
     pub cpu_shares: i64,
     pub memory_limit_in_bytes: i64,
+    /// kubelet: `qos.GetContainerOOMScoreAdjust`.
+    pub oom_score_adj: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -58,13 +58,16 @@ pub struct SyncEnv<R: Runtime, C: Clock> {
     pub cgroup_parent: String,
     /// `--seccomp-default`: `RuntimeDefault` seccomp for pods that ask for nothing.
     pub seccomp_default: bool,
+    /// The node's memory in bytes (`MemTotal`; 0: unknown): Burstable `oom_score_adj`.
+    pub memory_capacity: u64,
 }
 
 impl<R: Runtime, C: Clock> SyncEnv<R, C> {
-    fn seccomp_params<'a>(&self, root: &'a Path) -> cri_config::SeccompParams<'a> {
-        cri_config::SeccompParams {
-            root,
-            default_runtime: self.seccomp_default,
+    fn node_params<'a>(&self, seccomp_root: &'a Path) -> cri_config::NodeParams<'a> {
+        cri_config::NodeParams {
+            seccomp_root,
+            seccomp_default: self.seccomp_default,
+            memory_capacity: self.memory_capacity,
         }
     }
 
@@ -78,6 +81,7 @@ impl<R: Runtime, C: Clock> SyncEnv<R, C> {
             resolv_conf: PathBuf::from(DEFAULT_RESOLV_CONF),
             cgroup_parent: String::new(),
             seccomp_default: false,
+            memory_capacity: 0,
         }
     }
 }
@@ -480,7 +484,7 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
             pod_log_dir: &env.pod_log_dir,
             cgroup_parent: &env.cgroup_parent,
             host_dns: host_dns.as_ref(),
-            seccomp: env.seccomp_params(&seccomp_root),
+            node: env.node_params(&seccomp_root),
         },
     );
 
@@ -722,21 +726,15 @@ async fn start_container<R: Runtime, C: Clock>(
         );
     }
     let seccomp_root = env.root_dir.join("seccomp");
-    let seccomp = env.seccomp_params(&seccomp_root);
-    let cfg = match cri_config::container_config(
-        pod,
-        c,
-        restart_count,
-        &cx.pod_ip,
-        mount_list,
-        seccomp,
-    ) {
-        Ok(cfg) => cfg,
-        Err(e) => {
-            log::warn!("pod {pod_name}: container {:?}: {e}", c.name);
-            return waiting(WaitingReason::CreateContainerConfigError, e.to_string());
-        }
-    };
+    let node = env.node_params(&seccomp_root);
+    let cfg =
+        match cri_config::container_config(pod, c, restart_count, &cx.pod_ip, mount_list, node) {
+            Ok(cfg) => cfg,
+            Err(e) => {
+                log::warn!("pod {pod_name}: container {:?}: {e}", c.name);
+                return waiting(WaitingReason::CreateContainerConfigError, e.to_string());
+            }
+        };
 
     let id = match env
         .runtime

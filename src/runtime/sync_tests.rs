@@ -38,6 +38,7 @@ fn harness() -> Harness {
         resolv_conf: resolv,
         cgroup_parent: String::new(),
         seccomp_default: false,
+        memory_capacity: 1 << 30,
     };
     Harness {
         env,
@@ -493,6 +494,7 @@ async fn adoption_after_restart_kills_from_labels_alone() {
         resolv_conf: h.env.resolv_conf.clone(),
         cgroup_parent: String::new(),
         seccomp_default: false,
+        memory_capacity: 1 << 30,
     };
     h.rt.take_calls();
     let pods = list_runtime_pods(&h.rt).await.unwrap();

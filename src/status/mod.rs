@@ -49,10 +49,9 @@ mod conditions;
 mod containers;
 mod manager;
 mod phase;
-mod qos;
 
+pub use crate::qos::{QosClass, pod_qos};
 pub use manager::{StatusManager, summary};
-pub use qos::{QosClass, pod_qos};
 
 /// Container IDs in the status read `<runtime>://<id>`; picolet targets containerd.
 pub const DEFAULT_RUNTIME_NAME: &str = "containerd";

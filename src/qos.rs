@@ -1,4 +1,5 @@
-//! QoS class of a pod (kubelet: `pkg/apis/core/v1/helper/qos` `ComputePodQOS`).
+//! QoS class of a pod (kubelet: `pkg/apis/core/v1/helper/qos` `ComputePodQOS`) and the
+//! OOM score its containers get (kubelet: `pkg/kubelet/qos/policy.go`).
 //!
 //! Over all containers, init containers included, only `cpu` and `memory` count and only
 //! positive quantities: nothing requested or limited → BestEffort; every container limits
@@ -66,6 +67,65 @@ pub fn pod_qos(pod: &Pod) -> QosClass {
         return QosClass::Guaranteed;
     }
     QosClass::Burstable
+}
+
+/// kubelet: `guaranteedOOMScoreAdj`, `besteffortOOMScoreAdj`.
+pub const GUARANTEED_OOM_SCORE_ADJ: i64 = -997;
+pub const BESTEFFORT_OOM_SCORE_ADJ: i64 = 1000;
+/// kubelet: `PodInfraOOMAdj`, the sandbox's (pause) score; containerd sets it itself.
+pub const SANDBOX_OOM_SCORE_ADJ: i64 = -998;
+
+/// `system-node-critical` (kubelet: `scheduling.SystemNodeCritical`).
+pub const SYSTEM_NODE_CRITICAL: &str = "system-node-critical";
+/// kubelet: `scheduling.SystemCriticalPriority` (2 × 10⁹).
+pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
+
+/// kubelet: `IsNodeCriticalPod` — `IsCriticalPod` (a static or mirror pod, or a priority
+/// of at least system-critical) with `priorityClassName: system-node-critical`.
+pub fn is_node_critical(pod: &Pod) -> bool {
+    let critical = pod.is_static()
+        || pod
+            .metadata
+            .annotations
+            .contains_key("kubernetes.io/config.mirror")
+        || pod
+            .spec
+            .priority
+            .is_some_and(|p| p >= SYSTEM_CRITICAL_PRIORITY);
+    critical && pod.spec.priority_class_name.as_deref() == Some(SYSTEM_NODE_CRITICAL)
+}
+
+/// kubelet: `GetContainerOOMScoreAdjust` — node-critical and Guaranteed pods −997,
+/// BestEffort 1000, Burstable `1000 − 1000 × memoryRequest / memoryCapacity` kept within
+/// 3 (`1000 + guaranteedOOMScoreAdj`) … 999. `memory_capacity` 0 (unknown) counts as a
+/// request of nothing. The container's memory request defaults to its limit.
+pub fn oom_score_adj(pod: &Pod, container: &crate::api::Container, memory_capacity: u64) -> i64 {
+    if is_node_critical(pod) {
+        return GUARANTEED_OOM_SCORE_ADJ;
+    }
+    match pod_qos(pod) {
+        QosClass::Guaranteed => return GUARANTEED_OOM_SCORE_ADJ,
+        QosClass::BestEffort => return BESTEFFORT_OOM_SCORE_ADJ,
+        QosClass::Burstable => {}
+    }
+    let res = container.resources.as_ref();
+    let request = res
+        .and_then(|r| r.requests.get("memory").or_else(|| r.limits.get("memory")))
+        .and_then(|q| q.scaled(0))
+        .unwrap_or(0)
+        .max(0) as i128;
+    let adj = if memory_capacity == 0 {
+        1000
+    } else {
+        1000 - (1000 * request) / memory_capacity as i128
+    };
+    if adj < 1000 + GUARANTEED_OOM_SCORE_ADJ as i128 {
+        return 1000 + GUARANTEED_OOM_SCORE_ADJ;
+    }
+    if adj == BESTEFFORT_OOM_SCORE_ADJ as i128 {
+        return BESTEFFORT_OOM_SCORE_ADJ - 1;
+    }
+    adj as i64
 }
 
 /// Requests and limits are compared in milli-units (exact for every quantity Kubernetes
@@ -199,5 +259,60 @@ mod tests {
             assert_eq!(pod_qos(&pod), want, "{name}");
         }
         assert_eq!(QosClass::Burstable.as_str(), "Burstable");
+    }
+
+    #[test]
+    fn oom_score_adj_follows_the_kubelet_policy() {
+        let gi = 1u64 << 30;
+        let with = |r: Option<ResourceRequirements>| {
+            let mut p = Pod::default();
+            p.spec.containers = vec![Container {
+                name: "c".into(),
+                resources: r,
+                ..Default::default()
+            }];
+            p
+        };
+        // (resources, capacity, want)
+        let rows = [
+            (None, gi, 1000),
+            (
+                res(
+                    &[("cpu", "1"), ("memory", "1Gi")],
+                    &[("cpu", "1"), ("memory", "1Gi")],
+                ),
+                gi,
+                -997,
+            ),
+            (res(&[("memory", "100Mi")], &[]), gi, 903), // 1000 - 1000*100/1024
+            (res(&[("memory", "1Gi")], &[]), gi, 3),     // all of it: kept above Guaranteed
+            (res(&[("memory", "2Gi")], &[]), gi, 3),
+            (res(&[("memory", "1")], &[]), gi, 999), // rounds to 1000: kept below BestEffort
+            (res(&[("cpu", "100m")], &[]), gi, 999), // no memory request
+            (res(&[], &[("memory", "512Mi")]), gi, 500), // the request defaults to the limit
+            (res(&[("memory", "100Mi")], &[]), 0, 999), // capacity unknown
+        ];
+        for (i, (r, cap, want)) in rows.into_iter().enumerate() {
+            let p = with(r);
+            assert_eq!(
+                oom_score_adj(&p, &p.spec.containers[0], cap),
+                want,
+                "row {i}"
+            );
+        }
+        // A static pod with priorityClassName system-node-critical (kubeadm's etcd): -997
+        // whatever its resources; without the static marker and the priority it is not.
+        let mut p = with(res(&[("memory", "100Mi")], &[]));
+        p.spec.priority_class_name = Some(SYSTEM_NODE_CRITICAL.into());
+        assert_eq!(oom_score_adj(&p, &p.spec.containers[0], gi), 903);
+        p.metadata
+            .annotations
+            .insert("kubernetes.io/config.source".into(), "file".into());
+        assert!(p.is_static());
+        assert_eq!(oom_score_adj(&p, &p.spec.containers[0], gi), -997);
+        let mut api = with(None);
+        api.spec.priority_class_name = Some(SYSTEM_NODE_CRITICAL.into());
+        api.spec.priority = Some(2_000_001_000);
+        assert_eq!(oom_score_adj(&api, &api.spec.containers[0], gi), -997);
     }
 }
