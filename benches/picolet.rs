@@ -1667,6 +1667,8 @@ async fn raw_start(rt: &CriRuntime, n: usize) -> Res<RawStart> {
                 seccomp_root: Path::new("/var/lib/picolet/seccomp"),
                 seccomp_default: false,
                 memory_capacity: 1 << 30,
+                cpu_capacity_milli: 4000,
+                host_ip: "",
             };
             let params = SandboxParams {
                 pod_log_dir: logs,

@@ -251,6 +251,8 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
             cgroup_parent: cfg.cgroup_parent.clone(),
             seccomp_default: cfg.seccomp_default,
             memory_capacity: node::memory_capacity(),
+            cpu_capacity_milli: node::cpu_capacity_milli(),
+            host_ip: cfg.node_ip.map(|ip| ip.to_string()).unwrap_or_default(),
         },
         shared: shared.clone(),
         node_ip: cfg.node_ip.map(|ip| ip.to_string()),

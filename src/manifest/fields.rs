@@ -283,8 +283,8 @@ pub static RULES: &[Rule] = &[
     ),
     rule(
         "spec.containers[].env[].valueFrom.resourceFieldRef",
-        Refused,
-        "not resolved yet: the container would miss its environment",
+        Implemented,
+        "limits/requests of cpu, memory, ephemeral-storage with divisor; a missing limit is the node's",
     ),
     rule(
         "spec.containers[].env[].valueFrom.configMapKeyRef",

@@ -69,6 +69,11 @@ pub fn memory_capacity() -> u64 {
         .map_or(0, |kib| kib.saturating_mul(1024))
 }
 
+/// The node's CPUs in millicores (the kubelet's machine info counts online CPUs).
+pub fn cpu_capacity_milli() -> i64 {
+    std::thread::available_parallelism().map_or(1000, |n| n.get() as i64 * 1000)
+}
+
 pub fn node_name(hostname_override: Option<&str>) -> Result<String, NodeError> {
     let raw = match hostname_override.map(str::trim).filter(|s| !s.is_empty()) {
         Some(h) => h.to_string(),

@@ -28,6 +28,8 @@ pub enum ConfigError {
     EnvSourceUnsupported { env: String, source_kind: String },
     #[error("env {env:?}: fieldRef {path:?} is not supported by picolet")]
     EnvFieldPathUnsupported { env: String, path: String },
+    #[error("env {env:?}: resourceFieldRef: {message}")]
+    EnvResourceFieldRef { env: String, message: String },
     #[error("env {env:?}: valueFrom has no usable source")]
     EnvValueFromInvalid { env: String },
     #[error("resources.{field}: invalid quantity {value:?}")]
@@ -52,8 +54,13 @@ pub struct NodeParams<'a> {
     pub seccomp_root: &'a Path,
     /// `--seccomp-default`: `RuntimeDefault` instead of `Unconfined` when nothing is asked.
     pub seccomp_default: bool,
-    /// The node's memory (`MemTotal`, bytes): Burstable containers' `oom_score_adj`.
+    /// The node's memory (`MemTotal`, bytes): Burstable containers' `oom_score_adj`, and
+    /// `resourceFieldRef` `limits.memory` of a container without a limit.
     pub memory_capacity: u64,
+    /// The node's CPUs in millicores: `resourceFieldRef` `limits.cpu` without a limit.
+    pub cpu_capacity_milli: i64,
+    /// The node's IP (`status.hostIP`); "" if unknown.
+    pub host_ip: &'a str,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -325,7 +332,7 @@ pub fn container_config(
     mounts: Vec<Mount>,
     node: NodeParams<'_>,
 ) -> Result<ContainerConfig, ConfigError> {
-    let envs = container_env(pod, container, pod_ip)?;
+    let envs = container_env(pod, container, pod_ip, node)?;
     let (command, args) = expand_command_and_args(container, &envs);
     Ok(ContainerConfig {
         name: container.name.clone(),
@@ -355,11 +362,12 @@ pub fn container_env(
     pod: &api::Pod,
     container: &api::Container,
     pod_ip: &str,
+    node: NodeParams<'_>,
 ) -> Result<Vec<(String, String)>, ConfigError> {
     let mut out: Vec<(String, String)> = Vec::new();
     for e in &container.env {
         let value = match &e.value_from {
-            Some(from) => env_value_from(pod, &e.name, from, pod_ip)?,
+            Some(from) => env_value_from(pod, container, &e.name, from, pod_ip, node)?,
             None => {
                 let v = e.value.as_deref().unwrap_or("");
                 expand(v, |name| {
@@ -375,17 +383,23 @@ pub fn container_env(
     Ok(out)
 }
 
-/// `valueFrom.fieldRef` for the downward API fields picolet knows; anything else
-/// (configMap/secret refs, resourceFieldRef, status.hostIP) is an explicit error.
+/// `valueFrom.fieldRef` and `valueFrom.resourceFieldRef` (kubelet: `podFieldSelectorRuntimeValue`,
+/// `containerResourceRuntimeValue`); anything else (configMap/secret refs) is an explicit
+/// error.
 fn env_value_from(
     pod: &api::Pod,
+    container: &api::Container,
     env: &str,
     from: &serde_json::Value,
     pod_ip: &str,
+    node: NodeParams<'_>,
 ) -> Result<String, ConfigError> {
     let Some(obj) = from.as_object() else {
         return Err(ConfigError::EnvValueFromInvalid { env: env.into() });
     };
+    if let Some(rf) = obj.get("resourceFieldRef") {
+        return resource_field_ref(pod, container, env, rf, node);
+    }
     let Some(field_ref) = obj.get("fieldRef") else {
         return Err(match obj.keys().next() {
             Some(kind) => ConfigError::EnvSourceUnsupported {
@@ -411,6 +425,7 @@ fn env_value_from(
         "spec.serviceAccountName" => pod.spec.service_account_name.clone().unwrap_or_default(),
         "status.podIP" => pod_ip.to_string(),
         "status.podIPs" => pod_ip.to_string(),
+        "status.hostIP" | "status.hostIPs" => node.host_ip.to_string(),
         _ => {
             let (map, rest) = if let Some(rest) = path.strip_prefix("metadata.labels") {
                 (&m.labels, rest)
@@ -428,6 +443,72 @@ fn env_value_from(
             map.get(key).cloned().unwrap_or_default()
         }
     })
+}
+
+/// kubelet: `resource.ExtractContainerResourceValue` over the container's resources merged
+/// with the node's allocatable (`MergeContainerResourceLimits`: a missing cpu or memory limit
+/// is the node's). The value is divided by `divisor` (default 1) and rounded up.
+fn resource_field_ref(
+    pod: &api::Pod,
+    container: &api::Container,
+    env: &str,
+    rf: &serde_json::Value,
+    node: NodeParams<'_>,
+) -> Result<String, ConfigError> {
+    let invalid = |why: String| ConfigError::EnvResourceFieldRef {
+        env: env.into(),
+        message: why,
+    };
+    let resource = rf.get("resource").and_then(|v| v.as_str()).unwrap_or("");
+    let target = match rf.get("containerName").and_then(|v| v.as_str()) {
+        None | Some("") => container,
+        Some(name) => pod
+            .spec
+            .containers
+            .iter()
+            .chain(&pod.spec.init_containers)
+            .find(|c| c.name == name)
+            .ok_or_else(|| invalid(format!("no container named {name:?}")))?,
+    };
+    let (which, name) = resource
+        .split_once('.')
+        .ok_or_else(|| invalid(format!("unsupported resource {resource:?}")))?;
+    // cpu in millicores, everything else in units.
+    let scale = if name == "cpu" { 3 } else { 0 };
+    let divisor = match rf.get("divisor") {
+        None | Some(serde_json::Value::Null) => 10i64.pow(scale as u32),
+        Some(d) => {
+            let q: api::Quantity = serde_json::from_value(d.clone())
+                .map_err(|_| invalid(format!("divisor {d} is not a quantity")))?;
+            q.scaled(scale)
+                .filter(|v| *v > 0)
+                .ok_or_else(|| invalid(format!("divisor {d} must be a positive quantity")))?
+        }
+    };
+    let res = target.resources.clone().unwrap_or_default();
+    let get = |map: &BTreeMap<String, api::Quantity>| -> Result<Option<i64>, ConfigError> {
+        map.get(name)
+            .map(|q| {
+                q.scaled(scale)
+                    .ok_or_else(|| invalid(format!("{which}.{name} is not a quantity")))
+            })
+            .transpose()
+    };
+    let value = match (which, name) {
+        ("limits", "cpu") => get(&res.limits)?.unwrap_or(node.cpu_capacity_milli),
+        ("limits", "memory") => {
+            get(&res.limits)?.unwrap_or(i64::try_from(node.memory_capacity).unwrap_or(i64::MAX))
+        }
+        ("requests", "cpu" | "memory") => get(&res.requests)?.or(get(&res.limits)?).unwrap_or(0),
+        ("limits" | "requests", "ephemeral-storage") => match which {
+            "limits" => get(&res.limits)?.unwrap_or(0),
+            _ => get(&res.requests)?.unwrap_or(0),
+        },
+        _ => return Err(invalid(format!("unsupported resource {resource:?}"))),
+    };
+    // ceil(value / divisor)
+    let out = value / divisor + i64::from(value % divisor != 0);
+    Ok(out.to_string())
 }
 
 /// Expand `$(VAR)` in command and args with the container's environment (kubelet:
@@ -859,6 +940,8 @@ mod tests {
             seccomp_root: Path::new("/var/lib/picolet/seccomp"),
             seccomp_default: false,
             memory_capacity: 1 << 30,
+            cpu_capacity_milli: 4000,
+            host_ip: "192.0.2.1",
         }
     }
 
@@ -1183,7 +1266,7 @@ mod tests {
             ],
             ..Default::default()
         };
-        let envs = container_env(&p, &c, "10.0.0.7").unwrap();
+        let envs = container_env(&p, &c, "10.0.0.7", sc()).unwrap();
         let get = |k: &str| envs.iter().find(|(n, _)| n == k).unwrap().1.clone();
         assert_eq!(get("GREETING"), "hello world $(LATER)");
         assert_eq!(get("POD"), "web-node1");
@@ -1201,14 +1284,77 @@ mod tests {
     }
 
     #[test]
+    fn host_ip_and_resource_field_refs() {
+        let mut p = pod();
+        p.spec.containers[0].resources = Some(api::ResourceRequirements {
+            requests: [("cpu".into(), api::Quantity::Str("250m".into()))].into(),
+            limits: [("memory".into(), api::Quantity::Str("64Mi".into()))].into(),
+            claims: None,
+        });
+        let rf = |name: &str, v: serde_json::Value| api::EnvVar {
+            name: name.into(),
+            value: None,
+            value_from: Some(serde_json::json!({ "resourceFieldRef": v })),
+        };
+        use serde_json::json;
+        let mut c = p.spec.containers[0].clone();
+        c.env = vec![
+            field_env("HOST", "status.hostIP"),
+            rf("CPU_REQ", json!({"resource": "requests.cpu"})),
+            rf(
+                "CPU_REQ_M",
+                json!({"resource": "requests.cpu", "divisor": "1m"}),
+            ),
+            rf("CPU_LIM", json!({"resource": "limits.cpu"})),
+            rf("MEM_LIM", json!({"resource": "limits.memory"})),
+            rf(
+                "MEM_LIM_MI",
+                json!({"resource": "limits.memory", "divisor": "1Mi"}),
+            ),
+            rf(
+                "MEM_REQ",
+                json!({"resource": "requests.memory", "divisor": "1Mi"}),
+            ),
+            rf(
+                "OTHER",
+                json!({"resource": "limits.memory", "containerName": "nginx", "divisor": "1Ki"}),
+            ),
+        ];
+        let envs = container_env(&p, &c, "10.0.0.7", sc()).unwrap();
+        let got: Vec<(&str, &str)> = envs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("HOST", "192.0.2.1"),
+                ("CPU_REQ", "1"), // 250m rounded up to a core
+                ("CPU_REQ_M", "250"),
+                ("CPU_LIM", "4"), // no limit: the node's 4 CPUs
+                ("MEM_LIM", "67108864"),
+                ("MEM_LIM_MI", "64"),
+                ("MEM_REQ", "64"), // the request defaults to the limit
+                ("OTHER", "65536"),
+            ]
+        );
+        c.env = vec![rf("X", json!({"resource": "limits.gpu"}))];
+        let e = container_env(&p, &c, "", sc()).unwrap_err().to_string();
+        assert!(e.contains("unsupported resource"), "{e}");
+        c.env = vec![rf(
+            "X",
+            json!({"resource": "limits.cpu", "containerName": "nope"}),
+        )];
+        let e = container_env(&p, &c, "", sc()).unwrap_err().to_string();
+        assert!(e.contains("no container named"), "{e}");
+    }
+
+    #[test]
     fn env_value_from_errors() {
         let p = pod();
         let cases = [
             (
-                field_env("H", "status.hostIP"),
+                field_env("H", "status.phase"),
                 ConfigError::EnvFieldPathUnsupported {
                     env: "H".into(),
-                    path: "status.hostIP".into(),
+                    path: "status.phase".into(),
                 },
             ),
             (
@@ -1239,7 +1385,7 @@ mod tests {
                 env: vec![e],
                 ..Default::default()
             };
-            assert_eq!(container_env(&p, &c, ""), Err(want));
+            assert_eq!(container_env(&p, &c, "", sc()), Err(want));
         }
     }
 
@@ -1561,6 +1707,8 @@ mod tests {
             seccomp_root: Path::new("/r/seccomp"),
             seccomp_default,
             memory_capacity: 1 << 30,
+            cpu_capacity_milli: 4000,
+            host_ip: "",
         };
         let kind = |r: Result<SecurityProfile, ConfigError>| r.map(|p| (p.kind, p.localhost_ref));
         // (pod, container, --seccomp-default) → profile

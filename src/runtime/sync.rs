@@ -60,14 +60,20 @@ pub struct SyncEnv<R: Runtime, C: Clock> {
     pub seccomp_default: bool,
     /// The node's memory in bytes (`MemTotal`; 0: unknown): Burstable `oom_score_adj`.
     pub memory_capacity: u64,
+    /// The node's CPUs in millicores (`resourceFieldRef` without a limit).
+    pub cpu_capacity_milli: i64,
+    /// The node's IP for `status.hostIP` in the downward API ("" if unknown).
+    pub host_ip: String,
 }
 
 impl<R: Runtime, C: Clock> SyncEnv<R, C> {
-    fn node_params<'a>(&self, seccomp_root: &'a Path) -> cri_config::NodeParams<'a> {
+    fn node_params<'a>(&'a self, seccomp_root: &'a Path) -> cri_config::NodeParams<'a> {
         cri_config::NodeParams {
             seccomp_root,
             seccomp_default: self.seccomp_default,
             memory_capacity: self.memory_capacity,
+            cpu_capacity_milli: self.cpu_capacity_milli,
+            host_ip: &self.host_ip,
         }
     }
 
@@ -82,6 +88,8 @@ impl<R: Runtime, C: Clock> SyncEnv<R, C> {
             cgroup_parent: String::new(),
             seccomp_default: false,
             memory_capacity: 0,
+            cpu_capacity_milli: 1000,
+            host_ip: String::new(),
         }
     }
 }

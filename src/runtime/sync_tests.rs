@@ -39,6 +39,8 @@ fn harness() -> Harness {
         cgroup_parent: String::new(),
         seccomp_default: false,
         memory_capacity: 1 << 30,
+        cpu_capacity_milli: 4000,
+        host_ip: String::new(),
     };
     Harness {
         env,
@@ -495,6 +497,8 @@ async fn adoption_after_restart_kills_from_labels_alone() {
         cgroup_parent: String::new(),
         seccomp_default: false,
         memory_capacity: 1 << 30,
+        cpu_capacity_milli: 4000,
+        host_ip: String::new(),
     };
     h.rt.take_calls();
     let pods = list_runtime_pods(&h.rt).await.unwrap();
