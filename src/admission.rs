@@ -169,10 +169,10 @@ mod tests {
             (
                 "refusal wins over a selector mismatch",
                 |p| {
-                    p.spec.runtime_class_name = Some("nvidia".into());
+                    p.spec.resource_claims = Some(serde_json::json!([{"name": "gpu"}]));
                     p.spec.node_selector.insert("disk".into(), "ssd".into());
                 },
-                Some((REASON_UNSUPPORTED, "spec.runtimeClassName")),
+                Some((REASON_UNSUPPORTED, "spec.resourceClaims")),
                 0,
             ),
             (

@@ -101,6 +101,7 @@ fn sandbox_config(name: &str) -> SandboxConfig {
             kind: ProfileKind::RuntimeDefault,
             localhost_ref: String::new(),
         },
+        runtime_handler: "crun".into(),
     }
 }
 

@@ -715,6 +715,13 @@ async fn j_fields_are_honoured_or_refused() {
         "    resources: {requests: {memory: 64Mi}}\n    command:",
     );
     lab.write_manifest("burst.yaml", &burst);
+    // runtimeClassName is the CRI handler: the lab's containerd has "edge", not "nope".
+    let class = |name: &str, class: &str| {
+        manifest(name, 2, &[container("c", &service_script(name), &[])])
+            .replace("spec:\n", &format!("spec:\n  runtimeClassName: {class}\n"))
+    };
+    lab.write_manifest("edge.yaml", &class("edge", "edge"));
+    lab.write_manifest("nope.yaml", &class("nope", "nope"));
     lab.start_picolet();
 
     let view = lab
@@ -770,6 +777,13 @@ async fn j_fields_are_honoured_or_refused() {
     )
     .await;
 
+    lab.wait_for(
+        "pod edge (runtimeClassName: edge) running",
+        secs(60),
+        || lab.running_pod(NS, "edge", &["c"]),
+    )
+    .await;
+
     let stderr_line = |what: &'static str, pred: fn(&str) -> bool| {
         let lab = &lab;
         async move {
@@ -808,6 +822,11 @@ async fn j_fields_are_honoured_or_refused() {
                 && l.contains("sec-e2e-node")
                 && l.contains("spec.containers[0].livenessProbe")
         },
+    )
+    .await;
+    stderr_line(
+        "a line naming pod nope's sandbox failure for its unknown runtime handler",
+        |l| l.contains("nope-e2e-node") && l.contains("sandbox") && l.contains("\"nope\""),
     )
     .await;
     let names: BTreeSet<String> = lab

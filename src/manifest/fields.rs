@@ -214,8 +214,8 @@ pub static RULES: &[Rule] = &[
     ),
     rule(
         "spec.runtimeClassName",
-        Refused,
-        "runtime classes are not supported yet: the pod would run with the default runtime handler",
+        Implemented,
+        "the CRI runtime handler of the same name (no RuntimeClass objects: the name is the handler); a handler the runtime does not know fails the sandbox with the runtime's message",
     ),
     // containers (also init containers)
     rule(
@@ -736,7 +736,6 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                ("spec.runtimeClassName".into(), Refused),
                 ("spec.containers[1].livenessProbe".into(), Warned),
                 (
                     "spec.containers[1].env[1].valueFrom.secretKeyRef".into(),

@@ -270,7 +270,7 @@ impl Runtime for CriRuntime {
         let mut client = self.runtime.clone();
         let req = proto::RunPodSandboxRequest {
             config: Some(sandbox_config(config)),
-            runtime_handler: String::new(),
+            runtime_handler: config.runtime_handler.clone(),
         };
         let resp = unary(
             METHOD,

@@ -120,6 +120,10 @@ pub fn sandbox_config(pod: &api::Pod, attempt: u32, p: SandboxParams<'_>) -> San
             kind: ProfileKind::RuntimeDefault,
             localhost_ref: String::new(),
         }),
+        // kubelet: the RuntimeClass object's `handler`. picolet has no RuntimeClass objects
+        // (offline there is no apiserver to hold them): the class name is the handler, the
+        // convention of every RuntimeClass an edge runtime ships (nvidia, kata, crun, gvisor).
+        runtime_handler: pod.spec.runtime_class_name.clone().unwrap_or_default(),
     }
 }
 
@@ -1779,6 +1783,17 @@ mod tests {
                 (got, want) => panic!("row {i}: got {got:?}, want {want:?}"),
             }
         }
+        // runtimeClassName is the CRI runtime handler.
+        let mut rc = pod();
+        rc.spec.runtime_class_name = Some("nvidia".into());
+        assert_eq!(
+            sandbox_config(&rc, 0, params(&host_dns())).runtime_handler,
+            "nvidia"
+        );
+        assert_eq!(
+            sandbox_config(&pod(), 0, params(&host_dns())).runtime_handler,
+            ""
+        );
         // The sandbox gets the pod-level profile.
         let (p, _) = with(Some(profile("RuntimeDefault", None)), None);
         let dns = host_dns();

@@ -970,7 +970,8 @@ impl RuntimeService for FakeService {
         req: Request<proto::RunPodSandboxRequest>,
     ) -> Answer<proto::RunPodSandboxResponse> {
         let req = req.into_inner();
-        let config = req.config.map(decode_sandbox_config).unwrap_or_default();
+        let mut config = req.config.map(decode_sandbox_config).unwrap_or_default();
+        config.runtime_handler = req.runtime_handler;
         self.gate(Method::RunPodSandbox, &config.name).await?;
         if config.name.is_empty() || config.uid.is_empty() {
             return Err(Status::invalid_argument("sandbox metadata is not set"));
@@ -1472,6 +1473,8 @@ fn decode_sandbox_config(c: proto::PodSandboxConfig) -> SandboxConfig {
         privileged: security.privileged,
         sysctls: linux.sysctls,
         seccomp: decode_profile(security.seccomp).unwrap_or_default(),
+        // Not part of the config: RunPodSandboxRequest's own field, set by the caller.
+        runtime_handler: String::new(),
     }
 }
 

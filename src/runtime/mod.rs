@@ -142,6 +142,9 @@ pub struct SandboxConfig {
     pub sysctls: BTreeMap<String, String>,
     /// The pod-level seccomp profile (kubelet: the sandbox gets the pod's).
     pub seccomp: SecurityProfile,
+    /// `RunPodSandboxRequest.runtime_handler` from `runtimeClassName` ("" = the runtime's
+    /// default handler).
+    pub runtime_handler: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -168,6 +168,14 @@ state = "$LAB/state"
         SystemdCgroup = false
         Root = "$LAB/runc"
 
+    # A second handler name for the runtimeClassName test (the same runc underneath).
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.edge]
+      runtime_type = "io.containerd.runc.v2"
+
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.edge.options]
+        SystemdCgroup = false
+        Root = "$LAB/runc"
+
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "$CNI_BIN_DIR"
     conf_dir = "$LAB/cni/net.d"
