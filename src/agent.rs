@@ -253,6 +253,7 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
             memory_capacity: node::memory_capacity(),
             cpu_capacity_milli: node::cpu_capacity_milli(),
             host_ip: cfg.node_ip.map(|ip| ip.to_string()).unwrap_or_default(),
+            tmpfs: std::sync::Arc::new(crate::runtime::mounts::SysTmpfs),
         },
         shared: shared.clone(),
         node_ip: cfg.node_ip.map(|ip| ip.to_string()),

@@ -6,14 +6,15 @@
 //! host paths before a container is created. Volumes are only `hostPath` and `emptyDir`;
 //! anything else fails the container with `CreateContainerConfigError`.
 //!
-//! Must never: mount anything itself (the runtime bind-mounts), touch paths outside the
+//! Must never: mount anything itself but the tmpfs of a `Memory` emptyDir (through
+//! [`Tmpfs`], the one mount boundary; the runtime bind-mounts the rest), touch paths outside the
 //! pod directory except the hostPaths the manifest names, or follow a `subPath` out of its
 //! volume. Filesystem calls are synchronous `std::fs` on purpose: they are local metadata
 //! operations, and blocking-pool threads would let paused-time tests auto-advance.
 
 use std::fs;
 use std::io;
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 use crate::api;
@@ -69,6 +70,128 @@ fn io_err(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> MountError
     }
 }
 
+/// The one mount picolet makes itself: a tmpfs for `emptyDir.medium: Memory` (kubelet:
+/// `emptydir` with `StorageMediumMemory`), so what a pod keeps there never reaches the SD
+/// card. A trait because mounting needs root: tests use [`FakeTmpfs`].
+pub trait Tmpfs: Send + Sync {
+    /// Mounts a tmpfs of `size` bytes (None: the kernel's default, half the RAM) on `dir`.
+    fn mount(&self, dir: &Path, size: Option<u64>) -> io::Result<()>;
+    /// Lazily unmounts `dir` (`MNT_DETACH`).
+    fn unmount(&self, dir: &Path) -> io::Result<()>;
+}
+
+/// `mount(2)` and `umount2(2)`.
+pub struct SysTmpfs;
+
+impl Tmpfs for SysTmpfs {
+    fn mount(&self, dir: &Path, size: Option<u64>) -> io::Result<()> {
+        use nix::mount::{MsFlags, mount};
+        let data = match size {
+            Some(bytes) => format!("mode=1777,size={bytes}"),
+            None => "mode=1777".to_string(),
+        };
+        mount(
+            Some("tmpfs"),
+            dir,
+            Some("tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            Some(data.as_str()),
+        )
+        .map_err(io::Error::from)
+    }
+
+    fn unmount(&self, dir: &Path) -> io::Result<()> {
+        nix::mount::umount2(dir, nix::mount::MntFlags::MNT_DETACH).map_err(io::Error::from)
+    }
+}
+
+/// Records mounts instead of making them (the directory stays a plain one).
+#[derive(Default)]
+pub struct FakeTmpfs {
+    pub mounted: std::sync::Mutex<Vec<(PathBuf, Option<u64>)>>,
+}
+
+impl Tmpfs for FakeTmpfs {
+    fn mount(&self, dir: &Path, size: Option<u64>) -> io::Result<()> {
+        self.mounted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((dir.to_path_buf(), size));
+        Ok(())
+    }
+
+    fn unmount(&self, dir: &Path) -> io::Result<()> {
+        self.mounted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|(d, _)| d != dir);
+        Ok(())
+    }
+}
+
+/// `dir` is a mount point: its device differs from its parent's.
+pub fn is_mount_point(dir: &Path) -> bool {
+    match (fs::metadata(dir), dir.parent().map(fs::metadata)) {
+        (Ok(d), Some(Ok(p))) => d.dev() != p.dev(),
+        _ => false,
+    }
+}
+
+/// Before a pod directory is removed: unmount every `Memory` emptyDir still mounted in it
+/// (a removal would empty the tmpfs and then fail on the busy mount point).
+pub fn unmount_pod_volumes(
+    root_dir: &Path,
+    uid: &str,
+    tmpfs: &dyn Tmpfs,
+) -> Result<(), MountError> {
+    let dir = pod_dir(root_dir, uid)
+        .join("volumes")
+        .join("kubernetes.io~empty-dir");
+    let Ok(entries) = fs::read_dir(&dir) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if is_mount_point(&path) {
+            tmpfs.unmount(&path).map_err(io_err("unmount", &path))?;
+        }
+    }
+    Ok(())
+}
+
+/// kubelet: `calculateEmptyDirMemorySize` — the node's memory, lowered to the pod's memory
+/// limit when every container has one, and to `sizeLimit` when set.
+pub fn memory_medium_size(
+    pod: &api::Pod,
+    size_limit: Option<&api::Quantity>,
+    memory_capacity: u64,
+) -> Option<u64> {
+    let mut size = (memory_capacity > 0).then_some(memory_capacity);
+    let limits: Option<u64> = pod
+        .spec
+        .containers
+        .iter()
+        .map(|c| {
+            c.resources
+                .as_ref()
+                .and_then(|r| r.limits.get("memory"))
+                .and_then(|q| q.scaled(0))
+                .and_then(|v| u64::try_from(v).ok())
+        })
+        .sum();
+    if let Some(l) = limits.filter(|l| *l > 0) {
+        size = Some(size.map_or(l, |s| s.min(l)));
+    }
+    if let Some(l) = size_limit
+        .and_then(|q| q.scaled(0))
+        .and_then(|v| u64::try_from(v).ok())
+        .filter(|l| *l > 0)
+    {
+        size = Some(size.map_or(l, |s| s.min(l)));
+    }
+    size
+}
+
 /// `<root_dir>/pods/<uid>` (kubelet: `getPodDir`): everything picolet writes for a pod.
 pub fn pod_dir(root_dir: &Path, uid: &str) -> PathBuf {
     root_dir.join("pods").join(uid)
@@ -97,6 +220,8 @@ pub fn prepare_mounts(
     root_dir: &Path,
     pod: &api::Pod,
     container: &api::Container,
+    tmpfs: &dyn Tmpfs,
+    memory_capacity: u64,
 ) -> Result<Vec<Mount>, MountError> {
     let privileged = container
         .security_context
@@ -111,7 +236,7 @@ pub fn prepare_mounts(
                 volume: vm.name.clone(),
             });
         };
-        let base = volume_host_path(root_dir, pod, volume)?;
+        let base = volume_host_path(root_dir, pod, volume, tmpfs, memory_capacity)?;
         let host_path = match vm.sub_path.as_deref().filter(|s| !s.is_empty()) {
             Some(sub) => sub_path(&base, sub, &vm.mount_path)?,
             None => base,
@@ -131,6 +256,8 @@ fn volume_host_path(
     root_dir: &Path,
     pod: &api::Pod,
     volume: &api::Volume,
+    tmpfs: &dyn Tmpfs,
+    memory_capacity: u64,
 ) -> Result<PathBuf, MountError> {
     if let Some(hp) = &volume.host_path {
         let path = PathBuf::from(&hp.path);
@@ -138,16 +265,34 @@ fn volume_host_path(
         return Ok(path);
     }
     if let Some(ed) = &volume.empty_dir {
-        if ed.medium.as_deref() == Some("Memory") {
-            log::warn!(
-                "pod {}: emptyDir {:?} with medium Memory is a plain directory for now (no tmpfs)",
-                pod.full_name(),
-                volume.name
-            );
-        }
         let dir = empty_dir_path(root_dir, &pod.metadata.uid, &volume.name);
         // kubelet: emptyDir is world-writable so non-root containers can use it
         ensure_dir(&dir, 0o777)?;
+        match ed.medium.as_deref().unwrap_or("") {
+            "" => {}
+            // Mounted once per pod: a restarted container (or picolet) finds it mounted.
+            "Memory" if !is_mount_point(&dir) => {
+                let size = memory_medium_size(pod, ed.size_limit.as_ref(), memory_capacity);
+                tmpfs
+                    .mount(&dir, size)
+                    .map_err(io_err("mount tmpfs on", &dir))?;
+                log::info!(
+                    "pod {}: emptyDir {:?} is a tmpfs of {}",
+                    pod.full_name(),
+                    volume.name,
+                    size.map_or("the kernel's default size".to_string(), |s| format!(
+                        "{s} bytes"
+                    ))
+                );
+            }
+            "Memory" => {}
+            other => {
+                return Err(MountError::UnsupportedVolume {
+                    volume: volume.name.clone(),
+                    kind: format!("emptyDir medium {other:?}"),
+                });
+            }
+        }
         return Ok(dir);
     }
     Err(MountError::UnsupportedVolume {
@@ -418,7 +563,8 @@ mod tests {
             },
             mount("mem", "/mem"),
         ]);
-        let ms = prepare_mounts(&root, &p, &c).unwrap();
+        let fake = FakeTmpfs::default();
+        let ms = prepare_mounts(&root, &p, &c, &fake, 1 << 30).unwrap();
         let cache = root.join("pods/uid-1/volumes/kubernetes.io~empty-dir/cache");
         assert_eq!(ms[0].host_path, cache.to_string_lossy());
         assert_eq!(mode(&cache), 0o777);
@@ -431,10 +577,10 @@ mod tests {
         assert!(cache.join("a/b").is_dir());
         assert_eq!(mode(&cache.join("a/b")), 0o777);
         assert_eq!(ms[2].container_path, "/sub");
-        assert!(
-            root.join("pods/uid-1/volumes/kubernetes.io~empty-dir/mem")
-                .is_dir()
-        );
+        let mem = root.join("pods/uid-1/volumes/kubernetes.io~empty-dir/mem");
+        assert!(mem.is_dir());
+        // medium Memory: a tmpfs as large as the node's memory (no limits, no sizeLimit)
+        assert_eq!(*fake.mounted.lock().unwrap(), vec![(mem, Some(1 << 30))]);
     }
 
     #[test]
@@ -504,7 +650,14 @@ mod tests {
             ),
         ];
         for (vm, want) in cases {
-            let err = prepare_mounts(&root, &p, &container(vec![vm.clone()])).unwrap_err();
+            let err = prepare_mounts(
+                &root,
+                &p,
+                &container(vec![vm.clone()]),
+                &FakeTmpfs::default(),
+                0,
+            )
+            .unwrap_err();
             assert!(err.to_string().contains(want), "{vm:?}: {err}");
         }
         // privileged containers may use Bidirectional
@@ -517,7 +670,7 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(
-            prepare_mounts(&root, &p, &c).unwrap()[0].propagation,
+            prepare_mounts(&root, &p, &c, &FakeTmpfs::default(), 0).unwrap()[0].propagation,
             MountPropagation::Bidirectional
         );
     }
@@ -532,5 +685,32 @@ mod tests {
         let f = tmp.path().join("pods/uid-1/containers/c/0000abcd");
         assert_eq!(m.host_path, f.to_string_lossy());
         assert_eq!(mode(&f), 0o666);
+    }
+
+    #[test]
+    fn memory_medium_size_follows_the_kubelet() {
+        let q = |s: &str| api::Quantity::Str(s.into());
+        let mut p = pod(vec![]);
+        let gi = 1u64 << 30;
+        assert_eq!(memory_medium_size(&p, None, gi), Some(gi));
+        assert_eq!(memory_medium_size(&p, Some(&q("64Mi")), gi), Some(64 << 20));
+        assert_eq!(memory_medium_size(&p, Some(&q("2Gi")), gi), Some(gi));
+        assert_eq!(memory_medium_size(&p, None, 0), None);
+        p.spec.containers = vec![api::Container {
+            name: "c".into(),
+            resources: Some(api::ResourceRequirements {
+                limits: [("memory".into(), q("128Mi"))].into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }];
+        assert_eq!(memory_medium_size(&p, None, gi), Some(128 << 20));
+        assert_eq!(memory_medium_size(&p, Some(&q("64Mi")), gi), Some(64 << 20));
+        p.spec.containers.push(api::Container::default());
+        assert_eq!(
+            memory_medium_size(&p, None, gi),
+            Some(gi),
+            "one container without a limit"
+        );
     }
 }

@@ -64,6 +64,8 @@ pub struct SyncEnv<R: Runtime, C: Clock> {
     pub cpu_capacity_milli: i64,
     /// The node's IP for `status.hostIP` in the downward API ("" if unknown).
     pub host_ip: String,
+    /// Mounts the tmpfs of `Memory` emptyDirs.
+    pub tmpfs: std::sync::Arc<dyn mounts::Tmpfs>,
 }
 
 impl<R: Runtime, C: Clock> SyncEnv<R, C> {
@@ -90,6 +92,7 @@ impl<R: Runtime, C: Clock> SyncEnv<R, C> {
             memory_capacity: 0,
             cpu_capacity_milli: 1000,
             host_ip: String::new(),
+            tmpfs: std::sync::Arc::new(mounts::SysTmpfs),
         }
     }
 }
@@ -709,7 +712,13 @@ async fn start_container<R: Runtime, C: Clock>(
         None => restart_count_from_log_dir(&log_dir),
     };
 
-    let mut mount_list = match mounts::prepare_mounts(&env.root_dir, pod, c) {
+    let mut mount_list = match mounts::prepare_mounts(
+        &env.root_dir,
+        pod,
+        c,
+        env.tmpfs.as_ref(),
+        env.memory_capacity,
+    ) {
         Ok(m) => m,
         Err(e) => {
             log::warn!("pod {pod_name}: container {:?}: {e}", c.name);
@@ -1098,13 +1107,22 @@ pub async fn cleanup_pod<R: Runtime, C: Clock>(
             ids: alive,
         });
     }
-    // Nothing is ever mounted inside the pod directory by picolet, so a recursive removal
-    // only deletes picolet's own files (remove_dir_all does not follow symlinks). On an SD
-    // card this takes a while: off the event loop's thread.
+    // The tmpfs of Memory emptyDirs are unmounted first; nothing else is ever mounted
+    // inside the pod directory by picolet, so a recursive removal only deletes picolet's own
+    // files (remove_dir_all does not follow symlinks). On an SD card this takes a while: off
+    // the event loop's thread.
     let dir = mounts::pod_dir(&env.root_dir, uid);
     let removal = {
         let dir = dir.clone();
-        tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&dir)).await
+        let root = env.root_dir.clone();
+        let uid = uid.to_string();
+        let tmpfs = std::sync::Arc::clone(&env.tmpfs);
+        tokio::task::spawn_blocking(move || {
+            mounts::unmount_pod_volumes(&root, &uid, tmpfs.as_ref())
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+            std::fs::remove_dir_all(&dir)
+        })
+        .await
     };
     match removal {
         Ok(Ok(())) => Ok(()),

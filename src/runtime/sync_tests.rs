@@ -41,6 +41,7 @@ fn harness() -> Harness {
         memory_capacity: 1 << 30,
         cpu_capacity_milli: 4000,
         host_ip: String::new(),
+        tmpfs: std::sync::Arc::new(crate::runtime::mounts::FakeTmpfs::default()),
     };
     Harness {
         env,
@@ -499,6 +500,7 @@ async fn adoption_after_restart_kills_from_labels_alone() {
         memory_capacity: 1 << 30,
         cpu_capacity_milli: 4000,
         host_ip: String::new(),
+        tmpfs: std::sync::Arc::new(crate::runtime::mounts::FakeTmpfs::default()),
     };
     h.rt.take_calls();
     let pods = list_runtime_pods(&h.rt).await.unwrap();
