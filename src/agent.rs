@@ -39,9 +39,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::Pod;
 use crate::clock::{Clock, SystemClock};
-use crate::pod_config::{PodConfig, PodOp, PodUpdate};
 use crate::node::{self, NodeError};
 use crate::options::Options;
+use crate::pod_config::{PodConfig, PodOp, PodUpdate};
 use crate::pod_manager::PodManager;
 use crate::pod_manager::is_mirror_pod;
 use crate::pod_workers::{

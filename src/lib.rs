@@ -38,11 +38,11 @@ pub mod api;
 #[cfg(feature = "apiserver")]
 pub mod apiserver;
 pub mod clock;
-pub mod pod_config;
 pub mod events;
 pub mod manifest;
 pub mod node;
 pub mod options;
+pub mod pod_config;
 pub mod pod_manager;
 pub mod pod_workers;
 pub mod runtime;

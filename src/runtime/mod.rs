@@ -27,8 +27,8 @@ use std::time::Duration;
 use crate::clock::UnixNanos;
 
 pub mod backoff;
-pub mod cri_config;
 pub mod cri;
+pub mod cri_config;
 pub mod fake;
 #[cfg(feature = "fake-cri")]
 pub mod fake_cri;
