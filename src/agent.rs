@@ -39,6 +39,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::Pod;
 use crate::clock::{Clock, SystemClock};
+use crate::events::SourceUpdate;
 use crate::node::{self, NodeError};
 use crate::options::Options;
 use crate::pod_config::{PodConfig, PodOp, PodUpdate};
@@ -53,7 +54,6 @@ use crate::runtime::cri::{CriRuntime, CriTimeouts};
 use crate::runtime::gc::{self, GcPolicy};
 use crate::runtime::sync::{self, PodSyncResult, StartOutcome, SyncEnv};
 use crate::runtime::{ContainerState, CriError, PodRuntimeStatus, Runtime, SandboxState};
-use crate::source::SourceUpdate;
 use crate::source::file::{FileSource, FileSourceOptions};
 use crate::status::{self, StatusManager, WaitingReasons};
 

@@ -511,7 +511,7 @@ async fn a_shorter_grace_period_cuts_a_termination_short() {
             let send = |pod| {
                 let tx = tx.clone();
                 async move {
-                    tx.send(picolet::source::SourceUpdate {
+                    tx.send(picolet::events::SourceUpdate {
                         source: "api",
                         pods: vec![pod],
                     })

@@ -484,7 +484,7 @@ async fn node_registers_reports_status_and_renews_its_lease() {
 // API source
 
 use picolet::apiserver::checkpoint::Checkpoint;
-use picolet::source::SourceUpdate;
+use picolet::events::SourceUpdate;
 use picolet::source::apiserver::{ApiSource, ApiSourceOptions};
 
 fn fast_source_options() -> ApiSourceOptions {

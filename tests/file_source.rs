@@ -10,7 +10,7 @@ use picolet::clock::SystemClock;
 
 #[path = "common/hostile.rs"]
 mod hostile;
-use picolet::source::SourceUpdate;
+use picolet::events::SourceUpdate;
 use picolet::source::file::{FileSource, FileSourceOptions};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
