@@ -6,8 +6,9 @@ use std::path::Path;
 use std::rc::Rc;
 use std::time::Duration;
 
-use picolet::agent::{AgentConfig, run_with};
+use picolet::agent::AgentConfig;
 use picolet::clock::TokioClock;
+use picolet::daemon::run_with;
 use picolet::runtime::fake::{Call, FakeRuntime};
 use picolet::runtime::{ContainerState, SandboxState};
 use tokio::sync::Notify;
@@ -60,7 +61,7 @@ fn fake_runtime() -> (TokioClock, FakeRuntime) {
 
 struct Agent {
     shutdown: CancellationToken,
-    handle: tokio::task::JoinHandle<Result<(), picolet::agent::AgentError>>,
+    handle: tokio::task::JoinHandle<()>,
 }
 
 fn start(rt: &FakeRuntime, clock: TokioClock, cfg: &AgentConfig) -> Agent {
@@ -78,10 +79,7 @@ fn start(rt: &FakeRuntime, clock: TokioClock, cfg: &AgentConfig) -> Agent {
 impl Agent {
     async fn stop(self) {
         self.shutdown.cancel();
-        self.handle
-            .await
-            .expect("agent task")
-            .expect("agent result");
+        self.handle.await.expect("agent task");
     }
 }
 
@@ -494,13 +492,13 @@ async fn a_shorter_grace_period_cuts_a_termination_short() {
             let (clock, rt) = fake_runtime();
             rt.set_stop_delay(Duration::from_secs(1000)); // ignores SIGTERM
             let (tx, rx) = tokio::sync::mpsc::channel(16);
-            let ext = picolet::agent::Extensions {
+            let ext = picolet::daemon::Extensions {
                 sources: vec!["api"],
                 source_channel: Some((tx.clone(), rx)),
                 events: None,
             };
             let shutdown = CancellationToken::new();
-            let handle = tokio::task::spawn_local(picolet::agent::run_with_extensions(
+            let handle = tokio::task::spawn_local(picolet::daemon::run_with_extensions(
                 rt.clone(),
                 clock,
                 cfg.clone(),
@@ -542,7 +540,7 @@ async fn a_shorter_grace_period_cuts_a_termination_short() {
                 "{calls:?}"
             );
             shutdown.cancel();
-            handle.await.unwrap().unwrap();
+            handle.await.unwrap();
         })
         .await;
 }
@@ -601,12 +599,12 @@ async fn statuses_carry_the_node_ip() {
             let (clock, rt) = fake_runtime();
             rt.set_sandbox_ip("10.88.0.9");
             let (tx, mut rx) = picolet::events::pod_events();
-            let ext = picolet::agent::Extensions {
+            let ext = picolet::daemon::Extensions {
                 events: Some(tx),
                 ..Default::default()
             };
             let shutdown = CancellationToken::new();
-            let handle = tokio::task::spawn_local(picolet::agent::run_with_extensions(
+            let handle = tokio::task::spawn_local(picolet::daemon::run_with_extensions(
                 rt.clone(),
                 clock,
                 cfg.clone(),
@@ -617,7 +615,7 @@ async fn statuses_carry_the_node_ip() {
             settle(3).await;
             let mut last = std::collections::HashMap::new();
             for ev in rx.try_recv() {
-                if let picolet::agent::PodEvent::Status { pod, status } = ev {
+                if let picolet::events::PodEvent::Status { pod, status } = ev {
                     last.insert(pod.metadata.name.clone(), status);
                 }
             }
@@ -630,7 +628,7 @@ async fn statuses_carry_the_node_ip() {
             assert_eq!(last["web-node1"].pod_ip.as_deref(), Some("10.88.0.9"));
             assert_eq!(last["host-node1"].pod_ip.as_deref(), Some("192.0.2.7"));
             shutdown.cancel();
-            handle.await.unwrap().unwrap();
+            handle.await.unwrap();
         })
         .await;
 }

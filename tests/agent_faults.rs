@@ -6,8 +6,9 @@ use std::path::Path;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use picolet::agent::{AgentConfig, run_with};
+use picolet::agent::AgentConfig;
 use picolet::clock::SystemClock;
+use picolet::daemon::run_with;
 use picolet::runtime::ContainerState;
 use picolet::runtime::cri::CriTimeouts;
 use picolet::runtime::fake_cri::{Code, FakeCri, FakeCriHandle, Fault, Method};
@@ -125,7 +126,7 @@ async fn a_hung_call_delays_only_its_pod_and_a_runtime_outage_heals() {
             .await;
 
             shutdown.cancel();
-            agent.await.unwrap().unwrap();
+            agent.await.unwrap();
             fake.shutdown().await;
         })
         .await;

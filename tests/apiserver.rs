@@ -691,7 +691,8 @@ async fn api_source_a_list_too_large_is_refused_and_retried() {
 // ---------------------------------------------------------------------------------------
 // The whole agent in apiserver mode, over the fake runtime
 
-use picolet::agent::{AgentConfig, run_with_extensions};
+use picolet::agent::AgentConfig;
+use picolet::daemon::{run_with_extensions, start_apiserver_mode};
 use picolet::options::Options;
 use picolet::runtime::ContainerState;
 
@@ -713,7 +714,7 @@ fn static_manifest(name: &str) -> String {
 
 struct ApiAgent {
     shutdown: CancellationToken,
-    handle: tokio::task::JoinHandle<Result<(), picolet::agent::AgentError>>,
+    handle: tokio::task::JoinHandle<()>,
 }
 
 fn start_api_agent(rt: &FakeRuntime, dir: &Path, kubeconfig: &Path) -> ApiAgent {
@@ -742,7 +743,8 @@ fn start_api_agent(rt: &FakeRuntime, dir: &Path, kubeconfig: &Path) -> ApiAgent 
     let rt = rt.clone();
     let stop = shutdown.clone();
     let handle = tokio::task::spawn_local(async move {
-        let ext = picolet::apiserver::start(&opts, &cfg, rt.clone(), SystemClock, &stop)?;
+        let ext = start_apiserver_mode(&opts, &cfg, rt.clone(), SystemClock, &stop)
+            .expect("apiserver mode starts");
         run_with_extensions(
             rt,
             SystemClock,
@@ -759,7 +761,7 @@ fn start_api_agent(rt: &FakeRuntime, dir: &Path, kubeconfig: &Path) -> ApiAgent 
 impl ApiAgent {
     async fn stop(self) {
         self.shutdown.cancel();
-        self.handle.await.unwrap().unwrap();
+        self.handle.await.unwrap();
     }
 }
 
@@ -1059,9 +1061,9 @@ async fn http_source_pod_podlist_errors_and_identical_bytes() {
 // ---------------------------------------------------------------------------------------
 // Status syncer on its own
 
-use picolet::agent::PodEvent;
 use picolet::api::{Pod, PodPhase, PodStatus};
 use picolet::apiserver::status_sync::StatusSyncer;
+use picolet::events::PodEvent;
 use std::sync::Arc;
 
 fn status_patches(mock: &MockApiServer, name: &str) -> Vec<Value> {
