@@ -18,7 +18,9 @@ use picolet::runtime::{
 };
 use tempfile::TempDir;
 
-const IMAGE: &str = "localhost/busybox:edge";
+mod common;
+
+use common::IMAGE;
 
 struct Env {
     _dir: TempDir,
