@@ -1,5 +1,5 @@
-//! Wiring and the one event loop (kubelet: `Kubelet.Run`, `syncLoop`, `HandlePod*`,
-//! `HandlePodCleanups`, the generic PLEG).
+//! The one event loop (kubelet: `Kubelet.Run`, `syncLoop`, `HandlePod*`,
+//! `HandlePodCleanups`, the generic PLEG). `daemon` builds what it reads and who it tells.
 //!
 //! Owns: every piece of pod state, on one thread: `PodConfig` (merge), `PodManager`
 //! (desired pods), `PodWorkers` (lifecycle), the runtime snapshot of the relister, and —
@@ -15,11 +15,12 @@
 //! `PodWorkers`), kill a runtime pod before every source delivered its first snapshot
 //! (k8s#112814), or stop pods on shutdown (pods outlive picolet, as with the kubelet).
 //!
-//! Apiserver mode (feature `apiserver`, `--kubeconfig` / `--manifest-url`): `run` asks
-//! `apiserver::start` for [`Extensions`] — more sources on the same snapshot channel
-//! (`api`, `http`) and a sender of [`PodEvent`]s (statuses, the desired and mirror pods,
-//! finished workers) for the status syncer: messages out, no shared state. Mirror pods are
-//! kept in the pod manager and never run. `READY=1` waits only for the file source.
+//! In and out are messages of `events`, on the [`Channels`] the daemon hands [`run`]: the
+//! snapshots of every source on one channel (`file`; in apiserver mode also `api`,
+//! `http`), and in apiserver mode a sender of [`PodEvent`]s (statuses, the desired and
+//! mirror pods, finished workers) for the status syncer: messages out, no shared state.
+//! The loop never imports a source or the apiserver. Mirror pods are kept in the pod
+//! manager and never run. `READY=1` waits only for the file source.
 //!
 //! Deliberate difference: `AgentSyncer` shares the status manager and the back-off tables
 //! with the loop through one `Rc<RefCell<_>>`. Each borrow is short and never held across
@@ -33,15 +34,16 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use crate::admission::{self, NodeFacts};
 use crate::api::Pod;
-use crate::clock::{Clock, SystemClock};
-use crate::node::{self, NodeError};
-use crate::options::Options;
+use crate::clock::Clock;
+use crate::events::{PodEvent, PodEventSender, SourceUpdate};
+use crate::manifest::SOURCE_FILE;
+use crate::node;
 use crate::pod_config::{PodConfig, PodOp, PodUpdate};
 use crate::pod_manager::PodManager;
 use crate::pod_manager::is_mirror_pod;
@@ -50,12 +52,9 @@ use crate::pod_workers::{
     WorkerEvent,
 };
 use crate::runtime::backoff::PodBackoffs;
-use crate::runtime::cri::{CriRuntime, CriTimeouts};
 use crate::runtime::gc::{self, GcPolicy};
 use crate::runtime::sync::{self, PodSyncResult, StartOutcome, SyncEnv};
 use crate::runtime::{ContainerState, CriError, PodRuntimeStatus, Runtime, SandboxState};
-use crate::source::SourceUpdate;
-use crate::source::file::{FileSource, FileSourceOptions};
 use crate::status::{self, StatusManager, WaitingReasons};
 
 /// kubelet: genericPlegRelistPeriod.
@@ -65,42 +64,26 @@ const BURST_TRIM_THRESHOLD: usize = 16;
 /// kubelet: housekeepingPeriod.
 const HOUSEKEEPING_PERIOD: Duration = Duration::from_secs(2);
 
-#[derive(Debug, thiserror::Error)]
-pub enum AgentError {
-    #[error(transparent)]
-    NodeName(#[from] NodeError),
-    #[error(transparent)]
-    Runtime(#[from] CriError),
-    #[cfg(feature = "apiserver")]
-    #[error(transparent)]
-    Api(#[from] crate::apiserver::ApiError),
-    #[cfg(not(feature = "apiserver"))]
-    #[error("--kubeconfig and --manifest-url need a picolet built with the `apiserver` feature")]
-    NoApiserverFeature,
-}
-
-// ---- apiserver mode: what the agent shares with the apiserver tasks (feature `apiserver`).
-
-pub use crate::events::PodEvent;
-use crate::events::PodEventSender;
-
-/// Pod sources besides the file source, and who hears about pods (the apiserver wiring
-/// builds it; the default is a static-pods-only agent).
-#[derive(Debug, Default)]
-pub struct Extensions {
-    /// Names of the extra sources (`"api"`, `"http"`): `sources_ready` waits for them.
+/// What the loop reads and who it tells (the daemon builds them).
+#[derive(Debug)]
+pub struct Channels {
+    /// Every pod source that sends on `updates` (`"file"` first): `sources_ready` waits
+    /// for all of them.
     pub sources: Vec<&'static str>,
-    /// The snapshot channel the extra sources send on; the file source joins it.
-    pub source_channel: Option<(mpsc::Sender<SourceUpdate>, mpsc::Receiver<SourceUpdate>)>,
-    /// Where pod events go.
+    /// The snapshots of every source.
+    pub updates: mpsc::Receiver<SourceUpdate>,
+    /// apiserver mode: where pod events go.
     pub events: Option<PodEventSender>,
 }
 
-/// What the agent needs besides the runtime and the clock.
+/// What the agent needs besides the runtime and the clock (the daemon builds it from the
+/// options; the file source it starts with the loop reads it too).
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
     pub node_name: String,
+    /// The static pod directory (the file source's).
     pub pod_manifest_path: PathBuf,
+    /// The file source's re-list period.
     pub file_check_frequency: Duration,
     pub sync_frequency: Duration,
     pub root_dir: PathBuf,
@@ -119,126 +102,22 @@ pub struct AgentConfig {
     pub node_ip: Option<std::net::IpAddr>,
 }
 
-/// `picolet run`: the real CRI client and the system clock.
-pub async fn run(
-    opts: Options,
-    shutdown: CancellationToken,
-    relist_now: Rc<Notify>,
-) -> Result<(), AgentError> {
-    let node_name = node::node_name(opts.hostname_override.as_deref())?;
-    let runtime = cri_runtime(&opts)?;
-    let cfg = AgentConfig {
-        node_name: node_name.clone(),
-        // The static pod UID hashes the manifest path: make it absolute so `picolet run
-        // --pod-manifest-path manifests` from another directory adopts the same pods.
-        pod_manifest_path: std::path::absolute(&opts.pod_manifest_path)
-            .unwrap_or_else(|_| opts.pod_manifest_path.clone()),
-        file_check_frequency: opts.file_check_frequency,
-        sync_frequency: opts.sync_frequency,
-        root_dir: opts.root_dir.clone(),
-        pod_log_dir: opts.pod_log_dir.clone(),
-        resolv_conf: opts.resolv_conf.clone(),
-        cgroup_parent: opts.cgroup_parent.clone(),
-        seccomp_default: opts.seccomp_default,
-        node_labels: node::node_labels(&node_name, &opts.node_labels),
-        gc_policy: GcPolicy {
-            min_age: opts.minimum_container_ttl_duration,
-            max_per_pod_container: opts.maximum_dead_containers_per_container,
-        },
-        node_ip: opts.node_ip.or_else(node::default_route_ip),
-    };
-    let local = tokio::task::LocalSet::new();
-    local
-        .run_until(async move {
-            // ---- apiserver mode
-            #[cfg(feature = "apiserver")]
-            let ext =
-                crate::apiserver::start(&opts, &cfg, runtime.clone(), SystemClock, &shutdown)?;
-            #[cfg(not(feature = "apiserver"))]
-            let ext = if opts.kubeconfig.is_some() || opts.manifest_url.is_some() {
-                return Err(AgentError::NoApiserverFeature);
-            } else {
-                Extensions::default()
-            };
-            // ----
-            run_with_extensions(runtime, SystemClock, cfg, ext, shutdown, relist_now).await
-        })
-        .await
-}
-
-/// The CRI client of `picolet run`: `--container-runtime-endpoint`, and
-/// `--runtime-request-timeout` as the deadline of every mutating call (kubelet:
-/// `runtimeRequestTimeout`); status and list calls keep their short deadline, image pulls
-/// their long one.
-pub fn cri_runtime(opts: &Options) -> Result<CriRuntime, CriError> {
-    let timeouts = CriTimeouts {
-        request: opts.runtime_request_timeout,
-        ..CriTimeouts::default()
-    };
-    Ok(CriRuntime::connect(&opts.container_runtime_endpoint)?.with_timeouts(timeouts))
-}
-
-/// The agent over any `Runtime` and `Clock` (tests use the fake runtime and paused time).
-/// Must be called inside a `LocalSet`.
-pub async fn run_with<R: Runtime, C: Clock>(
+/// The loop over any `Runtime` and `Clock` (tests use the fake runtime and paused time),
+/// until `shutdown`. Must be called inside a `LocalSet`.
+pub async fn run<R: Runtime, C: Clock>(
     runtime: R,
     clock: C,
     cfg: AgentConfig,
+    channels: Channels,
     shutdown: CancellationToken,
-    relist_now: Rc<Notify>,
-) -> Result<(), AgentError> {
-    run_with_extensions(
-        runtime,
-        clock,
-        cfg,
-        Extensions::default(),
-        shutdown,
-        relist_now,
-    )
-    .await
-}
-
-/// [`run_with`] plus extra pod sources and a pod-event listener (apiserver mode).
-pub async fn run_with_extensions<R: Runtime, C: Clock>(
-    runtime: R,
-    clock: C,
-    cfg: AgentConfig,
-    ext: Extensions,
-    shutdown: CancellationToken,
-    relist_now: Rc<Notify>,
-) -> Result<(), AgentError> {
-    log::info!(
-        "picolet {} starting: node {}, manifests {}",
-        env!("CARGO_PKG_VERSION"),
-        cfg.node_name,
-        cfg.pod_manifest_path.display()
-    );
-    match runtime.version().await {
-        Ok(v) => log::info!(
-            "container runtime {} {} (CRI {})",
-            v.runtime_name,
-            v.runtime_version,
-            v.runtime_api_version
-        ),
-        Err(e) => log::warn!("container runtime not reachable yet, will keep trying: {e}"),
-    }
-
-    let (src_tx, mut src_rx) = ext.source_channel.unwrap_or_else(|| mpsc::channel(16));
-    let mut sources = vec![crate::source::file::SOURCE];
-    sources.extend(ext.sources.iter().copied());
-    let file_source = FileSource::new(
-        cfg.pod_manifest_path.clone(),
-        cfg.node_name.clone(),
-        clock.clone(),
-    )
-    .with_options(FileSourceOptions {
-        relist_interval: cfg.file_check_frequency,
-        ..FileSourceOptions::default()
-    });
-    tokio::task::spawn_local(file_source.run(src_tx, relist_now, shutdown.child_token()));
-
+) {
+    let Channels {
+        sources,
+        updates: mut src_rx,
+        events,
+    } = channels;
     let shared = Rc::new(RefCell::new(Shared {
-        events: ext.events.clone(),
+        events: events.clone(),
         ..Shared::default()
     }));
     let syncer = AgentSyncer {
@@ -270,7 +149,7 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
         relist_failing: false,
         notified_ready: false,
         file_seen: false,
-        events: ext.events,
+        events,
         gc_policy: cfg.gc_policy,
         pod_log_dir: cfg.pod_log_dir.clone(),
         clock: clock.clone(),
@@ -307,7 +186,7 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
             // Source updates wait for the first relist: deciding whether a static pod may
             // start needs to know what the runtime already runs (see `start_or_hold`).
             Some(update) = src_rx.recv(), if state.relisted_once => {
-                state.file_seen |= update.source == crate::source::file::SOURCE;
+                state.file_seen |= update.source == SOURCE_FILE;
                 for u in state.config.merge(update) {
                     state.handle(u);
                 }
@@ -333,7 +212,6 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
     // Pods outlive picolet, as with the kubelet: in-flight work is simply dropped with the
     // LocalSet; the next picolet adopts the pods from their CRI labels.
     log::info!("picolet stopped; pods keep running");
-    Ok(())
 }
 
 #[derive(Default)]

@@ -1,8 +1,9 @@
-//! Messages between layers: what the agent tells observers (the apiserver's status syncer)
-//! about pods, and the mailbox they travel in.
+//! Messages between layers: the snapshots sources send the agent ([`SourceUpdate`]), what
+//! the agent tells observers (the apiserver's status syncer) about pods ([`PodEvent`]),
+//! and the mailbox pod events travel in.
 //!
-//! A leaf module: it imports only the API model, so the agent (which sends) and the
-//! apiserver wiring (which receives) both depend on it and not on each other.
+//! A leaf module: it imports only the API model, so the senders (sources, the agent) and
+//! the receivers (the agent, the status syncer) both depend on it and not on each other.
 //!
 //! The mailbox coalesces instead of queueing: it holds the latest desired-pods view, the
 //! latest status of each pod and the set of finished UIDs — so its size is bounded by the
@@ -19,6 +20,16 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 
 use crate::api::{Pod, PodStatus};
+
+/// A full snapshot of one pod source. The first one a source emits (even empty) marks the
+/// source as seen (kubelet: `sourcesReady`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceUpdate {
+    /// `"file"`, `"http"` or `"api"` (the `kubernetes.io/config.source` value).
+    pub source: &'static str,
+    /// Sorted by the source's own order (file: by file name); full names are unique.
+    pub pods: Vec<Pod>,
+}
 
 /// What the agent tells observers about pods.
 #[derive(Debug, Clone, PartialEq)]

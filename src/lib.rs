@@ -6,19 +6,32 @@
 //! ```text
 //!  sources (full snapshots)        merge              desired view         one worker per UID
 //!  ┌──────────────┐           ┌─────────────┐      ┌─────────────┐      ┌───────────────────┐
-//!  │ file (inotify│──snapshot─▶ config      │─────▶│ pod_manager │─────▶│ pod_workers       │
+//!  │ file (inotify│──snapshot─▶ pod_config  │─────▶│ pod_manager │─────▶│ pod_workers       │
 //!  │ + 20 s relist)│          │ PodUpdate   │      │ by UID/name │      │ Sync → Terminating│
 //!  └──────────────┘           │ ADD/UPDATE/ │      └─────────────┘      │  → Terminated     │
-//!   (http, apiserver: later)  │ DELETE/...  │                           └─────────┬─────────┘
+//!   + http, api (apiserver)   │ DELETE/...  │                           └─────────┬─────────┘
 //!                             └─────────────┘                                     │ plan + sync
 //!        relist every 1 s (PLEG) ◀──────────────── runtime ◀──────────────────────┘
 //!                                                  (CRI over a unix socket: containerd, CRI-O)
 //! ```
 //!
+//! Layers: they import one way. A module never imports the module that wires it, and
+//! messages that cross layers live in the leaf `events`.
+//!
+//! ```text
+//!  main.rs → daemon      wiring: builds everything from `Options`, starts the tasks
+//!  daemon  → agent       the loop → pod_config, pod_manager, pod_workers, status, runtime
+//!  daemon  → source      file, http, api → the apiserver client
+//!  daemon  → apiserver   the client; the node and status_sync tasks → runtime
+//!  status, runtime       → api, clock
+//!  leaves                api, clock, events, manifest, node, options
+//! ```
+//!
 //! Layout:
 //! - [`api`]          the `v1/Pod` subset (serde types), nothing else
-//! - `apiserver`      (feature `apiserver`) the API server client: node, lease, status
-//!   sync, mirror pods, the offline checkpoint
+//! - `apiserver`      (feature `apiserver`) the API server client, and the tasks that use
+//!   it besides the sources: node and lease, status sync and mirror pods; the offline
+//!   checkpoint
 //! - [`manifest`]     pre-scan (cost limits), parse, default, validate a manifest; static pod identity
 //! - [`source`]       pod sources; [`source::file`] is the static pod directory (with the
 //!   feature `apiserver` also `source::apiserver` and `source::http`)
@@ -29,8 +42,11 @@
 //! - [`qos`]          QoS class and OOM score of a pod (pure; status and the CRI config use it)
 //! - [`status`]       pod status (phase, conditions, container states) from runtime state
 //! - [`node`]         node checks (cgroups, preflight)
-//! - [`agent`]        wiring and the one event loop; shutdown order
-//! - [`events`]       messages between layers (pod events) and their coalescing mailbox
+//! - [`daemon`]       wiring: builds the sources, the apiserver tasks and the agent from
+//!   the options, and the channels between them
+//! - [`agent`]        the one event loop; shutdown order
+//! - [`events`]       messages between layers (source snapshots, pod events) and the
+//!   coalescing mailbox of pod events
 //! - [`options`]      command-line flags and config file
 //! - [`clock`]        injected wall-clock time
 
@@ -40,6 +56,7 @@ pub mod api;
 #[cfg(feature = "apiserver")]
 pub mod apiserver;
 pub mod clock;
+pub mod daemon;
 pub mod events;
 pub mod manifest;
 pub mod node;

@@ -1,4 +1,4 @@
-//! The `picolet` binary: flags → options → a current_thread tokio runtime → `agent::run`.
+//! The `picolet` binary: flags → options → a current_thread tokio runtime → `daemon::run`.
 //! Signals live here: SIGTERM/SIGINT cancel the one shutdown token (pods keep running, as
 //! with the kubelet); SIGHUP asks the file source to re-list now.
 
@@ -88,11 +88,11 @@ async fn run(opts: Options) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let agent = picolet::agent::run(opts, shutdown.clone(), relist.clone());
-    tokio::pin!(agent);
+    let daemon = picolet::daemon::run(opts, shutdown.clone(), relist.clone());
+    tokio::pin!(daemon);
     loop {
         tokio::select! {
-            res = &mut agent => {
+            res = &mut daemon => {
                 return match res {
                     Ok(()) => ExitCode::SUCCESS,
                     Err(e) => {

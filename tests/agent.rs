@@ -2,19 +2,21 @@
 //! against the in-memory fake runtime, with paused tokio time. Fast and deterministic; the
 //! same scenarios run against a real containerd in `tests/e2e.rs`.
 
-use std::path::Path;
 use std::rc::Rc;
 use std::time::Duration;
 
-use picolet::agent::{AgentConfig, run_with};
+mod common;
+
+use common::IMAGE;
+use common::agent::{agent_dir, running_ids};
+use picolet::agent::AgentConfig;
 use picolet::clock::TokioClock;
+use picolet::daemon::run_with;
 use picolet::runtime::fake::{Call, FakeRuntime};
 use picolet::runtime::{ContainerState, SandboxState};
 use tokio::sync::Notify;
 use tokio::task::LocalSet;
 use tokio_util::sync::CancellationToken;
-
-const IMAGE: &str = "localhost/busybox:edge";
 
 fn manifest(name: &str, env: &str) -> String {
     format!(
@@ -35,23 +37,6 @@ spec:
     )
 }
 
-fn config(dir: &Path) -> AgentConfig {
-    AgentConfig {
-        node_name: "node1".into(),
-        pod_manifest_path: dir.join("manifests"),
-        file_check_frequency: Duration::from_secs(20),
-        sync_frequency: Duration::from_secs(60),
-        root_dir: dir.join("root"),
-        pod_log_dir: dir.join("logs"),
-        resolv_conf: dir.join("resolv.conf"),
-        cgroup_parent: String::new(),
-        seccomp_default: false,
-        node_labels: picolet::node::node_labels("node1", &Default::default()),
-        gc_policy: Default::default(),
-        node_ip: None,
-    }
-}
-
 /// The in-memory runtime with the test image, on a paused clock.
 fn fake_runtime() -> (TokioClock, FakeRuntime) {
     let clock = TokioClock::new(1_800_000_000_000_000_000);
@@ -62,7 +47,7 @@ fn fake_runtime() -> (TokioClock, FakeRuntime) {
 
 struct Agent {
     shutdown: CancellationToken,
-    handle: tokio::task::JoinHandle<Result<(), picolet::agent::AgentError>>,
+    handle: tokio::task::JoinHandle<()>,
 }
 
 fn start(rt: &FakeRuntime, clock: TokioClock, cfg: &AgentConfig) -> Agent {
@@ -80,10 +65,7 @@ fn start(rt: &FakeRuntime, clock: TokioClock, cfg: &AgentConfig) -> Agent {
 impl Agent {
     async fn stop(self) {
         self.shutdown.cancel();
-        self.handle
-            .await
-            .expect("agent task")
-            .expect("agent result");
+        self.handle.await.expect("agent task");
     }
 }
 
@@ -99,24 +81,11 @@ async fn settle(secs: u64) {
     }
 }
 
-fn running_ids(rt: &FakeRuntime) -> Vec<String> {
-    let mut ids: Vec<String> = rt
-        .containers()
-        .into_iter()
-        .filter(|c| c.state == ContainerState::Running)
-        .map(|c| c.id)
-        .collect();
-    ids.sort();
-    ids
-}
-
 #[tokio::test(start_paused = true)]
 async fn start_crash_restart_adopt_edit_delete() {
     LocalSet::new()
         .run_until(async {
-            let tmp = tempfile::tempdir().unwrap();
-            let cfg = config(tmp.path());
-            std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
+            let (tmp, cfg) = agent_dir("node1");
             std::fs::write(tmp.path().join("resolv.conf"), "nameserver 192.0.2.53\n").unwrap();
             let file = cfg.pod_manifest_path.join("web.yaml");
             std::fs::write(&file, manifest("web", "1")).unwrap();
@@ -229,9 +198,7 @@ async fn start_crash_restart_adopt_edit_delete() {
 async fn orphans_are_killed_only_after_sources_are_ready() {
     LocalSet::new()
         .run_until(async {
-            let tmp = tempfile::tempdir().unwrap();
-            let cfg = config(tmp.path());
-            std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
+            let (_tmp, cfg) = agent_dir("node1");
             let file = cfg.pod_manifest_path.join("web.yaml");
             std::fs::write(&file, manifest("web", "1")).unwrap();
             let (clock, rt) = fake_runtime();
@@ -254,9 +221,7 @@ async fn orphans_are_killed_only_after_sources_are_ready() {
 async fn edit_while_down_never_runs_two_copies() {
     LocalSet::new()
         .run_until(async {
-            let tmp = tempfile::tempdir().unwrap();
-            let cfg = config(tmp.path());
-            std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
+            let (_tmp, cfg) = agent_dir("node1");
             let file = cfg.pod_manifest_path.join("web.yaml");
             std::fs::write(&file, manifest("web", "1")).unwrap();
             let (clock, rt) = fake_runtime();
@@ -311,9 +276,7 @@ spec:
 async fn container_gc_keeps_finished_pods_evidence_until_unwanted() {
     LocalSet::new()
         .run_until(async {
-            let tmp = tempfile::tempdir().unwrap();
-            let cfg = config(tmp.path());
-            std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
+            let (_tmp, cfg) = agent_dir("node1");
             let file = cfg.pod_manifest_path.join("job.yaml");
             std::fs::write(&file, job_manifest("job")).unwrap();
             let (clock, rt) = fake_runtime();
@@ -367,10 +330,8 @@ async fn container_gc_keeps_finished_pods_evidence_until_unwanted() {
 async fn container_gc_honours_the_minimum_ttl() {
     LocalSet::new()
         .run_until(async {
-            let tmp = tempfile::tempdir().unwrap();
-            let mut cfg = config(tmp.path());
+            let (_tmp, mut cfg) = agent_dir("node1");
             cfg.gc_policy.min_age = Duration::from_secs(600);
-            std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
             let file = cfg.pod_manifest_path.join("web.yaml");
             std::fs::write(&file, manifest("web", "1")).unwrap();
             let (clock, rt) = fake_runtime();
@@ -405,10 +366,8 @@ async fn sync_frequency_sets_the_periodic_resync() {
     ] {
         LocalSet::new()
             .run_until(async {
-                let tmp = tempfile::tempdir().unwrap();
-                let mut cfg = config(tmp.path());
+                let (_tmp, mut cfg) = agent_dir("node1");
                 cfg.sync_frequency = every;
-                std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
                 std::fs::write(cfg.pod_manifest_path.join("web.yaml"), manifest("web", "1"))
                     .unwrap();
                 let (clock, rt) = fake_runtime();
@@ -440,10 +399,8 @@ async fn file_check_frequency_sets_the_relist_period() {
     ] {
         LocalSet::new()
             .run_until(async {
-                let tmp = tempfile::tempdir().unwrap();
-                let mut cfg = config(tmp.path());
+                let (tmp, mut cfg) = agent_dir("node1");
                 cfg.file_check_frequency = every;
-                std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
                 let elsewhere = tmp.path().join("elsewhere");
                 std::fs::create_dir_all(&elsewhere).unwrap();
                 let target = elsewhere.join("web.yaml");
@@ -490,19 +447,17 @@ fn api_pod(grace: i64, deletion_grace: Option<i64>) -> picolet::api::Pod {
 async fn a_shorter_grace_period_cuts_a_termination_short() {
     LocalSet::new()
         .run_until(async {
-            let tmp = tempfile::tempdir().unwrap();
-            let cfg = config(tmp.path());
-            std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
+            let (_tmp, cfg) = agent_dir("node1");
             let (clock, rt) = fake_runtime();
             rt.set_stop_delay(Duration::from_secs(1000)); // ignores SIGTERM
             let (tx, rx) = tokio::sync::mpsc::channel(16);
-            let ext = picolet::agent::Extensions {
+            let ext = picolet::daemon::Extensions {
                 sources: vec!["api"],
                 source_channel: Some((tx.clone(), rx)),
                 events: None,
             };
             let shutdown = CancellationToken::new();
-            let handle = tokio::task::spawn_local(picolet::agent::run_with_extensions(
+            let handle = tokio::task::spawn_local(picolet::daemon::run_with_extensions(
                 rt.clone(),
                 clock,
                 cfg.clone(),
@@ -513,7 +468,7 @@ async fn a_shorter_grace_period_cuts_a_termination_short() {
             let send = |pod| {
                 let tx = tx.clone();
                 async move {
-                    tx.send(picolet::source::SourceUpdate {
+                    tx.send(picolet::events::SourceUpdate {
                         source: "api",
                         pods: vec![pod],
                     })
@@ -544,7 +499,7 @@ async fn a_shorter_grace_period_cuts_a_termination_short() {
                 "{calls:?}"
             );
             shutdown.cancel();
-            handle.await.unwrap().unwrap();
+            handle.await.unwrap();
         })
         .await;
 }
@@ -556,9 +511,7 @@ async fn a_shorter_grace_period_cuts_a_termination_short() {
 async fn a_hung_relist_stalls_nothing_else() {
     LocalSet::new()
         .run_until(async {
-            let tmp = tempfile::tempdir().unwrap();
-            let cfg = config(tmp.path());
-            std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
+            let (_tmp, cfg) = agent_dir("node1");
             std::fs::write(cfg.pod_manifest_path.join("web.yaml"), manifest("web", "1")).unwrap();
             let (clock, rt) = fake_runtime();
             let agent = start(&rt, clock, &cfg);
@@ -593,22 +546,20 @@ async fn a_hung_relist_stalls_nothing_else() {
 async fn statuses_carry_the_node_ip() {
     LocalSet::new()
         .run_until(async {
-            let tmp = tempfile::tempdir().unwrap();
-            let mut cfg = config(tmp.path());
+            let (_tmp, mut cfg) = agent_dir("node1");
             cfg.node_ip = Some("192.0.2.7".parse().unwrap());
-            std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
             std::fs::write(cfg.pod_manifest_path.join("web.yaml"), manifest("web", "1")).unwrap();
             let host = manifest("host", "1").replace("spec:\n", "spec:\n  hostNetwork: true\n");
             std::fs::write(cfg.pod_manifest_path.join("host.yaml"), host).unwrap();
             let (clock, rt) = fake_runtime();
             rt.set_sandbox_ip("10.88.0.9");
             let (tx, mut rx) = picolet::events::pod_events();
-            let ext = picolet::agent::Extensions {
+            let ext = picolet::daemon::Extensions {
                 events: Some(tx),
                 ..Default::default()
             };
             let shutdown = CancellationToken::new();
-            let handle = tokio::task::spawn_local(picolet::agent::run_with_extensions(
+            let handle = tokio::task::spawn_local(picolet::daemon::run_with_extensions(
                 rt.clone(),
                 clock,
                 cfg.clone(),
@@ -619,7 +570,7 @@ async fn statuses_carry_the_node_ip() {
             settle(3).await;
             let mut last = std::collections::HashMap::new();
             for ev in rx.try_recv() {
-                if let picolet::agent::PodEvent::Status { pod, status } = ev {
+                if let picolet::events::PodEvent::Status { pod, status } = ev {
                     last.insert(pod.metadata.name.clone(), status);
                 }
             }
@@ -632,7 +583,7 @@ async fn statuses_carry_the_node_ip() {
             assert_eq!(last["web-node1"].pod_ip.as_deref(), Some("10.88.0.9"));
             assert_eq!(last["host-node1"].pod_ip.as_deref(), Some("192.0.2.7"));
             shutdown.cancel();
-            handle.await.unwrap().unwrap();
+            handle.await.unwrap();
         })
         .await;
 }
@@ -641,10 +592,8 @@ async fn statuses_carry_the_node_ip() {
 async fn refused_and_unmatched_pods_fail_without_starting_anything() {
     LocalSet::new()
         .run_until(async {
-            let tmp = tempfile::tempdir().unwrap();
-            let mut cfg = config(tmp.path());
+            let (_tmp, mut cfg) = agent_dir("node1");
             cfg.node_labels.insert("zone".into(), "garage".into());
-            std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
             let dir = &cfg.pod_manifest_path;
             // Warned (a probe picolet does not run yet) and a matching selector: runs.
             let web = manifest("web", "1").replace(
@@ -659,12 +608,12 @@ async fn refused_and_unmatched_pods_fail_without_starting_anything() {
             std::fs::write(dir.join("sel.yaml"), sel).unwrap();
             let (clock, rt) = fake_runtime();
             let (tx, mut rx) = picolet::events::pod_events();
-            let ext = picolet::agent::Extensions {
+            let ext = picolet::daemon::Extensions {
                 events: Some(tx),
                 ..Default::default()
             };
             let shutdown = CancellationToken::new();
-            let handle = tokio::task::spawn_local(picolet::agent::run_with_extensions(
+            let handle = tokio::task::spawn_local(picolet::daemon::run_with_extensions(
                 rt.clone(),
                 clock,
                 cfg.clone(),
@@ -675,7 +624,7 @@ async fn refused_and_unmatched_pods_fail_without_starting_anything() {
             settle(5).await;
             let mut last = std::collections::HashMap::new();
             for ev in rx.try_recv() {
-                if let picolet::agent::PodEvent::Status { pod, status } = ev {
+                if let picolet::events::PodEvent::Status { pod, status } = ev {
                     last.insert(pod.metadata.name.clone(), status);
                 }
             }
@@ -701,7 +650,7 @@ async fn refused_and_unmatched_pods_fail_without_starting_anything() {
                 Some(picolet::api::PodPhase::Running)
             );
             shutdown.cancel();
-            handle.await.unwrap().unwrap();
+            handle.await.unwrap();
         })
         .await;
 }

@@ -2,12 +2,15 @@
 //! call that never answers, a runtime that is down at start, a runtime restart. Real time
 //! (socket I/O and client deadlines), so every wait here is a bounded poll.
 
-use std::path::Path;
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use picolet::agent::{AgentConfig, run_with};
+mod common;
+
+use common::agent::agent_dir;
+use common::{IMAGE, wait_until};
 use picolet::clock::SystemClock;
+use picolet::daemon::run_with;
 use picolet::runtime::ContainerState;
 use picolet::runtime::cri::CriTimeouts;
 use picolet::runtime::fake_cri::{Code, FakeCri, FakeCriHandle, Fault, Method};
@@ -15,29 +18,10 @@ use tokio::sync::Notify;
 use tokio::task::LocalSet;
 use tokio_util::sync::CancellationToken;
 
-const IMAGE: &str = "localhost/busybox:edge";
-
 fn manifest(name: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n  - name: c\n    image: {IMAGE}\n"
     )
-}
-
-fn config(dir: &Path) -> AgentConfig {
-    AgentConfig {
-        node_name: "node1".into(),
-        pod_manifest_path: dir.join("manifests"),
-        file_check_frequency: Duration::from_secs(20),
-        sync_frequency: Duration::from_secs(60),
-        root_dir: dir.join("root"),
-        pod_log_dir: dir.join("logs"),
-        resolv_conf: dir.join("resolv.conf"),
-        cgroup_parent: String::new(),
-        seccomp_default: false,
-        node_labels: picolet::node::node_labels("node1", &Default::default()),
-        gc_policy: Default::default(),
-        node_ip: None,
-    }
 }
 
 fn running(fake: &FakeCriHandle, pod: &str) -> bool {
@@ -48,24 +32,11 @@ fn running(fake: &FakeCriHandle, pod: &str) -> bool {
     })
 }
 
-async fn wait_until(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !ok() {
-        assert!(
-            start.elapsed() < timeout,
-            "timed out after {timeout:?}: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test]
 async fn a_hung_call_delays_only_its_pod_and_a_runtime_outage_heals() {
     LocalSet::new()
         .run_until(async {
-            let tmp = tempfile::tempdir().unwrap();
-            let cfg = config(tmp.path());
-            std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
+            let (tmp, cfg) = agent_dir("node1");
             std::fs::write(tmp.path().join("resolv.conf"), "nameserver 192.0.2.53\n").unwrap();
             for name in ["a", "b"] {
                 std::fs::write(
@@ -98,17 +69,15 @@ async fn a_hung_call_delays_only_its_pod_and_a_runtime_outage_heals() {
             // answer): one pod waits out the 2 s deadline, the other starts meanwhile.
             fake.inject_times(Method::RunPodSandbox, Fault::Hang, 1);
             fake.restart().await.unwrap();
-            wait_until(
-                "one pod running while the other's call hangs",
-                Duration::from_secs(15),
-                || running(&fake, "a") || running(&fake, "b"),
-            )
+            wait_until("one pod running while the other's call hangs", 15, || {
+                (running(&fake, "a") || running(&fake, "b")).then_some(())
+            })
             .await;
             // The hung one is retried after the deadline and the error requeue (10–15 s).
             wait_until(
                 "both pods running after the hung call timed out",
-                Duration::from_secs(45),
-                || running(&fake, "a") && running(&fake, "b"),
+                45,
+                || (running(&fake, "a") && running(&fake, "b")).then_some(()),
             )
             .await;
 
@@ -121,13 +90,13 @@ async fn a_hung_call_delays_only_its_pod_and_a_runtime_outage_heals() {
             );
             let c = fake.find_container("c").expect("a container");
             fake.exit_container(&c.id, 1);
-            wait_until("both pods running again", Duration::from_secs(30), || {
-                running(&fake, "a") && running(&fake, "b")
+            wait_until("both pods running again", 30, || {
+                (running(&fake, "a") && running(&fake, "b")).then_some(())
             })
             .await;
 
             shutdown.cancel();
-            agent.await.unwrap().unwrap();
+            agent.await.unwrap();
             fake.shutdown().await;
         })
         .await;

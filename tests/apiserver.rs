@@ -4,6 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+mod common;
+
+use common::{IMAGE, phase, wait_until};
 use picolet::apiserver::mock::{MockApiServer, MockTls};
 use picolet::apiserver::types::{ObjectList, WatchEvent};
 use picolet::apiserver::{
@@ -362,20 +365,6 @@ fn fast_node_options(name: &str) -> NodeOptions {
     o
 }
 
-async fn wait_until<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 fn count(mock: &MockApiServer, method: &str, path: &str) -> usize {
     mock.requests()
         .iter()
@@ -484,7 +473,7 @@ async fn node_registers_reports_status_and_renews_its_lease() {
 // API source
 
 use picolet::apiserver::checkpoint::Checkpoint;
-use picolet::source::SourceUpdate;
+use picolet::events::SourceUpdate;
 use picolet::source::apiserver::{ApiSource, ApiSourceOptions};
 
 fn fast_source_options() -> ApiSourceOptions {
@@ -691,11 +680,10 @@ async fn api_source_a_list_too_large_is_refused_and_retried() {
 // ---------------------------------------------------------------------------------------
 // The whole agent in apiserver mode, over the fake runtime
 
-use picolet::agent::{AgentConfig, run_with_extensions};
+use common::agent::{agent_config, running_ids};
+use picolet::daemon::{run_with_extensions, start_apiserver_mode};
 use picolet::options::Options;
 use picolet::runtime::ContainerState;
-
-const IMAGE: &str = "localhost/busybox:edge";
 
 fn api_pod(name: &str, node: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod",
@@ -713,7 +701,7 @@ fn static_manifest(name: &str) -> String {
 
 struct ApiAgent {
     shutdown: CancellationToken,
-    handle: tokio::task::JoinHandle<Result<(), picolet::agent::AgentError>>,
+    handle: tokio::task::JoinHandle<()>,
 }
 
 fn start_api_agent(rt: &FakeRuntime, dir: &Path, kubeconfig: &Path) -> ApiAgent {
@@ -726,25 +714,13 @@ fn start_api_agent(rt: &FakeRuntime, dir: &Path, kubeconfig: &Path) -> ApiAgent 
         hostname_override: Some("pi-1".into()),
         ..Options::default()
     };
-    let cfg = AgentConfig {
-        node_name: "pi-1".into(),
-        pod_manifest_path: opts.pod_manifest_path.clone(),
-        file_check_frequency: Duration::from_secs(20),
-        sync_frequency: Duration::from_secs(60),
-        root_dir: opts.root_dir.clone(),
-        pod_log_dir: opts.pod_log_dir.clone(),
-        resolv_conf: opts.resolv_conf.clone(),
-        cgroup_parent: String::new(),
-        seccomp_default: false,
-        node_labels: Default::default(),
-        gc_policy: Default::default(),
-        node_ip: None,
-    };
+    let cfg = agent_config(dir, "pi-1");
     let shutdown = CancellationToken::new();
     let rt = rt.clone();
     let stop = shutdown.clone();
     let handle = tokio::task::spawn_local(async move {
-        let ext = picolet::apiserver::start(&opts, &cfg, rt.clone(), SystemClock, &stop)?;
+        let ext = start_apiserver_mode(&opts, &cfg, rt.clone(), SystemClock, &stop)
+            .expect("apiserver mode starts");
         run_with_extensions(
             rt,
             SystemClock,
@@ -761,7 +737,7 @@ fn start_api_agent(rt: &FakeRuntime, dir: &Path, kubeconfig: &Path) -> ApiAgent 
 impl ApiAgent {
     async fn stop(self) {
         self.shutdown.cancel();
-        self.handle.await.unwrap().unwrap();
+        self.handle.await.unwrap();
     }
 }
 
@@ -776,10 +752,6 @@ fn running_in(rt: &FakeRuntime, pod_name: &str) -> usize {
         .into_iter()
         .filter(|c| c.state == ContainerState::Running && sandboxes.contains(&c.sandbox_id))
         .count()
-}
-
-fn phase(pod: &Value) -> &str {
-    pod["status"]["phase"].as_str().unwrap_or("")
 }
 
 #[tokio::test]
@@ -930,28 +902,22 @@ async fn agent_keeps_api_pods_through_an_outage_and_a_restart() {
                 (running_in(&rt, "a") == 1 && running_in(&rt, "b") == 1).then_some(())
             })
             .await;
-            let ids = |rt: &FakeRuntime| {
-                let mut v: Vec<String> = rt
-                    .containers()
-                    .into_iter()
-                    .filter(|c| c.state == ContainerState::Running)
-                    .map(|c| c.id)
-                    .collect();
-                v.sort();
-                v
-            };
-            let before = ids(&rt);
+            let before = running_ids(&rt);
 
             // The apiserver goes away: nothing stops.
             mock.stop();
             tokio::time::sleep(Duration::from_secs(3)).await;
-            assert_eq!(ids(&rt), before);
+            assert_eq!(running_ids(&rt), before);
 
             // picolet restarts while it is gone: the checkpoint keeps both pods, untouched.
             agent.stop().await;
             let agent = start_api_agent(&rt, dir.path(), &kc);
             tokio::time::sleep(Duration::from_secs(8)).await;
-            assert_eq!(ids(&rt), before, "nothing restarted, nothing killed");
+            assert_eq!(
+                running_ids(&rt),
+                before,
+                "nothing restarted, nothing killed"
+            );
 
             // Back, with b deleted meanwhile: a keeps running, b is stopped.
             mock.delete_pod("default", "b", Some(0)).unwrap();
@@ -961,7 +927,7 @@ async fn agent_keeps_api_pods_through_an_outage_and_a_restart() {
             })
             .await;
             assert_eq!(running_in(&rt, "a"), 1);
-            let a = ids(&rt);
+            let a = running_ids(&rt);
             assert!(
                 a.iter().all(|id| before.contains(id)),
                 "a was not restarted"
@@ -1061,9 +1027,9 @@ async fn http_source_pod_podlist_errors_and_identical_bytes() {
 // ---------------------------------------------------------------------------------------
 // Status syncer on its own
 
-use picolet::agent::PodEvent;
 use picolet::api::{Pod, PodPhase, PodStatus};
 use picolet::apiserver::status_sync::StatusSyncer;
+use picolet::events::PodEvent;
 use std::sync::Arc;
 
 fn status_patches(mock: &MockApiServer, name: &str) -> Vec<Value> {

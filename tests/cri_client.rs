@@ -18,7 +18,9 @@ use picolet::runtime::{
 };
 use tempfile::TempDir;
 
-const IMAGE: &str = "localhost/busybox:edge";
+mod common;
+
+use common::IMAGE;
 
 struct Env {
     _dir: TempDir,
@@ -722,7 +724,7 @@ async fn runtime_request_timeout_flag_is_the_deadline_of_mutating_calls() {
         runtime_request_timeout: Duration::from_millis(400),
         ..Default::default()
     };
-    let rt = picolet::agent::cri_runtime(&opts).expect("client");
+    let rt = picolet::daemon::cri_runtime(&opts).expect("client");
     assert_eq!(rt.timeouts().request, Duration::from_millis(400));
     assert_eq!(rt.timeouts().query, CriTimeouts::default().query);
     fake.inject(Method::RunPodSandbox, Fault::Hang);

@@ -33,26 +33,14 @@ use picolet::runtime::cri::CriRuntime;
 use picolet::runtime::{ContainerInfo, ContainerState, ListFilter, Runtime, Sandbox, SandboxState};
 use tokio::time::{Instant, sleep};
 
-const ENDPOINT_VAR: &str = "PICOLET_E2E_ENDPOINT";
+mod common;
+
+use common::IMAGE;
+use common::lab::{self, CONTAINER_NAME, POD_NAME, POD_NAMESPACE, POD_UID, service_script};
+
 const NODE: &str = "e2e-node";
 const NS: &str = "picolet-e2e";
-const IMAGE: &str = "localhost/busybox:edge";
 const POLL: Duration = Duration::from_millis(250);
-
-// The CRI labels contract (kubelet: kuberuntime/labels.go), spelled out here on purpose:
-// the test checks picolet against the contract, not against picolet's own constants.
-const POD_NAME: &str = "io.kubernetes.pod.name";
-const POD_NAMESPACE: &str = "io.kubernetes.pod.namespace";
-const POD_UID: &str = "io.kubernetes.pod.uid";
-const CONTAINER_NAME: &str = "io.kubernetes.container.name";
-
-/// A service-like container script: the TERM trap is set before "started" is printed, and
-/// `sleep 1 & wait` (not a foreground `sleep 1`) lets the trap run at once on SIGTERM.
-fn service_script(name: &str) -> String {
-    format!(
-        "trap 'echo got TERM; exit 0' TERM\necho \"{name} started\"\nwhile true; do sleep 1 & wait; done"
-    )
-}
 
 // ---------------------------------------------------------------------------------------
 // Scenarios
@@ -1034,28 +1022,10 @@ struct Lab {
 impl Lab {
     /// `None`, after a skip line, when no lab is configured.
     async fn new(scenario: &'static str) -> Option<Lab> {
-        let Ok(endpoint) = std::env::var(ENDPOINT_VAR) else {
-            eprintln!(
-                "e2e {scenario}: skipped ({ENDPOINT_VAR} is not set; run tests/e2e/run.sh as root)"
-            );
-            return None;
-        };
-        let rt = CriRuntime::connect(&endpoint)
-            .unwrap_or_else(|e| panic!("e2e {scenario}: cannot connect to {endpoint}: {e}"));
-        match rt.status().await {
-            Ok(h) if h.runtime_ready && h.network_ready => {}
-            Ok(h) => panic!("e2e {scenario}: runtime at {endpoint} not ready: {h:?}"),
-            Err(e) => panic!("e2e {scenario}: CRI Status at {endpoint}: {e} (is the lab up?)"),
-        }
+        let (endpoint, rt) = lab::connect(&format!("e2e {scenario}")).await?;
         sweep(&rt, scenario).await;
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("picolet-e2e-{scenario}-"))
-            .tempdir()
-            .expect("tempdir");
+        let dir = lab::scenario_dir(&format!("picolet-e2e-{scenario}-"));
         let root = dir.path().to_path_buf();
-        for sub in ["manifests", "root", "logs"] {
-            fs::create_dir_all(root.join(sub)).expect("mkdir");
-        }
         eprintln!("e2e {scenario}: directory {}", root.display());
         Some(Lab {
             scenario,
@@ -1544,23 +1514,13 @@ impl Drop for Lab {
                 );
             }
         }
-        // We may be inside a tokio runtime (which cannot block): sweep from a fresh thread.
         let endpoint = self.endpoint.clone();
         let scenario = self.scenario;
-        let _ = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            rt.block_on(async {
-                if let Ok(cri) = CriRuntime::connect(&endpoint) {
-                    sweep(&cri, scenario).await;
-                }
-            });
-        })
-        .join();
+        lab::block_on_a_thread(move || async move {
+            if let Ok(cri) = CriRuntime::connect(&endpoint) {
+                sweep(&cri, scenario).await;
+            }
+        });
     }
 }
 

@@ -26,18 +26,13 @@ use picolet::runtime::{ContainerState, ListFilter, Runtime, SandboxState};
 use serde_json::{Value, json};
 use tokio::time::{Instant, sleep};
 
-const ENDPOINT_VAR: &str = "PICOLET_E2E_ENDPOINT";
+mod common;
+
+use common::lab::{self, POD_NAME, POD_NAMESPACE, service_script};
+use common::{IMAGE, phase};
+
 const NODE: &str = "e2e-api-node";
 const NS: &str = "picolet-e2e-api";
-const IMAGE: &str = "localhost/busybox:edge";
-const POD_NAMESPACE: &str = "io.kubernetes.pod.namespace";
-const POD_NAME: &str = "io.kubernetes.pod.name";
-
-fn service_script(name: &str) -> String {
-    format!(
-        "trap 'echo got TERM; exit 0' TERM\necho \"{name} started\"\nwhile true; do sleep 1 & wait; done"
-    )
-}
 
 fn api_pod(name: &str, node: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod",
@@ -67,24 +62,10 @@ struct Harness {
 
 impl Harness {
     async fn new() -> Option<Harness> {
-        let Ok(endpoint) = std::env::var(ENDPOINT_VAR) else {
-            eprintln!("e2e_api: skipped ({ENDPOINT_VAR} is not set; run tests/e2e/run.sh as root)");
-            return None;
-        };
-        let rt = CriRuntime::connect(&endpoint).expect("CRI endpoint");
-        match rt.status().await {
-            Ok(h) if h.runtime_ready && h.network_ready => {}
-            other => panic!("e2e_api: runtime at {endpoint} not ready: {other:?}"),
-        }
+        let (endpoint, rt) = lab::connect("e2e_api").await?;
         sweep(&rt).await;
-        let dir = tempfile::Builder::new()
-            .prefix("picolet-e2e-api-")
-            .tempdir()
-            .expect("tempdir");
+        let dir = lab::scenario_dir("picolet-e2e-api-");
         let root = dir.path().to_path_buf();
-        for sub in ["manifests", "root", "logs"] {
-            fs::create_dir_all(root.join(sub)).expect("mkdir");
-        }
         let mock = MockApiServer::start_new().await.expect("mock apiserver");
         mock.require_token("e2e-token");
         mock.write_kubeconfig(&root.join("kubeconfig"), Some("e2e-token"), None)
@@ -230,20 +211,11 @@ impl Drop for Harness {
             }
         }
         let endpoint = self.endpoint.clone();
-        let _ = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            rt.block_on(async {
-                if let Ok(cri) = CriRuntime::connect(&endpoint) {
-                    sweep(&cri).await;
-                }
-            });
-        })
-        .join();
+        lab::block_on_a_thread(move || async move {
+            if let Ok(cri) = CriRuntime::connect(&endpoint) {
+                sweep(&cri).await;
+            }
+        });
     }
 }
 
@@ -287,10 +259,6 @@ async fn sweep(rt: &CriRuntime) {
         let _ = rt.stop_pod_sandbox(&sb.id).await;
         let _ = rt.remove_pod_sandbox(&sb.id).await;
     }
-}
-
-fn phase(p: &Value) -> &str {
-    p["status"]["phase"].as_str().unwrap_or("")
 }
 
 /// picolet's stderr file in the scenario directory (what `Harness::stderr` reads).

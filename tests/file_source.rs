@@ -6,11 +6,11 @@ use std::rc::Rc;
 use std::sync::{Mutex, Once};
 use std::time::Duration;
 
-use picolet::clock::SystemClock;
+mod common;
 
-#[path = "common/hostile.rs"]
-mod hostile;
-use picolet::source::SourceUpdate;
+use common::hostile;
+use picolet::clock::SystemClock;
+use picolet::events::SourceUpdate;
 use picolet::source::file::{FileSource, FileSourceOptions};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;

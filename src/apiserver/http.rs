@@ -67,6 +67,17 @@ impl HttpClient {
         Ok(HttpClient { inner })
     }
 
+    /// A client for a URL of the user's (`--manifest-url`): TLS with the system CAs for
+    /// `https://`, plain HTTP otherwise.
+    pub fn for_url(url: &str) -> Result<Self, ApiError> {
+        let tls = if url.starts_with("https://") {
+            Some(tls::client_config(&tls::TlsSettings::default())?)
+        } else {
+            None
+        };
+        HttpClient::new(tls, None)
+    }
+
     /// Sends one request and reads the whole answer, within `timeout`; a body larger than
     /// `limit` bytes is an error.
     pub async fn request(

@@ -38,26 +38,16 @@ use tokio_util::sync::CancellationToken;
 
 use super::{ApiError, Client, DeleteOptions, PatchKind, pod_path};
 use crate::api::{
-    ANNOTATION_CONFIG_HASH, ANNOTATION_CONFIG_MIRROR, ContainerState, OwnerReference, Pod,
-    PodStatus,
+    ANNOTATION_CONFIG_HASH, ANNOTATION_CONFIG_MIRROR, OwnerReference, Pod, PodStatus,
 };
 use crate::events::{PodEvent, PodEventReceiver};
 use crate::pod_manager::is_mirror_pod;
+use crate::status;
 
 /// kubelet: `syncPeriod` of the status manager.
 pub const RECONCILE_PERIOD: Duration = Duration::from_secs(10);
 /// A mirror pod just created is not created again before this (the watch may lag).
 const MIRROR_CREATE_HOLD: Duration = Duration::from_secs(10);
-
-/// The conditions the kubelet owns; others (DisruptionTarget, readiness gates) belong to
-/// other writers and are not compared.
-const KUBELET_CONDITIONS: [&str; 5] = [
-    "PodScheduled",
-    "PodReadyToStartContainers",
-    "Initialized",
-    "ContainersReady",
-    "Ready",
-];
 
 /// One pod's status as the syncer tracks it.
 #[derive(Debug, Clone)]
@@ -457,40 +447,23 @@ impl SyncState {
     }
 }
 
-/// kubelet: `needsReconcile` — does the apiserver's status say what ours says (timestamps
-/// and conditions owned by others aside)?
+/// kubelet: `needsReconcile` — does the apiserver's status say what ours says? The one
+/// rule of [`status::equal_apart_from_timestamps`], over the kubelet-owned conditions
+/// only, by type: the apiserver's copy also carries other writers' conditions
+/// (DisruptionTarget, readiness gates) in the order of the server's merges, and neither is
+/// ours to reconcile.
 pub fn api_shows(api: &PodStatus, ours: &PodStatus) -> bool {
-    normalize(api) == normalize(ours)
+    status::equal_apart_from_timestamps(
+        &kubelet_conditions_only(api),
+        &kubelet_conditions_only(ours),
+    )
 }
 
-fn normalize(s: &PodStatus) -> PodStatus {
+fn kubelet_conditions_only(s: &PodStatus) -> PodStatus {
     let mut s = s.clone();
-    s.start_time = None;
-    s.conditions
-        .retain(|c| KUBELET_CONDITIONS.contains(&c.type_.as_str()));
-    for c in &mut s.conditions {
-        c.last_transition_time = None;
-    }
+    s.conditions.retain(|c| status::owned_by_kubelet(&c.type_));
     s.conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
-    for c in s
-        .container_statuses
-        .iter_mut()
-        .chain(&mut s.init_container_statuses)
-    {
-        clear_times(&mut c.state);
-        clear_times(&mut c.last_state);
-    }
     s
-}
-
-fn clear_times(state: &mut ContainerState) {
-    if let Some(r) = &mut state.running {
-        r.started_at = None;
-    }
-    if let Some(t) = &mut state.terminated {
-        t.started_at = None;
-        t.finished_at = None;
-    }
 }
 
 fn is_network(e: &ApiError) -> bool {
@@ -743,6 +716,22 @@ mod tests {
         let mut other = api.clone();
         other.conditions[1].status = "False".into();
         assert!(!api_shows(&other, &ours));
+        // The server's order of the kubelet's conditions is not ours to reconcile either,
+        // nor a condition of another writer that only our copy still carries.
+        let mut ours2 = ours.clone();
+        ours2
+            .conditions
+            .insert(0, cond("Initialized", "True", "t1"));
+        ours2
+            .conditions
+            .push(cond("example.com/gate", "True", "t1"));
+        let mut api2 = api.clone();
+        api2.conditions.push(cond("Initialized", "True", "t3"));
+        assert!(api_shows(&api2, &ours2));
+        // Times aside, the rest of the status counts.
+        let mut ours3 = ours.clone();
+        ours3.phase = Some(PodPhase::Succeeded);
+        assert!(!api_shows(&api, &ours3));
     }
 
     #[test]

@@ -34,11 +34,11 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::SourceUpdate;
 use crate::api::Pod;
 use crate::apiserver::checkpoint::Checkpoint;
 use crate::apiserver::types::{ObjectList, Status, WatchEvent};
 use crate::apiserver::{ApiError, Backoff, Client, query};
+use crate::events::SourceUpdate;
 
 /// The `source` of this source's updates.
 pub const SOURCE: &str = "api";

@@ -53,9 +53,10 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{SourceError, SourceUpdate};
+use super::SourceError;
 use crate::api::{self, Pod};
 use crate::clock::{Clock, UnixNanos};
+use crate::events::SourceUpdate;
 use crate::manifest::{self, ManifestError, fields};
 
 /// The `source` of this source's updates.

@@ -20,10 +20,10 @@ use tokio::sync::mpsc;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
-use super::SourceUpdate;
 use crate::api::Pod;
 use crate::apiserver::{ApiError, HttpClient};
 use crate::clock::Clock;
+use crate::events::SourceUpdate;
 use crate::manifest::{self, fields};
 
 /// The `source` of this source's updates.

@@ -1,8 +1,9 @@
 //! Pod sources: where desired pods come from.
 //!
-//! Owns: the output every source shares — a [`SourceUpdate`], always the FULL snapshot of
-//! that source's pods (kubelet: `kubetypes.SET` updates) — and the errors sources report.
-//! The merge (`pod_config.rs`) diffs snapshots; a source never emits deltas.
+//! Owns: the errors sources report. What every source sends — a
+//! [`SourceUpdate`](crate::events::SourceUpdate), always the FULL snapshot of that source's
+//! pods (kubelet: `kubetypes.SET` updates) — is a message of the leaf `events`. The merge
+//! (`pod_config.rs`) diffs snapshots; a source never emits deltas.
 //!
 //! Must never: talk to the runtime or hold pod state beyond its own last snapshot.
 //!
@@ -17,18 +18,7 @@ pub mod http;
 
 use std::path::PathBuf;
 
-use crate::api;
 use crate::manifest::ManifestError;
-
-/// A full snapshot of one source. The first one a source emits (even empty) marks the
-/// source as seen (kubelet: `sourcesReady`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct SourceUpdate {
-    /// `"file"`, `"http"` or `"api"` (the `kubernetes.io/config.source` value).
-    pub source: &'static str,
-    /// Sorted by the source's own order (file: by file name); full names are unique.
-    pub pods: Vec<api::Pod>,
-}
 
 /// Problems a source reports (logged by the source; one line each, naming the file).
 #[derive(Debug, thiserror::Error)]

@@ -17,7 +17,7 @@ const CONTAINERS_NOT_READY: &str = "ContainersNotReady";
 const CONTAINERS_NOT_INITIALIZED: &str = "ContainersNotInitialized";
 
 /// kubelet: `PodConditionByKubelet` — the condition types the kubelet owns and rewrites.
-fn owned_by_kubelet(type_: &str) -> bool {
+pub fn owned_by_kubelet(type_: &str) -> bool {
     matches!(
         type_,
         POD_SCHEDULED | READY | INITIALIZED | CONTAINERS_READY | POD_READY_TO_START_CONTAINERS

@@ -1,9 +1,10 @@
 //! The status manager: the latest status of every pod, in memory only (kubelet:
 //! `status_manager.go` without the apiserver sync), and the one-line summary it logs.
 //!
-//! A status is "changed" when it differs in anything but timestamps (kubelet:
-//! `isPodStatusByKubeletEqual` compares conditions without their times); only then is it
-//! logged, so an idle node logs nothing. A terminal phase, once stored, is kept.
+//! A status is "changed" when it differs in anything but timestamps
+//! ([`equal_apart_from_timestamps`], the one definition, which the apiserver's status
+//! syncer uses too); only then is it logged, so an idle node logs nothing. A terminal
+//! phase, once stored, is kept.
 
 use std::collections::BTreeMap;
 
@@ -41,7 +42,7 @@ impl StatusManager {
                 status.phase = Some(p);
             }
         }
-        let changed = old.is_none_or(|e| !equal_but_timestamps(&e.status, &status));
+        let changed = old.is_none_or(|e| !equal_apart_from_timestamps(&e.status, &status));
         if changed {
             log::info!("pod status: {}", summary_for(pod_full_name, &status));
         }
@@ -80,7 +81,19 @@ impl StatusManager {
     }
 }
 
-fn equal_but_timestamps(a: &PodStatus, b: &PodStatus) -> bool {
+/// "Pod status changed" is `!equal_apart_from_timestamps(old, new)`: the two say the same
+/// once `startTime`, the conditions' `lastTransitionTime` and the containers' `startedAt` /
+/// `finishedAt` (state and last state, init containers too) are set aside (kubelet:
+/// `isPodStatusByKubeletEqual` compares conditions without their times).
+///
+/// Stricter than upstream on conditions, on purpose: every condition counts, in order.
+/// Between two statuses picolet computed that is exact — the order is always the same
+/// (other writers' conditions first, then the kubelet's five in upstream order), and a
+/// condition another writer changed on the API pod is carried into the next status, so it
+/// is a change to pass on. Comparing with the apiserver's copy (where other writers add
+/// conditions and the order is the server's) is a different question: the status syncer's
+/// `api_shows` first keeps only the kubelet-owned conditions, by type, then asks this.
+pub fn equal_apart_from_timestamps(a: &PodStatus, b: &PodStatus) -> bool {
     without_timestamps(a) == without_timestamps(b)
 }
 

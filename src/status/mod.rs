@@ -37,7 +37,8 @@
 //! - `conditions.rs`  PodReadyToStartContainers, Initialized, Ready, ContainersReady,
 //!   PodScheduled and their `lastTransitionTime`
 //! - `qos.rs`         QoS class (kubelet: `qos.GetPodQOS`)
-//! - `manager.rs`     [`StatusManager`] and [`summary`]
+//! - `manager.rs`     [`StatusManager`], [`summary`] and [`equal_apart_from_timestamps`], the
+//!   one definition of "pod status changed"
 
 use std::collections::BTreeMap;
 
@@ -51,7 +52,8 @@ mod manager;
 mod phase;
 
 pub use crate::qos::{QosClass, pod_qos};
-pub use manager::{StatusManager, summary};
+pub use conditions::owned_by_kubelet;
+pub use manager::{StatusManager, equal_apart_from_timestamps, summary};
 
 /// Container IDs in the status read `<runtime>://<id>`; picolet targets containerd.
 pub const DEFAULT_RUNTIME_NAME: &str = "containerd";

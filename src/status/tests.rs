@@ -1688,6 +1688,172 @@ fn manager_keeps_terminal_phase() {
     );
 }
 
+/// The one definition of "pod status changed": every arrow of what counts and what not.
+#[test]
+fn equal_apart_from_timestamps_table() {
+    let p = with_init(pod(&["app"]), vec![container("setup")]);
+    let obs = observed(vec![
+        exited("setup", 0, 0, 0, ""),
+        exited("app", 0, 1, 1, "Error"),
+        running("app", 1, 5),
+    ]);
+    let base = compute(&p, &obs, &WaitingReasons::new(), None, T0);
+    assert!(base.container_statuses[0].last_state.terminated.is_some());
+    let at = |secs: i64| clock::rfc3339(T0 + secs * SEC);
+    let cond_at = |i: usize| move |s: &mut PodStatus| s.conditions[i].last_transition_time = at(99);
+    type Edit = Box<dyn Fn(&mut PodStatus)>;
+    let cases: Vec<(&str, Edit, bool)> = vec![
+        ("nothing", Box::new(|_| {}), true),
+        ("startTime", Box::new(move |s| s.start_time = at(99)), true),
+        (
+            "a condition's lastTransitionTime",
+            Box::new(cond_at(0)),
+            true,
+        ),
+        (
+            "every condition's lastTransitionTime",
+            Box::new(move |s| {
+                for c in &mut s.conditions {
+                    c.last_transition_time = at(99);
+                }
+            }),
+            true,
+        ),
+        (
+            "running startedAt",
+            Box::new(move |s| {
+                s.container_statuses[0].state.running =
+                    Some(api::ContainerStateRunning { started_at: at(99) });
+            }),
+            true,
+        ),
+        (
+            "last state startedAt and finishedAt",
+            Box::new(move |s| {
+                let t = s.container_statuses[0]
+                    .last_state
+                    .terminated
+                    .as_mut()
+                    .unwrap();
+                t.started_at = at(98);
+                t.finished_at = at(99);
+            }),
+            true,
+        ),
+        (
+            "init container finishedAt",
+            Box::new(move |s| {
+                let t = s.init_container_statuses[0]
+                    .state
+                    .terminated
+                    .as_mut()
+                    .unwrap();
+                t.finished_at = at(99);
+            }),
+            true,
+        ),
+        (
+            "phase",
+            Box::new(|s| s.phase = Some(PodPhase::Failed)),
+            false,
+        ),
+        (
+            "reason",
+            Box::new(|s| s.reason = Some("Evicted".into())),
+            false,
+        ),
+        (
+            "podIP",
+            Box::new(|s| s.pod_ip = Some("10.0.0.99".into())),
+            false,
+        ),
+        (
+            "a condition's status",
+            Box::new(|s| s.conditions[0].status = "Unknown".into()),
+            false,
+        ),
+        (
+            "a condition's reason",
+            Box::new(|s| s.conditions[0].reason = Some("X".into())),
+            false,
+        ),
+        // Stricter than upstream, on purpose (see the function's doc).
+        (
+            "conditions in another order",
+            Box::new(|s| s.conditions.reverse()),
+            false,
+        ),
+        (
+            "a condition of another writer",
+            Box::new(|s| {
+                s.conditions.insert(
+                    0,
+                    PodCondition {
+                        type_: "DisruptionTarget".into(),
+                        status: "True".into(),
+                        ..PodCondition::default()
+                    },
+                );
+            }),
+            false,
+        ),
+        (
+            "restartCount",
+            Box::new(|s| s.container_statuses[0].restart_count += 1),
+            false,
+        ),
+        (
+            "ready",
+            Box::new(|s| s.container_statuses[0].ready ^= true),
+            false,
+        ),
+        (
+            "containerID",
+            Box::new(|s| s.container_statuses[0].container_id = Some("containerd://x".into())),
+            false,
+        ),
+        (
+            "last state exit code",
+            Box::new(|s| {
+                s.container_statuses[0]
+                    .last_state
+                    .terminated
+                    .as_mut()
+                    .unwrap()
+                    .exit_code = 2;
+            }),
+            false,
+        ),
+        (
+            "running -> waiting",
+            Box::new(|s| {
+                s.container_statuses[0].state = api::ContainerState {
+                    waiting: Some(api::ContainerStateWaiting {
+                        reason: Some("CrashLoopBackOff".into()),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                };
+            }),
+            false,
+        ),
+    ];
+    for (what, edit, want) in cases {
+        let mut other = base.clone();
+        edit(&mut other);
+        assert!(
+            what == "nothing" || other != base,
+            "{what}: the edit changed nothing"
+        );
+        assert_eq!(equal_apart_from_timestamps(&base, &other), want, "{what}");
+        assert_eq!(
+            equal_apart_from_timestamps(&other, &base),
+            want,
+            "{what}, swapped"
+        );
+    }
+}
+
 #[test]
 fn idle_sync_loop_reports_no_change() {
     let p = with_init(pod(&["app", "side"]), vec![container("setup")]);

@@ -1,7 +1,7 @@
 //! The hostile manifest corpus of the core-hardening issue, shared by the file source's
-//! corpus test (`tests/file_source.rs`) and the `hostile` bench mode (`benches/picolet.rs`),
-//! which include this file with `#[path]`. Each entry: file name, bytes, and a piece of
-//! the one error line picolet must log for it.
+//! corpus test (`tests/file_source.rs`, through `mod common`) and the `hostile` bench mode
+//! (`benches/picolet.rs`, which includes this file with `#[path]`). Each entry: file name,
+//! bytes, and a piece of the one error line picolet must log for it.
 
 pub fn corpus() -> Vec<(&'static str, Vec<u8>, &'static str)> {
     let deep = format!(

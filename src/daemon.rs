@@ -1,0 +1,274 @@
+//! Wiring (kubelet: `RunKubelet`, `makePodSourceConfig`): builds a running picolet from
+//! [`Options`] — the CRI client, the pod sources, the apiserver-mode tasks and the agent's
+//! loop — and the channels between them.
+//!
+//! Startup order: the node name and the CRI client (configuration errors fail here, before
+//! anything runs); in apiserver mode the HTTP source, the node task, the API source and the
+//! status syncer; then the runtime's version is logged, the file source starts, and the
+//! agent's loop runs until shutdown. Every source sends its snapshots on one channel the
+//! loop reads; the loop tells the status syncer about pods through one `events` mailbox.
+//!
+//! Must never: hold pod state or decide anything about a pod (the agent does), or be
+//! imported by what it builds: the agent, the sources and the apiserver tasks know only
+//! the messages of `events`, never this module or each other.
+//!
+//! Log lines that moved here from `agent.rs` and `apiserver/mod.rs` keep the target of the
+//! module they came from, so picolet's output reads as before.
+
+use std::rc::Rc;
+
+use tokio::sync::{Notify, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::{self, AgentConfig, Channels};
+use crate::clock::{Clock, SystemClock};
+use crate::events::{PodEventSender, SourceUpdate};
+use crate::node::{self, NodeError};
+use crate::options::Options;
+use crate::runtime::cri::{CriRuntime, CriTimeouts};
+use crate::runtime::gc::GcPolicy;
+use crate::runtime::{CriError, Runtime};
+use crate::source::file::{self, FileSource, FileSourceOptions};
+
+/// The log targets of the lines that were the agent's and `apiserver::start`'s.
+const AGENT_LOG: &str = "picolet::agent";
+#[cfg(feature = "apiserver")]
+const APISERVER_LOG: &str = "picolet::apiserver";
+
+/// Why `picolet run` could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(transparent)]
+    NodeName(#[from] NodeError),
+    #[error(transparent)]
+    Runtime(#[from] CriError),
+    #[cfg(feature = "apiserver")]
+    #[error(transparent)]
+    Api(#[from] crate::apiserver::ApiError),
+    #[cfg(not(feature = "apiserver"))]
+    #[error("--kubeconfig and --manifest-url need a picolet built with the `apiserver` feature")]
+    NoApiserverFeature,
+}
+
+/// Pod sources besides the file source, and who hears about pods (apiserver mode builds
+/// it; the default is a static-pods-only agent).
+#[derive(Debug, Default)]
+pub struct Extensions {
+    /// Names of the extra sources (`"api"`, `"http"`): `sources_ready` waits for them.
+    pub sources: Vec<&'static str>,
+    /// The snapshot channel the extra sources send on; the file source joins it.
+    pub source_channel: Option<(mpsc::Sender<SourceUpdate>, mpsc::Receiver<SourceUpdate>)>,
+    /// Where pod events go.
+    pub events: Option<PodEventSender>,
+}
+
+/// `picolet run`: the real CRI client and the system clock.
+pub async fn run(
+    opts: Options,
+    shutdown: CancellationToken,
+    relist_now: Rc<Notify>,
+) -> Result<(), DaemonError> {
+    let node_name = node::node_name(opts.hostname_override.as_deref())?;
+    let runtime = cri_runtime(&opts)?;
+    let cfg = agent_config(&opts, node_name);
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(async move {
+            // ---- apiserver mode
+            #[cfg(feature = "apiserver")]
+            let ext = start_apiserver_mode(&opts, &cfg, runtime.clone(), SystemClock, &shutdown)?;
+            #[cfg(not(feature = "apiserver"))]
+            let ext = if opts.kubeconfig.is_some() || opts.manifest_url.is_some() {
+                return Err(DaemonError::NoApiserverFeature);
+            } else {
+                Extensions::default()
+            };
+            // ----
+            run_with_extensions(runtime, SystemClock, cfg, ext, shutdown, relist_now).await;
+            Ok(())
+        })
+        .await
+}
+
+/// What the agent and the file source need of `opts`.
+fn agent_config(opts: &Options, node_name: String) -> AgentConfig {
+    AgentConfig {
+        node_labels: node::node_labels(&node_name, &opts.node_labels),
+        node_name,
+        // The static pod UID hashes the manifest path: make it absolute so `picolet run
+        // --pod-manifest-path manifests` from another directory adopts the same pods.
+        pod_manifest_path: std::path::absolute(&opts.pod_manifest_path)
+            .unwrap_or_else(|_| opts.pod_manifest_path.clone()),
+        file_check_frequency: opts.file_check_frequency,
+        sync_frequency: opts.sync_frequency,
+        root_dir: opts.root_dir.clone(),
+        pod_log_dir: opts.pod_log_dir.clone(),
+        resolv_conf: opts.resolv_conf.clone(),
+        cgroup_parent: opts.cgroup_parent.clone(),
+        seccomp_default: opts.seccomp_default,
+        gc_policy: GcPolicy {
+            min_age: opts.minimum_container_ttl_duration,
+            max_per_pod_container: opts.maximum_dead_containers_per_container,
+        },
+        node_ip: opts.node_ip.or_else(node::default_route_ip),
+    }
+}
+
+/// The CRI client of `picolet run`: `--container-runtime-endpoint`, and
+/// `--runtime-request-timeout` as the deadline of every mutating call (kubelet:
+/// `runtimeRequestTimeout`); status and list calls keep their short deadline, image pulls
+/// their long one.
+pub fn cri_runtime(opts: &Options) -> Result<CriRuntime, CriError> {
+    let timeouts = CriTimeouts {
+        request: opts.runtime_request_timeout,
+        ..CriTimeouts::default()
+    };
+    Ok(CriRuntime::connect(&opts.container_runtime_endpoint)?.with_timeouts(timeouts))
+}
+
+/// The file source and the agent over any `Runtime` and `Clock` (tests use the fake
+/// runtime and paused time). Must be called inside a `LocalSet`.
+pub async fn run_with<R: Runtime, C: Clock>(
+    runtime: R,
+    clock: C,
+    cfg: AgentConfig,
+    shutdown: CancellationToken,
+    relist_now: Rc<Notify>,
+) {
+    run_with_extensions(
+        runtime,
+        clock,
+        cfg,
+        Extensions::default(),
+        shutdown,
+        relist_now,
+    )
+    .await
+}
+
+/// [`run_with`] plus extra pod sources and a pod-event listener (apiserver mode).
+pub async fn run_with_extensions<R: Runtime, C: Clock>(
+    runtime: R,
+    clock: C,
+    cfg: AgentConfig,
+    ext: Extensions,
+    shutdown: CancellationToken,
+    relist_now: Rc<Notify>,
+) {
+    log::info!(
+        target: AGENT_LOG,
+        "picolet {} starting: node {}, manifests {}",
+        env!("CARGO_PKG_VERSION"),
+        cfg.node_name,
+        cfg.pod_manifest_path.display()
+    );
+    match runtime.version().await {
+        Ok(v) => log::info!(
+            target: AGENT_LOG,
+            "container runtime {} {} (CRI {})",
+            v.runtime_name,
+            v.runtime_version,
+            v.runtime_api_version
+        ),
+        Err(e) => log::warn!(
+            target: AGENT_LOG,
+            "container runtime not reachable yet, will keep trying: {e}"
+        ),
+    }
+
+    let (src_tx, src_rx) = ext.source_channel.unwrap_or_else(|| mpsc::channel(16));
+    let mut sources = vec![file::SOURCE];
+    sources.extend(ext.sources.iter().copied());
+    let file_source = FileSource::new(
+        cfg.pod_manifest_path.clone(),
+        cfg.node_name.clone(),
+        clock.clone(),
+    )
+    .with_options(FileSourceOptions {
+        relist_interval: cfg.file_check_frequency,
+        ..FileSourceOptions::default()
+    });
+    tokio::task::spawn_local(file_source.run(src_tx, relist_now, shutdown.child_token()));
+
+    let channels = Channels {
+        sources,
+        updates: src_rx,
+        events: ext.events,
+    };
+    agent::run(runtime, clock, cfg, channels, shutdown).await
+}
+
+/// Starts the apiserver-mode tasks `opts` asks for (`--kubeconfig`: node, API source,
+/// status syncer; `--manifest-url`: the HTTP source) on the current `LocalSet`, and returns
+/// what the agent must add: the source names, their channel, the pod-event sender.
+/// Configuration errors (an unreadable kubeconfig, a bad CA) fail here, before anything
+/// runs; network errors never do — the tasks retry.
+#[cfg(feature = "apiserver")]
+pub fn start_apiserver_mode<R: Runtime, C: Clock>(
+    opts: &Options,
+    cfg: &AgentConfig,
+    runtime: R,
+    clock: C,
+    shutdown: &CancellationToken,
+) -> Result<Extensions, crate::apiserver::ApiError> {
+    use crate::apiserver::checkpoint::Checkpoint;
+    use crate::apiserver::node::{NodeAgent, NodeOptions};
+    use crate::apiserver::status_sync::StatusSyncer;
+    use crate::apiserver::{Client, ClientConfig, HttpClient};
+    use crate::source::apiserver::{self as api_source, ApiSource};
+    use crate::source::http::{self as http_source, HttpSource};
+
+    if opts.kubeconfig.is_none() && opts.manifest_url.is_none() {
+        return Ok(Extensions::default());
+    }
+    let (src_tx, src_rx) = mpsc::channel(16);
+    let mut ext = Extensions::default();
+
+    if let Some(url) = &opts.manifest_url {
+        let source = HttpSource::new(
+            HttpClient::for_url(url)?,
+            url.clone(),
+            &opts.manifest_url_headers,
+            cfg.node_name.clone(),
+            clock.clone(),
+        )?;
+        log::info!(target: APISERVER_LOG, "http source: {url} every 20s");
+        tokio::task::spawn_local(source.run(src_tx.clone(), shutdown.child_token()));
+        ext.sources.push(http_source::SOURCE);
+    }
+
+    if let Some(path) = &opts.kubeconfig {
+        let config = ClientConfig::from_kubeconfig(path)?;
+        let client = Client::new(&config)?;
+        log::info!(
+            target: APISERVER_LOG,
+            "apiserver mode: node {} joins {} (kubeconfig {})",
+            cfg.node_name,
+            client.server(),
+            path.display()
+        );
+        let (uid_tx, uid_rx) = tokio::sync::watch::channel(None);
+        let mut node_opts = NodeOptions::new(cfg.node_name.clone());
+        node_opts.labels = opts.node_labels.clone();
+        node_opts.max_pods = opts.max_pods;
+        node_opts.node_ip = opts.node_ip;
+        node_opts.status_update_frequency = opts.node_status_update_frequency;
+        let node_agent = NodeAgent::new(client.clone(), runtime, clock, node_opts, uid_tx);
+        tokio::task::spawn_local(node_agent.run(shutdown.child_token()));
+
+        let source = ApiSource::new(
+            client.clone(),
+            cfg.node_name.clone(),
+            Some(Checkpoint::new(&cfg.root_dir, &cfg.node_name)),
+        );
+        tokio::task::spawn_local(source.run(src_tx.clone(), shutdown.child_token()));
+        ext.sources.push(api_source::SOURCE);
+
+        let (ev_tx, ev_rx) = crate::events::pod_events();
+        let syncer = StatusSyncer::new(client, cfg.node_name.clone(), uid_rx, ev_rx);
+        tokio::task::spawn_local(syncer.run(shutdown.child_token()));
+        ext.events = Some(ev_tx);
+    }
+    ext.source_channel = Some((src_tx, src_rx));
+    Ok(ext)
+}

@@ -1,0 +1,73 @@
+//! What the tests against a real containerd (`tests/e2e.rs`, `tests/e2e_api.rs`) share:
+//! finding the lab, a scenario directory, the CRI labels contract, a service container.
+
+use std::fs;
+
+use picolet::runtime::Runtime;
+use picolet::runtime::cri::CriRuntime;
+
+/// The lab's CRI socket (`tests/e2e/run.sh` sets it); without it every lab test skips.
+pub const ENDPOINT_VAR: &str = "PICOLET_E2E_ENDPOINT";
+
+// The CRI labels contract (kubelet: kuberuntime/labels.go), spelled out here on purpose:
+// the tests check picolet against the contract, not against picolet's own constants.
+pub const POD_NAME: &str = "io.kubernetes.pod.name";
+pub const POD_NAMESPACE: &str = "io.kubernetes.pod.namespace";
+pub const POD_UID: &str = "io.kubernetes.pod.uid";
+pub const CONTAINER_NAME: &str = "io.kubernetes.container.name";
+
+/// The lab's endpoint and a CRI client of it, its runtime and network ready; `None`, after
+/// a skip line naming `who`, when no lab is configured.
+pub async fn connect(who: &str) -> Option<(String, CriRuntime)> {
+    let Ok(endpoint) = std::env::var(ENDPOINT_VAR) else {
+        eprintln!("{who}: skipped ({ENDPOINT_VAR} is not set; run tests/e2e/run.sh as root)");
+        return None;
+    };
+    let rt = CriRuntime::connect(&endpoint)
+        .unwrap_or_else(|e| panic!("{who}: cannot connect to {endpoint}: {e}"));
+    match rt.status().await {
+        Ok(h) if h.runtime_ready && h.network_ready => {}
+        Ok(h) => panic!("{who}: runtime at {endpoint} not ready: {h:?}"),
+        Err(e) => panic!("{who}: CRI Status at {endpoint}: {e} (is the lab up?)"),
+    }
+    Some((endpoint, rt))
+}
+
+/// A temporary directory named `<prefix>…` with `manifests/`, `root/` and `logs/`.
+pub fn scenario_dir(prefix: &str) -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .expect("tempdir");
+    for sub in ["manifests", "root", "logs"] {
+        fs::create_dir_all(dir.path().join(sub)).expect("mkdir");
+    }
+    dir
+}
+
+/// A service-like container script: the TERM trap is set before "started" is printed, and
+/// `sleep 1 & wait` (not a foreground `sleep 1`) lets the trap run at once on SIGTERM.
+pub fn service_script(name: &str) -> String {
+    format!(
+        "trap 'echo got TERM; exit 0' TERM\necho \"{name} started\"\nwhile true; do sleep 1 & wait; done"
+    )
+}
+
+/// Runs the future `job` makes to its end on a current-thread runtime in a thread of its
+/// own: a `Drop` may run inside a tokio runtime, which cannot block.
+pub fn block_on_a_thread<F, Fut>(job: F)
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
+    let _ = std::thread::spawn(move || {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            return;
+        };
+        rt.block_on(job());
+    })
+    .join();
+}
