@@ -697,11 +697,14 @@ async fn j_fields_are_honoured_or_refused() {
     // containerd needs restrict_oom_score_adj and raises it to its own; the unit tests check
     // the CRI request.)
     let oom = "echo \"oom=$(cat /proc/self/oom_score_adj)\"\n";
-    let burst_script = format!("{oom}{}", service_script("burst"));
+    // ... and an emptyDir with medium Memory is a tmpfs of its sizeLimit.
+    let mem = "while read -r dev mnt fs opts rest; do [ \"$mnt\" = /mem ] && echo \"mem=$fs $opts\"; done < /proc/mounts\n";
+    let burst_script = format!("{oom}{mem}{}", service_script("burst"));
     let burst = manifest("burst", 2, &[container("c", &burst_script, &[])]).replace(
         "    command:",
-        "    resources: {requests: {memory: 64Mi}}\n    command:",
-    );
+        "    resources: {requests: {memory: 64Mi}}\n    \
+             volumeMounts: [{name: mem, mountPath: /mem}]\n    command:",
+    ) + "  volumes:\n  - name: mem\n    emptyDir: {medium: Memory, sizeLimit: 16Mi}\n";
     lab.write_manifest("burst.yaml", &burst);
     // runtimeClassName is the CRI handler: the lab's containerd has "edge", not "nope".
     let class = |name: &str, class: &str| {
@@ -763,6 +766,13 @@ async fn j_fields_are_honoured_or_refused() {
         secs(15),
         || async { log_has_line(&log, "stdout", &want) },
     )
+    .await;
+    let burst_uid = view.sandboxes[0].uid.clone();
+    lab.wait_for("a tmpfs of 16Mi at /mem", secs(15), || async {
+        find_log_line(&log, "stdout", |l| {
+            l.starts_with("mem=tmpfs ") && l.contains("size=16384k")
+        })
+    })
     .await;
 
     lab.wait_for(
@@ -826,6 +836,24 @@ async fn j_fields_are_honoured_or_refused() {
     lab.check(!names.contains(&full_name("users")), || {
         format!("the rejected pod has a sandbox: {names:?}")
     });
+    // The tmpfs goes with the pod: once its manifest is gone, nothing stays mounted in
+    // its pod directory.
+    lab.remove_manifest("burst.yaml");
+    let pod_dir = lab.root.join("root/pods").join(&burst_uid);
+    lab.wait_for(
+        "no mount left in burst's pod directory",
+        secs(60),
+        || async {
+            let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+            let prefix = pod_dir.to_string_lossy().into_owned();
+            match mounts.lines().find(|l| l.contains(&prefix)) {
+                None if !pod_dir.exists() => Ok(()),
+                None => Err(format!("{} still exists", pod_dir.display())),
+                Some(l) => Err(format!("still mounted: {l}")),
+            }
+        },
+    )
+    .await;
     lab.finish().await;
 }
 
