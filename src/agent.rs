@@ -705,6 +705,26 @@ impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
     }
 }
 
+impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
+    /// The pod's status becomes Failed with `reason` and `message` (kubelet: a pod sync
+    /// handler's eviction verdict); terminal phases stick, so later syncs keep it.
+    fn fail_pod(&self, pod: &Arc<Pod>, reason: &str, message: &str) {
+        let mut shared = self.shared.borrow_mut();
+        let mut st = shared.statuses.get(pod.uid()).cloned().unwrap_or_default();
+        st.phase = Some(crate::api::PodPhase::Failed);
+        st.reason = Some(reason.to_string());
+        st.message = Some(message.to_string());
+        if shared.statuses.set(pod.uid(), &pod.full_name(), st)
+            && let (Some(tx), Some(status)) = (&shared.events, shared.statuses.get(pod.uid()))
+        {
+            tx.send(PodEvent::Status {
+                pod: Arc::clone(pod),
+                status: Box::new(status.clone()),
+            });
+        }
+    }
+}
+
 impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
     async fn sync_pod(
         &self,
@@ -744,6 +764,33 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
         };
         let reasons = waiting_reasons(&result);
         let terminal = self.record_status(&pod, &after, &reasons);
+        // kubelet: the activeDeadlineHandler — past spec.activeDeadlineSeconds the pod is
+        // Failed (DeadlineExceeded) and terminated; before it, sync again when it falls due.
+        let mut requeue_after = result.requeue_after;
+        let recorded = self.shared.borrow().statuses.get(&uid).cloned();
+        match status::active_deadline(&pod, recorded.as_ref(), self.env.clock.now()) {
+            status::ActiveDeadline::Exceeded if !terminal => {
+                log::warn!(
+                    "pod {}: {} ({}s): failing it",
+                    pod.full_name(),
+                    status::MESSAGE_DEADLINE_EXCEEDED,
+                    pod.spec.active_deadline_seconds.unwrap_or_default()
+                );
+                self.fail_pod(
+                    &pod,
+                    status::REASON_DEADLINE_EXCEEDED,
+                    status::MESSAGE_DEADLINE_EXCEEDED,
+                );
+                return Ok(SyncPodOk {
+                    terminal: true,
+                    requeue_after: None,
+                });
+            }
+            status::ActiveDeadline::Remaining(d) => {
+                requeue_after = Some(requeue_after.map_or(d, |r| r.min(d)));
+            }
+            _ => {}
+        }
         if result.is_error() {
             return Err(SyncFailure {
                 message: describe_failure(&pod, &result),
@@ -753,7 +800,7 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
         }
         Ok(SyncPodOk {
             terminal,
-            requeue_after: result.requeue_after,
+            requeue_after,
         })
     }
 

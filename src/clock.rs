@@ -81,6 +81,46 @@ pub fn rfc3339_nanos(t: UnixNanos) -> String {
     format!("{}.{frac:09}Z", base.trim_end_matches('Z'))
 }
 
+/// The inverse of [`rfc3339`]: `2026-11-30T05:09:28Z` (fractions and a `Z` or `+00:00`
+/// suffix accepted; other offsets are not: Kubernetes writes UTC) → nanoseconds.
+pub fn parse_rfc3339(s: &str) -> Option<UnixNanos> {
+    let (date, time) = s.split_once('T')?;
+    let mut d = date.splitn(3, '-').map(|p| p.parse::<i64>().ok());
+    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let time = time
+        .strip_suffix('Z')
+        .or_else(|| time.strip_suffix("+00:00"))?;
+    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
+    let mut t = hms.splitn(3, ':').map(|p| p.parse::<i64>().ok());
+    let (hh, mm, ss) = (t.next()??, t.next()??, t.next()??);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&day) || hh > 23 || mm > 59 || ss > 60 {
+        return None;
+    }
+    let nanos_frac = if frac.is_empty() {
+        0
+    } else {
+        let digits: String = frac.chars().take(9).collect();
+        if !digits.chars().all(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        format!("{digits:0<9}").parse::<i64>().ok()?
+    };
+    let days = days_from_civil(y, m as u32, day as u32);
+    let secs = days * 86_400 + hh * 3600 + mm * 60 + ss;
+    secs.checked_mul(1_000_000_000)?.checked_add(nanos_frac)
+}
+
+/// (year, month, day) → days since 1970-01-01 (Howard Hinnant's `days_from_civil`).
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = (i64::from(m) + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 /// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (Howard Hinnant's
 /// `civil_from_days`).
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
@@ -94,6 +134,38 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod parse_tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_round_trips() {
+        for t in [
+            1,
+            951_782_400_000_000_000,
+            1_800_000_000_123_456_789,
+            4_102_444_800_000_000_000,
+        ] {
+            let s = rfc3339(t).unwrap();
+            assert_eq!(parse_rfc3339(&s), Some(t - t % 1_000_000_000), "{s}");
+            assert_eq!(parse_rfc3339(&rfc3339_nanos(t)), Some(t), "{s}");
+        }
+        assert_eq!(
+            parse_rfc3339("1970-01-01T00:00:01+00:00"),
+            Some(1_000_000_000)
+        );
+        for bad in [
+            "",
+            "2026-11-30",
+            "2026-13-01T00:00:00Z",
+            "2026-11-30T05:09:28+01:00",
+            "x-y-zT1:2:3Z",
+        ] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
+    }
 }
 
 #[cfg(test)]

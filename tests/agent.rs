@@ -654,3 +654,53 @@ async fn refused_and_unmatched_pods_fail_without_starting_anything() {
         })
         .await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn active_deadline_fails_and_stops_the_pod() {
+    LocalSet::new()
+        .run_until(async {
+            let (_tmp, cfg) = agent_dir("node1");
+            let job =
+                manifest("job", "1").replace("spec:\n", "spec:\n  activeDeadlineSeconds: 30\n");
+            std::fs::write(cfg.pod_manifest_path.join("job.yaml"), job).unwrap();
+            let (clock, rt) = fake_runtime();
+            let (tx, mut rx) = picolet::events::pod_events();
+            let ext = picolet::daemon::Extensions {
+                events: Some(tx),
+                ..Default::default()
+            };
+            let shutdown = CancellationToken::new();
+            let handle = tokio::task::spawn_local(picolet::daemon::run_with_extensions(
+                rt.clone(),
+                clock,
+                cfg.clone(),
+                ext,
+                shutdown.clone(),
+                Rc::new(Notify::new()),
+            ));
+            settle(5).await;
+            assert_eq!(running_ids(&rt).len(), 2, "running before the deadline");
+            // Well past the deadline (30 s from the start) but before the 60 s resync: the
+            // deadline itself brings the sync.
+            settle(35).await;
+            assert!(running_ids(&rt).is_empty(), "stopped at the deadline");
+            let mut last = None;
+            for ev in rx.try_recv() {
+                if let picolet::events::PodEvent::Status { pod, status } = ev {
+                    if pod.metadata.name == "job-node1" {
+                        last = Some(status);
+                    }
+                }
+            }
+            let st = last.expect("a status for job-node1");
+            assert_eq!(st.phase, Some(picolet::api::PodPhase::Failed));
+            assert_eq!(st.reason.as_deref(), Some("DeadlineExceeded"));
+            // It stays stopped: not restarted by housekeeping or the resync.
+            settle(120).await;
+            assert!(running_ids(&rt).is_empty(), "not started again");
+            assert_eq!(rt.sandboxes().len(), 1, "no new sandbox");
+            shutdown.cancel();
+            handle.await.unwrap();
+        })
+        .await;
+}

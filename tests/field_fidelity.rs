@@ -139,7 +139,6 @@ fn sample_value(path: &str) -> serde_json::Value {
     use serde_json::json;
     match path.rsplit('.').next().unwrap() {
         "hostUsers" | "setHostnameAsFQDN" => json!(false).max_bool(path),
-        "activeDeadlineSeconds" => json!(30),
         "subdomain"
         | "hostnameOverride"
         | "runtimeClassName"

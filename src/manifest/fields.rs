@@ -168,11 +168,6 @@ pub static RULES: &[Rule] = &[
         "ephemeral (debug) containers are not run",
     ),
     rule(
-        "spec.activeDeadlineSeconds",
-        Warned,
-        "not enforced yet: the pod is never failed with DeadlineExceeded",
-    ),
-    rule(
         "spec.securityContext.seLinuxOptions",
         Warned,
         "no SELinux labels are passed to the runtime",

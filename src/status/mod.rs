@@ -55,6 +55,42 @@ pub use crate::qos::{QosClass, pod_qos};
 pub use conditions::owned_by_kubelet;
 pub use manager::{StatusManager, equal_apart_from_timestamps, summary};
 
+/// kubelet: `activeDeadlineHandler` — where the pod stands against
+/// `spec.activeDeadlineSeconds`, counted from `status.startTime`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActiveDeadline {
+    /// No deadline, or no start time yet.
+    None,
+    /// Sync again at the latest after this long.
+    Remaining(std::time::Duration),
+    /// Past it: the pod fails with reason `DeadlineExceeded`.
+    Exceeded,
+}
+
+/// kubelet: `pastActiveDeadline`.
+pub fn active_deadline(pod: &Pod, status: Option<&PodStatus>, now: UnixNanos) -> ActiveDeadline {
+    let Some(secs) = pod.spec.active_deadline_seconds.filter(|s| *s >= 0) else {
+        return ActiveDeadline::None;
+    };
+    let Some(start) = status
+        .and_then(|s| s.start_time.as_deref())
+        .and_then(crate::clock::parse_rfc3339)
+    else {
+        return ActiveDeadline::None;
+    };
+    let end = start.saturating_add(secs.saturating_mul(1_000_000_000));
+    if now >= end {
+        ActiveDeadline::Exceeded
+    } else {
+        ActiveDeadline::Remaining(std::time::Duration::from_nanos((end - now) as u64))
+    }
+}
+
+/// kubelet: the reason and message of a pod failed by its active deadline.
+pub const REASON_DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
+pub const MESSAGE_DEADLINE_EXCEEDED: &str =
+    "Pod was active on the node longer than the specified deadline";
+
 /// Container IDs in the status read `<runtime>://<id>`; picolet targets containerd.
 pub const DEFAULT_RUNTIME_NAME: &str = "containerd";
 
