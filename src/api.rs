@@ -148,8 +148,9 @@ pub struct PodSpec {
     pub node_selector: BTreeMap<String, String>,
     // Carried so that the field policy (`manifest::fields`) sees them after any round trip
     // (checkpoint, mirror pod): picolet warns about or refuses these, see its table.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host_aliases: Option<serde_json::Value>,
+    /// Extra `/etc/hosts` lines (kubelet-managed hosts file).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_aliases: Vec<HostAlias>,
     #[serde(
         default,
         rename = "setHostnameAsFQDN",
@@ -471,6 +472,15 @@ pub struct SecurityContext {
     pub proc_mount: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub se_linux_options: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostAlias {
+    #[serde(default)]
+    pub ip: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hostnames: Vec<String>,
 }
 
 /// `seccompProfile` and `appArmorProfile` (same shape upstream: `SeccompProfile`,

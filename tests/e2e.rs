@@ -682,12 +682,17 @@ async fn j_fields_are_honoured_or_refused() {
     );
     sec = sec.replace("spec:\n", "spec:\n  hostUsers: true\n");
     lab.write_manifest("sec.yaml", &sec);
+    // ... and its kubelet-managed /etc/hosts carries the hostAliases.
     let pid1 = format!(
-        "echo \"pid1=$(cat /proc/1/comm)\"\n{}",
+        "echo \"pid1=$(cat /proc/1/comm)\"\n\
+         while read -r ip names; do [ \"$ip\" = 192.0.2.10 ] && echo \"alias=$names\"; done < /etc/hosts\n{}",
         service_script("hpid")
     );
     let hpid = manifest("hpid", 2, &[container("c", &pid1, &[])])
-        .replace("spec:\n", "spec:\n  hostPID: true\n");
+        .replace(
+            "spec:\n",
+            "spec:\n  hostPID: true\n  hostAliases: [{ip: 192.0.2.10, hostnames: [mqtt.local, broker]}]\n",
+        );
     lab.write_manifest("hpid.yaml", &hpid);
     let users = manifest("users", 2, &[container("c", &service_script("users"), &[])])
         .replace("spec:\n", "spec:\n  hostUsers: false\n");
@@ -747,6 +752,12 @@ async fn j_fields_are_honoured_or_refused() {
         secs(15),
         || async { log_has_line(&log, "stdout", &want) },
     )
+    .await;
+    lab.wait_for("the hostAliases line in /etc/hosts", secs(15), || async {
+        find_log_line(&log, "stdout", |l| {
+            l.starts_with("alias=") && l.contains("mqtt.local") && l.contains("broker")
+        })
+    })
     .await;
 
     let view = lab

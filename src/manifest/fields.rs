@@ -126,16 +126,6 @@ pub static RULES: &[Rule] = &[
         "no Service environment variables on a picolet node (the apiserver sets it on every pod)",
     ),
     // pod spec: not implemented yet
-    rule(
-        "spec.hostAliases",
-        Warned,
-        "no kubelet-managed /etc/hosts yet: the runtime's /etc/hosts is used",
-    ),
-    rule(
-        "spec.subdomain",
-        Warned,
-        "no kubelet-managed /etc/hosts yet: the FQDN is not in /etc/hosts",
-    ),
     unless(
         "spec.setHostnameAsFQDN",
         Warned,

@@ -725,6 +725,21 @@ async fn start_container<R: Runtime, C: Clock>(
             return waiting(WaitingReason::CreateContainerConfigError, e.to_string());
         }
     };
+    // kubelet: makeMounts adds the managed /etc/hosts.
+    match mounts::etc_hosts_mount(
+        &env.root_dir,
+        pod,
+        c,
+        &cx.pod_ip,
+        Path::new(mounts::NODE_HOSTS_FILE),
+    ) {
+        Ok(Some(m)) => mount_list.push(m),
+        Ok(None) => {}
+        Err(e) => {
+            log::warn!("pod {pod_name}: container {:?}: /etc/hosts: {e}", c.name);
+            return waiting(WaitingReason::CreateContainerConfigError, e.to_string());
+        }
+    }
     let file_id = format!("{:08x}", (env.clock.now() as u64) & 0xffff_ffff);
     match mounts::termination_log_mount(&env.root_dir, pod, c, &file_id) {
         Ok(m) => mount_list.push(m),
