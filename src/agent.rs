@@ -133,6 +133,7 @@ pub async fn run<R: Runtime, C: Clock>(
             cpu_capacity_milli: node::cpu_capacity_milli(),
             host_ip: cfg.node_ip.map(|ip| ip.to_string()).unwrap_or_default(),
             tmpfs: std::sync::Arc::new(crate::runtime::mounts::SysTmpfs),
+            credential_paths: crate::runtime::credentials::default_paths(&cfg.root_dir),
         },
         shared: shared.clone(),
         node_ip: cfg.node_ip.map(|ip| ip.to_string()),

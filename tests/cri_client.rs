@@ -567,7 +567,30 @@ async fn images() {
     assert_eq!(img.repo_tags, vec![IMAGE.to_string()]);
     assert!(img.size > 0);
 
-    let image_ref = e.rt.pull_image("busybox", &sandbox).await.expect("pull");
+    let image_ref =
+        e.rt.pull_image("busybox", None, &sandbox)
+            .await
+            .expect("pull");
+    // Credentials travel in PullImageRequest.auth.
+    let auth = picolet::runtime::credentials::AuthConfig {
+        username: "pi".into(),
+        password: "s3cret".into(),
+        server_address: "registry.local:5000".into(),
+        ..Default::default()
+    };
+    e.rt.pull_image("registry.local:5000/app:1", Some(&auth), &sandbox)
+        .await
+        .expect("pull with credentials");
+    assert_eq!(
+        e.fake.pull_auths(),
+        vec![
+            ("busybox".to_string(), None),
+            (
+                "registry.local:5000/app:1".to_string(),
+                Some("pi".to_string())
+            ),
+        ]
+    );
     let pulled =
         e.rt.image_status("docker.io/library/busybox:latest")
             .await
@@ -578,7 +601,7 @@ async fn images() {
     e.fake
         .fail_pulls("quay.io/x/y:1", Code::Unknown, "pull access denied");
     let err =
-        e.rt.pull_image("quay.io/x/y:1", &sandbox)
+        e.rt.pull_image("quay.io/x/y:1", None, &sandbox)
             .await
             .expect_err("fails");
     assert_eq!(
@@ -590,7 +613,7 @@ async fn images() {
         }
     );
 
-    assert_eq!(e.rt.list_images().await.expect("list").len(), 2);
+    assert_eq!(e.rt.list_images().await.expect("list").len(), 3);
     let fs = e.rt.image_fs_info().await.expect("fs");
     assert_eq!(fs.len(), 1);
     assert!(fs[0].used_bytes > 0 && !fs[0].mountpoint.is_empty());
@@ -598,7 +621,7 @@ async fn images() {
     e.rt.remove_image("busybox")
         .await
         .expect("remove is idempotent");
-    assert_eq!(e.rt.list_images().await.expect("list").len(), 1);
+    assert_eq!(e.rt.list_images().await.expect("list").len(), 2);
 }
 
 #[tokio::test]

@@ -140,7 +140,7 @@ pub static RULES: &[Rule] = &[
     rule(
         "spec.imagePullSecrets",
         Warned,
-        "not used for pulls yet: a private registry answers 401",
+        "Secrets are not read yet: pulls use the node's credentials (<root-dir>/config.json, ~/.docker/config.json)",
     ),
     rule(
         "spec.readinessGates",

@@ -527,12 +527,24 @@ impl Runtime for CriRuntime {
         }
     }
 
-    async fn pull_image(&self, image: &str, sandbox: &SandboxConfig) -> Result<String, CriError> {
+    async fn pull_image(
+        &self,
+        image: &str,
+        auth: Option<&super::credentials::AuthConfig>,
+        sandbox: &SandboxConfig,
+    ) -> Result<String, CriError> {
         const METHOD: &str = "PullImage";
         let timeout = self.timeouts.pull_image;
         let mut client = self.images.clone();
         let req = proto::PullImageRequest {
             image: Some(image_spec(image)),
+            auth: auth.map(|a| proto::AuthConfig {
+                username: a.username.clone(),
+                password: a.password.clone(),
+                auth: a.auth.clone(),
+                server_address: a.server_address.clone(),
+                identity_token: a.identity_token.clone(),
+            }),
             sandbox_config: Some(sandbox_config(sandbox)),
         };
         let resp = unary(METHOD, timeout, client.pull_image(request(req, timeout))).await?;

@@ -145,6 +145,8 @@ struct State {
     unfiltered_list_delay: Duration,
     stop_exit_code: i32,
     health: RuntimeHealth,
+    /// Every pull: the image and the username of the credentials it carried.
+    pull_auths: Vec<(String, Option<String>)>,
 }
 
 /// The in-memory runtime. Clones share state.
@@ -204,6 +206,7 @@ impl FakeRuntime {
                     network_ready: true,
                     message: String::new(),
                 },
+                pull_auths: Vec::new(),
             })),
         }
     }
@@ -308,6 +311,11 @@ impl FakeRuntime {
 
     pub fn calls(&self) -> Vec<Call> {
         self.state.borrow().calls.clone()
+    }
+
+    /// Every pull so far: the image and the username of the credentials sent with it.
+    pub fn pull_auths(&self) -> Vec<(String, Option<String>)> {
+        self.state.borrow().pull_auths.clone()
     }
 
     /// The calls so far, clearing the log.
@@ -735,8 +743,17 @@ impl Runtime for FakeRuntime {
             .cloned())
     }
 
-    async fn pull_image(&self, image: &str, _sandbox: &SandboxConfig) -> Result<String, CriError> {
+    async fn pull_image(
+        &self,
+        image: &str,
+        auth: Option<&super::credentials::AuthConfig>,
+        _sandbox: &SandboxConfig,
+    ) -> Result<String, CriError> {
         self.enter(Method::PullImage, Call::PullImage(image.into()))?;
+        self.state
+            .borrow_mut()
+            .pull_auths
+            .push((image.to_string(), auth.map(|a| a.username.clone())));
         self.add_image(image);
         Ok(self
             .state

@@ -424,6 +424,11 @@ impl FakeCriHandle {
     }
 
     /// The config the container was created with, as the fake decoded it from the wire.
+    /// Every pull so far: the image and the username of the credentials sent with it.
+    pub fn pull_auths(&self) -> Vec<(String, Option<String>)> {
+        self.state().pull_auths.clone()
+    }
+
     pub fn container_config(&self, id: &str) -> Option<ContainerConfig> {
         self.state().containers.get(id).map(|c| c.config.clone())
     }
@@ -555,6 +560,8 @@ struct State {
     next_id: u64,
     next_ip: u32,
     last_stamp: UnixNanos,
+    /// Every pull: the image and the username of the credentials it carried.
+    pull_auths: Vec<(String, Option<String>)>,
 }
 
 impl State {
@@ -575,6 +582,7 @@ impl State {
             next_id: 0,
             next_ip: 0,
             last_stamp: 0,
+            pull_auths: Vec::new(),
         }
     }
 
@@ -1373,8 +1381,12 @@ impl ImageService for FakeService {
         &self,
         req: Request<proto::PullImageRequest>,
     ) -> Answer<proto::PullImageResponse> {
-        let image = req.into_inner().image.map(|i| i.image).unwrap_or_default();
+        let req = req.into_inner();
+        let image = req.image.map(|i| i.image).unwrap_or_default();
         self.gate(Method::PullImage, &image).await?;
+        self.state()
+            .pull_auths
+            .push((image.clone(), req.auth.map(|a| a.username)));
         if image.is_empty() {
             return Err(Status::invalid_argument("no image to pull"));
         }

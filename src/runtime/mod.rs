@@ -27,6 +27,7 @@ use std::time::Duration;
 use crate::clock::UnixNanos;
 
 pub mod backoff;
+pub mod credentials;
 pub mod cri;
 pub mod cri_config;
 pub mod fake;
@@ -402,6 +403,7 @@ pub trait Runtime: Clone + 'static {
     fn pull_image(
         &self,
         image: &str,
+        auth: Option<&credentials::AuthConfig>,
         sandbox: &SandboxConfig,
     ) -> impl Future<Output = Result<String, CriError>>;
 }

@@ -24,6 +24,7 @@ use futures_util::future::join_all;
 use crate::api::{self, PullPolicy};
 use crate::clock::Clock;
 use crate::runtime::backoff::{self, Backoff, PodBackoffs};
+use crate::runtime::credentials;
 use crate::runtime::cri_config::{self, SandboxParams};
 use crate::runtime::labels;
 use crate::runtime::mounts;
@@ -66,6 +67,9 @@ pub struct SyncEnv<R: Runtime, C: Clock> {
     pub host_ip: String,
     /// Mounts the tmpfs of `Memory` emptyDirs.
     pub tmpfs: std::sync::Arc<dyn mounts::Tmpfs>,
+    /// Docker config files with registry credentials, searched in order
+    /// (`credentials::default_paths`).
+    pub credential_paths: Vec<PathBuf>,
 }
 
 impl<R: Runtime, C: Clock> SyncEnv<R, C> {
@@ -93,6 +97,7 @@ impl<R: Runtime, C: Clock> SyncEnv<R, C> {
             cpu_capacity_milli: 1000,
             host_ip: String::new(),
             tmpfs: std::sync::Arc::new(mounts::SysTmpfs),
+            credential_paths: credentials::default_paths(Path::new(DEFAULT_ROOT_DIR)),
         }
     }
 }
@@ -834,8 +839,28 @@ async fn ensure_image<R: Runtime, C: Clock>(
             format!("Back-off pulling image {:?}", c.image),
         ));
     }
-    log::info!("pod {}: pulling image {:?}", cx.pod.full_name(), c.image);
-    match env.runtime.pull_image(&image, cx.sandbox_config).await {
+    // kubelet: the docker config keyring, read at each pull (a pull is rare, and an edit of
+    // the file applies without a restart). Never logged: only whether credentials went along.
+    let (keyring, problems) = credentials::Keyring::load(&env.credential_paths);
+    for p in problems {
+        log::warn!("registry credentials: {p}");
+    }
+    let auth = keyring.lookup(&image);
+    log::info!(
+        "pod {}: pulling image {:?}{}",
+        cx.pod.full_name(),
+        c.image,
+        if auth.is_some() {
+            " with the node's credentials for its registry"
+        } else {
+            ""
+        }
+    );
+    match env
+        .runtime
+        .pull_image(&image, auth, cx.sandbox_config)
+        .await
+    {
         Ok(image_ref) => {
             pull_backoff.gc(env.clock.now());
             Ok(image_ref)
@@ -844,12 +869,37 @@ async fn ensure_image<R: Runtime, C: Clock>(
             let now = env.clock.now();
             pull_backoff.next(&key, now, now);
             result.note_requeue(pull_backoff.get(&key));
+            // A registry that wants credentials: say where picolet looks for them.
+            let msg = e.to_string();
+            let lower = msg.to_ascii_lowercase();
+            let hint = if ["401", "unauthorized", "authorization failed", "denied"]
+                .iter()
+                .any(|w| lower.contains(w))
+            {
+                let files: Vec<String> = env
+                    .credential_paths
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect();
+                format!(
+                    " ({} credentials for {}; picolet reads registry credentials from {} — imagePullSecrets are not read yet)",
+                    if auth.is_some() {
+                        "the registry refused the"
+                    } else {
+                        "no"
+                    },
+                    credentials::image_location(&image),
+                    files.join(", ")
+                )
+            } else {
+                String::new()
+            };
             log::warn!(
-                "pod {}: failed to pull image {:?}: {e}",
+                "pod {}: failed to pull image {:?}: {msg}{hint}",
                 cx.pod.full_name(),
                 c.image
             );
-            Err(waiting(WaitingReason::ErrImagePull, e.to_string()))
+            Err(waiting(WaitingReason::ErrImagePull, format!("{msg}{hint}")))
         }
     }
 }

@@ -42,6 +42,7 @@ fn harness() -> Harness {
         cpu_capacity_milli: 4000,
         host_ip: String::new(),
         tmpfs: std::sync::Arc::new(crate::runtime::mounts::FakeTmpfs::default()),
+        credential_paths: vec![tmp.path().join("config.json")],
     };
     Harness {
         env,
@@ -501,6 +502,7 @@ async fn adoption_after_restart_kills_from_labels_alone() {
         cpu_capacity_milli: 4000,
         host_ip: String::new(),
         tmpfs: std::sync::Arc::new(crate::runtime::mounts::FakeTmpfs::default()),
+        credential_paths: h.env.credential_paths.clone(),
     };
     h.rt.take_calls();
     let pods = list_runtime_pods(&h.rt).await.unwrap();
@@ -990,4 +992,37 @@ async fn unreadable_resolv_conf_leaves_dns_to_the_runtime() {
     let (r, _) = h.sync(&p).await;
     started(&r, "web");
     assert_eq!(h.rt.sandbox_config("s1").unwrap().dns, None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn pulls_carry_the_nodes_registry_credentials() {
+    let mut h = harness();
+    let cfg = &h.env.credential_paths[0];
+    std::fs::write(
+        cfg,
+        r#"{"auths": {"registry.local:5000": {"auth": "cGk6czNjcmV0"}}}"#,
+    )
+    .unwrap();
+    let p = one_container_pod("registry.local:5000/app:1");
+    h.sync(&p).await;
+    assert_eq!(
+        h.rt.pull_auths(),
+        vec![(
+            "registry.local:5000/app:1".to_string(),
+            Some("pi".to_string())
+        )]
+    );
+
+    // A registry that answers 401 without credentials: the message says where they go.
+    let q = one_container_pod("quay.io/acme/x:1");
+    h.rt.fail_once(
+        Method::PullImage,
+        FakeRuntime::rpc_error(Method::PullImage, "failed to authorize: 401 Unauthorized"),
+    );
+    let (r, _) = h.sync(&q).await;
+    let (reason, msg) = r.waiting("web").unwrap();
+    assert_eq!(reason, WaitingReason::ErrImagePull);
+    assert!(msg.contains("no credentials for quay.io/acme/x"), "{msg}");
+    assert!(msg.contains("config.json"), "{msg}");
+    assert!(!msg.contains("s3cret") && !msg.contains("cGk6"), "{msg}");
 }
