@@ -2,15 +2,18 @@
 //! `lifecycle/predicate.go`): the checks a pod passes before anything of it is started.
 //!
 //! Owns: the pure [`admit`] decision for one pod, from the pod and the node's facts.
-//! Checks, in the kubelet's order where it has one: the field policy's refusals
-//! (`manifest::fields`, picolet's own: fields it cannot honour), then `nodeSelector`
-//! against the node's labels (`NodeAffinity`). A rejected pod is `Failed` with the reason
-//! and message, as the kubelet's `rejectPod` does; the field policy's warnings are returned
-//! for the caller to log once per pod.
+//! Checks: first the field policy's refusals (`manifest::fields`, picolet's own: fields it
+//! cannot honour), then the kubelet's general predicates in its order — resources
+//! (`OutOfcpu`, `OutOfmemory`, `OutOfpods`: requests against the node's allocatable minus
+//! what the admitted pods request), `spec.nodeName` (`NodeName`), host ports (`NodePorts`),
+//! `nodeSelector` against the node's labels (`NodeAffinity`). A rejected pod is `Failed`
+//! with the reason and message, as the kubelet's `rejectPod` does; the field policy's
+//! warnings are returned for the caller to log once per pod.
 //!
-//! Must never: do I/O, or look at other pods (host ports and resources: not yet).
-//! Deliberately different from upstream: picolet does not evaluate `spec.affinity` (the
-//! scheduler placed cluster pods; for static pods use `nodeSelector`).
+//! Must never: do I/O. Deliberately different from upstream: picolet does not evaluate
+//! `spec.affinity` (the scheduler placed cluster pods; static pods use `nodeSelector`), and a
+//! critical pod (static, mirror, or system-critical priority) that does not fit is admitted
+//! without evicting others (the kubelet preempts lower-priority pods to make room).
 
 use std::collections::BTreeMap;
 
@@ -20,8 +23,15 @@ use crate::manifest::fields::{self, Finding, Policy};
 /// The node facts admission reads.
 #[derive(Debug, Clone, Default)]
 pub struct NodeFacts {
+    pub node_name: String,
     /// `node::node_labels`: the defaults and `--node-labels`.
     pub labels: BTreeMap<String, String>,
+    /// Allocatable cpu (millicores; 0: unknown, not checked), memory (bytes; 0: unknown),
+    /// pods (`--max-pods`; 0: not checked). picolet reserves nothing, so allocatable is
+    /// the capacity.
+    pub cpu_milli: i64,
+    pub memory_bytes: i64,
+    pub max_pods: u32,
 }
 
 /// Why a pod is not admitted: the pod's `status.reason` and `status.message`.
@@ -45,9 +55,15 @@ pub struct Admission {
 pub const REASON_UNSUPPORTED: &str = "UnsupportedField";
 /// kubelet: `NodeAffinity` predicate failure.
 pub const REASON_NODE_AFFINITY: &str = "NodeAffinity";
+/// kubelet: the `NodeName` plugin.
+pub const REASON_NODE_NAME: &str = "NodeName";
+/// kubelet: the `NodePorts` plugin ("node(s) didn't have free ports for the requested pod
+/// ports").
+pub const REASON_NODE_PORTS: &str = "NodePorts";
 
-/// kubelet: `canAdmitPod`.
-pub fn admit(pod: &Pod, node: &NodeFacts) -> Admission {
+/// kubelet: `canAdmitPod`. `admitted`: the pods admitted before and still active (kubelet:
+/// `filterOutInactivePods`), for resources and host ports.
+pub fn admit(pod: &Pod, node: &NodeFacts, admitted: &[&Pod]) -> Admission {
     let findings = match serde_json::to_value(pod) {
         Ok(json) => fields::findings(&json),
         Err(_) => Vec::new(),
@@ -62,18 +78,174 @@ pub fn admit(pod: &Pod, node: &NodeFacts) -> Admission {
             message: format!("picolet cannot run this pod: {}", list.join("; ")),
         })
     } else {
-        node_selector_mismatch(pod, node).map(|missing| Rejection {
-            reason: REASON_NODE_AFFINITY,
-            message: format!(
-                "Predicate NodeAffinity failed: the node's labels do not match spec.nodeSelector ({})",
-                missing.join(", ")
-            ),
-        })
+        general_predicates(pod, node, admitted)
     };
     Admission {
         rejection,
         warnings,
     }
+}
+
+/// kubelet: `generalFilter` — the first failing predicate.
+fn general_predicates(pod: &Pod, node: &NodeFacts, admitted: &[&Pod]) -> Option<Rejection> {
+    let others: Vec<&&Pod> = admitted.iter().filter(|p| p.uid() != pod.uid()).collect();
+    if !crate::qos::is_critical(pod) {
+        if let Some(r) = resources(pod, node, &others) {
+            return Some(r);
+        }
+    }
+    if !pod.spec.node_name.is_empty()
+        && !node.node_name.is_empty()
+        && pod.spec.node_name != node.node_name
+    {
+        return Some(Rejection {
+            reason: REASON_NODE_NAME,
+            message: format!(
+                "Predicate NodeName failed: the pod is bound to node {:?}, this is {:?}",
+                pod.spec.node_name, node.node_name
+            ),
+        });
+    }
+    let mine = host_ports(pod);
+    for other in &others {
+        for theirs in host_ports(other) {
+            if let Some(p) = mine.iter().find(|p| p.conflicts(&theirs)) {
+                return Some(Rejection {
+                    reason: REASON_NODE_PORTS,
+                    message: format!(
+                        "Predicate NodePorts failed: host port {}/{} on {} is taken by pod {}",
+                        p.port,
+                        p.protocol,
+                        if p.ip.is_empty() { "0.0.0.0" } else { &p.ip },
+                        other.full_name()
+                    ),
+                });
+            }
+        }
+    }
+    node_selector_mismatch(pod, node).map(|missing| Rejection {
+        reason: REASON_NODE_AFFINITY,
+        message: format!(
+            "Predicate NodeAffinity failed: the node's labels do not match spec.nodeSelector ({})",
+            missing.join(", ")
+        ),
+    })
+}
+
+/// kubelet: the `NodeResourcesFit` check — pods, cpu and memory requests.
+fn resources(pod: &Pod, node: &NodeFacts, others: &[&&Pod]) -> Option<Rejection> {
+    let insufficient = |resource: &str, what: String| Rejection {
+        reason: match resource {
+            "cpu" => "OutOfcpu",
+            "memory" => "OutOfmemory",
+            _ => "OutOfpods",
+        },
+        message: format!("Node didn't have enough resource: {resource}, {what}"),
+    };
+    if node.max_pods > 0 && others.len() >= node.max_pods as usize {
+        return Some(insufficient(
+            "pods",
+            format!(
+                "requested: 1, used: {}, capacity: {}",
+                others.len(),
+                node.max_pods
+            ),
+        ));
+    }
+    let (cpu, mem) = pod_requests(pod);
+    let (used_cpu, used_mem) = others.iter().fold((0i64, 0i64), |(c, m), p| {
+        let (pc, pm) = pod_requests(p);
+        (c.saturating_add(pc), m.saturating_add(pm))
+    });
+    if node.cpu_milli > 0 && cpu > 0 && used_cpu.saturating_add(cpu) > node.cpu_milli {
+        return Some(insufficient(
+            "cpu",
+            format!(
+                "requested: {cpu}m, used: {used_cpu}m, capacity: {}m",
+                node.cpu_milli
+            ),
+        ));
+    }
+    if node.memory_bytes > 0 && mem > 0 && used_mem.saturating_add(mem) > node.memory_bytes {
+        return Some(insufficient(
+            "memory",
+            format!(
+                "requested: {mem}, used: {used_mem}, capacity: {}",
+                node.memory_bytes
+            ),
+        ));
+    }
+    None
+}
+
+/// kubelet: `PodRequests` — the sum over regular containers and sidecars, or the largest
+/// init container's if that is more; a request left out is its limit (API defaulting).
+/// (cpu millicores, memory bytes)
+pub fn pod_requests(pod: &Pod) -> (i64, i64) {
+    let req = |c: &crate::api::Container, name: &str, scale: i32| -> i64 {
+        c.resources
+            .as_ref()
+            .and_then(|r| r.requests.get(name).or_else(|| r.limits.get(name)))
+            .and_then(|q| q.scaled(scale))
+            .unwrap_or(0)
+            .max(0)
+    };
+    let sidecar =
+        |c: &&crate::api::Container| c.restart_policy == Some(crate::api::RestartPolicy::Always);
+    let (mut cpu, mut mem) = (0i64, 0i64);
+    for c in pod
+        .spec
+        .containers
+        .iter()
+        .chain(pod.spec.init_containers.iter().filter(sidecar))
+    {
+        cpu = cpu.saturating_add(req(c, "cpu", 3));
+        mem = mem.saturating_add(req(c, "memory", 0));
+    }
+    for c in pod.spec.init_containers.iter().filter(|c| !sidecar(c)) {
+        cpu = cpu.max(req(c, "cpu", 3));
+        mem = mem.max(req(c, "memory", 0));
+    }
+    (cpu, mem)
+}
+
+/// One host port a pod asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct HostPort {
+    protocol: String,
+    /// "" or 0.0.0.0: every address.
+    ip: String,
+    port: i32,
+}
+
+impl HostPort {
+    /// kubelet `HostPortInfo`: same protocol and port, and the same address or a wildcard.
+    fn conflicts(&self, other: &HostPort) -> bool {
+        let wild = |ip: &str| ip.is_empty() || ip == "0.0.0.0" || ip == "::";
+        self.protocol == other.protocol
+            && self.port == other.port
+            && (wild(&self.ip) || wild(&other.ip) || self.ip == other.ip)
+    }
+}
+
+fn host_ports(pod: &Pod) -> Vec<HostPort> {
+    pod.spec
+        .containers
+        .iter()
+        .chain(&pod.spec.init_containers)
+        .flat_map(|c| &c.ports)
+        .filter_map(|p| {
+            let port = p
+                .host_port
+                .filter(|h| *h > 0)
+                .or_else(|| pod.spec.host_network.then_some(p.container_port))?;
+            Some(HostPort {
+                protocol: p.protocol.clone().unwrap_or_else(|| "TCP".to_string()),
+                ip: p.host_ip.clone().unwrap_or_default(),
+                port,
+            })
+        })
+        .collect()
 }
 
 /// The `nodeSelector` entries the node's labels do not satisfy (`key=value`, or
@@ -110,10 +282,14 @@ mod tests {
 
     fn node() -> NodeFacts {
         NodeFacts {
+            node_name: "edge-1".into(),
             labels: crate::node::node_labels(
                 "edge-1",
                 &BTreeMap::from([("zone".into(), "garage".into())]),
             ),
+            cpu_milli: 4000,
+            memory_bytes: 1 << 30,
+            max_pods: 3,
         }
     }
 
@@ -185,7 +361,7 @@ mod tests {
         for (name, edit, want, warnings) in rows {
             let mut p = pod();
             edit(&mut p);
-            let got = admit(&p, &node());
+            let got = admit(&p, &node(), &[]);
             match (&got.rejection, want) {
                 (None, None) => {}
                 (Some(r), Some((reason, text))) => {
@@ -196,5 +372,119 @@ mod tests {
             }
             assert_eq!(got.warnings.len(), warnings, "{name}: {:?}", got.warnings);
         }
+    }
+
+    fn with_resources(name: &str, cpu: &str, mem: &str) -> Pod {
+        let mut p = pod();
+        p.metadata.name = name.into();
+        p.metadata.uid = format!("uid-{name}");
+        p.spec.containers[0].resources = Some(crate::api::ResourceRequirements {
+            requests: [
+                ("cpu".into(), crate::api::Quantity::Str(cpu.into())),
+                ("memory".into(), crate::api::Quantity::Str(mem.into())),
+            ]
+            .into(),
+            ..Default::default()
+        });
+        p
+    }
+
+    fn with_port(name: &str, port: i32, ip: Option<&str>, protocol: Option<&str>) -> Pod {
+        let mut p = pod();
+        p.metadata.name = name.into();
+        p.metadata.uid = format!("uid-{name}");
+        p.spec.containers[0].ports = vec![crate::api::ContainerPort {
+            container_port: 80,
+            host_port: Some(port),
+            host_ip: ip.map(Into::into),
+            protocol: protocol.map(Into::into),
+            ..Default::default()
+        }];
+        p
+    }
+
+    fn reason(p: &Pod, admitted: &[&Pod]) -> Option<&'static str> {
+        admit(p, &node(), admitted).rejection.map(|r| r.reason)
+    }
+
+    #[test]
+    fn resources_against_the_admitted_pods() {
+        let a = with_resources("a", "3", "512Mi");
+        let b = with_resources("b", "1", "256Mi");
+        assert_eq!(reason(&b, &[&a]), None, "3 + 1 cpus fit 4");
+        let c = with_resources("c", "500m", "64Mi");
+        assert_eq!(reason(&c, &[&a, &b]), Some("OutOfcpu"));
+        let d = with_resources("d", "0", "512Mi");
+        assert_eq!(reason(&d, &[&a, &b]), Some("OutOfmemory"));
+        let e = pod();
+        assert_eq!(reason(&e, &[&a, &b, &c]), Some("OutOfpods"), "max 3 pods");
+        assert_eq!(
+            reason(&a, &[&a]),
+            None,
+            "a pod does not count against itself"
+        );
+        // A critical pod (here: static) is admitted anyway.
+        let mut s = with_resources("s", "1", "64Mi");
+        s.metadata
+            .annotations
+            .insert("kubernetes.io/config.source".into(), "file".into());
+        assert_eq!(reason(&s, &[&a, &b]), None);
+        let msg = admit(&c, &node(), &[&a, &b]).rejection.unwrap().message;
+        assert!(
+            msg.contains("requested: 500m, used: 4000m, capacity: 4000m"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn init_containers_count_at_their_largest() {
+        let mut p = with_resources("p", "500m", "100Mi");
+        let mut init = p.spec.containers[0].clone();
+        init.name = "init".into();
+        init.resources = with_resources("x", "2", "10Mi").spec.containers[0]
+            .resources
+            .clone();
+        p.spec.init_containers = vec![init.clone()];
+        assert_eq!(pod_requests(&p), (2000, 100 << 20));
+        init.restart_policy = Some(crate::api::RestartPolicy::Always);
+        p.spec.init_containers = vec![init];
+        assert_eq!(pod_requests(&p), (2500, 110 << 20), "a sidecar adds up");
+    }
+
+    #[test]
+    fn host_ports_conflict_on_protocol_port_and_address() {
+        let web = with_port("web", 8080, None, None);
+        assert_eq!(
+            reason(&with_port("x", 8080, None, None), &[&web]),
+            Some("NodePorts")
+        );
+        assert_eq!(
+            reason(&with_port("x", 8080, Some("127.0.0.1"), None), &[&web]),
+            Some("NodePorts")
+        );
+        assert_eq!(
+            reason(&with_port("x", 8080, None, Some("UDP")), &[&web]),
+            None
+        );
+        assert_eq!(reason(&with_port("x", 8081, None, None), &[&web]), None);
+        let lo = with_port("lo", 9000, Some("127.0.0.1"), None);
+        assert_eq!(
+            reason(&with_port("x", 9000, Some("10.0.0.2"), None), &[&lo]),
+            None
+        );
+        let msg = admit(&with_port("x", 8080, None, None), &node(), &[&web])
+            .rejection
+            .unwrap()
+            .message;
+        assert!(msg.contains("8080/TCP") && msg.contains("web"), "{msg}");
+    }
+
+    #[test]
+    fn a_pod_bound_to_another_node_is_refused() {
+        let mut p = pod();
+        p.spec.node_name = "edge-2".into();
+        assert_eq!(reason(&p, &[]), Some("NodeName"));
+        p.spec.node_name = "edge-1".into();
+        assert_eq!(reason(&p, &[]), None);
     }
 }

@@ -95,6 +95,8 @@ pub struct AgentConfig {
     /// The node's labels (`node::node_labels`: defaults and `--node-labels`): admission
     /// checks `nodeSelector` against them.
     pub node_labels: std::collections::BTreeMap<String, String>,
+    /// `--max-pods`: admission refuses pods beyond it (`OutOfpods`; 0: no limit).
+    pub max_pods: u32,
     /// `--minimum-container-ttl-duration`, `--maximum-dead-containers-per-container`.
     pub gc_policy: GcPolicy,
     /// The node's IP: every pod's `status.hostIP`, and the `podIP` of host-network pods
@@ -158,7 +160,11 @@ pub async fn run<R: Runtime, C: Clock>(
         stopped_at: HashMap::new(),
         burst: 0,
         node: NodeFacts {
+            node_name: cfg.node_name.clone(),
             labels: cfg.node_labels.clone(),
+            cpu_milli: node::cpu_capacity_milli(),
+            memory_bytes: i64::try_from(node::memory_capacity()).unwrap_or(i64::MAX),
+            max_pods: cfg.max_pods,
         },
         node_ip: cfg.node_ip.map(|ip| ip.to_string()),
         rejected: HashSet::new(),
@@ -370,7 +376,22 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// `rejectPod`). Admission runs on additions only, as upstream: an update of an admitted
     /// pod is not re-admitted (a static pod's edit is a new UID, so it is).
     fn admit(&mut self, pod: &Arc<Pod>) -> bool {
-        let verdict = admission::admit(pod, &self.node);
+        // kubelet: filterOutInactivePods — admitted pods whose worker has not finished.
+        let active: Vec<Arc<Pod>> = self
+            .pods
+            .pods()
+            .into_iter()
+            .filter(|p| {
+                let finished = self.workers.is_known(p.uid()) && self.workers.is_finished(p.uid());
+                let skip = p.uid() == pod.uid()
+                    || self.rejected.contains(p.uid())
+                    || is_mirror_pod(p)
+                    || finished;
+                !skip
+            })
+            .collect();
+        let active: Vec<&Pod> = active.iter().map(AsRef::as_ref).collect();
+        let verdict = admission::admit(pod, &self.node, &active);
         let name = pod.full_name();
         if !verdict.warnings.is_empty() {
             let list: Vec<String> = verdict.warnings.iter().map(ToString::to_string).collect();

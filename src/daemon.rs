@@ -106,6 +106,7 @@ fn agent_config(opts: &Options, node_name: String) -> AgentConfig {
         resolv_conf: opts.resolv_conf.clone(),
         cgroup_parent: opts.cgroup_parent.clone(),
         seccomp_default: opts.seccomp_default,
+        max_pods: opts.max_pods,
         gc_policy: GcPolicy {
             min_age: opts.minimum_container_ttl_duration,
             max_per_pod_container: opts.maximum_dead_containers_per_container,

@@ -80,10 +80,10 @@ pub const SYSTEM_NODE_CRITICAL: &str = "system-node-critical";
 /// kubelet: `scheduling.SystemCriticalPriority` (2 × 10⁹).
 pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
 
-/// kubelet: `IsNodeCriticalPod` — `IsCriticalPod` (a static or mirror pod, or a priority
-/// of at least system-critical) with `priorityClassName: system-node-critical`.
-pub fn is_node_critical(pod: &Pod) -> bool {
-    let critical = pod.is_static()
+/// kubelet: `IsCriticalPod` — a static or mirror pod, or a priority of at least
+/// system-critical.
+pub fn is_critical(pod: &Pod) -> bool {
+    pod.is_static()
         || pod
             .metadata
             .annotations
@@ -91,8 +91,13 @@ pub fn is_node_critical(pod: &Pod) -> bool {
         || pod
             .spec
             .priority
-            .is_some_and(|p| p >= SYSTEM_CRITICAL_PRIORITY);
-    critical && pod.spec.priority_class_name.as_deref() == Some(SYSTEM_NODE_CRITICAL)
+            .is_some_and(|p| p >= SYSTEM_CRITICAL_PRIORITY)
+}
+
+/// kubelet: `IsNodeCriticalPod` — `IsCriticalPod` (a static or mirror pod, or a priority
+/// of at least system-critical) with `priorityClassName: system-node-critical`.
+pub fn is_node_critical(pod: &Pod) -> bool {
+    is_critical(pod) && pod.spec.priority_class_name.as_deref() == Some(SYSTEM_NODE_CRITICAL)
 }
 
 /// kubelet: `GetContainerOOMScoreAdjust` — node-critical and Guaranteed pods −997,

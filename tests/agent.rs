@@ -606,6 +606,14 @@ async fn refused_and_unmatched_pods_fail_without_starting_anything() {
             let sel =
                 manifest("sel", "1").replace("spec:\n", "spec:\n  nodeSelector: {disk: ssd}\n");
             std::fs::write(dir.join("sel.yaml"), sel).unwrap();
+            // Two pods asking for the same host port: the second one admitted fails.
+            for name in ["porta", "portb"] {
+                let m = manifest(name, "1").replace(
+                    "    command:",
+                    "    ports: [{containerPort: 80, hostPort: 8080}]\n    command:",
+                );
+                std::fs::write(dir.join(format!("{name}.yaml")), m).unwrap();
+            }
             let (clock, rt) = fake_runtime();
             let (tx, mut rx) = picolet::events::pod_events();
             let ext = picolet::daemon::Extensions {
@@ -642,9 +650,22 @@ async fn refused_and_unmatched_pods_fail_without_starting_anything() {
                     .unwrap_or_default()
                     .contains("disk=ssd")
             );
-            // Only the admitted pod has a sandbox.
-            let sandboxes: Vec<String> = rt.sandboxes().into_iter().map(|s| s.name).collect();
-            assert_eq!(sandboxes, vec!["web-node1"]);
+            let ports: Vec<Option<&str>> = ["porta-node1", "portb-node1"]
+                .iter()
+                .map(|n| last[*n].reason.as_deref())
+                .collect();
+            assert!(
+                ports == vec![None, Some("NodePorts")] || ports == vec![Some("NodePorts"), None],
+                "exactly one of the two gets the port: {ports:?}"
+            );
+            // Only the admitted pods have a sandbox.
+            let mut sandboxes: Vec<String> = rt.sandboxes().into_iter().map(|s| s.name).collect();
+            sandboxes.sort();
+            assert_eq!(sandboxes.len(), 2, "{sandboxes:?}");
+            assert!(
+                sandboxes.contains(&"web-node1".to_string()),
+                "{sandboxes:?}"
+            );
             assert_eq!(
                 last["web-node1"].phase,
                 Some(picolet::api::PodPhase::Running)

@@ -20,6 +20,7 @@ pub fn agent_config(dir: &Path, node: &str) -> AgentConfig {
         resolv_conf: dir.join("resolv.conf"),
         cgroup_parent: String::new(),
         seccomp_default: false,
+        max_pods: 110,
         node_labels: picolet::node::node_labels(node, &Default::default()),
         gc_policy: Default::default(),
         node_ip: None,
