@@ -1,0 +1,97 @@
+//! The real-world manifests of `examples/real-world/` (written after the upstream
+//! projects' published manifests) load through the file source's loader, pass admission,
+//! and the README says, per manifest, what picolet does with each field it does not fully
+//! implement — generated here from the field policy (`PICOLET_BLESS=1` rewrites it).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use picolet::admission::{self, NodeFacts};
+use picolet::manifest::{self, fields};
+
+const SEEN: i64 = 1_800_000_000_000_000_000;
+
+fn node() -> NodeFacts {
+    NodeFacts {
+        node_name: "pi".into(),
+        labels: picolet::node::node_labels("pi", &BTreeMap::new()),
+        cpu_milli: 4000,
+        memory_bytes: 4 << 30,
+        max_pods: 110,
+    }
+}
+
+/// Per file: the README lines describing it.
+fn report() -> BTreeMap<String, Vec<String>> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/real-world");
+    let mut out = BTreeMap::new();
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".yaml"))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 6, "{names:?}");
+    for name in names {
+        let path = format!("examples/real-world/{name}");
+        let bytes = std::fs::read(format!("{dir}/{name}")).unwrap();
+        let loaded = manifest::load(&path, &bytes, "pi", "file", SEEN)
+            .unwrap_or_else(|e| panic!("{path} does not load: {e}"));
+        let mut lines = Vec::new();
+        for u in fields::classify_unknown(&loaded.unknown_fields) {
+            match u {
+                fields::Unknown::Ignored(p) => {
+                    let why = fields::rule_for(&fields::normalize(&p)).map_or("", |r| r.why);
+                    lines.push(format!("`{p}`: ignored ({why})"));
+                }
+                fields::Unknown::NotUpstream(p) => panic!("{path}: {p} is not a v1.Pod field"),
+            }
+        }
+        let verdict = admission::admit(&loaded.pod, &node(), &[]);
+        if let Some(r) = &verdict.rejection {
+            panic!("{path}: rejected: {}: {}", r.reason, r.message);
+        }
+        for w in &verdict.warnings {
+            lines.push(format!("`{}`: warned — {}", w.path, w.why));
+        }
+        out.insert(name, lines);
+    }
+    out
+}
+
+fn markdown(report: &BTreeMap<String, Vec<String>>) -> String {
+    let mut s = String::new();
+    for (name, lines) in report {
+        let _ = writeln!(s, "- `{name}`:");
+        if lines.is_empty() {
+            let _ = writeln!(s, "  every field implemented.");
+        }
+        for l in lines {
+            let _ = writeln!(s, "  - {l}");
+        }
+    }
+    s
+}
+
+#[test]
+fn real_world_manifests_load_and_the_readme_says_what_picolet_does_with_them() {
+    let want = markdown(&report());
+    let readme_path = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
+    let readme = std::fs::read_to_string(readme_path).unwrap();
+    let (begin, end) = ("<!-- real-world:begin -->\n", "<!-- real-world:end -->");
+    let start = readme
+        .find(begin)
+        .expect("README has the real-world markers")
+        + begin.len();
+    let stop = readme[start..].find(end).unwrap() + start;
+    if readme[start..stop] != want {
+        if std::env::var_os("PICOLET_BLESS").is_some() {
+            let new = format!("{}{}{}", &readme[..start], want, &readme[stop..]);
+            std::fs::write(readme_path, new).unwrap();
+            return;
+        }
+        panic!(
+            "README's real-world section is stale: run PICOLET_BLESS=1 cargo test --test real_world"
+        );
+    }
+}
