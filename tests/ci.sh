@@ -16,7 +16,7 @@ step() { printf '\n==> %s\n' "$*"; }
 # Everything the steps below need from Debian, installed first on a fresh machine: the lab's
 # containerd and CNI plugins, the packaging tools, and for each ARM target its cross gcc
 # *and* its cross libc headers (the headers are only a recommend of the gcc).
-apt_pkgs=(containerd runc containernetworking-plugins busybox-static iproute2 shellcheck
+apt_pkgs=(containerd runc containernetworking-plugins busybox-static iproute2 iptables shellcheck
 	file binutils qemu-user-static)
 for t in "${PICOLET_TARGETS[@]}"; do
 	mapfile -t -O "${#apt_pkgs[@]}" apt_pkgs < <(cross_packages_for "$t")
@@ -28,12 +28,12 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || true
 # Preflight: name everything that is still missing now, instead of failing deep in a build.
 preflight() {
 	local missing=() c f t
-	for c in cargo rustup rustfmt cargo-clippy python3 containerd ctr runc ip busybox shellcheck \
+	for c in cargo rustup rustfmt cargo-clippy python3 containerd ctr runc ip iptables busybox shellcheck \
 		file readelf dpkg-deb tar gzip qemu-aarch64-static qemu-arm-static \
 		aarch64-linux-gnu-gcc arm-linux-gnueabihf-gcc; do
 		command -v "$c" >/dev/null 2>&1 || missing+=("command $c")
 	done
-	for f in /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/loopback; do
+	for f in /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/loopback /usr/lib/cni/portmap; do
 		[[ -x $f ]] || missing+=("CNI plugin $f")
 	done
 	for t in "${PICOLET_TARGETS[@]}"; do

@@ -717,6 +717,19 @@ async fn j_fields_are_honoured_or_refused() {
             .replace("spec:\n", &format!("spec:\n  runtimeClassName: {class}\n"))
     };
     lab.write_manifest("edge.yaml", &class("edge", "edge"));
+    // ports[].hostIP: 127.0.0.1 publishes the host port on loopback only (CNI portmap);
+    // a port without hostIP is the control, reached through the bridge address too.
+    let served = |name: &str, port: u16, host_ip: &str| {
+        let script = format!(
+            "mkdir -p /tmp/www && echo {name}-page > /tmp/www/index.html\nexec httpd -f -p 80 -h /tmp/www"
+        );
+        manifest(name, 2, &[container("c", &script, &[])]).replace(
+            "    command:",
+            &format!("    ports: [{{containerPort: 80, hostPort: {port}{host_ip}}}]\n    command:"),
+        )
+    };
+    lab.write_manifest("lo.yaml", &served("lo", 18080, ", hostIP: 127.0.0.1"));
+    lab.write_manifest("any.yaml", &served("any", 18081, ""));
     lab.write_manifest("nope.yaml", &class("nope", "nope"));
     lab.start_picolet();
 
@@ -785,6 +798,49 @@ async fn j_fields_are_honoured_or_refused() {
         })
     })
     .await;
+
+    let view = lab
+        .wait_for("pods lo and any running", secs(60), || async {
+            lab.running_pod(NS, "any", &["c"]).await?;
+            lab.running_pod(NS, "lo", &["c"]).await
+        })
+        .await;
+    let pod_ip = match lab.rt.pod_sandbox_status(&view.sandboxes[0].id).await {
+        Ok(sb) => sb.ip.unwrap_or_default(),
+        Err(e) => lab.fail(&format!("PodSandboxStatus of pod lo: {e}")),
+    };
+    let gateway = match pod_ip.rsplit_once('.') {
+        Some((net, _)) => format!("{net}.1"),
+        None => lab.fail(&format!("pod lo has no IPv4 address: {pod_ip:?}")),
+    };
+    lab.wait_for("lo's page on 127.0.0.1:18080", secs(30), || async {
+        http_get("127.0.0.1", 18080).and_then(|b| {
+            if b.contains("lo-page") {
+                Ok(())
+            } else {
+                Err(format!("another page: {b:?}"))
+            }
+        })
+    })
+    .await;
+    lab.wait_for(
+        &format!("any's page on {gateway}:18081"),
+        secs(30),
+        || async {
+            http_get(&gateway, 18081).and_then(|b| {
+                if b.contains("any-page") {
+                    Ok(())
+                } else {
+                    Err(format!("another page: {b:?}"))
+                }
+            })
+        },
+    )
+    .await;
+    let wide = http_get(&gateway, 18080);
+    lab.check(wide.is_err(), || {
+        format!("hostIP 127.0.0.1 answered on {gateway}:18080 too: {wide:?}")
+    });
 
     lab.wait_for(
         "pod edge (runtimeClassName: edge) running",

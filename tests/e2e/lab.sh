@@ -31,7 +31,7 @@ set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$SCRIPT_DIR/../.." && pwd)
-PACKAGES=(containerd runc containernetworking-plugins busybox-static)
+PACKAGES=(containerd runc containernetworking-plugins busybox-static iptables)
 CNI_BIN_DIR=/usr/lib/cni
 NS=k8s.io
 PAUSE_IMAGE=localhost/pause:edge
@@ -125,9 +125,10 @@ ensure_packages() {
 	for f in containerd ctr runc python3 ip; do
 		command -v "$f" >/dev/null || die "$f not found in PATH"
 	done
-	for f in bridge host-local loopback; do
+	for f in bridge host-local loopback portmap; do
 		[[ -x "$CNI_BIN_DIR/$f" ]] || die "CNI plugin $CNI_BIN_DIR/$f missing"
 	done
+	command -v iptables >/dev/null || die "iptables not found (the portmap plugin needs it)"
 	[[ -x /bin/busybox ]] || die "/bin/busybox missing (package busybox-static)"
 }
 
@@ -205,6 +206,7 @@ EOF
         "dataDir": "$LAB/cni/ipam"
       }
     },
+    { "type": "portmap", "capabilities": { "portMappings": true } },
     { "type": "loopback" }
   ]
 }
@@ -411,7 +413,26 @@ unmount_all() {
 	[[ -z "$(lab_mounts)" ]] || die "still mounted under $LAB: $(lab_mounts | tr '\n' ' ')"
 }
 
+# portmap's per-sandbox DNAT chains (CNI-DN-*) of this lab's subnet, left behind when
+# sandboxes went without a CNI DEL; the shared CNI-HOSTPORT-* chains stay.
+remove_portmap_chains() {
+	command -v iptables >/dev/null || return 0
+	local prefix=${SUBNET%.*}. chain n=0 num
+	for chain in $(iptables -t nat -S 2>/dev/null | awk '/^-N CNI-DN-/ { print $2 }'); do
+		iptables -t nat -S "$chain" 2>/dev/null | grep -qF -- "$prefix" || continue
+		# by line number: the rules carry quoted comments
+		while num=$(iptables -t nat -L CNI-HOSTPORT-DNAT -n --line-numbers 2>/dev/null |
+			awk -v c="$chain" '$2 == c { print $1; exit }') && [[ -n "$num" ]]; do
+			iptables -t nat -D CNI-HOSTPORT-DNAT "$num" || break
+		done
+		iptables -t nat -F "$chain" 2>/dev/null || true
+		iptables -t nat -X "$chain" 2>/dev/null && n=$((n + 1))
+	done
+	((n == 0)) || log "removed $n portmap chain(s)"
+}
+
 remove_network() {
+	remove_portmap_chains
 	if ip link show "$BRIDGE" >/dev/null 2>&1; then
 		local port
 		for port in $(ip -o link show master "$BRIDGE" | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }'); do
