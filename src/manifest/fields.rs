@@ -307,11 +307,6 @@ pub static RULES: &[Rule] = &[
         &["\"Disabled\""],
         "recursive read-only mounts are not supported: submounts would stay writable",
     ),
-    rule(
-        "spec.containers[].volumeMounts[].subPathExpr",
-        Refused,
-        "not expanded yet: the volume would be mounted at the wrong place",
-    ),
     // volumes: kinds other than hostPath and emptyDir are refused by validation, naming
     // the volume and its kind (kept verbatim in `Volume::other`).
     rule(
@@ -711,7 +706,7 @@ mod tests {
                      "env": [{"name": "X", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
                              {"name": "Y", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}
                 ],
-                "initContainers": [{"name": "i", "volumeMounts": [{"name": "v", "mountPath": "/v", "subPathExpr": "$(X)"}]}]
+                "initContainers": [{"name": "i", "volumeDevices": [{"name": "v", "devicePath": "/dev/x"}]}]
             }
         });
         let got: Vec<(String, Policy)> = findings(&pod)
@@ -726,10 +721,7 @@ mod tests {
                     "spec.containers[1].env[1].valueFrom.secretKeyRef".into(),
                     Refused
                 ),
-                (
-                    "spec.initContainers[0].volumeMounts[0].subPathExpr".into(),
-                    Refused
-                ),
+                ("spec.initContainers[0].volumeDevices".into(), Refused),
             ]
         );
         let refused = json!({"spec": {"hostUsers": false, "os": {"name": "windows"}}});

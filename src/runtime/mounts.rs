@@ -220,6 +220,7 @@ pub fn prepare_mounts(
     root_dir: &Path,
     pod: &api::Pod,
     container: &api::Container,
+    envs: &[(String, String)],
     tmpfs: &dyn Tmpfs,
     memory_capacity: u64,
 ) -> Result<Vec<Mount>, MountError> {
@@ -237,8 +238,30 @@ pub fn prepare_mounts(
             });
         };
         let base = volume_host_path(root_dir, pod, volume, tmpfs, memory_capacity)?;
-        let host_path = match vm.sub_path.as_deref().filter(|s| !s.is_empty()) {
-            Some(sub) => sub_path(&base, sub, &vm.mount_path)?,
+        // kubelet: subPathExpr expands `$(VAR)` with the container's environment (a
+        // reference to an unknown variable stays as written), then is checked like subPath.
+        let expanded = vm
+            .sub_path_expr
+            .as_deref()
+            .filter(|s| !s.is_empty())
+            .map(|expr| {
+                crate::runtime::cri_config::expand(expr, |name| {
+                    envs.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+                })
+            });
+        let sub = match (vm.sub_path.as_deref().filter(|s| !s.is_empty()), &expanded) {
+            (Some(_), Some(_)) => {
+                return Err(MountError::SubPath {
+                    mount: vm.mount_path.clone(),
+                    sub_path: vm.sub_path.clone().unwrap_or_default(),
+                    reason: "and subPathExpr are mutually exclusive",
+                });
+            }
+            (Some(s), None) => Some(s.to_string()),
+            (None, e) => e.clone(),
+        };
+        let host_path = match sub.filter(|s| !s.is_empty()) {
+            Some(sub) => sub_path(&base, &sub, &vm.mount_path)?,
             None => base,
         };
         out.push(Mount {
@@ -653,7 +676,7 @@ mod tests {
             mount("mem", "/mem"),
         ]);
         let fake = FakeTmpfs::default();
-        let ms = prepare_mounts(&root, &p, &c, &fake, 1 << 30).unwrap();
+        let ms = prepare_mounts(&root, &p, &c, &[], &fake, 1 << 30).unwrap();
         let cache = root.join("pods/uid-1/volumes/kubernetes.io~empty-dir/cache");
         assert_eq!(ms[0].host_path, cache.to_string_lossy());
         assert_eq!(mode(&cache), 0o777);
@@ -743,6 +766,7 @@ mod tests {
                 &root,
                 &p,
                 &container(vec![vm.clone()]),
+                &[],
                 &FakeTmpfs::default(),
                 0,
             )
@@ -759,7 +783,7 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(
-            prepare_mounts(&root, &p, &c, &FakeTmpfs::default(), 0).unwrap()[0].propagation,
+            prepare_mounts(&root, &p, &c, &[], &FakeTmpfs::default(), 0).unwrap()[0].propagation,
             MountPropagation::Bidirectional
         );
     }
@@ -860,5 +884,36 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
+    }
+
+    #[test]
+    fn sub_path_expr_expands_the_containers_env() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        let p = pod(vec![api::Volume {
+            name: "logs".into(),
+            empty_dir: Some(api::EmptyDirVolumeSource::default()),
+            ..Default::default()
+        }]);
+        let envs = vec![("POD_NAME".to_string(), "web-0".to_string())];
+        let c = container(vec![api::VolumeMount {
+            sub_path_expr: Some("pods/$(POD_NAME)".into()),
+            ..mount("logs", "/logs")
+        }]);
+        let ms = prepare_mounts(&root, &p, &c, &envs, &FakeTmpfs::default(), 0).unwrap();
+        let logs = empty_dir_path(&root, "uid-1", "logs");
+        assert_eq!(ms[0].host_path, logs.join("pods/web-0").to_string_lossy());
+        assert!(logs.join("pods/web-0").is_dir());
+        // An expansion that climbs out of the volume is refused like a subPath would be.
+        let evil = vec![("POD_NAME".to_string(), "../../etc".to_string())];
+        assert!(prepare_mounts(&root, &p, &c, &evil, &FakeTmpfs::default(), 0).is_err());
+        // Both at once: refused.
+        let both = container(vec![api::VolumeMount {
+            sub_path: Some("a".into()),
+            sub_path_expr: Some("b".into()),
+            ..mount("logs", "/logs")
+        }]);
+        let e = prepare_mounts(&root, &p, &both, &envs, &FakeTmpfs::default(), 0).unwrap_err();
+        assert!(e.to_string().contains("mutually exclusive"), "{e}");
     }
 }

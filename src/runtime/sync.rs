@@ -717,10 +717,22 @@ async fn start_container<R: Runtime, C: Clock>(
         None => restart_count_from_log_dir(&log_dir),
     };
 
+    // The environment first: subPathExpr expands against it (kubelet: makeMounts gets the
+    // container's env).
+    let seccomp_root = env.root_dir.join("seccomp");
+    let node = env.node_params(&seccomp_root);
+    let envs = match cri_config::container_env(pod, c, &cx.pod_ip, node) {
+        Ok(envs) => envs,
+        Err(e) => {
+            log::warn!("pod {pod_name}: container {:?}: {e}", c.name);
+            return waiting(WaitingReason::CreateContainerConfigError, e.to_string());
+        }
+    };
     let mut mount_list = match mounts::prepare_mounts(
         &env.root_dir,
         pod,
         c,
+        &envs,
         env.tmpfs.as_ref(),
         env.memory_capacity,
     ) {
@@ -762,8 +774,6 @@ async fn start_container<R: Runtime, C: Clock>(
             ),
         );
     }
-    let seccomp_root = env.root_dir.join("seccomp");
-    let node = env.node_params(&seccomp_root);
     let cfg =
         match cri_config::container_config(pod, c, restart_count, &cx.pod_ip, mount_list, node) {
             Ok(cfg) => cfg,
