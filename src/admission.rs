@@ -6,12 +6,13 @@
 //! cannot honour), then the kubelet's general predicates in its order — resources
 //! (`OutOfcpu`, `OutOfmemory`, `OutOfpods`: requests against the node's allocatable minus
 //! what the admitted pods request), `spec.nodeName` (`NodeName`), host ports (`NodePorts`),
-//! `nodeSelector` against the node's labels (`NodeAffinity`). A rejected pod is `Failed`
+//! `nodeSelector` and the required node affinity terms against the node's labels and name
+//! (`NodeAffinity`). A rejected pod is `Failed`
 //! with the reason and message, as the kubelet's `rejectPod` does; the field policy's
 //! warnings are returned for the caller to log once per pod.
 //!
-//! Must never: do I/O. Deliberately different from upstream: picolet does not evaluate
-//! `spec.affinity` (the scheduler placed cluster pods; static pods use `nodeSelector`), and a
+//! Must never: do I/O. Deliberately different from upstream: of `spec.affinity` only the
+//! required node affinity terms are evaluated (pod affinity needs the scheduler's view), and a
 //! critical pod (static, mirror, or system-critical priority) that does not fit is admitted
 //! without evicting others (the kubelet preempts lower-priority pods to make room).
 
@@ -123,13 +124,113 @@ fn general_predicates(pod: &Pod, node: &NodeFacts, admitted: &[&Pod]) -> Option<
             }
         }
     }
-    node_selector_mismatch(pod, node).map(|missing| Rejection {
+    if let Some(missing) = node_selector_mismatch(pod, node) {
+        return Some(Rejection {
+            reason: REASON_NODE_AFFINITY,
+            message: format!(
+                "Predicate NodeAffinity failed: the node's labels do not match spec.nodeSelector ({})",
+                missing.join(", ")
+            ),
+        });
+    }
+    required_node_affinity(pod, node).err().map(|why| Rejection {
         reason: REASON_NODE_AFFINITY,
         message: format!(
-            "Predicate NodeAffinity failed: the node's labels do not match spec.nodeSelector ({})",
-            missing.join(", ")
+            "Predicate NodeAffinity failed: spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution: {why}"
         ),
     })
+}
+
+/// kubelet: the NodeAffinity plugin's required terms — `nodeSelectorTerms` are ORed, the
+/// `matchExpressions` (In, NotIn, Exists, DoesNotExist, Gt, Lt on the node's labels) and
+/// `matchFields` (`metadata.name`) of a term ANDed; an empty term list matches no node.
+/// `Err` says why the node does not match (or what in the terms is malformed).
+fn required_node_affinity(pod: &Pod, node: &NodeFacts) -> Result<(), String> {
+    let Some(required) = pod
+        .spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.pointer("/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution"))
+        .filter(|v| !v.is_null())
+    else {
+        return Ok(());
+    };
+    let terms = required
+        .get("nodeSelectorTerms")
+        .and_then(|t| t.as_array())
+        .cloned()
+        .unwrap_or_default();
+    let mut why = Vec::new();
+    for (i, term) in terms.iter().enumerate() {
+        match term_matches(term, node) {
+            Ok(()) => return Ok(()),
+            Err(e) => why.push(format!("nodeSelectorTerms[{i}]: {e}")),
+        }
+    }
+    if why.is_empty() {
+        why.push("no nodeSelectorTerms: no node matches".to_string());
+    }
+    Err(why.join("; "))
+}
+
+fn term_matches(term: &serde_json::Value, node: &NodeFacts) -> Result<(), String> {
+    let list = |key: &str| {
+        term.get(key)
+            .and_then(|v| v.as_array())
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (exprs, fields) = (list("matchExpressions"), list("matchFields"));
+    if exprs.is_empty() && fields.is_empty() {
+        return Err("an empty term matches no node".into());
+    }
+    for e in &exprs {
+        let key = e.get("key").and_then(|v| v.as_str()).unwrap_or("");
+        requirement(e, node.labels.get(key).map(String::as_str))
+            .map_err(|why| format!("label {key:?}: {why}"))?;
+    }
+    for f in &fields {
+        let key = f.get("key").and_then(|v| v.as_str()).unwrap_or("");
+        if key != "metadata.name" {
+            return Err(format!(
+                "matchFields key {key:?} is not supported (only metadata.name)"
+            ));
+        }
+        requirement(f, Some(&node.node_name)).map_err(|why| format!("field {key}: {why}"))?;
+    }
+    Ok(())
+}
+
+/// One `NodeSelectorRequirement` against the node's value for its key.
+fn requirement(r: &serde_json::Value, have: Option<&str>) -> Result<(), String> {
+    let op = r.get("operator").and_then(|v| v.as_str()).unwrap_or("");
+    let values: Vec<&str> = r
+        .get("values")
+        .and_then(|v| v.as_array())
+        .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default();
+    let ok = match op {
+        "In" => have.is_some_and(|h| values.contains(&h)),
+        "NotIn" => !have.is_some_and(|h| values.contains(&h)),
+        "Exists" => have.is_some(),
+        "DoesNotExist" => have.is_none(),
+        "Gt" | "Lt" => {
+            let (Some(h), [v]) = (have.and_then(|h| h.parse::<i64>().ok()), values.as_slice())
+            else {
+                return Err(format!("{op} needs one integer value and an integer label"));
+            };
+            let v: i64 = v
+                .parse()
+                .map_err(|_| format!("{op} value {v:?} is not an integer"))?;
+            if op == "Gt" { h > v } else { h < v }
+        }
+        other => return Err(format!("unknown operator {other:?}")),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{op} {values:?} does not hold (node has {have:?})"))
+    }
 }
 
 /// kubelet: the `NodeResourcesFit` check — pods, cpu and memory requests.
@@ -486,5 +587,81 @@ mod tests {
         assert_eq!(reason(&p, &[]), Some("NodeName"));
         p.spec.node_name = "edge-1".into();
         assert_eq!(reason(&p, &[]), None);
+    }
+
+    #[test]
+    fn required_node_affinity_terms() {
+        use serde_json::json;
+        let with = |terms: serde_json::Value| {
+            let mut p = pod();
+            p.spec.affinity = Some(json!({"nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms},
+                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {}}]
+            }}));
+            p
+        };
+        let expr = |key: &str, op: &str, values: &[&str]| json!({"key": key, "operator": op, "values": values});
+        let rows = vec![
+            (
+                json!([{"matchExpressions": [expr("kubernetes.io/arch", "In", &["amd64", "arm64"])]}]),
+                true,
+            ),
+            (
+                json!([{"matchExpressions": [expr("zone", "NotIn", &["attic"])]}]),
+                true,
+            ),
+            (
+                json!([{"matchExpressions": [expr("zone", "In", &["attic"])]}]),
+                false,
+            ),
+            (
+                json!([{"matchExpressions": [expr("gpu", "Exists", &[])]}]),
+                false,
+            ),
+            (
+                json!([{"matchExpressions": [expr("gpu", "DoesNotExist", &[])]}]),
+                true,
+            ),
+            // ORed terms: the second matches
+            (
+                json!([{"matchExpressions": [expr("gpu", "Exists", &[])]},
+                    {"matchExpressions": [expr("zone", "In", &["garage"])]}]),
+                true,
+            ),
+            // ANDed expressions: one fails
+            (
+                json!([{"matchExpressions": [expr("zone", "In", &["garage"]), expr("gpu", "Exists", &[])]}]),
+                false,
+            ),
+            // a DaemonSet pod's matchFields on the node name
+            (
+                json!([{"matchFields": [expr("metadata.name", "In", &["edge-1"])]}]),
+                true,
+            ),
+            (
+                json!([{"matchFields": [expr("metadata.name", "In", &["edge-2"])]}]),
+                false,
+            ),
+            (json!([]), false),
+            (json!([{}]), false),
+            (
+                json!([{"matchExpressions": [expr("zone", "Like", &["g*"])]}]),
+                false,
+            ),
+        ];
+        for (i, (terms, admitted)) in rows.into_iter().enumerate() {
+            let got = admit(&with(terms), &node(), &[]).rejection;
+            assert_eq!(got.is_none(), admitted, "row {i}: {got:?}");
+            if let Some(r) = got {
+                assert_eq!(r.reason, REASON_NODE_AFFINITY, "row {i}");
+            }
+        }
+        // Gt/Lt on an integer label
+        let mut n = node();
+        n.labels.insert("cores".into(), "4".into());
+        let p = with(json!([{"matchExpressions": [expr("cores", "Gt", &["2"])]}]));
+        assert!(admit(&p, &n, &[]).rejection.is_none());
+        let p = with(json!([{"matchExpressions": [expr("cores", "Lt", &["2"])]}]));
+        assert!(admit(&p, &n, &[]).rejection.is_some());
     }
 }

@@ -143,6 +143,9 @@ pub struct PodSpec {
     pub service_account_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub automount_service_account_token: Option<bool>,
+    /// Only its required node affinity terms are read (admission, kubelet's NodeAffinity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<serde_json::Value>,
     /// Checked against the node's labels at admission (kubelet: the NodeAffinity predicate).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_selector: BTreeMap<String, String>,

@@ -103,7 +103,12 @@ pub static RULES: &[Rule] = &[
     rule(
         "spec.affinity",
         Ignored,
-        "scheduling: the scheduler placed the pod; picolet checks nodeSelector only",
+        "scheduling: the scheduler placed the pod (pod affinity, preferred terms)",
+    ),
+    rule(
+        "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+        Implemented,
+        "checked at admission against the node's labels and name (NodeAffinity)",
     ),
     rule("spec.tolerations", Ignored, "scheduling"),
     rule("spec.topologySpreadConstraints", Ignored, "scheduling"),
@@ -668,10 +673,16 @@ mod tests {
 
     #[test]
     fn rules_cover_their_subtree() {
-        let r =
-            rule_for("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution")
-                .unwrap();
+        let r = rule_for(
+            "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+        )
+        .unwrap();
         assert_eq!(r.path, "spec.affinity");
+        let r = rule_for(
+            "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms",
+        )
+        .unwrap();
+        assert_eq!(r.policy, Implemented, "the deeper rule wins");
         let r = rule_for("spec.containers[].livenessProbe.httpGet.port").unwrap();
         assert_eq!(r.path, "spec.containers[].livenessProbe");
         assert!(rule_for("spec.containers[].imagePullPolicyy").is_none());
