@@ -702,11 +702,13 @@ impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
         reasons: &WaitingReasons,
     ) -> bool {
         let now = self.env.clock.now();
+        let mut observed = observed.clone();
+        sync::fill_termination_messages(&self.env.root_dir, pod, &mut observed);
         let mut shared = self.shared.borrow_mut();
         let previous = shared.statuses.get(pod.uid()).cloned();
         let st = status::compute_pod_status(
             pod,
-            observed,
+            &observed,
             reasons,
             previous.as_ref(),
             now,

@@ -239,18 +239,6 @@ pub static RULES: &[Rule] = &[
         "lifecycle hooks are not run yet: no postStart, and SIGTERM comes without preStop",
     ),
     unless(
-        "spec.containers[].terminationMessagePath",
-        Warned,
-        &["\"/dev/termination-log\""],
-        "the termination message is not read yet",
-    ),
-    unless(
-        "spec.containers[].terminationMessagePolicy",
-        Warned,
-        &["\"File\""],
-        "the termination message is not read yet",
-    ),
-    unless(
         "spec.containers[].securityContext.procMount",
         Warned,
         &["\"Default\""],

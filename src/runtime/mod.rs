@@ -254,17 +254,18 @@ pub struct Sandbox {
     pub network: Option<NamespaceMode>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum ContainerState {
     Created,
     Running,
     Exited,
+    #[default]
     Unknown,
 }
 
 /// CRI `Container` (list) and `ContainerStatus` merged: the times, exit code, reason and
 /// message are only filled by a `container_status` call (zero/empty from a list).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ContainerInfo {
     pub id: String,
     pub sandbox_id: String,

@@ -441,6 +441,11 @@ fn propagation(vm: &api::VolumeMount, privileged: bool) -> Result<MountPropagati
 
 /// Create the file the container's termination message is written to and mount it at
 /// `terminationMessagePath` (kubelet: `makeMounts`): `<pod dir>/containers/<name>/<id>`.
+/// The termination-message file of one container instance: its restart count in hex.
+pub fn termination_log_file_id(restart_count: u32) -> String {
+    format!("{restart_count:08x}")
+}
+
 pub fn termination_log_mount(
     root_dir: &Path,
     pod: &api::Pod,

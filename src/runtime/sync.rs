@@ -757,7 +757,9 @@ async fn start_container<R: Runtime, C: Clock>(
             return waiting(WaitingReason::CreateContainerConfigError, e.to_string());
         }
     }
-    let file_id = format!("{:08x}", (env.clock.now() as u64) & 0xffff_ffff);
+    // One file per container instance, named after its restart count, so that the
+    // message can be found again from the runtime's view alone (after a picolet restart too).
+    let file_id = mounts::termination_log_file_id(restart_count);
     match mounts::termination_log_mount(&env.root_dir, pod, c, &file_id) {
         Ok(m) => mount_list.push(m),
         Err(e) => log::warn!(
@@ -912,6 +914,72 @@ async fn ensure_image<R: Runtime, C: Clock>(
             Err(waiting(WaitingReason::ErrImagePull, format!("{msg}{hint}")))
         }
     }
+}
+
+/// kubelet: `getTerminationMessage` / `readLastStringFromContainerLogs` — an exited
+/// container without a runtime message gets the content of its termination-message file
+/// (at most 4 KiB), or, with `terminationMessagePolicy: FallbackToLogsOnError` and a
+/// failure, the tail of its log (80 lines, at most 2 KiB). Small local reads; nothing is
+/// read for running containers.
+pub fn fill_termination_messages(root_dir: &Path, pod: &api::Pod, status: &mut PodRuntimeStatus) {
+    const MAX_MESSAGE: u64 = 4 * 1024;
+    const MAX_LOG_TAIL: usize = 2 * 1024;
+    const LOG_LINES: usize = 80;
+    for c in status
+        .containers
+        .iter_mut()
+        .filter(|c| c.state == ContainerState::Exited && c.message.is_empty())
+    {
+        let Some(spec) = pod
+            .spec
+            .containers
+            .iter()
+            .chain(&pod.spec.init_containers)
+            .find(|s| s.name == c.name)
+        else {
+            continue;
+        };
+        let file = mounts::pod_dir(root_dir, &pod.metadata.uid)
+            .join("containers")
+            .join(&c.name)
+            .join(mounts::termination_log_file_id(labels::restart_count(c)));
+        let mut text = String::new();
+        if let Ok(f) = std::fs::File::open(&file) {
+            use std::io::Read as _;
+            let mut buf = Vec::new();
+            let _ = f.take(MAX_MESSAGE).read_to_end(&mut buf);
+            text = String::from_utf8_lossy(&buf).into_owned();
+        }
+        let fallback = spec.termination_message_policy.as_deref() == Some("FallbackToLogsOnError");
+        if text.is_empty() && fallback && c.exit_code != 0 && !c.log_path.is_empty() {
+            text = log_tail(Path::new(&c.log_path), LOG_LINES, MAX_LOG_TAIL);
+        }
+        c.message = text;
+    }
+}
+
+/// The message part of the last `lines` CRI log lines (`<time> <stream> <tag> <text>`),
+/// at most `max` bytes from the end.
+fn log_tail(path: &Path, lines: usize, max: usize) -> String {
+    let Ok(content) = std::fs::read_to_string(path) else {
+        return String::new();
+    };
+    let all: Vec<&str> = content.lines().collect();
+    let start = all.len().saturating_sub(lines);
+    let mut out = String::new();
+    for line in &all[start..] {
+        let msg = line.splitn(4, ' ').nth(3).unwrap_or("");
+        out.push_str(msg);
+        out.push('\n');
+    }
+    if out.len() > max {
+        let mut cut = out.len() - max;
+        while !out.is_char_boundary(cut) {
+            cut += 1;
+        }
+        out = out[cut..].to_string();
+    }
+    out
 }
 
 /// The next restart count after the newest `<n>.log` (rotated `<n>.log.*` included) in a

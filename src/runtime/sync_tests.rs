@@ -1026,3 +1026,64 @@ async fn pulls_carry_the_nodes_registry_credentials() {
     assert!(msg.contains("config.json"), "{msg}");
     assert!(!msg.contains("s3cret") && !msg.contains("cGk6"), "{msg}");
 }
+
+#[test]
+fn termination_messages_come_from_the_file_or_the_log_tail() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let mut p = one_container_pod("nginx:1.25");
+    p.metadata.uid = "uid-t".into();
+    p.spec.containers[0].termination_message_policy = Some("FallbackToLogsOnError".into());
+    let dir = mounts::pod_dir(root, "uid-t")
+        .join("containers")
+        .join("web");
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = root.join("0.log");
+    std::fs::write(
+        &log,
+        "2026-12-01T10:00:00.000000000Z stdout F starting\n\
+         2026-12-01T10:00:01.000000000Z stderr F panic: no config\n",
+    )
+    .unwrap();
+    let exited = |restart: u32, code: i32| ContainerInfo {
+        id: format!("c{restart}"),
+        name: "web".into(),
+        state: ContainerState::Exited,
+        exit_code: code,
+        annotations: [(
+            "io.kubernetes.container.restartCount".to_string(),
+            restart.to_string(),
+        )]
+        .into(),
+        log_path: log.to_string_lossy().into_owned(),
+        ..Default::default()
+    };
+    // instance 0 wrote its message file; instance 1 failed without one: the log tail.
+    std::fs::write(dir.join(mounts::termination_log_file_id(0)), "bye: done").unwrap();
+    std::fs::write(dir.join(mounts::termination_log_file_id(1)), "").unwrap();
+    let mut st = PodRuntimeStatus {
+        uid: "uid-t".into(),
+        containers: vec![exited(0, 0), exited(1, 2), exited(2, 0)],
+        ..Default::default()
+    };
+    fill_termination_messages(root, &p, &mut st);
+    assert_eq!(st.containers[0].message, "bye: done");
+    assert_eq!(st.containers[1].message, "starting\npanic: no config\n");
+    assert_eq!(
+        st.containers[2].message, "",
+        "exit 0 without a file: no fallback"
+    );
+    // a big file is capped at 4 KiB
+    std::fs::write(
+        dir.join(mounts::termination_log_file_id(3)),
+        "x".repeat(10_000),
+    )
+    .unwrap();
+    let mut st = PodRuntimeStatus {
+        uid: "uid-t".into(),
+        containers: vec![exited(3, 1)],
+        ..Default::default()
+    };
+    fill_termination_messages(root, &p, &mut st);
+    assert_eq!(st.containers[0].message.len(), 4096);
+}
