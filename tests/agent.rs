@@ -8,7 +8,7 @@ use std::time::Duration;
 mod common;
 
 use common::IMAGE;
-use common::agent::{agent_dir, running_ids};
+use common::agent::{agent_dir, running_ids, start_with_events};
 use picolet::agent::AgentConfig;
 use picolet::clock::TokioClock;
 use picolet::daemon::run_with;
@@ -553,27 +553,9 @@ async fn statuses_carry_the_node_ip() {
             std::fs::write(cfg.pod_manifest_path.join("host.yaml"), host).unwrap();
             let (clock, rt) = fake_runtime();
             rt.set_sandbox_ip("10.88.0.9");
-            let (tx, mut rx) = picolet::events::pod_events();
-            let ext = picolet::daemon::Extensions {
-                events: Some(tx),
-                ..Default::default()
-            };
-            let shutdown = CancellationToken::new();
-            let handle = tokio::task::spawn_local(picolet::daemon::run_with_extensions(
-                rt.clone(),
-                clock,
-                cfg.clone(),
-                ext,
-                shutdown.clone(),
-                Rc::new(Notify::new()),
-            ));
+            let mut agent = start_with_events(&rt, clock, &cfg);
             settle(3).await;
-            let mut last = std::collections::HashMap::new();
-            for ev in rx.try_recv() {
-                if let picolet::events::PodEvent::Status { pod, status } = ev {
-                    last.insert(pod.metadata.name.clone(), status);
-                }
-            }
+            let last = agent.statuses();
             for name in ["web-node1", "host-node1"] {
                 let st = &last[name];
                 assert_eq!(st.host_ip.as_deref(), Some("192.0.2.7"), "{name}");
@@ -582,8 +564,7 @@ async fn statuses_carry_the_node_ip() {
             }
             assert_eq!(last["web-node1"].pod_ip.as_deref(), Some("10.88.0.9"));
             assert_eq!(last["host-node1"].pod_ip.as_deref(), Some("192.0.2.7"));
-            shutdown.cancel();
-            handle.await.unwrap();
+            agent.stop().await;
         })
         .await;
 }
@@ -615,27 +596,9 @@ async fn refused_and_unmatched_pods_fail_without_starting_anything() {
                 std::fs::write(dir.join(format!("{name}.yaml")), m).unwrap();
             }
             let (clock, rt) = fake_runtime();
-            let (tx, mut rx) = picolet::events::pod_events();
-            let ext = picolet::daemon::Extensions {
-                events: Some(tx),
-                ..Default::default()
-            };
-            let shutdown = CancellationToken::new();
-            let handle = tokio::task::spawn_local(picolet::daemon::run_with_extensions(
-                rt.clone(),
-                clock,
-                cfg.clone(),
-                ext,
-                shutdown.clone(),
-                Rc::new(Notify::new()),
-            ));
+            let mut agent = start_with_events(&rt, clock, &cfg);
             settle(5).await;
-            let mut last = std::collections::HashMap::new();
-            for ev in rx.try_recv() {
-                if let picolet::events::PodEvent::Status { pod, status } = ev {
-                    last.insert(pod.metadata.name.clone(), status);
-                }
-            }
+            let last = agent.statuses();
             let users = &last["users-node1"];
             assert_eq!(users.phase, Some(picolet::api::PodPhase::Failed));
             assert_eq!(users.reason.as_deref(), Some("UnsupportedField"));
@@ -670,8 +633,7 @@ async fn refused_and_unmatched_pods_fail_without_starting_anything() {
                 last["web-node1"].phase,
                 Some(picolet::api::PodPhase::Running)
             );
-            shutdown.cancel();
-            handle.await.unwrap();
+            agent.stop().await;
         })
         .await;
 }
@@ -685,43 +647,24 @@ async fn active_deadline_fails_and_stops_the_pod() {
                 manifest("job", "1").replace("spec:\n", "spec:\n  activeDeadlineSeconds: 30\n");
             std::fs::write(cfg.pod_manifest_path.join("job.yaml"), job).unwrap();
             let (clock, rt) = fake_runtime();
-            let (tx, mut rx) = picolet::events::pod_events();
-            let ext = picolet::daemon::Extensions {
-                events: Some(tx),
-                ..Default::default()
-            };
-            let shutdown = CancellationToken::new();
-            let handle = tokio::task::spawn_local(picolet::daemon::run_with_extensions(
-                rt.clone(),
-                clock,
-                cfg.clone(),
-                ext,
-                shutdown.clone(),
-                Rc::new(Notify::new()),
-            ));
+            let mut agent = start_with_events(&rt, clock, &cfg);
             settle(5).await;
             assert_eq!(running_ids(&rt).len(), 2, "running before the deadline");
             // Well past the deadline (30 s from the start) but before the 60 s resync: the
             // deadline itself brings the sync.
             settle(35).await;
             assert!(running_ids(&rt).is_empty(), "stopped at the deadline");
-            let mut last = None;
-            for ev in rx.try_recv() {
-                if let picolet::events::PodEvent::Status { pod, status } = ev {
-                    if pod.metadata.name == "job-node1" {
-                        last = Some(status);
-                    }
-                }
-            }
-            let st = last.expect("a status for job-node1");
+            let st = agent
+                .statuses()
+                .remove("job-node1")
+                .expect("a status for job-node1");
             assert_eq!(st.phase, Some(picolet::api::PodPhase::Failed));
             assert_eq!(st.reason.as_deref(), Some("DeadlineExceeded"));
             // It stays stopped: not restarted by housekeeping or the resync.
             settle(120).await;
             assert!(running_ids(&rt).is_empty(), "not started again");
             assert_eq!(rt.sandboxes().len(), 1, "no new sandbox");
-            shutdown.cancel();
-            handle.await.unwrap();
+            agent.stop().await;
         })
         .await;
 }

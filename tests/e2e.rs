@@ -849,51 +849,43 @@ async fn j_fields_are_honoured_or_refused() {
     )
     .await;
 
-    let stderr_line = |what: &'static str, pred: fn(&str) -> bool| {
-        let lab = &lab;
-        async move {
-            lab.wait_for(what, secs(15), || async {
-                match lab.stderr().lines().find(|l| pred(l)) {
-                    Some(_) => Ok(()),
-                    None => Err("no such line yet".to_string()),
-                }
-            })
-            .await
-        }
-    };
-    stderr_line(
-        "a WARN rejecting users with UnsupportedField naming spec.hostUsers",
-        |l| {
-            l.contains("WARN")
-                && l.contains("users-e2e-node")
-                && l.contains("UnsupportedField")
-                && l.contains("spec.hostUsers")
-        },
-    )
-    .await;
-    stderr_line(
-        "a WARN naming sec.yaml's imagePullPolicyy as not v1.Pod's",
-        |l| {
-            l.contains("WARN")
-                && l.contains("sec.yaml")
-                && l.contains("spec.containers[0].imagePullPolicyy")
-        },
-    )
-    .await;
-    stderr_line(
-        "a WARN naming the livenessProbe picolet does not run",
-        |l| {
-            l.contains("WARN")
-                && l.contains("sec-e2e-node")
-                && l.contains("spec.containers[0].livenessProbe")
-        },
-    )
-    .await;
-    stderr_line(
-        "a line naming pod nope's sandbox failure for its unknown runtime handler",
-        |l| l.contains("nope-e2e-node") && l.contains("sandbox") && l.contains("\"nope\""),
-    )
-    .await;
+    // One stderr line holding all of its words, per expectation.
+    let expected: [(&str, &[&str]); 4] = [
+        (
+            "a WARN rejecting users with UnsupportedField naming spec.hostUsers",
+            &[
+                "WARN",
+                "users-e2e-node",
+                "UnsupportedField",
+                "spec.hostUsers",
+            ],
+        ),
+        (
+            "a WARN naming sec.yaml's imagePullPolicyy as not v1.Pod's",
+            &["WARN", "sec.yaml", "spec.containers[0].imagePullPolicyy"],
+        ),
+        (
+            "a WARN naming the livenessProbe picolet does not run",
+            &["WARN", "sec-e2e-node", "spec.containers[0].livenessProbe"],
+        ),
+        (
+            "a line naming pod nope's sandbox failure for its unknown runtime handler",
+            &["nope-e2e-node", "sandbox", "\"nope\""],
+        ),
+    ];
+    for (what, words) in expected {
+        lab.wait_for(what, secs(15), || async {
+            match lab
+                .stderr()
+                .lines()
+                .find(|l| words.iter().all(|w| l.contains(w)))
+            {
+                Some(_) => Ok(()),
+                None => Err("no such line yet".to_string()),
+            }
+        })
+        .await;
+    }
     let names: BTreeSet<String> = lab
         .sandboxes_in(NS)
         .await

@@ -7,6 +7,8 @@
 
 #[path = "common/model_fields.rs"]
 mod model_fields;
+#[path = "common/readme.rs"]
+mod readme;
 
 use std::collections::BTreeSet;
 
@@ -206,25 +208,7 @@ fn set(doc: &mut serde_json::Value, path: &str, value: serde_json::Value) {
 
 #[test]
 fn readme_policy_section_is_generated_from_the_table() {
-    let readme_path = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
-    let readme = std::fs::read_to_string(readme_path).unwrap();
-    let (begin, end) = ("<!-- field-policy:begin -->\n", "<!-- field-policy:end -->");
-    let start = readme
-        .find(begin)
-        .expect("README has the field-policy markers")
-        + begin.len();
-    let stop = readme[start..].find(end).unwrap() + start;
-    let want = fields::markdown_table();
-    if readme[start..stop] != want {
-        if std::env::var_os("PICOLET_BLESS").is_some() {
-            let new = format!("{}{}{}", &readme[..start], want, &readme[stop..]);
-            std::fs::write(readme_path, new).unwrap();
-            return;
-        }
-        panic!(
-            "README's field policy is stale: run PICOLET_BLESS=1 cargo test --test field_fidelity"
-        );
-    }
+    readme::check_generated_section("field-policy", &fields::markdown_table(), "field_fidelity");
 }
 
 #[test]

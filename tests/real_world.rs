@@ -3,6 +3,9 @@
 //! and the README says, per manifest, what picolet does with each field it does not fully
 //! implement — generated here from the field policy (`PICOLET_BLESS=1` rewrites it).
 
+#[path = "common/readme.rs"]
+mod readme;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -76,22 +79,5 @@ fn markdown(report: &BTreeMap<String, Vec<String>>) -> String {
 #[test]
 fn real_world_manifests_load_and_the_readme_says_what_picolet_does_with_them() {
     let want = markdown(&report());
-    let readme_path = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
-    let readme = std::fs::read_to_string(readme_path).unwrap();
-    let (begin, end) = ("<!-- real-world:begin -->\n", "<!-- real-world:end -->");
-    let start = readme
-        .find(begin)
-        .expect("README has the real-world markers")
-        + begin.len();
-    let stop = readme[start..].find(end).unwrap() + start;
-    if readme[start..stop] != want {
-        if std::env::var_os("PICOLET_BLESS").is_some() {
-            let new = format!("{}{}{}", &readme[..start], want, &readme[stop..]);
-            std::fs::write(readme_path, new).unwrap();
-            return;
-        }
-        panic!(
-            "README's real-world section is stale: run PICOLET_BLESS=1 cargo test --test real_world"
-        );
-    }
+    readme::check_generated_section("real-world", &want, "real_world");
 }

@@ -47,3 +47,55 @@ pub fn running_ids(rt: &FakeRuntime) -> Vec<String> {
     ids.sort();
     ids
 }
+
+/// The agent over the fake runtime with a pod-event receiver (the statuses it reports, as
+/// the apiserver's status syncer would get them). Must run inside a `LocalSet`.
+pub struct EventedAgent {
+    pub shutdown: tokio_util::sync::CancellationToken,
+    pub handle: tokio::task::JoinHandle<()>,
+    pub events: picolet::events::PodEventReceiver,
+}
+
+pub fn start_with_events(
+    rt: &FakeRuntime,
+    clock: picolet::clock::TokioClock,
+    cfg: &AgentConfig,
+) -> EventedAgent {
+    let (tx, events) = picolet::events::pod_events();
+    let ext = picolet::daemon::Extensions {
+        events: Some(tx),
+        ..Default::default()
+    };
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let handle = tokio::task::spawn_local(picolet::daemon::run_with_extensions(
+        rt.clone(),
+        clock,
+        cfg.clone(),
+        ext,
+        shutdown.clone(),
+        std::rc::Rc::new(tokio::sync::Notify::new()),
+    ));
+    EventedAgent {
+        shutdown,
+        handle,
+        events,
+    }
+}
+
+impl EventedAgent {
+    /// The newest status reported per pod name since the last call.
+    pub fn statuses(&mut self) -> std::collections::HashMap<String, Box<picolet::api::PodStatus>> {
+        let mut last = std::collections::HashMap::new();
+        for ev in self.events.try_recv() {
+            if let picolet::events::PodEvent::Status { pod, status } = ev {
+                last.insert(pod.metadata.name.clone(), status);
+            }
+        }
+        last
+    }
+
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        self.handle.await.expect("agent task");
+    }
+}
