@@ -730,6 +730,14 @@ async fn j_fields_are_honoured_or_refused() {
     };
     lab.write_manifest("lo.yaml", &served("lo", 18080, ", hostIP: 127.0.0.1"));
     lab.write_manifest("any.yaml", &served("any", 18081, ""));
+    // activeDeadlineSeconds: 3 fails the pod and stops its container.
+    let deadline = manifest(
+        "deadline",
+        2,
+        &[container("c", &service_script("deadline"), &[])],
+    )
+    .replace("spec:\n", "spec:\n  activeDeadlineSeconds: 3\n");
+    lab.write_manifest("deadline.yaml", &deadline);
     lab.write_manifest("nope.yaml", &class("nope", "nope"));
     lab.start_picolet();
 
@@ -895,6 +903,37 @@ async fn j_fields_are_honoured_or_refused() {
     lab.check(!names.contains(&full_name("users")), || {
         format!("the rejected pod has a sandbox: {names:?}")
     });
+    lab.wait_for(
+        "a WARN failing pod deadline past its activeDeadlineSeconds",
+        secs(60),
+        || async {
+            let err = lab.stderr();
+            match err.lines().find(|l| {
+                l.contains("deadline-e2e-node") && l.contains("longer than the specified deadline")
+            }) {
+                Some(_) => Ok(()),
+                None => Err("no such line yet".to_string()),
+            }
+        },
+    )
+    .await;
+    lab.wait_for(
+        "pod deadline's container stopped for good",
+        secs(60),
+        || async {
+            let view = lab.pod_view(NS, "deadline").await?;
+            match view
+                .containers
+                .iter()
+                .find(|c| c.state == ContainerState::Running)
+            {
+                None if !view.containers.is_empty() => Ok(()),
+                None => Err("no container seen".to_string()),
+                Some(c) => Err(format!("{} still running", c.id)),
+            }
+        },
+    )
+    .await;
     // The tmpfs goes with the pod: once its manifest is gone, nothing stays mounted in
     // its pod directory.
     lab.remove_manifest("burst.yaml");
