@@ -603,7 +603,7 @@ mod tests {
         let expr = |key: &str, op: &str, values: &[&str]| json!({"key": key, "operator": op, "values": values});
         let rows = vec![
             (
-                json!([{"matchExpressions": [expr("kubernetes.io/arch", "In", &["amd64", "arm64"])]}]),
+                json!([{"matchExpressions": [expr("kubernetes.io/arch", "In", &["riscv64", crate::node::go_arch()])]}]),
                 true,
             ),
             (
