@@ -72,8 +72,6 @@ pub fn pod_qos(pod: &Pod) -> QosClass {
 /// kubelet: `guaranteedOOMScoreAdj`, `besteffortOOMScoreAdj`.
 pub const GUARANTEED_OOM_SCORE_ADJ: i64 = -997;
 pub const BESTEFFORT_OOM_SCORE_ADJ: i64 = 1000;
-/// kubelet: `PodInfraOOMAdj`, the sandbox's (pause) score; containerd sets it itself.
-pub const SANDBOX_OOM_SCORE_ADJ: i64 = -998;
 
 /// `system-node-critical` (kubelet: `scheduling.SystemNodeCritical`).
 pub const SYSTEM_NODE_CRITICAL: &str = "system-node-critical";

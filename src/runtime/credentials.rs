@@ -165,10 +165,6 @@ impl Keyring {
         }
         best.map(|e| &e.auth)
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
 }
 
 /// `https://index.docker.io/v1/` → `docker.io`; `http://reg:5000/` → `reg:5000`.
