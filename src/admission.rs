@@ -454,7 +454,12 @@ mod tests {
             ),
             (
                 "warned field",
-                |p| p.spec.containers[0].liveness_probe = Some(serde_json::json!({"exec": {}})),
+                |p| {
+                    p.spec.containers[0].lifecycle = Some(crate::api::Lifecycle {
+                        stop_signal: Some("SIGUSR1".into()),
+                        ..Default::default()
+                    })
+                },
                 None,
                 1,
             ),

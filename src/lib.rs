@@ -64,6 +64,7 @@ pub mod options;
 pub mod pod_config;
 pub mod pod_manager;
 pub mod pod_workers;
+pub mod probe;
 pub mod qos;
 pub mod runtime;
 pub mod source;

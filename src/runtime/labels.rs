@@ -102,13 +102,12 @@ pub fn container_annotations(
     if let Some(pre_stop) = container
         .lifecycle
         .as_ref()
-        .and_then(|l| l.get("preStop"))
-        .filter(|v| !v.is_null())
+        .and_then(|l| l.pre_stop.as_ref())
     {
-        a.insert(
-            CONTAINER_PRE_STOP_HANDLER_ANNOTATION.into(),
-            pre_stop.to_string(),
-        );
+        // Serialising plain data cannot fail; an empty string would only lose the hook.
+        if let Ok(json) = serde_json::to_string(pre_stop) {
+            a.insert(CONTAINER_PRE_STOP_HANDLER_ANNOTATION.into(), json);
+        }
     }
     if !container.ports.is_empty() {
         // Serialising plain data cannot fail; an empty string would only lose the ports.
@@ -248,8 +247,8 @@ pub struct ContainerAnnotationInfo {
     pub pod_termination_grace_period: Option<i64>,
     pub termination_message_path: String,
     pub termination_message_policy: String,
-    /// The `lifecycle.preStop` handler as written (JSON), for the kill path.
-    pub pre_stop: Option<serde_json::Value>,
+    /// The `lifecycle.preStop` handler, for the kill path after a picolet restart.
+    pub pre_stop: Option<api::LifecycleHandler>,
     pub ports: Vec<api::ContainerPort>,
 }
 
@@ -329,7 +328,12 @@ mod tests {
                 host_port: Some(8080),
                 ..Default::default()
             }],
-            lifecycle: Some(serde_json::json!({"preStop": {"exec": {"command": ["sleep", "5"]}}})),
+            lifecycle: Some(
+                serde_json::from_value(
+                    serde_json::json!({"preStop": {"exec": {"command": ["sleep", "5"]}}}),
+                )
+                .unwrap(),
+            ),
             ..Default::default()
         }
     }
@@ -463,7 +467,10 @@ mod tests {
         assert_eq!(a.ports, c.ports);
         assert_eq!(
             a.pre_stop,
-            Some(serde_json::json!({"exec": {"command": ["sleep", "5"]}}))
+            Some(
+                serde_json::from_value(serde_json::json!({"exec": {"command": ["sleep", "5"]}}))
+                    .unwrap()
+            )
         );
         assert_eq!(restart_count(&rc), 7);
         assert_eq!(container_name(&rc), "nginx");

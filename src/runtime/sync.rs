@@ -1078,10 +1078,7 @@ fn grace_period(
             KillReason::StartupProbe => spec.startup_probe.as_ref(),
             KillReason::Unknown | KillReason::UnknownState => None,
         };
-        if let Some(g) = probe
-            .and_then(|p| p.get("terminationGracePeriodSeconds"))
-            .and_then(serde_json::Value::as_i64)
-        {
+        if let Some(g) = probe.and_then(|p| p.termination_grace_period_seconds) {
             return g;
         }
         return pod
@@ -1146,7 +1143,7 @@ async fn kill_container<R: Runtime, C: Clock>(
     let grace = grace_period(Some(pod), spec, None, k.reason, None);
     let has_pre_stop = spec
         .and_then(|s| s.lifecycle.as_ref())
-        .is_some_and(|l| l.get("preStop").is_some_and(|p| !p.is_null()));
+        .is_some_and(|l| l.pre_stop.is_some());
     stop_one(
         &env.runtime,
         &pod.full_name(),
@@ -1183,10 +1180,7 @@ pub async fn kill_pod<R: Runtime, C: Clock>(
             let spec = pod.and_then(|p| container_spec(p, name));
             let grace = grace_period(pod, spec, Some(c), KillReason::Unknown, grace_override);
             let has_pre_stop = match spec {
-                Some(s) => s
-                    .lifecycle
-                    .as_ref()
-                    .is_some_and(|l| l.get("preStop").is_some_and(|p| !p.is_null())),
+                Some(s) => s.lifecycle.as_ref().is_some_and(|l| l.pre_stop.is_some()),
                 None => labels::container_annotation_info(c).pre_stop.is_some(),
             };
             let pod_name = &pod_name;

@@ -934,7 +934,8 @@ fn terminated_status_survives_garbage_collection() {
 
 #[test]
 fn probes_decide_started_and_ready() {
-    let probe = Some(serde_json::json!({"exec": {"command": ["true"]}}));
+    let probe: Option<crate::api::Probe> =
+        Some(serde_json::from_value(serde_json::json!({"exec": {"command": ["true"]}})).unwrap());
     let mut p = pod(&["app"]);
     let obs = observed(vec![running("app", 0, 0)]);
     let none = WaitingReasons::new();
@@ -1011,7 +1012,8 @@ fn probes_decide_started_and_ready() {
 
 #[test]
 fn sidecar_startup_gates_initialized() {
-    let probe = Some(serde_json::json!({"exec": {"command": ["true"]}}));
+    let probe: Option<crate::api::Probe> =
+        Some(serde_json::from_value(serde_json::json!({"exec": {"command": ["true"]}})).unwrap());
     let mut side = sidecar("proxy");
     side.startup_probe = probe;
     let p = with_init(pod(&["app"]), vec![side]);
@@ -1565,7 +1567,7 @@ fn summary_lines() {
     );
 
     let mut p = with_policy(pod(&["app"]), RestartPolicy::Never);
-    p.spec.containers[0].readiness_probe = Some(serde_json::json!({}));
+    p.spec.containers[0].readiness_probe = Some(crate::api::Probe::default());
     let st = compute(&p, &observed(vec![running("app", 0, 0)]), &none, None, T0);
     assert_eq!(
         summary(&p, &st),
