@@ -456,7 +456,7 @@ mod tests {
                 "warned field",
                 |p| {
                     p.spec.containers[0].lifecycle = Some(crate::api::Lifecycle {
-                        stop_signal: Some("SIGUSR1".into()),
+                        stop_signal: Some(serde_json::json!("SIGUSR1")),
                         ..Default::default()
                     })
                 },

@@ -51,8 +51,10 @@ use crate::pod_workers::{
     Outcome, PodSyncer, PodWorkers, SyncFailure, SyncPodOk, UpdatePodOptions, UpdateType, WorkKind,
     WorkerEvent,
 };
+use crate::prober::{ProbeHandle, Prober};
 use crate::runtime::backoff::PodBackoffs;
 use crate::runtime::gc::{self, GcPolicy};
+use crate::runtime::plan::KillReason;
 use crate::runtime::sync::{self, PodSyncResult, StartOutcome, SyncEnv};
 use crate::runtime::{ContainerState, CriError, PodRuntimeStatus, Runtime, SandboxState};
 use crate::status::{self, StatusManager, WaitingReasons};
@@ -122,7 +124,10 @@ pub async fn run<R: Runtime, C: Clock>(
         events: events.clone(),
         ..Shared::default()
     }));
+    let (prober, mut probe_rx) =
+        Prober::new(runtime.clone(), clock.clone(), shutdown.child_token());
     let syncer = AgentSyncer {
+        probes: prober.handle(),
         env: SyncEnv {
             runtime: runtime.clone(),
             clock: clock.clone(),
@@ -168,6 +173,7 @@ pub async fn run<R: Runtime, C: Clock>(
         },
         node_ip: cfg.node_ip.map(|ip| ip.to_string()),
         rejected: HashSet::new(),
+        prober,
     };
 
     // The relister is a task of its own: the loop gets its lists as messages and never
@@ -200,6 +206,7 @@ pub async fn run<R: Runtime, C: Clock>(
                 state.publish_pods();
             }
             event = state.workers.next() => state.on_worker_event(event),
+            Some(uid) = probe_rx.recv() => state.on_probe_result(&uid),
             Some(listed) = relist_rx.recv() => state.on_relist(listed),
             _ = housekeeping_tick.tick() => state.housekeeping(),
             _ = gc_tick.tick() => state.garbage_collect(),
@@ -225,6 +232,9 @@ pub async fn run<R: Runtime, C: Clock>(
 struct Shared {
     statuses: StatusManager,
     backoffs: HashMap<String, PodBackoffs>,
+    /// Why picolet killed a container, by container ID, for its terminated state's message
+    /// (a liveness or startup probe failure); dropped when the pod is cleaned up.
+    kill_messages: HashMap<String, String>,
     /// apiserver mode: status changes go to the status syncer.
     events: Option<PodEventSender>,
 }
@@ -260,6 +270,8 @@ struct Loop<R: Runtime, C: Clock> {
     node_ip: Option<String>,
     /// Pods admission rejected: Failed, never started (kubelet: `rejectPod`).
     rejected: HashSet<String>,
+    /// The probe workers of the pods with probes.
+    prober: Prober<R, C>,
 }
 
 impl<R: Runtime, C: Clock> Loop<R, C> {
@@ -350,6 +362,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                 }
                 PodOp::Remove => {
                     log::info!("pod {name} (uid {uid}) removed by source {}", update.source);
+                    self.prober.remove_pod(&uid);
                     self.pods.remove(&uid);
                     self.held.remove(&uid);
                     self.rejected.remove(&uid);
@@ -457,8 +470,24 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             }
         }
         self.held.remove(&uid);
+        // kubelet: HandlePodAdditions → probeManager.AddPod.
+        self.prober.add_pod(&pod);
         self.workers
             .update_pod(UpdatePodOptions::new(UpdateType::Create, pod));
+    }
+
+    /// kubelet: `syncLoopIteration`'s liveness/readiness/startup cases → `handleProbeSync`:
+    /// a probe result of the pod changed, so sync it (a kill for a failed liveness or
+    /// startup probe, a new status for readiness).
+    fn on_probe_result(&mut self, uid: &str) {
+        if self.held.contains(uid) || !self.workers.is_known(uid) {
+            return;
+        }
+        if let Some(pod) = self.pods.get_by_uid(uid) {
+            let pod = pod.clone();
+            self.workers
+                .update_pod(UpdatePodOptions::new(UpdateType::Sync, pod));
+        }
     }
 
     /// A live runtime pod of this name that no pod worker owns (a worker that owns one
@@ -542,6 +571,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         }
         let desired = self.pods.uids();
         for uid in self.workers.sync_known_pods(&desired) {
+            self.prober.remove_pod(&uid);
             let mut shared = self.shared.borrow_mut();
             shared.backoffs.remove(&uid);
             if !desired.contains(&uid) {
@@ -689,6 +719,8 @@ fn fingerprint(rp: &PodRuntimeStatus) -> Vec<(&str, u8)> {
 #[derive(Clone)]
 pub struct AgentSyncer<R: Runtime, C: Clock> {
     env: SyncEnv<R, C>,
+    /// The prober's results (plan and status input) and status view (its output).
+    probes: ProbeHandle,
     shared: Rc<RefCell<Shared>>,
     node_ip: Option<String>,
 }
@@ -705,15 +737,29 @@ impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
         let mut observed = observed.clone();
         sync::fill_termination_messages(&self.env.root_dir, pod, &mut observed);
         let mut shared = self.shared.borrow_mut();
+        // The last state says why picolet killed it (the runtime only knows "Error", 137).
+        for c in &mut observed.containers {
+            if c.message.is_empty() {
+                if let Some(m) = shared.kill_messages.get(&c.id) {
+                    c.message.clone_from(m);
+                }
+            }
+        }
         let previous = shared.statuses.get(pod.uid()).cloned();
-        let st = status::compute_pod_status(
+        let probe_results = self.probes.status_results(&observed);
+        let st = status::compute_pod_status_with(
             pod,
             &observed,
             reasons,
             previous.as_ref(),
             now,
             self.node_ip.as_deref(),
+            &status::StatusOptions {
+                probes: Some(&probe_results),
+                ..Default::default()
+            },
         );
+        self.probes.observe(pod, &st);
         let terminal = st.phase.is_some_and(|p| p.is_terminal());
         let changed = shared.statuses.set(pod.uid(), &pod.full_name(), st);
         // apiserver mode: the status syncer sends it on.
@@ -767,8 +813,9 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
             .backoffs
             .remove(&uid)
             .unwrap_or_default();
+        let verdicts = self.probes.verdicts(&observed);
         let result = tokio::select! {
-            r = sync::sync_pod(&self.env, &pod, &observed, &mut backoffs) => Some(r),
+            r = sync::sync_pod(&self.env, &pod, &observed, &mut backoffs, &verdicts) => Some(r),
             _ = cancel.cancelled() => None,
         };
         self.shared
@@ -778,6 +825,17 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
         let Some(result) = result else {
             return Err(SyncFailure::new("cancelled"));
         };
+        for (id, k) in &result.actions.containers_to_kill {
+            if matches!(
+                k.reason,
+                KillReason::LivenessProbe | KillReason::StartupProbe
+            ) {
+                self.shared
+                    .borrow_mut()
+                    .kill_messages
+                    .insert(id.clone(), k.message.clone());
+            }
+        }
         // A resync that changed nothing (the common case at idle) reuses what it read.
         let after = if result.actions.is_noop() && result.containers.is_empty() {
             observed
@@ -839,6 +897,8 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
         // grace period shrinks; the work then starts over with the shorter one. Dropping the
         // in-flight StopContainer calls is safe: the runtime already sent SIGTERM, and the
         // next StopContainer's shorter timeout brings the SIGKILL forward.
+        // kubelet: SyncTerminatingPod → probeManager.StopLivenessAndStartup.
+        self.probes.terminating(&uid);
         let kill = async {
             let observed = sync::get_pod_status(&self.env.runtime, &uid)
                 .await
@@ -888,7 +948,11 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
         sync::cleanup_pod(&self.env, &observed, &uid)
             .await
             .map_err(sync_failure)?;
-        self.shared.borrow_mut().backoffs.remove(&uid);
+        let mut shared = self.shared.borrow_mut();
+        shared.backoffs.remove(&uid);
+        for c in &observed.containers {
+            shared.kill_messages.remove(&c.id);
+        }
         Ok(())
     }
 }

@@ -363,7 +363,7 @@ pub struct Lifecycle {
     pub pre_stop: Option<LifecycleHandler>,
     /// Carried for the field policy (warned: the runtime's stop signal is used).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stop_signal: Option<String>,
+    pub stop_signal: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

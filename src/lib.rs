@@ -65,6 +65,7 @@ pub mod pod_config;
 pub mod pod_manager;
 pub mod pod_workers;
 pub mod probe;
+pub mod prober;
 pub mod qos;
 pub mod runtime;
 pub mod source;

@@ -220,23 +220,28 @@ pub static RULES: &[Rule] = &[
     ),
     rule(
         "spec.containers[].livenessProbe",
-        Warned,
-        "probes are not run yet: the container is never restarted by a probe",
+        Implemented,
+        "exec, httpGet, tcpSocket and grpc, with the kubelet's thresholds; a failure restarts the container per restartPolicy",
     ),
     rule(
         "spec.containers[].readinessProbe",
-        Warned,
-        "probes are not run yet: the container is ready once running",
+        Implemented,
+        "the container's ready flag and the pod's ContainersReady and Ready conditions",
     ),
     rule(
         "spec.containers[].startupProbe",
-        Warned,
-        "probes are not run yet: the container counts as started once running",
+        Implemented,
+        "holds liveness and readiness probes until it succeeds; a failure restarts the container",
     ),
     rule(
         "spec.containers[].lifecycle",
+        Implemented,
+        "postStart and preStop with exec, httpGet and sleep (tcpSocket fails as upstream: invalid handler)",
+    ),
+    rule(
+        "spec.containers[].lifecycle.stopSignal",
         Warned,
-        "lifecycle hooks are not run yet: no postStart, and SIGTERM comes without preStop",
+        "the runtime stops the container with the image's STOPSIGNAL (or SIGTERM), not this one",
     ),
     unless(
         "spec.containers[].securityContext.procMount",
@@ -701,7 +706,7 @@ mod tests {
                 "runtimeClassName": "nvidia",
                 "containers": [
                     {"name": "a", "terminationMessagePath": "/dev/termination-log"},
-                    {"name": "b", "livenessProbe": {"exec": {"command": ["true"]}},
+                    {"name": "b", "lifecycle": {"stopSignal": "SIGUSR1"},
                      "env": [{"name": "X", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
                              {"name": "Y", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}
                 ],
@@ -715,7 +720,7 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                ("spec.containers[1].livenessProbe".into(), Warned),
+                ("spec.containers[1].lifecycle.stopSignal".into(), Warned),
                 (
                     "spec.containers[1].env[1].valueFrom.secretKeyRef".into(),
                     Refused

@@ -6,6 +6,9 @@
 
 use std::time::Duration;
 
+mod target;
+pub use target::{headers, http_target, resolve_port};
+
 /// How long the body of an HTTP answer (and the output of an exec probe) is read.
 pub const MAX_OUTPUT: usize = 10 * 1024;
 

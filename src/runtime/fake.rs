@@ -147,6 +147,8 @@ struct State {
     health: RuntimeHealth,
     /// Every pull: the image and the username of the credentials it carried.
     pull_auths: Vec<(String, Option<String>)>,
+    exec_results: HashMap<String, (i32, String)>,
+    exec_commands: Vec<(String, Vec<String>)>,
 }
 
 /// The in-memory runtime. Clones share state.
@@ -207,6 +209,8 @@ impl FakeRuntime {
                     message: String::new(),
                 },
                 pull_auths: Vec::new(),
+                exec_results: HashMap::new(),
+                exec_commands: Vec::new(),
             })),
         }
     }
@@ -273,6 +277,20 @@ impl FakeRuntime {
         if let Some(s) = self.state.borrow_mut().sandboxes.get_mut(id) {
             s.info.state = state;
         }
+    }
+
+    /// What `ExecSync` answers in a container, by container ID or name (default: exit 0);
+    /// an exit code of -1 makes the call time out after the requested timeout.
+    pub fn set_exec_result(&self, id_or_name: &str, exit_code: i32, output: &str) {
+        self.state
+            .borrow_mut()
+            .exec_results
+            .insert(id_or_name.to_string(), (exit_code, output.to_string()));
+    }
+
+    /// Every `ExecSync` so far: (container name, command).
+    pub fn exec_commands(&self) -> Vec<(String, Vec<String>)> {
+        self.state.borrow().exec_commands.clone()
     }
 
     /// Make a container exit with `code` now (reason `Completed` / `Error`).
@@ -722,13 +740,39 @@ impl Runtime for FakeRuntime {
     async fn exec_sync(
         &self,
         id: &str,
-        _cmd: &[String],
-        _timeout: Duration,
+        cmd: &[String],
+        timeout: Duration,
     ) -> Result<ExecResult, CriError> {
         self.enter(Method::ExecSync, Call::ExecSync(id.into()))?;
+        let answer = {
+            let mut s = self.state.borrow_mut();
+            let Some(info) = s.containers.get(id).map(|c| c.info.clone()) else {
+                return Err(not_found(Method::ExecSync, id));
+            };
+            if info.state != ContainerState::Running {
+                return Err(CriError::Rpc {
+                    method: Method::ExecSync.name(),
+                    code: "Unknown".into(),
+                    message: format!("container {id} is not running"),
+                });
+            }
+            s.exec_commands.push((info.name.clone(), cmd.to_vec()));
+            s.exec_results
+                .get(id)
+                .or_else(|| s.exec_results.get(&info.name))
+                .cloned()
+                .unwrap_or((0, String::new()))
+        };
+        if answer.0 == -1 {
+            tokio::time::sleep(timeout).await;
+            return Err(CriError::Timeout {
+                method: Method::ExecSync.name(),
+                timeout,
+            });
+        }
         Ok(ExecResult {
-            exit_code: 0,
-            stdout: Vec::new(),
+            exit_code: answer.0,
+            stdout: answer.1.into_bytes(),
             stderr: Vec::new(),
         })
     }

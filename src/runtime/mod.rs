@@ -34,6 +34,7 @@ pub mod fake;
 #[cfg(feature = "fake-cri")]
 pub mod fake_cri;
 pub mod gc;
+pub mod hooks;
 pub mod labels;
 pub mod mounts;
 pub mod plan;

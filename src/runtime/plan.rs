@@ -91,25 +91,29 @@ impl PodActions {
     }
 }
 
-/// Probe verdicts by runtime container ID. Empty until the prober exists; with it,
-/// liveness/startup failures kill containers (kubelet: `livenessManager`,
-/// `startupManager`).
+/// Probe verdicts by runtime container ID, from the prober (kubelet: `livenessManager`,
+/// `startupManager`): liveness/startup failures kill containers; a sidecar with a startup
+/// probe counts as started only once it is in `started`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ProbeFailures {
+pub struct ProbeVerdicts {
+    /// Liveness probe failed.
     pub liveness: BTreeSet<String>,
+    /// Startup probe failed.
     pub startup: BTreeSet<String>,
+    /// Startup probe succeeded.
+    pub started: BTreeSet<String>,
 }
 
-/// kubelet: `computePodActions`, without probe results.
+/// kubelet: `computePodActions`, with no probe result yet.
 pub fn compute_pod_actions(pod: &api::Pod, status: &PodRuntimeStatus) -> PodActions {
-    compute_pod_actions_with_probes(pod, status, &ProbeFailures::default())
+    compute_pod_actions_with_probes(pod, status, &ProbeVerdicts::default())
 }
 
 /// kubelet: `computePodActions`.
 pub fn compute_pod_actions_with_probes(
     pod: &api::Pod,
     status: &PodRuntimeStatus,
-    probes: &ProbeFailures,
+    probes: &ProbeVerdicts,
 ) -> PodActions {
     let (create_sandbox, attempt, sandbox_id) = sandbox_changed(pod, status);
     let mut a = PodActions {
@@ -230,7 +234,7 @@ pub fn compute_pod_actions_with_probes(
 fn compute_init_container_actions(
     pod: &api::Pod,
     status: &PodRuntimeStatus,
-    probes: &ProbeFailures,
+    probes: &ProbeVerdicts,
     a: &mut PodActions,
 ) -> bool {
     let inits = &pod.spec.init_containers;
@@ -284,8 +288,11 @@ fn compute_init_container_actions(
                             },
                         );
                         to_start.push(i);
+                    } else if c.startup_probe.is_some() && !probes.started.contains(&s.id) {
+                        // kubelet: its startup probe has not succeeded yet: wait for it
+                        // before the next init container.
                     } else {
-                        // Started (no prober yet: a running sidecar counts as started).
+                        // Started.
                         if i == inits.len() - 1 {
                             pod_has_initialized = true;
                         } else if !previously_initialized {
@@ -971,7 +978,7 @@ mod tests {
                     rc(&p, &c_of(&p, "b"), "c2", Running, 0),
                 ],
             );
-            let mut probes = ProbeFailures::default();
+            let mut probes = ProbeVerdicts::default();
             let reason = if probe == "liveness" {
                 probes.liveness.insert("c1".into());
                 KillReason::LivenessProbe
@@ -1200,6 +1207,69 @@ mod tests {
                 "{name}"
             );
             assert!(!act.kill_pod, "{name}");
+        }
+    }
+
+    #[test]
+    fn sidecar_probes() {
+        let mut side = sidecar("side");
+        side.startup_probe = Some(api::Probe::default());
+        side.liveness_probe = Some(api::Probe::default());
+        let inits = [side, container("i1")];
+        let p = pod(RestartPolicy::Always, &inits, &["a"]);
+        let side = c_of(&p, "side");
+        let running = status(vec![ready()], vec![rc(&p, &side, "s", Running, 0)]);
+        let set = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+        // (name, verdicts, want inits, kill ids)
+        let rows: Vec<(&str, ProbeVerdicts, Vec<usize>, Vec<&str>)> = vec![
+            (
+                "startup not yet succeeded → wait",
+                ProbeVerdicts::default(),
+                vec![],
+                vec![],
+            ),
+            (
+                "startup succeeded → next init",
+                ProbeVerdicts {
+                    started: set(&["s"]),
+                    ..Default::default()
+                },
+                vec![1],
+                vec![],
+            ),
+            (
+                "startup failed → kill and restart the sidecar",
+                ProbeVerdicts {
+                    startup: set(&["s"]),
+                    ..Default::default()
+                },
+                vec![0],
+                vec!["s"],
+            ),
+            (
+                "liveness failed → restart it, the next init goes on",
+                ProbeVerdicts {
+                    started: set(&["s"]),
+                    liveness: set(&["s"]),
+                    ..Default::default()
+                },
+                vec![0, 1],
+                vec!["s"],
+            ),
+        ];
+        for (name, verdicts, inits_want, kills) in rows {
+            let act = compute_pod_actions_with_probes(&p, &running, &verdicts);
+            let mut got = act.init_containers_to_start.clone();
+            got.sort_unstable();
+            assert_eq!(got, inits_want, "{name}");
+            assert_eq!(
+                act.containers_to_kill
+                    .keys()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>(),
+                kills,
+                "{name}"
+            );
         }
     }
 

@@ -11,10 +11,13 @@
 //! in), retry on its own (failures are reported in `PodSyncResult` / `SyncError` and the
 //! worker requeues), or decide what to run (that is `plan::compute_pod_actions`).
 //!
-//! Not yet: lifecycle hooks. preStop is not executed on the kill path (the grace period
-//! is used in full for `StopContainer`), postStart is not run after a start; both have a
-//! marked place below. Probe-driven kills are planned by `plan.rs` once a prober feeds
-//! `ProbeFailures`.
+//! Lifecycle hooks (`hooks.rs`): postStart right after `StartContainer` — the sync does not
+//! return, so the container is not reported Running, until it did; a failure kills the
+//! container (`FailedPostStartHook`) and it waits as `PostStartHookError`. preStop before
+//! `StopContainer` when the grace period is > 0, bounded by it, its time taken off the
+//! grace given to the runtime (never below 2 s); after a picolet restart the handler comes
+//! from the container's annotation. Probe-driven kills are planned by `plan.rs` from the
+//! prober's `ProbeVerdicts`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -26,6 +29,7 @@ use crate::clock::Clock;
 use crate::runtime::backoff::{self, Backoff, PodBackoffs};
 use crate::runtime::credentials;
 use crate::runtime::cri_config::{self, SandboxParams};
+use crate::runtime::hooks;
 use crate::runtime::labels;
 use crate::runtime::mounts;
 use crate::runtime::plan::{self, ContainerToKill, KillReason, PodActions};
@@ -170,6 +174,7 @@ pub enum WaitingReason {
     CreateContainerConfigError,
     CreateContainerError,
     RunContainerError,
+    PostStartHookError,
 }
 
 impl WaitingReason {
@@ -185,6 +190,7 @@ impl WaitingReason {
             WaitingReason::CreateContainerConfigError => "CreateContainerConfigError",
             WaitingReason::CreateContainerError => "CreateContainerError",
             WaitingReason::RunContainerError => "RunContainerError",
+            WaitingReason::PostStartHookError => "PostStartHookError",
         }
     }
 
@@ -434,8 +440,9 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
     pod: &api::Pod,
     status: &PodRuntimeStatus,
     backoff: &mut PodBackoffs,
+    probes: &plan::ProbeVerdicts,
 ) -> PodSyncResult {
-    let actions = plan::compute_pod_actions(pod, status);
+    let actions = plan::compute_pod_actions_with_probes(pod, status, probes);
     let pod_name = pod.full_name();
     if !actions.is_noop() {
         log::debug!("pod {pod_name}: actions {actions:?}");
@@ -468,7 +475,7 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
                 k.name,
                 k.message
             );
-            if let Err(e) = kill_container(env, pod, id, k).await {
+            if let Err(e) = kill_container(env, pod, status, id, k).await {
                 log::warn!("pod {pod_name}: {e}");
                 result.kill_error = Some(e);
                 return result;
@@ -804,8 +811,30 @@ async fn start_container<R: Runtime, C: Clock>(
         "pod {pod_name}: started container {:?} ({id}, restart {restart_count})",
         c.name
     );
-    // postStart hook: not run yet (would go here; on failure kill with
-    // reason FailedPostStartHook).
+    // kubelet: startContainer runs the postStart hook right after the start; a failure
+    // kills the container (FailedPostStartHook) and the start counts as failed.
+    if let Some(h) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) {
+        if let Err(e) = hooks::run(&env.runtime, c, &id, h, &cx.pod_ip, None).await {
+            let message = format!("PostStartHook failed: {e}");
+            log::warn!(
+                "pod {pod_name}: container {:?}: postStart hook failed: {e}; killing the container (FailedPostStartHook)",
+                c.name
+            );
+            let kill = ContainerToKill {
+                name: c.name.clone(),
+                message: "FailedPostStartHook".into(),
+                reason: KillReason::Unknown,
+            };
+            if let Err(e) = kill_container(env, pod, cx.status, &id, &kill).await {
+                log::warn!("pod {pod_name}: {e}");
+            }
+            return waiting(WaitingReason::PostStartHookError, message);
+        }
+        log::info!(
+            "pod {pod_name}: container {:?}: postStart hook done",
+            c.name
+        );
+    }
     StartOutcome::Started { id, restart_count }
 }
 
@@ -1106,7 +1135,91 @@ fn container_spec<'a>(pod: &'a api::Pod, name: &str) -> Option<&'a api::Containe
         .find(|c| c.name == name)
 }
 
-/// Stop one container: `StopContainer(id, max(grace, 2))`; NotFound is fine (kubelet:
+/// A container's preStop hook and what running it needs.
+struct PreStop<'a> {
+    handler: &'a api::LifecycleHandler,
+    /// The spec (or, after a picolet restart, its name and ports from the annotations).
+    container: std::borrow::Cow<'a, api::Container>,
+    pod_ip: &'a str,
+}
+
+/// The container's preStop hook, from the spec or else from the container's annotations
+/// (kubelet: `restoreSpecsFromContainerLabels`).
+fn pre_stop_of<'a>(
+    spec: Option<&'a api::Container>,
+    annotations: Option<&'a labels::ContainerAnnotationInfo>,
+    name: &str,
+    pod_ip: &'a str,
+) -> Option<PreStop<'a>> {
+    if let Some(s) = spec {
+        let handler = s.lifecycle.as_ref()?.pre_stop.as_ref()?;
+        return Some(PreStop {
+            handler,
+            container: std::borrow::Cow::Borrowed(s),
+            pod_ip,
+        });
+    }
+    let a = annotations?;
+    Some(PreStop {
+        handler: a.pre_stop.as_ref()?,
+        container: std::borrow::Cow::Owned(api::Container {
+            name: name.to_string(),
+            ports: a.ports.clone(),
+            ..Default::default()
+        }),
+        pod_ip,
+    })
+}
+
+/// The pod IP hooks are sent to: the newest ready sandbox's, else the node's (host network).
+fn hook_ip<'a>(status: &'a PodRuntimeStatus, host_ip: &'a str) -> &'a str {
+    status
+        .sandboxes
+        .first()
+        .filter(|s| s.state == SandboxState::Ready)
+        .and_then(|s| s.ip.as_deref())
+        .filter(|ip| !ip.is_empty())
+        .unwrap_or(host_ip)
+}
+
+/// kubelet: `executePreStopHook` — run the hook, bounded by the grace period; returns the
+/// whole seconds it took. A failure is logged (FailedPreStopHook) and the stop goes on.
+async fn run_pre_stop<R: Runtime>(
+    rt: &R,
+    pod_name: &str,
+    id: &str,
+    name: &str,
+    grace: i64,
+    hook: &PreStop<'_>,
+) -> i64 {
+    let bound = Duration::from_secs(u64::try_from(grace).unwrap_or(0));
+    let started = tokio::time::Instant::now();
+    log::info!("pod {pod_name}: container {name:?}: running the preStop hook (grace {grace}s)");
+    let run = hooks::run(
+        rt,
+        &hook.container,
+        id,
+        hook.handler,
+        hook.pod_ip,
+        Some(bound),
+    );
+    match tokio::time::timeout(bound, run).await {
+        Ok(Ok(())) => log::info!(
+            "pod {pod_name}: container {name:?}: preStop hook done after {:?}",
+            started.elapsed()
+        ),
+        Ok(Err(e)) => log::warn!(
+            "pod {pod_name}: container {name:?}: preStop hook failed (FailedPreStopHook): {e}"
+        ),
+        Err(_) => log::warn!(
+            "pod {pod_name}: container {name:?}: preStop hook did not finish within the grace period of {grace}s"
+        ),
+    }
+    i64::try_from(started.elapsed().as_secs()).unwrap_or(i64::MAX)
+}
+
+/// Stop one container: the preStop hook if any and the grace period is > 0, then
+/// `StopContainer(id, max(grace - hook time, 2))`; NotFound is fine (kubelet:
 /// `killContainer`).
 async fn stop_one<R: Runtime>(
     rt: &R,
@@ -1114,11 +1227,11 @@ async fn stop_one<R: Runtime>(
     id: &str,
     name: &str,
     grace: i64,
-    has_pre_stop: bool,
+    pre_stop: Option<PreStop<'_>>,
 ) -> Result<(), SyncError> {
-    if has_pre_stop && grace > 0 {
-        // preStop hooks are not executed yet; the whole grace period goes to SIGTERM.
-        log::debug!("pod {pod_name}: container {name:?}: preStop hook not run (not supported yet)");
+    let mut grace = grace;
+    if let Some(hook) = pre_stop.as_ref().filter(|_| grace > 0) {
+        grace -= run_pre_stop(rt, pod_name, id, name, grace, hook).await;
     }
     let timeout = grace.max(MIN_STOP_TIMEOUT_SECONDS);
     log::info!("pod {pod_name}: stopping container {name:?} ({id}) with grace period {timeout}s");
@@ -1136,23 +1249,14 @@ async fn stop_one<R: Runtime>(
 async fn kill_container<R: Runtime, C: Clock>(
     env: &SyncEnv<R, C>,
     pod: &api::Pod,
+    status: &PodRuntimeStatus,
     id: &str,
     k: &ContainerToKill,
 ) -> Result<(), SyncError> {
     let spec = container_spec(pod, &k.name);
     let grace = grace_period(Some(pod), spec, None, k.reason, None);
-    let has_pre_stop = spec
-        .and_then(|s| s.lifecycle.as_ref())
-        .is_some_and(|l| l.pre_stop.is_some());
-    stop_one(
-        &env.runtime,
-        &pod.full_name(),
-        id,
-        &k.name,
-        grace,
-        has_pre_stop,
-    )
-    .await
+    let pre_stop = pre_stop_of(spec, None, &k.name, hook_ip(status, &env.host_ip));
+    stop_one(&env.runtime, &pod.full_name(), id, &k.name, grace, pre_stop).await
 }
 
 /// Stop every running container of the pod concurrently, then every sandbox (kubelet:
@@ -1171,21 +1275,22 @@ pub async fn kill_pod<R: Runtime, C: Clock>(
         Some(p) => p.full_name(),
         None => format!("{}/{} ({})", status.namespace, status.name, status.uid),
     };
-    let stops = status
+    let pod_ip = hook_ip(status, &env.host_ip);
+    let running: Vec<(&ContainerInfo, labels::ContainerAnnotationInfo)> = status
         .containers
         .iter()
         .filter(|c| c.state == ContainerState::Running)
-        .map(|c| {
-            let name = labels::container_name(c);
-            let spec = pod.and_then(|p| container_spec(p, name));
-            let grace = grace_period(pod, spec, Some(c), KillReason::Unknown, grace_override);
-            let has_pre_stop = match spec {
-                Some(s) => s.lifecycle.as_ref().is_some_and(|l| l.pre_stop.is_some()),
-                None => labels::container_annotation_info(c).pre_stop.is_some(),
-            };
-            let pod_name = &pod_name;
-            async move { stop_one(&env.runtime, pod_name, &c.id, name, grace, has_pre_stop).await }
-        });
+        .map(|c| (c, labels::container_annotation_info(c)))
+        .collect();
+    let stops = running.iter().map(|(c, annotations)| {
+        let name = labels::container_name(c);
+        let spec = pod.and_then(|p| container_spec(p, name));
+        let grace = grace_period(pod, spec, Some(c), KillReason::Unknown, grace_override);
+        // Without the pod (after a picolet restart) the annotation has the hook.
+        let pre_stop = pre_stop_of(spec, pod.is_none().then_some(annotations), name, pod_ip);
+        let pod_name = &pod_name;
+        async move { stop_one(&env.runtime, pod_name, &c.id, name, grace, pre_stop).await }
+    });
     let mut errors: Vec<SyncError> = join_all(stops)
         .await
         .into_iter()

@@ -62,7 +62,7 @@ impl Harness {
     async fn sync(&mut self, pod: &api::Pod) -> (PodSyncResult, Vec<Call>) {
         let st = self.status(pod.uid()).await;
         self.rt.take_calls();
-        let r = sync_pod(&self.env, pod, &st, &mut self.backoffs).await;
+        let r = sync_pod(&self.env, pod, &st, &mut self.backoffs, &Default::default()).await;
         (r, self.rt.take_mutations())
     }
 
@@ -131,7 +131,7 @@ async fn two_container_pod_starts_in_order_with_labels() {
     let p = pod(RestartPolicy::Always);
     let st = h.status("uid-1").await;
     h.rt.take_calls();
-    let r = sync_pod(&h.env, &p, &st, &mut h.backoffs).await;
+    let r = sync_pod(&h.env, &p, &st, &mut h.backoffs, &Default::default()).await;
     assert_eq!(
         h.rt.take_calls(),
         vec![

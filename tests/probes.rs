@@ -1,0 +1,340 @@
+//! Probes and lifecycle hooks through the whole agent, against the in-memory fake runtime
+//! with paused time (exec probes and exec hooks: the fake answers `ExecSync` as scripted).
+//! The network handlers have their own tests in `src/probe/`; the same scenarios run
+//! against a real containerd in `tests/e2e.rs`.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+mod common;
+
+use common::IMAGE;
+use common::agent::{EventedAgent, agent_dir, start_with_events};
+use picolet::api::PodStatus;
+use picolet::clock::TokioClock;
+use picolet::runtime::ContainerState;
+use picolet::runtime::fake::{Call, FakeRuntime};
+use tokio::task::LocalSet;
+
+fn fake_runtime() -> (TokioClock, FakeRuntime) {
+    let clock = TokioClock::new(1_800_000_000_000_000_000);
+    let rt = FakeRuntime::new(clock);
+    rt.add_image(IMAGE);
+    (clock, rt)
+}
+
+/// A pod with one container `app` and the given container-level YAML lines (indented 4).
+fn pod(name: &str, container_yaml: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+spec:
+  terminationGracePeriodSeconds: 20
+  containers:
+  - name: app
+    image: {IMAGE}
+{container_yaml}"#
+    )
+}
+
+async fn settle(secs: u64) {
+    for _ in 0..secs * 10 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The newest status of each pod, kept across calls.
+struct Statuses(HashMap<String, Box<PodStatus>>);
+
+impl Statuses {
+    fn update(&mut self, agent: &mut EventedAgent) -> &HashMap<String, Box<PodStatus>> {
+        self.0.extend(agent.statuses());
+        &self.0
+    }
+}
+
+fn condition(st: &PodStatus, type_: &str) -> String {
+    st.conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| c.status.clone())
+        .unwrap_or_default()
+}
+
+fn execs(rt: &FakeRuntime, first_word: &str) -> usize {
+    rt.exec_commands()
+        .iter()
+        .filter(|(_, cmd)| cmd.first().map(String::as_str) == Some(first_word))
+        .count()
+}
+
+#[tokio::test(start_paused = true)]
+async fn failing_liveness_probe_restarts_the_container() {
+    LocalSet::new()
+        .run_until(async {
+            let (_tmp, cfg) = agent_dir("node1");
+            let spec = "    livenessProbe:\n      exec: {command: [live]}\n      periodSeconds: 2\n      failureThreshold: 3\n";
+            std::fs::write(cfg.pod_manifest_path.join("p.yaml"), pod("web", spec)).unwrap();
+            let (clock, rt) = fake_runtime();
+            let mut agent = start_with_events(&rt, clock, &cfg);
+            settle(10).await;
+            let first = rt.running("app");
+            assert_eq!(first.len(), 1);
+            assert!(execs(&rt, "live") >= 3, "the probe runs every 2 s");
+
+            // It starts failing: killed and restarted after 3 failures (about 6 s), then
+            // healthy again.
+            rt.set_exec_result("app", 1, "unhealthy\nsecond line");
+            settle(7).await;
+            rt.set_exec_result("app", 0, "");
+            settle(6).await;
+            let now = rt.running("app");
+            assert_eq!(now.len(), 1, "{:?}", rt.containers());
+            assert_ne!(now, first, "restarted");
+            let old = rt
+                .containers()
+                .into_iter()
+                .find(|c| c.id == first[0])
+                .expect("old instance kept for its status");
+            assert_eq!(old.state, ContainerState::Exited);
+            let mut statuses = Statuses(HashMap::new());
+            let st = statuses.update(&mut agent)["web-node1"].clone();
+            let cs = &st.container_statuses[0];
+            assert_eq!(cs.restart_count, 1, "{cs:?}");
+            let last = cs.last_state.terminated.as_ref().expect("last state");
+            assert_eq!(
+                last.message.as_deref(),
+                Some("Container app failed liveness probe, will be restarted"),
+                "{cs:?}"
+            );
+
+            // Failing for good: every instance is stopped once, never twice (the worker
+            // holds after a failure until it sees the next instance).
+            rt.set_exec_result("app", 1, "unhealthy");
+            settle(60).await;
+            let mut stops: HashMap<String, usize> = HashMap::new();
+            for c in rt.calls() {
+                if let Call::StopContainer { id, .. } = c {
+                    *stops.entry(id).or_default() += 1;
+                }
+            }
+            assert!(stops.len() >= 3, "{stops:?}");
+            assert!(stops.values().all(|n| *n == 1), "{stops:?}");
+            agent.stop().await;
+        })
+        .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn readiness_probe_drives_ready_without_restarts() {
+    LocalSet::new()
+        .run_until(async {
+            let (_tmp, cfg) = agent_dir("node1");
+            let spec = "    readinessProbe:\n      exec: {command: [ready]}\n      periodSeconds: 1\n      failureThreshold: 2\n";
+            std::fs::write(cfg.pod_manifest_path.join("p.yaml"), pod("web", spec)).unwrap();
+            let (clock, rt) = fake_runtime();
+            rt.set_exec_result("app", 1, "");
+            let mut agent = start_with_events(&rt, clock, &cfg);
+            let mut statuses = Statuses(HashMap::new());
+            settle(5).await;
+            let st = statuses.update(&mut agent)["web-node1"].clone();
+            assert_eq!(condition(&st, "Ready"), "False");
+            assert_eq!(condition(&st, "ContainersReady"), "False");
+            assert!(!st.container_statuses[0].ready);
+            assert_eq!(st.container_statuses[0].started, Some(true));
+
+            rt.set_exec_result("app", 0, "");
+            settle(3).await;
+            let st = statuses.update(&mut agent)["web-node1"].clone();
+            assert_eq!(condition(&st, "Ready"), "True", "{st:?}");
+            assert_eq!(condition(&st, "ContainersReady"), "True");
+            assert!(st.container_statuses[0].ready);
+
+            rt.set_exec_result("app", 1, "");
+            settle(4).await;
+            let st = statuses.update(&mut agent)["web-node1"].clone();
+            assert_eq!(condition(&st, "Ready"), "False");
+            assert_eq!(st.container_statuses[0].restart_count, 0, "readiness never restarts");
+            assert_eq!(rt.running("app").len(), 1);
+            agent.stop().await;
+        })
+        .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn startup_probe_holds_liveness_until_it_succeeds() {
+    LocalSet::new()
+        .run_until(async {
+            let (_tmp, cfg) = agent_dir("node1");
+            let spec = "    startupProbe:\n      exec: {command: [startup]}\n      periodSeconds: 1\n      failureThreshold: 30\n    livenessProbe:\n      exec: {command: [live]}\n      periodSeconds: 1\n";
+            std::fs::write(cfg.pod_manifest_path.join("p.yaml"), pod("web", spec)).unwrap();
+            let (clock, rt) = fake_runtime();
+            rt.set_exec_result("app", 1, "");
+            let mut agent = start_with_events(&rt, clock, &cfg);
+            let mut statuses = Statuses(HashMap::new());
+            settle(8).await;
+            assert!(execs(&rt, "startup") >= 5);
+            assert_eq!(execs(&rt, "live"), 0, "liveness ran before startup succeeded");
+            let st = statuses.update(&mut agent)["web-node1"].clone();
+            assert_eq!(st.container_statuses[0].started, Some(false));
+
+            rt.set_exec_result("app", 0, "");
+            settle(5).await;
+            let startups = execs(&rt, "startup");
+            assert!(execs(&rt, "live") >= 2, "liveness runs once started");
+            settle(3).await;
+            assert_eq!(execs(&rt, "startup"), startups, "startup stops once it succeeded");
+            let st = statuses.update(&mut agent)["web-node1"].clone();
+            assert_eq!(st.container_statuses[0].started, Some(true));
+            assert!(st.container_statuses[0].ready);
+            agent.stop().await;
+        })
+        .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn failing_startup_probe_restarts_the_container() {
+    LocalSet::new()
+        .run_until(async {
+            let (_tmp, cfg) = agent_dir("node1");
+            let spec = "    startupProbe:\n      exec: {command: [startup]}\n      periodSeconds: 1\n      failureThreshold: 3\n";
+            std::fs::write(cfg.pod_manifest_path.join("p.yaml"), pod("web", spec)).unwrap();
+            let (clock, rt) = fake_runtime();
+            rt.set_exec_result("app", 1, "");
+            let agent = start_with_events(&rt, clock, &cfg);
+            settle(8).await;
+            let apps = rt
+                .containers()
+                .into_iter()
+                .filter(|c| c.name == "app")
+                .count();
+            assert!(apps >= 2, "not restarted: {:?}", rt.containers());
+            agent.stop().await;
+        })
+        .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn pre_stop_runs_before_the_stop_and_shortens_its_grace() {
+    LocalSet::new()
+        .run_until(async {
+            let (_tmp, cfg) = agent_dir("node1");
+            let spec = "    lifecycle:\n      preStop:\n        sleep: {seconds: 5}\n";
+            let file = cfg.pod_manifest_path.join("p.yaml");
+            std::fs::write(&file, pod("web", spec)).unwrap();
+            let spec2 = "    lifecycle:\n      preStop:\n        exec: {command: [drain]}\n";
+            let file2 = cfg.pod_manifest_path.join("q.yaml");
+            std::fs::write(&file2, pod("exec", spec2)).unwrap();
+            let (clock, rt) = fake_runtime();
+            let agent = start_with_events(&rt, clock, &cfg);
+            settle(3).await;
+            rt.take_calls();
+            std::fs::remove_file(&file).unwrap();
+            std::fs::remove_file(&file2).unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+            settle(10).await;
+            let calls = rt.take_calls();
+            // The sleep hook took 5 s of the 20 s grace: StopContainer gets 15 s.
+            assert!(
+                calls
+                    .iter()
+                    .any(|c| matches!(c, Call::StopContainer { timeout: 15, .. })),
+                "{calls:?}"
+            );
+            // The exec hook ran in the container before its StopContainer.
+            let exec = calls
+                .iter()
+                .position(|c| matches!(c, Call::ExecSync(_)))
+                .expect("preStop exec");
+            let Call::ExecSync(id) = &calls[exec] else {
+                unreachable!()
+            };
+            let stop = calls
+                .iter()
+                .position(|c| matches!(c, Call::StopContainer { id: s, .. } if s == id))
+                .expect("stop");
+            assert!(exec < stop, "{calls:?}");
+            assert_eq!(execs(&rt, "drain"), 1);
+            agent.stop().await;
+        })
+        .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn pre_stop_survives_a_picolet_restart() {
+    LocalSet::new()
+        .run_until(async {
+            let (_tmp, cfg) = agent_dir("node1");
+            let spec = "    lifecycle:\n      preStop:\n        exec: {command: [drain, now]}\n";
+            let file = cfg.pod_manifest_path.join("p.yaml");
+            std::fs::write(&file, pod("web", spec)).unwrap();
+            let (clock, rt) = fake_runtime();
+            let agent = start_with_events(&rt, clock, &cfg);
+            settle(3).await;
+            agent.stop().await;
+            // While picolet is down the manifest goes; the next picolet kills the orphan
+            // from its annotations alone, preStop included.
+            std::fs::remove_file(&file).unwrap();
+            let agent = start_with_events(&rt, clock, &cfg);
+            settle(8).await;
+            assert!(rt.running("app").is_empty());
+            let cmds = rt.exec_commands();
+            assert_eq!(
+                cmds,
+                vec![(
+                    "app".to_string(),
+                    vec!["drain".to_string(), "now".to_string()]
+                )]
+            );
+            agent.stop().await;
+        })
+        .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn failing_post_start_kills_the_container() {
+    LocalSet::new()
+        .run_until(async {
+            let (_tmp, cfg) = agent_dir("node1");
+            let spec = "    lifecycle:\n      postStart:\n        exec: {command: [setup]}\n";
+            std::fs::write(cfg.pod_manifest_path.join("p.yaml"), pod("web", spec)).unwrap();
+            let (clock, rt) = fake_runtime();
+            rt.set_exec_result("app", 3, "no config");
+            let mut agent = start_with_events(&rt, clock, &cfg);
+            // Every status reported, read every 100 ms (the mailbox keeps the newest): the
+            // first failure is PostStartHookError, the later ones wait in CrashLoopBackOff.
+            let mut waiting = Vec::new();
+            for _ in 0..30 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                for ev in agent.events.try_recv() {
+                    if let picolet::events::PodEvent::Status { status, .. } = ev {
+                        waiting.extend(status.container_statuses[0].state.waiting.clone());
+                    }
+                }
+            }
+            assert!(
+                rt.running("app").is_empty(),
+                "killed after postStart failed"
+            );
+            let hook = waiting
+                .iter()
+                .find(|w| w.reason.as_deref() == Some("PostStartHookError"))
+                .unwrap_or_else(|| panic!("{waiting:?}"));
+            assert!(
+                hook.message
+                    .as_deref()
+                    .unwrap_or_default()
+                    .contains("no config"),
+                "{hook:?}"
+            );
+
+            // Fixed: the next start (after its back-off) runs.
+            rt.set_exec_result("app", 0, "");
+            settle(25).await;
+            assert_eq!(rt.running("app").len(), 1);
+            agent.stop().await;
+        })
+        .await;
+}
