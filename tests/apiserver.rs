@@ -1119,3 +1119,62 @@ async fn status_syncer_retries_coalesces_and_keeps_terminal_phases() {
         .await;
     stop.cancel();
 }
+
+/// Cluster mode: a readiness probe's verdict reaches the apiserver as the pod's `Ready` and
+/// `ContainersReady` conditions and the container's `ready`, both ways.
+#[tokio::test]
+async fn readiness_reaches_the_apiserver() {
+    let mock = MockApiServer::start_new().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("manifests")).unwrap();
+    std::fs::write(dir.path().join("resolv.conf"), "nameserver 192.0.2.53\n").unwrap();
+    let kc = dir.path().join("kubeconfig");
+    mock.write_kubeconfig(&kc, None, None).unwrap();
+    let rt = FakeRuntime::new(SystemClock);
+    rt.add_image(IMAGE);
+    rt.set_exec_result("app", 1, "not yet");
+    let mut pod = api_pod("web", "pi-1");
+    pod["spec"]["containers"][0]["readinessProbe"] =
+        json!({"exec": {"command": ["ready"]}, "periodSeconds": 1, "failureThreshold": 1});
+    mock.create_pod(pod).unwrap();
+    let ready = |p: &Value, type_: &str| -> String {
+        p["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
+            .and_then(|c| c["status"].as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(async {
+            let agent = start_api_agent(&rt, dir.path(), &kc);
+            let web = wait_until("web Running, not Ready, in the apiserver", 15, || {
+                mock.pod("default", "web")
+                    .filter(|p| phase(p) == "Running" && ready(p, "Ready") == "False")
+            })
+            .await;
+            assert_eq!(web["status"]["containerStatuses"][0]["ready"], false);
+
+            rt.set_exec_result("app", 0, "");
+            let web = wait_until("web Ready in the apiserver", 15, || {
+                mock.pod("default", "web")
+                    .filter(|p| ready(p, "Ready") == "True")
+            })
+            .await;
+            assert_eq!(ready(&web, "ContainersReady"), "True");
+            assert_eq!(web["status"]["containerStatuses"][0]["ready"], true);
+            assert_eq!(web["status"]["containerStatuses"][0]["started"], true);
+
+            rt.set_exec_result("app", 1, "down");
+            wait_until("web not Ready again", 15, || {
+                mock.pod("default", "web")
+                    .filter(|p| ready(p, "Ready") == "False")
+            })
+            .await;
+            assert_eq!(running_in(&rt, "web"), 1, "readiness never restarts");
+            agent.stop().await;
+        })
+        .await;
+}

@@ -675,7 +675,7 @@ async fn j_fields_are_honoured_or_refused() {
                 "    imagePullPolicy: IfNotPresent\n",
                 "    imagePullPolicy: IfNotPresent\n    imagePullPolicyy: Always\n    \
                  securityContext:\n      seccompProfile: {type: RuntimeDefault}\n    \
-                 livenessProbe:\n      exec: {command: [\"true\"]}\n",
+                 lifecycle: {stopSignal: SIGUSR1}\n",
             ),
             container("plain", &sec_script, &[]),
         ],
@@ -873,8 +873,12 @@ async fn j_fields_are_honoured_or_refused() {
             &["WARN", "sec.yaml", "spec.containers[0].imagePullPolicyy"],
         ),
         (
-            "a WARN naming the livenessProbe picolet does not run",
-            &["WARN", "sec-e2e-node", "spec.containers[0].livenessProbe"],
+            "a WARN naming the lifecycle.stopSignal picolet does not honour",
+            &[
+                "WARN",
+                "sec-e2e-node",
+                "spec.containers[0].lifecycle.stopSignal",
+            ],
         ),
         (
             "a line naming pod nope's sandbox failure for its unknown runtime handler",
@@ -951,6 +955,257 @@ async fn j_fields_are_honoured_or_refused() {
             }
         },
     )
+    .await;
+    lab.finish().await;
+}
+
+/// k. Probes and lifecycle hooks against the real runtime, busybox only. Every outcome is
+/// read from evidence that lasts — picolet's log lines, log files of container instances,
+/// files the containers write into a hostPath — and every change of behaviour is caused by
+/// the test through a file in that hostPath, never by a timer inside a container.
+#[tokio::test]
+async fn k_probes_and_hooks() {
+    let Some(lab) = Lab::new("k-probes").await else {
+        return;
+    };
+    let sig = lab.root.join("signal");
+    fs::create_dir_all(sig.join("www")).expect("mkdir signal");
+    fs::write(sig.join("www/index.html"), "ok\n").expect("page");
+    let sig_path = sig.to_string_lossy().into_owned();
+    let with_signal = |yaml: String| {
+        yaml.replace(
+            "    command:",
+            "    volumeMounts: [{name: signal, mountPath: /signal}]\n    command:",
+        ) + &format!(
+            "  volumes:\n  - name: signal\n    hostPath: {{path: {sig_path}, type: Directory}}\n"
+        )
+    };
+    let with = |name: &str, script: &str, extra: &str| {
+        with_signal(
+            manifest(name, 10, &[container("c", script, &[])])
+                .replace("    command:", &format!("{extra}    command:")),
+        )
+    };
+    // Exec liveness: fails once the test creates live-fail.
+    lab.write_manifest(
+        "live.yaml",
+        &with(
+            "live",
+            &service_script("live"),
+            "    livenessProbe:\n      exec: {command: [sh, -c, \"test ! -f /signal/live-fail\"]}\n      \
+             periodSeconds: 1\n      failureThreshold: 2\n",
+        ),
+    );
+    // HTTP readiness on busybox httpd, the page in the hostPath.
+    lab.write_manifest(
+        "ready.yaml",
+        &with(
+            "ready",
+            "exec httpd -f -p 8080 -h /signal/www",
+            "    ports: [{name: web, containerPort: 8080}]\n    readinessProbe:\n      \
+             httpGet: {path: /index.html, port: web}\n      periodSeconds: 1\n      failureThreshold: 2\n",
+        ),
+    );
+    // A startup probe holds the liveness probe: each probe leaves a line in a file.
+    lab.write_manifest(
+        "startup.yaml",
+        &with(
+            "startup",
+            &service_script("startup"),
+            "    startupProbe:\n      exec: {command: [sh, -c, \"echo s >> /signal/startup-ran; test -f /signal/started\"]}\n      \
+             periodSeconds: 1\n      failureThreshold: 1000\n    livenessProbe:\n      \
+             exec: {command: [sh, -c, \"echo l >> /signal/live-ran\"]}\n      periodSeconds: 1\n",
+        ),
+    );
+    // TCP liveness on a port nothing listens on.
+    lab.write_manifest(
+        "tcp.yaml",
+        &with(
+            "tcp",
+            &service_script("tcp"),
+            "    livenessProbe:\n      tcpSocket: {port: 9}\n      periodSeconds: 1\n      failureThreshold: 2\n",
+        ),
+    );
+    // Hooks: postStart and preStop write their name; the container writes "term" on SIGTERM.
+    let hooks_script = "trap 'echo term >> /signal/hooks; exit 0' TERM\necho main >> /signal/main\nwhile true; do sleep 1 & wait; done";
+    lab.write_manifest(
+        "hooks.yaml",
+        &with(
+            "hooks",
+            hooks_script,
+            "    lifecycle:\n      postStart:\n        exec: {command: [sh, -c, \"echo poststart >> /signal/hooks\"]}\n      \
+             preStop:\n        exec: {command: [sh, -c, \"echo prestop >> /signal/hooks\"]}\n",
+        ),
+    );
+    // A failing postStart kills the container.
+    lab.write_manifest(
+        "badpost.yaml",
+        &with(
+            "badpost",
+            &service_script("badpost"),
+            "    lifecycle:\n      postStart:\n        exec: {command: [sh, -c, \"echo no config; exit 3\"]}\n",
+        ),
+    );
+    lab.start_picolet();
+
+    let line = |what: &'static str, words: Vec<String>| {
+        let lab = &lab;
+        async move {
+            lab.wait_for(what, secs(90), || async {
+                match lab
+                    .stderr()
+                    .lines()
+                    .find(|l| words.iter().all(|w| l.contains(w.as_str())))
+                {
+                    Some(_) => Ok(()),
+                    None => Err(format!("no line with {words:?} yet")),
+                }
+            })
+            .await;
+        }
+    };
+    let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+
+    // Readiness: ready with the page, not ready without it — and never restarted.
+    line(
+        "INFO: pod ready's readiness probe succeeded",
+        words(&["ready-e2e-node", "readiness probe succeeded"]),
+    )
+    .await;
+    fs::remove_file(sig.join("www/index.html")).expect("rm page");
+    line(
+        "WARN: pod ready's readiness probe failed with 404",
+        words(&[
+            "WARN",
+            "ready-e2e-node",
+            "readiness probe failed",
+            "statuscode: 404",
+            "not ready",
+        ]),
+    )
+    .await;
+    let view = lab
+        .pod_view(NS, "ready")
+        .await
+        .unwrap_or_else(|e| lab.fail(&e));
+    lab.check(view.containers.len() == 1, || {
+        format!("readiness restarted a container: {}", view.describe())
+    });
+
+    // Liveness (exec): restarts the container once the probe fails.
+    let view = lab
+        .wait_for("pod live running", secs(60), || {
+            lab.running_pod(NS, "live", &["c"])
+        })
+        .await;
+    let live_uid = view.sandboxes[0].uid.clone();
+    fs::write(sig.join("live-fail"), "").expect("live-fail");
+    let restarted = lab.log_path(NS, "live", &live_uid, "c", 1);
+    lab.wait_for(
+        &format!(
+            "live restarted by its liveness probe ({})",
+            restarted.display()
+        ),
+        secs(90),
+        || async { log_has_line(&restarted, "stdout", "live started") },
+    )
+    .await;
+    line(
+        "WARN: pod live's liveness probe failed, restarting",
+        words(&[
+            "WARN",
+            "live-e2e-node",
+            "liveness probe failed",
+            "command exited 1",
+            "will be restarted",
+        ]),
+    )
+    .await;
+
+    // TCP liveness on a closed port: restarted too.
+    let view = lab
+        .wait_for("pod tcp seen", secs(60), || lab.pod_view(NS, "tcp"))
+        .await;
+    let tcp_uid = view
+        .sandboxes
+        .first()
+        .map(|s| s.uid.clone())
+        .unwrap_or_else(|| lab.fail("pod tcp has no sandbox"));
+    let restarted = lab.log_path(NS, "tcp", &tcp_uid, "c", 1);
+    lab.wait_for("tcp restarted by its tcpSocket probe", secs(90), || async {
+        log_has_line(&restarted, "stdout", "tcp started")
+    })
+    .await;
+    line(
+        "WARN: pod tcp's liveness probe names the refused connection",
+        words(&[
+            "WARN",
+            "tcp-e2e-node",
+            "liveness probe failed",
+            "connection refused",
+        ]),
+    )
+    .await;
+
+    // Startup gates liveness: several startup probes ran and no liveness probe yet.
+    lab.wait_for("three startup probes", secs(60), || async {
+        let n = fs::read_to_string(sig.join("startup-ran"))
+            .unwrap_or_default()
+            .lines()
+            .count();
+        if n >= 3 {
+            Ok(())
+        } else {
+            Err(format!("{n} so far"))
+        }
+    })
+    .await;
+    lab.check(!sig.join("live-ran").exists(), || {
+        "the liveness probe ran before the startup probe succeeded".into()
+    });
+    fs::write(sig.join("started"), "").expect("started");
+    lab.wait_for("the liveness probe runs once started", secs(60), || async {
+        if sig.join("live-ran").exists() {
+            Ok(())
+        } else {
+            Err("not yet".into())
+        }
+    })
+    .await;
+
+    // A failing postStart kills the container (and it is started again).
+    line(
+        "WARN: badpost's postStart failed and it was killed",
+        words(&[
+            "WARN",
+            "badpost-e2e-node",
+            "postStart hook failed",
+            "no config",
+            "FailedPostStartHook",
+        ]),
+    )
+    .await;
+
+    // Hooks: postStart ran; on deletion preStop runs before the container sees SIGTERM.
+    lab.wait_for("the postStart hook wrote its line", secs(60), || async {
+        let h = fs::read_to_string(sig.join("hooks")).unwrap_or_default();
+        if h.lines().any(|l| l == "poststart") {
+            Ok(())
+        } else {
+            Err(format!("{h:?}"))
+        }
+    })
+    .await;
+    lab.remove_manifest("hooks.yaml");
+    lab.wait_for("preStop, then SIGTERM", secs(60), || async {
+        let h = fs::read_to_string(sig.join("hooks")).unwrap_or_default();
+        let order: Vec<&str> = h.lines().filter(|l| *l != "poststart").collect();
+        match order.as_slice() {
+            ["prestop", "term"] => Ok(()),
+            ["prestop"] | [] => Err(format!("so far {h:?}")),
+            _ => Err(format!("wrong order {h:?}")),
+        }
+    })
     .await;
     lab.finish().await;
 }
