@@ -11,6 +11,8 @@
 //! cargo bench --features fake-cri --bench picolet -- <mode> --picolet <binary> [flags]
 //!   fake-rss      --counts 0,10,100,500 [--wrap "valgrind --tool=massif …"]
 //!   fake-idle     --pods 50 --secs 60 [--callgrind]
+//!   fake-probes   --pods 100 --secs 60 --period 10  (an exec liveness and an HTTP readiness
+//!                 probe per pod, the HTTP server in this process)
 //!   fake-latency  --isolated 100 --spacing-ms 400 --burst 100
 //!   fake-scale    --counts 100,500
 //!   hostile       [--reps 5] [--corpus DIR]   (rejection time per hostile manifest, the
@@ -99,6 +101,7 @@ fn main() -> ExitCode {
         match args.mode.as_str() {
             "fake-rss" => fake_rss(&args).await,
             "fake-idle" => fake_idle(&args).await,
+            "fake-probes" => fake_probes(&args).await,
             "fake-latency" => fake_latency(&args).await,
             "fake-scale" => fake_scale(&args).await,
             "hostile" => hostile(&args).await,
@@ -655,6 +658,18 @@ async fn start_converged(
     for i in 0..n {
         write_manifest(&dir.manifests(), i, 1)?;
     }
+    converge(bin, wrapper, dir, fake, n, timeout).await
+}
+
+/// Starts picolet over the manifests already in place and waits until `n` pods run.
+async fn converge(
+    bin: &Path,
+    wrapper: &[String],
+    dir: &Workdir,
+    fake: &FakeCriHandle,
+    n: usize,
+    timeout: Duration,
+) -> Res<(Picolet, Duration)> {
     let start = Instant::now();
     let mut p = Picolet::spawn(bin, wrapper, dir, &endpoint_of(dir))?;
     p.wait_ready(timeout).await?;
@@ -934,6 +949,143 @@ async fn fake_idle(args: &Args) -> Res<()> {
         &format!("RSS growth over the window ({window})"),
         format!("{} kB", s1.rss_kb as i64 - s0.rss_kb as i64),
         &format!("VmRSS {} → {} kB", s0.rss_kb, s1.rss_kb),
+    );
+    p.stop();
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// fake-probes: what probes cost — an exec liveness probe (ExecSync on the fake) and an HTTP
+// readiness probe (to a server in this process) per pod
+
+/// `manifest_yaml` with the two probes, both every `period` seconds.
+fn probed_manifest_yaml(i: usize, port: u16, period: u64) -> String {
+    manifest_yaml(i, 1).replace(
+        "    env:\n",
+        &format!(
+            "    livenessProbe:\n      exec: {{command: [\"true\"]}}\n      periodSeconds: {period}\n    \
+             readinessProbe:\n      httpGet: {{host: 127.0.0.1, port: {port}, path: /healthz}}\n      \
+             periodSeconds: {period}\n    env:\n"
+        ),
+    )
+}
+
+/// A minimal HTTP server answering 200 to everything; counts the requests.
+async fn probe_target() -> Res<(u16, std::rc::Rc<std::cell::Cell<u64>>)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| format!("bind: {e}"))?;
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let count = std::rc::Rc::new(std::cell::Cell::new(0u64));
+    let seen = count.clone();
+    tokio::task::spawn_local(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let seen = seen.clone();
+            tokio::task::spawn_local(async move {
+                let mut buf = [0u8; 2048];
+                let mut got = Vec::new();
+                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                seen.set(seen.get() + 1);
+                let _ = conn
+                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+                    .await;
+            });
+        }
+    });
+    Ok((port, count))
+}
+
+async fn fake_probes(args: &Args) -> Res<()> {
+    let bin = args.picolet()?;
+    let n = args.num("pods", 100)? as usize;
+    let secs = args.num("secs", 60)?;
+    let period = args.num("period", 10)?;
+    let timeout = Duration::from_secs(120 + n as u64);
+    let section = "probes";
+    // The same pods without probes first: the RSS difference is the probes'.
+    let base = {
+        let dir = Workdir::new()?;
+        let fake = start_fake(&dir).await?;
+        let (mut p, _) = start_converged(&bin, &[], &dir, &fake, n, timeout).await?;
+        sleep(Duration::from_secs(period + 5)).await;
+        let s = sample(p.pid())?;
+        p.stop();
+        s
+    };
+    let (port, requests) = probe_target().await?;
+    let dir = Workdir::new()?;
+    let fake = start_fake(&dir).await?;
+    for i in 0..n {
+        let tmp = dir.manifests().join(format!(".{i}.part"));
+        fs::write(&tmp, probed_manifest_yaml(i, port, period)).map_err(|e| e.to_string())?;
+        let dst = dir.manifests().join(format!("{}.yaml", pod_name(i)));
+        fs::rename(&tmp, &dst).map_err(|e| e.to_string())?;
+    }
+    let (mut p, took) = converge(&bin, &[], &dir, &fake, n, timeout).await?;
+    log(format!(
+        "{section}: {n} pods with 2 probes each running after {:.0} ms; settling {}s",
+        ms(took),
+        period + 5
+    ));
+    // Every worker has started (a random first delay within one period) and ticked.
+    sleep(Duration::from_secs(period + 5)).await;
+    let pid = p.pid();
+    let s0 = sample(pid)?;
+    let calls0 = fake.calls().len();
+    let req0 = requests.get();
+    let start = Instant::now();
+    sleep(Duration::from_secs(secs)).await;
+    let elapsed = start.elapsed().as_secs_f64();
+    p.alive()?;
+    let s1 = sample(pid)?;
+    let execs = fake.calls()[calls0..]
+        .iter()
+        .filter(|c| c.method == Method::ExecSync)
+        .count();
+    let gets = requests.get() - req0;
+    let window = format!("{n} pods × 2 probes every {period} s, {secs} s");
+    let run_s = s1.run_ns.saturating_sub(s0.run_ns) as f64 / 1e9;
+    result(
+        section,
+        &format!("CPU time ({window})"),
+        format!("{:.3}% of one core", run_s / elapsed * 100.0),
+        &format!("{run_s:.3} s in {elapsed:.0} s; schedstat of live threads"),
+    );
+    result(
+        section,
+        &format!("ExecSync calls per minute ({window})"),
+        format!("{:.0}", execs as f64 / elapsed * 60.0),
+        &format!("{execs} calls; expected {:.0}/min", n as f64 * 60.0 / period as f64),
+    );
+    result(
+        section,
+        &format!("HTTP probe requests per minute ({window})"),
+        format!("{:.0}", gets as f64 / elapsed * 60.0),
+        &format!("{gets} requests to the bench's server"),
+    );
+    let per_probe = (s1.rss_kb as f64 - base.rss_kb as f64) * 1024.0 / (2 * n) as f64;
+    result(
+        section,
+        &format!("RSS per probe ({n} pods)"),
+        format!("{per_probe:.0} B"),
+        &format!(
+            "(VmRSS with probes {} kB − without {} kB) / {} probes",
+            s1.rss_kb,
+            base.rss_kb,
+            2 * n
+        ),
+    );
+    result(
+        section,
+        &format!("log bytes ({window})"),
+        p.log_len(),
+        "stderr at RUST_LOG=info, whole run",
     );
     p.stop();
     Ok(())
