@@ -400,10 +400,10 @@ fn header_lines(headers: &[(String, String)], user_agent: &str) -> String {
     };
     // kubelet: newProbeRequest — a User-Agent given wins (Go sends only its first value,
     // none when empty); an Accept given wins, and an empty one removes Accept.
-    add(
-        "User-Agent",
-        first(headers, "user-agent").unwrap_or(user_agent),
-    );
+    let agent = first(headers, "user-agent").unwrap_or(user_agent);
+    if !agent.is_empty() {
+        add("User-Agent", agent);
+    }
     let accept = first(headers, "accept");
     if accept.is_none() {
         add("Accept", "*/*");
@@ -419,7 +419,7 @@ fn header_lines(headers: &[(String, String)], user_agent: &str) -> String {
     // upstream: the probe transport disables keep-alives (and compression: no
     // Accept-Encoding).
     add("Connection", "close");
-    lines.replace("User-Agent: \r\n", "")
+    lines
 }
 
 // ---------------------------------------------------------------------------------------
@@ -841,11 +841,12 @@ mod tests {
         assert!(!head.contains("*/*"), "{head}");
 
         // An empty Accept removes it; an empty User-Agent sends none.
-        let given = headers(&[("Accept", ""), ("User-Agent", "")]);
+        let given = headers(&[("Accept", ""), ("User-Agent", ""), ("X-User-Agent", "")]);
         http_probe(&target(port, "/", &given), UA, OK).await;
-        let head = seen.recv().await.unwrap().to_ascii_lowercase();
-        assert!(!head.contains("accept"), "{head}");
-        assert!(!head.contains("user-agent"), "{head}");
+        let head = seen.recv().await.unwrap();
+        assert!(!head.to_ascii_lowercase().contains("accept"), "{head}");
+        assert!(!head.contains("\r\nUser-Agent"), "{head}");
+        assert!(head.contains("\r\nX-User-Agent: \r\n"), "{head}");
     }
 
     #[tokio::test]
