@@ -1,24 +1,29 @@
-//! Compiles the CRI proto (`proto/`) into Rust without a `protoc` binary: `protox` parses it
-//! into a `FileDescriptorSet`, `tonic-prost-build` generates the prost messages, the client,
-//! and the server (compiled only with the `fake-cri` feature, see `src/runtime/fake_cri.rs`).
-//! The output, `$OUT_DIR/runtime.v1.rs`, is included by `src/runtime/cri.rs` only.
+//! Compiles the protos (`proto/`) into Rust without a `protoc` binary: `protox` parses them
+//! into a `FileDescriptorSet`, `tonic-prost-build` generates the prost messages, the clients,
+//! and the servers (compiled only with the `fake-cri` feature, see `src/runtime/fake_cri.rs`
+//! and the grpc probe tests). The outputs: `$OUT_DIR/runtime.v1.rs` (the CRI), included by
+//! `src/runtime/cri.rs` only, and `$OUT_DIR/grpc.health.v1.rs` (the gRPC health protocol),
+//! included by `src/probe/grpc.rs` only.
 
 const PROTO_ROOT: &str = "proto";
 const CRI_PROTO: &str = "proto/k8s.io/cri-api/pkg/apis/runtime/v1/api.proto";
+const HEALTH_PROTO: &str = "proto/grpc/health/v1/health.proto";
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed={CRI_PROTO}");
+    println!("cargo:rerun-if-changed={HEALTH_PROTO}");
     println!("cargo:rerun-if-changed=build.rs");
 
-    let descriptors = protox::compile([CRI_PROTO], [PROTO_ROOT])?;
+    let descriptors = protox::compile([CRI_PROTO, HEALTH_PROTO], [PROTO_ROOT])?;
 
     tonic_prost_build::configure()
         .build_client(true)
-        // The server is generated always but compiled only for the fake CRI server, so the
-        // release binary never links tonic's server side.
+        // The servers are generated always but compiled only with `fake-cri` (the fake CRI
+        // server, the grpc probe tests), so the release binary never links tonic's server side.
         .build_server(true)
         .server_mod_attribute(".", r#"#[cfg(feature = "fake-cri")]"#)
-        // We dial a unix socket ourselves: no `connect()` helpers, no tonic `transport`.
+        // We dial ourselves (the CRI's unix socket, the probed pod's TCP port): no `connect()`
+        // helpers, no tonic `transport`.
         .build_transport(false)
         // Domain types use BTreeMap for labels/annotations: no conversion needed.
         .btree_map(".")

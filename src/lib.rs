@@ -39,6 +39,7 @@
 //! - [`pod_manager`]  the desired pods, by UID and by full name
 //! - [`pod_workers`]  the per-pod lifecycle state machine and its scheduling
 //! - [`runtime`]      the CRI boundary, the pure plan, the sync that executes it, container GC
+//! - [`probe`]        the network probe and hook handlers (tcpSocket, httpGet, grpc); a leaf
 //! - [`qos`]          QoS class and OOM score of a pod (pure; status and the CRI config use it)
 //! - [`status`]       pod status (phase, conditions, container states) from runtime state
 //! - [`node`]         node checks (cgroups, preflight)

@@ -43,7 +43,8 @@ pub mod kubeconfig;
 pub mod mock;
 pub mod node;
 pub mod status_sync;
-mod tls;
+// The probes reuse its client configuration (https probes skip verification, as upstream).
+pub(crate) mod tls;
 pub mod types;
 
 pub use backoff::Backoff;

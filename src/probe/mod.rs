@@ -1,10 +1,27 @@
 //! Probe and hook handlers that talk to the network (upstream `pkg/probe/{http,tcp,grpc}`):
-//! a leaf module — it imports nothing of picolet but `api`, so both the prober (probes) and
-//! the runtime sync (lifecycle hooks) use it.
+//! a leaf module — it imports nothing of picolet but `api` (and, for https, the rustls
+//! configuration of `apiserver::tls` when that feature is built), so both the prober
+//! (probes) and the runtime sync (lifecycle hooks) use it.
 //!
-//! STUB: the interface only; the implementation lands with the probe-net work.
+//! Owns: dialing the pod (IP or name), one HTTP/1.1 GET with its redirects, the TLS
+//! handshake without verification, one `grpc.health.v1.Health/Check`, and the texts of the
+//! verdicts (worded like upstream's, so events and logs read the same).
+//! Must never: outlive the caller's timeout, keep a connection open after the verdict, go
+//! through a proxy, or read more than [`MAX_OUTPUT`] bytes of a body.
+//!
+//! Layout:
+//! - `tcp.rs`  [`tcp_probe`] and the dialer every handler uses (`dial tcp …` messages)
+//! - `http.rs` [`http_probe`], [`http_hook`]: a hand-written HTTP/1.1 client (no hyper, so
+//!   it is in the static-pods-only build too; https only with feature `apiserver`)
+//! - `grpc.rs` [`grpc_probe`]: tonic over our TCP dialer, plain h2c
 
-use std::time::Duration;
+mod grpc;
+mod http;
+mod tcp;
+
+pub use grpc::grpc_probe;
+pub use http::{http_hook, http_probe};
+pub use tcp::tcp_probe;
 
 mod target;
 pub use target::{headers, http_target, resolve_port};
@@ -18,7 +35,7 @@ pub enum Verdict {
     /// Healthy; `Some(text)` is a warning to log (e.g. a redirect to another host not followed).
     Success(Option<String>),
     /// Unhealthy, with the reason (`HTTP probe failed with statuscode: 503`,
-    /// `dial tcp 10.88.0.7:8080: connection refused`).
+    /// `dial tcp 10.88.0.7:8080: connect: connection refused`).
     Failure(String),
     /// The probe could not be made at all (bad request); upstream retries and then throws the
     /// result away.
@@ -39,30 +56,46 @@ pub struct HttpTarget<'a> {
     pub headers: &'a [(String, String)],
 }
 
-/// An HTTP probe: success for 200 ≤ status < 400.
-pub async fn http_probe(
-    _target: &HttpTarget<'_>,
-    _user_agent: &str,
-    _timeout: Duration,
-) -> Verdict {
-    Verdict::Error("HTTP probes are not built yet".into())
+/// `host:port`, with an IPv6 address in brackets (Go's `net.JoinHostPort`); a host already
+/// in brackets is not bracketed twice.
+fn join_host_port(host: &str, port: u16) -> String {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
 }
 
-/// An HTTP lifecycle hook: fails only when no answer arrives (upstream ignores the status).
-pub async fn http_hook(
-    _target: &HttpTarget<'_>,
-    _user_agent: &str,
-    _timeout: Duration,
-) -> Result<(), String> {
-    Err("HTTP hooks are not built yet".into())
+/// A timeout as Go prints a `time.Duration` (`1s`, `1.5s`, `500ms`), for the texts that
+/// upstream formats with `%v`.
+fn go_duration(d: std::time::Duration) -> String {
+    if d.subsec_nanos() == 0 {
+        format!("{}s", d.as_secs())
+    } else if d.as_secs() == 0 {
+        format!("{}ms", d.as_millis())
+    } else {
+        format!("{}s", d.as_secs_f64())
+    }
 }
 
-/// A TCP probe: success when a connection opens within the timeout.
-pub async fn tcp_probe(_host: &str, _port: u16, _timeout: Duration) -> Verdict {
-    Verdict::Error("TCP probes are not built yet".into())
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
 
-/// A gRPC probe: `grpc.health.v1.Health/Check`; only SERVING succeeds.
-pub async fn grpc_probe(_host: &str, _port: u16, _service: &str, _timeout: Duration) -> Verdict {
-    Verdict::Error("gRPC probes are not built yet".into())
+    #[test]
+    fn host_port() {
+        assert_eq!(join_host_port("10.0.0.1", 80), "10.0.0.1:80");
+        assert_eq!(join_host_port("::1", 80), "[::1]:80");
+        assert_eq!(join_host_port("[fd00::1]", 8080), "[fd00::1]:8080");
+        assert_eq!(join_host_port("web.local", 443), "web.local:443");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(go_duration(Duration::from_secs(1)), "1s");
+        assert_eq!(go_duration(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(go_duration(Duration::from_millis(200)), "200ms");
+    }
 }
