@@ -454,7 +454,13 @@ mod tests {
         // (name, success threshold, failure threshold, outcomes, published after each)
         let f = Some(ProbeResult::Failure);
         let s = Some(ProbeResult::Success);
-        type Row = (&'static str, u32, u32, Vec<RunOutcome>, Vec<Option<ProbeResult>>);
+        type Row = (
+            &'static str,
+            u32,
+            u32,
+            Vec<RunOutcome>,
+            Vec<Option<ProbeResult>>,
+        );
         let rows: Vec<Row> = vec![
             ("one success", 1, 3, vec![Success], vec![s]),
             (
