@@ -971,18 +971,19 @@ fn probed_manifest_yaml(i: usize, port: u16, period: u64) -> String {
 }
 
 /// A minimal HTTP server answering 200 to everything; counts the requests.
-async fn probe_target() -> Res<(u16, std::rc::Rc<std::cell::Cell<u64>>)> {
+async fn probe_target() -> Res<(u16, std::sync::Arc<std::sync::atomic::AtomicU64>)> {
+    use std::sync::atomic::Ordering;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|e| format!("bind: {e}"))?;
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
-    let count = std::rc::Rc::new(std::cell::Cell::new(0u64));
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let seen = count.clone();
-    tokio::task::spawn_local(async move {
+    tokio::spawn(async move {
         while let Ok((mut conn, _)) = listener.accept().await {
             let seen = seen.clone();
-            tokio::task::spawn_local(async move {
+            tokio::spawn(async move {
                 let mut buf = [0u8; 2048];
                 let mut got = Vec::new();
                 while !got.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -991,9 +992,11 @@ async fn probe_target() -> Res<(u16, std::rc::Rc<std::cell::Cell<u64>>)> {
                         Ok(n) => got.extend_from_slice(&buf[..n]),
                     }
                 }
-                seen.set(seen.get() + 1);
+                seen.fetch_add(1, Ordering::Relaxed);
                 let _ = conn
-                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+                    )
                     .await;
             });
         }
@@ -1009,14 +1012,21 @@ async fn fake_probes(args: &Args) -> Res<()> {
     let timeout = Duration::from_secs(120 + n as u64);
     let section = "probes";
     // The same pods without probes first: the RSS difference is the probes'.
-    let base = {
+    // The same pods without probes first, over the same window: the differences are the
+    // probes'.
+    let (base, base_cpu) = {
         let dir = Workdir::new()?;
         let fake = start_fake(&dir).await?;
         let (mut p, _) = start_converged(&bin, &[], &dir, &fake, n, timeout).await?;
         sleep(Duration::from_secs(period + 5)).await;
-        let s = sample(p.pid())?;
+        let s0 = sample(p.pid())?;
+        let start = Instant::now();
+        sleep(Duration::from_secs(secs)).await;
+        let elapsed = start.elapsed().as_secs_f64();
+        let s1 = sample(p.pid())?;
         p.stop();
-        s
+        let run_s = s1.run_ns.saturating_sub(s0.run_ns) as f64 / 1e9;
+        (s1, run_s / elapsed * 100.0)
     };
     let (port, requests) = probe_target().await?;
     let dir = Workdir::new()?;
@@ -1038,7 +1048,7 @@ async fn fake_probes(args: &Args) -> Res<()> {
     let pid = p.pid();
     let s0 = sample(pid)?;
     let calls0 = fake.calls().len();
-    let req0 = requests.get();
+    let req0 = requests.load(std::sync::atomic::Ordering::Relaxed);
     let start = Instant::now();
     sleep(Duration::from_secs(secs)).await;
     let elapsed = start.elapsed().as_secs_f64();
@@ -1048,20 +1058,26 @@ async fn fake_probes(args: &Args) -> Res<()> {
         .iter()
         .filter(|c| c.method == Method::ExecSync)
         .count();
-    let gets = requests.get() - req0;
+    let gets = requests.load(std::sync::atomic::Ordering::Relaxed) - req0;
     let window = format!("{n} pods × 2 probes every {period} s, {secs} s");
     let run_s = s1.run_ns.saturating_sub(s0.run_ns) as f64 / 1e9;
+    let with = run_s / elapsed * 100.0;
     result(
         section,
-        &format!("CPU time ({window})"),
-        format!("{:.3}% of one core", run_s / elapsed * 100.0),
-        &format!("{run_s:.3} s in {elapsed:.0} s; schedstat of live threads"),
+        &format!("CPU of the probes ({window})"),
+        format!("{:.3}% of one core", with - base_cpu),
+        &format!(
+            "{with:.3}% with them − {base_cpu:.3}% for the same pods without probes; schedstat"
+        ),
     );
     result(
         section,
         &format!("ExecSync calls per minute ({window})"),
         format!("{:.0}", execs as f64 / elapsed * 60.0),
-        &format!("{execs} calls; expected {:.0}/min", n as f64 * 60.0 / period as f64),
+        &format!(
+            "{execs} calls; expected {:.0}/min",
+            n as f64 * 60.0 / period as f64
+        ),
     );
     result(
         section,

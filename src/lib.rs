@@ -20,11 +20,13 @@
 //!
 //! ```text
 //!  main.rs → daemon      wiring: builds everything from `Options`, starts the tasks
-//!  daemon  → agent       the loop → pod_config, pod_manager, pod_workers, status, runtime
+//!  daemon  → agent       the loop → pod_config, pod_manager, pod_workers, prober, status, runtime
+//!  agent   → prober      → runtime, status, probe
 //!  daemon  → source      file, http, api → the apiserver client
 //!  daemon  → apiserver   the client; the node and status_sync tasks → runtime
-//!  status, runtime       → api, clock
-//!  leaves                api, clock, events, manifest, node, options
+//!  status, runtime       → api, clock; runtime's hooks → probe
+//!  leaves                api, clock, events, manifest, node, options, probe (its https
+//!                        borrows the rustls config of `apiserver::tls`)
 //! ```
 //!
 //! Layout:
@@ -40,6 +42,8 @@
 //! - [`pod_workers`]  the per-pod lifecycle state machine and its scheduling
 //! - [`runtime`]      the CRI boundary, the pure plan, the sync that executes it, container GC
 //! - [`probe`]        the network probe and hook handlers (tcpSocket, httpGet, grpc); a leaf
+//! - [`prober`]       the probe manager: one worker task per probe, results by container
+//!   ID for the plan (liveness/startup kills) and the status (ready, started)
 //! - [`qos`]          QoS class and OOM score of a pod (pure; status and the CRI config use it)
 //! - [`status`]       pod status (phase, conditions, container states) from runtime state
 //! - [`node`]         node checks (cgroups, preflight)

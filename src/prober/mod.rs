@@ -176,6 +176,10 @@ impl ProbeHandle {
         view.terminal = st.phase.is_some_and(|p| p.is_terminal());
         view.restart_never = pod.spec.restart_policy == Some(api::RestartPolicy::Never);
         view.pod_ip = st.pod_ip.clone().unwrap_or_default();
+        // A host-network pod is probed on the node: without a known node IP, on loopback.
+        if view.pod_ip.is_empty() && pod.spec.host_network {
+            view.pod_ip = "127.0.0.1".into();
+        }
         view.containers.clear();
         for cs in st
             .init_container_statuses
@@ -473,9 +477,12 @@ async fn run_worker<R: Runtime, C: Clock>(ctx: WorkerCtx<R, C>, cancel: Cancella
             Step::Probe => {}
         }
         let timeout = Duration::from_secs(u64::try_from(params.timeout_seconds).unwrap_or(1));
+        // Boxed: the request's state (up to ~3 KiB for gRPC) lives only while it runs, so
+        // an idle worker task stays small.
+        let run = Box::pin(run_with_retries(&ctx, state.container_id(), &pod_ip, timeout));
         let verdict = tokio::select! {
             _ = cancel.cancelled() => break,
-            v = run_with_retries(&ctx, state.container_id(), &pod_ip, timeout) => v,
+            v = run => v,
         };
         let (outcome, message) = match verdict {
             Verdict::Success(warning) => {
