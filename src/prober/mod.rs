@@ -479,7 +479,12 @@ async fn run_worker<R: Runtime, C: Clock>(ctx: WorkerCtx<R, C>, cancel: Cancella
         let timeout = Duration::from_secs(u64::try_from(params.timeout_seconds).unwrap_or(1));
         // Boxed: the request's state (up to ~3 KiB for gRPC) lives only while it runs, so
         // an idle worker task stays small.
-        let run = Box::pin(run_with_retries(&ctx, state.container_id(), &pod_ip, timeout));
+        let run = Box::pin(run_with_retries(
+            &ctx,
+            state.container_id(),
+            &pod_ip,
+            timeout,
+        ));
         let verdict = tokio::select! {
             _ = cancel.cancelled() => break,
             v = run => v,
