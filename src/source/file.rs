@@ -12,10 +12,15 @@
 //!   (e.g. permission denied) sends nothing, as upstream: the source is not "seen" until it
 //!   can be read, so nothing is cleaned up on a guess.
 //! - Full re-list every 20 s (kubelet: `fileCheckFrequency`) plus an inotify watch (not
-//!   recursive). Events are coalesced: a re-list runs once the directory has been quiet for
-//!   the debounce (150 ms; at most 8 debounces after the first event of a burst), so editors
-//!   that save in several steps or via rename cause one re-list, and a snapshot is sent only
-//!   if it differs. Watch errors, a missing directory or a replaced directory re-arm the
+//!   recursive). A file its writer is done with — closed after writing (`IN_CLOSE_WRITE`) or
+//!   renamed into place (`IN_MOVED_TO`) — is re-listed at once, every event already queued
+//!   folded into that one pass: no fixed delay between a saved manifest and its pod. Such a
+//!   fast pass is *tentative*: a file that does not parse yet (a writer that closes between
+//!   steps) is neither logged nor cached, keeps its last good pod, and is read again after
+//!   the debounce. Every other event (a write without a close, a rename away, a deletion,
+//!   a new name) waits for the directory to be quiet for the debounce (150 ms; at most 8
+//!   debounces after the first event of a burst), so editors that save in several steps or
+//!   via rename cause no churn, and a snapshot is sent only if it differs. Watch errors, a missing directory or a replaced directory re-arm the
 //!   watch with back-off 1 s → 20 s. SIGHUP (`relist_now`) re-lists at once and re-reads
 //!   every file.
 //! - A re-list at idle costs a `readdir` and one `stat` per file: parsed pods are cached per
@@ -180,6 +185,8 @@ impl<C: Clock> FileSource<C> {
         let max_burst = options.debounce * MAX_BURST_DEBOUNCES;
         let mut last: Option<Vec<Pod>> = None;
         let mut force = false;
+        // The next pass follows a writer being done (see the module doc).
+        let mut tentative = false;
 
         loop {
             // readdir, stat, read and parse on tokio's blocking pool: a slow SD card or a
@@ -188,7 +195,7 @@ impl<C: Clock> FileSource<C> {
             let now = clock.now();
             let mut s = scanner.take().unwrap_or_else(new_scanner);
             let scan = tokio::task::spawn_blocking(move || {
-                let pods = s.scan(now, force);
+                let pods = s.scan(now, force, tentative);
                 (s, pods)
             });
             let scanned = tokio::select! {
@@ -197,6 +204,12 @@ impl<C: Clock> FileSource<C> {
             };
             let pods = match scanned {
                 Ok((s, pods)) => {
+                    // A file that did not parse in a tentative pass is read again after the
+                    // debounce (then its problem is logged, if it is still there).
+                    if tentative && s.deferred {
+                        let at = Instant::now() + options.debounce;
+                        pending = Some((pending.map_or(at, |(first, _)| first), at));
+                    }
                     scanner = Some(s);
                     pods
                 }
@@ -220,6 +233,7 @@ impl<C: Clock> FileSource<C> {
                 last = Some(pods);
             }
             force = false;
+            tentative = false;
             watch.check(&dir, &ev_tx);
             relist.reset();
 
@@ -236,7 +250,17 @@ impl<C: Clock> FileSource<C> {
                         break;
                     }
                     Some(msg) = ev_rx.recv() => match msg {
-                        WatchMsg::Changed => {
+                        WatchMsg::Changed { complete: true } => {
+                            // Fold in what is already queued: one pass for a burst.
+                            while let Ok(queued) = ev_rx.try_recv() {
+                                if let WatchMsg::Error(error) = queued {
+                                    watch.failed(&dir, error);
+                                }
+                            }
+                            tentative = true;
+                            break;
+                        }
+                        WatchMsg::Changed { complete: false } => {
                             let now = Instant::now();
                             let first = pending.map_or(now, |(first, _)| first);
                             pending = Some((first, (now + options.debounce).min(first + max_burst)));
@@ -256,7 +280,10 @@ impl<C: Clock> FileSource<C> {
                     _ = relist.tick() => break,
                 }
             }
-            pending = None;
+            // A tentative pass keeps a pending debounce: it confirms what the pass skipped.
+            if !tentative {
+                pending = None;
+            }
         }
     }
 }
@@ -271,7 +298,11 @@ async fn sleep_until_opt(at: Option<Instant>) {
 // The watch
 
 enum WatchMsg {
-    Changed,
+    /// `complete`: a writer is done with a candidate file (closed after writing, or renamed
+    /// into place).
+    Changed {
+        complete: bool,
+    },
     Error(notify::Error),
 }
 
@@ -406,7 +437,9 @@ fn start_watch(
     // re-list is already pending, so dropping the message loses nothing.
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         let msg = match res {
-            Ok(event) if relevant(&event, &watched) => WatchMsg::Changed,
+            Ok(event) if relevant(&event, &watched) => WatchMsg::Changed {
+                complete: complete(&event),
+            },
             Ok(_) => return,
             Err(error) => WatchMsg::Error(error),
         };
@@ -431,6 +464,23 @@ fn relevant(event: &notify::Event, dir: &Path) -> bool {
                 .paths
                 .iter()
                 .any(|p| p == dir || p.file_name().is_none_or(|n| !ignored(n))))
+}
+
+/// A writer is done with a candidate file: `IN_CLOSE_WRITE`, or `IN_MOVED_TO` (a rename
+/// into place; for a paired rename, its destination). A rename away, a deletion or a plain
+/// write is not: those wait for the debounce, so that an editor's intermediate steps never
+/// remove or churn a pod.
+fn complete(event: &notify::Event) -> bool {
+    use notify::event::{ModifyKind, RenameMode};
+    let candidate = |p: &PathBuf| p.file_name().is_some_and(|n| !ignored(n));
+    match event.kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write))
+        | EventKind::Modify(ModifyKind::Name(RenameMode::To)) => event.paths.iter().any(candidate),
+        EventKind::Modify(ModifyKind::Name(RenameMode::Both)) => {
+            event.paths.get(1).is_some_and(candidate)
+        }
+        _ => false,
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -485,6 +535,11 @@ struct Scanner {
     duplicates: HashSet<(OsString, OsString)>,
     /// Last stat error logged per file.
     stat_errors: HashMap<OsString, String>,
+    /// This pass is tentative (a writer just finished): a file that does not load is
+    /// neither logged nor cached.
+    tentative: bool,
+    /// A tentative pass skipped a file that did not load.
+    deferred: bool,
 }
 
 impl Scanner {
@@ -497,6 +552,8 @@ impl Scanner {
             dir_state: DirState::Unknown,
             duplicates: HashSet::new(),
             stat_errors: HashMap::new(),
+            tentative: false,
+            deferred: false,
         }
     }
 
@@ -524,8 +581,11 @@ impl Scanner {
         self.dir_state = state;
     }
 
-    /// One re-list. `None`: the directory could not be read (send nothing).
-    fn scan(&mut self, now: UnixNanos, force: bool) -> Option<Vec<Pod>> {
+    /// One re-list. `None`: the directory could not be read (send nothing). `tentative`:
+    /// see [`Scanner::tentative`].
+    fn scan(&mut self, now: UnixNanos, force: bool, tentative: bool) -> Option<Vec<Pod>> {
+        self.tentative = tentative;
+        self.deferred = false;
         let names = match self.list() {
             Ok(names) => names,
             Err(error) if error.kind() == io::ErrorKind::NotFound => {
@@ -661,6 +721,15 @@ impl Scanner {
                     key: Some(key),
                     pod: Some(pod),
                     broken: false,
+                }
+            }
+            Err(_) if self.tentative => {
+                // Perhaps a writer between two steps: read it again after the debounce.
+                self.deferred = true;
+                Entry {
+                    key: None,
+                    pod: prev_pod,
+                    broken: was_broken,
                 }
             }
             Err(error) => {
