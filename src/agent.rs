@@ -63,6 +63,8 @@ use crate::status::{self, StatusManager, WaitingReasons};
 const RELIST_PERIOD: Duration = Duration::from_secs(1);
 /// A burst of at least this many pod syncs at once is followed by a heap trim.
 const BURST_TRIM_THRESHOLD: usize = 16;
+/// A cached pod view is trusted while the newest successful relist is younger than this.
+const POD_CACHE_TRUST: Duration = Duration::from_secs(10);
 /// kubelet: housekeepingPeriod.
 const HOUSEKEEPING_PERIOD: Duration = Duration::from_secs(2);
 
@@ -235,6 +237,15 @@ struct Shared {
     /// Why picolet killed a container, by container ID, for its terminated state's message
     /// (a liveness or startup probe failure); dropped when the pod is cleaned up.
     kill_messages: HashMap<String, String>,
+    /// kubelet: the PLEG's pod cache — the runtime view each pod's last sync ended with,
+    /// and when its read began. A sync reuses it unless the relister saw the pod change
+    /// after that read (`changed_at`): an idle resync then costs no CRI call.
+    pod_cache: HashMap<String, (tokio::time::Instant, PodRuntimeStatus)>,
+    /// When the relister last saw each pod change (the start of that relist's lists).
+    changed_at: HashMap<String, tokio::time::Instant>,
+    /// When the newest successful relist began: a cached view is trusted only if a relist
+    /// that began after its read found the pod unchanged (kubelet: `GetNewerThan`).
+    relisted_at: Option<tokio::time::Instant>,
     /// apiserver mode: status changes go to the status syncer.
     events: Option<PodEventSender>,
 }
@@ -515,7 +526,15 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                     self.relist_failing = false;
                     log::info!("relist: the container runtime answers again");
                 }
-                l
+                self.shared.borrow_mut().relisted_at = Some(started);
+                match l {
+                    Some(l) => l,
+                    // Unchanged since the last list (the idle case): only its time counts.
+                    None => {
+                        self.stopped_at.retain(|_, at| *at >= started);
+                        return;
+                    }
+                }
             }
             Err(e) => {
                 // Once per outage, not once a second.
@@ -545,6 +564,27 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         );
         self.runtime_pods = listed;
         self.stopped_at.retain(|_, at| *at >= started);
+        {
+            let mut shared = self.shared.borrow_mut();
+            for uid in &changed {
+                // A change the pod's last sync made itself is in its cached view already.
+                let cached_agrees = shared.pod_cache.get(uid).is_some_and(|(_, cached)| {
+                    self.runtime_pods
+                        .get(uid)
+                        .is_some_and(|rp| fingerprint(rp) == fingerprint(cached))
+                });
+                if !cached_agrees {
+                    shared.changed_at.insert(uid.clone(), started);
+                }
+            }
+            if !changed.is_empty() {
+                let pods = &self.pods;
+                let listed = &self.runtime_pods;
+                shared
+                    .changed_at
+                    .retain(|uid, _| listed.contains_key(uid) || pods.get_by_uid(uid).is_some());
+            }
+        }
         if !self.relisted_once {
             self.relisted_once = true;
             log::info!("runtime listed: {} pods", self.runtime_pods.len());
@@ -574,6 +614,8 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             self.prober.remove_pod(&uid);
             let mut shared = self.shared.borrow_mut();
             shared.backoffs.remove(&uid);
+            shared.pod_cache.remove(&uid);
+            shared.changed_at.remove(&uid);
             if !desired.contains(&uid) {
                 shared.statuses.remove(&uid);
             }
@@ -662,10 +704,11 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     }
 }
 
-/// A relist: when its list calls started, and what they answered.
+/// A relist: when its list calls started, and what they answered (`None`: the same as
+/// the previous relist).
 type Relisted = (
     tokio::time::Instant,
-    Result<Vec<PodRuntimeStatus>, CriError>,
+    Result<Option<Vec<PodRuntimeStatus>>, CriError>,
 );
 
 /// kubelet: the generic PLEG's relist loop (every 1 s), the runtime half: lists and sends.
@@ -673,6 +716,7 @@ type Relisted = (
 async fn relister<R: Runtime>(runtime: R, tx: mpsc::Sender<Relisted>, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(RELIST_PERIOD);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut digest = crate::runtime::RelistDigest::default();
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -681,7 +725,7 @@ async fn relister<R: Runtime>(runtime: R, tx: mpsc::Sender<Relisted>, shutdown: 
         let started = tokio::time::Instant::now();
         let listed = tokio::select! {
             _ = shutdown.cancelled() => return,
-            l = sync::list_runtime_pods(&runtime) => (started, l),
+            l = sync::relist_runtime_pods(&runtime, &mut digest) => (started, l),
         };
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -726,6 +770,18 @@ pub struct AgentSyncer<R: Runtime, C: Clock> {
 }
 
 impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
+    /// The cached runtime view of the pod, if the relister saw no change after its read.
+    fn cached_status(&self, uid: &str) -> Option<(tokio::time::Instant, PodRuntimeStatus)> {
+        let shared = self.shared.borrow();
+        let (at, status) = shared.pod_cache.get(uid)?;
+        // A relister that stopped answering confirms nothing: after a while, read afresh.
+        let relisted_since = shared
+            .relisted_at
+            .is_some_and(|r| r > *at && r.elapsed() < POD_CACHE_TRUST);
+        let changed_since = shared.changed_at.get(uid).is_some_and(|c| c >= at);
+        (relisted_since && !changed_since).then(|| (*at, status.clone()))
+    }
+
     /// Recomputes the API status from a fresh runtime view and stores it (logged on change).
     fn record_status(
         &self,
@@ -798,14 +854,26 @@ impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
 impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
     async fn sync_pod(
         &self,
-        _update: UpdateType,
+        update: UpdateType,
         pod: Arc<Pod>,
         cancel: CancellationToken,
     ) -> Result<SyncPodOk, SyncFailure> {
         let uid = pod.uid().to_string();
-        let observed = tokio::select! {
-            r = sync::get_pod_status(&self.env.runtime, &uid) => r.map_err(failure)?,
-            _ = cancel.cancelled() => return Err(SyncFailure::new("cancelled")),
+        let cached = if update == UpdateType::Create {
+            None
+        } else {
+            self.cached_status(&uid)
+        };
+        let mut read_at = tokio::time::Instant::now();
+        let observed = match cached {
+            Some((at, status)) => {
+                read_at = at;
+                status
+            }
+            None => tokio::select! {
+                r = sync::get_pod_status(&self.env.runtime, &uid) => r.map_err(failure)?,
+                _ = cancel.cancelled() => return Err(SyncFailure::new("cancelled")),
+            },
         };
         let mut backoffs = self
             .shared
@@ -840,10 +908,15 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
         let after = if result.actions.is_noop() && result.containers.is_empty() {
             observed
         } else {
+            read_at = tokio::time::Instant::now();
             sync::get_pod_status(&self.env.runtime, &uid)
                 .await
                 .map_err(failure)?
         };
+        self.shared
+            .borrow_mut()
+            .pod_cache
+            .insert(uid.clone(), (read_at, after.clone()));
         let reasons = waiting_reasons(&result);
         let terminal = self.record_status(&pod, &after, &reasons);
         // kubelet: the activeDeadlineHandler — past spec.activeDeadlineSeconds the pod is
@@ -950,6 +1023,8 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
             .map_err(sync_failure)?;
         let mut shared = self.shared.borrow_mut();
         shared.backoffs.remove(&uid);
+        shared.pod_cache.remove(&uid);
+        shared.changed_at.remove(&uid);
         for c in &observed.containers {
             shared.kill_messages.remove(&c.id);
         }

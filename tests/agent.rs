@@ -356,8 +356,9 @@ fn count(calls: &[Call], f: impl Fn(&Call) -> bool) -> usize {
     calls.iter().filter(|c| f(c)).count()
 }
 
-/// `--sync-frequency` (kubelet: the periodic resync of a running pod): a resync reads the
-/// pod's sandbox status, which the relister never does.
+/// `--sync-frequency` (kubelet: the periodic resync of a running pod). A resync reuses the
+/// pod's cached runtime view only when a relist since confirmed it; with the relister hung
+/// each resync reads the pod's sandbox status, which the relister never does.
 #[tokio::test(start_paused = true)]
 async fn sync_frequency_sets_the_periodic_resync() {
     for (every, want_resyncs) in [
@@ -374,6 +375,8 @@ async fn sync_frequency_sets_the_periodic_resync() {
                 let agent = start(&rt, clock, &cfg);
                 settle(3).await;
                 assert_eq!(running_ids(&rt).len(), 2);
+                rt.set_unfiltered_list_delay(Duration::from_secs(3600));
+                settle(2).await;
                 rt.take_calls();
                 settle(20).await;
                 let resyncs = count(&rt.take_calls(), |c| matches!(c, Call::PodSandboxStatus(_)));
@@ -386,6 +389,37 @@ async fn sync_frequency_sets_the_periodic_resync() {
             })
             .await;
     }
+}
+
+/// kubelet: the PLEG's pod cache — at idle a resync reuses the runtime view its last sync
+/// ended with (the relister confirms every second that nothing changed): no status call at
+/// all; a container that exits is still noticed and restarted.
+#[tokio::test(start_paused = true)]
+async fn idle_resyncs_cost_no_status_calls() {
+    LocalSet::new()
+        .run_until(async {
+            let (_tmp, mut cfg) = agent_dir("node1");
+            cfg.sync_frequency = Duration::from_secs(5);
+            std::fs::write(cfg.pod_manifest_path.join("web.yaml"), manifest("web", "1")).unwrap();
+            let (clock, rt) = fake_runtime();
+            let agent = start(&rt, clock, &cfg);
+            settle(5).await;
+            assert_eq!(running_ids(&rt).len(), 2);
+            rt.take_calls();
+            settle(30).await;
+            let calls = rt.take_calls();
+            let status_reads = count(&calls, |c| {
+                matches!(c, Call::PodSandboxStatus(_) | Call::ContainerStatus(_))
+            });
+            assert_eq!(status_reads, 0, "{calls:?}");
+            let app = rt.running("app")[0].clone();
+            rt.exit_container(&app, 1);
+            settle(3).await;
+            assert_eq!(rt.running("app").len(), 1);
+            assert_ne!(rt.running("app")[0], app);
+            agent.stop().await;
+        })
+        .await;
 }
 
 /// `--file-check-frequency` (kubelet: the full re-list of the manifest directory): a change

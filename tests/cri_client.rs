@@ -1061,3 +1061,34 @@ async fn lab_smoke_against_real_containerd() {
         Err(e) => eprintln!("StopPodSandbox of a removed sandbox: {e:?}"),
     }
 }
+
+/// The relist's calls: a second relist with nothing changed decodes nothing (`None`); a
+/// new container, a stop, and a restart each show again.
+#[tokio::test]
+async fn relist_is_none_while_nothing_changes() {
+    let e = env().await;
+    let mut digest = picolet::runtime::RelistDigest::default();
+    let first = e.rt.relist(&mut digest).await.expect("relist");
+    assert_eq!(first.map(|(s, c)| (s.len(), c.len())), Some((0, 0)));
+    assert!(e.rt.relist(&mut digest).await.expect("relist").is_none());
+    let (_sb, id) = running_container(&e, "web", "app").await;
+    let (sandboxes, containers) =
+        e.rt.relist(&mut digest)
+            .await
+            .expect("relist")
+            .expect("changed");
+    assert_eq!((sandboxes.len(), containers.len()), (1, 1));
+    assert!(e.rt.relist(&mut digest).await.expect("relist").is_none());
+    assert!(e.rt.relist(&mut digest).await.expect("relist").is_none());
+    e.rt.stop_container(&id, 2).await.expect("stop");
+    let (_, containers) =
+        e.rt.relist(&mut digest)
+            .await
+            .expect("relist")
+            .expect("changed");
+    assert_eq!(containers[0].state, ContainerState::Exited);
+    assert!(e.rt.relist(&mut digest).await.expect("relist").is_none());
+    // A fresh digest lists again.
+    let mut fresh = picolet::runtime::RelistDigest::default();
+    assert!(e.rt.relist(&mut fresh).await.expect("relist").is_some());
+}

@@ -28,8 +28,8 @@ use tonic::transport::{Channel, Endpoint, Uri};
 
 use super::{
     ContainerConfig, ContainerInfo, ContainerState, CriError, ExecResult, ImageInfo, ListFilter,
-    Mount, MountPropagation, NamespaceMode, NamespaceOptions, ProfileKind, Protocol, Runtime,
-    RuntimeHealth, RuntimeVersion, Sandbox, SandboxConfig, SandboxState, SecurityProfile,
+    Mount, MountPropagation, NamespaceMode, NamespaceOptions, ProfileKind, Protocol, RelistDigest,
+    Runtime, RuntimeHealth, RuntimeVersion, Sandbox, SandboxConfig, SandboxState, SecurityProfile,
 };
 use crate::clock::UnixNanos;
 
@@ -107,6 +107,8 @@ pub struct ImageFsUsage {
 #[derive(Debug, Clone)]
 pub struct CriRuntime {
     runtime: RuntimeServiceClient<Channel>,
+    /// The same channel, for the relist's calls whose answers are kept undecoded.
+    channel: Channel,
     images: ImageServiceClient<Channel>,
     timeouts: CriTimeouts,
     socket: Arc<Path>,
@@ -158,11 +160,12 @@ impl CriRuntime {
         let runtime = RuntimeServiceClient::new(channel.clone())
             .max_decoding_message_size(MAX_MESSAGE_SIZE)
             .max_encoding_message_size(MAX_MESSAGE_SIZE);
-        let images = ImageServiceClient::new(channel)
+        let images = ImageServiceClient::new(channel.clone())
             .max_decoding_message_size(MAX_MESSAGE_SIZE)
             .max_encoding_message_size(MAX_MESSAGE_SIZE);
         Ok(CriRuntime {
             runtime,
+            channel,
             images,
             timeouts: CriTimeouts::default(),
             socket,
@@ -239,6 +242,52 @@ impl CriRuntime {
 }
 
 impl Runtime for CriRuntime {
+    /// The two unfiltered list calls with their answers kept as bytes: when the digest of
+    /// both equals the last one, nothing is decoded (the idle case, every second).
+    async fn relist(&self, digest: &mut RelistDigest) -> Result<Option<super::Lists>, CriError> {
+        let timeout = self.timeouts.query;
+        let sandboxes_req = proto::ListPodSandboxRequest {
+            filter: Some(proto::PodSandboxFilter::default()),
+        };
+        let containers_req = proto::ListContainersRequest {
+            filter: Some(proto::ContainerFilter::default()),
+        };
+        let sandboxes = self
+            .raw_unary(
+                "ListPodSandbox",
+                LIST_POD_SANDBOX_PATH,
+                sandboxes_req,
+                timeout,
+            )
+            .await?;
+        let containers = self
+            .raw_unary(
+                "ListContainers",
+                LIST_CONTAINERS_PATH,
+                containers_req,
+                timeout,
+            )
+            .await?;
+        let now = (list_digest(&sandboxes), list_digest(&containers));
+        if digest.0 == Some(now) {
+            return Ok(None);
+        }
+        use prost::Message as _;
+        let sandboxes = proto::ListPodSandboxResponse::decode(sandboxes)
+            .map_err(|e| invalid("ListPodSandbox", e.to_string()))?;
+        let containers = proto::ListContainersResponse::decode(containers)
+            .map_err(|e| invalid("ListContainers", e.to_string()))?;
+        digest.0 = Some(now);
+        Ok(Some((
+            sandboxes.items.into_iter().map(sandbox_from_list).collect(),
+            containers
+                .containers
+                .into_iter()
+                .map(container_from_list)
+                .collect(),
+        )))
+    }
+
     async fn version(&self) -> Result<RuntimeVersion, CriError> {
         const METHOD: &str = "Version";
         let timeout = self.timeouts.query;
@@ -556,6 +605,139 @@ impl Runtime for CriRuntime {
 // ---------------------------------------------------------------------------------------
 // Calls and errors
 // ---------------------------------------------------------------------------------------
+
+const LIST_POD_SANDBOX_PATH: &str = "/runtime.v1.RuntimeService/ListPodSandbox";
+const LIST_CONTAINERS_PATH: &str = "/runtime.v1.RuntimeService/ListContainers";
+
+impl CriRuntime {
+    /// One unary RuntimeService call whose answer is handed back as its protobuf bytes.
+    async fn raw_unary<Req: prost::Message + Send + Sync + 'static>(
+        &self,
+        method: &'static str,
+        path: &'static str,
+        req: Req,
+        timeout: Duration,
+    ) -> Result<prost::bytes::Bytes, CriError> {
+        let mut grpc = tonic::client::Grpc::new(self.channel.clone())
+            .max_decoding_message_size(MAX_MESSAGE_SIZE);
+        let call = async {
+            grpc.ready()
+                .await
+                .map_err(|e| tonic::Status::unknown(format!("Service was not ready: {e}")))?;
+            let path = tonic::codegen::http::uri::PathAndQuery::from_static(path);
+            grpc.unary(request(req, timeout), path, RawCodec::<Req>::default())
+                .await
+        };
+        unary(method, timeout, call).await
+    }
+}
+
+/// A codec that encodes a prost request and leaves the answer undecoded.
+struct RawCodec<Req>(std::marker::PhantomData<fn(Req)>);
+
+impl<Req> Default for RawCodec<Req> {
+    fn default() -> Self {
+        RawCodec(std::marker::PhantomData)
+    }
+}
+
+struct RawEncoder<Req>(std::marker::PhantomData<fn(Req)>);
+struct RawDecoder;
+
+impl<Req: prost::Message + Send + 'static> tonic::codec::Codec for RawCodec<Req> {
+    type Encode = Req;
+    type Decode = prost::bytes::Bytes;
+    type Encoder = RawEncoder<Req>;
+    type Decoder = RawDecoder;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        RawEncoder(std::marker::PhantomData)
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        RawDecoder
+    }
+}
+
+impl<Req: prost::Message> tonic::codec::Encoder for RawEncoder<Req> {
+    type Item = Req;
+    type Error = tonic::Status;
+
+    fn encode(
+        &mut self,
+        item: Req,
+        dst: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> Result<(), tonic::Status> {
+        item.encode(dst)
+            .map_err(|e| tonic::Status::internal(e.to_string()))
+    }
+}
+
+impl tonic::codec::Decoder for RawDecoder {
+    type Item = prost::bytes::Bytes;
+    type Error = tonic::Status;
+
+    fn decode(
+        &mut self,
+        src: &mut tonic::codec::DecodeBuf<'_>,
+    ) -> Result<Option<prost::bytes::Bytes>, tonic::Status> {
+        use prost::bytes::Buf as _;
+        Ok(Some(src.copy_to_bytes(src.remaining())))
+    }
+}
+
+/// An order-independent digest of a list answer: each top-level field (one list item) is
+/// hashed on its own and the hashes are summed, so the same items in another order (the
+/// runtime iterates a map) give the same digest. Bytes that are not well-formed protobuf
+/// are hashed whole.
+fn list_digest(bytes: &[u8]) -> u64 {
+    fn varint(b: &[u8], i: &mut usize) -> Option<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = *b.get(*i)?;
+            *i += 1;
+            v |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Some(v);
+            }
+        }
+        None
+    }
+    let item = |b: &[u8]| {
+        let mut h = super::labels::Fnv1a::new();
+        h.write(b);
+        // A final mix so that summing stays sensitive to each item's bits.
+        let x = h.finish();
+        (x ^ (x >> 31)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    };
+    let mut i = 0;
+    let mut sum = 0u64;
+    let mut count = 0u64;
+    while i < bytes.len() {
+        let start = i;
+        let Some(key) = varint(bytes, &mut i) else {
+            return item(bytes);
+        };
+        let end = match key & 7 {
+            0 => varint(bytes, &mut i).map(|_| i),
+            1 => Some(i + 8),
+            2 => varint(bytes, &mut i)
+                .and_then(|n| usize::try_from(n).ok())
+                .and_then(|n| i.checked_add(n)),
+            5 => Some(i + 4),
+            _ => None,
+        };
+        match end {
+            Some(end) if end <= bytes.len() => {
+                sum = sum.wrapping_add(item(&bytes[start..end]));
+                count += 1;
+                i = end;
+            }
+            _ => return item(bytes),
+        }
+    }
+    sum ^ count.wrapping_mul(0xff51_afd7_ed55_8ccd)
+}
 
 /// A request carrying `timeout` as its gRPC deadline.
 fn request<T>(message: T, timeout: Duration) -> tonic::Request<T> {
@@ -970,6 +1152,30 @@ fn image_info(method: &'static str, i: proto::Image) -> Result<ImageInfo, CriErr
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn list_digest_ignores_order_and_sees_every_byte() {
+        use prost::Message as _;
+        let c = |id: &str, state: i32| proto::Container {
+            id: id.into(),
+            state,
+            ..Default::default()
+        };
+        let bytes = |cs: Vec<proto::Container>| {
+            proto::ListContainersResponse { containers: cs }.encode_to_vec()
+        };
+        let ab = list_digest(&bytes(vec![c("a", 1), c("b", 1)]));
+        assert_eq!(ab, list_digest(&bytes(vec![c("b", 1), c("a", 1)])));
+        assert_ne!(ab, list_digest(&bytes(vec![c("a", 1), c("b", 2)])));
+        assert_ne!(ab, list_digest(&bytes(vec![c("a", 1)])));
+        assert_ne!(
+            ab,
+            list_digest(&bytes(vec![c("a", 1), c("b", 1), c("b", 1)]))
+        );
+        assert_ne!(list_digest(&[]), list_digest(&bytes(vec![c("", 0)])));
+        // Not protobuf: hashed whole, no panic.
+        let _ = list_digest(&[0xff, 0xff, 0xff]);
+    }
+
     use super::*;
     use std::collections::BTreeMap;
 

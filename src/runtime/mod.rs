@@ -354,6 +354,14 @@ pub struct ExecResult {
     pub stderr: Vec<u8>,
 }
 
+/// What the last relist saw, so that the next one can tell "nothing changed" without
+/// decoding anything (opaque; a fresh one always lists).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RelistDigest(pub(crate) Option<(u64, u64)>);
+
+/// The relist's two lists: every sandbox and every container.
+pub type Lists = (Vec<Sandbox>, Vec<ContainerInfo>);
+
 /// The CRI operations picolet uses (CRI `RuntimeService` + `ImageService`).
 ///
 /// Futures are not `Send`: everything runs on one `current_thread` runtime. Implementations
@@ -389,6 +397,20 @@ pub trait Runtime: Clone + 'static {
         filter: &ListFilter,
     ) -> impl Future<Output = Result<Vec<ContainerInfo>, CriError>>;
     fn container_status(&self, id: &str) -> impl Future<Output = Result<ContainerInfo, CriError>>;
+    /// The relist's unfiltered lists of sandboxes and containers — or `None` when neither
+    /// changed since `digest` (which it updates). The default always lists.
+    fn relist(
+        &self,
+        digest: &mut RelistDigest,
+    ) -> impl Future<Output = Result<Option<Lists>, CriError>> {
+        let _ = digest;
+        async move {
+            let all = ListFilter::default();
+            let sandboxes = self.list_pod_sandboxes(&all).await?;
+            let containers = self.list_containers(&all).await?;
+            Ok(Some((sandboxes, containers)))
+        }
+    }
     fn exec_sync(
         &self,
         id: &str,

@@ -373,6 +373,26 @@ pub async fn list_runtime_pods<R: Runtime>(rt: &R) -> Result<Vec<PodRuntimeStatu
     let all = ListFilter::default();
     let sandboxes = rt.list_pod_sandboxes(&all).await?;
     let containers = rt.list_containers(&all).await?;
+    Ok(group_runtime_pods(sandboxes, containers))
+}
+
+/// [`list_runtime_pods`] for the relist: `None` when the runtime's lists are unchanged
+/// since `digest` (nothing decoded, nothing grouped: the idle case).
+pub async fn relist_runtime_pods<R: Runtime>(
+    rt: &R,
+    digest: &mut crate::runtime::RelistDigest,
+) -> Result<Option<Vec<PodRuntimeStatus>>, CriError> {
+    Ok(rt
+        .relist(digest)
+        .await?
+        .map(|(sandboxes, containers)| group_runtime_pods(sandboxes, containers)))
+}
+
+/// The two lists grouped by pod UID (see [`list_runtime_pods`]).
+fn group_runtime_pods(
+    sandboxes: Vec<crate::runtime::Sandbox>,
+    containers: Vec<ContainerInfo>,
+) -> Vec<PodRuntimeStatus> {
     let mut pods: std::collections::BTreeMap<String, PodRuntimeStatus> = Default::default();
     for s in sandboxes {
         let Some(uid) = labels::pod_uid(&s.labels).map(str::to_string) else {
@@ -410,7 +430,7 @@ pub async fn list_runtime_pods<R: Runtime>(rt: &R) -> Result<Vec<PodRuntimeStatu
         s.max(c)
     };
     out.sort_by_key(|p| std::cmp::Reverse(newest(p)));
-    Ok(out)
+    out
 }
 
 /// Pod name and namespace from the newest sandbox's labels, else a container's.
