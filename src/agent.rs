@@ -246,6 +246,9 @@ struct Shared {
     /// When the newest successful relist began: a cached view is trusted only if a relist
     /// that began after its read found the pod unchanged (kubelet: `GetNewerThan`).
     relisted_at: Option<tokio::time::Instant>,
+    /// New pods the runtime holds nothing of (the relister's view, taken before any source
+    /// update is handled, has no such UID): their first sync needs no status read.
+    known_absent: HashSet<String>,
     /// apiserver mode: status changes go to the status syncer.
     events: Option<PodEventSender>,
 }
@@ -350,6 +353,12 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             match update.op {
                 PodOp::Add => {
                     log::info!("pod {name} (uid {uid}) added by source {}", update.source);
+                    if !self.runtime_pods.contains_key(&uid)
+                        && !self.workers.is_known(&uid)
+                        && !self.stopped_at.contains_key(&uid)
+                    {
+                        self.shared.borrow_mut().known_absent.insert(uid.clone());
+                    }
                     self.pods.add_or_update(pod.clone());
                     if self.admit(&pod) {
                         self.start_or_hold(pod);
@@ -374,6 +383,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                 PodOp::Remove => {
                     log::info!("pod {name} (uid {uid}) removed by source {}", update.source);
                     self.prober.remove_pod(&uid);
+                    self.shared.borrow_mut().known_absent.remove(&uid);
                     self.pods.remove(&uid);
                     self.held.remove(&uid);
                     self.rejected.remove(&uid);
@@ -860,7 +870,15 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
     ) -> Result<SyncPodOk, SyncFailure> {
         let uid = pod.uid().to_string();
         let cached = if update == UpdateType::Create {
-            None
+            // A UID the runtime has never held: nothing to read (start latency).
+            let absent = self.shared.borrow_mut().known_absent.remove(&uid);
+            absent.then(|| {
+                let empty = PodRuntimeStatus {
+                    uid: uid.clone(),
+                    ..PodRuntimeStatus::default()
+                };
+                (tokio::time::Instant::now(), empty)
+            })
         } else {
             self.cached_status(&uid)
         };
