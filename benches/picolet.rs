@@ -1338,7 +1338,7 @@ fn report_latency(what: &str, n: usize, to_sandbox: &mut [f64], to_start: &mut [
         &format!("manifest → RunPodSandbox, {what} ({n} pods)"),
         pct(to_sandbox),
         &format!(
-            "min {:.0} ms, max {:.0} ms; the file source debounces 150 ms",
+            "min {:.0} ms, max {:.0} ms; written to a hidden name and renamed into place (IN_MOVED_TO: no debounce)",
             to_sandbox.first().copied().unwrap_or(f64::NAN),
             to_sandbox.last().copied().unwrap_or(f64::NAN)
         ),
