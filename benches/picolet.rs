@@ -1625,7 +1625,7 @@ async fn containerd_inner(
             &format!("{n} pod(s): picolet (manifest written → last container started)"),
             format!("{:.0} ms", median(&pico_all)),
             &format!(
-                "{}; first RunPodSandbox at {:.0} ms (150 ms debounce)",
+                "{}; first RunPodSandbox at {:.0} ms (the manifest renamed into place: no debounce)",
                 spread(&pico_all),
                 median(&pico_first)
             ),
