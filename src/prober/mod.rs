@@ -534,7 +534,8 @@ fn describe<R: Runtime, C: Clock>(ctx: &WorkerCtx<R, C>) -> String {
     )
 }
 
-/// One WARN per transition to Failure, one INFO per transition to Success.
+/// One WARN per transition to Failure, one INFO per transition of readiness or startup to
+/// Success.
 fn log_transition<R: Runtime, C: Clock>(
     ctx: &WorkerCtx<R, C>,
     state: &WorkerState,
@@ -551,6 +552,8 @@ fn log_transition<R: Runtime, C: Clock>(
             "{what} failed {} times: {message}; the container will be restarted",
             state.params.failure_threshold
         ),
+        // Liveness starts as Success and holds after a failure: its success is no news.
+        (ProbeResult::Success, Kind::Liveness) => {}
         (ProbeResult::Success, _) => log::info!("{what} succeeded"),
         (ProbeResult::Unknown, _) => {}
     }
