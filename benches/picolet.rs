@@ -424,8 +424,13 @@ spec:
 /// Writes manifest `i` atomically: a hidden temporary (ignored by picolet) renamed into
 /// place, so picolet never sees half a file.
 fn write_manifest(dir: &Path, i: usize, rev: u32) -> Res<()> {
+    write_manifest_yaml(dir, i, &manifest_yaml(i, rev))
+}
+
+/// Writes `yaml` as manifest `i`, atomically (see [`write_manifest`]).
+fn write_manifest_yaml(dir: &Path, i: usize, yaml: &str) -> Res<()> {
     let tmp = dir.join(format!(".{}.yaml.part", pod_name(i)));
-    fs::write(&tmp, manifest_yaml(i, rev)).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    fs::write(&tmp, yaml).map_err(|e| format!("{}: {e}", tmp.display()))?;
     let dst = dir.join(format!("{}.yaml", pod_name(i)));
     fs::rename(&tmp, &dst).map_err(|e| format!("{}: {e}", dst.display()))
 }
@@ -1032,10 +1037,7 @@ async fn fake_probes(args: &Args) -> Res<()> {
     let dir = Workdir::new()?;
     let fake = start_fake(&dir).await?;
     for i in 0..n {
-        let tmp = dir.manifests().join(format!(".{i}.part"));
-        fs::write(&tmp, probed_manifest_yaml(i, port, period)).map_err(|e| e.to_string())?;
-        let dst = dir.manifests().join(format!("{}.yaml", pod_name(i)));
-        fs::rename(&tmp, &dst).map_err(|e| e.to_string())?;
+        write_manifest_yaml(&dir.manifests(), i, &probed_manifest_yaml(i, port, period))?;
     }
     let (mut p, took) = converge(&bin, &[], &dir, &fake, n, timeout).await?;
     log(format!(

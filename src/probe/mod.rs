@@ -29,6 +29,15 @@ pub use target::{headers, http_target, resolve_port};
 /// How long the body of an HTTP answer (and the output of an exec probe) is read.
 pub const MAX_OUTPUT: usize = 10 * 1024;
 
+/// The first line of a command's output (stdout, else stderr), read up to [`MAX_OUTPUT`]:
+/// what exec probes and exec hooks say about a failed command.
+pub fn first_output_line(stdout: &[u8], stderr: &[u8]) -> String {
+    let out = if stdout.is_empty() { stderr } else { stdout };
+    let out = &out[..out.len().min(MAX_OUTPUT)];
+    let text = String::from_utf8_lossy(out);
+    text.lines().next().unwrap_or_default().trim().to_string()
+}
+
 /// One probe run (upstream: `probe.Result` + output + error).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {

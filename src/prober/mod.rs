@@ -125,14 +125,6 @@ impl Results {
             }
         }
     }
-
-    pub fn len(&self) -> usize {
-        self.by_container.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.by_container.is_empty()
-    }
 }
 
 /// What the workers of one pod see of it: its last recorded status, reduced.
@@ -253,11 +245,6 @@ impl ProbeHandle {
         }
         r
     }
-
-    /// How many containers have results (for tests and benchmarks).
-    pub fn results_len(&self) -> usize {
-        self.0.borrow().results.len()
-    }
 }
 
 /// kubelet: `prober_manager` — starts and stops the workers.
@@ -356,15 +343,6 @@ impl<R: Runtime, C: Clock> Prober<R, C> {
             token.cancel();
             self.handle.0.borrow_mut().pods.remove(uid);
         }
-    }
-
-    /// Pods with workers.
-    pub fn len(&self) -> usize {
-        self.pods.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.pods.is_empty()
     }
 }
 
@@ -630,14 +608,7 @@ pub async fn exec_probe<R: Runtime>(
     match runtime.exec_sync(container_id, command, timeout).await {
         Ok(r) if r.exit_code == 0 => Verdict::Success(None),
         Ok(r) => {
-            let output = if r.stdout.is_empty() {
-                &r.stderr
-            } else {
-                &r.stdout
-            };
-            let output = &output[..output.len().min(probe::MAX_OUTPUT)];
-            let text = String::from_utf8_lossy(output);
-            let first = text.lines().next().unwrap_or_default().trim();
+            let first = probe::first_output_line(&r.stdout, &r.stderr);
             if first.is_empty() {
                 Verdict::Failure(format!("command exited {}", r.exit_code))
             } else {

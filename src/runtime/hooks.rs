@@ -58,14 +58,7 @@ pub async fn run<R: Runtime>(
         {
             Ok(r) if r.exit_code == 0 => Ok(()),
             Ok(r) => {
-                let out = if r.stdout.is_empty() {
-                    &r.stderr
-                } else {
-                    &r.stdout
-                };
-                let out = &out[..out.len().min(probe::MAX_OUTPUT)];
-                let text = String::from_utf8_lossy(out);
-                let first = text.lines().next().unwrap_or_default().trim();
+                let first = probe::first_output_line(&r.stdout, &r.stderr);
                 Err(format!(
                     "command {:?} exited with {}{}{first}",
                     exec.command,
