@@ -1839,6 +1839,7 @@ async fn raw_start(rt: &CriRuntime, n: usize) -> Res<RawStart> {
                 memory_capacity: 1 << 30,
                 cpu_capacity_milli: 4000,
                 host_ip: "",
+                objects: None,
             };
             let params = SandboxParams {
                 pod_log_dir: logs,

@@ -41,6 +41,7 @@ use tokio_util::sync::CancellationToken;
 use crate::admission::{self, NodeFacts};
 use crate::api::Pod;
 use crate::clock::Clock;
+use crate::config_data::{self, ConfigObjects, Scope};
 use crate::events::{PodEvent, PodEventSender, SourceUpdate};
 use crate::manifest::SOURCE_FILE;
 use crate::node;
@@ -126,6 +127,7 @@ pub async fn run<R: Runtime, C: Clock>(
         events: events.clone(),
         ..Shared::default()
     }));
+    let config_objects = ConfigObjects::default();
     let (prober, mut probe_rx) =
         Prober::new(runtime.clone(), clock.clone(), shutdown.child_token());
     let syncer = AgentSyncer {
@@ -143,6 +145,7 @@ pub async fn run<R: Runtime, C: Clock>(
             host_ip: cfg.node_ip.map(|ip| ip.to_string()).unwrap_or_default(),
             tmpfs: std::sync::Arc::new(crate::runtime::mounts::SysTmpfs),
             credential_paths: crate::runtime::credentials::default_paths(&cfg.root_dir),
+            config: config_objects.clone(),
         },
         shared: shared.clone(),
         node_ip: cfg.node_ip.map(|ip| ip.to_string()),
@@ -176,6 +179,7 @@ pub async fn run<R: Runtime, C: Clock>(
         node_ip: cfg.node_ip.map(|ip| ip.to_string()),
         rejected: HashSet::new(),
         prober,
+        config_objects,
     };
 
     // The relister is a task of its own: the loop gets its lists as messages and never
@@ -200,8 +204,12 @@ pub async fn run<R: Runtime, C: Clock>(
             _ = shutdown.cancelled() => break,
             // Source updates wait for the first relist: deciding whether a static pod may
             // start needs to know what the runtime already runs (see `start_or_hold`).
-            Some(update) = src_rx.recv(), if state.relisted_once => {
+            Some(mut update) = src_rx.recv(), if state.relisted_once => {
                 state.file_seen |= update.source == SOURCE_FILE;
+                // Objects first: a pod of the same snapshot finds its ConfigMap.
+                if let Some(objects) = update.objects.take() {
+                    state.on_objects(Scope::Local, objects);
+                }
                 for u in state.config.merge(update) {
                     state.handle(u);
                 }
@@ -286,6 +294,9 @@ struct Loop<R: Runtime, C: Clock> {
     rejected: HashSet<String>,
     /// The probe workers of the pods with probes.
     prober: Prober<R, C>,
+    /// The ConfigMaps and Secrets pods may reference (the loop is the one writer; syncs
+    /// read them through `SyncEnv::config`).
+    config_objects: ConfigObjects,
 }
 
 impl<R: Runtime, C: Clock> Loop<R, C> {
@@ -500,6 +511,40 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// kubelet: `syncLoopIteration`'s liveness/readiness/startup cases → `handleProbeSync`:
     /// a probe result of the pod changed, so sync it (a kill for a failed liveness or
     /// startup probe, a new status for readiness).
+    /// New local (or API) ConfigMaps and Secrets: every running pod that references a changed
+    /// one is synced now, so its volumes are rewritten and a container waiting for a missing
+    /// object starts (kubelet: the pod's periodic resync picks up a changed object within
+    /// the sync period plus the cache TTL; picolet does not wait).
+    fn on_objects(&mut self, scope: Scope, objects: Vec<config_data::Object>) {
+        let changed = self.config_objects.replace_scope(scope, objects);
+        if changed.is_empty() {
+            return;
+        }
+        for key in &changed {
+            log::debug!("config data: {key} changed");
+        }
+        let affected: Vec<Arc<Pod>> = self
+            .pods
+            .pods()
+            .into_iter()
+            .filter(|p| {
+                !self.held.contains(p.uid())
+                    && self.workers.is_known(p.uid())
+                    && config_data::references(p)
+                        .iter()
+                        .any(|k| changed.contains(k))
+            })
+            .collect();
+        for pod in affected {
+            log::info!(
+                "pod {}: a ConfigMap or Secret it references changed; syncing",
+                pod.full_name()
+            );
+            self.workers
+                .update_pod(UpdatePodOptions::new(UpdateType::Sync, pod));
+        }
+    }
+
     fn on_probe_result(&mut self, uid: &str) {
         if self.held.contains(uid) || !self.workers.is_known(uid) {
             return;

@@ -412,9 +412,9 @@ pub struct Container {
     pub stdin_once: bool,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tty: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_from: Vec<EnvFromSource>,
     // Carried for the field policy (`manifest::fields`): refused until implemented.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub env_from: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart_policy_rules: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -638,6 +638,18 @@ pub struct Volume {
     pub host_path: Option<HostPathVolumeSource>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub empty_dir: Option<EmptyDirVolumeSource>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<ConfigMapVolumeSource>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<SecretVolumeSource>,
+    #[serde(
+        default,
+        rename = "downwardAPI",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub downward_api: Option<DownwardApiVolumeSource>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub projected: Option<ProjectedVolumeSource>,
     /// Other volume kinds are kept verbatim so a manifest that uses them still parses;
     /// validation rejects the pod with a clear message naming the volume.
     #[serde(flatten, default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -661,6 +673,234 @@ pub struct EmptyDirVolumeSource {
     pub medium: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size_limit: Option<Quantity>,
+}
+
+/// `items[]` of configMap, secret and their projections.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyToPath {
+    #[serde(default)]
+    pub key: String,
+    #[serde(default)]
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<i32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigMapVolumeSource {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<KeyToPath>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_mode: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretVolumeSource {
+    #[serde(default)]
+    pub secret_name: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<KeyToPath>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_mode: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
+}
+
+/// `fieldRef` of env and downwardAPI items.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectFieldSelector {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub api_version: String,
+    #[serde(default)]
+    pub field_path: String,
+}
+
+/// `resourceFieldRef` of env and downwardAPI items.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceFieldSelector {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub container_name: String,
+    #[serde(default)]
+    pub resource: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub divisor: Option<Quantity>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DownwardApiVolumeFile {
+    #[serde(default)]
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field_ref: Option<ObjectFieldSelector>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_field_ref: Option<ResourceFieldSelector>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<i32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DownwardApiVolumeSource {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<DownwardApiVolumeFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_mode: Option<i32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectedVolumeSource {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<VolumeProjection>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_mode: Option<i32>,
+}
+
+/// One source of a projected volume; exactly one field is set.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeProjection {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<ConfigMapProjection>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<SecretProjection>,
+    #[serde(
+        default,
+        rename = "downwardAPI",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub downward_api: Option<DownwardApiProjection>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_token: Option<ServiceAccountTokenProjection>,
+    /// Refused (`manifest::fields`): no trust bundles without the apiserver's beta API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_trust_bundle: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_certificate: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigMapProjection {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<KeyToPath>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretProjection {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<KeyToPath>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DownwardApiProjection {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<DownwardApiVolumeFile>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceAccountTokenProjection {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub audience: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expiration_seconds: Option<i64>,
+    #[serde(default)]
+    pub path: String,
+}
+
+/// `envFrom[]`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvFromSource {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub prefix: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_ref: Option<LocalObjectRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<LocalObjectRef>,
+}
+
+/// `configMapRef` / `secretRef` of envFrom.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalObjectRef {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
+}
+
+/// `configMapKeyRef` / `secretKeyRef` of env.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeySelector {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
+}
+
+/// Kubernetes `v1/ConfigMap`. `data` is text, `binaryData` base64 (as on the wire).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigMap {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub api_version: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub data: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub binary_data: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub immutable: Option<bool>,
+}
+
+/// Kubernetes `v1/Secret`. `data` is base64 (as on the wire), `stringData` text that wins
+/// over `data` for the same key (the apiserver merges it on write; local files get the
+/// same treatment).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Secret {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub api_version: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub data: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub string_data: BTreeMap<String, String>,
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub type_: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub immutable: Option<bool>,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -799,6 +1039,44 @@ pub struct ContainerStateTerminated {
         skip_serializing_if = "Option::is_none"
     )]
     pub container_id: Option<String>,
+}
+
+/// Standard base64 (RFC 4648, `+/`, `=` padding optional, ASCII whitespace ignored), as in
+/// kubeconfig `*-data` fields, Secret `data` and ConfigMap `binaryData`; `None` on anything else.
+pub fn decode_base64(text: &str) -> Option<Vec<u8>> {
+    fn value(c: u8) -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    }
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    let (mut acc, mut bits, mut padding) = (0u32, 0u32, 0usize);
+    for c in text.bytes().filter(|c| !c.is_ascii_whitespace()) {
+        if c == b'=' {
+            padding += 1;
+            continue;
+        }
+        if padding > 0 {
+            return None; // data after padding
+        }
+        acc = (acc << 6) | value(c)?;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    // 6 leftover bits cannot encode a byte; the leftover bits must be zero.
+    if bits >= 6 || acc != 0 || padding > 2 {
+        return None;
+    }
+    Some(out)
 }
 
 #[cfg(test)]

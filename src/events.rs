@@ -2,7 +2,7 @@
 //! the agent tells observers (the apiserver's status syncer) about pods ([`PodEvent`]),
 //! and the mailbox pod events travel in.
 //!
-//! A leaf module: it imports only the API model, so the senders (sources, the agent) and
+//! A leaf module: it imports only the API model (and its decoded ConfigMaps/Secrets), so the senders (sources, the agent) and
 //! the receivers (the agent, the status syncer) both depend on it and not on each other.
 //!
 //! The mailbox coalesces instead of queueing: it holds the latest desired-pods view, the
@@ -20,6 +20,7 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 
 use crate::api::{Pod, PodStatus};
+use crate::config_data::Object;
 
 /// A full snapshot of one pod source. The first one a source emits (even empty) marks the
 /// source as seen (kubelet: `sourcesReady`).
@@ -29,6 +30,9 @@ pub struct SourceUpdate {
     pub source: &'static str,
     /// Sorted by the source's own order (file: by file name); full names are unique.
     pub pods: Vec<Pod>,
+    /// The local ConfigMaps and Secrets of the file source (its full set); `None` for the
+    /// sources that carry none.
+    pub objects: Option<Vec<Object>>,
 }
 
 /// What the agent tells observers about pods.

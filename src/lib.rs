@@ -61,6 +61,7 @@ pub mod api;
 #[cfg(feature = "apiserver")]
 pub mod apiserver;
 pub mod clock;
+pub mod config_data;
 pub mod daemon;
 pub mod events;
 pub mod manifest;

@@ -15,9 +15,11 @@
 //! Format notes:
 //! - JSON when the first non-space byte is `{`, else YAML. YAML goes through
 //!   `serde_yaml_ng::Value` so merge keys (`<<: *anchor`) work as they do upstream.
-//! - One pod per file. Empty YAML documents (`---` with nothing after it, comment-only
-//!   documents) are ignored; two non-empty documents are an error. (Upstream silently reads
-//!   only the first document; we would rather say so.)
+//! - [`load`] (the http source): one pod per manifest. Empty YAML documents (`---` with
+//!   nothing after it, comment-only documents) are ignored; two non-empty documents are an
+//!   error. (Upstream silently reads only the first document; we would rather say so.)
+//! - [`load_documents`] (the static pod directory): any number of `---`-separated documents,
+//!   each a Pod, a ConfigMap or a Secret, each handled as if it were its own file.
 //! - serde_yaml_ng implements YAML 1.2: `yes`/`no`/`on`/`off` are *strings*, not booleans as
 //!   in the YAML 1.1 parser upstream uses, and `0755` is the string `"0755"`. A boolean field
 //!   written `yes` is therefore a type error; its message says to write `true`/`false`.
@@ -46,6 +48,7 @@ use crate::api::{
     self, Container, EmptyDirVolumeSource, Pod, PodPhase, PodStatus, PullPolicy, RestartPolicy,
 };
 use crate::clock::{self, UnixNanos};
+use crate::config_data;
 
 pub mod fields;
 pub mod prescan;
@@ -101,6 +104,12 @@ pub enum ManifestError {
     ApiVersion { found: Option<String> },
     #[error("kind: {}; picolet runs static pods only", expected("\"Pod\"", found))]
     Kind { found: Option<String> },
+    /// A document of the static pod directory that is not a Pod, ConfigMap or Secret.
+    #[error(
+        "kind: {}; the static pod directory holds Pods, ConfigMaps and Secrets",
+        expected("\"Pod\", \"ConfigMap\" or \"Secret\"", found)
+    )]
+    DocumentKind { found: Option<String> },
     /// A field has the wrong type or shape (from serde), e.g.
     /// `spec.containers[0].ports[0].containerPort: invalid type: string "http", expected i32`.
     #[error("{field}: {message}")]
@@ -134,7 +143,7 @@ impl ManifestError {
             ManifestError::Type { field, .. } => vec![field.as_str()],
             ManifestError::Invalid(errs) => errs.iter().map(|e| e.field.as_str()).collect(),
             ManifestError::ApiVersion { .. } => vec!["apiVersion"],
-            ManifestError::Kind { .. } => vec!["kind"],
+            ManifestError::Kind { .. } | ManifestError::DocumentKind { .. } => vec!["kind"],
             _ => Vec::new(),
         }
     }
@@ -184,7 +193,10 @@ pub fn parse(bytes: &[u8]) -> Result<Pod, ManifestError> {
 
 /// Parses one manifest, keeping the raw document and the unknown fields.
 pub fn parse_document(bytes: &[u8]) -> Result<Parsed, ManifestError> {
-    let raw = to_value(bytes)?;
+    parse_value(to_value(bytes)?)
+}
+
+fn parse_value(raw: Value) -> Result<Parsed, ManifestError> {
     check_type_meta(&raw)?;
     let pod: Pod = serde_path_to_error::deserialize(&raw).map_err(type_error)?;
     let unknown_fields = unknown_fields(&raw, &pod);
@@ -220,11 +232,22 @@ fn load_inner(
     source: &str,
     seen: UnixNanos,
 ) -> Result<Loaded, (ManifestError, Vec<String>)> {
+    let raw = to_value(bytes).map_err(|e| (e, Vec::new()))?;
+    load_value(path, raw, node_name, source, seen)
+}
+
+fn load_value(
+    path: &str,
+    raw: Value,
+    node_name: &str,
+    source: &str,
+    seen: UnixNanos,
+) -> Result<Loaded, (ManifestError, Vec<String>)> {
     let Parsed {
         pod,
         raw,
         unknown_fields,
-    } = parse_document(bytes).map_err(|e| (e, Vec::new()))?;
+    } = parse_value(raw).map_err(|e| (e, Vec::new()))?;
     // kubelet: static pods need a name ("name is required" before generatePodName).
     if pod.metadata.name.is_empty() {
         let message = if pod.metadata.generate_name.is_empty() {
@@ -246,8 +269,190 @@ fn load_inner(
     })
 }
 
+/// One document of a static pod file: a pod, or a local ConfigMap or Secret.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Document {
+    Pod(Box<Loaded>),
+    Object(config_data::Object),
+}
+
+/// The documents of a file in the static pod directory (`---`-separated YAML, or one JSON
+/// object): each is a Pod, a ConfigMap or a Secret, and each is handled as if it were a file
+/// of its own — a broken one is named with its index (`<file> (document 2): …`) and does not
+/// hide the others. The outer error is for the file as a whole (empty, too complex, not
+/// JSON). A pod's static UID hashes `path` for the file's first pod and `path#<n>` for the
+/// n-th further one, so adding a ConfigMap to a pod's file does not restart the pod.
+pub fn load_documents(
+    path: &str,
+    bytes: &[u8],
+    node_name: &str,
+    source: &str,
+    seen: UnixNanos,
+) -> Result<Vec<Result<Document, ManifestError>>, ManifestError> {
+    let in_file = |file: String, error, unknown_fields| ManifestError::InFile {
+        file,
+        error: Box::new(error),
+        unknown_fields,
+    };
+    let values = documents(bytes).map_err(|e| in_file(path.to_string(), e, Vec::new()))?;
+    let several = values.len() > 1;
+    let mut out = Vec::new();
+    let mut pods = 0;
+    for (index, value) in values {
+        let file = if several {
+            format!("{path} (document {index})")
+        } else {
+            path.to_string()
+        };
+        let value = match value {
+            Ok(v) => v,
+            Err(e) => {
+                out.push(Err(in_file(file, e, Vec::new())));
+                continue;
+            }
+        };
+        if value.get("apiVersion").and_then(Value::as_str) != Some("v1") {
+            let error = ManifestError::ApiVersion {
+                found: value.get("apiVersion").map(Value::to_string),
+            };
+            out.push(Err(in_file(file, error, Vec::new())));
+            continue;
+        }
+        let doc = match value.get("kind").and_then(Value::as_str) {
+            Some("ConfigMap" | "Secret") => load_object(&file, value)
+                .map(Document::Object)
+                .map_err(|e| in_file(file.clone(), e, Vec::new())),
+            Some("Pod") => {
+                let source_path = if pods == 0 {
+                    path.to_string()
+                } else {
+                    format!("{path}#{pods}")
+                };
+                pods += 1;
+                load_value(&source_path, value, node_name, source, seen)
+                    .map(|l| Document::Pod(Box::new(l)))
+                    .map_err(|(e, unknown)| in_file(file.clone(), e, unknown))
+            }
+            _ => Err(in_file(
+                file.clone(),
+                ManifestError::DocumentKind {
+                    found: value.get("kind").map(Value::to_string),
+                },
+                Vec::new(),
+            )),
+        };
+        out.push(doc);
+    }
+    Ok(out)
+}
+
+/// A local ConfigMap or Secret document: `apiVersion: v1`, a valid name and namespace
+/// (`default` when unset), valid keys and base64.
+fn load_object(origin: &str, raw: Value) -> Result<config_data::Object, ManifestError> {
+    if raw.get("apiVersion").and_then(Value::as_str) != Some("v1") {
+        return Err(ManifestError::ApiVersion {
+            found: raw.get("apiVersion").map(Value::to_string),
+        });
+    }
+    let kind = raw
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let scope = config_data::Scope::Local;
+    let (meta, result) = if kind == "Secret" {
+        let s: api::Secret = serde_path_to_error::deserialize(&raw).map_err(type_error)?;
+        (
+            s.metadata.clone(),
+            config_data::from_secret(&s, scope, origin),
+        )
+    } else {
+        let c: api::ConfigMap = serde_path_to_error::deserialize(&raw).map_err(type_error)?;
+        (
+            c.metadata.clone(),
+            config_data::from_config_map(&c, scope, origin),
+        )
+    };
+    let mut errs = Vec::new();
+    if !meta.name.is_empty() && !is_dns1123_subdomain(&meta.name) {
+        errs.push(FieldError::new(
+            "metadata.name",
+            format!(
+                "{:?} must be a DNS-1123 subdomain (lower case letters, digits, '-', '.')",
+                meta.name
+            ),
+        ));
+    }
+    if !meta.namespace.is_empty() && !is_dns1123_label(&meta.namespace) {
+        errs.push(FieldError::new(
+            "metadata.namespace",
+            format!("{:?} must be a DNS-1123 label", meta.namespace),
+        ));
+    }
+    match result {
+        Ok(o) if errs.is_empty() => Ok(o),
+        Ok(_) => Err(ManifestError::Invalid(errs)),
+        Err(object_errs) => {
+            errs.extend(
+                object_errs
+                    .into_iter()
+                    .map(|e| FieldError::new(e.field, e.message)),
+            );
+            Err(ManifestError::Invalid(errs))
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Parsing
+
+/// The documents of a file, numbered from 1 (empty ones are skipped but counted). A YAML
+/// syntax error ends the stream: the documents before it are kept.
+/// Numbered documents, each parsed or not.
+type Documents = Vec<(usize, Result<Value, ManifestError>)>;
+
+fn documents(bytes: &[u8]) -> Result<Documents, ManifestError> {
+    let Some(first) = bytes.iter().find(|b| !b.is_ascii_whitespace()) else {
+        return Err(ManifestError::Empty);
+    };
+    prescan::check(bytes).map_err(ManifestError::TooComplex)?;
+    if *first == b'{' {
+        let value = serde_json::from_slice::<Value>(bytes).map_err(ManifestError::Json)?;
+        return Ok(vec![(1, Ok(value))]);
+    }
+    let mut out = Vec::new();
+    for (i, document) in serde_yaml_ng::Deserializer::from_slice(bytes).enumerate() {
+        let index = i + 1;
+        let mut value = match serde_yaml_ng::Value::deserialize(document) {
+            Ok(v) => v,
+            Err(e) => {
+                out.push((index, Err(ManifestError::Yaml(e))));
+                break;
+            }
+        };
+        if value.is_null() {
+            continue;
+        }
+        let converted = value
+            .apply_merge()
+            .map_err(ManifestError::Yaml)
+            .and_then(|()| serde_json::to_value(value).map_err(ManifestError::YamlNotJson))
+            .and_then(|v| {
+                if v.is_object() {
+                    Ok(v)
+                } else {
+                    Err(ManifestError::NotAnObject {
+                        found: type_name(&v),
+                    })
+                }
+            });
+        out.push((index, converted));
+    }
+    if out.is_empty() {
+        return Err(ManifestError::Empty);
+    }
+    Ok(out)
+}
 
 fn to_value(bytes: &[u8]) -> Result<Value, ManifestError> {
     let Some(first) = bytes.iter().find(|b| !b.is_ascii_whitespace()) else {
@@ -399,7 +604,14 @@ pub fn apply_defaults(pod: &mut Pod) {
             hp.type_.get_or_insert_with(String::new);
         }
         // defaults: SetDefaults_Volume — a volume with no source is an emptyDir.
-        if v.host_path.is_none() && v.empty_dir.is_none() && v.other.is_empty() {
+        if v.host_path.is_none()
+            && v.empty_dir.is_none()
+            && v.config_map.is_none()
+            && v.secret.is_none()
+            && v.downward_api.is_none()
+            && v.projected.is_none()
+            && v.other.is_empty()
+        {
             v.empty_dir = Some(EmptyDirVolumeSource::default());
         }
     }
@@ -578,6 +790,18 @@ fn validate_volumes<'a>(pod: &'a Pod, errs: &mut Vec<FieldError>) -> HashMap<&'a
         if v.empty_dir.is_some() {
             kinds.push("emptyDir");
         }
+        if v.config_map.is_some() {
+            kinds.push("configMap");
+        }
+        if v.secret.is_some() {
+            kinds.push("secret");
+        }
+        if v.downward_api.is_some() {
+            kinds.push("downwardAPI");
+        }
+        if v.projected.is_some() {
+            kinds.push("projected");
+        }
         kinds.extend(v.other.keys().map(String::as_str));
         let named = format!("{path} ({})", v.name);
         if kinds.len() > 1 {
@@ -594,11 +818,12 @@ fn validate_volumes<'a>(pod: &'a Pod, errs: &mut Vec<FieldError>) -> HashMap<&'a
             errs.push(FieldError::new(
                 named,
                 format!(
-                    "volume type {kind} is not supported by picolet yet (supported: hostPath, emptyDir)"
+                    "volume type {kind} is not supported by picolet yet (supported: hostPath, emptyDir, configMap, secret, downwardAPI, projected)"
                 ),
             ));
             continue;
         }
+        validate_data_volume(v, &path, errs);
         if let Some(hp) = &v.host_path {
             let p = format!("{path}.hostPath.path");
             if hp.path.is_empty() {
@@ -825,6 +1050,202 @@ fn is_label_part(s: &str) -> bool {
 }
 
 /// DNS-1123 label: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
+/// configMap, secret, downwardAPI and projected volumes (upstream `validateConfigMapVolumeSource`,
+/// `validateSecretVolumeSource`, `validateDownwardAPIVolumeSource`, `validateProjectedVolumeSource`).
+fn validate_data_volume(v: &api::Volume, path: &str, errs: &mut Vec<FieldError>) {
+    if let Some(cm) = &v.config_map {
+        let p = format!("{path}.configMap");
+        validate_object_name(&cm.name, &format!("{p}.name"), errs);
+        validate_mode(cm.default_mode, &format!("{p}.defaultMode"), errs);
+        validate_items(&cm.items, &format!("{p}.items"), errs);
+    }
+    if let Some(sec) = &v.secret {
+        let p = format!("{path}.secret");
+        validate_object_name(&sec.secret_name, &format!("{p}.secretName"), errs);
+        validate_mode(sec.default_mode, &format!("{p}.defaultMode"), errs);
+        validate_items(&sec.items, &format!("{p}.items"), errs);
+    }
+    if let Some(d) = &v.downward_api {
+        let p = format!("{path}.downwardAPI");
+        validate_mode(d.default_mode, &format!("{p}.defaultMode"), errs);
+        validate_downward_items(&d.items, &format!("{p}.items"), errs);
+    }
+    if let Some(pr) = &v.projected {
+        let p = format!("{path}.projected");
+        validate_mode(pr.default_mode, &format!("{p}.defaultMode"), errs);
+        let mut paths: BTreeMap<String, String> = BTreeMap::new();
+        for (i, src) in pr.sources.iter().enumerate() {
+            let sp = format!("{p}.sources[{i}]");
+            let set = [
+                src.config_map.is_some(),
+                src.secret.is_some(),
+                src.downward_api.is_some(),
+                src.service_account_token.is_some(),
+                src.cluster_trust_bundle.is_some(),
+                src.pod_certificate.is_some(),
+            ]
+            .iter()
+            .filter(|b| **b)
+            .count();
+            if set != 1 {
+                errs.push(FieldError::new(
+                    &sp,
+                    "must specify exactly one of configMap, secret, downwardAPI, serviceAccountToken",
+                ));
+                continue;
+            }
+            let mut item_paths: Vec<(String, &str)> = Vec::new();
+            if let Some(cm) = &src.config_map {
+                validate_object_name(&cm.name, &format!("{sp}.configMap.name"), errs);
+                validate_items(&cm.items, &format!("{sp}.configMap.items"), errs);
+                item_paths.extend(
+                    cm.items
+                        .iter()
+                        .map(|k| (format!("{sp}.configMap.items"), k.path.as_str())),
+                );
+            }
+            if let Some(sec) = &src.secret {
+                validate_object_name(&sec.name, &format!("{sp}.secret.name"), errs);
+                validate_items(&sec.items, &format!("{sp}.secret.items"), errs);
+                item_paths.extend(
+                    sec.items
+                        .iter()
+                        .map(|k| (format!("{sp}.secret.items"), k.path.as_str())),
+                );
+            }
+            if let Some(d) = &src.downward_api {
+                validate_downward_items(&d.items, &format!("{sp}.downwardAPI.items"), errs);
+                item_paths.extend(
+                    d.items
+                        .iter()
+                        .map(|k| (format!("{sp}.downwardAPI.items"), k.path.as_str())),
+                );
+            }
+            // upstream: "conflicting duplicate paths" across the sources' items.
+            for (at, item) in item_paths {
+                if let Some(first) = paths.insert(item.to_string(), at.clone()) {
+                    if first != at {
+                        errs.push(FieldError::new(
+                            at,
+                            format!("conflicting duplicate path {item:?} (also in {first})"),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn validate_object_name(name: &str, field: &str, errs: &mut Vec<FieldError>) {
+    if name.is_empty() {
+        errs.push(FieldError::new(field, "required"));
+    } else if !is_dns1123_subdomain(name) {
+        errs.push(FieldError::new(
+            field,
+            format!("{name:?} must be a DNS-1123 subdomain (lower case letters, digits, '-', '.')"),
+        ));
+    }
+}
+
+fn validate_mode(mode: Option<i32>, field: &str, errs: &mut Vec<FieldError>) {
+    if let Some(m) = mode
+        && !(0..=0o777).contains(&m)
+    {
+        errs.push(FieldError::new(
+            field,
+            format!("{m} must be a file mode between 0 and 0777 (511 in decimal)"),
+        ));
+    }
+}
+
+/// upstream `validateLocalNonReservedPath`: relative, no `..` element, not starting with `..`.
+pub fn validate_item_path(p: &str) -> Result<(), &'static str> {
+    if p.is_empty() {
+        return Err("required");
+    }
+    if p.starts_with('/') {
+        return Err("must be a relative path");
+    }
+    if p.split('/').any(|c| c == "..") {
+        return Err("must not contain '..'");
+    }
+    if p.starts_with("..") {
+        return Err("must not start with '..'");
+    }
+    Ok(())
+}
+
+fn validate_items(items: &[api::KeyToPath], field: &str, errs: &mut Vec<FieldError>) {
+    for (i, item) in items.iter().enumerate() {
+        let at = format!("{field}[{i}]");
+        if item.key.is_empty() {
+            errs.push(FieldError::new(format!("{at}.key"), "required"));
+        }
+        if let Err(why) = validate_item_path(&item.path) {
+            errs.push(FieldError::new(
+                format!("{at}.path"),
+                format!("{:?} {why}", item.path),
+            ));
+        }
+        validate_mode(item.mode, &format!("{at}.mode"), errs);
+    }
+}
+
+/// Field paths a downwardAPI volume may project (upstream `validVolumeDownwardAPIFieldPathExpressions`).
+pub const DOWNWARD_VOLUME_FIELDS: [&str; 5] = [
+    "metadata.name",
+    "metadata.namespace",
+    "metadata.uid",
+    "metadata.labels",
+    "metadata.annotations",
+];
+
+fn validate_downward_items(
+    items: &[api::DownwardApiVolumeFile],
+    field: &str,
+    errs: &mut Vec<FieldError>,
+) {
+    for (i, item) in items.iter().enumerate() {
+        let at = format!("{field}[{i}]");
+        if let Err(why) = validate_item_path(&item.path) {
+            errs.push(FieldError::new(
+                format!("{at}.path"),
+                format!("{:?} {why}", item.path),
+            ));
+        }
+        validate_mode(item.mode, &format!("{at}.mode"), errs);
+        match (&item.field_ref, &item.resource_field_ref) {
+            (Some(f), None) => {
+                let fp = f.field_path.as_str();
+                let subscripted = ["metadata.labels['", "metadata.annotations['"]
+                    .iter()
+                    .any(|p| fp.starts_with(p) && fp.ends_with("']"));
+                if !DOWNWARD_VOLUME_FIELDS.contains(&fp) && !subscripted {
+                    errs.push(FieldError::new(
+                        format!("{at}.fieldRef.fieldPath"),
+                        format!(
+                            "{fp:?} is not supported in a volume (supported: {})",
+                            DOWNWARD_VOLUME_FIELDS.join(", ")
+                        ),
+                    ));
+                }
+            }
+            (None, Some(r)) => {
+                if r.resource.is_empty() {
+                    errs.push(FieldError::new(
+                        format!("{at}.resourceFieldRef.resource"),
+                        "required",
+                    ));
+                }
+            }
+            _ => errs.push(FieldError::new(
+                at,
+                "must specify exactly one of fieldRef and resourceFieldRef",
+            )),
+        }
+    }
+}
+
 pub fn is_dns1123_label(s: &str) -> bool {
     s.len() <= 63 && is_label_part(s)
 }

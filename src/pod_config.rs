@@ -263,6 +263,7 @@ mod tests {
         SourceUpdate {
             source: "file",
             pods,
+            objects: None,
         }
     }
 
@@ -530,6 +531,7 @@ mod tests {
         let got = c.merge(SourceUpdate {
             source: "http",
             pods: vec![],
+            objects: None,
         });
         assert_eq!(got.len(), 1);
         assert_eq!((got[0].op, got[0].source), (PodOp::Add, "http"));

@@ -505,6 +505,7 @@ async fn a_shorter_grace_period_cuts_a_termination_short() {
                     tx.send(picolet::events::SourceUpdate {
                         source: "api",
                         pods: vec![pod],
+                        objects: None,
                     })
                     .await
                     .unwrap();

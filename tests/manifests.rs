@@ -378,10 +378,52 @@ fn validation_names_every_field() {
                 p.spec.volumes[1].empty_dir = None;
                 p.spec.volumes[1]
                     .other
-                    .insert("configMap".into(), serde_json::json!({"name": "cfg"}));
+                    .insert("csi".into(), serde_json::json!({"driver": "x"}));
             },
             "spec.volumes[1] (scratch)",
-            "spec.volumes[1] (scratch): volume type configMap is not supported by picolet yet (supported: hostPath, emptyDir)",
+            "spec.volumes[1] (scratch): volume type csi is not supported by picolet yet (supported: hostPath, emptyDir, configMap, secret, downwardAPI, projected)",
+        ),
+        (
+            |p| {
+                p.spec.volumes[1].empty_dir = None;
+                p.spec.volumes[1].config_map = Some(api::ConfigMapVolumeSource::default());
+            },
+            "spec.volumes[1].configMap.name",
+            "spec.volumes[1].configMap.name: required",
+        ),
+        (
+            |p| {
+                p.spec.volumes[1].empty_dir = None;
+                p.spec.volumes[1].secret = Some(api::SecretVolumeSource {
+                    secret_name: "db".into(),
+                    items: vec![api::KeyToPath {
+                        key: "k".into(),
+                        path: "../etc/passwd".into(),
+                        mode: None,
+                    }],
+                    ..Default::default()
+                });
+            },
+            "spec.volumes[1].secret.items[0].path",
+            "\"../etc/passwd\" must not contain '..'",
+        ),
+        (
+            |p| {
+                p.spec.volumes[1].empty_dir = None;
+                p.spec.volumes[1].downward_api = Some(api::DownwardApiVolumeSource {
+                    items: vec![api::DownwardApiVolumeFile {
+                        path: "node".into(),
+                        field_ref: Some(api::ObjectFieldSelector {
+                            field_path: "spec.nodeName".into(),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }],
+                    default_mode: Some(0o1777),
+                });
+            },
+            "spec.volumes[1].downwardAPI.defaultMode",
+            "must be a file mode between 0 and 0777",
         ),
         (
             |p| {
@@ -781,13 +823,12 @@ fn real_world_manifests_load() {
     );
 
     let (path, bytes) = data("with-configmap.yaml");
-    let err = manifest::load(&path, &bytes, "pi-4", "file", SEEN).unwrap_err();
+    let loaded = manifest::load(&path, &bytes, "pi-4", "file", SEEN).unwrap();
     assert_eq!(
-        err.to_string(),
-        format!(
-            "{path}: spec.volumes[1] (config): volume type configMap is not supported by picolet yet (supported: hostPath, emptyDir)"
-        )
+        loaded.pod.spec.volumes[1].config_map.as_ref().unwrap().name,
+        "nginx-conf"
     );
+    assert!(loaded.pod.spec.volumes[1].empty_dir.is_none());
 }
 
 /// The API's acronym spellings (`hostPID`, `hostIPC`, `ports[].hostIP`) reach the model:

@@ -160,43 +160,7 @@ pub fn read_file(path: &Path) -> Result<Vec<u8>, ApiError> {
     })
 }
 
-/// Standard base64 (RFC 4648, `+/`, `=` padding optional, ASCII whitespace ignored), as in
-/// kubeconfig `*-data` fields.
-pub fn decode_base64(text: &str) -> Option<Vec<u8>> {
-    fn value(c: u8) -> Option<u32> {
-        Some(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        } as u32)
-    }
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let (mut acc, mut bits, mut padding) = (0u32, 0u32, 0usize);
-    for c in text.bytes().filter(|c| !c.is_ascii_whitespace()) {
-        if c == b'=' {
-            padding += 1;
-            continue;
-        }
-        if padding > 0 {
-            return None; // data after padding
-        }
-        acc = (acc << 6) | value(c)?;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    // 6 leftover bits cannot encode a byte; the leftover bits must be zero.
-    if bits >= 6 || acc != 0 || padding > 2 {
-        return None;
-    }
-    Some(out)
-}
+pub use crate::api::decode_base64;
 
 /// `insecure-skip-tls-verify`: the chain is not checked, the handshake signatures still are.
 #[derive(Debug)]

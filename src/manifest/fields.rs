@@ -256,8 +256,8 @@ pub static RULES: &[Rule] = &[
     ),
     rule(
         "spec.containers[].envFrom",
-        Refused,
-        "ConfigMaps and Secrets are not supported yet: the container would miss its environment",
+        Implemented,
+        "configMapRef and secretRef with prefix and optional; keys that are not valid env names are skipped with a warning",
     ),
     rule(
         "spec.containers[].env[].valueFrom.fieldRef",
@@ -271,13 +271,13 @@ pub static RULES: &[Rule] = &[
     ),
     rule(
         "spec.containers[].env[].valueFrom.configMapKeyRef",
-        Refused,
-        "ConfigMaps are not supported yet: the container would miss its environment",
+        Implemented,
+        "a ConfigMap key, optional honoured; a missing one is CreateContainerConfigError",
     ),
     rule(
         "spec.containers[].env[].valueFrom.secretKeyRef",
-        Refused,
-        "Secrets are not supported yet: the container would miss its environment",
+        Implemented,
+        "a Secret key, optional honoured; a missing one is CreateContainerConfigError",
     ),
     rule(
         "spec.containers[].env[].valueFrom.fileKeyRef",
@@ -305,27 +305,42 @@ pub static RULES: &[Rule] = &[
         &["\"Disabled\""],
         "recursive read-only mounts are not supported: submounts would stay writable",
     ),
-    // volumes: kinds other than hostPath and emptyDir are refused by validation, naming
-    // the volume and its kind (kept verbatim in `Volume::other`).
+    // volumes: kinds other than these are refused by validation, naming the volume and its
+    // kind (kept verbatim in `Volume::other`).
     rule(
         "spec.volumes[].configMap",
-        Refused,
-        "ConfigMap volumes are not supported yet",
+        Implemented,
+        "written by an atomic writer; static pods read local ConfigMap files, API pods the apiserver's",
     ),
     rule(
         "spec.volumes[].secret",
-        Refused,
-        "Secret volumes are not supported yet",
+        Implemented,
+        "on a tmpfs, written by an atomic writer; static pods read local Secret files, API pods the apiserver's",
     ),
     rule(
         "spec.volumes[].downwardAPI",
-        Refused,
-        "downwardAPI volumes are not supported yet",
+        Implemented,
+        "fieldRef (metadata.name/namespace/uid/labels/annotations) and resourceFieldRef items",
     ),
     rule(
         "spec.volumes[].projected",
+        Implemented,
+        "configMap, secret and downwardAPI sources, on a tmpfs",
+    ),
+    rule(
+        "spec.volumes[].projected.sources[].serviceAccountToken",
         Refused,
-        "projected volumes are not supported yet",
+        "service account tokens are not supported yet (they need the apiserver's TokenRequest API)",
+    ),
+    rule(
+        "spec.volumes[].projected.sources[].clusterTrustBundle",
+        Refused,
+        "ClusterTrustBundles are not supported: the container would miss its trust anchors",
+    ),
+    rule(
+        "spec.volumes[].projected.sources[].podCertificate",
+        Refused,
+        "pod certificates are not supported: the container would miss its certificate",
     ),
     rule(
         "spec.volumes[].csi",
@@ -708,7 +723,7 @@ mod tests {
                     {"name": "a", "terminationMessagePath": "/dev/termination-log"},
                     {"name": "b", "lifecycle": {"stopSignal": "SIGUSR1"},
                      "env": [{"name": "X", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-                             {"name": "Y", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}
+                             {"name": "Y", "valueFrom": {"fileKeyRef": {"path": "p", "key": "k"}}}]}
                 ],
                 "initContainers": [{"name": "i", "volumeDevices": [{"name": "v", "devicePath": "/dev/x"}]}]
             }
@@ -722,7 +737,7 @@ mod tests {
             vec![
                 ("spec.containers[1].lifecycle.stopSignal".into(), Warned),
                 (
-                    "spec.containers[1].env[1].valueFrom.secretKeyRef".into(),
+                    "spec.containers[1].env[1].valueFrom.fileKeyRef".into(),
                     Refused
                 ),
                 ("spec.initContainers[0].volumeDevices".into(), Refused),

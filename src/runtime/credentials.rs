@@ -130,7 +130,7 @@ impl Keyring {
             };
             // kubelet: `auth` is base64(user:pass); split it so the runtime gets both forms.
             if auth.username.is_empty()
-                && let Some((user, pass)) = decode_base64(&auth.auth)
+                && let Some((user, pass)) = crate::api::decode_base64(&auth.auth)
                     .and_then(|raw| String::from_utf8(raw).ok())
                     .and_then(|t| {
                         t.split_once(':')
@@ -210,35 +210,10 @@ pub fn image_location(image: &str) -> String {
     }
 }
 
-/// Standard base64 (with or without padding); `None` on anything else.
-fn decode_base64(s: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    let mut acc: u32 = 0;
-    let mut bits = 0;
-    for c in s.trim().bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            b'=' => break,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::decode_base64;
 
     const CONFIG: &str = r#"{
       "auths": {

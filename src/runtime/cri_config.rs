@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::api::{self, PullPolicy};
+use crate::config_data::{self, ConfigObjects, Kind, ObjectKey, Scope};
 use crate::runtime::labels;
 use crate::runtime::{
     ContainerConfig, ContainerSecurity, DnsConfig, Mount, NamespaceMode, NamespaceOptions,
@@ -32,6 +33,10 @@ pub enum ConfigError {
     EnvResourceFieldRef { env: String, message: String },
     #[error("env {env:?}: valueFrom has no usable source")]
     EnvValueFromInvalid { env: String },
+    /// A referenced ConfigMap or Secret, or one of its keys, is missing (upstream's messages:
+    /// `configmap "x" not found`, `couldn't find key k in Secret ns/x`).
+    #[error("{0}")]
+    ConfigData(String),
     #[error("resources.{field}: invalid quantity {value:?}")]
     InvalidQuantity { field: String, value: String },
     #[error("container's runAsUser breaks non-root policy (container {container}, runAsUser 0)")]
@@ -61,6 +66,8 @@ pub struct NodeParams<'a> {
     pub cpu_capacity_milli: i64,
     /// The node's IP (`status.hostIP`); "" if unknown.
     pub host_ip: &'a str,
+    /// The ConfigMaps and Secrets env refs read (`None`: none known).
+    pub objects: Option<&'a ConfigObjects>,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -368,9 +375,16 @@ pub fn container_env(
     pod_ip: &str,
     node: NodeParams<'_>,
 ) -> Result<Vec<(String, String)>, ConfigError> {
-    let mut out: Vec<(String, String)> = Vec::new();
+    // kubelet: envFrom first (each source's keys; a later source wins), then env.
+    let mut out: Vec<(String, String)> = env_from(pod, container, node)?.vars;
     for e in &container.env {
         let value = match &e.value_from {
+            Some(_) if config_data::env_key_ref(e).is_some() => {
+                match env_key_value(pod, e, node)? {
+                    Some(v) => v,
+                    None => continue, // optional and missing: no variable
+                }
+            }
             Some(from) => env_value_from(pod, container, &e.name, from, pod_ip, node)?,
             None => {
                 let v = e.value.as_deref().unwrap_or("");
@@ -385,6 +399,121 @@ pub fn container_env(
         }
     }
     Ok(out)
+}
+
+/// upstream `IsEnvVarName` (`[-._a-zA-Z][-._a-zA-Z0-9]*`). Newer apiservers relax it
+/// (`RelaxedEnvironmentVariableValidation`); picolet keeps the classic rule for envFrom keys,
+/// which is what a shell in the container can use.
+pub fn is_env_var_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || matches!(b, b'-' | b'.' | b'_'))
+        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
+}
+
+/// The variables of `envFrom`, and per source the keys skipped as invalid names.
+#[derive(Debug, Default, PartialEq)]
+pub struct EnvFrom {
+    pub vars: Vec<(String, String)>,
+    /// (kind, `namespace/name`, the skipped names sorted).
+    pub skipped: Vec<(Kind, String, Vec<String>)>,
+}
+
+fn get_object(
+    pod: &api::Pod,
+    node: NodeParams<'_>,
+    kind: Kind,
+    name: &str,
+) -> Option<std::sync::Arc<config_data::Object>> {
+    node.objects?.get(&ObjectKey::new(
+        Scope::of(pod),
+        kind,
+        &pod.metadata.namespace,
+        name,
+    ))
+}
+
+/// kubelet: `makeEnvironmentVariables`, its envFrom half.
+pub fn env_from(
+    pod: &api::Pod,
+    container: &api::Container,
+    node: NodeParams<'_>,
+) -> Result<EnvFrom, ConfigError> {
+    let mut out = EnvFrom::default();
+    for src in &container.env_from {
+        let (kind, r) = match (&src.config_map_ref, &src.secret_ref) {
+            (Some(r), _) => (Kind::ConfigMap, r),
+            (None, Some(r)) => (Kind::Secret, r),
+            (None, None) => continue,
+        };
+        let Some(obj) = get_object(pod, node, kind, &r.name) else {
+            if r.optional.unwrap_or(false) {
+                continue;
+            }
+            return Err(ConfigError::ConfigData(format!(
+                "{} {:?} not found",
+                kind.resource(),
+                r.name
+            )));
+        };
+        let mut invalid = Vec::new();
+        for (k, v) in &obj.data {
+            let name = format!("{}{k}", src.prefix);
+            if !is_env_var_name(&name) {
+                invalid.push(name);
+                continue;
+            }
+            let value = String::from_utf8_lossy(v).into_owned();
+            match out.vars.iter_mut().find(|(n, _)| *n == name) {
+                Some(slot) => slot.1 = value,
+                None => out.vars.push((name, value)),
+            }
+        }
+        if !invalid.is_empty() {
+            out.skipped.push((
+                kind,
+                format!("{}/{}", pod.metadata.namespace, r.name),
+                invalid,
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// `valueFrom.configMapKeyRef` / `secretKeyRef`; `None`: optional and missing.
+fn env_key_value(
+    pod: &api::Pod,
+    e: &api::EnvVar,
+    node: NodeParams<'_>,
+) -> Result<Option<String>, ConfigError> {
+    let Some((kind, sel)) = config_data::env_key_ref(e) else {
+        return Err(ConfigError::EnvValueFromInvalid {
+            env: e.name.clone(),
+        });
+    };
+    let optional = sel.optional.unwrap_or(false);
+    let Some(obj) = get_object(pod, node, kind, &sel.name) else {
+        if optional {
+            return Ok(None);
+        }
+        return Err(ConfigError::ConfigData(format!(
+            "{} {:?} not found",
+            kind.resource(),
+            sel.name
+        )));
+    };
+    match obj.data.get(&sel.key) {
+        Some(v) => Ok(Some(String::from_utf8_lossy(v).into_owned())),
+        None if optional => Ok(None),
+        None => Err(ConfigError::ConfigData(format!(
+            "couldn't find key {} in {} {}/{}",
+            sel.key,
+            kind.as_str(),
+            pod.metadata.namespace,
+            sel.name
+        ))),
+    }
 }
 
 /// `valueFrom.fieldRef` and `valueFrom.resourceFieldRef` (kubelet: `podFieldSelectorRuntimeValue`,
@@ -447,6 +576,18 @@ fn env_value_from(
             map.get(key).cloned().unwrap_or_default()
         }
     })
+}
+
+/// A `resourceFieldRef` value (env and downwardAPI volume items); `name` names the item in
+/// errors.
+pub fn resource_field_value(
+    pod: &api::Pod,
+    container: &api::Container,
+    name: &str,
+    rf: &serde_json::Value,
+    node: NodeParams<'_>,
+) -> Result<String, ConfigError> {
+    resource_field_ref(pod, container, name, rf, node)
 }
 
 /// kubelet: `resource.ExtractContainerResourceValue` over the container's resources merged
@@ -946,6 +1087,7 @@ mod tests {
             memory_capacity: 1 << 30,
             cpu_capacity_milli: 4000,
             host_ip: "192.0.2.1",
+            objects: None,
         }
     }
 
@@ -1369,10 +1511,7 @@ mod tests {
                         serde_json::json!({"secretKeyRef": {"name": "x", "key": "y"}}),
                     ),
                 },
-                ConfigError::EnvSourceUnsupported {
-                    env: "S".into(),
-                    source_kind: "secretKeyRef".into(),
-                },
+                ConfigError::ConfigData("secret \"x\" not found".into()),
             ),
             (
                 api::EnvVar {
@@ -1713,6 +1852,7 @@ mod tests {
             memory_capacity: 1 << 30,
             cpu_capacity_milli: 4000,
             host_ip: "",
+            objects: None,
         };
         let kind = |r: Result<SecurityProfile, ConfigError>| r.map(|p| (p.kind, p.localhost_ref));
         // (pod, container, --seccomp-default) → profile

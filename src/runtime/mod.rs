@@ -30,6 +30,7 @@ pub mod backoff;
 pub mod credentials;
 pub mod cri;
 pub mod cri_config;
+pub mod data_volumes;
 pub mod fake;
 #[cfg(feature = "fake-cri")]
 pub mod fake_cri;

@@ -3,8 +3,9 @@
 //! termination-log file).
 //!
 //! Owns: the directories picolet creates under `<root_dir>/pods/<uid>/` and the checks on
-//! host paths before a container is created. Volumes are only `hostPath` and `emptyDir`;
-//! anything else fails the container with `CreateContainerConfigError`.
+//! host paths before a container is created. Volumes are `hostPath`, `emptyDir` and the
+//! data volumes `data_volumes.rs` writes (configMap, secret, downwardAPI, projected; mounted
+//! read-only); anything else fails the container with `CreateContainerConfigError`.
 //!
 //! Must never: mount anything itself but the tmpfs of a `Memory` emptyDir (through
 //! [`Tmpfs`], the one mount boundary; the runtime bind-mounts the rest), touch paths outside the
@@ -18,6 +19,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 use crate::api;
+use crate::runtime::data_volumes;
 use crate::runtime::labels;
 use crate::runtime::{Mount, MountPropagation};
 
@@ -137,23 +139,27 @@ pub fn is_mount_point(dir: &Path) -> bool {
     }
 }
 
-/// Before a pod directory is removed: unmount every `Memory` emptyDir still mounted in it
+/// Before a pod directory is removed: unmount every `Memory` emptyDir, secret and projected
+/// volume still mounted in it
 /// (a removal would empty the tmpfs and then fail on the busy mount point).
 pub fn unmount_pod_volumes(
     root_dir: &Path,
     uid: &str,
     tmpfs: &dyn Tmpfs,
 ) -> Result<(), MountError> {
-    let dir = pod_dir(root_dir, uid)
-        .join("volumes")
-        .join("kubernetes.io~empty-dir");
-    let Ok(entries) = fs::read_dir(&dir) else {
-        return Ok(());
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if is_mount_point(&path) {
-            tmpfs.unmount(&path).map_err(io_err("unmount", &path))?;
+    let volumes = pod_dir(root_dir, uid).join("volumes");
+    let plugins = ["kubernetes.io~empty-dir"]
+        .into_iter()
+        .chain(data_volumes::TMPFS_PLUGIN_DIRS);
+    for plugin in plugins {
+        let Ok(entries) = fs::read_dir(volumes.join(plugin)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if is_mount_point(&path) {
+                tmpfs.unmount(&path).map_err(io_err("unmount", &path))?;
+            }
         }
     }
     Ok(())
@@ -237,7 +243,14 @@ pub fn prepare_mounts(
                 volume: vm.name.clone(),
             });
         };
-        let base = volume_host_path(root_dir, pod, volume, tmpfs, memory_capacity)?;
+        // configMap, secret, downwardAPI, projected: set up by `data_volumes` before the
+        // containers start, always read-only (kubelet: their mounters report ReadOnly).
+        let data_dir = data_volumes::volume_dir(root_dir, &pod.metadata.uid, volume);
+        let is_data = data_dir.is_some();
+        let base = match data_dir {
+            Some(dir) => dir,
+            None => volume_host_path(root_dir, pod, volume, tmpfs, memory_capacity)?,
+        };
         // kubelet: subPathExpr expands `$(VAR)` with the container's environment (a
         // reference to an unknown variable stays as written), then is checked like subPath.
         let expanded = vm
@@ -261,13 +274,16 @@ pub fn prepare_mounts(
             (None, e) => e.clone(),
         };
         let host_path = match sub.filter(|s| !s.is_empty()) {
+            // A key of a data volume: the file of the current version (as upstream, such a
+            // mount does not see later updates).
+            Some(sub) if is_data => data_sub_path(&base, &sub, &vm.mount_path)?,
             Some(sub) => sub_path(&base, &sub, &vm.mount_path)?,
             None => base,
         };
         out.push(Mount {
             container_path: vm.mount_path.clone(),
             host_path: host_path.to_string_lossy().into_owned(),
-            readonly: vm.read_only,
+            readonly: vm.read_only || is_data,
             propagation: propagation(vm, privileged)?,
         });
     }
@@ -419,6 +435,30 @@ fn sub_path(base: &Path, sub: &str, mount: &str) -> Result<PathBuf, MountError> 
         return Err(err("resolves outside its volume"));
     }
     Ok(full)
+}
+
+/// `subPath` into a configMap/secret/downwardAPI/projected volume: it must exist (nothing is
+/// created in a volume picolet writes), and resolves to the file in the current version.
+fn data_sub_path(base: &Path, sub: &str, mount: &str) -> Result<PathBuf, MountError> {
+    let err = |reason| MountError::SubPath {
+        mount: mount.into(),
+        sub_path: sub.into(),
+        reason,
+    };
+    let rel = Path::new(sub);
+    if rel.is_absolute() {
+        return Err(err("must be a relative path"));
+    }
+    if rel.components().any(|c| matches!(c, Component::ParentDir)) {
+        return Err(err("must not contain '..'"));
+    }
+    let real_base = fs::canonicalize(base).map_err(io_err("resolve", base))?;
+    let full = base.join(rel);
+    let real = fs::canonicalize(&full).map_err(|_| err("does not exist in the volume"))?;
+    if !real.starts_with(&real_base) {
+        return Err(err("resolves outside its volume"));
+    }
+    Ok(real)
 }
 
 fn propagation(vm: &api::VolumeMount, privileged: bool) -> Result<MountPropagation, MountError> {

@@ -26,9 +26,11 @@ use futures_util::future::join_all;
 
 use crate::api::{self, PullPolicy};
 use crate::clock::Clock;
+use crate::config_data::ConfigObjects;
 use crate::runtime::backoff::{self, Backoff, PodBackoffs};
 use crate::runtime::credentials;
 use crate::runtime::cri_config::{self, SandboxParams};
+use crate::runtime::data_volumes;
 use crate::runtime::hooks;
 use crate::runtime::labels;
 use crate::runtime::mounts;
@@ -74,6 +76,8 @@ pub struct SyncEnv<R: Runtime, C: Clock> {
     /// Docker config files with registry credentials, searched in order
     /// (`credentials::default_paths`).
     pub credential_paths: Vec<PathBuf>,
+    /// The ConfigMaps and Secrets pods reference (the agent loop fills it).
+    pub config: ConfigObjects,
 }
 
 impl<R: Runtime, C: Clock> SyncEnv<R, C> {
@@ -84,6 +88,7 @@ impl<R: Runtime, C: Clock> SyncEnv<R, C> {
             memory_capacity: self.memory_capacity,
             cpu_capacity_milli: self.cpu_capacity_milli,
             host_ip: &self.host_ip,
+            objects: Some(&self.config),
         }
     }
 
@@ -102,6 +107,7 @@ impl<R: Runtime, C: Clock> SyncEnv<R, C> {
             host_ip: String::new(),
             tmpfs: std::sync::Arc::new(mounts::SysTmpfs),
             credential_paths: credentials::default_paths(Path::new(DEFAULT_ROOT_DIR)),
+            config: ConfigObjects::default(),
         }
     }
 }
@@ -504,10 +510,54 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
         prune_init_containers(env, pod, status).await;
     }
 
-    if !actions.create_sandbox
+    let nothing_to_start = !actions.create_sandbox
         && actions.init_containers_to_start.is_empty()
-        && actions.containers_to_start.is_empty()
-    {
+        && actions.containers_to_start.is_empty();
+
+    // kubelet: the volume manager sets up (and at every sync re-sets up) the pod's
+    // configMap, secret, downwardAPI and projected volumes before its containers start; one
+    // that cannot be set up keeps them waiting (FailedMount, the pod stays ContainerCreating).
+    let seccomp_root = env.root_dir.join("seccomp");
+    let stamp = data_volumes::version_stamp(env.clock.now());
+    if let Err(e) = match data_volumes::setup(
+        &env.root_dir,
+        pod,
+        &env.config,
+        env.tmpfs.as_ref(),
+        env.node_params(&seccomp_root),
+        &stamp,
+    ) {
+        Ok(updated) => {
+            for v in updated {
+                log::info!("pod {pod_name}: volume {v:?} updated");
+            }
+            Ok(())
+        }
+        Err(e) => Err(e),
+    } {
+        log::warn!("pod {pod_name}: {e}");
+        if nothing_to_start {
+            return result;
+        }
+        let creating = |init: bool, c: &api::Container| ContainerSyncResult {
+            name: c.name.clone(),
+            init,
+            outcome: waiting(WaitingReason::ContainerCreating, e.to_string()),
+        };
+        for &i in &actions.init_containers_to_start {
+            result
+                .containers
+                .push(creating(true, &pod.spec.init_containers[i]));
+        }
+        for &i in &actions.containers_to_start {
+            result
+                .containers
+                .push(creating(false, &pod.spec.containers[i]));
+        }
+        return result;
+    }
+
+    if nothing_to_start {
         return result;
     }
 
@@ -519,7 +569,6 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
         .and_then(|s| s.ip.clone())
         .filter(|ip| !ip.is_empty());
     let host_dns = read_host_dns(&env.resolv_conf, &pod_name);
-    let seccomp_root = env.root_dir.join("seccomp");
     let sandbox_config = cri_config::sandbox_config(
         pod,
         actions.attempt,
@@ -748,6 +797,18 @@ async fn start_container<R: Runtime, C: Clock>(
     // container's env).
     let seccomp_root = env.root_dir.join("seccomp");
     let node = env.node_params(&seccomp_root);
+    // kubelet: envFrom keys that are not valid names are skipped, with an event
+    // (InvalidEnvironmentVariableNames); here a WARN.
+    if let Ok(from) = cri_config::env_from(pod, c, node) {
+        for (kind, object, keys) in from.skipped {
+            log::warn!(
+                "pod {pod_name}: container {:?}: keys [{}] from the EnvFrom {} {object} were skipped since they are considered invalid environment variable names",
+                c.name,
+                keys.join(", "),
+                kind.resource()
+            );
+        }
+    }
     let envs = match cri_config::container_env(pod, c, &cx.pod_ip, node) {
         Ok(envs) => envs,
         Err(e) => {

@@ -43,6 +43,7 @@ fn harness() -> Harness {
         host_ip: String::new(),
         tmpfs: std::sync::Arc::new(crate::runtime::mounts::FakeTmpfs::default()),
         credential_paths: vec![tmp.path().join("config.json")],
+        config: Default::default(),
     };
     Harness {
         env,
@@ -503,6 +504,7 @@ async fn adoption_after_restart_kills_from_labels_alone() {
         host_ip: String::new(),
         tmpfs: std::sync::Arc::new(crate::runtime::mounts::FakeTmpfs::default()),
         credential_paths: h.env.credential_paths.clone(),
+        config: h.env.config.clone(),
     };
     h.rt.take_calls();
     let pods = list_runtime_pods(&h.rt).await.unwrap();
@@ -756,7 +758,7 @@ async fn container_errors_are_per_container() {
         r.waiting("web"),
         Some((
             WaitingReason::CreateContainerConfigError,
-            "env \"PASSWORD\": valueFrom.secretKeyRef is not supported by picolet"
+            "secret \"s\" not found"
         ))
     );
     started(&r, "helper");

@@ -515,6 +515,7 @@ impl Reflector {
         let update = SourceUpdate {
             source: SOURCE,
             pods: pods.clone(),
+            objects: None,
         };
         tokio::select! {
             sent = self.tx.send(update) => if sent.is_err() { return false },

@@ -61,6 +61,7 @@ use tokio_util::sync::CancellationToken;
 use super::SourceError;
 use crate::api::{self, Pod};
 use crate::clock::{Clock, UnixNanos};
+use crate::config_data::{self, Object};
 use crate::events::SourceUpdate;
 use crate::manifest::{self, ManifestError, fields};
 
@@ -183,7 +184,7 @@ impl<C: Clock> FileSource<C> {
         relist.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut pending: Option<(Instant, Instant)> = None; // (first event, deadline)
         let max_burst = options.debounce * MAX_BURST_DEBOUNCES;
-        let mut last: Option<Vec<Pod>> = None;
+        let mut last: Option<Snapshot> = None;
         let mut force = false;
         // The next pass follows a writer being done (see the module doc).
         let mut tentative = false;
@@ -219,18 +220,19 @@ impl<C: Clock> FileSource<C> {
                     None
                 }
             };
-            if let Some(pods) = pods
-                && last.as_ref() != Some(&pods)
+            if let Some(snap) = pods
+                && last.as_ref() != Some(&snap)
             {
                 let update = SourceUpdate {
                     source: SOURCE,
-                    pods: pods.clone(),
+                    pods: snap.pods.clone(),
+                    objects: Some(snap.objects.clone()),
                 };
                 tokio::select! {
                     sent = tx.send(update) => if sent.is_err() { return },
                     _ = shutdown.cancelled() => return,
                 }
-                last = Some(pods);
+                last = Some(snap);
             }
             force = false;
             tentative = false;
@@ -508,13 +510,38 @@ impl FileKey {
     }
 }
 
+/// What one document of a file gave.
+#[derive(Debug, Clone, PartialEq)]
+enum Item {
+    Pod(Box<Pod>),
+    Object(Object),
+}
+
+impl Item {
+    fn describe(&self) -> String {
+        match self {
+            Item::Pod(pod) => format!("static pod {} (uid {})", pod.full_name(), pod.uid()),
+            Item::Object(o) => {
+                format!("{} {}/{}", o.key.kind.as_str(), o.key.namespace, o.key.name)
+            }
+        }
+    }
+}
+
 struct Entry {
     /// The version last processed (`None`: could not even stat it).
     key: Option<FileKey>,
-    /// The last good pod, possibly from an earlier version of the file.
-    pod: Option<Pod>,
+    /// The last good item of each document, by position (a document that broke keeps its
+    /// previous good item), possibly from an earlier version of the file.
+    items: Vec<Option<Item>>,
     /// The current version is broken (its problem has been logged).
     broken: bool,
+}
+
+impl Entry {
+    fn good(&self) -> impl Iterator<Item = &Item> {
+        self.items.iter().flatten()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -583,7 +610,7 @@ impl Scanner {
 
     /// One re-list. `None`: the directory could not be read (send nothing). `tentative`:
     /// see [`Scanner::tentative`].
-    fn scan(&mut self, now: UnixNanos, force: bool, tentative: bool) -> Option<Vec<Pod>> {
+    fn scan(&mut self, now: UnixNanos, force: bool, tentative: bool) -> Option<Snapshot> {
         self.tentative = tentative;
         self.deferred = false;
         let names = match self.list() {
@@ -591,7 +618,7 @@ impl Scanner {
             Err(error) if error.kind() == io::ErrorKind::NotFound => {
                 self.set_dir_state(DirState::Missing);
                 self.forget_all();
-                return Some(Vec::new());
+                return Some(Snapshot::default());
             }
             Err(error) => {
                 let error = SourceError::ReadDir {
@@ -617,13 +644,14 @@ impl Scanner {
             .cloned()
             .collect();
         for name in gone {
-            if let Some(Entry { pod: Some(pod), .. }) = self.cache.remove(&name) {
-                log::info!(
-                    "{}: removed; static pod {} (uid {}) goes away",
-                    self.dir.join(&name).display(),
-                    pod.full_name(),
-                    pod.uid()
-                );
+            if let Some(entry) = self.cache.remove(&name) {
+                for item in entry.good() {
+                    log::info!(
+                        "{}: removed; {} goes away",
+                        self.dir.join(&name).display(),
+                        item.describe()
+                    );
+                }
             }
         }
         self.stat_errors.retain(|n, _| listed.contains(n));
@@ -664,7 +692,7 @@ impl Scanner {
                 }
                 let entry = self.cache.entry(name.to_os_string()).or_insert(Entry {
                     key: None,
-                    pod: None,
+                    items: Vec::new(),
                     broken: true,
                 });
                 entry.key = None;
@@ -687,64 +715,51 @@ impl Scanner {
 
         let result = self.load(&path, &meta, now);
         let previous = self.cache.remove(name);
-        let (prev_pod, was_broken) = match previous {
-            Some(Entry { pod, broken, .. }) => (pod, broken),
-            None => (None, false),
+        let (prev_items, was_broken) = match previous {
+            Some(Entry { items, broken, .. }) => (items, broken),
+            None => (Vec::new(), false),
         };
-        let entry = match result {
-            Ok(loaded) => {
-                if let Some(w) = fields::unknown_fields_warning(
-                    &path.display().to_string(),
-                    &loaded.unknown_fields,
-                ) {
-                    log::warn!("{w}");
-                }
-                let pod = match prev_pod {
-                    // Same content again (touch, rename-into-place, SIGHUP): keep the pod as
-                    // it was, including its first-seen stamp, so nothing churns.
-                    Some(prev) if same_ignoring_seen(&prev, &loaded.pod) => prev,
-                    prev => {
-                        log::info!(
-                            "{}: static pod {} (uid {}) {}",
-                            path.display(),
-                            loaded.pod.full_name(),
-                            loaded.pod.uid(),
-                            if prev.is_some() { "updated" } else { "added" }
-                        );
-                        loaded.pod
+        let failed = match &result {
+            Err(_) => true,
+            Ok(docs) => docs.iter().any(Result::is_err),
+        };
+        let entry = if failed && self.tentative {
+            // Perhaps a writer between two steps: read it again after the debounce.
+            self.deferred = true;
+            Entry {
+                key: None,
+                items: prev_items,
+                broken: was_broken,
+            }
+        } else {
+            match result {
+                Ok(docs) => {
+                    let items = self.take_documents(&path, docs, prev_items);
+                    if was_broken && !failed {
+                        log::info!("{}: the manifest is valid again", path.display());
                     }
-                };
-                if was_broken {
-                    log::info!("{}: the manifest is valid again", path.display());
+                    Entry {
+                        key: Some(key),
+                        items,
+                        broken: failed,
+                    }
                 }
-                Entry {
-                    key: Some(key),
-                    pod: Some(pod),
-                    broken: false,
-                }
-            }
-            Err(_) if self.tentative => {
-                // Perhaps a writer between two steps: read it again after the debounce.
-                self.deferred = true;
-                Entry {
-                    key: None,
-                    pod: prev_pod,
-                    broken: was_broken,
-                }
-            }
-            Err(error) => {
-                match &prev_pod {
-                    Some(pod) => log::error!(
-                        "{error}; keeping the previous version of static pod {} (uid {}) until the file is fixed",
-                        pod.full_name(),
-                        pod.uid()
-                    ),
-                    None => log::error!("{error}; no pod from this file until it is fixed"),
-                }
-                Entry {
-                    key: Some(key),
-                    pod: prev_pod,
-                    broken: true,
+                Err(error) => {
+                    let kept: Vec<String> =
+                        prev_items.iter().flatten().map(Item::describe).collect();
+                    if kept.is_empty() {
+                        log::error!("{error}; nothing from this file until it is fixed");
+                    } else {
+                        log::error!(
+                            "{error}; keeping the previous version of {} until the file is fixed",
+                            kept.join(", ")
+                        );
+                    }
+                    Entry {
+                        key: Some(key),
+                        items: prev_items,
+                        broken: true,
+                    }
                 }
             }
         };
@@ -753,14 +768,82 @@ impl Scanner {
     }
 
     fn keeping(&self, name: &OsStr) -> String {
-        match self.cache.get(name).and_then(|e| e.pod.as_ref()) {
-            Some(pod) => format!(
-                "; keeping the previous version of static pod {} (uid {})",
-                pod.full_name(),
-                pod.uid()
-            ),
-            None => String::new(),
+        let kept: Vec<String> = self
+            .cache
+            .get(name)
+            .map(|e| e.good().map(Item::describe).collect())
+            .unwrap_or_default();
+        if kept.is_empty() {
+            String::new()
+        } else {
+            format!("; keeping the previous version of {}", kept.join(", "))
         }
+    }
+
+    /// The items of a file's documents, logging what changed and what is broken; a broken
+    /// document keeps the previous good item at its position.
+    fn take_documents(
+        &self,
+        path: &Path,
+        docs: Vec<Result<manifest::Document, ManifestError>>,
+        mut prev: Vec<Option<Item>>,
+    ) -> Vec<Option<Item>> {
+        let shown = path.display().to_string();
+        let mut items = Vec::with_capacity(docs.len());
+        for (i, doc) in docs.into_iter().enumerate() {
+            let prev_item = prev.get_mut(i).and_then(Option::take);
+            let item = match doc {
+                Ok(manifest::Document::Pod(loaded)) => {
+                    if let Some(w) = fields::unknown_fields_warning(&shown, &loaded.unknown_fields)
+                    {
+                        log::warn!("{w}");
+                    }
+                    match prev_item {
+                        // Same content again (touch, rename-into-place, SIGHUP): keep the pod
+                        // as it was, including its first-seen stamp, so nothing churns.
+                        Some(Item::Pod(prev)) if same_ignoring_seen(&prev, &loaded.pod) => {
+                            Item::Pod(prev)
+                        }
+                        prev => {
+                            let item = Item::Pod(Box::new(loaded.pod));
+                            log::info!(
+                                "{shown}: {} {}",
+                                item.describe(),
+                                if prev.is_some() { "updated" } else { "added" }
+                            );
+                            item
+                        }
+                    }
+                }
+                Ok(manifest::Document::Object(o)) => {
+                    let item = Item::Object(o);
+                    match &prev_item {
+                        Some(p) if *p == item => {}
+                        p => log::info!(
+                            "{shown}: {} {}",
+                            item.describe(),
+                            if p.is_some() { "updated" } else { "added" }
+                        ),
+                    }
+                    item
+                }
+                Err(error) => {
+                    match &prev_item {
+                        Some(p) => log::error!(
+                            "{error}; keeping the previous version of {} until the document is fixed",
+                            p.describe()
+                        ),
+                        None => {
+                            log::error!("{error}; nothing from this document until it is fixed")
+                        }
+                    }
+                    items.push(prev_item);
+                    continue;
+                }
+            };
+            items.push(Some(item));
+        }
+        items
     }
 
     fn load(
@@ -768,7 +851,7 @@ impl Scanner {
         path: &Path,
         meta: &Metadata,
         now: UnixNanos,
-    ) -> Result<manifest::Loaded, SourceError> {
+    ) -> Result<Vec<Result<manifest::Document, ManifestError>>, SourceError> {
         let max = self.max_file_size;
         if meta.size() > max {
             return Err(SourceError::TooLarge {
@@ -805,46 +888,76 @@ impl Scanner {
             });
         }
         let shown = path.to_string_lossy();
-        manifest::load(&shown, &bytes, &self.node_name, SOURCE, now)
-            .map_err(|e: ManifestError| SourceError::Manifest(e))
+        let docs = manifest::load_documents(&shown, &bytes, &self.node_name, SOURCE, now)
+            .map_err(|e: ManifestError| SourceError::Manifest(e))?;
+        let has_secret = docs.iter().any(|d| {
+            matches!(d, Ok(manifest::Document::Object(o)) if o.key.kind == config_data::Kind::Secret)
+        });
+        if has_secret && meta.mode() & 0o044 != 0 && !self.tentative {
+            log::warn!(
+                "{shown}: holds a Secret but is readable by others than its owner (mode {:o}); chmod 600 it",
+                meta.mode() & 0o777
+            );
+        }
+        Ok(docs)
     }
 
-    /// The pods in file-name order, skipping duplicate full names and UIDs.
-    fn snapshot(&mut self, names: &[OsString]) -> Vec<Pod> {
-        let mut pods = Vec::new();
+    /// The pods and objects in file-name order, skipping duplicate pod full names and UIDs
+    /// and duplicate objects.
+    fn snapshot(&mut self, names: &[OsString]) -> Snapshot {
+        let mut out = Snapshot::default();
         let mut owners: HashMap<String, &OsString> = HashMap::new();
         let mut uids: HashMap<String, &OsString> = HashMap::new();
+        let mut object_owners: HashMap<config_data::ObjectKey, &OsString> = HashMap::new();
         let mut duplicates = HashSet::new();
         for name in names {
-            let Some(pod) = self.cache.get(name).and_then(|e| e.pod.as_ref()) else {
+            let Some(entry) = self.cache.get(name) else {
                 continue;
             };
-            let full_name = pod.full_name();
-            let owner = owners
-                .get(&full_name)
-                .or_else(|| uids.get(pod.uid()))
-                .copied();
-            if let Some(owner) = owner {
-                let pair = (name.clone(), owner.clone());
-                if !self.duplicates.contains(&pair) {
-                    log::warn!(
-                        "{}: static pod {} (uid {}) is already defined by {}; ignoring this file",
-                        self.dir.join(name).display(),
-                        full_name,
-                        pod.uid(),
-                        self.dir.join(owner).display()
-                    );
+            for item in entry.good() {
+                let owner = match item {
+                    Item::Pod(pod) => owners
+                        .get(&pod.full_name())
+                        .or_else(|| uids.get(pod.uid()))
+                        .copied(),
+                    Item::Object(o) => object_owners.get(&o.key).copied(),
+                };
+                if let Some(owner) = owner {
+                    let pair = (name.clone(), owner.clone());
+                    if !self.duplicates.contains(&pair) {
+                        log::warn!(
+                            "{}: {} is already defined by {}; ignoring it here",
+                            self.dir.join(name).display(),
+                            item.describe(),
+                            self.dir.join(owner).display()
+                        );
+                    }
+                    duplicates.insert(pair);
+                    continue;
                 }
-                duplicates.insert(pair);
-                continue;
+                match item {
+                    Item::Pod(pod) => {
+                        owners.insert(pod.full_name(), name);
+                        uids.insert(pod.uid().to_string(), name);
+                        out.pods.push(pod.as_ref().clone());
+                    }
+                    Item::Object(o) => {
+                        object_owners.insert(o.key.clone(), name);
+                        out.objects.push(o.clone());
+                    }
+                }
             }
-            owners.insert(full_name, name);
-            uids.insert(pod.uid().to_string(), name);
-            pods.push(pod.clone());
         }
         self.duplicates = duplicates;
-        pods
+        out
     }
+}
+
+/// One pass's result: the source's pods and local objects.
+#[derive(Debug, Default, Clone, PartialEq)]
+struct Snapshot {
+    pods: Vec<Pod>,
+    objects: Vec<Object>,
 }
 
 fn same_ignoring_seen(old: &Pod, new: &Pod) -> bool {

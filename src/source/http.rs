@@ -150,6 +150,7 @@ impl<C: Clock> HttpSource<C> {
             let update = SourceUpdate {
                 source: SOURCE,
                 pods: pods.clone(),
+                objects: None,
             };
             tokio::select! {
                 sent = tx.send(update) => if sent.is_err() { return },
