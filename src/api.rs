@@ -675,6 +675,41 @@ pub struct EmptyDirVolumeSource {
     pub size_limit: Option<Quantity>,
 }
 
+/// A file mode (`mode`, `defaultMode`). YAML 1.1 — what upstream's parser reads — takes
+/// `0400` as octal, and every Kubernetes example writes modes that way; picolet's YAML 1.2
+/// parser hands it over as the string "0400", so strings of octal digits with a leading `0`
+/// (or `0o`) are read as octal here. Integers are taken as they are (JSON has only decimal).
+fn file_mode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i32>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Mode {
+        Int(i64),
+        Str(String),
+    }
+    let invalid = |what: &str| {
+        serde::de::Error::custom(format!(
+            "invalid file mode {what}: expected an integer such as 0644 or 420"
+        ))
+    };
+    match Option::<Mode>::deserialize(d)? {
+        None => Ok(None),
+        Some(Mode::Int(i)) => i32::try_from(i)
+            .map(Some)
+            .map_err(|_| invalid(&i.to_string())),
+        Some(Mode::Str(s)) => {
+            let t = s.trim();
+            let parsed = if let Some(oct) = t.strip_prefix("0o") {
+                i32::from_str_radix(oct, 8).ok()
+            } else if t.len() > 1 && t.starts_with('0') {
+                i32::from_str_radix(&t[1..], 8).ok()
+            } else {
+                t.parse::<i32>().ok()
+            };
+            parsed.map(Some).ok_or_else(|| invalid(&format!("{s:?}")))
+        }
+    }
+}
+
 /// `items[]` of configMap, secret and their projections.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -683,7 +718,11 @@ pub struct KeyToPath {
     pub key: String,
     #[serde(default)]
     pub path: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "file_mode",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub mode: Option<i32>,
 }
 
@@ -694,7 +733,11 @@ pub struct ConfigMapVolumeSource {
     pub name: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<KeyToPath>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "file_mode",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub default_mode: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub optional: Option<bool>,
@@ -707,7 +750,11 @@ pub struct SecretVolumeSource {
     pub secret_name: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<KeyToPath>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "file_mode",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub default_mode: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub optional: Option<bool>,
@@ -744,7 +791,11 @@ pub struct DownwardApiVolumeFile {
     pub field_ref: Option<ObjectFieldSelector>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_field_ref: Option<ResourceFieldSelector>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "file_mode",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub mode: Option<i32>,
 }
 
@@ -753,7 +804,11 @@ pub struct DownwardApiVolumeFile {
 pub struct DownwardApiVolumeSource {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<DownwardApiVolumeFile>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "file_mode",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub default_mode: Option<i32>,
 }
 
@@ -762,7 +817,11 @@ pub struct DownwardApiVolumeSource {
 pub struct ProjectedVolumeSource {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<VolumeProjection>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "file_mode",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub default_mode: Option<i32>,
 }
 

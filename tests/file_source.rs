@@ -670,3 +670,83 @@ fn hostile_corpus_is_rejected_file_by_file() {
         }
     });
 }
+
+fn objects(update: &SourceUpdate) -> Vec<String> {
+    update
+        .objects
+        .as_ref()
+        .expect("the file source carries its objects")
+        .iter()
+        .map(|o| {
+            let keys: Vec<&str> = o.data.keys().map(String::as_str).collect();
+            format!("{}:{}", o.key, keys.join(","))
+        })
+        .collect()
+}
+
+/// A file of several documents: each is handled on its own. A broken one is named with its
+/// index and hides nothing; a pod keeps its UID when a ConfigMap joins its file; a Secret in
+/// a file others can read gets one WARN.
+#[test]
+fn documents_of_one_file_stand_on_their_own() {
+    local(|| async {
+        let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata: {a: '1'}\n";
+        let mut h = Harness::start(fast(), |d| {
+            mkdir(d);
+            fs::write(d.join("web.yaml"), pod("web", "nginx:1.27")).unwrap();
+        });
+        let first = h.next_update().await;
+        let uid = first.pods[0].metadata.uid.clone();
+        assert!(objects(&first).is_empty());
+
+        // A ConfigMap joins the pod's file, a broken document and a Secret follow it.
+        let content = format!(
+            "{}---\n{cm}---\napiVersion: v1\nkind: Secret\nmetadata: {{name: bad_name}}\n---\napiVersion: v1\nkind: Secret\nmetadata: {{name: db}}\ndata: {{password: czNjcmV0}}\n---\nkind: Deployment\napiVersion: v1\n",
+            pod("web", "nginx:1.27")
+        );
+        fs::write(h.path("web.yaml"), &content).unwrap();
+        let update = h.next_update().await;
+        assert_eq!(summary(&update), want(&[("web", "nginx:1.27")]));
+        assert_eq!(update.pods[0].metadata.uid, uid, "same UID: not restarted");
+        assert_eq!(
+            objects(&update),
+            ["ConfigMap default/cfg:a", "Secret default/db:password"]
+        );
+        let errors = lines(log::Level::Error, &h.p("web.yaml"));
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(
+            errors[0].contains(
+                "web.yaml (document 3): metadata.name: \"bad_name\" must be a DNS-1123 subdomain"
+            ),
+            "{errors:?}"
+        );
+        assert!(
+            errors[1].contains("web.yaml (document 5): kind: must be \"Pod\", \"ConfigMap\" or \"Secret\", found \"Deployment\""),
+            "{errors:?}"
+        );
+        let warns = lines(log::Level::Warn, "holds a Secret but is readable by others");
+        assert_eq!(warns.len(), 1, "{warns:?}");
+        assert!(!warns[0].contains("czNjcmV0") && !warns[0].contains("s3cret"));
+
+        // The ConfigMap is edited: a new snapshot with the new data, the pod as it was.
+        fs::write(
+            h.path("web.yaml"),
+            content.replace("{a: '1'}", "{a: '1', b: '2'}"),
+        )
+        .unwrap();
+        let update = h.next_update().await;
+        assert_eq!(update.pods[0].metadata.uid, uid);
+        assert_eq!(
+            objects(&update),
+            ["ConfigMap default/cfg:a,b", "Secret default/db:password"]
+        );
+        // A second file defining the same ConfigMap: the first by name wins, one warning.
+        fs::write(h.path("zz.yaml"), cm).unwrap();
+        h.quiet(500).await;
+        let dups = lines(
+            log::Level::Warn,
+            "ConfigMap default/cfg is already defined by",
+        );
+        assert_eq!(dups.len(), 1, "{dups:?}");
+    });
+}
