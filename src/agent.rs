@@ -55,6 +55,7 @@ use crate::pod_workers::{
 use crate::prober::{ProbeHandle, Prober};
 use crate::runtime::backoff::PodBackoffs;
 use crate::runtime::gc::{self, GcPolicy};
+use crate::runtime::mounts::Tmpfs;
 use crate::runtime::plan::KillReason;
 use crate::runtime::sync::{self, PodSyncResult, StartOutcome, SyncEnv};
 use crate::runtime::{ContainerState, CriError, PodRuntimeStatus, Runtime, SandboxState};
@@ -128,6 +129,7 @@ pub async fn run<R: Runtime, C: Clock>(
         ..Shared::default()
     }));
     let config_objects = ConfigObjects::default();
+    let tmpfs: Arc<dyn Tmpfs> = Arc::new(crate::runtime::mounts::SysTmpfs);
     let (prober, mut probe_rx) =
         Prober::new(runtime.clone(), clock.clone(), shutdown.child_token());
     let syncer = AgentSyncer {
@@ -143,7 +145,7 @@ pub async fn run<R: Runtime, C: Clock>(
             memory_capacity: node::memory_capacity(),
             cpu_capacity_milli: node::cpu_capacity_milli(),
             host_ip: cfg.node_ip.map(|ip| ip.to_string()).unwrap_or_default(),
-            tmpfs: std::sync::Arc::new(crate::runtime::mounts::SysTmpfs),
+            tmpfs: tmpfs.clone(),
             credential_paths: crate::runtime::credentials::default_paths(&cfg.root_dir),
             config: config_objects.clone(),
         },
@@ -180,6 +182,9 @@ pub async fn run<R: Runtime, C: Clock>(
         rejected: HashSet::new(),
         prober,
         config_objects,
+        root_dir: cfg.root_dir.clone(),
+        tmpfs,
+        orphan_dirs_checked: false,
     };
 
     // The relister is a task of its own: the loop gets its lists as messages and never
@@ -297,6 +302,11 @@ struct Loop<R: Runtime, C: Clock> {
     /// The ConfigMaps and Secrets pods may reference (the loop is the one writer; syncs
     /// read them through `SyncEnv::config`).
     config_objects: ConfigObjects,
+    /// `--root-dir` and the mount boundary, for orphaned pod directories.
+    root_dir: PathBuf,
+    tmpfs: Arc<dyn Tmpfs>,
+    /// The pod directories have been checked for orphans since the start.
+    orphan_dirs_checked: bool,
 }
 
 impl<R: Runtime, C: Clock> Loop<R, C> {
@@ -697,6 +707,10 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             })
             .map(|rp| rp.uid.clone())
             .collect();
+        if !self.orphan_dirs_checked {
+            self.orphan_dirs_checked = true;
+            self.remove_orphaned_pod_dirs(&desired);
+        }
         for uid in orphans {
             if let Some(rp) = self.runtime_pods.get(&uid) {
                 log::info!(
@@ -712,6 +726,48 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
 }
 
 impl<R: Runtime, C: Clock> Loop<R, C> {
+    /// kubelet: `cleanupOrphanedPodDirs` — once after the start, when every source has been
+    /// seen: the directory of a pod that no source wants, no worker owns and the runtime
+    /// does not hold (picolet stopped between a pod's end and its cleanup) is removed, its
+    /// secret and Memory tmpfs unmounted first. The listing is one readdir on the loop; the
+    /// removal runs on the blocking pool.
+    fn remove_orphaned_pod_dirs(&self, desired: &HashSet<String>) {
+        let pods_dir = self.root_dir.join("pods");
+        let Ok(entries) = std::fs::read_dir(&pods_dir) else {
+            return;
+        };
+        let orphans: Vec<String> = entries
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|uid| {
+                !desired.contains(uid)
+                    && !self.workers.is_known(uid)
+                    && !self.runtime_pods.contains_key(uid)
+            })
+            .collect();
+        if orphans.is_empty() {
+            return;
+        }
+        let root = self.root_dir.clone();
+        let tmpfs = Arc::clone(&self.tmpfs);
+        tokio::task::spawn_blocking(move || {
+            for uid in orphans {
+                let dir = crate::runtime::mounts::pod_dir(&root, &uid);
+                let result =
+                    crate::runtime::mounts::unmount_pod_volumes(&root, &uid, tmpfs.as_ref())
+                        .map_err(|e| e.to_string())
+                        .and_then(|()| std::fs::remove_dir_all(&dir).map_err(|e| e.to_string()));
+                match result {
+                    Ok(()) => log::info!(
+                        "housekeeping: removed {}: no source wants pod {uid} and the runtime holds nothing of it",
+                        dir.display()
+                    ),
+                    Err(e) => log::warn!("housekeeping: cannot remove {}: {e}", dir.display()),
+                }
+            }
+        });
+    }
+
     /// kubelet: `containerGC.GarbageCollect`. Plans over the relister's last view and runs
     /// the removals as a local task; a pass still running makes this one a no-op.
     fn garbage_collect(&mut self) {

@@ -205,3 +205,42 @@ async fn a_pod_and_its_config_map_in_one_file_start_together() {
         })
         .await;
 }
+
+/// kubelet: `cleanupOrphanedPodDirs`. picolet stopped between a pod's end and its cleanup:
+/// at the next start the pod's directory (its volumes) is removed; a wanted pod's is kept.
+#[tokio::test(start_paused = true)]
+async fn orphaned_pod_directories_are_removed_after_a_restart() {
+    LocalSet::new()
+        .run_until(async {
+            let (_tmp, cfg) = agent_dir("node1");
+            let orphan = cfg
+                .root_dir
+                .join("pods/0123abcd/volumes/kubernetes.io~configmap/c");
+            std::fs::create_dir_all(&orphan).unwrap();
+            std::fs::write(orphan.join("f"), "x").unwrap();
+            let clock = TokioClock::new(1_800_000_000_000_000_000);
+            let rt = FakeRuntime::new(clock);
+            rt.add_image(IMAGE);
+            let pod = POD.replace("IMAGE", IMAGE);
+            let file = format!("{}---\n{}---\n{SECRET}", config_map("x=1"), pod);
+            std::fs::write(cfg.pod_manifest_path.join("all.yaml"), file).unwrap();
+            let agent = start_with_events(&rt, clock, &cfg);
+            settle(3).await;
+            assert_eq!(rt.running("app").len(), 1);
+            // The blocking pool works in real time.
+            let gone = cfg.root_dir.join("pods/0123abcd");
+            for _ in 0..50 {
+                if !gone.exists() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            assert!(!gone.exists(), "the orphan's directory is still there");
+            let left: Vec<_> = std::fs::read_dir(cfg.root_dir.join("pods"))
+                .unwrap()
+                .collect();
+            assert_eq!(left.len(), 1, "the running pod's directory is kept");
+            agent.stop().await;
+        })
+        .await;
+}

@@ -1256,6 +1256,200 @@ async fn h_examples_run() {
     lab.finish().await;
 }
 
+/// Config data (issue 12), static mode: a pod and its ConfigMap in one file, a Secret in
+/// another (mode 0600). Inside the container the files have the content and modes asked for,
+/// the secret volume is a tmpfs (`/proc/mounts`), env from `secretKeyRef` and `envFrom` is
+/// set; editing the ConfigMap changes the mounted file while the same container keeps
+/// running; a pod referencing a missing ConfigMap waits (its error in picolet's log) and
+/// starts once the file appears. Evidence is what the containers write to a hostPath.
+#[tokio::test(flavor = "current_thread")]
+async fn l_config_data() {
+    let Some(lab) = Lab::new("l-config").await else {
+        return;
+    };
+    let sig = lab.root.join("signal");
+    fs::create_dir_all(&sig).expect("mkdir signal");
+    let sig_path = sig.to_string_lossy().into_owned();
+    let config_map = |conf: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: app-config, namespace: {NS}}}\n\
+             data:\n  greeting: hello\n  app.conf: \"{conf}\"\n"
+        )
+    };
+    let pod = format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {{name: cfg, namespace: {NS}}}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: c
+    image: {IMAGE}
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c"]
+    args:
+    - |
+      echo "$PASSWORD $CFG_greeting $GREETING" > /signal/env
+      stat -L -c %a /etc/app/app.conf > /signal/mode
+      cat /etc/secret/password > /signal/secret
+      grep ' /etc/secret ' /proc/mounts > /signal/secret-mount
+      cat /etc/podinfo/name > /signal/podname
+      while true; do cat /etc/app/app.conf > /signal/conf.tmp; mv /signal/conf.tmp /signal/conf; sleep 0.2; done
+    env:
+    - name: PASSWORD
+      valueFrom: {{secretKeyRef: {{name: db, key: password}}}}
+    - name: GREETING
+      valueFrom: {{configMapKeyRef: {{name: app-config, key: greeting}}}}
+    envFrom:
+    - {{prefix: CFG_, configMapRef: {{name: app-config}}}}
+    volumeMounts:
+    - {{name: signal, mountPath: /signal}}
+    - {{name: config, mountPath: /etc/app}}
+    - {{name: secret, mountPath: /etc/secret}}
+    - {{name: info, mountPath: /etc/podinfo}}
+  volumes:
+  - name: signal
+    hostPath: {{path: {sig_path}, type: Directory}}
+  - name: config
+    configMap:
+      name: app-config
+      items: [{{key: app.conf, path: app.conf, mode: 0440}}]
+  - name: secret
+    secret: {{secretName: db, defaultMode: 0400}}
+  - name: info
+    downwardAPI:
+      items: [{{path: name, fieldRef: {{fieldPath: metadata.name}}}}]
+"#
+    );
+    lab.write_manifest("app.yaml", &format!("{}---\n{pod}", config_map("v=1")));
+    let secret = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: db, namespace: {NS}}}\nstringData: {{password: s3cret}}\n"
+    );
+    lab.write_manifest("db.yaml", &secret);
+    fs::set_permissions(
+        lab.manifests().join("db.yaml"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .expect("chmod");
+    // A pod whose ConfigMap does not exist yet.
+    let late = manifest(
+        "late",
+        2,
+        &[container("c", "echo \"$LATE\" > /signal/late\nsleep 3600", &[])],
+    )
+    .replace(
+        "    command:",
+        "    env:\n    - name: LATE\n      valueFrom: {configMapKeyRef: {name: late-config, key: v}}\n    \
+         volumeMounts: [{name: signal, mountPath: /signal}]\n    command:",
+    ) + &format!("  volumes:\n  - name: signal\n    hostPath: {{path: {sig_path}, type: Directory}}\n");
+    lab.write_manifest("late.yaml", &late);
+    lab.start_picolet();
+
+    let file = |name: &'static str| {
+        let path = sig.join(name);
+        move || {
+            let path = path.clone();
+            async move {
+                match fs::read_to_string(&path) {
+                    Ok(s) if !s.is_empty() => Ok(s),
+                    Ok(_) => Err(format!("{} is empty", path.display())),
+                    Err(e) => Err(format!("{}: {e}", path.display())),
+                }
+            }
+        }
+    };
+    let env = lab
+        .wait_for("the container wrote its env", secs(60), file("env"))
+        .await;
+    lab.check(env.trim() == "s3cret hello hello", || {
+        format!("env: {env:?}")
+    });
+    let mode = lab
+        .wait_for("the container wrote the mode", secs(10), file("mode"))
+        .await;
+    lab.check(mode.trim() == "440", || format!("app.conf mode: {mode:?}"));
+    let secret_value = lab.wait_for("secret", secs(10), file("secret")).await;
+    lab.check(secret_value == "s3cret", || {
+        format!("secret: {secret_value:?}")
+    });
+    let mount = lab
+        .wait_for("secret mount", secs(10), file("secret-mount"))
+        .await;
+    lab.check(mount.split_whitespace().nth(2) == Some("tmpfs"), || {
+        format!("/etc/secret is not a tmpfs: {mount:?}")
+    });
+    lab.check(mount.contains(" ro,") || mount.contains(" ro "), || {
+        format!("/etc/secret is not read-only: {mount:?}")
+    });
+    let podname = lab
+        .wait_for("downward API", secs(10), file("podname"))
+        .await;
+    lab.check(podname == full_name("cfg"), || {
+        format!("podinfo/name: {podname:?}")
+    });
+    let conf = lab.wait_for("conf", secs(10), file("conf")).await;
+    lab.check(conf == "v=1", || format!("app.conf: {conf:?}"));
+    let before = lab
+        .running_pod(NS, "cfg", &["c"])
+        .await
+        .unwrap_or_else(|e| lab.fail(&e));
+    let id_before = before.containers[0].id.clone();
+    // No secret value in picolet's log.
+    lab.check(!lab.stderr().contains("s3cret"), || {
+        "picolet logged a secret value".to_string()
+    });
+
+    // The edit reaches the running container.
+    let edited = Instant::now();
+    lab.write_manifest("app.yaml", &format!("{}---\n{pod}", config_map("v=2")));
+    lab.wait_for(
+        "the edited ConfigMap reached the container",
+        secs(30),
+        || async {
+            match fs::read_to_string(sig.join("conf")) {
+                Ok(s) if s == "v=2" => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    eprintln!(
+        "e2e l-config: ConfigMap edit -> file in the container in {:.2} s",
+        edited.elapsed().as_secs_f64()
+    );
+    let after = lab
+        .running_pod(NS, "cfg", &["c"])
+        .await
+        .unwrap_or_else(|e| lab.fail(&e));
+    lab.check(after.containers[0].id == id_before, || {
+        format!("the container was replaced: {}", after.describe())
+    });
+
+    // The late pod waits for its ConfigMap, then starts.
+    lab.wait_for("late waits for its ConfigMap", secs(30), || async {
+        let err = lab.stderr();
+        match err.lines().find(|l| {
+            l.contains("late-e2e-node") && l.contains("configmap \"late-config\" not found")
+        }) {
+            Some(_) => Ok(()),
+            None => Err("no line yet".to_string()),
+        }
+    })
+    .await;
+    lab.check(!sig.join("late").exists(), || {
+        "late ran without its ConfigMap".into()
+    });
+    lab.write_manifest(
+        "late-config.yaml",
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: late-config, namespace: {NS}}}\ndata: {{v: arrived}}\n"),
+    );
+    let late_value = lab.wait_for("late started", secs(60), file("late")).await;
+    lab.check(late_value.trim() == "arrived", || {
+        format!("late: {late_value:?}")
+    });
+    lab.finish().await;
+}
+
 /// Not a lab test: the examples parse as v1 Pods and use the lab's local image.
 #[test]
 fn examples_parse() {
@@ -1856,6 +2050,23 @@ impl Lab {
                     }
                 },
             )
+            .await;
+            // And cleaned up: pod directories removed, secret and Memory tmpfs unmounted.
+            let pods_dir = self.root.join("root").join("pods");
+            self.wait_for("every pod directory removed", secs(45), || async {
+                let left: Vec<String> = match fs::read_dir(&pods_dir) {
+                    Ok(entries) => entries
+                        .flatten()
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect(),
+                    Err(_) => Vec::new(),
+                };
+                if left.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!("left in {}: {left:?}", pods_dir.display()))
+                }
+            })
             .await;
             self.signal_picolet(Signal::SIGTERM);
             let status = self.wait_picolet_exit(secs(15)).await;
