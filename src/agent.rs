@@ -42,7 +42,7 @@ use crate::admission::{self, NodeFacts};
 use crate::api::Pod;
 use crate::clock::Clock;
 use crate::config_data::{self, ConfigObjects, Scope};
-use crate::events::{PodEvent, PodEventSender, SourceUpdate};
+use crate::events::{ObjectChannels, ObjectsUpdate, PodEvent, PodEventSender, SourceUpdate};
 use crate::manifest::SOURCE_FILE;
 use crate::node;
 use crate::pod_config::{PodConfig, PodOp, PodUpdate};
@@ -80,6 +80,8 @@ pub struct Channels {
     pub updates: mpsc::Receiver<SourceUpdate>,
     /// apiserver mode: where pod events go.
     pub events: Option<PodEventSender>,
+    /// apiserver mode: the API objects pods reference.
+    pub objects: Option<ObjectChannels>,
 }
 
 /// What the agent needs besides the runtime and the clock (the daemon builds it from the
@@ -123,7 +125,12 @@ pub async fn run<R: Runtime, C: Clock>(
         sources,
         updates: mut src_rx,
         events,
+        objects,
     } = channels;
+    let (wanted_tx, mut objects_rx) = match objects {
+        Some(ObjectChannels { wanted, updates }) => (Some(wanted), Some(updates)),
+        None => (None, None),
+    };
     let shared = Rc::new(RefCell::new(Shared {
         events: events.clone(),
         ..Shared::default()
@@ -185,6 +192,7 @@ pub async fn run<R: Runtime, C: Clock>(
         root_dir: cfg.root_dir.clone(),
         tmpfs,
         orphan_dirs_checked: false,
+        wanted_tx,
     };
 
     // The relister is a task of its own: the loop gets its lists as messages and never
@@ -223,6 +231,7 @@ pub async fn run<R: Runtime, C: Clock>(
             event = state.workers.next() => state.on_worker_event(event),
             Some(uid) = probe_rx.recv() => state.on_probe_result(&uid),
             Some(listed) = relist_rx.recv() => state.on_relist(listed),
+            Some(update) = recv_opt(&mut objects_rx) => state.on_objects(Scope::Api, update.objects),
             _ = housekeeping_tick.tick() => state.housekeeping(),
             _ = gc_tick.tick() => state.garbage_collect(),
         }
@@ -241,6 +250,14 @@ pub async fn run<R: Runtime, C: Clock>(
     // Pods outlive picolet, as with the kubelet: in-flight work is simply dropped with the
     // LocalSet; the next picolet adopts the pods from their CRI labels.
     log::info!("picolet stopped; pods keep running");
+}
+
+/// `rx.recv()`, or pending forever without a receiver.
+async fn recv_opt(rx: &mut Option<mpsc::Receiver<ObjectsUpdate>>) -> Option<ObjectsUpdate> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 #[derive(Default)]
@@ -307,11 +324,33 @@ struct Loop<R: Runtime, C: Clock> {
     tmpfs: Arc<dyn Tmpfs>,
     /// The pod directories have been checked for orphans since the start.
     orphan_dirs_checked: bool,
+    /// apiserver mode: which API objects the pods reference (the object manager watches them).
+    wanted_tx:
+        Option<tokio::sync::watch::Sender<std::collections::BTreeSet<config_data::ObjectKey>>>,
 }
 
 impl<R: Runtime, C: Clock> Loop<R, C> {
     /// apiserver mode: the desired and mirror pods after a change.
     fn publish_pods(&self) {
+        if let Some(tx) = &self.wanted_tx {
+            // kubelet: the Watch strategy's references — a watch per object while a pod
+            // on the node references it.
+            let wanted: std::collections::BTreeSet<config_data::ObjectKey> = self
+                .pods
+                .pods()
+                .iter()
+                .filter(|p| !p.is_static())
+                .flat_map(|p| config_data::references(p))
+                .collect();
+            tx.send_if_modified(|cur| {
+                if *cur == wanted {
+                    false
+                } else {
+                    *cur = wanted;
+                    true
+                }
+            });
+        }
         if let Some(tx) = &self.events {
             tx.send(PodEvent::Pods {
                 pods: self.pods.pods(),

@@ -60,6 +60,8 @@ pub struct Extensions {
     pub source_channel: Option<(mpsc::Sender<SourceUpdate>, mpsc::Receiver<SourceUpdate>)>,
     /// Where pod events go.
     pub events: Option<PodEventSender>,
+    /// The API objects (ConfigMaps, Secrets, tokens) of API pods.
+    pub objects: Option<crate::events::ObjectChannels>,
 }
 
 /// `picolet run`: the real CRI client and the system clock.
@@ -195,6 +197,7 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
         sources,
         updates: src_rx,
         events: ext.events,
+        objects: ext.objects,
     };
     agent::run(runtime, clock, cfg, channels, shutdown).await
 }
@@ -254,7 +257,7 @@ pub fn start_apiserver_mode<R: Runtime, C: Clock>(
         node_opts.max_pods = opts.max_pods;
         node_opts.node_ip = opts.node_ip;
         node_opts.status_update_frequency = opts.node_status_update_frequency;
-        let node_agent = NodeAgent::new(client.clone(), runtime, clock, node_opts, uid_tx);
+        let node_agent = NodeAgent::new(client.clone(), runtime, clock.clone(), node_opts, uid_tx);
         tokio::task::spawn_local(node_agent.run(shutdown.child_token()));
 
         let source = ApiSource::new(
@@ -264,6 +267,20 @@ pub fn start_apiserver_mode<R: Runtime, C: Clock>(
         );
         tokio::task::spawn_local(source.run(src_tx.clone(), shutdown.child_token()));
         ext.sources.push(api_source::SOURCE);
+
+        // kubelet: the secret, configMap and token managers.
+        let (wanted_tx, wanted_rx) = tokio::sync::watch::channel(Default::default());
+        let (objects_tx, objects_rx) = mpsc::channel(4);
+        let manager = crate::apiserver::objects::ObjectManager::new(
+            client.clone(),
+            clock.clone(),
+            Some(&cfg.root_dir),
+        );
+        tokio::task::spawn_local(manager.run(wanted_rx, objects_tx, shutdown.child_token()));
+        ext.objects = Some(crate::events::ObjectChannels {
+            wanted: wanted_tx,
+            updates: objects_rx,
+        });
 
         let (ev_tx, ev_rx) = crate::events::pod_events();
         let syncer = StatusSyncer::new(client, cfg.node_name.clone(), uid_rx, ev_rx);

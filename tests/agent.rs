@@ -489,6 +489,7 @@ async fn a_shorter_grace_period_cuts_a_termination_short() {
                 sources: vec!["api"],
                 source_channel: Some((tx.clone(), rx)),
                 events: None,
+                objects: None,
             };
             let shutdown = CancellationToken::new();
             let handle = tokio::task::spawn_local(picolet::daemon::run_with_extensions(

@@ -1178,3 +1178,106 @@ async fn readiness_reaches_the_apiserver() {
         })
         .await;
 }
+
+/// Cluster mode config data (issue 12): a pod with a configMap volume, a secret env and the
+/// projected `kube-api-access-*` volume every admitted pod carries runs; the token file holds
+/// the token the mock issued for this pod; an update of the ConfigMap in the apiserver
+/// reaches the file; deleting the pod cleans its directory (tmpfs included).
+#[tokio::test]
+async fn api_pods_get_config_maps_secrets_and_service_account_tokens() {
+    let mock = MockApiServer::start_new().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("manifests")).unwrap();
+    std::fs::write(dir.path().join("resolv.conf"), "nameserver 192.0.2.53\n").unwrap();
+    let kc = dir.path().join("kubeconfig");
+    mock.write_kubeconfig(&kc, None, None).unwrap();
+    let rt = FakeRuntime::new(SystemClock);
+    rt.add_image(IMAGE);
+    mock.put_object(
+        "configmaps",
+        json!({"metadata": {"name": "app", "namespace": "default"}, "data": {"app.conf": "v=1"}}),
+    );
+    mock.put_object(
+        "configmaps",
+        json!({"metadata": {"name": "kube-root-ca.crt", "namespace": "default"},
+               "data": {"ca.crt": "-----BEGIN CERTIFICATE-----\n"}}),
+    );
+    mock.put_object(
+        "secrets",
+        json!({"metadata": {"name": "db", "namespace": "default"}, "data": {"password": "czNjcmV0"}}),
+    );
+    let mut pod = api_pod("web", "pi-1");
+    pod["spec"]["containers"][0]["env"] = json!([{"name": "PASSWORD", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}]);
+    pod["spec"]["containers"][0]["volumeMounts"] = json!([
+        {"name": "config", "mountPath": "/etc/app"},
+        {"name": "kube-api-access-x1y2z", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": true}
+    ]);
+    // As the apiserver's ServiceAccount admission adds it.
+    pod["spec"]["volumes"] = json!([
+        {"name": "config", "configMap": {"name": "app"}},
+        {"name": "kube-api-access-x1y2z", "projected": {"defaultMode": 420, "sources": [
+            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+            {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}
+        ]}}
+    ]);
+    let created = mock.create_pod(pod).unwrap();
+    let uid = created["metadata"]["uid"].as_str().unwrap().to_string();
+    let pod_dir = dir.path().join("root/pods").join(&uid);
+
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(async {
+            let agent = start_api_agent(&rt, dir.path(), &kc);
+            wait_until("web running", 20, || (running_in(&rt, "web") == 1).then_some(())).await;
+            let id = rt.running("app")[0].clone();
+            let config = rt.container_config(&id).unwrap();
+            let password = config.envs.iter().find(|(k, _)| k == "PASSWORD");
+            assert_eq!(password.map(|(_, v)| v.as_str()), Some("s3cret"));
+            let sa = pod_dir.join("volumes/kubernetes.io~projected/kube-api-access-x1y2z");
+            let token = std::fs::read_to_string(sa.join("token")).unwrap();
+            assert_eq!(token, format!("mock-token.default.default.web.{uid}.1"));
+            assert_eq!(std::fs::read_to_string(sa.join("namespace")).unwrap(), "default");
+            assert!(std::fs::read_to_string(sa.join("ca.crt")).unwrap().starts_with("-----BEGIN"));
+            // The TokenRequest was bound to the pod.
+            let req = mock
+                .requests()
+                .into_iter()
+                .find(|r| r.path.ends_with("/serviceaccounts/default/token"))
+                .unwrap();
+            assert_eq!(req.body["spec"]["boundObjectRef"]["uid"], json!(uid));
+            assert_eq!(req.body["spec"]["expirationSeconds"], 3607);
+            // Single-object watches, as the kubelet's Watch strategy.
+            let watched: Vec<String> = mock
+                .requests()
+                .into_iter()
+                .filter(|r| r.query.contains("watch=true") && !r.path.ends_with("/pods"))
+                .map(|r| r.path)
+                .collect();
+            assert!(watched.iter().any(|p| p.ends_with("/configmaps")), "{watched:?}");
+            assert!(watched.iter().any(|p| p.ends_with("/secrets")), "{watched:?}");
+
+            // The ConfigMap changes in the apiserver: the file follows, no restart.
+            mock.put_object(
+                "configmaps",
+                json!({"metadata": {"name": "app", "namespace": "default"}, "data": {"app.conf": "v=2"}}),
+            );
+            let conf = pod_dir.join("volumes/kubernetes.io~configmap/config/app.conf");
+            wait_until("the new ConfigMap in the volume", 15, || {
+                (std::fs::read_to_string(&conf).ok()? == "v=2").then_some(())
+            })
+            .await;
+            assert_eq!(rt.running("app"), vec![id]);
+            // The checkpoint holds the objects, privately.
+            let cp = dir.path().join("root/checkpoints/objects.json");
+            wait_until("the objects checkpoint", 10, || cp.exists().then_some(())).await;
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(std::fs::metadata(&cp).unwrap().permissions().mode() & 0o777, 0o600);
+
+            // Deleted: stopped, and its directory (with the tmpfs) removed.
+            mock.delete_pod("default", "web", Some(0)).unwrap();
+            wait_until("the pod directory removed", 20, || (!pod_dir.exists()).then_some(())).await;
+            agent.stop().await;
+        })
+        .await;
+}

@@ -178,6 +178,12 @@ pub fn checkpoint_form(pod: &Pod) -> Pod {
     p
 }
 
+/// Written whole (a temporary file, fsync, rename, directory fsync), mode 0600 in a 0700
+/// directory: for the object manager's checkpoint too.
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomic(path, bytes)
+}
+
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::DirBuilder::new()

@@ -21,6 +21,10 @@
 //! - nodes: create, get, patch, patch `status` (strategic merge: conditions and addresses
 //!   merged by `type`);
 //! - leases (`coordination.k8s.io/v1`): create, get, update (PUT, resourceVersion checked);
+//! - configmaps and secrets: get, list and watch one object (`fieldSelector=metadata.name=`,
+//!   resumed from `resourceVersion`), set by [`MockApiServer::put_object`] /
+//!   [`MockApiServer::delete_object`]; `serviceaccounts/<sa>/token` (TokenRequest) answers
+//!   `mock-token.<ns>.<sa>.<pod>.<uid>.<n>`;
 //! - a bearer token, if set, is required (401 otherwise).
 //!
 //! Faults: [`MockApiServer::fail_next`] (answer N requests with an error code),
@@ -110,6 +114,14 @@ struct State {
     requests: Vec<RequestRecord>,
     /// Plain documents served at a path (for `--manifest-url`): (status, body).
     documents: BTreeMap<String, (u16, Bytes)>,
+    /// ConfigMaps and Secrets by (plural, namespace, name).
+    objects: BTreeMap<(String, String, String), Value>,
+    /// (resourceVersion, event type, plural, object) of every ConfigMap/Secret change.
+    object_history: Vec<(u64, &'static str, String, Value)>,
+    /// Single-object watches: (plural, namespace, name, sender).
+    object_watchers: Vec<(String, String, String, mpsc::UnboundedSender<WatchMsg>)>,
+    /// TokenRequests answered so far.
+    tokens_issued: u64,
 }
 
 /// TLS for the mock: PEM certificate chain and key.
@@ -216,6 +228,9 @@ impl MockApiServer {
         for w in st.watchers.drain(..) {
             let _ = w.tx.send(WatchMsg::Abort);
         }
+        for (_, _, _, tx) in st.object_watchers.drain(..) {
+            let _ = tx.send(WatchMsg::Abort);
+        }
     }
 
     /// Serves again on the same address, with the same objects.
@@ -269,6 +284,9 @@ impl MockApiServer {
         let mut st = self.lock();
         for w in st.watchers.drain(..) {
             let _ = w.tx.send(WatchMsg::Abort);
+        }
+        for (_, _, _, tx) in st.object_watchers.drain(..) {
+            let _ = tx.send(WatchMsg::Abort);
         }
     }
 
@@ -369,6 +387,29 @@ impl MockApiServer {
             .to_string();
         let mut st = self.lock();
         create_pod(&mut st, &ns, pod)
+    }
+
+    /// Creates or replaces a ConfigMap (`plural` "configmaps") or Secret ("secrets"), as
+    /// `kubectl apply` would; watches of it get ADDED or MODIFIED.
+    pub fn put_object(&self, plural: &str, object: Value) {
+        let mut st = self.lock();
+        put_object(&mut st, plural, object);
+    }
+
+    /// Deletes a ConfigMap or Secret; watches of it get DELETED.
+    pub fn delete_object(&self, plural: &str, namespace: &str, name: &str) {
+        let mut st = self.lock();
+        let key = (plural.to_string(), namespace.to_string(), name.to_string());
+        if let Some(mut obj) = st.objects.remove(&key) {
+            st.rv += 1;
+            obj["metadata"]["resourceVersion"] = json!(st.rv.to_string());
+            record_object(&mut st, "DELETED", plural, &obj);
+        }
+    }
+
+    /// How many TokenRequests the mock answered.
+    pub fn tokens_issued(&self) -> u64 {
+        self.lock().tokens_issued
     }
 
     /// Deletes a pod as `kubectl delete` would (graceful unless `grace` is 0).
@@ -546,6 +587,56 @@ impl MockApiServer {
             (&Method::DELETE, ["api", "v1", "namespaces", ns, "pods", name]) => {
                 delete_pod(&mut st, ns, name, &body_json)
             }
+            // ---- configmaps and secrets (single-object list and watch), tokens
+            (
+                &Method::GET,
+                [
+                    "api",
+                    "v1",
+                    "namespaces",
+                    ns,
+                    plural @ ("configmaps" | "secrets"),
+                ],
+            ) if watch => {
+                return watch_object(&mut st, plural, ns, &query);
+            }
+            (
+                &Method::GET,
+                [
+                    "api",
+                    "v1",
+                    "namespaces",
+                    ns,
+                    plural @ ("configmaps" | "secrets"),
+                ],
+            ) => Ok(list_objects(&st, plural, ns, &query)),
+            (
+                &Method::GET,
+                [
+                    "api",
+                    "v1",
+                    "namespaces",
+                    ns,
+                    plural @ ("configmaps" | "secrets"),
+                    name,
+                ],
+            ) => st
+                .objects
+                .get(&(plural.to_string(), ns.to_string(), name.to_string()))
+                .cloned()
+                .ok_or_else(|| not_found(plural, name)),
+            (
+                &Method::POST,
+                [
+                    "api",
+                    "v1",
+                    "namespaces",
+                    ns,
+                    "serviceaccounts",
+                    sa,
+                    "token",
+                ],
+            ) => Ok(issue_token(&mut st, ns, sa, &body_json)),
             // ---- nodes
             (&Method::POST, ["api", "v1", "nodes"]) => create_node(&mut st, body_json),
             (&Method::GET, ["api", "v1", "nodes", name]) => st
@@ -961,6 +1052,126 @@ fn start_watch(
         tx,
     });
     stream_response(rx)
+}
+
+// ---------------------------------------------------------------------------------------
+// ConfigMaps, Secrets, tokens
+
+fn put_object(st: &mut State, plural: &str, mut obj: Value) {
+    let ns = obj
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("default")
+        .to_string();
+    let name = str_at(&obj, "/metadata/name").to_string();
+    st.rv += 1;
+    obj["metadata"]["namespace"] = json!(ns);
+    obj["metadata"]["resourceVersion"] = json!(st.rv.to_string());
+    let key = (plural.to_string(), ns, name);
+    let type_ = if st.objects.contains_key(&key) {
+        "MODIFIED"
+    } else {
+        "ADDED"
+    };
+    st.objects.insert(key, obj.clone());
+    record_object(st, type_, plural, &obj);
+}
+
+fn record_object(st: &mut State, type_: &'static str, plural: &str, obj: &Value) {
+    let rv: u64 = str_at(obj, "/metadata/resourceVersion")
+        .parse()
+        .unwrap_or(st.rv);
+    st.object_history
+        .push((rv, type_, plural.to_string(), obj.clone()));
+    let ns = str_at(obj, "/metadata/namespace").to_string();
+    let name = str_at(obj, "/metadata/name").to_string();
+    let line = json_line(&json!({"type": type_, "object": obj}));
+    st.object_watchers.retain(|(p, wns, wname, tx)| {
+        if *p != plural || *wns != ns || *wname != name {
+            return !tx.is_closed();
+        }
+        tx.send(WatchMsg::Line(line.clone())).is_ok()
+    });
+}
+
+/// `fieldSelector=metadata.name=<name>` (the only selector the object managers send).
+fn selected_name(query: &BTreeMap<String, String>) -> Option<String> {
+    query
+        .get("fieldSelector")
+        .and_then(|f| f.strip_prefix("metadata.name="))
+        .map(str::to_string)
+}
+
+fn list_objects(st: &State, plural: &str, ns: &str, query: &BTreeMap<String, String>) -> Value {
+    let name = selected_name(query);
+    let items: Vec<Value> = st
+        .objects
+        .iter()
+        .filter(|((p, ons, oname), _)| {
+            p == plural && ons == ns && name.as_deref().is_none_or(|n| n == oname)
+        })
+        .map(|(_, o)| o.clone())
+        .collect();
+    json!({
+        "kind": if plural == "secrets" { "SecretList" } else { "ConfigMapList" },
+        "apiVersion": "v1",
+        "metadata": {"resourceVersion": st.rv.to_string()},
+        "items": items,
+    })
+}
+
+fn watch_object(
+    st: &mut State,
+    plural: &str,
+    ns: &str,
+    query: &BTreeMap<String, String>,
+) -> Response<RespBody> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let name = selected_name(query).unwrap_or_default();
+    let rv: u64 = query
+        .get("resourceVersion")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    for (erv, type_, p, obj) in &st.object_history {
+        if *erv > rv
+            && p == plural
+            && str_at(obj, "/metadata/namespace") == ns
+            && str_at(obj, "/metadata/name") == name
+        {
+            let _ = tx.send(WatchMsg::Line(json_line(
+                &json!({"type": type_, "object": obj}),
+            )));
+        }
+    }
+    if let Some(timeout) = query
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .map(Duration::from_secs)
+    {
+        let end = tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(timeout).await;
+            let _ = end.send(WatchMsg::End);
+        });
+    }
+    st.object_watchers
+        .push((plural.to_string(), ns.to_string(), name, tx));
+    stream_response(rx)
+}
+
+/// TokenRequest: a token naming what it is bound to, valid for `expirationSeconds`.
+fn issue_token(st: &mut State, ns: &str, sa: &str, req: &Value) -> Value {
+    st.tokens_issued += 1;
+    let exp = req
+        .pointer("/spec/expirationSeconds")
+        .and_then(Value::as_i64)
+        .unwrap_or(3600);
+    let pod = str_at(req, "/spec/boundObjectRef/name");
+    let uid = str_at(req, "/spec/boundObjectRef/uid");
+    let token = format!("mock-token.{ns}.{sa}.{pod}.{uid}.{}", st.tokens_issued);
+    let mut answer = req.clone();
+    answer["status"] = json!({"token": token, "expirationTimestamp": rfc3339_in(exp)});
+    answer
 }
 
 // ---------------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ pub mod kubeconfig;
 #[cfg(feature = "mock-apiserver")]
 pub mod mock;
 pub mod node;
+pub mod objects;
 pub mod status_sync;
 // The probes reuse its client configuration (https probes skip verification, as upstream).
 pub(crate) mod tls;

@@ -26,6 +26,9 @@ pub mod atomic_writer;
 pub enum Kind {
     ConfigMap,
     Secret,
+    /// A service account token issued for one pod (cluster mode: TokenRequest); the key's
+    /// name is [`token_name`], the object's one key `token`.
+    Token,
 }
 
 impl Kind {
@@ -34,6 +37,7 @@ impl Kind {
         match self {
             Kind::ConfigMap => "configmap",
             Kind::Secret => "secret",
+            Kind::Token => "serviceaccount token",
         }
     }
     /// As the API spells the kind: `couldn't find key k in ConfigMap ns/x`.
@@ -41,8 +45,67 @@ impl Kind {
         match self {
             Kind::ConfigMap => "ConfigMap",
             Kind::Secret => "Secret",
+            Kind::Token => "ServiceAccountToken",
         }
     }
+}
+
+/// The API default of `serviceAccountToken.expirationSeconds`.
+pub const DEFAULT_TOKEN_EXPIRATION_SECONDS: i64 = 3600;
+
+/// What a token is requested for: the `name` of its [`ObjectKey`] spells all of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenSpec {
+    pub service_account: String,
+    pub pod_name: String,
+    pub pod_uid: String,
+    pub expiration_seconds: i64,
+    /// "" for the apiserver's own audiences.
+    pub audience: String,
+}
+
+/// `<serviceAccount>/<pod>/<uid>/<expirationSeconds>/<audience>` (the audience last: it
+/// may hold slashes).
+pub fn token_name(t: &TokenSpec) -> String {
+    format!(
+        "{}/{}/{}/{}/{}",
+        t.service_account, t.pod_name, t.pod_uid, t.expiration_seconds, t.audience
+    )
+}
+
+pub fn parse_token_name(name: &str) -> Option<TokenSpec> {
+    let mut it = name.splitn(5, '/');
+    Some(TokenSpec {
+        service_account: it.next()?.to_string(),
+        pod_name: it.next()?.to_string(),
+        pod_uid: it.next()?.to_string(),
+        expiration_seconds: it.next()?.parse().ok()?,
+        audience: it.next()?.to_string(),
+    })
+}
+
+/// The token key of a projected `serviceAccountToken` source of `pod`.
+pub fn token_key(pod: &api::Pod, p: &api::ServiceAccountTokenProjection) -> ObjectKey {
+    let spec = TokenSpec {
+        service_account: pod
+            .spec
+            .service_account_name
+            .clone()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "default".to_string()),
+        pod_name: pod.metadata.name.clone(),
+        pod_uid: pod.metadata.uid.clone(),
+        expiration_seconds: p
+            .expiration_seconds
+            .unwrap_or(DEFAULT_TOKEN_EXPIRATION_SECONDS),
+        audience: p.audience.clone(),
+    };
+    ObjectKey::new(
+        Scope::of(pod),
+        Kind::Token,
+        &pod.metadata.namespace,
+        &token_name(&spec),
+    )
 }
 
 /// Which pods may see an object.
@@ -359,6 +422,9 @@ pub fn references(pod: &api::Pod) -> BTreeSet<ObjectKey> {
                 }
                 if let Some(s) = &src.secret {
                     out.insert(key(Kind::Secret, &s.name));
+                }
+                if let Some(t) = &src.service_account_token {
+                    out.insert(token_key(pod, t));
                 }
             }
         }

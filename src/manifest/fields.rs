@@ -329,8 +329,8 @@ pub static RULES: &[Rule] = &[
     ),
     rule(
         "spec.volumes[].projected.sources[].serviceAccountToken",
-        Refused,
-        "service account tokens are not supported yet (they need the apiserver's TokenRequest API)",
+        Implemented,
+        "API pods: a TokenRequest bound to the pod, refreshed at 80 % of its lifetime; a static pod cannot have one (FailedMount)",
     ),
     rule(
         "spec.volumes[].projected.sources[].clusterTrustBundle",

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use crate::api;
 use crate::config_data::atomic_writer::{self, FileProjection, Payload};
-use crate::config_data::{ConfigObjects, Kind, Object, ObjectKey, Scope};
+use crate::config_data::{self, ConfigObjects, Kind, Object, ObjectKey, Scope};
 use crate::runtime::cri_config::{self, NodeParams};
 use crate::runtime::mounts::{self, Tmpfs};
 
@@ -193,6 +193,30 @@ pub fn payload(
                 )?;
             } else if let Some(d) = &src.downward_api {
                 downward(&mut out, pod, &d.items, mode, node)?;
+            } else if let Some(t) = &src.service_account_token {
+                // kubelet: the token manager's TokenRequest, bound to this pod.
+                if Scope::of(pod) == Scope::Local {
+                    return Err("a static pod has no service account token (it needs the apiserver's TokenRequest API)".into());
+                }
+                let key = config_data::token_key(pod, t);
+                let token = objects
+                    .get(&key)
+                    .and_then(|o| o.data.get("token").cloned())
+                    .ok_or_else(|| {
+                        format!(
+                            "failed to fetch token: the token of service account {:?} is not issued yet",
+                            config_data::parse_token_name(&key.name)
+                                .map(|t| t.service_account)
+                                .unwrap_or_default()
+                        )
+                    })?;
+                out.insert(
+                    t.path.clone(),
+                    FileProjection {
+                        data: token,
+                        mode: mode as u32 & 0o777,
+                    },
+                );
             } else {
                 // The field policy refuses the other sources before a pod gets here.
                 return Err("projected source not supported by picolet".into());
