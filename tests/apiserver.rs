@@ -1281,3 +1281,56 @@ async fn api_pods_get_config_maps_secrets_and_service_account_tokens() {
         })
         .await;
 }
+
+/// Offline autonomy for config data: the apiserver goes away, picolet restarts, the pod's
+/// container crashes — it is recreated with its env from the objects checkpoint.
+#[tokio::test]
+async fn a_crashed_container_gets_its_secret_env_from_the_checkpoint_while_offline() {
+    let mock = MockApiServer::start_new().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("manifests")).unwrap();
+    std::fs::write(dir.path().join("resolv.conf"), "nameserver 192.0.2.53\n").unwrap();
+    let kc = dir.path().join("kubeconfig");
+    mock.write_kubeconfig(&kc, None, None).unwrap();
+    let rt = FakeRuntime::new(SystemClock);
+    rt.add_image(IMAGE);
+    mock.put_object(
+        "secrets",
+        json!({"metadata": {"name": "db", "namespace": "default"}, "stringData": {}, "data": {"password": "czNjcmV0"}}),
+    );
+    let mut pod = api_pod("web", "pi-1");
+    pod["spec"]["containers"][0]["env"] = json!([{"name": "PASSWORD", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}]);
+    mock.create_pod(pod).unwrap();
+    let env_of = |id: &str| {
+        rt.container_config(id)
+            .and_then(|c| c.envs.into_iter().find(|(k, _)| k == "PASSWORD"))
+            .map(|(_, v)| v)
+    };
+
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(async {
+            let agent = start_api_agent(&rt, dir.path(), &kc);
+            wait_until("web running", 20, || {
+                (running_in(&rt, "web") == 1).then_some(())
+            })
+            .await;
+            let first = rt.running("app")[0].clone();
+            assert_eq!(env_of(&first).as_deref(), Some("s3cret"));
+            let cp = dir.path().join("root/checkpoints/objects.json");
+            wait_until("the objects checkpoint", 10, || cp.exists().then_some(())).await;
+
+            mock.stop();
+            agent.stop().await;
+            let agent = start_api_agent(&rt, dir.path(), &kc);
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            rt.exit_container(&first, 1);
+            let second = wait_until("the container recreated while offline", 30, || {
+                rt.running("app").into_iter().find(|id| *id != first)
+            })
+            .await;
+            assert_eq!(env_of(&second).as_deref(), Some("s3cret"));
+            agent.stop().await;
+        })
+        .await;
+}
