@@ -559,23 +559,26 @@ fn env_value_from(
         "status.podIP" => pod_ip.to_string(),
         "status.podIPs" => pod_ip.to_string(),
         "status.hostIP" | "status.hostIPs" => node.host_ip.to_string(),
-        _ => {
-            let (map, rest) = if let Some(rest) = path.strip_prefix("metadata.labels") {
-                (&m.labels, rest)
-            } else if let Some(rest) = path.strip_prefix("metadata.annotations") {
-                (&m.annotations, rest)
-            } else {
-                return Err(unsupported());
-            };
-            // metadata.labels['key'] (also with double quotes)
-            let key = rest
-                .strip_prefix("['")
-                .and_then(|r| r.strip_suffix("']"))
-                .or_else(|| rest.strip_prefix("[\"").and_then(|r| r.strip_suffix("\"]")))
-                .ok_or_else(unsupported)?;
-            map.get(key).cloned().unwrap_or_default()
-        }
+        _ => metadata_subscript(pod, path).ok_or_else(unsupported)?,
     })
+}
+
+/// `metadata.labels['key']` / `metadata.annotations['key']` (double quotes too): the value,
+/// "" when the key is not set; `None` for any other path.
+pub fn metadata_subscript(pod: &api::Pod, path: &str) -> Option<String> {
+    let m = &pod.metadata;
+    let (map, rest) = if let Some(rest) = path.strip_prefix("metadata.labels") {
+        (&m.labels, rest)
+    } else if let Some(rest) = path.strip_prefix("metadata.annotations") {
+        (&m.annotations, rest)
+    } else {
+        return None;
+    };
+    let key = rest
+        .strip_prefix("['")
+        .and_then(|r| r.strip_suffix("']"))
+        .or_else(|| rest.strip_prefix("[\"").and_then(|r| r.strip_suffix("\"]")))?;
+    Some(map.get(key).cloned().unwrap_or_default())
 }
 
 /// A `resourceFieldRef` value (env and downwardAPI volume items); `name` names the item in

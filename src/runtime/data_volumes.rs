@@ -136,31 +136,21 @@ pub fn payload(
     node: NodeParams<'_>,
 ) -> Result<Payload, String> {
     let mut out = Payload::new();
+    let source = |kind, name, items, optional| Source {
+        kind,
+        name,
+        items,
+        optional,
+    };
     if let Some(cm) = &volume.config_map {
         let mode = cm.default_mode.unwrap_or(DEFAULT_MODE);
-        let obj = lookup(pod, objects, Kind::ConfigMap, &cm.name);
-        project(
-            &mut out,
-            Kind::ConfigMap,
-            &cm.name,
-            obj.as_deref(),
-            &cm.items,
-            cm.optional.unwrap_or(false),
-            mode,
-        )?;
+        let src = source(Kind::ConfigMap, &cm.name, &cm.items, cm.optional);
+        project(&mut out, pod, objects, src, mode)?;
     }
     if let Some(s) = &volume.secret {
         let mode = s.default_mode.unwrap_or(DEFAULT_MODE);
-        let obj = lookup(pod, objects, Kind::Secret, &s.secret_name);
-        project(
-            &mut out,
-            Kind::Secret,
-            &s.secret_name,
-            obj.as_deref(),
-            &s.items,
-            s.optional.unwrap_or(false),
-            mode,
-        )?;
+        let src = source(Kind::Secret, &s.secret_name, &s.items, s.optional);
+        project(&mut out, pod, objects, src, mode)?;
     }
     if let Some(d) = &volume.downward_api {
         let mode = d.default_mode.unwrap_or(DEFAULT_MODE);
@@ -170,27 +160,11 @@ pub fn payload(
         let mode = p.default_mode.unwrap_or(DEFAULT_MODE);
         for src in &p.sources {
             if let Some(cm) = &src.config_map {
-                let obj = lookup(pod, objects, Kind::ConfigMap, &cm.name);
-                project(
-                    &mut out,
-                    Kind::ConfigMap,
-                    &cm.name,
-                    obj.as_deref(),
-                    &cm.items,
-                    cm.optional.unwrap_or(false),
-                    mode,
-                )?;
-            } else if let Some(s) = &src.secret {
-                let obj = lookup(pod, objects, Kind::Secret, &s.name);
-                project(
-                    &mut out,
-                    Kind::Secret,
-                    &s.name,
-                    obj.as_deref(),
-                    &s.items,
-                    s.optional.unwrap_or(false),
-                    mode,
-                )?;
+                let s = source(Kind::ConfigMap, &cm.name, &cm.items, cm.optional);
+                project(&mut out, pod, objects, s, mode)?;
+            } else if let Some(sec) = &src.secret {
+                let s = source(Kind::Secret, &sec.name, &sec.items, sec.optional);
+                project(&mut out, pod, objects, s, mode)?;
             } else if let Some(d) = &src.downward_api {
                 downward(&mut out, pod, &d.items, mode, node)?;
             } else if let Some(t) = &src.service_account_token {
@@ -226,17 +200,31 @@ pub fn payload(
     Ok(out)
 }
 
+/// What a configMap or secret source asks for.
+struct Source<'a> {
+    kind: Kind,
+    name: &'a str,
+    items: &'a [api::KeyToPath],
+    optional: Option<bool>,
+}
+
 /// kubelet: configmap/secret `MakePayload`.
 fn project(
     out: &mut Payload,
-    kind: Kind,
-    name: &str,
-    obj: Option<&Object>,
-    items: &[api::KeyToPath],
-    optional: bool,
+    pod: &api::Pod,
+    objects: &ConfigObjects,
+    src: Source<'_>,
     default_mode: i32,
 ) -> Result<(), String> {
-    let Some(obj) = obj else {
+    let Source {
+        kind,
+        name,
+        items,
+        optional,
+    } = src;
+    let optional = optional.unwrap_or(false);
+    let obj = lookup(pod, objects, kind, name);
+    let Some(obj) = obj.as_deref() else {
         if optional {
             return Ok(());
         }
@@ -321,20 +309,8 @@ fn field_value(pod: &api::Pod, path: &str) -> Result<String, String> {
         "metadata.uid" => m.uid.clone(),
         "metadata.labels" => format_map(&m.labels),
         "metadata.annotations" => format_map(&m.annotations),
-        _ => {
-            let (map, rest) = if let Some(rest) = path.strip_prefix("metadata.labels") {
-                (&m.labels, rest)
-            } else if let Some(rest) = path.strip_prefix("metadata.annotations") {
-                (&m.annotations, rest)
-            } else {
-                return Err(format!("unsupported fieldPath {path:?}"));
-            };
-            let key = rest
-                .strip_prefix("['")
-                .and_then(|r| r.strip_suffix("']"))
-                .ok_or_else(|| format!("unsupported fieldPath {path:?}"))?;
-            map.get(key).cloned().unwrap_or_default()
-        }
+        _ => cri_config::metadata_subscript(pod, path)
+            .ok_or_else(|| format!("unsupported fieldPath {path:?}"))?,
     })
 }
 

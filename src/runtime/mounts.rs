@@ -407,12 +407,17 @@ pub fn check_host_path(path: &Path, type_: &str) -> Result<(), MountError> {
 
 /// `<volume>/<subPath>`: relative, no `..`, created as a directory with the volume's mode
 /// when missing, and still inside the volume once symlinks are resolved.
-fn sub_path(base: &Path, sub: &str, mount: &str) -> Result<PathBuf, MountError> {
-    let err = |reason| MountError::SubPath {
+fn sub_path_error(sub: &str, mount: &str) -> impl Fn(&'static str) -> MountError {
+    move |reason| MountError::SubPath {
         mount: mount.into(),
         sub_path: sub.into(),
         reason,
-    };
+    }
+}
+
+/// A subPath is relative and has no `..`.
+fn check_sub_path(sub: &str, mount: &str) -> Result<(), MountError> {
+    let err = sub_path_error(sub, mount);
     let rel = Path::new(sub);
     if rel.is_absolute() {
         return Err(err("must be a relative path"));
@@ -420,7 +425,13 @@ fn sub_path(base: &Path, sub: &str, mount: &str) -> Result<PathBuf, MountError> 
     if rel.components().any(|c| matches!(c, Component::ParentDir)) {
         return Err(err("must not contain '..'"));
     }
-    let full = base.join(rel);
+    Ok(())
+}
+
+fn sub_path(base: &Path, sub: &str, mount: &str) -> Result<PathBuf, MountError> {
+    let err = sub_path_error(sub, mount);
+    check_sub_path(sub, mount)?;
+    let full = base.join(sub);
     if fs::symlink_metadata(&full).is_err() {
         let mode = fs::metadata(base)
             .map(|m| m.permissions().mode() & 0o7777)
@@ -440,20 +451,10 @@ fn sub_path(base: &Path, sub: &str, mount: &str) -> Result<PathBuf, MountError> 
 /// `subPath` into a configMap/secret/downwardAPI/projected volume: it must exist (nothing is
 /// created in a volume picolet writes), and resolves to the file in the current version.
 fn data_sub_path(base: &Path, sub: &str, mount: &str) -> Result<PathBuf, MountError> {
-    let err = |reason| MountError::SubPath {
-        mount: mount.into(),
-        sub_path: sub.into(),
-        reason,
-    };
-    let rel = Path::new(sub);
-    if rel.is_absolute() {
-        return Err(err("must be a relative path"));
-    }
-    if rel.components().any(|c| matches!(c, Component::ParentDir)) {
-        return Err(err("must not contain '..'"));
-    }
+    let err = sub_path_error(sub, mount);
+    check_sub_path(sub, mount)?;
     let real_base = fs::canonicalize(base).map_err(io_err("resolve", base))?;
-    let full = base.join(rel);
+    let full = base.join(sub);
     let real = fs::canonicalize(&full).map_err(|_| err("does not exist in the volume"))?;
     if !real.starts_with(&real_base) {
         return Err(err("resolves outside its volume"));

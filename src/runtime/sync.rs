@@ -539,21 +539,7 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
         if nothing_to_start {
             return result;
         }
-        let creating = |init: bool, c: &api::Container| ContainerSyncResult {
-            name: c.name.clone(),
-            init,
-            outcome: waiting(WaitingReason::ContainerCreating, e.to_string()),
-        };
-        for &i in &actions.init_containers_to_start {
-            result
-                .containers
-                .push(creating(true, &pod.spec.init_containers[i]));
-        }
-        for &i in &actions.containers_to_start {
-            result
-                .containers
-                .push(creating(false, &pod.spec.containers[i]));
-        }
+        result.containers = all_creating(pod, &actions, &e.to_string());
         return result;
     }
 
@@ -597,24 +583,7 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
             Err(failure) => {
                 log::warn!("pod {pod_name}: {}", failure.message);
                 result.sandbox_error = Some(failure);
-                let creating = |init: bool, c: &api::Container| ContainerSyncResult {
-                    name: c.name.clone(),
-                    init,
-                    outcome: StartOutcome::Waiting {
-                        reason: WaitingReason::ContainerCreating,
-                        message: String::new(),
-                    },
-                };
-                for &i in &actions.init_containers_to_start {
-                    result
-                        .containers
-                        .push(creating(true, &pod.spec.init_containers[i]));
-                }
-                for &i in &actions.containers_to_start {
-                    result
-                        .containers
-                        .push(creating(false, &pod.spec.containers[i]));
-                }
+                result.containers = all_creating(pod, &actions, "");
                 return result;
             }
         }
@@ -658,6 +627,27 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
         });
     }
     result
+}
+
+/// Every container the plan wanted started, waiting as `ContainerCreating` (the sandbox or a
+/// volume is not there yet).
+fn all_creating(pod: &api::Pod, actions: &PodActions, message: &str) -> Vec<ContainerSyncResult> {
+    let creating = |init: bool, c: &api::Container| ContainerSyncResult {
+        name: c.name.clone(),
+        init,
+        outcome: waiting(WaitingReason::ContainerCreating, message),
+    };
+    let init = actions
+        .init_containers_to_start
+        .iter()
+        .filter_map(|&i| pod.spec.init_containers.get(i))
+        .map(|c| creating(true, c));
+    let regular = actions
+        .containers_to_start
+        .iter()
+        .filter_map(|&i| pod.spec.containers.get(i))
+        .map(|c| creating(false, c));
+    init.chain(regular).collect()
 }
 
 /// Read and parse the host resolv.conf. An unreadable file is logged, not a failed pod:
