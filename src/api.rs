@@ -162,8 +162,8 @@ pub struct PodSpec {
     pub set_hostname_as_fqdn: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hostname_override: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image_pull_secrets: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_pull_secrets: Vec<LocalObjectReference>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub readiness_gates: Option<serde_json::Value>,
     /// Pod-level resources (not the containers').
@@ -898,6 +898,13 @@ pub struct EnvFromSource {
     pub config_map_ref: Option<LocalObjectRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_ref: Option<LocalObjectRef>,
+}
+
+/// `imagePullSecrets[]`: a name.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LocalObjectReference {
+    #[serde(default)]
+    pub name: String,
 }
 
 /// `configMapRef` / `secretRef` of envFrom.

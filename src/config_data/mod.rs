@@ -408,6 +408,9 @@ pub fn references(pod: &api::Pod) -> BTreeSet<ObjectKey> {
     let ns = pod.metadata.namespace.as_str();
     let key = |kind, name: &str| ObjectKey::new(scope, kind, ns, name);
     let mut out = BTreeSet::new();
+    for s in &pod.spec.image_pull_secrets {
+        out.insert(key(Kind::Secret, &s.name));
+    }
     for v in &pod.spec.volumes {
         if let Some(cm) = &v.config_map {
             out.insert(key(Kind::ConfigMap, &cm.name));

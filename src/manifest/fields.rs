@@ -144,8 +144,8 @@ pub static RULES: &[Rule] = &[
     ),
     rule(
         "spec.imagePullSecrets",
-        Warned,
-        "Secrets are not read yet: pulls use the node's credentials (<root-dir>/config.json, ~/.docker/config.json)",
+        Implemented,
+        "`.dockerconfigjson` / `.dockercfg` Secrets (local files for static pods), tried before the node's credentials",
     ),
     rule(
         "spec.readinessGates",

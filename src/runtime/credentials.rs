@@ -148,6 +148,11 @@ impl Keyring {
         Ok(Keyring { entries })
     }
 
+    /// Appends `other`'s entries (they lose ties to this keyring's).
+    pub fn extend(&mut self, other: Keyring) {
+        self.entries.extend(other.entries);
+    }
+
     /// The credentials for `image` (a normalized reference such as
     /// `registry.local:5000/app:1` or `docker.io/library/nginx:1.25`): the entry with the
     /// longest matching `registry[/path]` prefix, the first file winning a tie.

@@ -953,20 +953,24 @@ async fn ensure_image<R: Runtime, C: Clock>(
     }
     // kubelet: the docker config keyring, read at each pull (a pull is rare, and an edit of
     // the file applies without a restart). Never logged: only whether credentials went along.
+    // kubelet: the pod's imagePullSecrets come first, then the node's keyring.
+    let pod_ring = pull_secrets_keyring(env, cx.pod);
     let (keyring, problems) = credentials::Keyring::load(&env.credential_paths);
     for p in problems {
         log::warn!("registry credentials: {p}");
     }
-    let auth = keyring.lookup(&image);
+    let (auth, whose) = match pod_ring.lookup(&image) {
+        Some(a) => (Some(a), " with the pod's imagePullSecrets"),
+        None => (
+            keyring.lookup(&image),
+            " with the node's credentials for its registry",
+        ),
+    };
     log::info!(
         "pod {}: pulling image {:?}{}",
         cx.pod.full_name(),
         c.image,
-        if auth.is_some() {
-            " with the node's credentials for its registry"
-        } else {
-            ""
-        }
+        if auth.is_some() { whose } else { "" }
     );
     match env
         .runtime
@@ -994,7 +998,7 @@ async fn ensure_image<R: Runtime, C: Clock>(
                     .map(|p| p.display().to_string())
                     .collect();
                 format!(
-                    " ({} credentials for {}; picolet reads registry credentials from {} — imagePullSecrets are not read yet)",
+                    " ({} credentials for {}; picolet reads registry credentials from {} and the pod's imagePullSecrets)",
                     if auth.is_some() {
                         "the registry refused the"
                     } else {
@@ -1014,6 +1018,53 @@ async fn ensure_image<R: Runtime, C: Clock>(
             Err(waiting(WaitingReason::ErrImagePull, format!("{msg}{hint}")))
         }
     }
+}
+
+/// The registry credentials of the pod's `imagePullSecrets` (kubelet: `getPullSecretsForPod`):
+/// the `.dockerconfigjson` or `.dockercfg` key of each Secret; a missing one is a WARN and the
+/// pull goes on without it, as upstream.
+fn pull_secrets_keyring<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    pod: &api::Pod,
+) -> credentials::Keyring {
+    let mut ring = credentials::Keyring::default();
+    for s in &pod.spec.image_pull_secrets {
+        let key = crate::config_data::ObjectKey::new(
+            crate::config_data::Scope::of(pod),
+            crate::config_data::Kind::Secret,
+            &pod.metadata.namespace,
+            &s.name,
+        );
+        let Some(secret) = env.config.get(&key) else {
+            log::warn!(
+                "pod {}: unable to retrieve pull secret {}/{}; the image pull may not succeed",
+                pod.full_name(),
+                pod.metadata.namespace,
+                s.name
+            );
+            continue;
+        };
+        let data = secret
+            .data
+            .get(".dockerconfigjson")
+            .or_else(|| secret.data.get(".dockercfg"));
+        match data.map(|d| credentials::Keyring::parse(d)) {
+            Some(Ok(r)) => ring.extend(r),
+            Some(Err(e)) => log::warn!(
+                "pod {}: pull secret {}/{}: {e}",
+                pod.full_name(),
+                pod.metadata.namespace,
+                s.name
+            ),
+            None => log::warn!(
+                "pod {}: pull secret {}/{} has neither .dockerconfigjson nor .dockercfg",
+                pod.full_name(),
+                pod.metadata.namespace,
+                s.name
+            ),
+        }
+    }
+    ring
 }
 
 /// kubelet: `getTerminationMessage` / `readLastStringFromContainerLogs` — an exited

@@ -1029,6 +1029,48 @@ async fn pulls_carry_the_nodes_registry_credentials() {
     assert!(!msg.contains("s3cret") && !msg.contains("cGk6"), "{msg}");
 }
 
+#[tokio::test(start_paused = true)]
+async fn pulls_use_the_pods_image_pull_secrets_first() {
+    let h = harness();
+    std::fs::write(
+        &h.env.credential_paths[0],
+        r#"{"auths": {"registry.local:5000": {"auth": "bm9kZTpub2Rl"}}}"#,
+    )
+    .unwrap();
+    let secret: api::Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "regcred", "namespace": "default"},
+        "type": "kubernetes.io/dockerconfigjson",
+        "stringData": {".dockerconfigjson": r#"{"auths": {"registry.local:5000": {"username": "pod", "password": "p"}}}"#}
+    }))
+    .unwrap();
+    let scope = crate::config_data::Scope::Local;
+    h.env.config.replace_scope(
+        scope,
+        vec![crate::config_data::from_secret(&secret, scope, "f").unwrap()],
+    );
+    let mut p = one_container_pod("registry.local:5000/app:1");
+    p.metadata
+        .annotations
+        .insert(api::ANNOTATION_CONFIG_SOURCE.into(), "file".into());
+    p.spec.image_pull_secrets = vec![
+        api::LocalObjectReference {
+            name: "missing".into(),
+        },
+        api::LocalObjectReference {
+            name: "regcred".into(),
+        },
+    ];
+    let mut h = h;
+    h.sync(&p).await;
+    assert_eq!(
+        h.rt.pull_auths(),
+        vec![(
+            "registry.local:5000/app:1".to_string(),
+            Some("pod".to_string())
+        )]
+    );
+}
+
 #[test]
 fn termination_messages_come_from_the_file_or_the_log_tail() {
     let tmp = tempfile::tempdir().unwrap();
