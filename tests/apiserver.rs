@@ -1334,3 +1334,67 @@ async fn a_crashed_container_gets_its_secret_env_from_the_checkpoint_while_offli
         })
         .await;
 }
+
+/// A token is refreshed before it ages (80 % of its lifetime) and the new one reaches the
+/// mounted file of the running container.
+#[tokio::test]
+async fn service_account_tokens_are_refreshed_into_the_volume() {
+    let mock = MockApiServer::start_new().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("manifests")).unwrap();
+    std::fs::write(dir.path().join("resolv.conf"), "nameserver 192.0.2.53\n").unwrap();
+    let kc = dir.path().join("kubeconfig");
+    mock.write_kubeconfig(&kc, None, None).unwrap();
+    let rt = FakeRuntime::new(SystemClock);
+    rt.add_image(IMAGE);
+    let mut pod = api_pod("web", "pi-1");
+    pod["spec"]["serviceAccountName"] = json!("robot");
+    pod["spec"]["containers"][0]["volumeMounts"] =
+        json!([{"name": "token", "mountPath": "/var/run/secrets/tokens"}]);
+    // A short-lived token (2 s): refreshed after 1.6 s.
+    pod["spec"]["volumes"] = json!([{"name": "token", "projected": {"sources": [
+        {"serviceAccountToken": {"expirationSeconds": 2, "audience": "vault", "path": "vault-token"}}
+    ]}}]);
+    let created = mock.create_pod(pod).unwrap();
+    let uid = created["metadata"]["uid"].as_str().unwrap().to_string();
+    let pod_dir = dir.path().join("root/pods").join(&uid);
+    let file = pod_dir.join("volumes/kubernetes.io~projected/token/vault-token");
+
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(async {
+            let agent = start_api_agent(&rt, dir.path(), &kc);
+            wait_until("web running", 20, || {
+                (running_in(&rt, "web") == 1).then_some(())
+            })
+            .await;
+            let first = std::fs::read_to_string(&file).unwrap();
+            assert!(
+                first.starts_with(&format!("mock-token.default.robot.web.{uid}.")),
+                "{first}"
+            );
+            let req = mock
+                .requests()
+                .into_iter()
+                .find(|r| r.path.ends_with("/serviceaccounts/robot/token"))
+                .unwrap();
+            assert_eq!(req.body["spec"]["audiences"], json!(["vault"]));
+            let id = rt.running("app");
+            let second = wait_until("a refreshed token in the file", 15, || {
+                std::fs::read_to_string(&file).ok().filter(|t| *t != first)
+            })
+            .await;
+            assert!(
+                second.starts_with("mock-token.default.robot.web."),
+                "{second}"
+            );
+            assert_eq!(rt.running("app"), id, "not restarted");
+            mock.delete_pod("default", "web", Some(0)).unwrap();
+            wait_until("the pod directory removed", 20, || {
+                (!pod_dir.exists()).then_some(())
+            })
+            .await;
+            agent.stop().await;
+        })
+        .await;
+}

@@ -1536,6 +1536,109 @@ mod tests {
     }
 
     #[test]
+    fn env_from_config_maps_and_secrets() {
+        use crate::config_data::{from_config_map, from_secret};
+        let objects = ConfigObjects::default();
+        let cm: api::ConfigMap = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "cfg", "namespace": "apps"},
+            "data": {"A": "1", "B": "2", "1x": "bad", "a.b": "dots"}
+        }))
+        .unwrap();
+        let sec: api::Secret = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "db", "namespace": "apps"},
+            "stringData": {"A": "from-secret", "password": "s3cret"}
+        }))
+        .unwrap();
+        objects.replace_scope(
+            Scope::Api,
+            vec![
+                from_config_map(&cm, Scope::Api, "t").unwrap(),
+                from_secret(&sec, Scope::Api, "t").unwrap(),
+            ],
+        );
+        let node = NodeParams {
+            objects: Some(&objects),
+            ..sc()
+        };
+        let mut p = pod();
+        p.metadata.namespace = "apps".into();
+        let c: api::Container = serde_json::from_value(serde_json::json!({
+            "name": "c", "image": "x",
+            "envFrom": [{"configMapRef": {"name": "cfg"}},
+                        {"prefix": "S_", "secretRef": {"name": "db"}},
+                        {"secretRef": {"name": "db"}},
+                        {"configMapRef": {"name": "gone", "optional": true}}],
+            "env": [{"name": "B", "value": "literal $(A)"},
+                    {"name": "P", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}},
+                    {"name": "O", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "nope", "optional": true}}}]
+        }))
+        .unwrap();
+        let envs = container_env(&p, &c, "", node).unwrap();
+        let want: Vec<(String, String)> = [
+            ("A", "from-secret"), // the later envFrom source wins
+            ("B", "literal from-secret"),
+            ("a.b", "dots"),
+            ("S_A", "from-secret"),
+            ("S_password", "s3cret"),
+            ("password", "s3cret"),
+            ("P", "s3cret"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(envs, want);
+        let from = env_from(&p, &c, node).unwrap();
+        assert_eq!(
+            from.skipped,
+            vec![(
+                Kind::ConfigMap,
+                "apps/cfg".to_string(),
+                vec!["1x".to_string()]
+            )]
+        );
+
+        // Missing objects and keys: upstream's messages.
+        let cases = [
+            (
+                serde_json::json!({"name": "E", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "nope"}}}),
+                "couldn't find key nope in ConfigMap apps/cfg",
+            ),
+            (
+                serde_json::json!({"name": "E", "valueFrom": {"secretKeyRef": {"name": "none", "key": "k"}}}),
+                "secret \"none\" not found",
+            ),
+        ];
+        for (e, want) in cases {
+            let c = api::Container {
+                name: "c".into(),
+                env: vec![serde_json::from_value(e).unwrap()],
+                ..Default::default()
+            };
+            assert_eq!(
+                container_env(&p, &c, "", node).unwrap_err().to_string(),
+                want
+            );
+        }
+        let c: api::Container = serde_json::from_value(serde_json::json!({
+            "name": "c", "envFrom": [{"configMapRef": {"name": "none"}}]
+        }))
+        .unwrap();
+        assert_eq!(
+            container_env(&p, &c, "", node).unwrap_err().to_string(),
+            "configmap \"none\" not found"
+        );
+        // A static pod does not see API objects.
+        p.metadata
+            .annotations
+            .insert(api::ANNOTATION_CONFIG_SOURCE.into(), "file".into());
+        let c: api::Container = serde_json::from_value(serde_json::json!({
+            "name": "c", "envFrom": [{"configMapRef": {"name": "cfg"}}]
+        }))
+        .unwrap();
+        assert!(container_env(&p, &c, "", node).is_err());
+    }
+
+    #[test]
     fn quantities() {
         let cases: &[(&str, i32, Option<i64>)] = &[
             ("1", 3, Some(1000)),
