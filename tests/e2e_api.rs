@@ -349,8 +349,34 @@ async fn e2e_api_node_lifecycle_outage_and_restart() {
     assert!(mirror["metadata"]["annotations"]["kubernetes.io/config.mirror"].is_string());
     assert_eq!(mirror["metadata"]["ownerReferences"][0]["kind"], "Node");
 
-    // 3. A pod created in the apiserver runs; its status reaches the apiserver.
-    mock.create_pod(api_pod("web", NODE)).expect("create web");
+    // 3. A pod created in the apiserver runs; its status reaches the apiserver. It carries
+    //    the kube-api-access volume the apiserver's ServiceAccount admission adds: the token
+    //    comes from a TokenRequest, ca.crt from kube-root-ca.crt (issue 12).
+    mock.put_object(
+        "configmaps",
+        json!({"metadata": {"name": "kube-root-ca.crt", "namespace": NS},
+               "data": {"ca.crt": "-----BEGIN CERTIFICATE-----\n"}}),
+    );
+    let mut web = api_pod("web", NODE);
+    web["spec"]["automountServiceAccountToken"] = json!(true);
+    let sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount";
+    web["spec"]["containers"][0]["command"] = json!([
+        "sh",
+        "-c",
+        format!(
+            "echo \"token $(cat {sa_dir}/token) ns $(cat {sa_dir}/namespace) ca $(head -c 10 {sa_dir}/ca.crt)\"; {}",
+            service_script("web")
+        )
+    ]);
+    web["spec"]["containers"][0]["volumeMounts"] =
+        json!([{"name": "kube-api-access-abcde", "mountPath": sa_dir, "readOnly": true}]);
+    web["spec"]["volumes"] = json!([{"name": "kube-api-access-abcde", "projected": {
+    "defaultMode": 420, "sources": [
+        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}
+    ]}}]);
+    mock.create_pod(web).expect("create web");
     let web = h
         .wait_for(
             "web Running in the apiserver, container running",
@@ -372,6 +398,19 @@ async fn e2e_api_node_lifecycle_outage_and_restart() {
         .await;
     let web_uid = web["metadata"]["uid"].as_str().unwrap().to_string();
     assert!(web["status"]["podIP"].is_string(), "{}", web["status"]);
+    let want = format!("token mock-token.{NS}.default.web.{web_uid}.1 ns {NS} ca -----BEGIN");
+    let root = h.root.clone();
+    h.wait_for("web read its service account token", 20, || {
+        let (root, uid, want) = (root.clone(), web_uid.clone(), want.clone());
+        async move {
+            if log_has(&root, "web", &uid, &want) {
+                Ok(())
+            } else {
+                Err(format!("no {want:?} in web's log yet"))
+            }
+        }
+    })
+    .await;
 
     // 4. Graceful deletion: TERM reaches the container, then the object is removed.
     mock.delete_pod(NS, "web", Some(10)).expect("delete web");
