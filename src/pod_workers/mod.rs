@@ -159,6 +159,10 @@ pub struct PodWorkers<S: PodSyncer> {
     done_tx: mpsc::UnboundedSender<Done>,
     done_rx: mpsc::UnboundedReceiver<Done>,
     next_id: u64,
+    /// The last failure logged per pod: the same failure again (a pod waiting for its
+    /// ConfigMap, its image, its network) is logged at debug, so a board waiting an hour
+    /// does not log it 300 times.
+    last_failure: HashMap<String, String>,
 }
 
 impl<S: PodSyncer> PodWorkers<S> {
@@ -172,6 +176,7 @@ impl<S: PodSyncer> PodWorkers<S> {
             done_tx,
             done_rx,
             next_id: 0,
+            last_failure: HashMap::new(),
         }
     }
 
@@ -309,10 +314,21 @@ impl<S: PodSyncer> PodWorkers<S> {
                 log::debug!("pod worker {uid}: {kind:?} failed: {f}");
             }
             (Outcome::Failed { .. }, Some(f)) => {
-                log::warn!("pod worker {uid}: {kind:?} failed: {f}");
+                let text = f.to_string();
+                if self.last_failure.get(&uid) == Some(&text) {
+                    log::debug!("pod worker {uid}: {kind:?} failed again: {f}");
+                } else {
+                    log::warn!("pod worker {uid}: {kind:?} failed: {f}");
+                    self.last_failure.insert(uid.clone(), text);
+                }
             }
             (Outcome::Cancelled, _) => log::debug!("pod worker {uid}: {kind:?} cancelled"),
-            _ => log::debug!("pod worker {uid}: {kind:?} done ({outcome:?})"),
+            _ => {
+                if self.last_failure.remove(&uid).is_some() {
+                    log::info!("pod worker {uid}: {kind:?} succeeded again");
+                }
+                log::debug!("pod worker {uid}: {kind:?} done ({outcome:?})");
+            }
         }
         let effects = self.states.complete_with_hint(&uid, outcome, requeue_hint);
         self.apply(effects);
@@ -341,6 +357,7 @@ impl<S: PodSyncer> PodWorkers<S> {
                 }
                 Effect::Forget { uid } => {
                     self.deadlines.remove(&uid);
+                    self.last_failure.remove(&uid);
                     if let Some(task) = self.tasks.remove(&uid) {
                         task.cancel.cancel();
                         task.handle.abort();

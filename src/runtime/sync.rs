@@ -535,7 +535,8 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
         }
         Err(e) => Err(e),
     } {
-        log::warn!("pod {pod_name}: {e}");
+        // The pod worker's WARN carries it (once, not at every retry).
+        log::debug!("pod {pod_name}: {e}");
         if nothing_to_start {
             return result;
         }
@@ -802,7 +803,8 @@ async fn start_container<R: Runtime, C: Clock>(
     let envs = match cri_config::container_env(pod, c, &cx.pod_ip, node) {
         Ok(envs) => envs,
         Err(e) => {
-            log::warn!("pod {pod_name}: container {:?}: {e}", c.name);
+            // Often a ConfigMap or Secret not there yet: the pod worker's WARN says it once.
+            log::debug!("pod {pod_name}: container {:?}: {e}", c.name);
             return waiting(WaitingReason::CreateContainerConfigError, e.to_string());
         }
     };
