@@ -64,6 +64,8 @@ pub mod clock;
 pub mod config_data;
 pub mod daemon;
 pub mod events;
+#[cfg(feature = "apiserver")]
+pub mod local_api;
 pub mod manifest;
 pub mod node;
 pub mod options;

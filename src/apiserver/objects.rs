@@ -505,7 +505,7 @@ fn write_checkpoint(path: &Path, held: &BTreeMap<ObjectKey, Object>) {
             let data: serde_json::Map<String, Value> = o
                 .data
                 .iter()
-                .map(|(k, v)| (k.clone(), Value::String(encode_base64(v))))
+                .map(|(k, v)| (k.clone(), Value::String(api::encode_base64(v))))
                 .collect();
             json!({"kind": o.key.kind.as_str(), "namespace": o.key.namespace, "name": o.key.name, "data": data})
         })
@@ -520,27 +520,6 @@ fn write_checkpoint(path: &Path, held: &BTreeMap<ObjectKey, Object>) {
             path.display()
         );
     }
-}
-
-fn encode_base64(bytes: &[u8]) -> String {
-    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(T[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -574,10 +553,10 @@ mod tests {
             b"abcd",
             &[0u8, 255, 128, 7, 9],
         ] {
-            let enc = encode_base64(data);
+            let enc = api::encode_base64(data);
             assert_eq!(api::decode_base64(&enc).as_deref(), Some(data), "{enc}");
         }
-        assert_eq!(encode_base64(b"s3cret"), "czNjcmV0");
+        assert_eq!(api::encode_base64(b"s3cret"), "czNjcmV0");
     }
 
     #[test]
