@@ -241,7 +241,7 @@ fn advance<R: Runtime>(
         }
         (Stream::Opening(_), Step::Opened(Err(e))) => {
             let counts = !matches!(e, CriError::Unavailable { .. });
-            failed(attempts, counts, &e, false)
+            (failed(attempts, counts, &e, false), None, false)
         }
         (
             Stream::Watching {
@@ -283,7 +283,7 @@ fn advance<R: Runtime>(
                 },
             };
             let counts = !matches!(e, CriError::Unavailable { .. });
-            let (next, _, _) = failed(attempts, counts, &e, true);
+            let next = failed(attempts, counts, &e, true);
             (next, Some(PlegMessage::Watching(None)), true)
         }
         // Waiting --> Opening
@@ -293,12 +293,7 @@ fn advance<R: Runtime>(
 }
 
 /// A failed attempt: back off and retry, or give up for good after the 5th in a row.
-fn failed(
-    attempts: &mut Attempts,
-    counts: bool,
-    e: &CriError,
-    broke: bool,
-) -> (Stream, Option<PlegMessage>, bool) {
+fn failed(attempts: &mut Attempts, counts: bool, e: &CriError, broke: bool) -> Stream {
     if counts {
         attempts.failures += 1;
     }
@@ -308,7 +303,7 @@ fn failed(
         log::warn!(
             "container events: {e}; {MAX_STREAM_RETRIES} failures in a row, relisting every {RELIST_PERIOD:?} from now on"
         );
-        return (Stream::Off, None, false);
+        return Stream::Off;
     }
     let wait = attempts.backoff();
     if broke {
@@ -318,8 +313,7 @@ fn failed(
     } else {
         log::debug!("container events: {e}; retrying in {wait:?}");
     }
-    let sleep = Box::pin(tokio::time::sleep(wait));
-    (Stream::Waiting(sleep), None, false)
+    Stream::Waiting(Box::pin(tokio::time::sleep(wait)))
 }
 
 /// What an event did to the relister's view of its pod.
