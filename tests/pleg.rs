@@ -249,3 +249,36 @@ async fn an_unreachable_runtime_is_retried_until_it_answers() {
         })
         .await;
 }
+
+/// The status sees an event at once too: a `restartPolicy: Never` pod whose container
+/// exits 1 is Failed, reported without any relist in between.
+#[tokio::test(start_paused = true)]
+async fn the_status_follows_an_event() {
+    LocalSet::new()
+        .run_until(async {
+            let (clock, rt) = fake_runtime(true);
+            let (_tmp, cfg) = agent_dir("node1");
+            let never = manifest("job").replace("spec:\n", "spec:\n  restartPolicy: Never\n");
+            std::fs::write(cfg.pod_manifest_path.join("job.yaml"), never).unwrap();
+            let mut agent = common::agent::start_with_events(&rt, clock, &cfg);
+            settle(3).await;
+            assert_eq!(running_ids(&rt).len(), 1);
+            let before = agent.statuses();
+            assert_eq!(
+                before["job-node1"].phase,
+                Some(picolet::api::PodPhase::Running),
+                "{before:?}"
+            );
+            let relists = rt.relists();
+            rt.exit_container(&rt.running("app")[0], 1);
+            settle(2).await;
+            let after = agent.statuses();
+            assert_eq!(
+                after["job-node1"].phase,
+                Some(picolet::api::PodPhase::Failed)
+            );
+            assert_eq!(rt.relists(), relists, "a relist ran");
+            agent.stop().await;
+        })
+        .await;
+}
