@@ -9,8 +9,8 @@
 //!
 //! ```text
 //! cargo bench --features fake-cri --bench picolet -- <mode> --picolet <binary> [flags]
-//!   fake-rss      --counts 0,10,100,500 [--wrap "valgrind --tool=massif …"]
-//!   fake-idle     --pods 50 --secs 60 [--callgrind]
+//!   fake-rss      --counts 0,10,100,500 [--wrap "valgrind --tool=massif …"] [--no-events]
+//!   fake-idle     --pods 50 --secs 60 [--callgrind] [--no-events]
 //!   fake-probes   --pods 100 --secs 60 --period 10  (an exec liveness and an HTTP readiness
 //!                 probe per pod, the HTTP server in this process)
 //!   fake-latency  --isolated 100 --spacing-ms 400 --burst 100
@@ -20,6 +20,9 @@
 //!   containerd    --endpoint unix://… --counts 1,20 --reps 3 --rss-pods 10 --idle-secs 60
 //!                 [--containerd-pid PID] [--podman --image-tar busybox.tar]
 //! ```
+//!
+//! The fake serves `GetContainerEvents` (evented PLEG, as containerd ≥ 1.7); `--no-events`
+//! makes it answer Unimplemented, as containerd 1.6 does (picolet then relists every 1 s).
 //!
 //! The fake CRI server (`picolet::runtime::fake_cri`) runs in THIS process, on its own
 //! current-thread tokio runtime, so its memory and CPU are never counted as picolet's; the
@@ -646,6 +649,22 @@ async fn start_fake(dir: &Workdir) -> Res<FakeCriHandle> {
     Ok(fake)
 }
 
+/// `--no-events`: the fake answers `GetContainerEvents` as containerd 1.6 (Unimplemented).
+fn events_per_flag(fake: &FakeCriHandle, args: &Args) -> &'static str {
+    if args.flag("no-events") {
+        fake.inject(
+            Method::GetContainerEvents,
+            Fault::fail(
+                picolet::runtime::fake_cri::Code::Unimplemented,
+                "unknown method GetContainerEvents",
+            ),
+        );
+        "no container events (1 s relist)"
+    } else {
+        "container events (300 s relist)"
+    }
+}
+
 fn endpoint_of(dir: &Workdir) -> String {
     format!("unix://{}", dir.socket().display())
 }
@@ -780,6 +799,7 @@ async fn fake_rss(args: &Args) -> Res<()> {
         let n = n as usize;
         let dir = Workdir::new()?;
         let fake = start_fake(&dir).await?;
+        let events = events_per_flag(&fake, args);
         // --wrap "valgrind --tool=massif …": a heap profile instead of a plain run.
         let wrapper: Vec<String> = args
             .str("wrap")
@@ -788,7 +808,7 @@ async fn fake_rss(args: &Args) -> Res<()> {
         let timeout = Duration::from_secs(120 + n as u64 * if wrapper.is_empty() { 1 } else { 4 });
         let (mut p, took) = start_converged(&bin, &wrapper, &dir, &fake, n, timeout).await?;
         log(format!(
-            "fake-rss: {n} pods running after {:.0} ms",
+            "fake-rss: {n} pods running after {:.0} ms, {events}",
             ms(took)
         ));
         sleep(settle).await;
@@ -838,6 +858,7 @@ async fn fake_idle(args: &Args) -> Res<()> {
     let callgrind = args.flag("callgrind");
     let dir = Workdir::new()?;
     let fake = start_fake(&dir).await?;
+    let events = events_per_flag(&fake, args);
     let cg_out = dir.root.join("callgrind.out");
     let wrapper: Vec<String> = if callgrind {
         vec![
@@ -856,7 +877,7 @@ async fn fake_idle(args: &Args) -> Res<()> {
         "idle"
     };
     log(format!(
-        "{section}: {n} pods running after {:.0} ms; settling",
+        "{section}: {n} pods running after {:.0} ms, {events}; settling",
         ms(took)
     ));
     sleep(settle).await;
@@ -947,7 +968,7 @@ async fn fake_idle(args: &Args) -> Res<()> {
         section,
         &format!("CRI calls ({window})"),
         format!("{:.1}/s", idle_calls.len() as f64 / elapsed),
-        breakdown.trim_end_matches(", "),
+        &format!("{}; {events}", breakdown.trim_end_matches(", ")),
     );
     result(
         section,

@@ -6,8 +6,9 @@
 //! through `AgentSyncer` — the status manager and the back-off tables.
 //!
 //! The loop `select!`s on: shutdown, source snapshots, worker completions/timers, the
-//! relister's lists (a task of its own listing every 1 s, kubelet's PLEG period), the
-//! housekeeping tick (2 s) and the container GC tick (1 min, its pass a task of its own).
+//! PLEG's messages (`pleg`, a task of its own: relists every 1 s, kubelet's PLEG period, or
+//! the runtime's container events and a 300 s relist), the housekeeping tick (2 s) and the
+//! container GC tick (1 min, its pass a task of its own).
 //! It never awaits anything else: runtime calls and file-system work happen in tasks
 //! (pod work, relister, GC) or on the blocking pool (manifest scans, pod directories).
 //!
@@ -45,6 +46,7 @@ use crate::config_data::{self, ConfigObjects, Scope};
 use crate::events::{ObjectChannels, ObjectsUpdate, PodEvent, PodEventSender, SourceUpdate};
 use crate::manifest::SOURCE_FILE;
 use crate::node;
+use crate::pleg::{self, PlegMessage};
 use crate::pod_config::{PodConfig, PodOp, PodUpdate};
 use crate::pod_manager::PodManager;
 use crate::pod_manager::is_mirror_pod;
@@ -58,14 +60,16 @@ use crate::runtime::gc::{self, GcPolicy};
 use crate::runtime::mounts::Tmpfs;
 use crate::runtime::plan::KillReason;
 use crate::runtime::sync::{self, PodSyncResult, StartOutcome, SyncEnv};
-use crate::runtime::{ContainerState, CriError, PodRuntimeStatus, Runtime, SandboxState};
+use crate::runtime::{
+    ContainerEvent, ContainerState, CriError, PodRuntimeStatus, Runtime, SandboxState,
+};
 use crate::status::{self, StatusManager, WaitingReasons};
 
-/// kubelet: genericPlegRelistPeriod.
-const RELIST_PERIOD: Duration = Duration::from_secs(1);
 /// A burst of at least this many pod syncs at once is followed by a heap trim.
 const BURST_TRIM_THRESHOLD: usize = 16;
-/// A cached pod view is trusted while the newest successful relist is younger than this.
+/// A cached pod view is trusted while the newest successful relist is younger than this,
+/// or while the runtime's event stream is watched (kubelet: evented PLEG's
+/// `updateGlobalCache`).
 const POD_CACHE_TRUST: Duration = Duration::from_secs(10);
 /// kubelet: housekeepingPeriod.
 const HOUSEKEEPING_PERIOD: Duration = Duration::from_secs(2);
@@ -195,14 +199,9 @@ pub async fn run<R: Runtime, C: Clock>(
         wanted_tx,
     };
 
-    // The relister is a task of its own: the loop gets its lists as messages and never
-    // waits on the runtime (one list in flight, one waiting at most).
-    let (relist_tx, mut relist_rx) = mpsc::channel(1);
-    tokio::task::spawn_local(relister(
-        state.runtime.clone(),
-        relist_tx,
-        shutdown.child_token(),
-    ));
+    // The PLEG is a task of its own: the loop gets its lists and events as messages and
+    // never waits on the runtime.
+    let mut pleg_rx = pleg::spawn(state.runtime.clone(), shutdown.child_token());
     let mut housekeeping_tick = tokio::time::interval(HOUSEKEEPING_PERIOD);
     housekeeping_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     // kubelet: the container GC loop runs every ContainerGCPeriod, the first pass a period
@@ -230,7 +229,11 @@ pub async fn run<R: Runtime, C: Clock>(
             }
             event = state.workers.next() => state.on_worker_event(event),
             Some(uid) = probe_rx.recv() => state.on_probe_result(&uid),
-            Some(listed) = relist_rx.recv() => state.on_relist(listed),
+            Some(msg) = pleg_rx.recv() => match msg {
+                PlegMessage::Relisted { started, result } => state.on_relist(started, result),
+                PlegMessage::Event { received, event } => state.on_container_event(received, &event),
+                PlegMessage::Watching(since) => state.shared.borrow_mut().watching_since = since,
+            },
             Some(update) = recv_opt(&mut objects_rx) => state.on_objects(Scope::Api, update.objects),
             _ = housekeeping_tick.tick() => state.housekeeping(),
             _ = gc_tick.tick() => state.garbage_collect(),
@@ -276,6 +279,9 @@ struct Shared {
     /// When the newest successful relist began: a cached view is trusted only if a relist
     /// that began after its read found the pod unchanged (kubelet: `GetNewerThan`).
     relisted_at: Option<tokio::time::Instant>,
+    /// Since when the runtime's event stream is watched (`None`: it is not): once a relist
+    /// began after that, every change arrives as an event and the cache is confirmed now.
+    watching_since: Option<tokio::time::Instant>,
     /// New pods the runtime holds nothing of (the relister's view, taken before any source
     /// update is handled, has no such UID): their first sync needs no status read.
     known_absent: HashSet<String>,
@@ -623,7 +629,11 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// kubelet: generic PLEG `relist`, the loop's half: the relister's two CRI list calls
     /// arrive here; a pod whose sandboxes or containers changed (a container exited on its
     /// own, say) gets a sync at once.
-    fn on_relist(&mut self, (started, listed): Relisted) {
+    fn on_relist(
+        &mut self,
+        started: tokio::time::Instant,
+        listed: Result<Option<Vec<PodRuntimeStatus>>, CriError>,
+    ) {
         let listed = match listed {
             Ok(l) => {
                 if self.relist_failing {
@@ -644,7 +654,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                 // Once per outage, not once a second.
                 if !self.relist_failing {
                     self.relist_failing = true;
-                    log::warn!("relist: {e}; retrying every {RELIST_PERIOD:?}");
+                    log::warn!("relist: {e}; retrying every {:?}", pleg::RELIST_PERIOD);
                 }
                 return;
             }
@@ -656,7 +666,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             .filter(|(uid, rp)| {
                 self.runtime_pods
                     .get(*uid)
-                    .is_none_or(|old| fingerprint(old) != fingerprint(rp))
+                    .is_none_or(|old| pleg::fingerprint(old) != pleg::fingerprint(rp))
             })
             .map(|(uid, _)| uid.clone())
             .collect();
@@ -668,38 +678,75 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         );
         self.runtime_pods = listed;
         self.stopped_at.retain(|_, at| *at >= started);
-        {
-            let mut shared = self.shared.borrow_mut();
-            for uid in &changed {
-                // A change the pod's last sync made itself is in its cached view already.
-                let cached_agrees = shared.pod_cache.get(uid).is_some_and(|(_, cached)| {
-                    self.runtime_pods
-                        .get(uid)
-                        .is_some_and(|rp| fingerprint(rp) == fingerprint(cached))
-                });
-                if !cached_agrees {
-                    shared.changed_at.insert(uid.clone(), started);
-                }
-            }
-            if !changed.is_empty() {
-                let pods = &self.pods;
-                let listed = &self.runtime_pods;
-                shared
-                    .changed_at
-                    .retain(|uid, _| listed.contains_key(uid) || pods.get_by_uid(uid).is_some());
-            }
-        }
+        self.mark_changed(&changed, started);
         if !self.relisted_once {
             self.relisted_once = true;
             log::info!("runtime listed: {} pods", self.runtime_pods.len());
             return;
         }
+        self.sync_changed(changed);
+    }
+
+    /// kubelet: evented PLEG `processCRIEvents`, the loop's half: the event edits the
+    /// relister's view of its pod; a pod whose view changed gets a sync at once, as after a
+    /// relist. Events before the first relist are left to it.
+    fn on_container_event(&mut self, received: tokio::time::Instant, event: &ContainerEvent) {
+        if !self.relisted_once {
+            return;
+        }
+        let Some((uid, applied)) = pleg::apply_event(&mut self.runtime_pods, event) else {
+            log::debug!(
+                "container event {:?} of {}: no known pod",
+                event.kind,
+                event.container_id
+            );
+            return;
+        };
+        match applied {
+            pleg::Applied::Unchanged => return,
+            pleg::Applied::Changed => self.mark_changed(std::slice::from_ref(&uid), received),
+            // The runtime's view of the pod is unknown: read it afresh.
+            pleg::Applied::Unknown => {
+                self.shared
+                    .borrow_mut()
+                    .changed_at
+                    .insert(uid.clone(), received);
+            }
+        }
+        self.sync_changed(vec![uid]);
+    }
+
+    /// The pods whose runtime view changed, seen at `at`: their cached views are stale
+    /// unless they already show the change (a change the pod's last sync made itself).
+    fn mark_changed(&self, changed: &[String], at: tokio::time::Instant) {
+        let mut shared = self.shared.borrow_mut();
+        for uid in changed {
+            let cached_agrees = shared.pod_cache.get(uid).is_some_and(|(_, cached)| {
+                self.runtime_pods
+                    .get(uid)
+                    .is_some_and(|rp| pleg::fingerprint(rp) == pleg::fingerprint(cached))
+            });
+            if !cached_agrees {
+                shared.changed_at.insert(uid.clone(), at);
+            }
+        }
+        if !changed.is_empty() {
+            let pods = &self.pods;
+            let listed = &self.runtime_pods;
+            shared
+                .changed_at
+                .retain(|uid, _| listed.contains_key(uid) || pods.get_by_uid(uid).is_some());
+        }
+    }
+
+    /// A sync for every changed pod that is wanted and not held.
+    fn sync_changed(&mut self, changed: Vec<String>) {
         for uid in changed {
             if self.held.contains(&uid) {
                 continue;
             }
             if let Some(pod) = self.pods.get_by_uid(&uid) {
-                log::debug!("relist: pod {} changed in the runtime", pod.full_name());
+                log::debug!("pleg: pod {} changed in the runtime", pod.full_name());
                 let pod = pod.clone();
                 self.workers
                     .update_pod(UpdatePodOptions::new(UpdateType::Sync, pod));
@@ -854,36 +901,6 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     }
 }
 
-/// A relist: when its list calls started, and what they answered (`None`: the same as
-/// the previous relist).
-type Relisted = (
-    tokio::time::Instant,
-    Result<Option<Vec<PodRuntimeStatus>>, CriError>,
-);
-
-/// kubelet: the generic PLEG's relist loop (every 1 s), the runtime half: lists and sends.
-/// A hung list call holds up only this task and the loop goes on without lists meanwhile.
-async fn relister<R: Runtime>(runtime: R, tx: mpsc::Sender<Relisted>, shutdown: CancellationToken) {
-    let mut tick = tokio::time::interval(RELIST_PERIOD);
-    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut digest = crate::runtime::RelistDigest::default();
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        let started = tokio::time::Instant::now();
-        let listed = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            l = sync::relist_runtime_pods(&runtime, &mut digest) => (started, l),
-        };
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            sent = tx.send(listed) => if sent.is_err() { return },
-        }
-    }
-}
-
 /// Something of the pod may still run: a ready sandbox or a container not exited.
 fn is_live(rp: &PodRuntimeStatus) -> bool {
     rp.sandboxes.iter().any(|s| s.state == SandboxState::Ready)
@@ -891,22 +908,6 @@ fn is_live(rp: &PodRuntimeStatus) -> bool {
             .containers
             .iter()
             .any(|c| matches!(c.state, ContainerState::Running | ContainerState::Created))
-}
-
-/// What the relister compares between two lists: sandbox and container ids with states.
-fn fingerprint(rp: &PodRuntimeStatus) -> Vec<(&str, u8)> {
-    let mut fp: Vec<(&str, u8)> = rp
-        .sandboxes
-        .iter()
-        .map(|s| (s.id.as_str(), u8::from(s.state == SandboxState::Ready)))
-        .chain(
-            rp.containers
-                .iter()
-                .map(|c| (c.id.as_str(), c.state as u8 + 2)),
-        )
-        .collect();
-    fp.sort_unstable();
-    fp
 }
 
 /// kubelet's `podSyncer` (SyncPod / SyncTerminatingPod / SyncTerminatedPod) over the CRI.
@@ -925,9 +926,16 @@ impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
         let shared = self.shared.borrow();
         let (at, status) = shared.pod_cache.get(uid)?;
         // A relister that stopped answering confirms nothing: after a while, read afresh.
-        let relisted_since = shared
-            .relisted_at
-            .is_some_and(|r| r > *at && r.elapsed() < POD_CACHE_TRUST);
+        // A watched event stream confirms every view up to now once a relist began after
+        // it opened (changes before it opened are that relist's).
+        let watched = matches!(
+            (shared.relisted_at, shared.watching_since),
+            (Some(r), Some(w)) if r >= w
+        );
+        let relisted_since = watched
+            || shared
+                .relisted_at
+                .is_some_and(|r| r > *at && r.elapsed() < POD_CACHE_TRUST);
         let changed_since = shared.changed_at.get(uid).is_some_and(|c| c >= at);
         (relisted_since && !changed_since).then(|| (*at, status.clone()))
     }

@@ -20,7 +20,7 @@
 //!
 //! ```text
 //!  main.rs → daemon      wiring: builds everything from `Options`, starts the tasks
-//!  daemon  → agent       the loop → pod_config, pod_manager, pod_workers, prober, status, runtime
+//!  daemon  → agent       the loop → pod_config, pod_manager, pod_workers, pleg, prober, status, runtime
 //!  agent   → prober      → runtime, status, probe
 //!  daemon  → source      file, http, api → the apiserver client
 //!  daemon  → apiserver   the client; the node and status_sync tasks → runtime
@@ -40,6 +40,8 @@
 //! - [`pod_config`]   PodConfig: merges source snapshots into ordered `PodUpdate`s
 //! - [`pod_manager`]  the desired pods, by UID and by full name
 //! - [`pod_workers`]  the per-pod lifecycle state machine and its scheduling
+//! - [`pleg`]         the pod lifecycle event generator's runtime half: the relist, and the
+//!   runtime's container events where it has them (evented PLEG)
 //! - [`runtime`]      the CRI boundary, the pure plan, the sync that executes it, container GC
 //! - [`probe`]        the network probe and hook handlers (tcpSocket, httpGet, grpc); a leaf
 //! - [`prober`]       the probe manager: one worker task per probe, results by container
@@ -69,6 +71,7 @@ pub mod local_api;
 pub mod manifest;
 pub mod node;
 pub mod options;
+pub mod pleg;
 pub mod pod_config;
 pub mod pod_manager;
 pub mod pod_workers;

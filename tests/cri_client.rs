@@ -1092,3 +1092,114 @@ async fn relist_is_none_while_nothing_changes() {
     let mut fresh = picolet::runtime::RelistDigest::default();
     assert!(e.rt.relist(&mut fresh).await.expect("relist").is_some());
 }
+
+// ---------------------------------------------------------------------------------------
+// Container events (evented PLEG)
+// ---------------------------------------------------------------------------------------
+
+/// The next event of the stream, within 5 s.
+async fn next_event(
+    events: &mut picolet::runtime::ContainerEvents,
+) -> picolet::runtime::ContainerEvent {
+    use futures_util::StreamExt as _;
+    tokio::time::timeout(Duration::from_secs(5), events.next())
+        .await
+        .expect("an event within 5 s")
+        .expect("the stream is open")
+        .expect("an event, not an error")
+}
+
+#[tokio::test]
+async fn container_events_stream_each_change_with_the_sandbox_after_it() {
+    use picolet::runtime::ContainerEventKind as Kind;
+    let e = env().await;
+    let mut events = e.rt.container_events().await.expect("stream opens");
+    let sb = sandbox_config("web");
+    let sandbox_id = e.rt.run_pod_sandbox(&sb).await.unwrap();
+    for kind in [Kind::Created, Kind::Started] {
+        let ev = next_event(&mut events).await;
+        assert_eq!(
+            (ev.kind, ev.container_id.as_str()),
+            (kind, sandbox_id.as_str())
+        );
+        let s = ev.sandbox.expect("sandbox status");
+        assert_eq!((s.uid.as_str(), s.state), ("uid-web", SandboxState::Ready));
+        assert!(s.ip.is_some());
+    }
+    let id =
+        e.rt.create_container(&sandbox_id, &container_config("app"), &sb)
+            .await
+            .unwrap();
+    e.rt.start_container(&id).await.unwrap();
+    assert_eq!(next_event(&mut events).await.kind, Kind::Created);
+    let started = next_event(&mut events).await;
+    assert_eq!(
+        (started.kind, started.container_id.as_str()),
+        (Kind::Started, id.as_str())
+    );
+    assert_eq!(started.containers.len(), 1);
+    assert_eq!(started.containers[0].state, ContainerState::Running);
+    assert_eq!(started.containers[0].sandbox_id, sandbox_id);
+
+    // An exit nobody asked for is an event too, with the exit code.
+    assert!(e.fake.exit_container(&id, 3));
+    let stopped = next_event(&mut events).await;
+    assert_eq!(stopped.kind, Kind::Stopped);
+    assert_eq!(stopped.containers[0].state, ContainerState::Exited);
+    assert_eq!(stopped.containers[0].exit_code, 3);
+
+    // A removed sandbox: its containers' DELETED, then its own without a sandbox status.
+    e.rt.remove_pod_sandbox(&sandbox_id).await.unwrap();
+    let mut last = next_event(&mut events).await;
+    while last.container_id != sandbox_id || last.kind != Kind::Deleted {
+        last = next_event(&mut events).await;
+    }
+    assert_eq!(last.sandbox, None);
+}
+
+/// containerd 1.6 answers `GetContainerEvents` with Unimplemented.
+#[tokio::test]
+async fn container_events_unimplemented_is_its_own_error() {
+    let e = env().await;
+    e.fake.inject(
+        Method::GetContainerEvents,
+        Fault::fail(Code::Unimplemented, "unknown method GetContainerEvents"),
+    );
+    match e.rt.container_events().await {
+        Err(CriError::Unimplemented { method, .. }) => assert_eq!(method, "GetContainerEvents"),
+        Err(other) => panic!("{other}"),
+        Ok(_) => panic!("a stream opened"),
+    }
+}
+
+/// A broken stream ends with an error item; a new one can be opened; a runtime that goes
+/// away ends it as Unavailable.
+#[tokio::test]
+async fn container_events_break_and_reopen() {
+    use futures_util::StreamExt as _;
+    let mut e = env().await;
+    let mut events = e.rt.container_events().await.expect("stream opens");
+    wait_until_streams(&e.fake, 1).await;
+    e.fake.break_event_streams();
+    let end = tokio::time::timeout(Duration::from_secs(5), events.next())
+        .await
+        .expect("the break arrives");
+    assert!(matches!(end, Some(Err(CriError::Rpc { .. }))), "{end:?}");
+    let mut events = e.rt.container_events().await.expect("opens again");
+    wait_until_streams(&e.fake, 1).await;
+    e.fake.shutdown().await;
+    let end = tokio::time::timeout(Duration::from_secs(5), events.next())
+        .await
+        .expect("the end arrives");
+    assert!(
+        matches!(end, None | Some(Err(CriError::Unavailable { .. }))),
+        "{end:?}"
+    );
+}
+
+async fn wait_until_streams(fake: &FakeCriHandle, n: usize) {
+    common::wait_until("the fake's event streams", 5, || {
+        (fake.event_streams() == n).then_some(())
+    })
+    .await;
+}

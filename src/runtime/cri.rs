@@ -288,6 +288,27 @@ impl Runtime for CriRuntime {
         )))
     }
 
+    /// The stream's opening is bounded by the query deadline; the stream itself has none
+    /// (no gRPC deadline is sent: it lasts as long as the connection).
+    async fn container_events(&self) -> Result<super::ContainerEvents, CriError> {
+        use futures_util::StreamExt as _;
+        const METHOD: &str = "GetContainerEvents";
+        let timeout = self.timeouts.query;
+        let mut client = self.runtime.clone();
+        let stream = unary(
+            METHOD,
+            timeout,
+            client.get_container_events(tonic::Request::new(proto::GetEventsRequest {})),
+        )
+        .await?;
+        Ok(stream
+            .map(move |item| match item {
+                Ok(event) => Ok(container_event(event)),
+                Err(status) => Err(map_status(METHOD, timeout, &status)),
+            })
+            .boxed_local())
+    }
+
     async fn version(&self) -> Result<RuntimeVersion, CriError> {
         const METHOD: &str = "Version";
         let timeout = self.timeouts.query;
@@ -786,6 +807,7 @@ fn map_status(method: &'static str, timeout: Duration, status: &tonic::Status) -
     let message = status.message().to_string();
     match status.code() {
         Code::NotFound => CriError::NotFound { method, message },
+        Code::Unimplemented => CriError::Unimplemented { method, message },
         Code::Unavailable => CriError::Unavailable { method, message },
         Code::DeadlineExceeded => CriError::Timeout { method, timeout },
         Code::Cancelled if message.contains(TONIC_TIMEOUT_EXPIRED) => {
@@ -1155,6 +1177,41 @@ fn container_from_status(
         annotations: s.annotations,
         log_path: s.log_path,
     })
+}
+
+/// An event with what of it is well-formed: a sandbox status or container status without
+/// the CRI's required fields is left out, not an error (kubelet: evented PLEG ignores an
+/// event without a sandbox status; the next relist sees the truth).
+fn container_event(e: proto::ContainerEventResponse) -> super::ContainerEvent {
+    use super::ContainerEventKind as Kind;
+    const METHOD: &str = "GetContainerEvents";
+    let kind = match proto::ContainerEventType::try_from(e.container_event_type) {
+        Ok(proto::ContainerEventType::ContainerCreatedEvent) => Kind::Created,
+        Ok(proto::ContainerEventType::ContainerStartedEvent) => Kind::Started,
+        Ok(proto::ContainerEventType::ContainerStoppedEvent) => Kind::Stopped,
+        Ok(proto::ContainerEventType::ContainerDeletedEvent) => Kind::Deleted,
+        Err(_) => Kind::Unknown,
+    };
+    let sandbox = e
+        .pod_sandbox_status
+        .and_then(|s| sandbox_from_status(METHOD, s).ok());
+    let sandbox_id = sandbox.as_ref().map(|s| s.id.clone()).unwrap_or_default();
+    let containers = e
+        .containers_statuses
+        .into_iter()
+        .filter_map(|c| container_from_status(METHOD, c).ok())
+        .map(|mut c| {
+            c.sandbox_id.clone_from(&sandbox_id);
+            c
+        })
+        .collect();
+    super::ContainerEvent {
+        container_id: e.container_id,
+        kind,
+        created_at: e.created_at,
+        sandbox,
+        containers,
+    }
 }
 
 fn image_info(method: &'static str, i: proto::Image) -> Result<ImageInfo, CriError> {

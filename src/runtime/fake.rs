@@ -10,6 +10,13 @@
 //! ready sandbox and a present image; host-network sandboxes report no IP. List calls
 //! return list-level fields only (no times, exit code or reason), as CRI does.
 //!
+//! Container events (`container_events`, evented PLEG) are off by default: the call answers
+//! `Unimplemented`, as containerd 1.6 does. [`FakeRuntime::serve_events`] turns them on;
+//! then every open stream gets the events containerd 1.7 sends (CREATED/STARTED for a new
+//! sandbox and container, STOPPED when one exits or is stopped, DELETED when removed; a
+//! removed sandbox's DELETED carries no sandbox), each with the sandbox and all its
+//! containers after the change. [`FakeRuntime::break_event_streams`] ends them with an error.
+//!
 //! Must never: be used outside tests and test tooling (it is plain, cheap `Rc<RefCell<…>>`
 //! state; no borrow is held across an `.await`).
 
@@ -20,8 +27,9 @@ use std::time::Duration;
 
 use crate::clock::{Clock, UnixNanos};
 use crate::runtime::{
-    ContainerConfig, ContainerInfo, ContainerState, CriError, ExecResult, ImageInfo, ListFilter,
-    NamespaceMode, Runtime, RuntimeHealth, RuntimeVersion, Sandbox, SandboxConfig, SandboxState,
+    ContainerConfig, ContainerEvent, ContainerEventKind, ContainerEvents, ContainerInfo,
+    ContainerState, CriError, ExecResult, ImageInfo, ListFilter, NamespaceMode, Runtime,
+    RuntimeHealth, RuntimeVersion, Sandbox, SandboxConfig, SandboxState,
 };
 
 /// A `Runtime` method, for error injection.
@@ -43,6 +51,7 @@ pub enum Method {
     ExecSync,
     ImageStatus,
     PullImage,
+    GetContainerEvents,
 }
 
 impl Method {
@@ -64,6 +73,7 @@ impl Method {
             Method::ExecSync => "ExecSync",
             Method::ImageStatus => "ImageStatus",
             Method::PullImage => "PullImage",
+            Method::GetContainerEvents => "GetContainerEvents",
         }
     }
 }
@@ -97,6 +107,7 @@ pub enum Call {
     ExecSync(String),
     ImageStatus(String),
     PullImage(String),
+    GetContainerEvents,
 }
 
 impl Call {
@@ -112,6 +123,7 @@ impl Call {
                 | Call::ContainerStatus(_)
                 | Call::ImageStatus(_)
                 | Call::ExecSync(_)
+                | Call::GetContainerEvents
         )
     }
 }
@@ -149,7 +161,14 @@ struct State {
     pull_auths: Vec<(String, Option<String>)>,
     exec_results: HashMap<String, (i32, String)>,
     exec_commands: Vec<(String, Vec<String>)>,
+    /// Whether `container_events` opens a stream (else `Unimplemented`).
+    serve_events: bool,
+    event_streams: Vec<EventSender>,
+    /// Unfiltered `list_pod_sandboxes` calls (the relister's) so far.
+    relists: usize,
 }
+
+type EventSender = tokio::sync::mpsc::UnboundedSender<Result<ContainerEvent, CriError>>;
 
 /// The in-memory runtime. Clones share state.
 #[derive(Clone)]
@@ -211,6 +230,9 @@ impl FakeRuntime {
                 pull_auths: Vec::new(),
                 exec_results: HashMap::new(),
                 exec_commands: Vec::new(),
+                serve_events: false,
+                event_streams: Vec::new(),
+                relists: 0,
             })),
         }
     }
@@ -274,8 +296,14 @@ impl FakeRuntime {
 
     /// Change an existing sandbox's state (e.g. the pause process died).
     pub fn set_sandbox_state(&self, id: &str, state: SandboxState) {
-        if let Some(s) = self.state.borrow_mut().sandboxes.get_mut(id) {
-            s.info.state = state;
+        let mut s = self.state.borrow_mut();
+        if let Some(sb) = s.sandboxes.get_mut(id) {
+            sb.info.state = state;
+            let kind = match state {
+                SandboxState::Ready => ContainerEventKind::Started,
+                SandboxState::NotReady => ContainerEventKind::Stopped,
+            };
+            s.emit(id, kind, id);
         }
     }
 
@@ -298,8 +326,40 @@ impl FakeRuntime {
         let mut s = self.state.borrow_mut();
         let now = (s.now)();
         if let Some(c) = s.containers.get_mut(id) {
-            exit(&mut c.info, code, now);
+            if exit(&mut c.info, code, now) {
+                let sandbox_id = c.info.sandbox_id.clone();
+                s.emit(id, ContainerEventKind::Stopped, &sandbox_id);
+            }
         }
+    }
+
+    /// `true`: `container_events` opens a stream (a runtime with evented PLEG support);
+    /// `false` (the default): it answers `Unimplemented`, as containerd 1.6 does.
+    pub fn serve_events(&self, on: bool) {
+        self.state.borrow_mut().serve_events = on;
+    }
+
+    /// Ends every open event stream with an error (a stream that broke).
+    pub fn break_event_streams(&self) {
+        for tx in self.state.borrow_mut().event_streams.drain(..) {
+            let _ = tx.send(Err(CriError::Rpc {
+                method: Method::GetContainerEvents.name(),
+                code: "Internal".into(),
+                message: "the event stream broke".into(),
+            }));
+        }
+    }
+
+    /// How many event streams are open.
+    pub fn event_streams(&self) -> usize {
+        let mut s = self.state.borrow_mut();
+        s.event_streams.retain(|tx| !tx.is_closed());
+        s.event_streams.len()
+    }
+
+    /// How many unfiltered sandbox lists (relists) were made so far.
+    pub fn relists(&self) -> usize {
+        self.state.borrow().relists
     }
 
     /// How long a container takes to exit after SIGTERM; a `StopContainer` timeout shorter
@@ -422,6 +482,37 @@ impl State {
         format!("{prefix}{}", self.next_id)
     }
 
+    /// Sends one event to every open stream, with the sandbox and its containers as they
+    /// are now (containerd: `generateAndSendContainerEvent`).
+    fn emit(&mut self, container_id: &str, kind: ContainerEventKind, sandbox_id: &str) {
+        self.event_streams.retain(|tx| !tx.is_closed());
+        if self.event_streams.is_empty() {
+            return;
+        }
+        let sandbox = self.sandboxes.get(sandbox_id).map(|sb| {
+            let mut info = sb.info.clone();
+            if info.state != SandboxState::Ready {
+                info.ip = None;
+            }
+            info
+        });
+        let event = ContainerEvent {
+            container_id: container_id.to_string(),
+            kind,
+            created_at: (self.now)(),
+            sandbox,
+            containers: self
+                .containers
+                .values()
+                .filter(|c| c.info.sandbox_id == sandbox_id)
+                .map(|c| c.info.clone())
+                .collect(),
+        };
+        for tx in &self.event_streams {
+            let _ = tx.send(Ok(event.clone()));
+        }
+    }
+
     /// Strictly increasing creation stamps, so "newest first" is never a tie.
     fn created_now(&mut self) -> UnixNanos {
         let now = (self.now)().max(self.last_created + 1);
@@ -430,12 +521,16 @@ impl State {
     }
 }
 
-fn exit(c: &mut ContainerInfo, code: i32, now: UnixNanos) {
+/// Running or Created --exit--> Exited; whether it changed.
+fn exit(c: &mut ContainerInfo, code: i32, now: UnixNanos) -> bool {
     if matches!(c.state, ContainerState::Running | ContainerState::Created) {
         c.state = ContainerState::Exited;
         c.exit_code = code;
         c.finished_at = now;
         c.reason = if code == 0 { "Completed" } else { "Error" }.into();
+        true
+    } else {
+        false
     }
 }
 
@@ -522,6 +617,8 @@ impl Runtime for FakeRuntime {
                 config: config.clone(),
             },
         );
+        s.emit(&id, ContainerEventKind::Created, &id);
+        s.emit(&id, ContainerEventKind::Started, &id);
         Ok(id)
     }
 
@@ -530,17 +627,26 @@ impl Runtime for FakeRuntime {
         let mut s = self.state.borrow_mut();
         let now = (s.now)();
         let exit_code = s.stop_exit_code;
-        match s.sandboxes.get_mut(id) {
-            Some(sb) => sb.info.state = SandboxState::NotReady,
+        let was_ready = match s.sandboxes.get_mut(id) {
+            Some(sb) => std::mem::replace(&mut sb.info.state, SandboxState::NotReady),
             None => return Err(not_found(Method::StopPodSandbox, id)),
-        }
+        } == SandboxState::Ready;
         // containerd stops the sandbox's containers first
+        let mut stopped = Vec::new();
         for c in s
             .containers
             .values_mut()
             .filter(|c| c.info.sandbox_id == id)
         {
-            exit(&mut c.info, exit_code, now);
+            if exit(&mut c.info, exit_code, now) {
+                stopped.push(c.info.id.clone());
+            }
+        }
+        for c in stopped {
+            s.emit(&c, ContainerEventKind::Stopped, id);
+        }
+        if was_ready {
+            s.emit(id, ContainerEventKind::Stopped, id);
         }
         Ok(())
     }
@@ -548,10 +654,21 @@ impl Runtime for FakeRuntime {
     async fn remove_pod_sandbox(&self, id: &str) -> Result<(), CriError> {
         self.enter(Method::RemovePodSandbox, Call::RemovePodSandbox(id.into()))?;
         let mut s = self.state.borrow_mut();
-        if s.sandboxes.remove(id).is_none() {
+        if !s.sandboxes.contains_key(id) {
             return Err(not_found(Method::RemovePodSandbox, id));
         }
-        s.containers.retain(|_, c| c.info.sandbox_id != id);
+        let gone: Vec<String> = s
+            .containers
+            .values()
+            .filter(|c| c.info.sandbox_id == id)
+            .map(|c| c.info.id.clone())
+            .collect();
+        for c in gone {
+            s.containers.remove(&c);
+            s.emit(&c, ContainerEventKind::Deleted, id);
+        }
+        s.sandboxes.remove(id);
+        s.emit(id, ContainerEventKind::Deleted, id);
         Ok(())
     }
 
@@ -571,6 +688,9 @@ impl Runtime for FakeRuntime {
 
     async fn list_pod_sandboxes(&self, filter: &ListFilter) -> Result<Vec<Sandbox>, CriError> {
         self.enter(Method::ListPodSandboxes, Call::ListPodSandboxes)?;
+        if filter == &ListFilter::default() {
+            self.state.borrow_mut().relists += 1;
+        }
         self.unfiltered_list_wait(filter).await;
         let s = self.state.borrow();
         Ok(s.sandboxes
@@ -648,6 +768,7 @@ impl Runtime for FakeRuntime {
                 config: config.clone(),
             },
         );
+        s.emit(&id, ContainerEventKind::Created, sandbox_id);
         Ok(id)
     }
 
@@ -667,6 +788,8 @@ impl Runtime for FakeRuntime {
         }
         c.info.state = ContainerState::Running;
         c.info.started_at = now;
+        let sandbox_id = c.info.sandbox_id.clone();
+        s.emit(id, ContainerEventKind::Started, &sandbox_id);
         Ok(())
     }
 
@@ -697,15 +820,22 @@ impl Runtime for FakeRuntime {
         let mut s = self.state.borrow_mut();
         let now = (s.now)();
         if let Some(c) = s.containers.get_mut(id) {
-            exit(&mut c.info, code, now);
+            if exit(&mut c.info, code, now) {
+                let sandbox_id = c.info.sandbox_id.clone();
+                s.emit(id, ContainerEventKind::Stopped, &sandbox_id);
+            }
         }
         Ok(())
     }
 
     async fn remove_container(&self, id: &str) -> Result<(), CriError> {
         self.enter(Method::RemoveContainer, Call::RemoveContainer(id.into()))?;
-        match self.state.borrow_mut().containers.remove(id) {
-            Some(_) => Ok(()),
+        let mut s = self.state.borrow_mut();
+        match s.containers.remove(id) {
+            Some(c) => {
+                s.emit(id, ContainerEventKind::Deleted, &c.info.sandbox_id);
+                Ok(())
+            }
             None => Err(not_found(Method::RemoveContainer, id)),
         }
     }
@@ -735,6 +865,25 @@ impl Runtime for FakeRuntime {
             .get(id)
             .map(|c| c.info.clone())
             .ok_or_else(|| not_found(Method::ContainerStatus, id))
+    }
+
+    async fn container_events(&self) -> Result<ContainerEvents, CriError> {
+        use futures_util::StreamExt as _;
+        self.enter(Method::GetContainerEvents, Call::GetContainerEvents)?;
+        let mut s = self.state.borrow_mut();
+        if !s.serve_events {
+            return Err(CriError::Unimplemented {
+                method: Method::GetContainerEvents.name(),
+                message: "unknown method GetContainerEvents for service runtime.v1.RuntimeService"
+                    .into(),
+            });
+        }
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        s.event_streams.push(tx);
+        Ok(futures_util::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|item| (item, rx))
+        })
+        .boxed_local())
     }
 
     async fn exec_sync(

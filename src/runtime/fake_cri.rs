@@ -53,6 +53,15 @@
 //! `docker.io/library/busybox:latest`). `PullImage` succeeds and adds the image unless the
 //! image was made to fail ([`FakeCriHandle::fail_pulls`]). Image ids are `sha256:<64 hex>`.
 //!
+//! Container events (`GetContainerEvents`, as containerd 1.7 sends them): every open stream
+//! gets CREATED and STARTED for a new sandbox (its id as `container_id`) and for a created
+//! and a started container, STOPPED for a container that exits or is stopped and for a
+//! stopped sandbox, DELETED for a removed container, and DELETED without a sandbox status
+//! for a removed sandbox; each carries the sandbox's status and all its containers' after
+//! the change. [`FakeCriHandle::break_event_streams`] ends every open stream with an error;
+//! `inject(Method::GetContainerEvents, Fault::fail(Code::Unimplemented, …))` makes the fake
+//! answer as containerd 1.6 does.
+//!
 //! Every call is first logged ([`FakeCriHandle::calls`]), then waits the configured latency
 //! ([`FakeCriHandle::set_latency`]), then applies the first fault injected for its method
 //! ([`FakeCriHandle::inject`]) — fail with a status, delay, or never answer. Waits end with
@@ -105,6 +114,7 @@ pub enum Method {
     ListContainers,
     ContainerStatus,
     ExecSync,
+    GetContainerEvents,
     ListImages,
     ImageStatus,
     PullImage,
@@ -114,7 +124,7 @@ pub enum Method {
 
 impl Method {
     /// Every method, in declaration order.
-    pub const ALL: [Method; 19] = [
+    pub const ALL: [Method; 20] = [
         Method::Version,
         Method::Status,
         Method::RunPodSandbox,
@@ -129,6 +139,7 @@ impl Method {
         Method::ListContainers,
         Method::ContainerStatus,
         Method::ExecSync,
+        Method::GetContainerEvents,
         Method::ListImages,
         Method::ImageStatus,
         Method::PullImage,
@@ -153,6 +164,7 @@ impl Method {
             Method::ListContainers => "ListContainers",
             Method::ContainerStatus => "ContainerStatus",
             Method::ExecSync => "ExecSync",
+            Method::GetContainerEvents => "GetContainerEvents",
             Method::ListImages => "ListImages",
             Method::ImageStatus => "ImageStatus",
             Method::PullImage => "PullImage",
@@ -450,10 +462,28 @@ impl FakeCriHandle {
         match st.containers.get_mut(id) {
             Some(c) if c.info.state == ContainerState::Running => {
                 c.exit(now, exit_code, reason);
+                let sandbox_id = c.info.sandbox_id.clone();
+                st.emit(id, EventType::ContainerStoppedEvent, &sandbox_id);
                 true
             }
             _ => false,
         }
+    }
+
+    /// Ends every open `GetContainerEvents` stream with an `Internal` error (a runtime whose
+    /// event stream broke); new streams can be opened at once.
+    pub fn break_event_streams(&self) {
+        let mut st = self.state();
+        for tx in st.event_streams.drain(..) {
+            let _ = tx.send(Err(Status::internal("fake CRI: the event stream broke")));
+        }
+    }
+
+    /// How many `GetContainerEvents` streams are open.
+    pub fn event_streams(&self) -> usize {
+        let mut st = self.state();
+        st.event_streams.retain(|tx| !tx.is_closed());
+        st.event_streams.len()
     }
 
     /// `key` is a container id or a container name (applies to every container of that
@@ -562,7 +592,13 @@ struct State {
     last_stamp: UnixNanos,
     /// Every pull: the image and the username of the credentials it carried.
     pull_auths: Vec<(String, Option<String>)>,
+    /// The open `GetContainerEvents` streams.
+    event_streams: Vec<EventSender>,
 }
+
+type EventItem = Result<proto::ContainerEventResponse, Status>;
+type EventSender = tokio::sync::mpsc::UnboundedSender<EventItem>;
+use proto::ContainerEventType as EventType;
 
 impl State {
     fn new() -> State {
@@ -583,6 +619,33 @@ impl State {
             next_ip: 0,
             last_stamp: 0,
             pull_auths: Vec::new(),
+            event_streams: Vec::new(),
+        }
+    }
+
+    /// Sends one event to every open stream: the sandbox's status and all its containers'
+    /// as they are now (containerd: `generateAndSendContainerEvent`). No sandbox status
+    /// once the sandbox is gone.
+    fn emit(&mut self, container_id: &str, kind: EventType, sandbox_id: &str) {
+        self.event_streams.retain(|tx| !tx.is_closed());
+        if self.event_streams.is_empty() {
+            return;
+        }
+        let created_at = self.stamp();
+        let event = proto::ContainerEventResponse {
+            container_id: container_id.to_string(),
+            container_event_type: kind.into(),
+            created_at,
+            pod_sandbox_status: self.sandboxes.get(sandbox_id).map(encode_sandbox_status),
+            containers_statuses: self
+                .containers
+                .values()
+                .filter(|c| c.info.sandbox_id == sandbox_id)
+                .map(encode_container_status)
+                .collect(),
+        };
+        for tx in &self.event_streams {
+            let _ = tx.send(Ok(event.clone()));
         }
     }
 
@@ -655,12 +718,20 @@ impl State {
     // Ready --stop--> NotReady; its running containers are killed.
     fn stop_sandbox(&mut self, id: &str) {
         let now = self.stamp();
-        if let Some(s) = self.sandboxes.get_mut(id) {
-            s.info.state = SandboxState::NotReady;
-        }
+        let mut killed = Vec::new();
         for c in self.containers.values_mut() {
             if c.info.sandbox_id == id && c.info.state == ContainerState::Running {
                 c.exit(now, 137, None);
+                killed.push(c.info.id.clone());
+            }
+        }
+        for c in killed {
+            self.emit(&c, EventType::ContainerStoppedEvent, id);
+        }
+        if let Some(s) = self.sandboxes.get_mut(id) {
+            if s.info.state == SandboxState::Ready {
+                s.info.state = SandboxState::NotReady;
+                self.emit(id, EventType::ContainerStoppedEvent, id);
             }
         }
     }
@@ -932,6 +1003,22 @@ impl FakeService {
 
 #[tonic::async_trait]
 impl RuntimeService for FakeService {
+    type GetContainerEventsStream =
+        Pin<Box<dyn futures_util::Stream<Item = EventItem> + Send + 'static>>;
+
+    async fn get_container_events(
+        &self,
+        _req: Request<proto::GetEventsRequest>,
+    ) -> Answer<Self::GetContainerEventsStream> {
+        self.gate(Method::GetContainerEvents, "").await?;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        self.state().event_streams.push(tx);
+        let events = futures_util::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|item| (item, rx))
+        });
+        Ok(Response::new(Box::pin(events)))
+    }
+
     async fn version(
         &self,
         _req: Request<proto::VersionRequest>,
@@ -1027,6 +1114,8 @@ impl RuntimeService for FakeService {
             network: Some(network),
         };
         st.sandboxes.insert(id.clone(), SandboxRec { info, config });
+        st.emit(&id, EventType::ContainerCreatedEvent, &id);
+        st.emit(&id, EventType::ContainerStartedEvent, &id);
         Ok(Response::new(proto::RunPodSandboxResponse {
             pod_sandbox_id: id,
         }))
@@ -1056,8 +1145,18 @@ impl RuntimeService for FakeService {
         // CRI: idempotent; a ready sandbox is stopped first, its containers go with it.
         if st.sandboxes.contains_key(&id) {
             st.stop_sandbox(&id);
-            st.containers.retain(|_, c| c.info.sandbox_id != id);
+            let gone: Vec<String> = st
+                .containers
+                .values()
+                .filter(|c| c.info.sandbox_id == id)
+                .map(|c| c.info.id.clone())
+                .collect();
+            for c in gone {
+                st.containers.remove(&c);
+                st.emit(&c, EventType::ContainerDeletedEvent, &id);
+            }
             st.sandboxes.remove(&id);
+            st.emit(&id, EventType::ContainerDeletedEvent, &id);
         }
         Ok(Response::new(proto::RemovePodSandboxResponse {}))
     }
@@ -1168,8 +1267,10 @@ impl RuntimeService for FakeService {
             created_at,
             log_path,
         );
+        let sandbox_id = info.sandbox_id.clone();
         st.containers
             .insert(id.clone(), ContainerRec { info, config });
+        st.emit(&id, EventType::ContainerCreatedEvent, &sandbox_id);
         Ok(Response::new(proto::CreateContainerResponse {
             container_id: id,
         }))
@@ -1200,8 +1301,14 @@ impl RuntimeService for FakeService {
         // Created --start--> Running
         c.info.state = ContainerState::Running;
         c.info.started_at = now;
-        if let Some(&code) = c.lookup(exit_on_start) {
+        let crashed = c.lookup(exit_on_start).copied();
+        if let Some(code) = crashed {
             c.exit(now, code, None);
+        }
+        let sandbox_id = c.info.sandbox_id.clone();
+        st.emit(&id, EventType::ContainerStartedEvent, &sandbox_id);
+        if crashed.is_some() {
+            st.emit(&id, EventType::ContainerStoppedEvent, &sandbox_id);
         }
         Ok(Response::new(proto::StartContainerResponse {}))
     }
@@ -1232,6 +1339,8 @@ impl RuntimeService for FakeService {
             if !ignores {
                 // Running --SIGTERM--> Exited(0)
                 c.exit(now, 0, None);
+                let sandbox_id = c.info.sandbox_id.clone();
+                st.emit(&id, EventType::ContainerStoppedEvent, &sandbox_id);
             }
             ignores
         };
@@ -1245,6 +1354,8 @@ impl RuntimeService for FakeService {
                 if c.info.state == ContainerState::Running {
                     // Running --SIGKILL--> Exited(137)
                     c.exit(now, 137, None);
+                    let sandbox_id = c.info.sandbox_id.clone();
+                    st.emit(&id, EventType::ContainerStoppedEvent, &sandbox_id);
                 }
             }
         }
@@ -1258,7 +1369,10 @@ impl RuntimeService for FakeService {
         let id = req.into_inner().container_id;
         self.gate(Method::RemoveContainer, &id).await?;
         // CRI: idempotent; a running container is killed and removed.
-        self.state().containers.remove(&id);
+        let mut st = self.state();
+        if let Some(c) = st.containers.remove(&id) {
+            st.emit(&id, EventType::ContainerDeletedEvent, &c.info.sandbox_id);
+        }
         Ok(Response::new(proto::RemoveContainerResponse {}))
     }
 

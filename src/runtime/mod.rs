@@ -68,6 +68,13 @@ pub enum CriError {
         code: String,
         message: String,
     },
+    /// The runtime does not implement the call (gRPC `Unimplemented`): containerd 1.6 and
+    /// `GetContainerEvents`.
+    #[error("CRI {method}: not implemented by the runtime: {message}")]
+    Unimplemented {
+        method: &'static str,
+        message: String,
+    },
     /// The runtime answered, but without something the CRI requires (kubelet:
     /// `verifySandboxStatus`, "ContainerId is not set", ...).
     #[error("CRI {method}: invalid response: {message}")]
@@ -363,6 +370,38 @@ pub struct RelistDigest(pub(crate) Option<(u64, u64)>);
 /// The relist's two lists: every sandbox and every container.
 pub type Lists = (Vec<Sandbox>, Vec<ContainerInfo>);
 
+/// CRI `ContainerEventType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ContainerEventKind {
+    Created,
+    Started,
+    Stopped,
+    Deleted,
+    /// A value newer than this client knows: treated as "something changed".
+    Unknown,
+}
+
+/// CRI `ContainerEventResponse`: one change of a container or sandbox, with the state of
+/// its sandbox after it (kubelet: evented PLEG's input).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerEvent {
+    /// The container's id, or the sandbox's for the sandbox's own events.
+    pub container_id: String,
+    pub kind: ContainerEventKind,
+    pub created_at: UnixNanos,
+    /// The sandbox after the event (`PodSandboxStatus`, `ip` and `network` filled); `None`
+    /// when the runtime no longer finds it (containerd, after `RemovePodSandbox`).
+    pub sandbox: Option<Sandbox>,
+    /// Every container of that sandbox after the event (`ContainerStatus`, with
+    /// `sandbox_id` set to the sandbox's).
+    pub containers: Vec<ContainerInfo>,
+}
+
+/// An open `GetContainerEvents` stream. It ends (`None`, or an error item) when the
+/// runtime closes it or the connection breaks; it never restarts on its own.
+pub type ContainerEvents =
+    futures_util::stream::LocalBoxStream<'static, Result<ContainerEvent, CriError>>;
+
 /// The CRI operations picolet uses (CRI `RuntimeService` + `ImageService`).
 ///
 /// Futures are not `Send`: everything runs on one `current_thread` runtime. Implementations
@@ -410,6 +449,17 @@ pub trait Runtime: Clone + 'static {
             let sandboxes = self.list_pod_sandboxes(&all).await?;
             let containers = self.list_containers(&all).await?;
             Ok(Some((sandboxes, containers)))
+        }
+    }
+    /// CRI `GetContainerEvents`: opens the runtime's event stream (evented PLEG). Resolves
+    /// once the runtime accepted the call; [`CriError::Unimplemented`] from runtimes without
+    /// it (containerd 1.6). The default: `Unimplemented`.
+    fn container_events(&self) -> impl Future<Output = Result<ContainerEvents, CriError>> {
+        async {
+            Err(CriError::Unimplemented {
+                method: "GetContainerEvents",
+                message: "not implemented".to_string(),
+            })
         }
     }
     fn exec_sync(

@@ -423,10 +423,7 @@ fn group_runtime_pods(
     let mut out: Vec<PodRuntimeStatus> = pods
         .into_values()
         .map(|mut p| {
-            p.sandboxes.sort_by_key(|x| std::cmp::Reverse(x.created_at));
-            p.containers
-                .sort_by_key(|x| std::cmp::Reverse(x.created_at));
-            fill_identity(&mut p);
+            regroup(&mut p);
             p
         })
         .collect();
@@ -437,6 +434,15 @@ fn group_runtime_pods(
     };
     out.sort_by_key(|p| std::cmp::Reverse(newest(p)));
     out
+}
+
+/// Orders a pod's sandboxes and containers newest first and fills its name and namespace,
+/// as the relist groups them (the evented PLEG's edits of one pod keep that form).
+pub(crate) fn regroup(p: &mut PodRuntimeStatus) {
+    p.sandboxes.sort_by_key(|x| std::cmp::Reverse(x.created_at));
+    p.containers
+        .sort_by_key(|x| std::cmp::Reverse(x.created_at));
+    fill_identity(p);
 }
 
 /// Pod name and namespace from the newest sandbox's labels, else a container's.

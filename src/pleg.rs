@@ -1,0 +1,546 @@
+//! The pod lifecycle event generator, its runtime half (kubelet: `pkg/kubelet/pleg`, the
+//! generic PLEG's relist and the evented PLEG's event stream): a task of its own that
+//! lists the runtime and watches its `GetContainerEvents` stream, and sends what it saw to
+//! the loop as [`PlegMessage`]s. The loop (`agent`) owns the view built from them and
+//! decides which pods to sync; [`apply_event`] is how one event edits that view.
+//!
+//! Must never: hold pod state (the loop owns it), or block the loop (a hung list or a hung
+//! stream holds up only this task).
+//!
+//! The event stream's lifecycle (kubelet: `EventedPLEG.watchEventsChannel`):
+//!
+//! ```text
+//!  Opening --accepted--> Watching --broke / ended--> Waiting (back-off) --> Opening
+//!  Opening --Unimplemented--> Off      (containerd 1.6; INFO once; for good)
+//!  Opening/Watching --5th failure in a row--> Off   (WARN once; for good)
+//! ```
+//!
+//! The relist runs every [`RELIST_PERIOD`] (1 s) unless the stream is watched and a relist
+//! has run since it opened: then every [`EVENTED_RELIST_PERIOD`] (300 s), a safety net for
+//! events the runtime never sent. Events are not replayed, so every (re)open is followed by a
+//! relist at once, and a break forces one (kubelet: `e.Relist()` on a stream error).
+//!
+//! Deliberate differences from the kubelet: it reconnects at once and counts every
+//! failure of the process's life toward the 5; picolet waits 1 s, 2 s, 4 s … (at most
+//! 30 s) between attempts, a stream that delivered an event or stayed up a minute starts
+//! the count afresh, and a runtime that is unreachable (`Unavailable`: containerd
+//! restarting, or not started yet) is retried without counting — it is the runtime that is
+//! away, not its stream that does not work. While the stream is not watched the relist is
+//! the 1 s one (the kubelet keeps 300 s while it reconnects).
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use futures_util::future::LocalBoxFuture;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::runtime::sync;
+use crate::runtime::{
+    ContainerEvent, ContainerEventKind, ContainerEvents, CriError, PodRuntimeStatus, RelistDigest,
+    Runtime, SandboxState,
+};
+
+/// kubelet: genericPlegRelistPeriod.
+pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
+/// kubelet: eventedPlegRelistPeriod — the relist while the event stream is watched.
+pub const EVENTED_RELIST_PERIOD: Duration = Duration::from_secs(300);
+/// kubelet: eventedPlegMaxStreamRetries.
+pub const MAX_STREAM_RETRIES: u32 = 5;
+/// The first wait before reopening a stream; it doubles up to [`RETRY_MAX`].
+const RETRY_BASE: Duration = Duration::from_secs(1);
+const RETRY_MAX: Duration = Duration::from_secs(30);
+/// A stream up this long (or that delivered an event) was healthy: its break starts the
+/// failure count afresh.
+const HEALTHY_AFTER: Duration = Duration::from_secs(60);
+/// Messages waiting for the loop at most (a burst of events waits in the stream beyond).
+const CHANNEL_CAPACITY: usize = 32;
+
+/// What the PLEG task tells the loop, in the order it saw it.
+#[derive(Debug)]
+pub enum PlegMessage {
+    /// A relist: when its list calls started, and what they answered, grouped by pod
+    /// (`Ok(None)`: the same as the previous relist).
+    Relisted {
+        started: Instant,
+        result: Result<Option<Vec<PodRuntimeStatus>>, CriError>,
+    },
+    /// One container event, and when this task received it.
+    Event {
+        received: Instant,
+        event: ContainerEvent,
+    },
+    /// `Some(since)`: the event stream is watched since then (every change after it
+    /// arrives as an event); `None`: it is not (broke, or off for good).
+    Watching(Option<Instant>),
+}
+
+/// Starts the PLEG task on the current `LocalSet`; its messages arrive on the receiver.
+pub fn spawn<R: Runtime>(runtime: R, shutdown: CancellationToken) -> mpsc::Receiver<PlegMessage> {
+    let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
+    tokio::task::spawn_local(run(runtime, tx, shutdown));
+    rx
+}
+
+/// The event stream's state (see the module docs for its arrows).
+enum Stream {
+    Opening(LocalBoxFuture<'static, Result<ContainerEvents, CriError>>),
+    Watching {
+        events: ContainerEvents,
+        since: Instant,
+        delivered: bool,
+    },
+    Waiting(Pin<Box<tokio::time::Sleep>>),
+    Off,
+}
+
+/// What the stream did.
+enum Step {
+    Opened(Result<ContainerEvents, CriError>),
+    Item(Option<Result<ContainerEvent, CriError>>),
+    Retry,
+}
+
+impl Stream {
+    fn open<R: Runtime>(runtime: &R) -> Stream {
+        let runtime = runtime.clone();
+        Stream::Opening(Box::pin(async move { runtime.container_events().await }))
+    }
+
+    /// Waits for the current state's next step; cancel-safe (everything lives in `self`).
+    async fn step(&mut self) -> Step {
+        match self {
+            Stream::Opening(opening) => Step::Opened(opening.await),
+            Stream::Watching { events, .. } => Step::Item(events.next().await),
+            Stream::Waiting(sleep) => {
+                sleep.as_mut().await;
+                Step::Retry
+            }
+            Stream::Off => std::future::pending().await,
+        }
+    }
+
+    /// Whether every change since `t` arrives as an event.
+    fn watched_since(&self, t: Instant) -> bool {
+        matches!(self, Stream::Watching { since, .. } if *since <= t)
+    }
+}
+
+/// The stream's bookkeeping across attempts.
+#[derive(Default)]
+struct Attempts {
+    /// Failures in a row that count toward [`MAX_STREAM_RETRIES`].
+    failures: u32,
+    /// Attempts in a row that failed, for the back-off.
+    in_a_row: u32,
+    watched_before: bool,
+}
+
+impl Attempts {
+    fn backoff(&self) -> Duration {
+        let exp = self.in_a_row.saturating_sub(1).min(5);
+        (RETRY_BASE * 2u32.pow(exp)).min(RETRY_MAX)
+    }
+}
+
+/// kubelet: the generic PLEG's relist loop and the evented PLEG's watcher, in one task.
+async fn run<R: Runtime>(runtime: R, tx: mpsc::Sender<PlegMessage>, shutdown: CancellationToken) {
+    let send = |msg| {
+        let tx = tx.clone();
+        let shutdown = shutdown.clone();
+        async move {
+            tokio::select! {
+                _ = shutdown.cancelled() => false,
+                sent = tx.send(msg) => sent.is_ok(),
+            }
+        }
+    };
+    let mut digest = RelistDigest::default();
+    let mut stream = Stream::open(&runtime);
+    let mut attempts = Attempts::default();
+    let relist_at = tokio::time::sleep_until(Instant::now());
+    tokio::pin!(relist_at);
+    loop {
+        tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => return,
+            () = &mut relist_at => {
+                let started = Instant::now();
+                let result = tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    r = sync::relist_runtime_pods(&runtime, &mut digest) => r,
+                };
+                let period = if stream.watched_since(started) {
+                    EVENTED_RELIST_PERIOD
+                } else {
+                    RELIST_PERIOD
+                };
+                relist_at.as_mut().reset(started + period);
+                if !send(PlegMessage::Relisted { started, result }).await {
+                    return;
+                }
+            }
+            step = stream.step() => {
+                let (next, msg, relist_now) = advance(stream, step, &mut attempts, &runtime);
+                stream = next;
+                if relist_now {
+                    relist_at.as_mut().reset(Instant::now());
+                }
+                if let Some(PlegMessage::Event { .. }) = &msg {
+                    // The view changed since the last relist's digest: the next relist
+                    // compares everything (a safety net must not trust a digest).
+                    digest = RelistDigest::default();
+                }
+                if let Some(msg) = msg {
+                    if !send(msg).await {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One arrow of the stream's state machine: the next state, what to tell the loop, and
+/// whether to relist now.
+fn advance<R: Runtime>(
+    stream: Stream,
+    step: Step,
+    attempts: &mut Attempts,
+    runtime: &R,
+) -> (Stream, Option<PlegMessage>, bool) {
+    match (stream, step) {
+        // Opening --accepted--> Watching; relist at once: nothing before now is replayed.
+        (Stream::Opening(_), Step::Opened(Ok(events))) => {
+            if attempts.watched_before {
+                log::info!("container events: watching the runtime's stream again");
+            } else {
+                log::info!(
+                    "container events: watching the runtime's stream; relisting every {EVENTED_RELIST_PERIOD:?} as a safety net"
+                );
+            }
+            attempts.watched_before = true;
+            attempts.in_a_row = 0;
+            let since = Instant::now();
+            let watching = Stream::Watching {
+                events,
+                since,
+                delivered: false,
+            };
+            (watching, Some(PlegMessage::Watching(Some(since))), true)
+        }
+        // Opening --Unimplemented--> Off: the generic PLEG alone, as before.
+        (Stream::Opening(_), Step::Opened(Err(CriError::Unimplemented { .. }))) => {
+            log::info!(
+                "container events: the runtime does not implement GetContainerEvents; relisting every {RELIST_PERIOD:?}"
+            );
+            (Stream::Off, None, false)
+        }
+        (Stream::Opening(_), Step::Opened(Err(e))) => {
+            let counts = !matches!(e, CriError::Unavailable { .. });
+            (failed(attempts, counts, &e, false), None, false)
+        }
+        (
+            Stream::Watching {
+                events,
+                since,
+                delivered: _,
+            },
+            Step::Item(Some(Ok(event))),
+        ) => {
+            let watching = Stream::Watching {
+                events,
+                since,
+                delivered: true,
+            };
+            let received = Instant::now();
+            (
+                watching,
+                Some(PlegMessage::Event { received, event }),
+                false,
+            )
+        }
+        // Watching --broke / ended--> Waiting (or Off), relisting now (kubelet: a stream
+        // error forces a relist).
+        (
+            Stream::Watching {
+                since, delivered, ..
+            },
+            Step::Item(end),
+        ) => {
+            if delivered || since.elapsed() >= HEALTHY_AFTER {
+                attempts.failures = 0;
+            }
+            let e = match end {
+                Some(Err(e)) => e,
+                _ => CriError::Rpc {
+                    method: "GetContainerEvents",
+                    code: "Ok".to_string(),
+                    message: "the runtime closed the stream".to_string(),
+                },
+            };
+            let counts = !matches!(e, CriError::Unavailable { .. });
+            let next = failed(attempts, counts, &e, true);
+            (next, Some(PlegMessage::Watching(None)), true)
+        }
+        // Waiting --> Opening
+        (Stream::Waiting(_), Step::Retry) => (Stream::open(runtime), None, false),
+        (state, _) => (state, None, false),
+    }
+}
+
+/// A failed attempt: back off and retry, or give up for good after the 5th in a row.
+fn failed(attempts: &mut Attempts, counts: bool, e: &CriError, broke: bool) -> Stream {
+    if counts {
+        attempts.failures += 1;
+    }
+    attempts.in_a_row += 1;
+    // kubelet: numAttempts >= eventedPlegMaxStreamRetries → fall back to the generic PLEG.
+    if attempts.failures >= MAX_STREAM_RETRIES {
+        log::warn!(
+            "container events: {e}; {MAX_STREAM_RETRIES} failures in a row, relisting every {RELIST_PERIOD:?} from now on"
+        );
+        return Stream::Off;
+    }
+    let wait = attempts.backoff();
+    if broke {
+        log::info!(
+            "container events: the stream broke: {e}; relisting every {RELIST_PERIOD:?} and reopening in {wait:?}"
+        );
+    } else {
+        log::debug!("container events: {e}; retrying in {wait:?}");
+    }
+    Stream::Waiting(Box::pin(tokio::time::sleep(wait)))
+}
+
+/// What an event did to the relister's view of its pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// The view holds what the runtime holds, and it is what it was.
+    Unchanged,
+    /// The view holds what the runtime holds, and a sandbox or container changed.
+    Changed,
+    /// The event had no sandbox status: the pod's view is unknown, read it afresh.
+    Unknown,
+}
+
+/// kubelet: evented PLEG's `processCRIEvents` → the pod cache, here the relister's view:
+/// the event's sandbox and its containers replace what the view held of that sandbox.
+/// Returns the pod UID it concerns and what it did, or `None` for an event of no known pod
+/// (kubelet: such events are ignored; the next relist sees the truth).
+pub fn apply_event(
+    pods: &mut HashMap<String, PodRuntimeStatus>,
+    event: &ContainerEvent,
+) -> Option<(String, Applied)> {
+    let id = &event.container_id;
+    let Some(sandbox) = &event.sandbox else {
+        // No sandbox status: the sandbox is gone (containerd, after RemovePodSandbox) or
+        // was not found. Find the pod by the id.
+        let (uid, pod) = pods.iter_mut().find(|(_, p)| {
+            p.sandboxes.iter().any(|s| s.id == *id) || p.containers.iter().any(|c| c.id == *id)
+        })?;
+        let uid = uid.clone();
+        if event.kind != ContainerEventKind::Deleted {
+            return Some((uid, Applied::Unknown));
+        }
+        pod.sandboxes.retain(|s| s.id != *id);
+        pod.containers
+            .retain(|c| c.id != *id && c.sandbox_id != *id);
+        if pod.sandboxes.is_empty() && pod.containers.is_empty() {
+            pods.remove(&uid);
+        }
+        return Some((uid, Applied::Changed));
+    };
+    let uid = if sandbox.uid.is_empty() {
+        crate::runtime::labels::pod_uid(&sandbox.labels)?.to_string()
+    } else {
+        sandbox.uid.clone()
+    };
+    let pod = pods.entry(uid.clone()).or_insert_with(|| PodRuntimeStatus {
+        uid: uid.clone(),
+        ..PodRuntimeStatus::default()
+    });
+    let before: Vec<(String, u8)> = fingerprint(pod)
+        .into_iter()
+        .map(|(id, st)| (id.to_string(), st))
+        .collect();
+    pod.sandboxes.retain(|s| s.id != sandbox.id);
+    pod.containers.retain(|c| c.sandbox_id != sandbox.id);
+    let sandbox_deleted = event.kind == ContainerEventKind::Deleted && *id == sandbox.id;
+    if !sandbox_deleted {
+        pod.sandboxes.push(sandbox.clone());
+        pod.containers.extend(event.containers.iter().cloned());
+    }
+    sync::regroup(pod);
+    let after = fingerprint(pod);
+    let changed = after.len() != before.len()
+        || after
+            .iter()
+            .zip(&before)
+            .any(|((a, x), (b, y))| a != b || x != y);
+    if pod.sandboxes.is_empty() && pod.containers.is_empty() {
+        pods.remove(&uid);
+    }
+    let applied = if changed {
+        Applied::Changed
+    } else {
+        Applied::Unchanged
+    };
+    Some((uid, applied))
+}
+
+/// What a relist compares between two views of a pod: sandbox and container ids with
+/// states (kubelet: the generic PLEG's per-container state diff).
+pub fn fingerprint(rp: &PodRuntimeStatus) -> Vec<(&str, u8)> {
+    let mut fp: Vec<(&str, u8)> = rp
+        .sandboxes
+        .iter()
+        .map(|s| (s.id.as_str(), u8::from(s.state == SandboxState::Ready)))
+        .chain(
+            rp.containers
+                .iter()
+                .map(|c| (c.id.as_str(), c.state as u8 + 2)),
+        )
+        .collect();
+    fp.sort_unstable();
+    fp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::{ContainerInfo, ContainerState, Sandbox};
+
+    fn sandbox(id: &str, uid: &str, state: SandboxState) -> Sandbox {
+        Sandbox {
+            id: id.into(),
+            name: "web".into(),
+            namespace: "default".into(),
+            uid: uid.into(),
+            attempt: 0,
+            state,
+            created_at: 10,
+            labels: [("io.kubernetes.pod.uid".to_string(), uid.to_string())].into(),
+            annotations: Default::default(),
+            ip: None,
+            network: None,
+        }
+    }
+
+    fn container(id: &str, sandbox_id: &str, state: ContainerState, at: i64) -> ContainerInfo {
+        ContainerInfo {
+            id: id.into(),
+            sandbox_id: sandbox_id.into(),
+            name: "app".into(),
+            state,
+            created_at: at,
+            ..ContainerInfo::default()
+        }
+    }
+
+    fn event(
+        id: &str,
+        kind: ContainerEventKind,
+        sandbox: Option<Sandbox>,
+        containers: Vec<ContainerInfo>,
+    ) -> ContainerEvent {
+        ContainerEvent {
+            container_id: id.into(),
+            kind,
+            created_at: 0,
+            sandbox,
+            containers,
+        }
+    }
+
+    #[test]
+    fn an_event_replaces_its_sandbox_and_its_containers_only() {
+        let mut pods = HashMap::new();
+        // An older sandbox of the pod with a dead container stays untouched.
+        let old = event(
+            "s0",
+            ContainerEventKind::Stopped,
+            Some(sandbox("s0", "u1", SandboxState::NotReady)),
+            vec![container("c0", "s0", ContainerState::Exited, 11)],
+        );
+        assert_eq!(
+            apply_event(&mut pods, &old),
+            Some(("u1".into(), Applied::Changed))
+        );
+        let mut s1 = sandbox("s1", "u1", SandboxState::Ready);
+        s1.created_at = 20;
+        let started = event(
+            "c1",
+            ContainerEventKind::Started,
+            Some(s1.clone()),
+            vec![container("c1", "s1", ContainerState::Running, 21)],
+        );
+        apply_event(&mut pods, &started);
+        let before = fingerprint(&pods["u1"]).len();
+        assert_eq!(before, 4);
+        let exited = event(
+            "c1",
+            ContainerEventKind::Stopped,
+            Some(s1),
+            vec![container("c1", "s1", ContainerState::Exited, 21)],
+        );
+        assert_eq!(
+            apply_event(&mut pods, &exited),
+            Some(("u1".into(), Applied::Changed))
+        );
+        // The same again (a duplicate after a reconnect) changes nothing.
+        assert_eq!(
+            apply_event(&mut pods, &exited),
+            Some(("u1".into(), Applied::Unchanged))
+        );
+        let pod = &pods["u1"];
+        assert_eq!(pod.name, "web");
+        assert_eq!(pod.sandboxes[0].id, "s1", "newest first");
+        assert_eq!(pod.containers[0].state, ContainerState::Exited);
+        assert_eq!(pod.containers[1].id, "c0");
+    }
+
+    #[test]
+    fn a_removed_sandbox_without_status_leaves_the_view() {
+        let mut pods = HashMap::new();
+        let s0 = sandbox("s0", "u1", SandboxState::NotReady);
+        let e = event(
+            "c0",
+            ContainerEventKind::Stopped,
+            Some(s0),
+            vec![container("c0", "s0", ContainerState::Exited, 11)],
+        );
+        apply_event(&mut pods, &e);
+        // A container event without a sandbox status: known pod, view not exact.
+        let e = event("c0", ContainerEventKind::Stopped, None, vec![]);
+        assert_eq!(
+            apply_event(&mut pods, &e),
+            Some(("u1".into(), Applied::Unknown))
+        );
+        let e = event("s0", ContainerEventKind::Deleted, None, vec![]);
+        assert_eq!(
+            apply_event(&mut pods, &e),
+            Some(("u1".into(), Applied::Changed))
+        );
+        assert!(pods.is_empty(), "{pods:?}");
+        // Unknown ids concern no pod.
+        let e = event("zz", ContainerEventKind::Deleted, None, vec![]);
+        assert_eq!(apply_event(&mut pods, &e), None);
+    }
+
+    #[test]
+    fn back_off_doubles_up_to_its_cap() {
+        let mut a = Attempts::default();
+        let waits: Vec<Duration> = (0..8)
+            .map(|_| {
+                a.in_a_row += 1;
+                a.backoff()
+            })
+            .collect();
+        let secs: Vec<u64> = waits.iter().map(Duration::as_secs).collect();
+        assert_eq!(secs, [1, 2, 4, 8, 16, 30, 30, 30]);
+    }
+}
