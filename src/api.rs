@@ -34,6 +34,15 @@ pub struct Pod {
     pub status: Option<PodStatus>,
 }
 
+/// The one way a `Pod` is decoded — manifests, the apiserver's lists and watch events, the
+/// offline checkpoint — so its (large) `Deserialize` code exists once in the binary, and every
+/// type error names its field path (`spec.containers[0].ports[0].containerPort: …`).
+pub fn decode_pod(
+    value: &serde_json::Value,
+) -> Result<Pod, serde_path_to_error::Error<serde_json::Error>> {
+    serde_path_to_error::deserialize(value)
+}
+
 impl Pod {
     pub fn uid(&self) -> &str {
         &self.metadata.uid

@@ -198,7 +198,7 @@ pub fn parse_document(bytes: &[u8]) -> Result<Parsed, ManifestError> {
 
 fn parse_value(raw: Value) -> Result<Parsed, ManifestError> {
     check_type_meta(&raw)?;
-    let pod: Pod = serde_path_to_error::deserialize(&raw).map_err(type_error)?;
+    let pod: Pod = api::decode_pod(&raw).map_err(type_error)?;
     let unknown_fields = unknown_fields(&raw, &pod);
     Ok(Parsed {
         pod,

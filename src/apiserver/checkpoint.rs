@@ -51,11 +51,19 @@ pub enum CheckpointError {
     Encode(#[source] serde_json::Error),
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize)]
 struct File {
     version: u32,
     node: String,
     pods: Vec<Pod>,
+}
+
+/// What is read back: the pods as JSON, each decoded by `api::decode_pod` (one decoder of
+/// `Pod` in the binary).
+#[derive(Debug, Deserialize)]
+struct FileIn {
+    node: String,
+    pods: Vec<serde_json::Value>,
 }
 
 /// The checkpoint file of one node.
@@ -94,7 +102,7 @@ impl Checkpoint {
                 });
             }
         };
-        let file: File =
+        let file: FileIn =
             serde_json::from_slice(&bytes).map_err(|source| CheckpointError::Parse {
                 path: self.path.clone(),
                 source,
@@ -109,7 +117,17 @@ impl Checkpoint {
             );
             return Ok(None);
         }
-        Ok(Some(file.pods))
+        let mut pods = Vec::with_capacity(file.pods.len());
+        for v in &file.pods {
+            match crate::api::decode_pod(v) {
+                Ok(p) => pods.push(p),
+                Err(e) => log::warn!(
+                    "checkpoint {}: a pod does not decode ({e}); skipped",
+                    self.path.display()
+                ),
+            }
+        }
+        Ok(Some(pods))
     }
 
     /// The bytes `pods` (in checkpoint form) encode to, if they differ from the file.

@@ -216,7 +216,7 @@ impl StatusSyncer {
         let body = json!({"metadata": {"uid": target.uid()}, "status": status});
         match self
             .client
-            .patch::<Pod>(&path, PatchKind::StrategicMerge, &body)
+            .patch::<serde_json::Value>(&path, PatchKind::StrategicMerge, &body)
             .await
         {
             Ok(_) => {
@@ -292,12 +292,19 @@ impl StatusSyncer {
                     let mirror = mirror_pod(&pod, &self.node_name, &node_uid);
                     let hash = config_hash(&pod).to_string();
                     let path = pod_path(&mirror.metadata.namespace, None);
-                    match self.client.create::<_, Pod>(&path, &mirror).await {
+                    match self
+                        .client
+                        .create::<_, serde_json::Value>(&path, &mirror)
+                        .await
+                    {
                         Ok(created) => {
                             log::info!(
                                 "mirror pod {} created (uid {})",
                                 pod.full_name(),
-                                created.uid()
+                                created
+                                    .pointer("/metadata/uid")
+                                    .and_then(serde_json::Value::as_str)
+                                    .unwrap_or_default()
                             );
                             self.state
                                 .mirror_created

@@ -141,7 +141,7 @@ pub fn apply_event(pods: &mut PodSet, node_name: &str, ev: WatchEvent) -> EventO
                     resource_version: rv,
                 };
             }
-            match serde_json::from_value::<Pod>(ev.object) {
+            match crate::api::decode_pod(&ev.object) {
                 Ok(pod) => {
                     pods.insert(key, pod);
                     EventOutcome::Applied {
@@ -183,7 +183,7 @@ pub fn decode_list(
             continue;
         }
         let key = (ns.clone(), name.clone());
-        match serde_json::from_value::<Pod>(item) {
+        match crate::api::decode_pod(&item) {
             Ok(pod) => {
                 pods.insert(key, pod);
             }
