@@ -51,11 +51,13 @@ pub enum CheckpointError {
     Encode(#[source] serde_json::Error),
 }
 
+/// What is written. The pods go through `serde_json::to_value` (as everywhere else), so
+/// `Pod`'s `Serialize` code is in the binary once.
 #[derive(Debug, Serialize)]
 struct File {
     version: u32,
     node: String,
-    pods: Vec<Pod>,
+    pods: Vec<serde_json::Value>,
 }
 
 /// What is read back: the pods as JSON, each decoded by `api::decode_pod` (one decoder of
@@ -135,7 +137,11 @@ impl Checkpoint {
         let file = File {
             version: 1,
             node: self.node_name.clone(),
-            pods: pods.iter().map(checkpoint_form).collect(),
+            pods: pods
+                .iter()
+                .map(|p| serde_json::to_value(checkpoint_form(p)))
+                .collect::<Result<_, _>>()
+                .map_err(CheckpointError::Encode)?,
         };
         let bytes = serde_json::to_vec(&file).map_err(CheckpointError::Encode)?;
         Ok((self.on_disk.as_ref() != Some(&bytes)).then_some(bytes))

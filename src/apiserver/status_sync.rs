@@ -292,9 +292,11 @@ impl StatusSyncer {
                     let mirror = mirror_pod(&pod, &self.node_name, &node_uid);
                     let hash = config_hash(&pod).to_string();
                     let path = pod_path(&mirror.metadata.namespace, None);
+                    // As a Value: `Pod`'s Serialize code is instantiated for Values only.
+                    let body = serde_json::to_value(&mirror).unwrap_or_default();
                     match self
                         .client
-                        .create::<_, serde_json::Value>(&path, &mirror)
+                        .create::<_, serde_json::Value>(&path, &body)
                         .await
                     {
                         Ok(created) => {
