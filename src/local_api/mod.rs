@@ -2,7 +2,9 @@
 //! works against a board with or without a cluster.
 //!
 //! Built so far: [`certs`], the serving certificate made on first start when no
-//! `--tls-cert-file` is given (kubelet: a CA of its own and a server certificate it signs).
-//! The server, the API handlers and the kubeconfig come next.
+//! `--tls-cert-file` is given (kubelet: a CA of its own and a server certificate it signs),
+//! and [`credentials`], the bearer token and the kubeconfig written for it. The server and
+//! the API handlers come next.
 
 pub mod certs;
+pub mod credentials;
