@@ -742,11 +742,16 @@ fn documents_of_one_file_stand_on_their_own() {
         );
         // A second file defining the same ConfigMap: the first by name wins, one warning.
         fs::write(h.path("zz.yaml"), cm).unwrap();
-        h.quiet(500).await;
-        let dups = lines(
-            log::Level::Warn,
-            "ConfigMap default/cfg is already defined by",
-        );
+        // The next pass logs it; no snapshot (nothing changed). Wait for the line, not a time.
+        let needle = "ConfigMap default/cfg is already defined by";
+        for _ in 0..100 {
+            if !lines(log::Level::Warn, needle).is_empty() {
+                break;
+            }
+            h.quiet(100).await;
+        }
+        h.quiet(300).await;
+        let dups = lines(log::Level::Warn, needle);
         assert_eq!(dups.len(), 1, "{dups:?}");
     });
 }
