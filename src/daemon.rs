@@ -45,6 +45,9 @@ pub enum DaemonError {
     #[cfg(feature = "apiserver")]
     #[error(transparent)]
     Api(#[from] crate::apiserver::ApiError),
+    #[cfg(feature = "apiserver")]
+    #[error(transparent)]
+    LocalApi(#[from] crate::local_api::LocalApiError),
     #[cfg(not(feature = "apiserver"))]
     #[error("--kubeconfig and --manifest-url need a picolet built with the `apiserver` feature")]
     NoApiserverFeature,
@@ -78,7 +81,22 @@ pub async fn run(
         .run_until(async move {
             // ---- apiserver mode
             #[cfg(feature = "apiserver")]
-            let ext = start_apiserver_mode(&opts, &cfg, runtime.clone(), SystemClock, &shutdown)?;
+            let mut ext =
+                start_apiserver_mode(&opts, &cfg, runtime.clone(), SystemClock, &shutdown)?;
+            // ---- the node API
+            #[cfg(feature = "apiserver")]
+            if opts.port != 0 {
+                let tx = crate::local_api::start(
+                    &local_api_options(&opts, &cfg),
+                    runtime.clone(),
+                    SystemClock,
+                    &shutdown,
+                )?;
+                ext.events = Some(match ext.events.take() {
+                    Some(syncer) => syncer.join(tx),
+                    None => tx,
+                });
+            }
             #[cfg(not(feature = "apiserver"))]
             let ext = if opts.kubeconfig.is_some() || opts.manifest_url.is_some() {
                 return Err(DaemonError::NoApiserverFeature);
@@ -114,6 +132,27 @@ fn agent_config(opts: &Options, node_name: String) -> AgentConfig {
             max_per_pod_container: opts.maximum_dead_containers_per_container,
         },
         node_ip: opts.node_ip.or_else(node::default_route_ip),
+    }
+}
+
+/// What the node API needs of `opts`.
+#[cfg(feature = "apiserver")]
+pub fn local_api_options(opts: &Options, cfg: &AgentConfig) -> crate::local_api::LocalApiOptions {
+    crate::local_api::LocalApiOptions {
+        node_name: cfg.node_name.clone(),
+        address: opts.address,
+        port: opts.port,
+        cert_dir: opts
+            .cert_dir
+            .clone()
+            .unwrap_or_else(|| opts.root_dir.join("pki")),
+        tls_cert_file: opts.tls_cert_file.clone(),
+        tls_private_key_file: opts.tls_private_key_file.clone(),
+        kubeconfig_path: opts.root_dir.join("kubeconfig"),
+        node_ip: cfg.node_ip,
+        pod_log_dir: opts.pod_log_dir.clone(),
+        labels: cfg.node_labels.clone(),
+        max_pods: opts.max_pods,
     }
 }
 

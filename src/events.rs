@@ -97,43 +97,71 @@ pub fn pod_events() -> (PodEventSender, PodEventReceiver) {
         senders: Cell::new(1),
     });
     (
-        PodEventSender(Rc::clone(&mailbox)),
+        PodEventSender(vec![Rc::clone(&mailbox)]),
         PodEventReceiver(mailbox),
     )
 }
 
-/// The agent's half. Never blocks, never grows past one entry per pod.
-pub struct PodEventSender(Rc<Mailbox>);
+/// The agent's half: one or more mailboxes (the status syncer's, the node API's), each
+/// gets every event. Never blocks, never grows past one entry per pod.
+pub struct PodEventSender(Vec<Rc<Mailbox>>);
 
 impl Clone for PodEventSender {
     fn clone(&self) -> Self {
-        self.0.senders.set(self.0.senders.get() + 1);
-        PodEventSender(Rc::clone(&self.0))
+        for m in &self.0 {
+            m.senders.set(m.senders.get() + 1);
+        }
+        PodEventSender(self.0.clone())
     }
 }
 
 impl Drop for PodEventSender {
     fn drop(&mut self) {
-        self.0.senders.set(self.0.senders.get() - 1);
-        self.0.notify.notify_one();
+        for m in &self.0 {
+            m.senders.set(m.senders.get() - 1);
+            m.notify.notify_one();
+        }
     }
 }
 
 impl std::fmt::Debug for PodEventSender {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "PodEventSender({} pending)",
-            self.0.pending.borrow().len()
-        )
+        write!(f, "PodEventSender({} pending)", self.pending())
     }
 }
 
 impl PodEventSender {
+    /// One sender for both: every event goes to the mailboxes of each.
+    pub fn join(mut self, mut other: PodEventSender) -> PodEventSender {
+        let mut boxes = std::mem::take(&mut self.0);
+        boxes.append(&mut other.0);
+        PodEventSender(boxes)
+    }
+
     /// Replaces what is pending of the same kind (the pods view; this pod's status).
     pub fn send(&self, event: PodEvent) {
+        if let Some((last, rest)) = self.0.split_last() {
+            for m in rest {
+                m.put(event.clone());
+            }
+            last.put(event);
+        }
+    }
+
+    /// How many entries wait (one per kind and pod at most), in the fullest mailbox.
+    pub fn pending(&self) -> usize {
+        self.0
+            .iter()
+            .map(|m| m.pending.borrow().len())
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+impl Mailbox {
+    fn put(&self, event: PodEvent) {
         {
-            let mut p = self.0.pending.borrow_mut();
+            let mut p = self.pending.borrow_mut();
             match event {
                 PodEvent::Pods { .. } => p.pods = Some(event),
                 PodEvent::Status { ref pod, .. } => {
@@ -144,12 +172,7 @@ impl PodEventSender {
                 }
             }
         }
-        self.0.notify.notify_one();
-    }
-
-    /// How many entries wait (one per kind and pod at most).
-    pub fn pending(&self) -> usize {
-        self.0.pending.borrow().len()
+        self.notify.notify_one();
     }
 }
 
@@ -249,5 +272,21 @@ mod tests {
                 assert_eq!(rx.recv().await, None);
             })
             .await;
+    }
+
+    #[test]
+    fn a_joined_sender_fills_both_mailboxes() {
+        let (a, mut rx_a) = pod_events();
+        let (b, mut rx_b) = pod_events();
+        let both = a.join(b);
+        both.send(status("x", PodPhase::Running));
+        assert_eq!(rx_a.try_recv(), vec![status("x", PodPhase::Running)]);
+        assert_eq!(rx_b.try_recv(), vec![status("x", PodPhase::Running)]);
+        drop(both);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        assert_eq!(rt.block_on(rx_a.recv()), None, "every sender gone");
+        assert_eq!(rt.block_on(rx_b.recv()), None);
     }
 }

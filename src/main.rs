@@ -33,6 +33,23 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Check(opts) => block_on(check(opts)),
+        Command::Kubeconfig(opts) => {
+            // Written by `picolet run` on every start (the node API's server, CA, token).
+            let path = opts.root_dir.join("kubeconfig");
+            match std::fs::read_to_string(&path) {
+                Ok(text) => {
+                    print!("{text}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!(
+                        "picolet: {}: {e} (picolet run writes it when the node API starts)",
+                        path.display()
+                    );
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Run(opts) => block_on(run(opts)),
     }
 }

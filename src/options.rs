@@ -18,7 +18,7 @@ use serde::Deserialize;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OptionsError {
-    #[error("unknown command {0:?} (expected run, check or version; see --help)")]
+    #[error("unknown command {0:?} (expected run, check, kubeconfig or version; see --help)")]
     UnknownCommand(String),
     #[error("unknown flag {0} (see --help)")]
     UnknownFlag(String),
@@ -39,6 +39,8 @@ pub enum OptionsError {
 pub enum Command {
     Run(Options),
     Check(Options),
+    /// `picolet kubeconfig`: print the node API's kubeconfig.
+    Kubeconfig(Options),
     Version,
     Help,
 }
@@ -91,6 +93,17 @@ pub struct Options {
     pub manifest_url: Option<String>,
     /// `--manifest-url-header 'Name:Value'` (repeatable; kubelet `staticPodURLHeader`).
     pub manifest_url_headers: Vec<(String, String)>,
+    // ---- the node API (feature `apiserver`)
+    /// `--address`: where the node API listens (kubelet `address`; picolet's default is
+    /// loopback: a board's API is for its own console unless told otherwise).
+    pub address: IpAddr,
+    /// `--port` (kubelet `port`, 10250); 0: no node API.
+    pub port: u16,
+    /// `--cert-dir`: the self-signed serving certificate and the token [`<root-dir>/pki`].
+    pub cert_dir: Option<PathBuf>,
+    /// `--tls-cert-file` / `--tls-private-key-file` (kubelet `tlsCertFile`, `tlsPrivateKeyFile`).
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_private_key_file: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -116,6 +129,11 @@ impl Default for Options {
             node_status_update_frequency: Duration::from_secs(10),
             manifest_url: None,
             manifest_url_headers: Vec::new(),
+            address: IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+            port: 10250,
+            cert_dir: None,
+            tls_cert_file: None,
+            tls_private_key_file: None,
         }
     }
 }
@@ -126,6 +144,8 @@ picolet — a kubelet for edge devices
 USAGE:
     picolet run [FLAGS]      run the agent
     picolet check [FLAGS]    preflight: CRI, cgroups, directories; non-zero exit if picolet cannot work
+    picolet kubeconfig [--root-dir DIR]
+                             print the node API's kubeconfig (kubectl --kubeconfig <(picolet kubeconfig) get pods -A)
     picolet --version        print the version
 
 FLAGS (kubelet names):
@@ -159,6 +179,14 @@ Cluster mode (builds with the `apiserver` feature):
     --manifest-url URL                  also run the Pod or PodList served at URL (GET every 20s)
     --manifest-url-header 'Name:Value'  header for --manifest-url (repeatable)
 
+The node API (builds with the `apiserver` feature; kubectl works against it):
+    --address IP                        listen address [127.0.0.1]
+    --port N                            HTTPS port; 0: no node API [10250]
+    --cert-dir DIR                      self-signed certificate and token [ROOT-DIR/pki]
+    --tls-cert-file FILE                serving certificate chain (PEM) instead of a self-signed one
+    --tls-private-key-file FILE         its key
+    (picolet writes ROOT-DIR/kubeconfig, mode 0600; `picolet kubeconfig` prints it)
+
 Logging: RUST_LOG=debug|info|warn (default info).
 ";
 
@@ -191,6 +219,10 @@ struct ConfigFile {
     /// kubelet: `map[string][]string`.
     #[serde(rename = "staticPodURLHeader")]
     static_pod_url_header: Option<BTreeMap<String, Vec<String>>>,
+    address: Option<String>,
+    port: Option<u16>,
+    tls_cert_file: Option<PathBuf>,
+    tls_private_key_file: Option<PathBuf>,
 }
 
 /// Parses `args` (without the program name).
@@ -203,6 +235,7 @@ pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
         "--help" | "-h" | "help" => return Ok(Command::Help),
         "run" => ("run", &args[1..]),
         "check" => ("check", &args[1..]),
+        "kubeconfig" => ("kubeconfig", &args[1..]),
         // `picolet --pod-manifest-path …` reads like the kubelet: treat as `run`.
         s if s.starts_with("--") => ("run", args),
         other => return Err(OptionsError::UnknownCommand(other.to_string())),
@@ -299,8 +332,31 @@ pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
                         .push((k.trim().to_string(), v.trim().to_string()));
                 }
             }
+            "--address" => {
+                let v = value()?;
+                opts.address = v.parse().map_err(|_| OptionsError::BadValue {
+                    flag: flag.clone(),
+                    reason: format!("{v:?} is not an IP address"),
+                })?;
+            }
+            "--port" => {
+                let v = value()?;
+                opts.port = v.parse().map_err(|_| OptionsError::BadValue {
+                    flag: flag.clone(),
+                    reason: format!("{v:?} is not a port number"),
+                })?;
+            }
+            "--cert-dir" => opts.cert_dir = Some(value()?.into()),
+            "--tls-cert-file" => opts.tls_cert_file = Some(value()?.into()),
+            "--tls-private-key-file" => opts.tls_private_key_file = Some(value()?.into()),
             other => return Err(OptionsError::UnknownFlag(other.to_string())),
         }
+    }
+    if opts.tls_cert_file.is_some() != opts.tls_private_key_file.is_some() {
+        return Err(OptionsError::BadValue {
+            flag: "--tls-cert-file".into(),
+            reason: "--tls-cert-file and --tls-private-key-file go together".into(),
+        });
     }
     // Periods and deadlines of zero make no sense (a zero period would spin).
     for (name, d) in [
@@ -321,6 +377,7 @@ pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
     }
     Ok(match kind {
         "check" => Command::Check(opts),
+        "kubeconfig" => Command::Kubeconfig(opts),
         _ => Command::Run(opts),
     })
 }
@@ -429,6 +486,21 @@ fn apply_config_file(opts: &mut Options, path: &str) -> Result<(), OptionsError>
     if let Some(v) = cfg.static_pod_url {
         opts.manifest_url = Some(v);
     }
+    if let Some(v) = cfg.address {
+        opts.address = v.parse().map_err(|_| OptionsError::ConfigParse {
+            path: path.to_string(),
+            message: format!("address: {v:?} is not an IP address"),
+        })?;
+    }
+    if let Some(v) = cfg.port {
+        opts.port = v;
+    }
+    if let Some(v) = cfg.tls_cert_file {
+        opts.tls_cert_file = Some(v);
+    }
+    if let Some(v) = cfg.tls_private_key_file {
+        opts.tls_private_key_file = Some(v);
+    }
     if let Some(h) = cfg.static_pod_url_header {
         for (k, values) in h {
             for v in values {
@@ -478,6 +550,11 @@ const KNOWN_CONFIG_KEYS: &[&str] = &[
     "staticPodURL",
     "manifestURL",
     "staticPodURLHeader",
+    "seccompDefault",
+    "address",
+    "port",
+    "tlsCertFile",
+    "tlsPrivateKeyFile",
 ];
 
 fn duration_flag(flag: &str, v: &str) -> Result<Duration, OptionsError> {

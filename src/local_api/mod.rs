@@ -1,10 +1,298 @@
 //! The node's own Kubernetes API (issue 13), served by picolet itself so the real `kubectl`
-//! works against a board with or without a cluster.
+//! works against a board with or without a cluster: HTTPS on `--address`/`--port` (kubelet
+//! defaults: port 10250; picolet binds 127.0.0.1 unless told otherwise), a bearer token,
+//! and a kubeconfig for it at `<root-dir>/kubeconfig`.
 //!
-//! Built so far: [`certs`], the serving certificate made on first start when no
-//! `--tls-cert-file` is given (kubelet: a CA of its own and a server certificate it signs),
-//! and [`credentials`], the bearer token and the kubeconfig written for it. The server and
-//! the API handlers come next.
+//! - [`certs`]: the serving certificate made on first start when no `--tls-cert-file` is
+//!   given (kubelet: a CA of its own and a server certificate it signs, under `--cert-dir`).
+//! - [`credentials`]: the bearer token and the kubeconfig written for it.
+//! - [`view`]: the pods served, kept from the agent's pod events.
+//! - [`printers`], [`select`]: server-side `Table`s and selectors.
+//! - [`server`]: the listener, TLS, authentication and the routes.
+//!
+//! picolet differs from the kubelet here on purpose: the kubelet's port serves only its own
+//! paths (`/pods`, `/logs`, `/exec`, …) and needs an apiserver for `kubectl`; picolet serves
+//! the `v1` API subset kubectl reads as well, so `kubectl get pods` works on an offline board.
+//! The API is read-only: a static pod is changed by editing its manifest.
 
 pub mod certs;
 pub mod credentials;
+pub mod printers;
+pub mod select;
+pub mod server;
+pub mod view;
+
+use std::io::Write as _;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::Clock;
+use crate::events::{PodEventReceiver, PodEventSender};
+use crate::runtime::Runtime;
+use credentials::Token;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LocalApiError {
+    #[error("node API: {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("node API: {0}")]
+    Cert(#[from] certs::CertError),
+    #[error("node API: {0}")]
+    Tls(String),
+    #[error("node API: {0}")]
+    Random(#[from] credentials::NoRandom),
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> LocalApiError + '_ {
+    move |source| LocalApiError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// What the node API needs to know.
+#[derive(Debug, Clone)]
+pub struct LocalApiOptions {
+    pub node_name: String,
+    /// `--address` (0.0.0.0 or :: for every interface).
+    pub address: IpAddr,
+    /// `--port`.
+    pub port: u16,
+    /// `--cert-dir`: the self-signed certificate and the token.
+    pub cert_dir: PathBuf,
+    /// `--tls-cert-file` / `--tls-private-key-file`: bring your own.
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_private_key_file: Option<PathBuf>,
+    /// Where the kubeconfig goes (`<root-dir>/kubeconfig`).
+    pub kubeconfig_path: PathBuf,
+    /// Names and addresses the self-signed certificate is for, besides localhost.
+    pub node_ip: Option<IpAddr>,
+    pub pod_log_dir: PathBuf,
+    pub labels: std::collections::BTreeMap<String, String>,
+    pub max_pods: u32,
+}
+
+impl LocalApiOptions {
+    /// The URL a local client uses: the address, or loopback when bound to every interface.
+    pub fn server_url(&self) -> String {
+        let host = match self.address {
+            a if a.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            a => a,
+        };
+        match host {
+            IpAddr::V6(v6) => format!("https://[{v6}]:{}", self.port),
+            IpAddr::V4(v4) => format!("https://{v4}:{}", self.port),
+        }
+    }
+}
+
+/// The serving certificate and the token, made on first start; the kubeconfig, written on
+/// every start (the address may have changed).
+pub struct Credentials {
+    pub tls: Arc<rustls::ServerConfig>,
+    pub token: Token,
+    pub kubeconfig: String,
+}
+
+/// Writes `bytes` to `path` with mode 0600, by a rename (never half a key on disk). A
+/// missing directory is made 0700 (its parents with the default mode).
+fn write_private(path: &Path, bytes: &[u8]) -> Result<(), LocalApiError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    if !dir.exists() {
+        if let Some(parent) = dir.parent() {
+            std::fs::create_dir_all(parent).map_err(io_err(parent))?;
+        }
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(dir)
+            .map_err(io_err(dir))?;
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(io_err(&tmp))?;
+    f.write_all(bytes).map_err(io_err(&tmp))?;
+    f.sync_all().map_err(io_err(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io_err(path))
+}
+
+fn read(path: &Path) -> Result<Option<Vec<u8>>, LocalApiError> {
+    match std::fs::read(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err(path)(e)),
+    }
+}
+
+/// Loads or makes the certificate and the token, writes the kubeconfig. Blocking file I/O:
+/// called once at start, before the loop runs.
+pub fn prepare(
+    opts: &LocalApiOptions,
+    now: crate::clock::UnixNanos,
+) -> Result<Credentials, LocalApiError> {
+    let (chain, key, ca) = match (&opts.tls_cert_file, &opts.tls_private_key_file) {
+        (Some(cert), Some(key)) => {
+            let chain = read(cert)?
+                .ok_or_else(|| LocalApiError::Tls(format!("{}: not found", cert.display())))?;
+            let k = read(key)?
+                .ok_or_else(|| LocalApiError::Tls(format!("{}: not found", key.display())))?;
+            (chain.clone(), k, chain)
+        }
+        (Some(_), None) | (None, Some(_)) => {
+            return Err(LocalApiError::Tls(
+                "--tls-cert-file and --tls-private-key-file go together".into(),
+            ));
+        }
+        (None, None) => {
+            // kubelet: `<cert-dir>/kubelet.crt` and `kubelet.key`, made once.
+            let (crt, key, ca) = (
+                opts.cert_dir.join("kubelet.crt"),
+                opts.cert_dir.join("kubelet.key"),
+                opts.cert_dir.join("kubelet-ca.crt"),
+            );
+            match (read(&crt)?, read(&key)?, read(&ca)?) {
+                (Some(c), Some(k), Some(a)) => (c, k, a),
+                _ => {
+                    let mut ips: Vec<IpAddr> = opts.node_ip.into_iter().collect();
+                    if !opts.address.is_unspecified() && !opts.address.is_loopback() {
+                        ips.push(opts.address);
+                    }
+                    let g = certs::generate(
+                        &certs::Subject {
+                            node_name: opts.node_name.clone(),
+                            dns_names: vec![],
+                            ips,
+                        },
+                        now,
+                    )?;
+                    write_private(&key, g.key_pem.as_bytes())?;
+                    write_private(&crt, g.chain_pem.as_bytes())?;
+                    write_private(&ca, g.ca_pem.as_bytes())?;
+                    log::info!(
+                        "node API: made a self-signed certificate in {}",
+                        opts.cert_dir.display()
+                    );
+                    (
+                        g.chain_pem.into_bytes(),
+                        g.key_pem.into_bytes(),
+                        g.ca_pem.into_bytes(),
+                    )
+                }
+            }
+        }
+    };
+    let token_path = opts.cert_dir.join("token");
+    let token = match read(&token_path)?.and_then(|t| Token::parse(&String::from_utf8_lossy(&t))) {
+        Some(t) => t,
+        None => {
+            let t = Token::generate()?;
+            write_private(&token_path, t.as_str().as_bytes())?;
+            t
+        }
+    };
+    let tls = server_tls(&chain, &key)?;
+    let kubeconfig = credentials::kubeconfig(
+        &opts.node_name,
+        &opts.server_url(),
+        &String::from_utf8_lossy(&ca),
+        &token,
+    );
+    write_private(&opts.kubeconfig_path, kubeconfig.as_bytes())?;
+    Ok(Credentials {
+        tls,
+        token,
+        kubeconfig,
+    })
+}
+
+fn server_tls(chain: &[u8], key: &[u8]) -> Result<Arc<rustls::ServerConfig>, LocalApiError> {
+    let tls = |e: crate::apiserver::ApiError| LocalApiError::Tls(e.to_string());
+    let certs = crate::apiserver::tls::certificates(chain, "serving certificate").map_err(tls)?;
+    let key = crate::apiserver::tls::private_key(key, "serving key").map_err(tls)?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| LocalApiError::Tls(e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| LocalApiError::Tls(e.to_string()))?;
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(cfg))
+}
+
+/// Starts the node API on the current `LocalSet`: the view fed from the agent's pod events
+/// (the returned sender joins the agent's), and the server. A port that cannot be bound is
+/// retried every 30 s with one WARN: the pods matter more than the API.
+pub fn start<R: Runtime, C: Clock>(
+    opts: &LocalApiOptions,
+    runtime: R,
+    clock: C,
+    shutdown: &CancellationToken,
+) -> Result<PodEventSender, LocalApiError> {
+    let creds = prepare(opts, clock.now())?;
+    let (tx, rx) = crate::events::pod_events();
+    let view = view::View::new();
+    tokio::task::spawn_local(feed(view.clone(), rx, clock.clone()));
+    let mut node_opts = crate::apiserver::node::NodeOptions::new(opts.node_name.clone());
+    node_opts.max_pods = opts.max_pods;
+    node_opts.node_ip = opts.node_ip;
+    let facts = crate::apiserver::node::NodeFacts::read(&node_opts);
+    let api = server::Api::new(
+        creds.token,
+        view,
+        runtime,
+        clock,
+        facts,
+        opts.labels.clone(),
+        opts.pod_log_dir.clone(),
+    );
+    let addr = SocketAddr::new(opts.address, opts.port);
+    let url = opts.server_url();
+    let kubeconfig = opts.kubeconfig_path.clone();
+    let tls = creds.tls;
+    let shutdown = shutdown.child_token();
+    tokio::task::spawn_local(async move {
+        let mut warned = false;
+        let listener = loop {
+            match tokio::net::TcpListener::bind(addr).await {
+                Ok(l) => break l,
+                Err(e) if !warned => {
+                    log::warn!("node API: cannot listen on {addr}: {e}; retrying every 30s");
+                    warned = true;
+                }
+                Err(_) => {}
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_secs(30)) => {}
+            }
+        };
+        log::info!(
+            "node API: serving {url} (kubectl --kubeconfig {})",
+            kubeconfig.display()
+        );
+        server::serve(listener, tls, api, shutdown).await;
+    });
+    Ok(tx)
+}
+
+/// The view follows the agent's pod events until the agent is gone.
+async fn feed<C: Clock>(view: view::View, mut rx: PodEventReceiver, clock: C) {
+    while let Some(batch) = rx.recv().await {
+        view.apply(batch, clock.now());
+    }
+}

@@ -1,0 +1,650 @@
+//! The node API's HTTPS server (kubelet: `server.ListenAndServeKubeletServer` on
+//! `--address`/`--port`), and its Kubernetes API routes: discovery, pods (list, get, watch;
+//! JSON and `Table`), nodes, events, pods' logs, and the kubelet's own `/healthz` and
+//! `/pods`.
+//!
+//! Runs on the agent's one thread: every connection is a local task. A slow or hostile
+//! client never stalls the agent: at most [`MAX_CONNECTIONS`] at once (more are closed at
+//! once), the TLS handshake and each request's headers have [`HANDSHAKE_TIMEOUT`], bodies
+//! are not read (every route is a GET), and a watch that falls behind is cut off.
+//!
+//! Must never: serve without the bearer token (only `/healthz` is open), serve a Secret, or
+//! compute per request what the agent already holds (pods are rendered once per change).
+
+use std::cell::{Cell, RefCell};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode, header};
+use hyper::body::{Body, Frame, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::credentials::Token;
+use super::printers::{self, Kind};
+use super::select::Selector;
+use super::view::{Change, ChangeKind, View};
+use crate::apiserver::node::{self as node_status, NodeFacts};
+use crate::clock::{self, Clock, UnixNanos};
+use crate::runtime::{Runtime, RuntimeHealth};
+
+/// Connections served at once; more are closed as soon as they are accepted.
+pub const MAX_CONNECTIONS: usize = 64;
+/// The TLS handshake and each request's headers must arrive within this.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A watch without `timeoutSeconds` ends after this (the apiserver's `min-request-timeout`).
+const WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
+/// How long the runtime's health is trusted for the Node served.
+const HEALTH_TTL: Duration = Duration::from_secs(10);
+
+/// A response body: all at once, or streamed (watches, followed logs).
+pub enum Out {
+    Full(Option<Bytes>),
+    Stream(mpsc::Receiver<Bytes>),
+}
+
+impl Body for Out {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            Out::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            Out::Stream(rx) => rx.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self, Out::Full(None))
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        match self {
+            Out::Full(Some(b)) => hyper::body::SizeHint::with_exact(b.len() as u64),
+            Out::Full(None) => hyper::body::SizeHint::with_exact(0),
+            Out::Stream(_) => hyper::body::SizeHint::default(),
+        }
+    }
+}
+
+/// The Node object served: machine facts read once, the runtime's health at most every
+/// [`HEALTH_TTL`].
+struct NodeCache {
+    facts: NodeFacts,
+    labels: std::collections::BTreeMap<String, String>,
+    created: UnixNanos,
+    health: Option<RuntimeHealth>,
+    checked: Option<tokio::time::Instant>,
+}
+
+/// Everything the routes read.
+pub struct Api<R: Runtime, C: Clock> {
+    pub token: Token,
+    pub node_name: String,
+    pub view: View,
+    pub runtime: R,
+    pub clock: C,
+    pub pod_log_dir: PathBuf,
+    node: RefCell<NodeCache>,
+    active: Cell<usize>,
+}
+
+impl<R: Runtime, C: Clock> Api<R, C> {
+    pub fn new(
+        token: Token,
+        view: View,
+        runtime: R,
+        clock: C,
+        facts: NodeFacts,
+        labels: std::collections::BTreeMap<String, String>,
+        pod_log_dir: PathBuf,
+    ) -> Rc<Self> {
+        let created = clock.now();
+        Rc::new(Api {
+            token,
+            node_name: facts.hostname.clone(),
+            view,
+            runtime,
+            clock,
+            pod_log_dir,
+            node: RefCell::new(NodeCache {
+                facts,
+                labels,
+                created,
+                health: None,
+                checked: None,
+            }),
+            active: Cell::new(0),
+        })
+    }
+
+    /// Connections open now.
+    pub fn connections(&self) -> usize {
+        self.active.get()
+    }
+}
+
+/// Accepts connections until `shutdown`.
+pub async fn serve<R: Runtime, C: Clock>(
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    api: Rc<Api<R, C>>,
+    shutdown: CancellationToken,
+) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    loop {
+        let (stream, peer) = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // EMFILE and the like: wait a little instead of spinning.
+                    log::warn!("node API: accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        if api.active.get() >= MAX_CONNECTIONS {
+            log::debug!("node API: {peer}: too many connections, closed");
+            drop(stream);
+            continue;
+        }
+        let _ = stream.set_nodelay(true);
+        api.active.set(api.active.get() + 1);
+        let api = Rc::clone(&api);
+        let acceptor = acceptor.clone();
+        let shutdown = shutdown.clone();
+        tokio::task::spawn_local(async move {
+            connection(stream, peer, acceptor, Rc::clone(&api), shutdown).await;
+            api.active.set(api.active.get() - 1);
+        });
+    }
+}
+
+async fn connection<R: Runtime, C: Clock>(
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    acceptor: tokio_rustls::TlsAcceptor,
+    api: Rc<Api<R, C>>,
+    shutdown: CancellationToken,
+) {
+    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => {
+            log::debug!("node API: {peer}: TLS handshake failed: {e}");
+            return;
+        }
+        Err(_) => {
+            log::debug!("node API: {peer}: TLS handshake timed out");
+            return;
+        }
+    };
+    let conn_shutdown = shutdown.clone();
+    let svc = service_fn(move |req: Request<Incoming>| {
+        let api = Rc::clone(&api);
+        let shutdown = conn_shutdown.clone();
+        async move { Ok::<_, Infallible>(handle(&api, req, &shutdown).await) }
+    });
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HANDSHAKE_TIMEOUT)
+        .max_buf_size(64 * 1024)
+        .serve_connection(TokioIo::new(tls), svc);
+    tokio::pin!(conn);
+    tokio::select! {
+        res = conn.as_mut() => if let Err(e) = res {
+            log::debug!("node API: {peer}: {e}");
+        },
+        _ = shutdown.cancelled() => {}
+    }
+}
+
+/// A `metav1.Status` failure (kubectl prints `Error from server (Reason): message`).
+pub fn status_error(code: StatusCode, reason: &str, message: &str) -> Response<Out> {
+    let body = json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Failure", "message": message, "reason": reason, "code": code.as_u16(),
+    });
+    json_response(code, &body)
+}
+
+fn not_found(kind: &str, name: &str) -> Response<Out> {
+    let mut r = json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Failure", "message": format!("{kind} \"{name}\" not found"),
+        "reason": "NotFound", "code": 404,
+        "details": {"name": name, "kind": kind},
+    });
+    if kind.is_empty() {
+        r["message"] = json!("the server could not find the requested resource");
+        r["details"] = json!({});
+    }
+    json_response(StatusCode::NOT_FOUND, &r)
+}
+
+pub fn json_response(code: StatusCode, body: &Value) -> Response<Out> {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    response(code, "application/json", Bytes::from(bytes))
+}
+
+fn response(code: StatusCode, content_type: &str, body: Bytes) -> Response<Out> {
+    let mut r = Response::new(Out::Full(Some(body)));
+    *r.status_mut() = code;
+    if let Ok(v) = header::HeaderValue::from_str(content_type) {
+        r.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    r
+}
+
+/// `application/x-www-form-urlencoded` decoding of one query value.
+pub fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if bytes.len() > i + 2
+                && hex(bytes[i + 1]).is_some()
+                && hex(bytes[i + 2]).is_some() =>
+            {
+                let (h, l) = (
+                    hex(bytes[i + 1]).unwrap_or(0),
+                    hex(bytes[i + 2]).unwrap_or(0),
+                );
+                out.push((h * 16 + l) as u8);
+                i += 2;
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The query's `key=value` pairs, decoded.
+pub fn query_pairs(query: &str) -> Vec<(String, String)> {
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) => (percent_decode(k), percent_decode(v)),
+            None => (percent_decode(p), String::new()),
+        })
+        .collect()
+}
+
+struct Query(Vec<(String, String)>);
+
+impl Query {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn flag(&self, key: &str) -> bool {
+        matches!(self.get(key), Some("true" | "1" | ""))
+    }
+}
+
+/// kubectl's `get` asks for `application/json;as=Table;v=v1;g=meta.k8s.io,…`.
+fn wants_table(req: &Request<Incoming>) -> bool {
+    req.headers()
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|media| {
+            let params: Vec<&str> = media.split(';').map(str::trim).collect();
+            params.contains(&"as=Table")
+                && params
+                    .iter()
+                    .all(|p| *p != "g=" && !p.starts_with("v=v1beta1"))
+        })
+}
+
+async fn handle<R: Runtime, C: Clock>(
+    api: &Rc<Api<R, C>>,
+    req: Request<Incoming>,
+    shutdown: &CancellationToken,
+) -> Response<Out> {
+    let path = req.uri().path().to_string();
+    if path == "/healthz" || path == "/livez" || path == "/readyz" {
+        return response(StatusCode::OK, "text/plain", Bytes::from_static(b"ok"));
+    }
+    let authorization = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    if !api.token.accepts(authorization) {
+        return status_error(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized");
+    }
+    if req.method() != Method::GET {
+        return status_error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource \
+             (picolet's node API is read-only)",
+        );
+    }
+    let query = Query(query_pairs(req.uri().query().unwrap_or("")));
+    let table = wants_table(&req);
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let now = api.clock.now();
+    match segments[..] {
+        ["api"] => json_response(
+            StatusCode::OK,
+            &json!({"kind": "APIVersions", "versions": ["v1"],
+                    "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": ""}]}),
+        ),
+        ["apis"] => json_response(
+            StatusCode::OK,
+            &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": []}),
+        ),
+        ["api", "v1"] => json_response(StatusCode::OK, &resources()),
+        ["version"] => json_response(StatusCode::OK, &version()),
+        ["pods"] => {
+            // kubelet: `/pods` — the pods this kubelet runs, as a PodList.
+            let (rv, pods) = api.view.pods();
+            let items: Vec<Value> = pods.iter().map(|e| (*e.json()).clone()).collect();
+            json_response(
+                StatusCode::OK,
+                &json!({"kind": "PodList", "apiVersion": "v1",
+                        "metadata": {"resourceVersion": rv.to_string()}, "items": items}),
+            )
+        }
+        ["api", "v1", "pods"] => pods(api, None, &query, table, now, shutdown),
+        ["api", "v1", "namespaces", ns, "pods"] => {
+            pods(api, Some(ns), &query, table, now, shutdown)
+        }
+        ["api", "v1", "namespaces", ns, "pods", name] => match api.view.get(ns, name) {
+            Some(e) if table => table_response(Kind::Pod, &[&e.json()], e.resource_version, now),
+            Some(e) => json_response(StatusCode::OK, &e.json()),
+            None => not_found("pods", name),
+        },
+        ["api", "v1", "nodes"] => {
+            let node = node_object(api).await;
+            match Selector::parse(
+                Kind::Node,
+                query.get("labelSelector"),
+                query.get("fieldSelector"),
+            ) {
+                Err(m) => status_error(StatusCode::BAD_REQUEST, "BadRequest", &m),
+                Ok(sel) => {
+                    let items: Vec<&Value> =
+                        [&node].into_iter().filter(|n| sel.matches(n)).collect();
+                    if table {
+                        table_response(Kind::Node, &items, 1, now)
+                    } else {
+                        json_response(
+                            StatusCode::OK,
+                            &json!({"kind": "NodeList", "apiVersion": "v1",
+                                    "metadata": {"resourceVersion": "1"}, "items": items}),
+                        )
+                    }
+                }
+            }
+        }
+        ["api", "v1", "nodes", name] if name == api.node_name => {
+            let node = node_object(api).await;
+            if table {
+                table_response(Kind::Node, &[&node], 1, now)
+            } else {
+                json_response(StatusCode::OK, &node)
+            }
+        }
+        ["api", "v1", "nodes", name] => not_found("nodes", name),
+        ["api", "v1", "namespaces", _, "secrets", ..] | ["api", "v1", "secrets"] => status_error(
+            StatusCode::FORBIDDEN,
+            "Forbidden",
+            "picolet's node API never serves Secrets",
+        ),
+        _ => not_found("", ""),
+    }
+}
+
+fn table_response(kind: Kind, objects: &[&Value], rv: u64, now: UnixNanos) -> Response<Out> {
+    json_response(StatusCode::OK, &printers::table(kind, objects, rv, now))
+}
+
+fn pods<R: Runtime, C: Clock>(
+    api: &Rc<Api<R, C>>,
+    namespace: Option<&str>,
+    query: &Query,
+    table: bool,
+    now: UnixNanos,
+    shutdown: &CancellationToken,
+) -> Response<Out> {
+    let sel = match Selector::parse(
+        Kind::Pod,
+        query.get("labelSelector"),
+        query.get("fieldSelector"),
+    ) {
+        Ok(s) => s,
+        Err(m) => return status_error(StatusCode::BAD_REQUEST, "BadRequest", &m),
+    };
+    let in_ns = move |v: &Value| namespace.is_none_or(|ns| v["metadata"]["namespace"] == ns);
+    if query.flag("watch") {
+        let since = query.get("resourceVersion").and_then(|v| v.parse().ok());
+        let rx = match api.view.watch(since) {
+            Ok(rx) => rx,
+            Err(_) => {
+                return status_error(
+                    StatusCode::GONE,
+                    "Expired",
+                    &format!("too old resource version: {}", since.unwrap_or(0)),
+                );
+            }
+        };
+        let timeout = query
+            .get("timeoutSeconds")
+            .and_then(|v| v.parse().ok())
+            .map(Duration::from_secs)
+            .unwrap_or(WATCH_TIMEOUT);
+        let ns = namespace.map(str::to_string);
+        let (tx, body) = mpsc::channel(16);
+        let clock = api.clock.clone();
+        tokio::task::spawn_local(watch_pods(
+            rx,
+            tx,
+            move |v: &Value| {
+                ns.as_deref()
+                    .is_none_or(|ns| v["metadata"]["namespace"] == ns)
+                    && sel.matches(v)
+            },
+            table,
+            clock,
+            timeout,
+            shutdown.clone(),
+        ));
+        let mut r = Response::new(Out::Stream(body));
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/json"),
+        );
+        return r;
+    }
+    let (rv, entries) = api.view.pods();
+    let objects: Vec<Rc<Value>> = entries.iter().map(|e| e.json()).collect();
+    let mut items: Vec<&Value> = objects
+        .iter()
+        .map(|v| &**v)
+        .filter(|v| in_ns(v) && sel.matches(v))
+        .collect();
+    items.sort_by(|a, b| {
+        (
+            a["metadata"]["namespace"].as_str(),
+            a["metadata"]["name"].as_str(),
+        )
+            .cmp(&(
+                b["metadata"]["namespace"].as_str(),
+                b["metadata"]["name"].as_str(),
+            ))
+    });
+    if table {
+        return table_response(Kind::Pod, &items, rv, now);
+    }
+    json_response(
+        StatusCode::OK,
+        &json!({"kind": "PodList", "apiVersion": "v1",
+                "metadata": {"resourceVersion": rv.to_string()}, "items": items}),
+    )
+}
+
+/// Streams a watch: one JSON line per change (`{"type":…,"object":…}`), the object a one-row
+/// `Table` when the client asked for tables (kubectl `get -w`).
+async fn watch_pods<C: Clock>(
+    mut rx: mpsc::Receiver<Rc<Change>>,
+    tx: mpsc::Sender<Bytes>,
+    keep: impl Fn(&Value) -> bool,
+    table: bool,
+    clock: C,
+    timeout: Duration,
+    shutdown: CancellationToken,
+) {
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    loop {
+        let change = tokio::select! {
+            c = rx.recv() => match c {
+                Some(c) => c,
+                None => return,
+            },
+            _ = tx.closed() => return,
+            _ = &mut deadline => return,
+            _ = shutdown.cancelled() => return,
+        };
+        let object = change.entry.json();
+        if !keep(&object) {
+            continue;
+        }
+        let object = if table {
+            printers::table(
+                Kind::Pod,
+                &[&object],
+                change.entry.resource_version,
+                clock.now(),
+            )
+        } else {
+            (*object).clone()
+        };
+        let kind = change.kind;
+        let line = watch_line(kind, &object);
+        if tx.send(line).await.is_err() {
+            return;
+        }
+    }
+}
+
+fn watch_line(kind: ChangeKind, object: &Value) -> Bytes {
+    let mut line =
+        serde_json::to_vec(&json!({"type": kind.as_str(), "object": object})).unwrap_or_default();
+    line.push(b'\n');
+    Bytes::from(line)
+}
+
+/// The Node this picolet is, as the apiserver would serve it (also without a cluster).
+async fn node_object<R: Runtime, C: Clock>(api: &Rc<Api<R, C>>) -> Value {
+    let stale = api
+        .node
+        .borrow()
+        .checked
+        .is_none_or(|t| t.elapsed() >= HEALTH_TTL);
+    if stale {
+        let health = api.runtime.status().await.ok();
+        let has_version = !api.node.borrow().facts.runtime_version.is_empty();
+        let version = match has_version {
+            false => api.runtime.version().await.ok(),
+            true => None,
+        };
+        let mut cache = api.node.borrow_mut();
+        cache.health = health;
+        cache.checked = Some(tokio::time::Instant::now());
+        if let Some(v) = version {
+            cache.facts.runtime_version = format!("{}://{}", v.runtime_name, v.runtime_version);
+        }
+    }
+    let cache = api.node.borrow();
+    let now = api.clock.now();
+    let status = node_status::node_status(&cache.facts, cache.health.as_ref(), None, now);
+    json!({
+        "kind": "Node", "apiVersion": "v1",
+        "metadata": {
+            "name": api.node_name,
+            "labels": cache.labels,
+            "creationTimestamp": clock::rfc3339(cache.created),
+            "resourceVersion": "1",
+        },
+        "spec": {},
+        "status": status,
+    })
+}
+
+/// `GET /api/v1`: what this server serves.
+fn resources() -> Value {
+    let r = |name: &str, namespaced: bool, kind: &str, verbs: &[&str], short: &[&str]| {
+        json!({"name": name, "singularName": kind.to_lowercase(), "namespaced": namespaced,
+               "kind": kind, "verbs": verbs, "shortNames": short})
+    };
+    json!({
+        "kind": "APIResourceList", "groupVersion": "v1",
+        "resources": [
+            r("pods", true, "Pod", &["get", "list", "watch"], &["po"]),
+            r("pods/log", true, "Pod", &["get"], &[]),
+            r("nodes", false, "Node", &["get", "list"], &["no"]),
+            r("events", true, "Event", &["get", "list", "watch"], &["ev"]),
+        ],
+    })
+}
+
+/// `GET /version`: the API level picolet's node API follows, and picolet's own version.
+fn version() -> Value {
+    json!({
+        "major": "1", "minor": "32",
+        "gitVersion": node_status::KUBELET_VERSION,
+        "gitCommit": "", "gitTreeState": "clean", "buildDate": "",
+        "goVersion": "", "compiler": "rustc", "platform": format!("linux/{}", node_status::go_arch()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_decoding() {
+        assert_eq!(
+            query_pairs("fieldSelector=involvedObject.name%3Dweb%2Cx%3Dy&limit=500&watch&a=b+c%2"),
+            vec![
+                (
+                    "fieldSelector".to_string(),
+                    "involvedObject.name=web,x=y".to_string()
+                ),
+                ("limit".into(), "500".into()),
+                ("watch".into(), "".into()),
+                ("a".into(), "b c%2".into()),
+            ]
+        );
+        assert_eq!(percent_decode("%zz%"), "%zz%");
+        assert_eq!(percent_decode("%e2%9c%93"), "✓");
+    }
+}
