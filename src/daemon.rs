@@ -27,6 +27,7 @@ use crate::node::{self, NodeError};
 use crate::options::Options;
 use crate::runtime::cri::{CriRuntime, CriTimeouts};
 use crate::runtime::gc::GcPolicy;
+use crate::runtime::instrumented::Instrumented;
 use crate::runtime::{CriError, Runtime};
 use crate::source::file::{self, FileSource, FileSourceOptions};
 
@@ -74,7 +75,9 @@ pub async fn run(
     relist_now: Rc<Notify>,
 ) -> Result<(), DaemonError> {
     let node_name = node::node_name(opts.hostname_override.as_deref())?;
-    let runtime = cri_runtime(&opts)?;
+    // kubelet: the instrumented runtime service — every CRI call counted for `/metrics`.
+    let runtime_metrics = Rc::new(crate::metrics::RuntimeMetrics::default());
+    let runtime = Instrumented::new(cri_runtime(&opts)?, Rc::clone(&runtime_metrics));
     let cfg = agent_config(&opts, node_name);
     let local = tokio::task::LocalSet::new();
     local
@@ -90,6 +93,7 @@ pub async fn run(
                     &local_api_options(&opts, &cfg),
                     runtime.clone(),
                     SystemClock,
+                    Some(runtime_metrics),
                     &shutdown,
                 )?;
                 ext.events = Some(match ext.events.take() {

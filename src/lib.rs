@@ -69,6 +69,7 @@ pub mod events;
 #[cfg(feature = "apiserver")]
 pub mod local_api;
 pub mod manifest;
+pub mod metrics;
 pub mod node;
 pub mod options;
 pub mod pleg;

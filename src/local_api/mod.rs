@@ -241,6 +241,7 @@ pub fn start<R: Runtime, C: Clock>(
     opts: &LocalApiOptions,
     runtime: R,
     clock: C,
+    runtime_metrics: Option<std::rc::Rc<crate::metrics::RuntimeMetrics>>,
     shutdown: &CancellationToken,
 ) -> Result<PodEventSender, LocalApiError> {
     let creds = prepare(opts, clock.now())?;
@@ -251,7 +252,7 @@ pub fn start<R: Runtime, C: Clock>(
     node_opts.max_pods = opts.max_pods;
     node_opts.node_ip = opts.node_ip;
     let facts = crate::apiserver::node::NodeFacts::read(&node_opts);
-    let api = server::Api::new(
+    let mut api = server::Api::new(
         creds.token,
         view,
         runtime,
@@ -260,6 +261,9 @@ pub fn start<R: Runtime, C: Clock>(
         opts.labels.clone(),
         opts.pod_log_dir.clone(),
     );
+    if let Some(api) = std::rc::Rc::get_mut(&mut api) {
+        api.runtime_metrics = runtime_metrics;
+    }
     let addr = SocketAddr::new(opts.address, opts.port);
     let url = opts.server_url();
     let kubeconfig = opts.kubeconfig_path.clone();

@@ -100,6 +100,8 @@ pub struct Api<R: Runtime, C: Clock> {
     pub runtime: R,
     pub clock: C,
     pub pod_log_dir: PathBuf,
+    /// The CRI operations' counters (None: the runtime is not instrumented).
+    pub runtime_metrics: Option<Rc<crate::metrics::RuntimeMetrics>>,
     node: RefCell<NodeCache>,
     active: Cell<usize>,
 }
@@ -122,6 +124,7 @@ impl<R: Runtime, C: Clock> Api<R, C> {
             runtime,
             clock,
             pod_log_dir,
+            runtime_metrics: None,
             node: RefCell::new(NodeCache {
                 facts,
                 labels,
@@ -370,6 +373,27 @@ async fn handle<R: Runtime, C: Clock>(
                 StatusCode::OK,
                 &json!({"kind": "PodList", "apiVersion": "v1",
                         "metadata": {"resourceVersion": rv.to_string()}, "items": items}),
+            )
+        }
+        ["metrics"] => {
+            // kubelet: `/metrics` — Prometheus text, the kubelet's names.
+            let mut out = String::with_capacity(8 * 1024);
+            api.view.render_metrics(&mut out);
+            if let Some(m) = &api.runtime_metrics {
+                m.render(&mut out);
+            }
+            crate::metrics::render_single(
+                &mut out,
+                "picolet_node_api_connections",
+                "gauge",
+                "Connections open to the node API",
+                api.active.get(),
+            );
+            crate::metrics::render_process(&mut out, std::path::Path::new("/proc/self"));
+            response(
+                StatusCode::OK,
+                "text/plain; version=0.0.4; charset=utf-8",
+                Bytes::from(out),
             )
         }
         ["api", "v1", "pods"] => pods(api, None, &query, table, now, shutdown),

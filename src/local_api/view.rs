@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 use crate::api::{Pod, PodStatus};
 use crate::clock::{self, UnixNanos};
 use crate::events::PodEvent;
+use crate::metrics::Histogram;
 
 /// Changes kept for watches that start from an older resource version (kubectl lists, then
 /// watches from the list's version: a change in between must not be lost).
@@ -35,6 +36,8 @@ pub struct PodEntry {
     /// When the view first saw the pod: its `creationTimestamp` when it has none (static
     /// pods have none; the kubelet's come from their mirror pods).
     pub first_seen: UnixNanos,
+    /// Seen Running after a status that was not (the pod start SLI is taken then once).
+    started: bool,
     json: RefCell<Option<Rc<Value>>>,
 }
 
@@ -45,6 +48,7 @@ impl PodEntry {
             status,
             resource_version: rv,
             first_seen,
+            started: false,
             json: RefCell::new(None),
         }
     }
@@ -119,12 +123,27 @@ pub struct Change {
 #[derive(Debug, PartialEq, Eq)]
 pub struct TooOld;
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Inner {
+    /// kubelet: `kubelet_pod_start_duration_seconds` — first seen to Running (pods found
+    /// running at start, adopted, are not counted).
+    pod_start: Histogram,
     rv: u64,
     pods: BTreeMap<String, Rc<PodEntry>>,
     history: VecDeque<Rc<Change>>,
     watchers: Vec<mpsc::Sender<Rc<Change>>>,
+}
+
+impl Default for Inner {
+    fn default() -> Self {
+        Inner {
+            pod_start: Histogram::new(crate::metrics::POD_START_BUCKETS),
+            rv: 0,
+            pods: BTreeMap::new(),
+            history: VecDeque::new(),
+            watchers: Vec::new(),
+        }
+    }
 }
 
 impl Inner {
@@ -206,9 +225,19 @@ impl View {
                         continue;
                     }
                     let first_seen = old.first_seen;
+                    let running = |s: &PodStatus| s.phase == Some(crate::api::PodPhase::Running);
+                    let was_pending = old.status.as_deref().is_some_and(|s| !running(s));
+                    let mut started = old.started;
+                    if !started && was_pending && running(&status) {
+                        started = true;
+                        let took = (now - first_seen).max(0) as f64 / 1e9;
+                        inner.pod_start.observe(took);
+                    }
                     let pod = Arc::clone(&old.pod);
                     let rv = inner.next_rv();
-                    let entry = Rc::new(PodEntry::new(pod, Some(status), rv, first_seen));
+                    let mut entry = PodEntry::new(pod, Some(status), rv, first_seen);
+                    entry.started = started;
+                    let entry = Rc::new(entry);
                     inner
                         .pods
                         .insert(entry.pod.uid().to_string(), Rc::clone(&entry));
@@ -271,6 +300,42 @@ impl View {
         }
         inner.watchers.push(tx);
         Ok(rx)
+    }
+
+    /// `kubelet_running_pods`, `kubelet_running_containers` and the pod start SLI.
+    pub fn render_metrics(&self, out: &mut String) {
+        let inner = self.0.borrow();
+        let statuses = || inner.pods.values().filter_map(|e| e.status.as_deref());
+        let pods = statuses()
+            .filter(|s| s.phase == Some(crate::api::PodPhase::Running))
+            .count();
+        let containers: usize = statuses()
+            .map(|s| {
+                s.container_statuses
+                    .iter()
+                    .chain(&s.init_container_statuses)
+                    .filter(|c| c.state.running.is_some())
+                    .count()
+            })
+            .sum();
+        crate::metrics::render_single(
+            out,
+            "kubelet_running_pods",
+            "gauge",
+            "[ALPHA] Number of pods that have a running pod sandbox",
+            pods,
+        );
+        crate::metrics::render_single(
+            out,
+            "kubelet_running_containers",
+            "gauge",
+            "[ALPHA] Number of containers currently running",
+            containers,
+        );
+        out.push_str("# HELP kubelet_pod_start_duration_seconds [ALPHA] Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run\n# TYPE kubelet_pod_start_duration_seconds histogram\n");
+        inner
+            .pod_start
+            .render(out, "kubelet_pod_start_duration_seconds", "");
     }
 
     /// How many watches are open (tests, metrics).
@@ -339,6 +404,27 @@ mod tests {
             "1970-01-01T00:00:01Z"
         );
         assert_eq!(json["kind"], "Pod");
+        let mut out = String::new();
+        view.render_metrics(&mut out);
+        assert!(out.contains("kubelet_running_pods 1\n"), "{out}");
+        assert!(
+            out.contains("kubelet_pod_start_duration_seconds_count 0\n"),
+            "straight to Running (adopted): not a start: {out}"
+        );
+        let c = pod("c", "new");
+        view.apply(vec![pods_event(&[&a, &c])], 10_000_000_000);
+        view.apply(vec![status(&c, PodPhase::Pending)], 10_500_000_000);
+        view.apply(vec![status(&c, PodPhase::Running)], 12_000_000_000);
+        let mut out = String::new();
+        view.render_metrics(&mut out);
+        assert!(
+            out.contains("kubelet_pod_start_duration_seconds_bucket{le=\"2\"} 1\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("kubelet_pod_start_duration_seconds_sum 2\n"),
+            "{out}"
+        );
     }
 
     #[test]

@@ -36,6 +36,7 @@ pub mod fake;
 pub mod fake_cri;
 pub mod gc;
 pub mod hooks;
+pub mod instrumented;
 pub mod labels;
 pub mod mounts;
 pub mod plan;
