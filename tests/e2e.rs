@@ -1451,6 +1451,363 @@ spec:
 }
 
 /// Not a lab test: the examples parse as v1 Pods and use the lab's local image.
+/// m. The node API, read by the real kubectl with the kubeconfig picolet writes: `get pods
+/// -A`, `-o wide`, `-o yaml`, `logs` (`--tail`, `-c`, `--timestamps`, `--previous` after a
+/// crash, `-f` that ends when the container exits), `describe pod` with its Events, `get
+/// events`, `get nodes`, `get pods -w` (a new pod arrives), and a wrong token refused. The
+/// evidence is kubectl's printed output; the one wait on the container is a file the test
+/// writes (the follow ends only after it), never a timing.
+#[tokio::test(flavor = "current_thread")]
+async fn m_node_api() {
+    let Some(lab) = Lab::new("m-node-api").await else {
+        return;
+    };
+    if Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .output()
+        .is_err()
+    {
+        eprintln!("e2e m-node-api: SKIPPED: no kubectl on PATH");
+        return;
+    }
+    let sig = lab.root.join("signal");
+    fs::create_dir_all(&sig).expect("mkdir signal");
+    let sig_volume = format!(
+        "  volumes:\n  - name: sig\n    hostPath: {{path: {}, type: Directory}}\n",
+        sig.display()
+    );
+    let sig_mount = "    volumeMounts:\n    - {name: sig, mountPath: /sig}\n";
+    lab.write_manifest(
+        "api.yaml",
+        &manifest(
+            "api",
+            2,
+            &[
+                container(
+                    "web",
+                    "echo one; echo two; echo three\nexec sleep 100000",
+                    &[],
+                ),
+                container("side", "echo side-ready\nexec sleep 100000", &[]),
+            ],
+        ),
+    );
+    lab.write_manifest(
+        "crash.yaml",
+        &manifest(
+            "crash",
+            1,
+            &[container("crash", "echo crash-instance\nexit 3", &[])],
+        ),
+    );
+    lab.write_manifest(
+        "follow.yaml",
+        &format!(
+            "{}{sig_mount}{sig_volume}  restartPolicy: Never\n",
+            manifest(
+                "follow",
+                1,
+                &[container(
+                    "f",
+                    "echo start\nwhile [ ! -f /sig/go ]; do sleep 0.2; done\necho end",
+                    &[],
+                )]
+            )
+        ),
+    );
+    lab.start_picolet_with(&["--port", "10260"]);
+    let kubeconfig = lab.root.join("root/kubeconfig");
+    let cache = lab.root.join("kube-cache");
+    let kubectl = |args: &[&str]| -> Result<String, String> {
+        let out = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .arg("--cache-dir")
+            .arg(&cache)
+            .arg("--request-timeout=20s")
+            .args(args)
+            .output()
+            .map_err(|e| format!("kubectl: {e}"))?;
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        if out.status.success() {
+            Ok(stdout)
+        } else {
+            Err(format!(
+                "kubectl {args:?}: {}: {stdout}{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    };
+    let (api, crash, follow) = (full_name("api"), full_name("crash"), full_name("follow"));
+
+    // get pods -A: the kubectl columns, the pod Running 2/2.
+    let listing = lab
+        .wait_for(
+            "kubectl get pods -A shows api 2/2 Running",
+            secs(60),
+            || async {
+                let out = kubectl(&["get", "pods", "-A"])?;
+                let row = out
+                    .lines()
+                    .find(|l| l.split_whitespace().nth(1) == Some(api.as_str()))
+                    .ok_or_else(|| format!("no row for {api}: {out}"))?;
+                let cells: Vec<&str> = row.split_whitespace().collect();
+                if cells[0] == NS && cells[2] == "2/2" && cells[3] == "Running" && cells[4] == "0" {
+                    Ok(out)
+                } else {
+                    Err(out)
+                }
+            },
+        )
+        .await;
+    let header: Vec<&str> = listing
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    lab.check(
+        header == ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE"],
+        || format!("get pods -A header: {listing}"),
+    );
+    let mode = fs::metadata(&kubeconfig).expect("kubeconfig").permissions();
+    lab.check(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777 == 0o600,
+        || {
+            format!(
+                "kubeconfig mode {:o}",
+                std::os::unix::fs::PermissionsExt::mode(&mode)
+            )
+        },
+    );
+
+    // -o wide: IP and node.
+    let wide = kubectl(&["get", "pods", "-n", NS, "-o", "wide"]).unwrap_or_else(|e| lab.fail(&e));
+    let row: Vec<&str> = wide
+        .lines()
+        .find(|l| l.starts_with(&api))
+        .unwrap_or_else(|| lab.fail(&format!("get pods -o wide: {wide}")))
+        .split_whitespace()
+        .collect();
+    lab.check(
+        row.len() >= 9 && row[5].parse::<std::net::IpAddr>().is_ok() && row[6] == NODE,
+        || format!("get pods -o wide row: {row:?}\n{wide}"),
+    );
+    // -o yaml: the object as served.
+    let yaml =
+        kubectl(&["get", "pod", &api, "-n", NS, "-o", "yaml"]).unwrap_or_else(|e| lab.fail(&e));
+    lab.check(
+        yaml.contains("phase: Running") && yaml.contains(&format!("nodeName: {NODE}")),
+        || format!("get pod -o yaml: {yaml}"),
+    );
+
+    // logs: --tail, -c, --timestamps, the default container.
+    let tail = kubectl(&["logs", &api, "-n", NS, "-c", "web", "--tail", "2"])
+        .unwrap_or_else(|e| lab.fail(&e));
+    lab.check(tail == "two\nthree\n", || {
+        format!("logs --tail 2: {tail:?}")
+    });
+    let side = kubectl(&["logs", &api, "-n", NS, "-c", "side"]).unwrap_or_else(|e| lab.fail(&e));
+    lab.check(side == "side-ready\n", || format!("logs -c side: {side:?}"));
+    let first = kubectl(&["logs", &api, "-n", NS]).unwrap_or_else(|e| lab.fail(&e));
+    lab.check(first == "one\ntwo\nthree\n", || {
+        format!("logs (default container): {first:?}")
+    });
+    let stamped = kubectl(&[
+        "logs",
+        &api,
+        "-n",
+        NS,
+        "-c",
+        "web",
+        "--timestamps",
+        "--tail",
+        "1",
+    ])
+    .unwrap_or_else(|e| lab.fail(&e));
+    lab.check(
+        stamped.ends_with(" three\n")
+            && picolet::clock::parse_rfc3339(stamped.split(' ').next().unwrap_or("")).is_some(),
+        || format!("logs --timestamps: {stamped:?}"),
+    );
+
+    // logs --previous after a crash.
+    lab.wait_for("the crashing container restarted", secs(90), || async {
+        let n = kubectl(&[
+            "get",
+            "pod",
+            &crash,
+            "-n",
+            NS,
+            "-o",
+            "jsonpath={.status.containerStatuses[0].restartCount}",
+        ])?;
+        match n.trim().parse::<u32>() {
+            Ok(n) if n >= 1 => Ok(()),
+            _ => Err(format!("restartCount {n:?}")),
+        }
+    })
+    .await;
+    let previous =
+        kubectl(&["logs", &crash, "-n", NS, "--previous"]).unwrap_or_else(|e| lab.fail(&e));
+    lab.check(previous == "crash-instance\n", || {
+        format!("logs --previous: {previous:?}")
+    });
+
+    // logs -f: follows until the container exits.
+    lab.wait_for("the follow pod printed start", secs(60), || async {
+        match kubectl(&["logs", &follow, "-n", NS])? {
+            s if s == "start\n" => Ok(()),
+            s => Err(s),
+        }
+    })
+    .await;
+    let follow_out = lab.root.join("follow.out");
+    let mut child = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--cache-dir")
+        .arg(&cache)
+        .args(["logs", "-f", &follow, "-n", NS])
+        .stdout(fs::File::create(&follow_out).expect("follow.out"))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl logs -f");
+    lab.wait_for("kubectl logs -f printed start", secs(30), || async {
+        match fs::read_to_string(&follow_out) {
+            Ok(s) if s.contains("start") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    fs::write(sig.join("go"), "").expect("write go");
+    let status = lab
+        .wait_for(
+            "kubectl logs -f ended after the container exited",
+            secs(60),
+            || {
+                let status = child.try_wait();
+                async move {
+                    match status {
+                        Ok(Some(s)) => Ok(s),
+                        Ok(None) => Err("still following".to_string()),
+                        Err(e) => Err(e.to_string()),
+                    }
+                }
+            },
+        )
+        .await;
+    let followed = fs::read_to_string(&follow_out).unwrap_or_default();
+    lab.check(status.success() && followed == "start\nend\n", || {
+        format!("logs -f: {status}: {followed:?}")
+    });
+
+    // describe: the pod's Events section; get events.
+    let described = lab
+        .wait_for(
+            "describe pod lists Pulled, Created, Started",
+            secs(30),
+            || async {
+                let out = kubectl(&["describe", "pod", &api, "-n", NS])?;
+                let events = out.split("Events:").nth(1).unwrap_or("");
+                if ["Pulled", "Created", "Started"]
+                    .iter()
+                    .all(|r| events.contains(r))
+                {
+                    Ok(out)
+                } else {
+                    Err(out)
+                }
+            },
+        )
+        .await;
+    lab.check(
+        described.contains(&format!("Node:         {NODE}/")),
+        || format!("describe: {described}"),
+    );
+    let events = kubectl(&["get", "events", "-n", NS]).unwrap_or_else(|e| lab.fail(&e));
+    lab.check(
+        events.starts_with("LAST SEEN") && events.contains(&format!("pod/{api}")),
+        || format!("get events: {events}"),
+    );
+
+    // get nodes.
+    let nodes = kubectl(&["get", "nodes"]).unwrap_or_else(|e| lab.fail(&e));
+    lab.check(
+        nodes
+            .lines()
+            .any(|l| l.split_whitespace().take(2).eq([NODE, "Ready"])),
+        || format!("get nodes: {nodes}"),
+    );
+
+    // get pods -w: a pod added meanwhile arrives.
+    let watch_out = lab.root.join("watch.out");
+    let mut watch = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--cache-dir")
+        .arg(&cache)
+        .args(["get", "pods", "-n", NS, "-w"])
+        .stdout(fs::File::create(&watch_out).expect("watch.out"))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl get -w");
+    lab.wait_for("kubectl get pods -w listed the pods", secs(30), || async {
+        match fs::read_to_string(&watch_out) {
+            Ok(s) if s.contains(&api) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    lab.write_manifest(
+        "late.yaml",
+        &manifest("late", 1, &[container("l", "exec sleep 100000", &[])]),
+    );
+    let late = full_name("late");
+    lab.wait_for(
+        "kubectl get pods -w showed the new pod",
+        secs(60),
+        || async {
+            match fs::read_to_string(&watch_out) {
+                Ok(s) if s.contains(&late) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    let _ = watch.kill();
+    let _ = watch.wait();
+
+    // A wrong token: refused, nothing served.
+    let wrong = lab.root.join("wrong-kubeconfig");
+    let text = fs::read_to_string(&kubeconfig).expect("kubeconfig");
+    let token_line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("token:"))
+        .unwrap_or_else(|| lab.fail("no token in the kubeconfig"));
+    fs::write(
+        &wrong,
+        text.replace(token_line, &format!("    token: {}", "0".repeat(64))),
+    )
+    .expect("write");
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&wrong)
+        .arg("--cache-dir")
+        .arg(&cache)
+        .args(["get", "pods", "-A"])
+        .output()
+        .expect("kubectl");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    lab.check(
+        !out.status.success() && stderr.contains("Unauthorized") && out.stdout.is_empty(),
+        || format!("wrong token: {} {stderr}", out.status),
+    );
+    lab.finish().await;
+}
+
 #[test]
 fn examples_parse() {
     for name in ["hello", "web", "two-containers"] {
@@ -1637,6 +1994,11 @@ impl Lab {
     }
 
     fn start_picolet(&self) {
+        self.start_picolet_with(&[]);
+    }
+
+    /// [`Lab::start_picolet`] with extra flags.
+    fn start_picolet_with(&self, extra: &[&str]) {
         let n = {
             let mut s = self.starts.borrow_mut();
             *s += 1;
@@ -1665,6 +2027,7 @@ impl Lab {
             // tested against the fake runtime in tests/agent.rs).
             .arg("--minimum-container-ttl-duration")
             .arg("30m")
+            .args(extra)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("dup"))

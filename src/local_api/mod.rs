@@ -244,7 +244,9 @@ pub fn start<R: Runtime, C: Clock>(
     runtime_metrics: Option<std::rc::Rc<crate::metrics::RuntimeMetrics>>,
     shutdown: &CancellationToken,
 ) -> Result<PodEventSender, LocalApiError> {
-    let creds = prepare(opts, clock.now())?;
+    // The certificate's validity is checked by clients against their own clock, never
+    // picolet's injected one.
+    let creds = prepare(opts, crate::clock::Clock::now(&crate::clock::SystemClock))?;
     let (tx, rx) = crate::events::pod_events();
     let view = view::View::new();
     tokio::task::spawn_local(feed(view.clone(), rx, clock.clone()));
