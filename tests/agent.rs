@@ -490,6 +490,7 @@ async fn a_shorter_grace_period_cuts_a_termination_short() {
                 source_channel: Some((tx.clone(), rx)),
                 events: None,
                 objects: None,
+                recorder: None,
             };
             let shutdown = CancellationToken::new();
             let handle = tokio::task::spawn_local(picolet::daemon::run_with_extensions(

@@ -44,6 +44,7 @@ fn harness() -> Harness {
         tmpfs: std::sync::Arc::new(crate::runtime::mounts::FakeTmpfs::default()),
         credential_paths: vec![tmp.path().join("config.json")],
         config: Default::default(),
+        recorder: crate::recorder::Recorder::new("node1", 100).with_clock(clock),
     };
     Harness {
         env,
@@ -505,6 +506,7 @@ async fn adoption_after_restart_kills_from_labels_alone() {
         tmpfs: std::sync::Arc::new(crate::runtime::mounts::FakeTmpfs::default()),
         credential_paths: h.env.credential_paths.clone(),
         config: h.env.config.clone(),
+        recorder: h.env.recorder.clone(),
     };
     h.rt.take_calls();
     let pods = list_runtime_pods(&h.rt).await.unwrap();
