@@ -449,7 +449,9 @@ mod tests {
         let b = pod("web", "uid-b");
         // (pod, field path, type, reason, message) recorded in order → the ring after it.
         type Step<'a> = (&'a api::Pod, Option<&'a str>, EventType, &'a str, &'a str);
-        let cases: Vec<(&str, Vec<Step>, Vec<(u64, &str, u32)>)> = vec![
+        // (resource version, reason, count), oldest first.
+        type Want<'a> = Vec<(u64, &'a str, u32)>;
+        let cases: Vec<(&str, Vec<Step>, Want)> = vec![
             (
                 "identical events aggregate",
                 vec![
