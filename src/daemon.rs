@@ -3,10 +3,12 @@
 //! loop — and the channels between them.
 //!
 //! Startup order: the node name and the CRI client (configuration errors fail here, before
-//! anything runs); in apiserver mode the HTTP source, the node task, the API source and the
-//! status syncer; then the runtime's version is logged, the file source starts, and the
-//! agent's loop runs until shutdown. Every source sends its snapshots on one channel the
-//! loop reads; the loop tells the status syncer about pods through one `events` mailbox.
+//! anything runs); in apiserver mode the HTTP source, the node task, the API source, the
+//! status syncer and the event sink; then the runtime's version is logged, the file source
+//! starts, and the agent's loop runs until shutdown. Every source sends its snapshots on one
+//! channel the loop reads; the loop tells the status syncer about pods through one `events`
+//! mailbox. The node has one event [`Recorder`]: created here (`Extensions::recorder`), the
+//! agent records into it, its readers (the event sink) get clones.
 //!
 //! Must never: hold pod state or decide anything about a pod (the agent does), or be
 //! imported by what it builds: the agent, the sources and the apiserver tasks know only

@@ -1368,3 +1368,32 @@ fn go_durations() {
         assert_eq!(go_duration(Duration::from_millis(ms)), want, "{ms}");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_pre_stop_hook_is_recorded_without_its_output() {
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    let mut p = one_container_pod("nginx:1.25");
+    p.spec.containers[0].lifecycle = Some(api::Lifecycle {
+        pre_stop: Some(api::LifecycleHandler {
+            exec: Some(api::ExecAction {
+                command: vec!["drain".into()],
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    h.sync(&p).await;
+    h.rt.set_exec_result("web", 1, "secret token abc");
+    let st = h.status("uid-1").await;
+    let rv = h.env.recorder.resource_version();
+    kill_pod(&h.env, Some(&p), &st, None).await.unwrap();
+    let web = "spec.containers{web}";
+    assert_eq!(
+        events_since(&h, rv),
+        [
+            ev("Normal", "Killing", "Stopping container web", web, 1),
+            ev("Warning", "FailedPreStopHook", "PreStopHook failed", web, 1),
+        ]
+    );
+}
