@@ -55,6 +55,7 @@ use crate::pod_workers::{
     WorkerEvent,
 };
 use crate::prober::{ProbeHandle, Prober};
+use crate::recorder::{self, Recorder};
 use crate::runtime::backoff::PodBackoffs;
 use crate::runtime::gc::{self, GcPolicy};
 use crate::runtime::mounts::Tmpfs;
@@ -86,6 +87,9 @@ pub struct Channels {
     pub events: Option<PodEventSender>,
     /// apiserver mode: the API objects pods reference.
     pub objects: Option<ObjectChannels>,
+    /// Where the loop, the syncs and the prober record the kubelet's events (the daemon
+    /// creates it and hands it on to whoever reads it: the event sink, the node's API).
+    pub recorder: Recorder,
 }
 
 /// What the agent needs besides the runtime and the clock (the daemon builds it from the
@@ -130,6 +134,7 @@ pub async fn run<R: Runtime, C: Clock>(
         updates: mut src_rx,
         events,
         objects,
+        recorder,
     } = channels;
     let (wanted_tx, mut objects_rx) = match objects {
         Some(ObjectChannels { wanted, updates }) => (Some(wanted), Some(updates)),
@@ -143,6 +148,7 @@ pub async fn run<R: Runtime, C: Clock>(
     let tmpfs: Arc<dyn Tmpfs> = Arc::new(crate::runtime::mounts::SysTmpfs);
     let (prober, mut probe_rx) =
         Prober::new(runtime.clone(), clock.clone(), shutdown.child_token());
+    let prober = prober.with_recorder(recorder.clone());
     let syncer = AgentSyncer {
         probes: prober.handle(),
         env: SyncEnv {
@@ -159,6 +165,7 @@ pub async fn run<R: Runtime, C: Clock>(
             tmpfs: tmpfs.clone(),
             credential_paths: crate::runtime::credentials::default_paths(&cfg.root_dir),
             config: config_objects.clone(),
+            recorder: recorder.clone(),
         },
         shared: shared.clone(),
         node_ip: cfg.node_ip.map(|ip| ip.to_string()),
@@ -197,6 +204,7 @@ pub async fn run<R: Runtime, C: Clock>(
         tmpfs,
         orphan_dirs_checked: false,
         wanted_tx,
+        recorder,
     };
 
     // The PLEG is a task of its own: the loop gets its lists and events as messages and
@@ -333,6 +341,8 @@ struct Loop<R: Runtime, C: Clock> {
     /// apiserver mode: which API objects the pods reference (the object manager watches them).
     wanted_tx:
         Option<tokio::sync::watch::Sender<std::collections::BTreeSet<config_data::ObjectKey>>>,
+    /// Admission rejections are recorded here.
+    recorder: Recorder,
 }
 
 impl<R: Runtime, C: Clock> Loop<R, C> {
@@ -506,6 +516,9 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             rejection.reason,
             rejection.message
         );
+        // kubelet: rejectPod — a Warning with the rejection's reason and message.
+        self.recorder
+            .warning(pod, None, rejection.reason, rejection.message.clone());
         self.rejected.insert(uid.clone());
         let status = crate::api::PodStatus {
             phase: Some(crate::api::PodPhase::Failed),
@@ -1168,6 +1181,16 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
             .iter()
             .find(|c| c.state == ContainerState::Running)
         {
+            // kubelet: killPodNow's events.ExceededGracePeriod — the runtime was given the
+            // grace period and the container still runs.
+            if let Some(pod) = &pod {
+                self.env.recorder.warning(
+                    pod,
+                    None,
+                    recorder::EXCEEDED_GRACE_PERIOD,
+                    "Container runtime did not kill the pod within specified grace period.",
+                );
+            }
             return Err(SyncFailure::new(format!(
                 "container {} ({}) is still running after kill",
                 c.name, c.id

@@ -3,10 +3,12 @@
 //! loop — and the channels between them.
 //!
 //! Startup order: the node name and the CRI client (configuration errors fail here, before
-//! anything runs); in apiserver mode the HTTP source, the node task, the API source and the
-//! status syncer; then the runtime's version is logged, the file source starts, and the
-//! agent's loop runs until shutdown. Every source sends its snapshots on one channel the
-//! loop reads; the loop tells the status syncer about pods through one `events` mailbox.
+//! anything runs); in apiserver mode the HTTP source, the node task, the API source, the
+//! status syncer and the event sink; then the runtime's version is logged, the file source
+//! starts, and the agent's loop runs until shutdown. Every source sends its snapshots on one
+//! channel the loop reads; the loop tells the status syncer about pods through one `events`
+//! mailbox. The node has one event [`Recorder`]: created here (`Extensions::recorder`), the
+//! agent records into it, its readers (the event sink) get clones.
 //!
 //! Must never: hold pod state or decide anything about a pod (the agent does), or be
 //! imported by what it builds: the agent, the sources and the apiserver tasks know only
@@ -25,6 +27,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::events::{PodEventSender, SourceUpdate};
 use crate::node::{self, NodeError};
 use crate::options::Options;
+use crate::recorder::{self, Recorder};
 use crate::runtime::cri::{CriRuntime, CriTimeouts};
 use crate::runtime::gc::GcPolicy;
 use crate::runtime::instrumented::Instrumented;
@@ -66,6 +69,9 @@ pub struct Extensions {
     pub events: Option<PodEventSender>,
     /// The API objects (ConfigMaps, Secrets, tokens) of API pods.
     pub objects: Option<crate::events::ObjectChannels>,
+    /// The event recorder the agent records into (apiserver mode: the one the event sink
+    /// reads); `None`: [`run_with_extensions`] creates one.
+    pub recorder: Option<Recorder>,
 }
 
 /// `picolet run`: the real CRI client and the system clock.
@@ -108,10 +114,20 @@ pub async fn run(
                 Extensions::default()
             };
             // ----
+            // The node's one event recorder: the agent records into it, the event sink
+            // (apiserver mode) and the node's own API read it.
+            let mut ext = ext;
+            ext.recorder
+                .get_or_insert_with(|| new_recorder(&cfg.node_name, SystemClock));
             run_with_extensions(runtime, SystemClock, cfg, ext, shutdown, relist_now).await;
             Ok(())
         })
         .await
+}
+
+/// The node's one event recorder, stamping with `clock`.
+pub fn new_recorder<C: Clock>(node_name: &str, clock: C) -> Recorder {
+    Recorder::new(node_name, recorder::DEFAULT_CAPACITY).with_clock(clock)
 }
 
 /// What the agent and the file source need of `opts`.
@@ -236,11 +252,15 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
     });
     tokio::task::spawn_local(file_source.run(src_tx, relist_now, shutdown.child_token()));
 
+    let recorder = ext
+        .recorder
+        .unwrap_or_else(|| new_recorder(&cfg.node_name, clock.clone()));
     let channels = Channels {
         sources,
         updates: src_rx,
         events: ext.events,
         objects: ext.objects,
+        recorder,
     };
     agent::run(runtime, clock, cfg, channels, shutdown).await
 }
@@ -326,9 +346,15 @@ pub fn start_apiserver_mode<R: Runtime, C: Clock>(
         });
 
         let (ev_tx, ev_rx) = crate::events::pod_events();
-        let syncer = StatusSyncer::new(client, cfg.node_name.clone(), uid_rx, ev_rx);
+        let syncer = StatusSyncer::new(client.clone(), cfg.node_name.clone(), uid_rx, ev_rx);
         tokio::task::spawn_local(syncer.run(shutdown.child_token()));
         ext.events = Some(ev_tx);
+
+        // kubelet: the event broadcaster's sink (eventRecordQPS 50, eventBurst 100).
+        let recorder = new_recorder(&cfg.node_name, clock.clone());
+        let sink = crate::apiserver::event_sink::EventSink::new(client, recorder.clone());
+        tokio::task::spawn_local(sink.run(shutdown.child_token()));
+        ext.recorder = Some(recorder);
     }
     ext.source_channel = Some((src_tx, src_rx));
     Ok(ext)

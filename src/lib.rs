@@ -25,8 +25,10 @@
 //!  daemon  → source      file, http, api → the apiserver client
 //!  daemon  → apiserver   the client; the node and status_sync tasks → runtime
 //!  status, runtime       → api, clock; runtime's hooks → probe
+//!  runtime, prober, agent, apiserver's event sink → recorder
 //!  leaves                api, clock, events, manifest, node, options, probe (its https
-//!                        borrows the rustls config of `apiserver::tls`)
+//!                        borrows the rustls config of `apiserver::tls`), recorder (→ api,
+//!                        clock)
 //! ```
 //!
 //! Layout:
@@ -46,6 +48,8 @@
 //! - [`probe`]        the network probe and hook handlers (tcpSocket, httpGet, grpc); a leaf
 //! - [`prober`]       the probe manager: one worker task per probe, results by container
 //!   ID for the plan (liveness/startup kills) and the status (ready, started)
+//! - [`recorder`]     the event recorder: Kubernetes Events of what picolet did to pods, a
+//!   bounded in-memory ring with aggregation of identical events (a leaf: `api`, `clock`)
 //! - [`qos`]          QoS class and OOM score of a pod (pure; status and the CRI config use it)
 //! - [`status`]       pod status (phase, conditions, container states) from runtime state
 //! - [`node`]         node checks (cgroups, preflight)
@@ -79,6 +83,7 @@ pub mod pod_workers;
 pub mod probe;
 pub mod prober;
 pub mod qos;
+pub mod recorder;
 pub mod runtime;
 pub mod source;
 pub mod status;

@@ -490,6 +490,7 @@ async fn a_shorter_grace_period_cuts_a_termination_short() {
                 source_channel: Some((tx.clone(), rx)),
                 events: None,
                 objects: None,
+                recorder: None,
             };
             let shutdown = CancellationToken::new();
             let handle = tokio::task::spawn_local(picolet::daemon::run_with_extensions(
@@ -643,6 +644,14 @@ async fn refused_and_unmatched_pods_fail_without_starting_anything() {
             let sel = &last["sel-node1"];
             assert_eq!(sel.phase, Some(picolet::api::PodPhase::Failed));
             assert_eq!(sel.reason.as_deref(), Some("NodeAffinity"));
+            // kubelet: rejectPod — a Warning with the rejection's reason and message.
+            let rejected = agent.pod_events("sel-node1");
+            assert_eq!(rejected.len(), 1, "{rejected:?}");
+            assert_eq!(
+                (rejected[0].0.as_str(), rejected[0].1.as_str()),
+                ("Warning", "NodeAffinity")
+            );
+            assert!(rejected[0].2.contains("disk=ssd"), "{rejected:?}");
             assert!(
                 sel.message
                     .as_deref()
@@ -700,6 +709,42 @@ async fn active_deadline_fails_and_stops_the_pod() {
             settle(120).await;
             assert!(running_ids(&rt).is_empty(), "not started again");
             assert_eq!(rt.sandboxes().len(), 1, "no new sandbox");
+            agent.stop().await;
+        })
+        .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_started_pod_records_its_events_and_an_idle_node_none() {
+    LocalSet::new()
+        .run_until(async {
+            let (_tmp, cfg) = agent_dir("node1");
+            std::fs::write(cfg.pod_manifest_path.join("web.yaml"), manifest("web", "1")).unwrap();
+            let (clock, rt) = fake_runtime();
+            let agent = start_with_events(&rt, clock, &cfg);
+            settle(5).await;
+            assert_eq!(running_ids(&rt).len(), 2);
+            let reasons: Vec<String> = agent
+                .pod_events("web-node1")
+                .into_iter()
+                .map(|(_, reason, _, _)| reason)
+                .collect();
+            assert_eq!(
+                reasons,
+                [
+                    "Pulled", "Created", "Started", "Pulled", "Created", "Started"
+                ],
+                "image present, then created and started, per container"
+            );
+            // Idle for 10 minutes of relists, housekeeping and resyncs: nothing recorded.
+            let rv = agent.recorder.resource_version();
+            settle(600).await;
+            assert_eq!(
+                agent.recorder.resource_version(),
+                rv,
+                "{:?}",
+                agent.recorder.list()
+            );
             agent.stop().await;
         })
         .await;

@@ -823,6 +823,27 @@ async fn agent_in_apiserver_mode_runs_reports_mirrors_and_deletes() {
             );
             let mirror_uid = mirror["metadata"]["uid"].as_str().unwrap().to_string();
             assert_eq!(running_in(&rt, "static-pi-1"), 1, "a mirror pod never runs");
+
+            // The kubelet's events of both pods reach the apiserver (the static pod's under
+            // the name picolet runs it by).
+            for (pod, ns) in [("web", "default"), ("static-pi-1", "default")] {
+                let started = wait_until("a Started event", 10, || {
+                    mock.events()
+                        .into_iter()
+                        .find(|e| e["reason"] == "Started" && e["involvedObject"]["name"] == pod)
+                })
+                .await;
+                assert_eq!(started["metadata"]["namespace"], ns);
+                assert_eq!(
+                    started["involvedObject"]["fieldPath"],
+                    "spec.containers{app}"
+                );
+                assert_eq!(
+                    started["source"],
+                    json!({"component": "kubelet", "host": "pi-1"})
+                );
+                assert_eq!(started["message"], "Started container app");
+            }
             assert_eq!(
                 rt.sandboxes()
                     .iter()
@@ -1395,6 +1416,205 @@ async fn service_account_tokens_are_refreshed_into_the_volume() {
             })
             .await;
             agent.stop().await;
+        })
+        .await;
+}
+
+// ---- the event sink
+
+use picolet::apiserver::event_sink::{EventSink, EventSinkOptions};
+use picolet::clock::TokioClock;
+use picolet::recorder::Recorder;
+
+const EVENT_T0: i64 = 1_796_000_000 * 1_000_000_000;
+
+/// A client for paused-time tests: its deadline never fires while the (real) loopback
+/// I/O is in flight and virtual time jumps ahead.
+fn patient_client(mock: &MockApiServer) -> Client {
+    let mut cfg = ClientConfig::new(mock.url());
+    cfg.timeout = Duration::from_secs(3600);
+    Client::new(&cfg).unwrap()
+}
+
+fn event_pod(name: &str) -> picolet::api::Pod {
+    let mut p = picolet::api::Pod::default();
+    p.metadata.name = name.into();
+    p.metadata.namespace = "default".into();
+    p.metadata.uid = format!("uid-{name}");
+    p
+}
+
+fn start_sink(
+    mock: &MockApiServer,
+    options: EventSinkOptions,
+) -> (
+    Recorder,
+    std::rc::Rc<picolet::apiserver::event_sink::SinkStats>,
+    CancellationToken,
+) {
+    let recorder = Recorder::new("pi-1", 100).with_clock(TokioClock::new(EVENT_T0));
+    let sink = EventSink::new(patient_client(mock), recorder.clone()).with_options(options);
+    let stats = sink.stats();
+    let shutdown = CancellationToken::new();
+    tokio::task::spawn_local(sink.run(shutdown.clone()));
+    (recorder, stats, shutdown)
+}
+
+#[tokio::test(start_paused = true)]
+async fn event_sink_posts_new_events_and_patches_aggregated_ones() {
+    let mock = MockApiServer::start_new().await.unwrap();
+    tokio::task::LocalSet::new()
+        .run_until(async {
+            let (recorder, stats, shutdown) = start_sink(&mock, EventSinkOptions::default());
+            let pod = event_pod("web-pi-1");
+            let fp = Some("spec.containers{web}");
+            let back_off =
+                "Back-off restarting failed container web in pod web-pi-1_default(uid-web-pi-1)";
+            recorder.normal(
+                &pod,
+                fp,
+                "Pulled",
+                "Container image \"nginx\" already present on machine",
+            );
+            recorder.warning(&pod, fp, "BackOff", back_off);
+            wait_until("two events", 10, || {
+                (mock.events().len() == 2).then_some(())
+            })
+            .await;
+            let name = recorder.list()[1].name.clone();
+            assert_eq!(name, format!("web-pi-1.{:x}", EVENT_T0 + 1));
+            let e = mock.event("default", &name).unwrap();
+            assert_eq!(e["reason"], "BackOff");
+            assert_eq!(e["type"], "Warning");
+            assert_eq!(e["count"], 1);
+            assert_eq!(e["involvedObject"]["uid"], "uid-web-pi-1");
+            assert_eq!(e["reportingInstance"], "pi-1");
+
+            // The same event 10 s later: one PATCH, count 2.
+            tokio::time::advance(Duration::from_secs(10)).await;
+            recorder.warning(&pod, fp, "BackOff", back_off);
+            let e = wait_until("count 2", 10, || {
+                mock.event("default", &name).filter(|e| e["count"] == 2)
+            })
+            .await;
+            assert_eq!(
+                e["lastTimestamp"].as_str(),
+                picolet::clock::rfc3339(EVENT_T0 + 10_000_000_000).as_deref()
+            );
+            assert_eq!(
+                e["firstTimestamp"].as_str(),
+                picolet::clock::rfc3339(EVENT_T0).as_deref()
+            );
+            let patches: Vec<_> = mock
+                .requests()
+                .into_iter()
+                .filter(|r| r.method == "PATCH")
+                .collect();
+            assert_eq!(patches.len(), 1);
+            assert_eq!(
+                patches[0].path,
+                format!("/api/v1/namespaces/default/events/{name}")
+            );
+            assert_eq!(
+                patches[0].content_type,
+                "application/strategic-merge-patch+json"
+            );
+            assert_eq!(patches[0].body["count"], 2);
+            assert_eq!(patches[0].body["message"], back_off);
+            assert_eq!(count(&mock, "POST", "/api/v1/namespaces/default/events"), 2);
+
+            // The apiserver dropped it (its TTL): the PATCH's 404 makes it a fresh POST.
+            mock.delete_event("default", &name);
+            recorder.warning(&pod, fp, "BackOff", back_off);
+            let e = wait_until("re-created", 10, || mock.event("default", &name)).await;
+            assert_eq!(e["count"], 3);
+            assert_eq!(
+                (
+                    stats.created.get(),
+                    stats.patched.get(),
+                    stats.dropped.get()
+                ),
+                (3, 1, 0)
+            );
+            shutdown.cancel();
+        })
+        .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn event_sink_drops_and_counts_events_while_the_apiserver_is_away() {
+    let mock = MockApiServer::start_new().await.unwrap();
+    tokio::task::LocalSet::new()
+        .run_until(async {
+            let (recorder, stats, shutdown) = start_sink(&mock, EventSinkOptions::default());
+            let pod = event_pod("web-pi-1");
+            recorder.normal(&pod, None, "A", "before");
+            wait_until("the first event", 10, || {
+                (mock.events().len() == 1).then_some(())
+            })
+            .await;
+
+            mock.stop();
+            for i in 0..5 {
+                recorder.normal(&pod, None, "A", format!("away {i}"));
+            }
+            wait_until("5 dropped", 10, || (stats.dropped.get() == 5).then_some(())).await;
+            assert_eq!(mock.events().len(), 1);
+
+            mock.start().await.unwrap();
+            // Past the back-off after the failure, the next event goes through.
+            tokio::time::advance(Duration::from_secs(2)).await;
+            recorder.normal(&pod, None, "A", "back");
+            wait_until("the event after the outage", 10, || {
+                mock.events().into_iter().find(|e| e["message"] == "back")
+            })
+            .await;
+            assert_eq!(
+                stats.dropped.get(),
+                5,
+                "nothing was queued, nothing more dropped"
+            );
+            assert_eq!(mock.events().len(), 2);
+            shutdown.cancel();
+        })
+        .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn event_sink_honours_its_rate_limit() {
+    let mock = MockApiServer::start_new().await.unwrap();
+    tokio::task::LocalSet::new()
+        .run_until(async {
+            let options = EventSinkOptions {
+                qps: 10.0,
+                burst: 5,
+                ..EventSinkOptions::default()
+            };
+            let (recorder, stats, shutdown) = start_sink(&mock, options);
+            let pod = event_pod("web-pi-1");
+            let t0 = tokio::time::Instant::now();
+            for i in 0..25 {
+                recorder.normal(&pod, None, "R", format!("event {i}"));
+            }
+            // Never more than the burst plus 10 a second (virtual time).
+            loop {
+                let n = mock.events().len();
+                let allowed = 5.0 + 10.0 * t0.elapsed().as_secs_f64() + 1.0;
+                assert!((n as f64) <= allowed, "{n} events after {:?}", t0.elapsed());
+                if n == 25 {
+                    break;
+                }
+                assert!(t0.elapsed() < Duration::from_secs(30), "only {n} events");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            // 20 beyond the burst at 10 a second: at least 2 s.
+            assert!(
+                t0.elapsed() >= Duration::from_millis(1990),
+                "{:?}",
+                t0.elapsed()
+            );
+            assert_eq!((stats.created.get(), stats.dropped.get()), (25, 0));
+            shutdown.cancel();
         })
         .await;
 }

@@ -109,6 +109,22 @@ async fn failing_liveness_probe_restarts_the_container() {
                 Some("Container app failed liveness probe, will be restarted"),
                 "{cs:?}"
             );
+            // kubelet: Unhealthy at every failed run (aggregated), then Killing with the
+            // probe's message.
+            let events = agent.pod_events("web-node1");
+            let unhealthy = events
+                .iter()
+                .find(|(_, reason, _, _)| reason == "Unhealthy")
+                .unwrap_or_else(|| panic!("{events:?}"));
+            assert_eq!(unhealthy.0, "Warning");
+            assert_eq!(unhealthy.2, "Liveness probe failed: command exited 1: unhealthy");
+            assert!(unhealthy.3 >= 3, "{events:?}");
+            assert!(
+                events.iter().any(|(ty, reason, msg, _)| ty == "Normal"
+                    && reason == "Killing"
+                    && msg == "Container app failed liveness probe, will be restarted"),
+                "{events:?}"
+            );
 
             // Failing for good: every instance is stopped once, never twice (the worker
             // holds after a failure until it sees the next instance).
@@ -317,6 +333,13 @@ async fn failing_post_start_kills_the_container() {
             assert!(
                 rt.running("app").is_empty(),
                 "killed after postStart failed"
+            );
+            let events = agent.pod_events("web-node1");
+            assert!(
+                events.iter().any(|(ty, reason, msg, _)| ty == "Warning"
+                    && reason == "FailedPostStartHook"
+                    && msg == "PostStartHook failed"),
+                "{events:?}"
             );
             let hook = waiting
                 .iter()

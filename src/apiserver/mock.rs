@@ -122,6 +122,8 @@ struct State {
     object_watchers: Vec<(String, String, String, mpsc::UnboundedSender<WatchMsg>)>,
     /// TokenRequests answered so far.
     tokens_issued: u64,
+    /// Events by (namespace, name).
+    events: BTreeMap<(String, String), Value>,
 }
 
 /// TLS for the mock: PEM certificate chain and key.
@@ -376,6 +378,25 @@ impl MockApiServer {
 
     pub fn resource_version(&self) -> u64 {
         self.lock().rv
+    }
+
+    /// Every Event, by namespace and name.
+    pub fn events(&self) -> Vec<Value> {
+        self.lock().events.values().cloned().collect()
+    }
+
+    pub fn event(&self, namespace: &str, name: &str) -> Option<Value> {
+        self.lock()
+            .events
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// Deletes an Event (as the apiserver's one-hour TTL would).
+    pub fn delete_event(&self, namespace: &str, name: &str) -> Option<Value> {
+        self.lock()
+            .events
+            .remove(&(namespace.to_string(), name.to_string()))
     }
 
     /// Creates a pod as a user would (namespace from the object, default `default`).
@@ -637,6 +658,22 @@ impl MockApiServer {
                     "token",
                 ],
             ) => Ok(issue_token(&mut st, ns, sa, &body_json)),
+            // ---- events
+            (&Method::GET, ["api", "v1", "events"]) => Ok(list_events(&st, None)),
+            (&Method::GET, ["api", "v1", "namespaces", ns, "events"]) => {
+                Ok(list_events(&st, Some(ns)))
+            }
+            (&Method::POST, ["api", "v1", "namespaces", ns, "events"]) => {
+                create_event(&mut st, ns, body_json)
+            }
+            (&Method::GET, ["api", "v1", "namespaces", ns, "events", name]) => st
+                .events
+                .get(&(ns.to_string(), name.to_string()))
+                .cloned()
+                .ok_or_else(|| not_found("events", name)),
+            (&Method::PATCH, ["api", "v1", "namespaces", ns, "events", name]) => {
+                patch_event(&mut st, ns, name, &body_json, strategic)
+            }
             // ---- nodes
             (&Method::POST, ["api", "v1", "nodes"]) => create_node(&mut st, body_json),
             (&Method::GET, ["api", "v1", "nodes", name]) => st
@@ -1176,6 +1213,65 @@ fn issue_token(st: &mut State, ns: &str, sa: &str, req: &Value) -> Value {
 
 // ---------------------------------------------------------------------------------------
 // Nodes and leases
+
+fn list_events(st: &State, ns: Option<&str>) -> Value {
+    let items: Vec<Value> = st
+        .events
+        .iter()
+        .filter(|((ens, _), _)| ns.is_none_or(|n| n == ens))
+        .map(|(_, e)| e.clone())
+        .collect();
+    json!({
+        "kind": "EventList",
+        "apiVersion": "v1",
+        "metadata": {"resourceVersion": st.rv.to_string()},
+        "items": items,
+    })
+}
+
+fn create_event(st: &mut State, ns: &str, mut event: Value) -> Result<Value, (u16, String)> {
+    let name = str_at(&event, "/metadata/name").to_string();
+    if name.is_empty() {
+        return Err((422, "metadata.name: Required value".into()));
+    }
+    let body_ns = str_at(&event, "/metadata/namespace");
+    if !body_ns.is_empty() && body_ns != ns {
+        return Err((
+            400,
+            "the namespace of the provided object does not match the namespace sent on the request"
+                .into(),
+        ));
+    }
+    let key = (ns.to_string(), name.clone());
+    if st.events.contains_key(&key) {
+        return Err((409, format!("events \"{name}\" already exists")));
+    }
+    set_meta(&mut event, "namespace", json!(ns));
+    let uid = next_uid(st);
+    set_meta(&mut event, "uid", json!(uid));
+    set_meta(&mut event, "creationTimestamp", json!(now_rfc3339()));
+    let rv = next_rv(st);
+    set_meta(&mut event, "resourceVersion", json!(rv));
+    st.events.insert(key, event.clone());
+    Ok(event)
+}
+
+fn patch_event(
+    st: &mut State,
+    ns: &str,
+    name: &str,
+    patch: &Value,
+    strategic: bool,
+) -> Result<Value, (u16, String)> {
+    let rv = next_rv(st);
+    let event = st
+        .events
+        .get_mut(&(ns.to_string(), name.to_string()))
+        .ok_or_else(|| not_found("events", name))?;
+    merge(event, patch, strategic);
+    set_meta(event, "resourceVersion", json!(rv));
+    Ok(event.clone())
+}
 
 fn create_node(st: &mut State, mut node: Value) -> Result<Value, (u16, String)> {
     let name = str_at(&node, "/metadata/name").to_string();

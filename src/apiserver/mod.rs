@@ -11,6 +11,9 @@
 //! - [`status_sync`]: pushes pod statuses to `pods/<name>/status`, keeps mirror pods of
 //!   static pods, and deletes pods whose deletion picolet has finished (kubelet: the status
 //!   manager, `mirror_client.go`);
+//! - [`event_sink`]: sends the events of the node's recorder (POST new, PATCH aggregated),
+//!   rate-limited as the kubelet's `eventRecordQPS`/`eventBurst`, dropping them while the
+//!   apiserver is away;
 //! - [`checkpoint`]: the last-seen set of API pods on disk, so a node that restarts while
 //!   the apiserver is unreachable keeps its pods (offline autonomy; the kubelet has none).
 //!
@@ -37,6 +40,7 @@ mod backoff;
 pub mod checkpoint;
 mod client;
 mod error;
+pub mod event_sink;
 mod http;
 pub mod kubeconfig;
 #[cfg(feature = "mock-apiserver")]

@@ -37,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::{self, Pod, PodStatus};
 use crate::clock::{self, Clock, UnixNanos};
 use crate::probe::{self, Verdict};
+use crate::recorder::{self, Recorder};
 use crate::runtime::plan::ProbeVerdicts;
 use crate::runtime::{ContainerState, CriError, PodRuntimeStatus, Runtime};
 use crate::status;
@@ -69,6 +70,15 @@ impl Kind {
 
     fn index(self) -> usize {
         self as usize
+    }
+
+    /// kubelet: `probeType.String()` — the word its events begin with.
+    pub fn title(self) -> &'static str {
+        match self {
+            Kind::Liveness => "Liveness",
+            Kind::Readiness => "Readiness",
+            Kind::Startup => "Startup",
+        }
     }
 
     /// The container's probe of this kind.
@@ -257,6 +267,8 @@ pub struct Prober<R: Runtime, C: Clock> {
     pods: HashMap<String, CancellationToken>,
     started: tokio::time::Instant,
     shutdown: CancellationToken,
+    /// Where the workers record `Unhealthy` and `ProbeWarning` events.
+    recorder: Option<Recorder>,
 }
 
 impl<R: Runtime, C: Clock> Prober<R, C> {
@@ -275,8 +287,15 @@ impl<R: Runtime, C: Clock> Prober<R, C> {
             pods: HashMap::new(),
             started: tokio::time::Instant::now(),
             shutdown,
+            recorder: None,
         };
         (prober, rx)
+    }
+
+    /// The workers record their events (kubelet: `prober.recorder`) here.
+    pub fn with_recorder(mut self, recorder: Recorder) -> Self {
+        self.recorder = Some(recorder);
+        self
     }
 
     pub fn handle(&self) -> ProbeHandle {
@@ -331,6 +350,7 @@ impl<R: Runtime, C: Clock> Prober<R, C> {
                 init,
                 kind,
                 prober_started: self.started,
+                recorder: self.recorder.clone(),
             };
             tokio::task::spawn_local(run_worker(ctx, token.clone()));
         }
@@ -357,6 +377,7 @@ struct WorkerCtx<R: Runtime, C: Clock> {
     init: bool,
     kind: Kind,
     prober_started: tokio::time::Instant,
+    recorder: Option<Recorder>,
 }
 
 impl<R: Runtime, C: Clock> WorkerCtx<R, C> {
@@ -371,6 +392,14 @@ impl<R: Runtime, C: Clock> WorkerCtx<R, C> {
 
     fn probe(&self) -> Option<&api::Probe> {
         self.kind.of(self.container())
+    }
+
+    /// A Warning event about the probed container (kubelet: `recordContainerEvent`).
+    fn event(&self, reason: &str, message: String) {
+        if let Some(r) = &self.recorder {
+            let fp = recorder::container_field_path(&self.pod, &self.container().name);
+            r.warning(&self.pod, Some(&fp), reason, message);
+        }
     }
 
     /// The tick's observation, from the shared view (no allocation), and the pod IP.
@@ -471,15 +500,34 @@ async fn run_worker<R: Runtime, C: Clock>(ctx: WorkerCtx<R, C>, cancel: Cancella
             Verdict::Success(warning) => {
                 if let Some(w) = warning {
                     log::debug!("{}: {w}", describe(&ctx));
+                    // kubelet: prober.probe — events.ContainerProbeWarning.
+                    ctx.event(
+                        recorder::PROBE_WARNING,
+                        format!("{} probe warning: {w}", ctx.kind.title()),
+                    );
                 }
                 (RunOutcome::Success, String::new())
             }
-            Verdict::Failure(m) => (RunOutcome::Failure, m),
+            Verdict::Failure(m) => {
+                // kubelet: prober.probe — events.ContainerUnhealthy at every failed run.
+                ctx.event(
+                    recorder::UNHEALTHY,
+                    format!("{} probe failed: {m}", ctx.kind.title()),
+                );
+                (RunOutcome::Failure, m)
+            }
             Verdict::Error(m) => {
                 if !erroring {
                     log::warn!("{} errored: {m}", describe(&ctx));
                 }
                 erroring = true;
+                ctx.event(
+                    recorder::UNHEALTHY,
+                    format!(
+                        "{} probe errored and resulted in unknown state: {m}",
+                        ctx.kind.title()
+                    ),
+                );
                 (RunOutcome::Error, m)
             }
         };

@@ -27,6 +27,7 @@ use futures_util::future::join_all;
 use crate::api::{self, PullPolicy};
 use crate::clock::Clock;
 use crate::config_data::ConfigObjects;
+use crate::recorder::{self, Recorder};
 use crate::runtime::backoff::{self, Backoff, PodBackoffs};
 use crate::runtime::credentials;
 use crate::runtime::cri_config::{self, SandboxParams};
@@ -78,6 +79,8 @@ pub struct SyncEnv<R: Runtime, C: Clock> {
     pub credential_paths: Vec<PathBuf>,
     /// The ConfigMaps and Secrets pods reference (the agent loop fills it).
     pub config: ConfigObjects,
+    /// Where the sync records the kubelet's events (Pulling, Created, Killing, …).
+    pub recorder: Recorder,
 }
 
 impl<R: Runtime, C: Clock> SyncEnv<R, C> {
@@ -96,7 +99,7 @@ impl<R: Runtime, C: Clock> SyncEnv<R, C> {
     pub fn new(runtime: R, clock: C) -> Self {
         SyncEnv {
             runtime,
-            clock,
+            clock: clock.clone(),
             root_dir: PathBuf::from(DEFAULT_ROOT_DIR),
             pod_log_dir: PathBuf::from(DEFAULT_POD_LOG_DIR),
             resolv_conf: PathBuf::from(DEFAULT_RESOLV_CONF),
@@ -108,6 +111,7 @@ impl<R: Runtime, C: Clock> SyncEnv<R, C> {
             tmpfs: std::sync::Arc::new(mounts::SysTmpfs),
             credential_paths: credentials::default_paths(Path::new(DEFAULT_ROOT_DIR)),
             config: ConfigObjects::default(),
+            recorder: Recorder::new("", recorder::DEFAULT_CAPACITY).with_clock(clock),
         }
     }
 }
@@ -489,6 +493,13 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
     if actions.kill_pod {
         if actions.create_sandbox && !actions.sandbox_id.is_empty() {
             log::info!("pod {pod_name}: sandbox changed, it will be killed and re-created");
+            // kubelet: SyncPod — events.SandboxChanged.
+            env.recorder.normal(
+                pod,
+                None,
+                recorder::SANDBOX_CHANGED,
+                "Pod sandbox changed, it will be killed and re-created.",
+            );
         } else if !actions.create_sandbox {
             log::info!("pod {pod_name}: nothing left to run, stopping the pod");
         }
@@ -543,6 +554,9 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
     } {
         // The pod worker's WARN carries it (once, not at every retry).
         log::debug!("pod {pod_name}: {e}");
+        // kubelet: the volume manager's events.FailedMount, at every attempt (aggregated).
+        env.recorder
+            .warning(pod, None, recorder::FAILED_MOUNT, e.to_string());
         if nothing_to_start {
             return result;
         }
@@ -589,6 +603,14 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
             }
             Err(failure) => {
                 log::warn!("pod {pod_name}: {}", failure.message);
+                // kubelet: SyncPod — events.FailedCreatePodSandBox.
+                let message = if failure.message.starts_with("Failed to create pod sandbox") {
+                    failure.message.clone()
+                } else {
+                    format!("Failed to create pod sandbox: {}", failure.message)
+                };
+                env.recorder
+                    .warning(pod, None, recorder::FAILED_CREATE_POD_SANDBOX, message);
                 result.sandbox_error = Some(failure);
                 result.containers = all_creating(pod, &actions, "");
                 return result;
@@ -760,11 +782,46 @@ fn waiting(reason: WaitingReason, message: impl Into<String>) -> StartOutcome {
 }
 
 /// kubelet: `SyncPod`'s `start` closure + `startContainer`: back-off check → image →
-/// config → CreateContainer → StartContainer.
+/// config → CreateContainer → StartContainer; a start that failed is recorded as the
+/// container's `Failed` event (`Error: …`), as upstream's `startContainer` does.
 async fn start_container<R: Runtime, C: Clock>(
     env: &SyncEnv<R, C>,
     cx: &StartContext<'_>,
     c: &api::Container,
+    backoff: &mut PodBackoffs,
+    result: &mut PodSyncResult,
+) -> StartOutcome {
+    let field_path = recorder::container_field_path(cx.pod, &c.name);
+    let outcome = try_start_container(env, cx, c, &field_path, backoff, result).await;
+    if let StartOutcome::Waiting { reason, message } = &outcome {
+        // kubelet: startContainer — events.FailedToCreateContainer / FailedToStartContainer
+        // with "Error: <err>"; the image errors are the reasons themselves (ErrImagePull).
+        let message = match reason {
+            WaitingReason::ErrImagePull
+            | WaitingReason::ImagePullBackOff
+            | WaitingReason::ErrImageNeverPull
+            | WaitingReason::InvalidImageName
+            | WaitingReason::ImageInspectError => Some(format!("Error: {reason}")),
+            WaitingReason::CreateContainerConfigError
+            | WaitingReason::CreateContainerError
+            | WaitingReason::RunContainerError => Some(format!("Error: {message}")),
+            WaitingReason::ContainerCreating
+            | WaitingReason::CrashLoopBackOff
+            | WaitingReason::PostStartHookError => None,
+        };
+        if let Some(m) = message {
+            env.recorder
+                .warning(cx.pod, Some(&field_path), recorder::FAILED, m);
+        }
+    }
+    outcome
+}
+
+async fn try_start_container<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    cx: &StartContext<'_>,
+    c: &api::Container,
+    field_path: &str,
     backoff: &mut PodBackoffs,
     result: &mut PodSyncResult,
 ) -> StartOutcome {
@@ -774,11 +831,23 @@ async fn start_container<R: Runtime, C: Clock>(
         plan::should_back_off(&mut backoff.crash_loop, pod, c, cx.status, env.clock.now())
     {
         log::debug!("pod {pod_name}: {}", w.message);
+        // kubelet: doBackOff — events.BackOffStartContainer, once per sync attempt.
+        env.recorder.warning(
+            pod,
+            Some(field_path),
+            recorder::BACK_OFF,
+            format!(
+                "Back-off restarting failed container {} in pod {}_{}({})",
+                c.name, pod.metadata.name, pod.metadata.namespace, pod.metadata.uid
+            ),
+        );
         result.note_requeue(w.remaining);
         return waiting(WaitingReason::CrashLoopBackOff, w.message);
     }
 
-    if let Err(outcome) = ensure_image(env, cx, c, &mut backoff.image_pull, result).await {
+    if let Err(outcome) =
+        ensure_image(env, cx, c, field_path, &mut backoff.image_pull, result).await
+    {
         return outcome;
     }
 
@@ -882,6 +951,13 @@ async fn start_container<R: Runtime, C: Clock>(
             return waiting(WaitingReason::CreateContainerError, e.to_string());
         }
     };
+    // kubelet: startContainer — events.CreatedContainer ("Created container: web" since v1.32).
+    env.recorder.normal(
+        pod,
+        Some(field_path),
+        recorder::CREATED_CONTAINER,
+        format!("Created container: {}", c.name),
+    );
     if let Err(e) = env.runtime.start_container(&id).await {
         log::warn!("pod {pod_name}: start container {:?} ({id}): {e}", c.name);
         return waiting(WaitingReason::RunContainerError, e.to_string());
@@ -889,6 +965,13 @@ async fn start_container<R: Runtime, C: Clock>(
     log::info!(
         "pod {pod_name}: started container {:?} ({id}, restart {restart_count})",
         c.name
+    );
+    // kubelet: startContainer — events.StartedContainer.
+    env.recorder.normal(
+        pod,
+        Some(field_path),
+        recorder::STARTED_CONTAINER,
+        format!("Started container {}", c.name),
     );
     // kubelet: startContainer runs the postStart hook right after the start; a failure
     // kills the container (FailedPostStartHook) and the start counts as failed.
@@ -898,6 +981,13 @@ async fn start_container<R: Runtime, C: Clock>(
             log::warn!(
                 "pod {pod_name}: container {:?}: postStart hook failed: {e}; killing the container (FailedPostStartHook)",
                 c.name
+            );
+            // kubelet: the hook's output stays out of the event (it may hold secrets).
+            env.recorder.warning(
+                pod,
+                Some(field_path),
+                recorder::FAILED_POST_START_HOOK,
+                "PostStartHook failed",
             );
             let kill = ContainerToKill {
                 name: c.name.clone(),
@@ -923,16 +1013,27 @@ async fn ensure_image<R: Runtime, C: Clock>(
     env: &SyncEnv<R, C>,
     cx: &StartContext<'_>,
     c: &api::Container,
+    field_path: &str,
     pull_backoff: &mut Backoff,
     result: &mut PodSyncResult,
 ) -> Result<String, StartOutcome> {
-    let image = cri_config::image_with_default_tag(&c.image)
-        .map_err(|e| waiting(WaitingReason::InvalidImageName, e.to_string()))?;
+    let pod = cx.pod;
+    let fp = Some(field_path);
+    let image = cri_config::image_with_default_tag(&c.image).map_err(|e| {
+        // kubelet: EnsureImageExists — events.FailedToInspectImage.
+        env.recorder.warning(
+            pod,
+            fp,
+            recorder::INSPECT_FAILED,
+            format!("Failed to apply default image tag {:?}: {e}", c.image),
+        );
+        waiting(WaitingReason::InvalidImageName, e.to_string())
+    })?;
     let present = env.runtime.image_status(&image).await.map_err(|e| {
-        waiting(
-            WaitingReason::ImageInspectError,
-            format!("Failed to inspect image {:?}: {e}", c.image),
-        )
+        let message = format!("Failed to inspect image {:?}: {e}", c.image);
+        env.recorder
+            .warning(pod, fp, recorder::INSPECT_FAILED, message.clone());
+        waiting(WaitingReason::ImageInspectError, message)
     })?;
     let pull = match cri_config::pull_policy(c) {
         PullPolicy::Never => false,
@@ -941,23 +1042,36 @@ async fn ensure_image<R: Runtime, C: Clock>(
     };
     if !pull {
         return match present {
-            Some(img) => Ok(img.id),
-            None => Err(waiting(
-                WaitingReason::ErrImageNeverPull,
-                format!(
+            Some(img) => {
+                // kubelet: EnsureImageExists — events.PulledImage for a present image.
+                env.recorder.normal(
+                    pod,
+                    fp,
+                    recorder::PULLED_IMAGE,
+                    format!("Container image {:?} already present on machine", c.image),
+                );
+                Ok(img.id)
+            }
+            None => {
+                let message = format!(
                     "Container image {:?} is not present with pull policy of Never",
                     c.image
-                ),
-            )),
+                );
+                // kubelet: events.ErrImageNeverPullPolicy.
+                env.recorder
+                    .warning(pod, fp, recorder::ERR_IMAGE_NEVER_PULL, message.clone());
+                Err(waiting(WaitingReason::ErrImageNeverPull, message))
+            }
         };
     }
     let key = backoff::image_pull_key(&cx.pod.metadata.uid, &c.image);
     if let Some(remaining) = pull_backoff.remaining_since_update(&key, env.clock.now()) {
         result.note_requeue(remaining);
-        return Err(waiting(
-            WaitingReason::ImagePullBackOff,
-            format!("Back-off pulling image {:?}", c.image),
-        ));
+        let message = format!("Back-off pulling image {:?}", c.image);
+        // kubelet: EnsureImageExists — events.BackOffPullImage (type Normal upstream).
+        env.recorder
+            .normal(pod, fp, recorder::BACK_OFF, message.clone());
+        return Err(waiting(WaitingReason::ImagePullBackOff, message));
     }
     // kubelet: the docker config keyring, read at each pull (a pull is rare, and an edit of
     // the file applies without a restart). Never logged: only whether credentials went along.
@@ -980,6 +1094,14 @@ async fn ensure_image<R: Runtime, C: Clock>(
         c.image,
         if auth.is_some() { whose } else { "" }
     );
+    // kubelet: EnsureImageExists — events.PullingImage.
+    env.recorder.normal(
+        pod,
+        fp,
+        recorder::PULLING_IMAGE,
+        format!("Pulling image {:?}", c.image),
+    );
+    let pull_started = tokio::time::Instant::now();
     match env
         .runtime
         .pull_image(&image, auth, cx.sandbox_config)
@@ -987,6 +1109,19 @@ async fn ensure_image<R: Runtime, C: Clock>(
     {
         Ok(image_ref) => {
             pull_backoff.gc(env.clock.now());
+            // kubelet: events.PulledImage — "in <pull> (<total> including waiting)"; picolet
+            // pulls one image at a time per pod and does not queue: both are the pull. The
+            // image size upstream appends is not known here.
+            let took = go_duration(pull_started.elapsed());
+            env.recorder.normal(
+                pod,
+                fp,
+                recorder::PULLED_IMAGE,
+                format!(
+                    "Successfully pulled image {:?} in {took} ({took} including waiting)",
+                    c.image
+                ),
+            );
             Ok(image_ref)
         }
         Err(e) => {
@@ -1023,8 +1158,41 @@ async fn ensure_image<R: Runtime, C: Clock>(
                 cx.pod.full_name(),
                 c.image
             );
+            // kubelet: events.FailedToPullImage.
+            env.recorder.warning(
+                pod,
+                fp,
+                recorder::FAILED,
+                format!("Failed to pull image {:?}: {msg}", c.image),
+            );
             Err(waiting(WaitingReason::ErrImagePull, format!("{msg}{hint}")))
         }
+    }
+}
+
+/// A duration as Go's `time.Duration.String` prints it after `Truncate(time.Millisecond)`
+/// (`523ms`, `1.2s`, `2m3.456s`, `0s`): the kubelet's Pulled message uses it.
+pub fn go_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms == 0 {
+        return "0s".into();
+    }
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let (h, rem) = (ms / 3_600_000, ms % 3_600_000);
+    let (m, rem) = (rem / 60_000, rem % 60_000);
+    let (s, frac) = (rem / 1000, rem % 1000);
+    let secs = if frac == 0 {
+        format!("{s}s")
+    } else {
+        let f = format!("{frac:03}");
+        format!("{s}.{}s", f.trim_end_matches('0'))
+    };
+    match (h, m) {
+        (0, 0) => secs,
+        (0, m) => format!("{m}m{secs}"),
+        (h, m) => format!("{h}h{m}m{secs}"),
     }
 }
 
@@ -1312,8 +1480,17 @@ fn hook_ip<'a>(status: &'a PodRuntimeStatus, host_ip: &'a str) -> &'a str {
         .unwrap_or(host_ip)
 }
 
+/// Where a kill records its events: the recorder and the pod (none after a picolet
+/// restart, when only the runtime's view is left).
+#[derive(Clone, Copy)]
+struct KillEvents<'a> {
+    recorder: &'a Recorder,
+    pod: &'a api::Pod,
+}
+
 /// kubelet: `executePreStopHook` — run the hook, bounded by the grace period; returns the
-/// whole seconds it took. A failure is logged (FailedPreStopHook) and the stop goes on.
+/// whole seconds it took. A failure is logged and recorded (FailedPreStopHook) and the stop
+/// goes on.
 async fn run_pre_stop<R: Runtime>(
     rt: &R,
     pod_name: &str,
@@ -1321,6 +1498,7 @@ async fn run_pre_stop<R: Runtime>(
     name: &str,
     grace: i64,
     hook: &PreStop<'_>,
+    events: Option<KillEvents<'_>>,
 ) -> i64 {
     let bound = Duration::from_secs(u64::try_from(grace).unwrap_or(0));
     let started = tokio::time::Instant::now();
@@ -1338,9 +1516,20 @@ async fn run_pre_stop<R: Runtime>(
             "pod {pod_name}: container {name:?}: preStop hook done after {:?}",
             started.elapsed()
         ),
-        Ok(Err(e)) => log::warn!(
-            "pod {pod_name}: container {name:?}: preStop hook failed (FailedPreStopHook): {e}"
-        ),
+        Ok(Err(e)) => {
+            log::warn!(
+                "pod {pod_name}: container {name:?}: preStop hook failed (FailedPreStopHook): {e}"
+            );
+            // kubelet: the hook's output stays out of the event (it may hold secrets).
+            if let Some(ev) = events {
+                ev.recorder.warning(
+                    ev.pod,
+                    Some(&recorder::container_field_path(ev.pod, name)),
+                    recorder::FAILED_PRE_STOP_HOOK,
+                    "PreStopHook failed",
+                );
+            }
+        }
         Err(_) => log::warn!(
             "pod {pod_name}: container {name:?}: preStop hook did not finish within the grace period of {grace}s"
         ),
@@ -1351,6 +1540,7 @@ async fn run_pre_stop<R: Runtime>(
 /// Stop one container: the preStop hook if any and the grace period is > 0, then
 /// `StopContainer(id, max(grace - hook time, 2))`; NotFound is fine (kubelet:
 /// `killContainer`).
+#[allow(clippy::too_many_arguments)]
 async fn stop_one<R: Runtime>(
     rt: &R,
     pod_name: &str,
@@ -1358,10 +1548,27 @@ async fn stop_one<R: Runtime>(
     name: &str,
     grace: i64,
     pre_stop: Option<PreStop<'_>>,
+    events: Option<KillEvents<'_>>,
+    message: &str,
 ) -> Result<(), SyncError> {
+    // kubelet: killContainer — events.KillingContainer before the preStop hook; the
+    // message is the kill's reason, else "Stopping container <name>".
+    if let Some(ev) = events {
+        let message = if message.is_empty() {
+            format!("Stopping container {name}")
+        } else {
+            message.to_string()
+        };
+        ev.recorder.normal(
+            ev.pod,
+            Some(&recorder::container_field_path(ev.pod, name)),
+            recorder::KILLING_CONTAINER,
+            message,
+        );
+    }
     let mut grace = grace;
     if let Some(hook) = pre_stop.as_ref().filter(|_| grace > 0) {
-        grace -= run_pre_stop(rt, pod_name, id, name, grace, hook).await;
+        grace -= run_pre_stop(rt, pod_name, id, name, grace, hook, events).await;
     }
     let timeout = grace.max(MIN_STOP_TIMEOUT_SECONDS);
     log::info!("pod {pod_name}: stopping container {name:?} ({id}) with grace period {timeout}s");
@@ -1386,7 +1593,21 @@ async fn kill_container<R: Runtime, C: Clock>(
     let spec = container_spec(pod, &k.name);
     let grace = grace_period(Some(pod), spec, None, k.reason, None);
     let pre_stop = pre_stop_of(spec, None, &k.name, hook_ip(status, &env.host_ip));
-    stop_one(&env.runtime, &pod.full_name(), id, &k.name, grace, pre_stop).await
+    let events = KillEvents {
+        recorder: &env.recorder,
+        pod,
+    };
+    stop_one(
+        &env.runtime,
+        &pod.full_name(),
+        id,
+        &k.name,
+        grace,
+        pre_stop,
+        Some(events),
+        &k.message,
+    )
+    .await
 }
 
 /// Stop every running container of the pod concurrently, then every sandbox (kubelet:
@@ -1419,7 +1640,23 @@ pub async fn kill_pod<R: Runtime, C: Clock>(
         // Without the pod (after a picolet restart) the annotation has the hook.
         let pre_stop = pre_stop_of(spec, pod.is_none().then_some(annotations), name, pod_ip);
         let pod_name = &pod_name;
-        async move { stop_one(&env.runtime, pod_name, &c.id, name, grace, pre_stop).await }
+        let events = pod.map(|pod| KillEvents {
+            recorder: &env.recorder,
+            pod,
+        });
+        async move {
+            stop_one(
+                &env.runtime,
+                pod_name,
+                &c.id,
+                name,
+                grace,
+                pre_stop,
+                events,
+                "",
+            )
+            .await
+        }
     });
     let mut errors: Vec<SyncError> = join_all(stops)
         .await

@@ -44,6 +44,7 @@ fn harness() -> Harness {
         tmpfs: std::sync::Arc::new(crate::runtime::mounts::FakeTmpfs::default()),
         credential_paths: vec![tmp.path().join("config.json")],
         config: Default::default(),
+        recorder: crate::recorder::Recorder::new("node1", 100).with_clock(clock),
     };
     Harness {
         env,
@@ -505,6 +506,7 @@ async fn adoption_after_restart_kills_from_labels_alone() {
         tmpfs: std::sync::Arc::new(crate::runtime::mounts::FakeTmpfs::default()),
         credential_paths: h.env.credential_paths.clone(),
         config: h.env.config.clone(),
+        recorder: h.env.recorder.clone(),
     };
     h.rt.take_calls();
     let pods = list_runtime_pods(&h.rt).await.unwrap();
@@ -1130,4 +1132,268 @@ fn termination_messages_come_from_the_file_or_the_log_tail() {
     };
     fill_termination_messages(root, &p, &mut st);
     assert_eq!(st.containers[0].message.len(), 4096);
+}
+
+// ---------------------------------------------------------------------------------------
+// Events
+
+/// (type, reason, message, fieldPath, count) of every event recorded after `since`.
+fn events_since(h: &Harness, since: u64) -> Vec<(&'static str, String, String, String, u32)> {
+    h.env
+        .recorder
+        .since(since)
+        .iter()
+        .map(|e| {
+            (
+                e.type_.as_str(),
+                e.reason.clone(),
+                e.message.clone(),
+                e.involved.field_path.clone().unwrap_or_default(),
+                e.count,
+            )
+        })
+        .collect()
+}
+
+fn ev(
+    type_: &'static str,
+    reason: &str,
+    message: &str,
+    field_path: &str,
+    count: u32,
+) -> (&'static str, String, String, String, u32) {
+    (
+        type_,
+        reason.into(),
+        message.into(),
+        field_path.into(),
+        count,
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_start_records_pull_create_start_and_an_idle_resync_nothing() {
+    let mut h = harness();
+    let p = one_container_pod("nginx:1.25");
+    h.sync(&p).await;
+    let web = "spec.containers{web}";
+    let got = events_since(&h, 0);
+    assert_eq!(got.len(), 4, "{got:?}");
+    assert_eq!(
+        got[0],
+        ev("Normal", "Pulling", "Pulling image \"nginx:1.25\"", web, 1)
+    );
+    let (ty, reason, msg, fp, _) = &got[1];
+    assert_eq!(
+        (*ty, reason.as_str(), fp.as_str()),
+        ("Normal", "Pulled", web)
+    );
+    assert!(
+        msg.starts_with("Successfully pulled image \"nginx:1.25\" in ")
+            && msg.ends_with(" including waiting)"),
+        "{msg}"
+    );
+    assert_eq!(
+        got[2..],
+        [
+            ev("Normal", "Created", "Created container: web", web, 1),
+            ev("Normal", "Started", "Started container web", web, 1),
+        ]
+    );
+    let e = &h.env.recorder.list()[0];
+    assert_eq!(
+        (
+            e.involved.name.as_str(),
+            e.involved.uid.as_str(),
+            e.source_host.as_str()
+        ),
+        ("web-node1", "uid-1", "node1")
+    );
+
+    // Idle: nothing to do, nothing recorded.
+    let rv = h.env.recorder.resource_version();
+    advance(60).await;
+    h.sync(&p).await;
+    assert_eq!(
+        h.env.recorder.resource_version(),
+        rv,
+        "an idle resync records nothing"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn crash_loop_back_off_is_recorded_once_per_attempt_and_aggregated() {
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    let p = one_container_pod("nginx:1.25");
+    h.sync(&p).await;
+    let web = "spec.containers{web}";
+    assert_eq!(
+        events_since(&h, 0)[0],
+        ev(
+            "Normal",
+            "Pulled",
+            "Container image \"nginx:1.25\" already present on machine",
+            web,
+            1
+        )
+    );
+    advance(1).await;
+    h.rt.exit_container("c2", 1);
+    let (r, _) = h.sync(&p).await; // restarts at once
+    let (id, _) = started(&r, "web");
+    advance(2).await;
+    h.rt.exit_container(&id, 1);
+    let rv = h.env.recorder.resource_version();
+    h.sync(&p).await; // back-off
+    let back_off = "Back-off restarting failed container web in pod web-node1_default(uid-1)";
+    assert_eq!(
+        events_since(&h, rv),
+        [ev("Warning", "BackOff", back_off, web, 1)]
+    );
+    advance(3).await;
+    h.sync(&p).await; // still backing off: the same event, count 2
+    assert_eq!(
+        events_since(&h, rv),
+        [ev("Warning", "BackOff", back_off, web, 2)]
+    );
+    assert_eq!(
+        h.env
+            .recorder
+            .list()
+            .iter()
+            .filter(|e| e.reason == "BackOff")
+            .count(),
+        1
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn pull_failures_record_failed_and_back_off() {
+    let mut h = harness();
+    let p = one_container_pod("nginx:1.25");
+    h.rt.fail_once(
+        Method::PullImage,
+        FakeRuntime::rpc_error(Method::PullImage, "registry unreachable"),
+    );
+    h.sync(&p).await;
+    let web = "spec.containers{web}";
+    let got = events_since(&h, 0);
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert_eq!(got[0].1, "Pulling");
+    let (ty, reason, msg, _, _) = &got[1];
+    assert_eq!((*ty, reason.as_str()), ("Warning", "Failed"));
+    assert!(
+        msg.starts_with("Failed to pull image \"nginx:1.25\": ")
+            && msg.contains("registry unreachable"),
+        "{msg}"
+    );
+    assert_eq!(
+        got[2],
+        ev("Warning", "Failed", "Error: ErrImagePull", web, 1)
+    );
+
+    let rv = h.env.recorder.resource_version();
+    advance(3).await;
+    h.sync(&p).await;
+    assert_eq!(
+        events_since(&h, rv),
+        [
+            ev(
+                "Normal",
+                "BackOff",
+                "Back-off pulling image \"nginx:1.25\"",
+                web,
+                1
+            ),
+            ev("Warning", "Failed", "Error: ImagePullBackOff", web, 1),
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn kills_and_a_changed_sandbox_are_recorded() {
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    let p = one_container_pod("nginx:1.25");
+    h.sync(&p).await;
+    let web = "spec.containers{web}";
+    h.rt.set_sandbox_state("s1", SandboxState::NotReady);
+    let rv = h.env.recorder.resource_version();
+    h.sync(&p).await;
+    let got = events_since(&h, rv);
+    assert_eq!(
+        got[..2],
+        [
+            ev(
+                "Normal",
+                "SandboxChanged",
+                "Pod sandbox changed, it will be killed and re-created.",
+                "",
+                1
+            ),
+            ev("Normal", "Killing", "Stopping container web", web, 1),
+        ],
+        "{got:?}"
+    );
+    assert_eq!(got.last().map(|e| e.1.as_str()), Some("Started"));
+
+    // Pod termination: one Killing per running container.
+    let st = h.status("uid-1").await;
+    let rv = h.env.recorder.resource_version();
+    kill_pod(&h.env, Some(&p), &st, None).await.unwrap();
+    // The same event as before: aggregated (count 2), moved to the newest end.
+    assert_eq!(
+        events_since(&h, rv),
+        [ev("Normal", "Killing", "Stopping container web", web, 2)]
+    );
+    // Without the pod (after a restart) nothing is recorded: there is no object to name.
+    let rv = h.env.recorder.resource_version();
+    kill_pod(&h.env, None, &st, None).await.unwrap();
+    assert_eq!(h.env.recorder.resource_version(), rv);
+}
+
+#[test]
+fn go_durations() {
+    for (ms, want) in [
+        (0, "0s"),
+        (7, "7ms"),
+        (999, "999ms"),
+        (1000, "1s"),
+        (1200, "1.2s"),
+        (1234, "1.234s"),
+        (61_050, "1m1.05s"),
+        (3_600_000, "1h0m0s"),
+    ] {
+        assert_eq!(go_duration(Duration::from_millis(ms)), want, "{ms}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_pre_stop_hook_is_recorded_without_its_output() {
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    let mut p = one_container_pod("nginx:1.25");
+    p.spec.containers[0].lifecycle = Some(api::Lifecycle {
+        pre_stop: Some(api::LifecycleHandler {
+            exec: Some(api::ExecAction {
+                command: vec!["drain".into()],
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    h.sync(&p).await;
+    h.rt.set_exec_result("web", 1, "secret token abc");
+    let st = h.status("uid-1").await;
+    let rv = h.env.recorder.resource_version();
+    kill_pod(&h.env, Some(&p), &st, None).await.unwrap();
+    let web = "spec.containers{web}";
+    assert_eq!(
+        events_since(&h, rv),
+        [
+            ev("Normal", "Killing", "Stopping container web", web, 1),
+            ev("Warning", "FailedPreStopHook", "PreStopHook failed", web, 1),
+        ]
+    );
 }

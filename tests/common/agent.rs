@@ -54,6 +54,8 @@ pub struct EventedAgent {
     pub shutdown: tokio_util::sync::CancellationToken,
     pub handle: tokio::task::JoinHandle<()>,
     pub events: picolet::events::PodEventReceiver,
+    /// The events the agent recorded.
+    pub recorder: picolet::recorder::Recorder,
 }
 
 pub fn start_with_events(
@@ -62,8 +64,10 @@ pub fn start_with_events(
     cfg: &AgentConfig,
 ) -> EventedAgent {
     let (tx, events) = picolet::events::pod_events();
+    let recorder = picolet::daemon::new_recorder(&cfg.node_name, clock);
     let ext = picolet::daemon::Extensions {
         events: Some(tx),
+        recorder: Some(recorder.clone()),
         ..Default::default()
     };
     let shutdown = tokio_util::sync::CancellationToken::new();
@@ -79,10 +83,28 @@ pub fn start_with_events(
         shutdown,
         handle,
         events,
+        recorder,
     }
 }
 
 impl EventedAgent {
+    /// (type, reason, message) of the recorded events of pod `pod`, oldest first.
+    pub fn pod_events(&self, pod: &str) -> Vec<(String, String, String, u32)> {
+        self.recorder
+            .list()
+            .iter()
+            .filter(|e| e.involved.name == pod)
+            .map(|e| {
+                (
+                    e.type_.as_str().to_string(),
+                    e.reason.clone(),
+                    e.message.clone(),
+                    e.count,
+                )
+            })
+            .collect()
+    }
+
     /// The newest status reported per pod name since the last call.
     pub fn statuses(&mut self) -> std::collections::HashMap<String, Box<picolet::api::PodStatus>> {
         let mut last = std::collections::HashMap::new();
