@@ -3,8 +3,9 @@
 //!
 //! Built so far: [`certs`], the serving certificate made on first start when no
 //! `--tls-cert-file` is given (kubelet: a CA of its own and a server certificate it signs),
-//! and [`credentials`], the bearer token and the kubeconfig written for it. The server and
-//! the API handlers come next.
+//! [`credentials`], the bearer token and the kubeconfig written for it, and [`logs`], the
+//! reader behind `pods/log` (`kubectl logs`). The server and the API handlers come next.
 
 pub mod certs;
 pub mod credentials;
+pub mod logs;
