@@ -7,6 +7,7 @@
 //!   given (kubelet: a CA of its own and a server certificate it signs, under `--cert-dir`).
 //! - [`credentials`]: the bearer token and the kubeconfig written for it.
 //! - [`view`]: the pods served, kept from the agent's pod events.
+//! - [`logs`]: the reader behind `pods/log` (`kubectl logs`).
 //! - [`printers`], [`select`]: server-side `Table`s and selectors.
 //! - [`server`]: the listener, TLS, authentication and the routes.
 //!
@@ -17,6 +18,7 @@
 
 pub mod certs;
 pub mod credentials;
+pub mod logs;
 pub mod printers;
 pub mod select;
 pub mod server;
