@@ -14,7 +14,7 @@ use picolet::runtime::fake_cri::{Code, FakeCri, FakeCriHandle, Fault, Method};
 use picolet::runtime::{
     ContainerConfig, ContainerSecurity, ContainerState, CriError, DnsConfig, ExecResult,
     ListFilter, Mount, MountPropagation, NamespaceMode, NamespaceOptions, PortMapping, ProfileKind,
-    Protocol, Resources, Runtime, SandboxConfig, SandboxState, SecurityProfile,
+    Protocol, Resources, Runtime, SandboxConfig, SandboxState, SecurityProfile, StreamOptions,
 };
 use tempfile::TempDir;
 
@@ -434,6 +434,47 @@ async fn container_lifecycle_round_trips() {
     assert!(err.is_not_found(), "{err:?}");
     let err = e.rt.stop_container(&id, 1).await.expect_err("gone");
     assert!(err.is_not_found(), "{err:?}");
+}
+
+/// Exec, Attach and PortForward answer the runtime's streaming URL (for a running container,
+/// a ready sandbox); the node API proxies kubectl to it.
+#[tokio::test]
+async fn streaming_calls_answer_a_url() {
+    let e = env().await;
+    let (sb, id) = running_container(&e, "web", "app").await;
+    let out = StreamOptions {
+        stdout: true,
+        ..StreamOptions::default()
+    };
+    let url =
+        e.rt.exec(&id, &["ls".to_string()], out)
+            .await
+            .expect("exec");
+    assert_eq!(
+        url,
+        format!("{}/exec/{id}", picolet::runtime::fake_cri::STREAM_BASE)
+    );
+    let url = e.rt.attach(&id, out).await.expect("attach");
+    assert!(url.ends_with(&format!("/attach/{id}")), "{url}");
+    let url = e.rt.port_forward(&sb, &[80]).await.expect("port-forward");
+    assert!(url.ends_with(&format!("/portforward/{sb}")), "{url}");
+
+    let err = e.rt.exec(&id, &[], out).await.expect_err("no command");
+    assert!(
+        matches!(&err, CriError::Rpc { code, .. } if code == "InvalidArgument"),
+        "{err:?}"
+    );
+    let err = e.rt.attach("nope", out).await.expect_err("no container");
+    assert!(err.is_not_found(), "{err:?}");
+    e.rt.stop_container(&id, 1).await.expect("stop");
+    let err =
+        e.rt.exec(&id, &["ls".to_string()], out)
+            .await
+            .expect_err("stopped");
+    assert!(matches!(err, CriError::Rpc { .. }), "{err:?}");
+    e.rt.stop_pod_sandbox(&sb).await.expect("stop sandbox");
+    let err = e.rt.port_forward(&sb, &[80]).await.expect_err("not ready");
+    assert!(matches!(err, CriError::Rpc { .. }), "{err:?}");
 }
 
 #[tokio::test]

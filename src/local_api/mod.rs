@@ -10,11 +10,14 @@
 //! - [`logs`]: the reader behind `pods/log` (`kubectl logs`).
 //! - [`printers`], [`select`]: server-side `Table`s and selectors.
 //! - [`server`]: the listener, TLS, authentication and the routes.
+//! - [`stream`]: `exec`, `attach` and `port-forward`, proxied to the runtime's streaming
+//!   server.
 //!
 //! picolet differs from the kubelet here on purpose: the kubelet's port serves only its own
 //! paths (`/pods`, `/logs`, `/exec`, …) and needs an apiserver for `kubectl`; picolet serves
 //! the `v1` API subset kubectl reads as well, so `kubectl get pods` works on an offline board.
-//! The API is read-only: a static pod is changed by editing its manifest.
+//! The API is read-only (a static pod is changed by editing its manifest), except for the
+//! streams into running pods that `kubectl exec`, `attach` and `port-forward` open.
 
 pub mod certs;
 pub mod credentials;
@@ -22,6 +25,7 @@ pub mod logs;
 pub mod printers;
 pub mod select;
 pub mod server;
+pub mod stream;
 pub mod view;
 
 use std::io::Write as _;

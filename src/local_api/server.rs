@@ -1,12 +1,13 @@
 //! The node API's HTTPS server (kubelet: `server.ListenAndServeKubeletServer` on
 //! `--address`/`--port`), and its Kubernetes API routes: discovery, pods (list, get, watch;
 //! JSON and `Table`), nodes, events, pods' logs, and the kubelet's own `/healthz` and
-//! `/pods`.
+//! `/pods`; `exec`, `attach` and `portforward`, proxied to the runtime ([`super::stream`]).
 //!
 //! Runs on the agent's one thread: every connection is a local task. A slow or hostile
 //! client never stalls the agent: at most [`MAX_CONNECTIONS`] at once (more are closed at
 //! once), the TLS handshake and each request's headers have [`HANDSHAKE_TIMEOUT`], bodies
-//! are not read (every route is a GET), and a watch that falls behind is cut off.
+//! are not read (every route is a GET, the streams' POSTs carry none), a watch that falls
+//! behind is cut off, and at most [`super::stream::MAX_STREAMS`] streams are proxied.
 //!
 //! Must never: serve without the bearer token (only `/healthz` is open), serve a Secret, or
 //! compute per request what the agent already holds (pods are rendered once per change).
@@ -35,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 use super::credentials::Token;
 use super::printers::{self, Kind};
 use super::select::Selector;
+use super::stream;
 use super::view::{Change, ChangeKind, View};
 use crate::apiserver::node::{self as node_status, NodeFacts};
 use crate::clock::{self, Clock, UnixNanos};
@@ -104,6 +106,7 @@ pub struct Api<R: Runtime, C: Clock> {
     pub runtime_metrics: Option<Rc<crate::metrics::RuntimeMetrics>>,
     node: RefCell<NodeCache>,
     active: Cell<usize>,
+    streams: stream::Slots,
 }
 
 impl<R: Runtime, C: Clock> Api<R, C> {
@@ -133,12 +136,18 @@ impl<R: Runtime, C: Clock> Api<R, C> {
                 checked: None,
             }),
             active: Cell::new(0),
+            streams: stream::Slots::default(),
         })
     }
 
     /// Connections open now.
     pub fn connections(&self) -> usize {
         self.active.get()
+    }
+
+    /// Streams (exec, attach, port-forward) proxied now.
+    pub fn streams(&self) -> usize {
+        self.streams.in_use()
     }
 }
 
@@ -208,7 +217,9 @@ async fn connection<R: Runtime, C: Clock>(
         .timer(TokioTimer::new())
         .header_read_timeout(HANDSHAKE_TIMEOUT)
         .max_buf_size(64 * 1024)
-        .serve_connection(TokioIo::new(tls), svc);
+        .serve_connection(TokioIo::new(tls), svc)
+        // exec, attach and port-forward take the connection over (`hyper::upgrade::on`).
+        .with_upgrades();
     tokio::pin!(conn);
     tokio::select! {
         res = conn.as_mut() => if let Err(e) = res {
@@ -341,6 +352,29 @@ async fn handle<R: Runtime, C: Clock>(
     if !api.token.accepts(authorization) {
         return status_error(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized");
     }
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    if let Some(route) = stream::route(&segments) {
+        // kubelet: exec, attach and portforward are served for GET and POST.
+        if req.method() != Method::GET && req.method() != Method::POST {
+            return status_error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "MethodNotAllowed",
+                "the server does not allow this method on the requested resource",
+            );
+        }
+        let pairs = query_pairs(req.uri().query().unwrap_or(""));
+        let entry = api.view.get(route.namespace, route.pod);
+        return stream::serve(
+            &api.runtime,
+            entry,
+            &route,
+            &pairs,
+            &api.streams,
+            req,
+            shutdown,
+        )
+        .await;
+    }
     if req.method() != Method::GET {
         return status_error(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -351,7 +385,6 @@ async fn handle<R: Runtime, C: Clock>(
     }
     let query = Query(query_pairs(req.uri().query().unwrap_or("")));
     let table = wants_table(&req);
-    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let now = api.clock.now();
     match segments[..] {
         ["api"] => json_response(

@@ -30,6 +30,7 @@ use super::{
     ContainerConfig, ContainerInfo, ContainerState, CriError, ExecResult, ImageInfo, ListFilter,
     Mount, MountPropagation, NamespaceMode, NamespaceOptions, ProfileKind, Protocol, RelistDigest,
     Runtime, RuntimeHealth, RuntimeVersion, Sandbox, SandboxConfig, SandboxState, SecurityProfile,
+    StreamOptions,
 };
 use crate::clock::UnixNanos;
 
@@ -52,6 +53,14 @@ pub(super) mod proto {
 
 use proto::image_service_client::ImageServiceClient;
 use proto::runtime_service_client::RuntimeServiceClient;
+
+/// A streaming call's answer must carry a URL.
+fn stream_url(method: &'static str, url: String) -> Result<String, CriError> {
+    if url.is_empty() {
+        return Err(invalid(method, "the response has no url"));
+    }
+    Ok(url)
+}
 
 /// kubelet: `maxMsgSize` — 16 MiB in both directions.
 pub const MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
@@ -579,6 +588,55 @@ impl Runtime for CriRuntime {
             stdout: resp.stdout,
             stderr: resp.stderr,
         })
+    }
+
+    async fn exec(
+        &self,
+        id: &str,
+        cmd: &[String],
+        streams: StreamOptions,
+    ) -> Result<String, CriError> {
+        const METHOD: &str = "Exec";
+        let timeout = self.timeouts.request;
+        let mut client = self.runtime.clone();
+        // kubelet: `GetExec` — the runtime only prepares the session; the URL is one-shot.
+        let req = proto::ExecRequest {
+            container_id: id.to_string(),
+            cmd: cmd.to_vec(),
+            tty: streams.tty,
+            stdin: streams.stdin,
+            stdout: streams.stdout,
+            stderr: streams.stderr && !streams.tty,
+        };
+        let resp = unary(METHOD, timeout, client.exec(request(req, timeout))).await?;
+        stream_url(METHOD, resp.url)
+    }
+
+    async fn attach(&self, id: &str, streams: StreamOptions) -> Result<String, CriError> {
+        const METHOD: &str = "Attach";
+        let timeout = self.timeouts.request;
+        let mut client = self.runtime.clone();
+        let req = proto::AttachRequest {
+            container_id: id.to_string(),
+            stdin: streams.stdin,
+            tty: streams.tty,
+            stdout: streams.stdout,
+            stderr: streams.stderr && !streams.tty,
+        };
+        let resp = unary(METHOD, timeout, client.attach(request(req, timeout))).await?;
+        stream_url(METHOD, resp.url)
+    }
+
+    async fn port_forward(&self, sandbox_id: &str, ports: &[i32]) -> Result<String, CriError> {
+        const METHOD: &str = "PortForward";
+        let timeout = self.timeouts.request;
+        let mut client = self.runtime.clone();
+        let req = proto::PortForwardRequest {
+            pod_sandbox_id: sandbox_id.to_string(),
+            port: ports.to_vec(),
+        };
+        let resp = unary(METHOD, timeout, client.port_forward(request(req, timeout))).await?;
+        stream_url(METHOD, resp.url)
     }
 
     async fn image_status(&self, image: &str) -> Result<Option<ImageInfo>, CriError> {

@@ -29,7 +29,7 @@ use crate::clock::{Clock, UnixNanos};
 use crate::runtime::{
     ContainerConfig, ContainerEvent, ContainerEventKind, ContainerEvents, ContainerInfo,
     ContainerState, CriError, ExecResult, ImageInfo, ListFilter, NamespaceMode, Runtime,
-    RuntimeHealth, RuntimeVersion, Sandbox, SandboxConfig, SandboxState,
+    RuntimeHealth, RuntimeVersion, Sandbox, SandboxConfig, SandboxState, StreamOptions,
 };
 
 /// A `Runtime` method, for error injection.
@@ -166,6 +166,10 @@ struct State {
     event_streams: Vec<EventSender>,
     /// Unfiltered `list_pod_sandboxes` calls (the relister's) so far.
     relists: usize,
+    /// What `exec`, `attach` and `port_forward` answer (`None`: `Unimplemented`).
+    stream_url: Option<String>,
+    /// Every streaming call: ("Exec" | "Attach" | "PortForward", container or sandbox ID).
+    stream_calls: Vec<(&'static str, String)>,
 }
 
 type EventSender = tokio::sync::mpsc::UnboundedSender<Result<ContainerEvent, CriError>>;
@@ -233,6 +237,8 @@ impl FakeRuntime {
                 serve_events: false,
                 event_streams: Vec::new(),
                 relists: 0,
+                stream_url: None,
+                stream_calls: Vec::new(),
             })),
         }
     }
@@ -314,6 +320,43 @@ impl FakeRuntime {
             .borrow_mut()
             .exec_results
             .insert(id_or_name.to_string(), (exit_code, output.to_string()));
+    }
+
+    /// What `exec`, `attach` and `port_forward` answer from now on (the default:
+    /// `Unimplemented`).
+    pub fn set_stream_url(&self, url: &str) {
+        self.state.borrow_mut().stream_url = Some(url.to_string());
+    }
+
+    /// Every `exec`, `attach` and `port_forward` so far: (CRI method, container or sandbox).
+    pub fn stream_calls(&self) -> Vec<(&'static str, String)> {
+        self.state.borrow().stream_calls.clone()
+    }
+
+    fn stream(&self, method: &'static str, id: &str, running: bool) -> Result<String, CriError> {
+        let mut s = self.state.borrow_mut();
+        let Some(url) = s.stream_url.clone() else {
+            return Err(CriError::Unimplemented {
+                method,
+                message: "not implemented".into(),
+            });
+        };
+        if !running {
+            return Err(CriError::Rpc {
+                method,
+                code: "FailedPrecondition".into(),
+                message: format!("{id} is not running"),
+            });
+        }
+        s.stream_calls.push((method, id.to_string()));
+        Ok(url)
+    }
+
+    fn container_running(&self, id: &str) -> bool {
+        let s = self.state.borrow();
+        s.containers
+            .get(id)
+            .is_some_and(|c| c.info.state == ContainerState::Running)
     }
 
     /// Every `ExecSync` so far: (container name, command).
@@ -924,6 +967,29 @@ impl Runtime for FakeRuntime {
             stdout: answer.1.into_bytes(),
             stderr: Vec::new(),
         })
+    }
+
+    async fn exec(
+        &self,
+        id: &str,
+        _cmd: &[String],
+        _streams: StreamOptions,
+    ) -> Result<String, CriError> {
+        self.stream("Exec", id, self.container_running(id))
+    }
+
+    async fn attach(&self, id: &str, _streams: StreamOptions) -> Result<String, CriError> {
+        self.stream("Attach", id, self.container_running(id))
+    }
+
+    async fn port_forward(&self, sandbox_id: &str, _ports: &[i32]) -> Result<String, CriError> {
+        let ready = self
+            .state
+            .borrow()
+            .sandboxes
+            .get(sandbox_id)
+            .is_some_and(|s| s.info.state == SandboxState::Ready);
+        self.stream("PortForward", sandbox_id, ready)
     }
 
     async fn image_status(&self, image: &str) -> Result<Option<ImageInfo>, CriError> {

@@ -947,6 +947,28 @@ fn stopped_status() -> Status {
     Status::unavailable("fake CRI server stopped")
 }
 
+/// Where the fake's streaming URLs point (`Exec`, `Attach`, `PortForward`): nothing listens
+/// there; the URL names the call and the container or sandbox.
+pub const STREAM_BASE: &str = "http://127.0.0.1:10010";
+
+impl FakeService {
+    /// containerd: a streaming URL for a running container only.
+    fn stream_url(&self, kind: &str, id: &str) -> Result<String, Status> {
+        let st = self.state();
+        let c = st
+            .containers
+            .get(id)
+            .ok_or_else(|| not_found("container", id))?;
+        if c.info.state != ContainerState::Running {
+            return Err(Status::failed_precondition(format!(
+                "container {id:?} is in {} state",
+                container_state_name(c.info.state)
+            )));
+        }
+        Ok(format!("{STREAM_BASE}/{kind}/{id}"))
+    }
+}
+
 fn not_found(what: &str, id: &str) -> Status {
     // containerd: "an error occurred when try to find container \"…\": not found"
     Status::not_found(format!(
@@ -1446,6 +1468,40 @@ impl RuntimeService for FakeService {
             stdout: result.stdout,
             stderr: result.stderr,
             exit_code: result.exit_code,
+        }))
+    }
+
+    async fn exec(&self, req: Request<proto::ExecRequest>) -> Answer<proto::ExecResponse> {
+        let req = req.into_inner();
+        if req.cmd.is_empty() {
+            return Err(Status::invalid_argument("cmd must not be empty"));
+        }
+        let url = self.stream_url("exec", &req.container_id)?;
+        Ok(Response::new(proto::ExecResponse { url }))
+    }
+
+    async fn attach(&self, req: Request<proto::AttachRequest>) -> Answer<proto::AttachResponse> {
+        let url = self.stream_url("attach", &req.into_inner().container_id)?;
+        Ok(Response::new(proto::AttachResponse { url }))
+    }
+
+    async fn port_forward(
+        &self,
+        req: Request<proto::PortForwardRequest>,
+    ) -> Answer<proto::PortForwardResponse> {
+        let id = req.into_inner().pod_sandbox_id;
+        let st = self.state();
+        let sb = st
+            .sandboxes
+            .get(&id)
+            .ok_or_else(|| not_found("sandbox", &id))?;
+        if sb.info.state != SandboxState::Ready {
+            return Err(Status::failed_precondition(format!(
+                "sandbox {id:?} is not running"
+            )));
+        }
+        Ok(Response::new(proto::PortForwardResponse {
+            url: format!("{STREAM_BASE}/portforward/{id}"),
         }))
     }
 }

@@ -363,6 +363,23 @@ pub struct ExecResult {
     pub stderr: Vec<u8>,
 }
 
+/// Which of the standard streams an `exec` or `attach` carries (kubelet:
+/// `remotecommand.Options`). With `tty`, stderr is merged into stdout (`stderr` false).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StreamOptions {
+    pub stdin: bool,
+    pub stdout: bool,
+    pub stderr: bool,
+    pub tty: bool,
+}
+
+fn unimplemented(method: &'static str) -> CriError {
+    CriError::Unimplemented {
+        method,
+        message: "not implemented".to_string(),
+    }
+}
+
 /// What the last relist saw, so that the next one can tell "nothing changed" without
 /// decoding anything (opaque; a fresh one always lists).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -469,6 +486,38 @@ pub trait Runtime: Clone + 'static {
         cmd: &[String],
         timeout: Duration,
     ) -> impl Future<Output = Result<ExecResult, CriError>>;
+    /// CRI `Exec`: the URL on the runtime's streaming server that runs `cmd` in the
+    /// container (kubelet: `GetExec`; the node API proxies the client to it). The default:
+    /// `Unimplemented`.
+    fn exec(
+        &self,
+        id: &str,
+        cmd: &[String],
+        streams: StreamOptions,
+    ) -> impl Future<Output = Result<String, CriError>> {
+        let _ = (id, cmd, streams);
+        async { Err(unimplemented("Exec")) }
+    }
+    /// CRI `Attach`: the URL that attaches to the container's main process (kubelet:
+    /// `GetAttach`). The default: `Unimplemented`.
+    fn attach(
+        &self,
+        id: &str,
+        streams: StreamOptions,
+    ) -> impl Future<Output = Result<String, CriError>> {
+        let _ = (id, streams);
+        async { Err(unimplemented("Attach")) }
+    }
+    /// CRI `PortForward`: the URL that forwards to `ports` of the sandbox's network
+    /// namespace (kubelet: `GetPortForward`). The default: `Unimplemented`.
+    fn port_forward(
+        &self,
+        sandbox_id: &str,
+        ports: &[i32],
+    ) -> impl Future<Output = Result<String, CriError>> {
+        let _ = (sandbox_id, ports);
+        async { Err(unimplemented("PortForward")) }
+    }
 
     /// `Ok(None)` when the image is not present.
     fn image_status(
