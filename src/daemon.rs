@@ -90,23 +90,7 @@ pub async fn run(
         .run_until(async move {
             // ---- apiserver mode
             #[cfg(feature = "apiserver")]
-            let mut ext =
-                start_apiserver_mode(&opts, &cfg, runtime.clone(), SystemClock, &shutdown)?;
-            // ---- the node API
-            #[cfg(feature = "apiserver")]
-            if opts.port != 0 {
-                let tx = crate::local_api::start(
-                    &local_api_options(&opts, &cfg),
-                    runtime.clone(),
-                    SystemClock,
-                    Some(runtime_metrics),
-                    &shutdown,
-                )?;
-                ext.events = Some(match ext.events.take() {
-                    Some(syncer) => syncer.join(tx),
-                    None => tx,
-                });
-            }
+            let ext = start_apiserver_mode(&opts, &cfg, runtime.clone(), SystemClock, &shutdown)?;
             #[cfg(not(feature = "apiserver"))]
             let ext = if opts.kubeconfig.is_some() || opts.manifest_url.is_some() {
                 return Err(DaemonError::NoApiserverFeature);
@@ -117,8 +101,30 @@ pub async fn run(
             // The node's one event recorder: the agent records into it, the event sink
             // (apiserver mode) and the node's own API read it.
             let mut ext = ext;
-            ext.recorder
-                .get_or_insert_with(|| new_recorder(&cfg.node_name, SystemClock));
+            let recorder = ext
+                .recorder
+                .get_or_insert_with(|| new_recorder(&cfg.node_name, SystemClock))
+                .clone();
+            // ---- the node API
+            #[cfg(feature = "apiserver")]
+            if opts.port != 0 {
+                let tx = crate::local_api::start(
+                    &local_api_options(&opts, &cfg),
+                    runtime.clone(),
+                    SystemClock,
+                    crate::local_api::Sources {
+                        runtime_metrics: Some(runtime_metrics),
+                        recorder: Some(recorder),
+                    },
+                    &shutdown,
+                )?;
+                ext.events = Some(match ext.events.take() {
+                    Some(syncer) => syncer.join(tx),
+                    None => tx,
+                });
+            }
+            #[cfg(not(feature = "apiserver"))]
+            let _ = (recorder, runtime_metrics);
             run_with_extensions(runtime, SystemClock, cfg, ext, shutdown, relist_now).await;
             Ok(())
         })

@@ -1453,8 +1453,9 @@ spec:
 /// Not a lab test: the examples parse as v1 Pods and use the lab's local image.
 /// m. The node API, read by the real kubectl with the kubeconfig picolet writes: `get pods
 /// -A`, `-o wide`, `-o yaml`, `logs` (`--tail`, `-c`, `--timestamps`, `--previous` after a
-/// crash, `-f` that ends when the container exits), `describe pod` with its Events, `get
-/// events`, `get nodes`, `get pods -w` (a new pod arrives), and a wrong token refused. The
+/// crash, `-f` that ends when the container exits), `exec` (stdin, exit code) and
+/// `port-forward`, `describe pod` with its Events, `get events`, `get nodes`, `get pods -w`
+/// (a new pod arrives), and a wrong token refused. The
 /// evidence is kubectl's printed output; the one wait on the container is a file the test
 /// writes (the follow ends only after it), never a timing.
 #[tokio::test(flavor = "current_thread")]
@@ -1489,7 +1490,12 @@ async fn m_node_api() {
                     "echo one; echo two; echo three\nexec sleep 100000",
                     &[],
                 ),
-                container("side", "echo side-ready\nexec sleep 100000", &[]),
+                container(
+                    "side",
+                    "mkdir -p /www\necho streamed > /www/index.html\necho side-ready\n\
+                     exec httpd -f -p 80 -h /www",
+                    &[],
+                ),
             ],
         ),
     );
@@ -1516,7 +1522,8 @@ async fn m_node_api() {
             )
         ),
     );
-    lab.start_picolet_with(&["--port", "10260"]);
+    // A free port: another picolet on this machine may hold 10250.
+    lab.start_picolet_with(&["--port", &free_port().to_string()]);
     let kubeconfig = lab.root.join("root/kubeconfig");
     let cache = lab.root.join("kube-cache");
     let kubectl = |args: &[&str]| -> Result<String, String> {
@@ -1703,6 +1710,10 @@ async fn m_node_api() {
     lab.check(status.success() && followed == "start\nend\n", || {
         format!("logs -f: {status}: {followed:?}")
     });
+
+    // exec (with and without stdin, an exit code) and port-forward to the side's httpd.
+    node_api_exec(&lab, &kubeconfig, NS, &api, "web").await;
+    node_api_port_forward(&lab, &kubeconfig, NS, &api, 80, "streamed").await;
 
     // describe: the pod's Events section; get events.
     let described = lab
@@ -2581,37 +2592,6 @@ fn http_get(ip: &str, port: u16) -> Result<String, String> {
 // `node_api_port_forward` take a running picolet serving `kubeconfig`; any scenario that
 // starts picolet with `--port` can call them.
 
-/// n. The node API's streams: a static pod's container answers `kubectl exec` (with and
-/// without stdin) and its port 80 `kubectl port-forward`.
-#[tokio::test]
-async fn n_node_api_streams() {
-    let Some(lab) = Lab::new("n-node-api-streams").await else {
-        return;
-    };
-    lab.write_manifest(
-        "web.yaml",
-        &manifest(
-            "web",
-            2,
-            &[container(
-                "web",
-                "mkdir -p /www\necho streamed > /www/index.html\nexec httpd -f -p 80 -h /www",
-                &[],
-            )],
-        ),
-    );
-    // Ports other builders' picolets may hold (10250, 10257, …) are not guessed: a free one.
-    lab.start_picolet_with(&["--port", &free_port().to_string()]);
-    lab.wait_for("pod web: sandbox Ready, web Running", secs(60), || {
-        lab.running_pod(NS, "web", &["web"])
-    })
-    .await;
-    let kubeconfig = lab.root.join("root").join("kubeconfig");
-    node_api_exec(&lab, &kubeconfig, NS, &full_name("web"), "web").await;
-    node_api_port_forward(&lab, &kubeconfig, NS, &full_name("web"), 80, "streamed").await;
-    lab.finish().await;
-}
-
 /// `kubectl exec POD -- cat /etc/hostname` prints the pod's hostname (a static pod's is its
 /// full name), and `kubectl exec -i … -- cat` echoes its stdin. Skipped without kubectl.
 async fn node_api_exec(lab: &Lab, kubeconfig: &Path, ns: &str, pod: &str, container: &str) {
@@ -2761,49 +2741,4 @@ fn kubectl<'a>(lab: &'a Lab, kubeconfig: &'a Path) -> Option<impl Fn(&[&str]) ->
             .args(args);
         c
     })
-}
-
-impl Lab {
-    /// `start_picolet` with more flags (here: the node API's `--port`).
-    // TODO(lead): fold into `start_picolet` (one spawn) when merging with `m_node_api`.
-    fn start_picolet_with(&self, extra: &[&str]) {
-        let n = {
-            let mut s = self.starts.borrow_mut();
-            *s += 1;
-            *s
-        };
-        let mut log = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.stderr_path())
-            .expect("stderr file");
-        writeln!(log, "===== e2e: picolet start #{n} ({extra:?}) =====").expect("write");
-        let child = Command::new(env!("CARGO_BIN_EXE_picolet"))
-            .arg("run")
-            .arg("--pod-manifest-path")
-            .arg(self.manifests())
-            .arg("--container-runtime-endpoint")
-            .arg(&self.endpoint)
-            .arg("--root-dir")
-            .arg(self.root.join("root"))
-            .arg("--pod-log-dir")
-            .arg(self.root.join("logs"))
-            .arg("--hostname-override")
-            .arg(NODE)
-            .arg("--minimum-container-ttl-duration")
-            .arg("30m")
-            .args(extra)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("dup"))
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {}: {e}", env!("CARGO_BIN_EXE_picolet")));
-        eprintln!(
-            "e2e {}: picolet start #{n}, pid {}",
-            self.scenario,
-            child.id()
-        );
-        *self.picolet.borrow_mut() = Some(child);
-    }
 }

@@ -56,8 +56,8 @@ async fn start(dir: &std::path::Path, cfg: &picolet::agent::AgentConfig) -> Node
         max_pods: 110,
     };
     let shutdown = tokio_util::sync::CancellationToken::new();
-    let events =
-        local_api::start(&opts, rt.clone(), clock, None, &shutdown).expect("node API starts");
+    let events = local_api::start(&opts, rt.clone(), clock, Default::default(), &shutdown)
+        .expect("node API starts");
     let ext = picolet::daemon::Extensions {
         events: Some(events),
         ..Default::default()

@@ -240,6 +240,14 @@ fn server_tls(chain: &[u8], key: &[u8]) -> Result<Arc<rustls::ServerConfig>, Loc
     Ok(Arc::new(cfg))
 }
 
+/// What the node API reads besides the pods: the CRI operations' counters and the node's
+/// event recorder (either may be absent: tests).
+#[derive(Default)]
+pub struct Sources {
+    pub runtime_metrics: Option<std::rc::Rc<crate::metrics::RuntimeMetrics>>,
+    pub recorder: Option<crate::recorder::Recorder>,
+}
+
 /// Starts the node API on the current `LocalSet`: the view fed from the agent's pod events
 /// (the returned sender joins the agent's), and the server. A port that cannot be bound is
 /// retried every 30 s with one WARN: the pods matter more than the API.
@@ -247,7 +255,7 @@ pub fn start<R: Runtime, C: Clock>(
     opts: &LocalApiOptions,
     runtime: R,
     clock: C,
-    runtime_metrics: Option<std::rc::Rc<crate::metrics::RuntimeMetrics>>,
+    sources: Sources,
     shutdown: &CancellationToken,
 ) -> Result<PodEventSender, LocalApiError> {
     // The certificate's validity is checked by clients against their own clock, never
@@ -270,7 +278,8 @@ pub fn start<R: Runtime, C: Clock>(
         opts.pod_log_dir.clone(),
     );
     if let Some(api) = std::rc::Rc::get_mut(&mut api) {
-        api.runtime_metrics = runtime_metrics;
+        api.runtime_metrics = sources.runtime_metrics;
+        api.recorder = sources.recorder;
     }
     let addr = SocketAddr::new(opts.address, opts.port);
     let url = opts.server_url();

@@ -104,6 +104,8 @@ pub struct Api<R: Runtime, C: Clock> {
     pub pod_log_dir: PathBuf,
     /// The CRI operations' counters (None: the runtime is not instrumented).
     pub runtime_metrics: Option<Rc<crate::metrics::RuntimeMetrics>>,
+    /// The node's events (kubelet: the event recorder's), served by `events` list/watch.
+    pub recorder: Option<crate::recorder::Recorder>,
     node: RefCell<NodeCache>,
     active: Cell<usize>,
     streams: stream::Slots,
@@ -128,6 +130,7 @@ impl<R: Runtime, C: Clock> Api<R, C> {
             clock,
             pod_log_dir,
             runtime_metrics: None,
+            recorder: None,
             node: RefCell::new(NodeCache {
                 facts,
                 labels,
@@ -433,6 +436,36 @@ async fn handle<R: Runtime, C: Clock>(
         ["api", "v1", "namespaces", ns, "pods"] => {
             pods(api, Some(ns), &query, table, now, shutdown)
         }
+        ["api", "v1", "namespaces", ns, "pods", name, "log"] => {
+            pod_log(api, ns, name, None, req.uri().query().unwrap_or(""), now)
+        }
+        // kubelet: `/containerLogs/{namespace}/{pod}/{container}`.
+        ["containerLogs", ns, name, container] => pod_log(
+            api,
+            ns,
+            name,
+            Some(container),
+            req.uri().query().unwrap_or(""),
+            now,
+        ),
+        ["api", "v1", "events"] => events(api, None, &query, table, now, shutdown),
+        ["api", "v1", "namespaces", ns, "events"] => {
+            events(api, Some(ns), &query, table, now, shutdown)
+        }
+        ["api", "v1", "namespaces", ns, "events", name] => {
+            let found = api.recorder.as_ref().and_then(|r| {
+                r.list()
+                    .into_iter()
+                    .find(|e| e.namespace == ns && e.name == name)
+            });
+            match found {
+                Some(e) if table => {
+                    table_response(Kind::Event, &[&e.to_json()], e.resource_version, now)
+                }
+                Some(e) => json_response(StatusCode::OK, &e.to_json()),
+                None => not_found("events", name),
+            }
+        }
         ["api", "v1", "namespaces", ns, "pods", name] => match api.view.get(ns, name) {
             Some(e) if table => table_response(Kind::Pod, &[&e.json()], e.resource_version, now),
             Some(e) => json_response(StatusCode::OK, &e.json()),
@@ -477,6 +510,225 @@ async fn handle<R: Runtime, C: Clock>(
         ),
         _ => not_found("", ""),
     }
+}
+
+/// `pods/log` (kubelet: `getContainerLogs`): the container's log file with the options
+/// kubectl sends, streamed; a follow ends when the container is no longer the one running.
+fn pod_log<R: Runtime, C: Clock>(
+    api: &Rc<Api<R, C>>,
+    ns: &str,
+    name: &str,
+    container: Option<&str>,
+    query: &str,
+    now: UnixNanos,
+) -> Response<Out> {
+    use super::logs::{self, LogOptions};
+    let log_error = |e: logs::LogError| {
+        let code = StatusCode::from_u16(e.status_code()).unwrap_or(StatusCode::BAD_REQUEST);
+        status_error(code, e.reason(), &e.to_string())
+    };
+    let mut opts = match LogOptions::from_query(query, now) {
+        Ok(o) => o,
+        Err(e) => return log_error(e),
+    };
+    let Some(entry) = api.view.get(ns, name) else {
+        return not_found("pods", name);
+    };
+    let spec = &entry.pod.spec;
+    let names: Vec<&str> = spec
+        .init_containers
+        .iter()
+        .chain(&spec.containers)
+        .map(|c| c.name.as_str())
+        .collect();
+    let container = match container.map(str::to_string).or(opts.container.take()) {
+        Some(c) if names.contains(&c.as_str()) => c,
+        Some(c) => {
+            return status_error(
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                &format!("container {c} is not valid for pod {name}"),
+            );
+        }
+        // The apiserver's rule: the only container, else the client must choose.
+        None if spec.containers.len() == 1 => spec.containers[0].name.clone(),
+        None => {
+            let choices: Vec<&str> = spec.containers.iter().map(|c| c.name.as_str()).collect();
+            return status_error(
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                &format!(
+                    "a container name must be specified for pod {name}, choose one of: [{}]",
+                    choices.join(" ")
+                ),
+            );
+        }
+    };
+    let dir = crate::runtime::cri_config::pod_log_directory(&api.pod_log_dir, &entry.pod);
+    let log = match logs::log_files(&dir, &container).and_then(|f| f.select(opts.previous).cloned())
+    {
+        Ok(l) => l,
+        Err(e) => return log_error(e),
+    };
+    // The instance followed is the one running now; once the pod's status shows another (or
+    // none), the follow ends after the rest of the file.
+    let (stopped_tx, stopped_rx) = tokio::sync::watch::channel(opts.previous);
+    if opts.follow && !opts.previous {
+        let view = api.view.clone();
+        let uid = entry.pod.uid().to_string();
+        let restart_count = log.restart_count;
+        tokio::task::spawn_local(async move {
+            let running = |view: &View| {
+                view.get_uid(&uid).is_some_and(|e| {
+                    e.status.as_deref().is_some_and(|s| {
+                        s.container_statuses
+                            .iter()
+                            .chain(&s.init_container_statuses)
+                            .any(|c| {
+                                c.name == container
+                                    && c.state.running.is_some()
+                                    && u32::try_from(c.restart_count).ok() == Some(restart_count)
+                            })
+                    })
+                })
+            };
+            loop {
+                let Ok(mut changes) = view.watch(None) else {
+                    return;
+                };
+                loop {
+                    if !running(&view) {
+                        let _ = stopped_tx.send(true);
+                        return;
+                    }
+                    tokio::select! {
+                        c = changes.recv() => if c.is_none() { break },
+                        _ = stopped_tx.closed() => return,
+                    }
+                }
+            }
+        });
+    }
+    let (tx, body) = mpsc::channel(16);
+    tokio::task::spawn_local(async move {
+        if let Err(e) = logs::follow(log, opts, stopped_rx, tx).await {
+            log::debug!("node API: logs: {e}");
+        }
+    });
+    let mut r = Response::new(Out::Stream(body));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain"),
+    );
+    r
+}
+
+/// `events` list and watch, from the node's event recorder (kubelet: the events it records
+/// are the apiserver's; offline, the recorder's ring is all there is).
+fn events<R: Runtime, C: Clock>(
+    api: &Rc<Api<R, C>>,
+    namespace: Option<&str>,
+    query: &Query,
+    table: bool,
+    now: UnixNanos,
+    shutdown: &CancellationToken,
+) -> Response<Out> {
+    let sel = match Selector::parse(
+        Kind::Event,
+        query.get("labelSelector"),
+        query.get("fieldSelector"),
+    ) {
+        Ok(s) => s,
+        Err(m) => return status_error(StatusCode::BAD_REQUEST, "BadRequest", &m),
+    };
+    let ns = namespace.map(str::to_string);
+    let keep = move |v: &Value| {
+        ns.as_deref()
+            .is_none_or(|ns| v["metadata"]["namespace"] == ns)
+            && sel.matches(v)
+    };
+    let Some(recorder) = api.recorder.clone() else {
+        let empty: Vec<&Value> = Vec::new();
+        return if table {
+            table_response(Kind::Event, &empty, 0, now)
+        } else {
+            json_response(
+                StatusCode::OK,
+                &json!({"kind": "EventList", "apiVersion": "v1",
+                        "metadata": {"resourceVersion": "0"}, "items": empty}),
+            )
+        };
+    };
+    if query.flag("watch") {
+        let mut since = query
+            .get("resourceVersion")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| recorder.resource_version());
+        let timeout = query
+            .get("timeoutSeconds")
+            .and_then(|v| v.parse().ok())
+            .map(Duration::from_secs)
+            .unwrap_or(WATCH_TIMEOUT);
+        let (tx, body) = mpsc::channel(16);
+        let clock = api.clock.clone();
+        let shutdown = shutdown.clone();
+        tokio::task::spawn_local(async move {
+            let deadline = tokio::time::sleep(timeout);
+            tokio::pin!(deadline);
+            loop {
+                // The recorder wakes every waiter: read what is new and, only when there is
+                // nothing, wait — with no other await in between (one thread: nothing can be
+                // recorded meanwhile).
+                let batch = recorder.since(since);
+                if batch.is_empty() {
+                    tokio::select! {
+                        _ = recorder.changed() => {}
+                        _ = tx.closed() => return,
+                        _ = &mut deadline => return,
+                        _ = shutdown.cancelled() => return,
+                    }
+                    continue;
+                }
+                for e in batch {
+                    since = e.resource_version;
+                    let object = e.to_json();
+                    if !keep(&object) {
+                        continue;
+                    }
+                    let kind = if e.count > 1 {
+                        ChangeKind::Modified
+                    } else {
+                        ChangeKind::Added
+                    };
+                    let object = if table {
+                        printers::table(Kind::Event, &[&object], e.resource_version, clock.now())
+                    } else {
+                        object
+                    };
+                    if tx.send(watch_line(kind, &object)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        let mut r = Response::new(Out::Stream(body));
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/json"),
+        );
+        return r;
+    }
+    let rv = recorder.resource_version();
+    let objects: Vec<Value> = recorder.list().iter().map(|e| e.to_json()).collect();
+    let items: Vec<&Value> = objects.iter().filter(|v| keep(v)).collect();
+    if table {
+        return table_response(Kind::Event, &items, rv, now);
+    }
+    json_response(
+        StatusCode::OK,
+        &json!({"kind": "EventList", "apiVersion": "v1",
+                "metadata": {"resourceVersion": rv.to_string()}, "items": items}),
+    )
 }
 
 fn table_response(kind: Kind, objects: &[&Value], rv: u64, now: UnixNanos) -> Response<Out> {

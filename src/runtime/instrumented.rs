@@ -12,6 +12,7 @@ use super::credentials::AuthConfig;
 use super::{
     ContainerConfig, ContainerEvents, ContainerInfo, CriError, ExecResult, ImageInfo, ListFilter,
     Lists, RelistDigest, Runtime, RuntimeHealth, RuntimeVersion, Sandbox, SandboxConfig,
+    StreamOptions,
 };
 use crate::metrics::RuntimeMetrics;
 
@@ -116,6 +117,21 @@ impl<R: Runtime> Runtime for Instrumented<R> {
         timeout: Duration,
     ) -> Result<ExecResult, CriError> {
         self.timed("exec_sync", self.inner.exec_sync(id, cmd, timeout))
+            .await
+    }
+    async fn exec(
+        &self,
+        id: &str,
+        cmd: &[String],
+        streams: StreamOptions,
+    ) -> Result<String, CriError> {
+        self.timed("exec", self.inner.exec(id, cmd, streams)).await
+    }
+    async fn attach(&self, id: &str, streams: StreamOptions) -> Result<String, CriError> {
+        self.timed("attach", self.inner.attach(id, streams)).await
+    }
+    async fn port_forward(&self, sandbox_id: &str, ports: &[i32]) -> Result<String, CriError> {
+        self.timed("port_forward", self.inner.port_forward(sandbox_id, ports))
             .await
     }
     async fn image_status(&self, image: &str) -> Result<Option<ImageInfo>, CriError> {
