@@ -8,6 +8,8 @@
 //! - [`credentials`]: the bearer token and the kubeconfig written for it.
 //! - [`view`]: the pods served, kept from the agent's pod events.
 //! - [`printers`], [`select`]: server-side `Table`s and selectors.
+//! - [`stats`]: resource usage — `/stats/summary`, `/metrics/resource` and
+//!   `metrics.k8s.io` for `kubectl top` — read from the runtime and `/proc` per request.
 //! - [`server`]: the listener, TLS, authentication and the routes.
 //!
 //! picolet differs from the kubelet here on purpose: the kubelet's port serves only its own
@@ -20,6 +22,7 @@ pub mod credentials;
 pub mod printers;
 pub mod select;
 pub mod server;
+pub mod stats;
 pub mod view;
 
 use std::io::Write as _;
