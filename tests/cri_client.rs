@@ -1244,3 +1244,62 @@ async fn wait_until_streams(fake: &FakeCriHandle, n: usize) {
     })
     .await;
 }
+
+/// `ListContainerStats` and `ListPodSandboxStats` round-trip: every container with its
+/// attributes, usage for running ones only (as containerd 1.6 answers); the sandbox's usage
+/// is its running containers'; filters apply; a runtime
+/// without `ListPodSandboxStats` (gRPC Unimplemented) maps to `CriError::Unimplemented`.
+#[tokio::test]
+async fn stats_round_trip() {
+    let e = env().await;
+    let (sb, id) = running_container(&e, "web", "app").await;
+    let (_, other) = running_container(&e, "db", "pg").await;
+    e.rt.stop_container(&other, 2).await.expect("stop");
+    e.fake.set_usage("app", 1_500_000_000, 3 << 20);
+
+    let all = ListFilter::default();
+    let stats = e.rt.list_container_stats(&all).await.expect("stats");
+    assert_eq!(stats.len(), 2, "{stats:?}");
+    let exited = stats
+        .iter()
+        .find(|s| s.id == other)
+        .expect("the exited one");
+    assert_eq!((exited.cpu, exited.memory), (None, None));
+    let s = stats.iter().find(|s| s.id == id).expect("the running one");
+    assert_eq!((s.id.as_str(), s.name.as_str()), (id.as_str(), "app"));
+    assert_eq!(s.attempt, 3);
+    assert_eq!(s.labels, container_config("app").labels);
+    let cpu = s.cpu.expect("cpu");
+    assert!(cpu.timestamp > 0);
+    assert_eq!(cpu.usage_core_nano_seconds, Some(1_500_000_000));
+    assert_eq!(s.memory.expect("memory").working_set_bytes, Some(3 << 20));
+    let none = ListFilter {
+        sandbox_id: Some("nope".into()),
+        ..Default::default()
+    };
+    assert!(
+        e.rt.list_container_stats(&none)
+            .await
+            .expect("stats")
+            .is_empty()
+    );
+
+    let pods = e.rt.list_pod_sandbox_stats(&all).await.expect("pod stats");
+    let web = pods.iter().find(|p| p.id == sb).expect("web's sandbox");
+    assert_eq!((web.name.as_str(), web.uid.as_str()), ("web", "uid-web"));
+    assert_eq!(
+        web.cpu.and_then(|c| c.usage_core_nano_seconds),
+        Some(1_500_000_000)
+    );
+    assert_eq!(web.containers.len(), 1);
+
+    e.fake.inject(
+        Method::ListPodSandboxStats,
+        Fault::fail(Code::Unimplemented, "unknown method ListPodSandboxStats"),
+    );
+    let err =
+        e.rt.list_pod_sandbox_stats(&all)
+            .await
+            .expect_err("unimplemented");
+    assert!(matches!(err, CriError::Unimplemented { .. }), "{err:?}");
+}

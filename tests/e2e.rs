@@ -1715,6 +1715,9 @@ async fn m_node_api() {
     node_api_exec(&lab, &kubeconfig, NS, &api, "web").await;
     node_api_port_forward(&lab, &kubeconfig, NS, &api, 80, "streamed").await;
 
+    // top pods and top node, from picolet's own metrics.k8s.io.
+    node_api_top(&lab, NS, &api).await;
+
     // describe: the pod's Events section; get events.
     let described = lab
         .wait_for(
@@ -2741,4 +2744,89 @@ fn kubectl<'a>(lab: &'a Lab, kubeconfig: &'a Path) -> Option<impl Fn(&[&str]) ->
             .args(args);
         c
     })
+}
+
+/// Node API: `kubectl top pods -A` and `kubectl top node` through picolet's own
+/// `metrics.k8s.io` (for the `m_node_api` scenario: picolet started with the node API on,
+/// its kubeconfig at `<root-dir>/kubeconfig`, i.e. `lab.root/root/kubeconfig`). Waits up to
+/// 30 s until `top pods -A` prints a row `NAMESPACE POD <n>m <n>Mi` for the pod
+/// (`pod`: the full name, e.g. `full_name("web")`) and `top node` a row
+/// `e2e-node <n>m <n>% <n>Mi <n>%`; returns both outputs. A private `--cache-dir`, so no
+/// discovery cached from an older server hides the metrics group.
+async fn node_api_top(lab: &Lab, namespace: &str, pod: &str) -> (String, String) {
+    let kubeconfig = lab.root.join("root").join("kubeconfig");
+    let cache = lab.root.join("kubectl-cache");
+    let kubectl = |args: &[&str]| -> Result<String, String> {
+        let out = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .arg("--cache-dir")
+            .arg(&cache)
+            .args(args)
+            .output()
+            .map_err(|e| format!("kubectl: {e}"))?;
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            return Err(format!(
+                "kubectl {args:?}: {}: {stdout}{stderr}",
+                out.status
+            ));
+        }
+        Ok(stdout)
+    };
+    // `12m`, `0Mi`, `3%`: digits and the unit.
+    let figure = |s: &str, unit: &str| {
+        s.strip_suffix(unit)
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let rows = |out: &str, want: &dyn Fn(&[&str]) -> bool| {
+        out.lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .any(|f| want(&f))
+    };
+    let pods = lab
+        .wait_for(
+            &format!("kubectl top pods -A shows {namespace}/{pod} in m and Mi"),
+            secs(30),
+            || {
+                let out = kubectl(&["top", "pods", "-A"]).and_then(|out| {
+                    let ok = rows(&out, &|f| {
+                        f.len() == 4
+                            && f[0] == namespace
+                            && f[1] == pod
+                            && figure(f[2], "m")
+                            && figure(f[3], "Mi")
+                    });
+                    if ok { Ok(out) } else { Err(format!("{out:?}")) }
+                });
+                std::future::ready(out)
+            },
+        )
+        .await;
+    let node = lab
+        .wait_for(
+            "kubectl top node shows the node in m, %, Mi, %",
+            secs(30),
+            || {
+                let out = kubectl(&["top", "node"]).and_then(|out| {
+                    let ok = rows(&out, &|f| {
+                        f.len() == 5
+                            && f[0] == NODE
+                            && figure(f[1], "m")
+                            && figure(f[2], "%")
+                            && figure(f[3], "Mi")
+                            && figure(f[4], "%")
+                    });
+                    if ok { Ok(out) } else { Err(format!("{out:?}")) }
+                });
+                std::future::ready(out)
+            },
+        )
+        .await;
+    eprintln!(
+        "e2e {}: kubectl top pods -A:\n{pods}kubectl top node:\n{node}",
+        lab.scenario
+    );
+    (pods, node)
 }

@@ -9,6 +9,8 @@
 //! - [`view`]: the pods served, kept from the agent's pod events.
 //! - [`logs`]: the reader behind `pods/log` (`kubectl logs`).
 //! - [`printers`], [`select`]: server-side `Table`s and selectors.
+//! - [`stats`]: resource usage — `/stats/summary`, `/metrics/resource` and
+//!   `metrics.k8s.io` for `kubectl top` — read from the runtime and `/proc` per request.
 //! - [`server`]: the listener, TLS, authentication and the routes.
 //! - [`stream`]: `exec`, `attach` and `port-forward`, proxied to the runtime's streaming
 //!   server.
@@ -25,6 +27,7 @@ pub mod logs;
 pub mod printers;
 pub mod select;
 pub mod server;
+pub mod stats;
 pub mod stream;
 pub mod view;
 

@@ -1,7 +1,9 @@
 //! The node API's HTTPS server (kubelet: `server.ListenAndServeKubeletServer` on
 //! `--address`/`--port`), and its Kubernetes API routes: discovery, pods (list, get, watch;
-//! JSON and `Table`), nodes, events, pods' logs, and the kubelet's own `/healthz` and
-//! `/pods`; `exec`, `attach` and `portforward`, proxied to the runtime ([`super::stream`]).
+//! JSON and `Table`), nodes, events, pods' logs, `metrics.k8s.io/v1beta1` (`kubectl top`,
+//! see [`super::stats`]), the kubelet's own `/healthz`, `/pods`, `/metrics`,
+//! `/stats/summary` and `/metrics/resource`; `exec`, `attach` and `portforward`, proxied to
+//! the runtime ([`super::stream`]).
 //!
 //! Runs on the agent's one thread: every connection is a local task. A slow or hostile
 //! client never stalls the agent: at most [`MAX_CONNECTIONS`] at once (more are closed at
@@ -36,6 +38,7 @@ use tokio_util::sync::CancellationToken;
 use super::credentials::Token;
 use super::printers::{self, Kind};
 use super::select::Selector;
+use super::stats::{self, Stats};
 use super::stream;
 use super::view::{Change, ChangeKind, View};
 use crate::apiserver::node::{self as node_status, NodeFacts};
@@ -107,6 +110,7 @@ pub struct Api<R: Runtime, C: Clock> {
     /// The node's events (kubelet: the event recorder's), served by `events` list/watch.
     pub recorder: Option<crate::recorder::Recorder>,
     node: RefCell<NodeCache>,
+    stats: Stats,
     active: Cell<usize>,
     streams: stream::Slots,
 }
@@ -138,6 +142,9 @@ impl<R: Runtime, C: Clock> Api<R, C> {
                 health: None,
                 checked: None,
             }),
+            // The machine's own /proc: the figures of the node the API runs on (the
+            // collector's tests inject another root into `Stats`).
+            stats: Stats::new(PathBuf::from("/proc")),
             active: Cell::new(0),
             streams: stream::Slots::default(),
         })
@@ -395,10 +402,39 @@ async fn handle<R: Runtime, C: Clock>(
             &json!({"kind": "APIVersions", "versions": ["v1"],
                     "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": ""}]}),
         ),
+        // Plain (legacy) discovery: kubectl asks for the aggregated kind first and accepts
+        // this. `metrics.k8s.io` is served here (metrics-server's API) for `kubectl top`.
         ["apis"] => json_response(
             StatusCode::OK,
-            &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": []}),
+            &json!({"kind": "APIGroupList", "apiVersion": "v1",
+                    "groups": [stats::metrics_group()]}),
         ),
+        ["apis", "metrics.k8s.io"] => {
+            let mut group = stats::metrics_group();
+            group["kind"] = json!("APIGroup");
+            group["apiVersion"] = json!("v1");
+            json_response(StatusCode::OK, &group)
+        }
+        ["apis", "metrics.k8s.io", "v1beta1"] => {
+            json_response(StatusCode::OK, &stats::metrics_resources())
+        }
+        ["apis", "metrics.k8s.io", "v1beta1", ref rest @ ..] => {
+            metrics_api(api, rest, &query).await
+        }
+        // kubelet: `/stats/summary` (pkg/kubelet/server/stats).
+        ["stats", "summary"] => {
+            let snap = api.stats.snapshot(&api.runtime, &api.clock).await;
+            json_response(StatusCode::OK, &stats::summary(&snap, &api.node_name))
+        }
+        // kubelet: `/metrics/resource` (pkg/kubelet/metrics/collectors/resource_metrics.go).
+        ["metrics", "resource"] => {
+            let snap = api.stats.snapshot(&api.runtime, &api.clock).await;
+            response(
+                StatusCode::OK,
+                "text/plain; version=0.0.4; charset=utf-8",
+                Bytes::from(stats::resource_metrics(&snap)),
+            )
+        }
         ["api", "v1"] => json_response(StatusCode::OK, &resources()),
         ["version"] => json_response(StatusCode::OK, &version()),
         ["pods"] => {
@@ -729,6 +765,78 @@ fn events<R: Runtime, C: Clock>(
         &json!({"kind": "EventList", "apiVersion": "v1",
                 "metadata": {"resourceVersion": rv.to_string()}, "items": items}),
     )
+}
+
+/// `metrics.k8s.io/v1beta1` below the group version: `nodes[/NAME]`,
+/// `[namespaces/NS/]pods[/NAME]` (metrics-server's NodeMetrics and PodMetrics).
+async fn metrics_api<R: Runtime, C: Clock>(
+    api: &Rc<Api<R, C>>,
+    rest: &[&str],
+    query: &Query,
+) -> Response<Out> {
+    let list = |kind: &str, items: Vec<Value>| {
+        json_response(
+            StatusCode::OK,
+            &json!({"kind": kind, "apiVersion": "metrics.k8s.io/v1beta1",
+                    "metadata": {}, "items": items}),
+        )
+    };
+    let (kind, namespace, name) = match *rest {
+        ["nodes"] => (Kind::Node, None, None),
+        ["nodes", name] => (Kind::Node, None, Some(name)),
+        ["pods"] => (Kind::Pod, None, None),
+        ["namespaces", ns, "pods"] => (Kind::Pod, Some(ns), None),
+        ["namespaces", ns, "pods", name] => (Kind::Pod, Some(ns), Some(name)),
+        _ => return not_found("", ""),
+    };
+    let sel = match Selector::parse(kind, query.get("labelSelector"), query.get("fieldSelector")) {
+        Ok(s) => s,
+        Err(m) => return status_error(StatusCode::BAD_REQUEST, "BadRequest", &m),
+    };
+    let now = api.clock.now();
+    if kind == Kind::Node {
+        if name.is_some_and(|n| n != api.node_name) {
+            return not_found("nodemetrics.metrics.k8s.io", name.unwrap_or_default());
+        }
+        let node = node_object(api).await;
+        let snap = api.stats.snapshot(&api.runtime, &api.clock).await;
+        let labels = api.node.borrow().labels.clone();
+        let metrics = stats::node_metrics(&snap, &api.node_name, &labels, now);
+        return match name {
+            Some(_) => json_response(StatusCode::OK, &metrics),
+            None if sel.matches(&node) => list("NodeMetricsList", vec![metrics]),
+            None => list("NodeMetricsList", vec![]),
+        };
+    }
+    let snap = api.stats.snapshot(&api.runtime, &api.clock).await;
+    let mut items = Vec::new();
+    for pod in &snap.pods {
+        if namespace.is_some_and(|ns| ns != pod.namespace) || name.is_some_and(|n| n != pod.name) {
+            continue;
+        }
+        // Only the pods this API serves (`kubectl top pods` lists what `get pods` does, not
+        // every pod in a shared runtime); their labels and the selectors come from it.
+        let Some(entry) = api.view.get(&pod.namespace, &pod.name) else {
+            continue;
+        };
+        let object = entry.json();
+        if name.is_none() && !sel.matches(&object) {
+            continue;
+        }
+        let labels = object["metadata"]["labels"].clone();
+        let labels = if labels.is_null() { json!({}) } else { labels };
+        items.push(stats::pod_metrics(&snap, pod, &labels, now));
+    }
+    match name {
+        Some(n) => match items.pop() {
+            Some(m) => json_response(StatusCode::OK, &m),
+            None => not_found(
+                "podmetrics.metrics.k8s.io",
+                &format!("{}/{n}", namespace.unwrap_or_default()),
+            ),
+        },
+        None => list("PodMetricsList", items),
+    }
 }
 
 fn table_response(kind: Kind, objects: &[&Value], rv: u64, now: UnixNanos) -> Response<Out> {

@@ -679,6 +679,51 @@ impl Runtime for CriRuntime {
         // kubelet: "imageRef of image %q is not set"
         non_empty(METHOD, resp.image_ref, "image_ref")
     }
+
+    async fn list_container_stats(
+        &self,
+        filter: &ListFilter,
+    ) -> Result<Vec<super::ContainerStats>, CriError> {
+        const METHOD: &str = "ListContainerStats";
+        let timeout = self.timeouts.query;
+        let mut client = self.runtime.clone();
+        let req = proto::ListContainerStatsRequest {
+            filter: Some(proto::ContainerStatsFilter {
+                id: String::new(),
+                pod_sandbox_id: filter.sandbox_id.clone().unwrap_or_default(),
+                label_selector: filter.labels.clone(),
+            }),
+        };
+        let resp = unary(
+            METHOD,
+            timeout,
+            client.list_container_stats(request(req, timeout)),
+        )
+        .await?;
+        Ok(resp.stats.into_iter().map(container_stats).collect())
+    }
+
+    async fn list_pod_sandbox_stats(
+        &self,
+        filter: &ListFilter,
+    ) -> Result<Vec<super::PodSandboxStats>, CriError> {
+        const METHOD: &str = "ListPodSandboxStats";
+        let timeout = self.timeouts.query;
+        let mut client = self.runtime.clone();
+        let req = proto::ListPodSandboxStatsRequest {
+            filter: Some(proto::PodSandboxStatsFilter {
+                id: filter.sandbox_id.clone().unwrap_or_default(),
+                label_selector: filter.labels.clone(),
+            }),
+        };
+        let resp = unary(
+            METHOD,
+            timeout,
+            client.list_pod_sandbox_stats(request(req, timeout)),
+        )
+        .await?;
+        Ok(resp.stats.into_iter().map(pod_sandbox_stats).collect())
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1269,6 +1314,55 @@ fn container_event(e: proto::ContainerEventResponse) -> super::ContainerEvent {
         created_at: e.created_at,
         sandbox,
         containers,
+    }
+}
+
+fn cpu_usage(c: proto::CpuUsage) -> super::CpuUsage {
+    super::CpuUsage {
+        timestamp: c.timestamp,
+        usage_core_nano_seconds: c.usage_core_nano_seconds.map(|v| v.value),
+        usage_nano_cores: c.usage_nano_cores.map(|v| v.value),
+    }
+}
+
+fn memory_usage(m: proto::MemoryUsage) -> super::MemoryUsage {
+    super::MemoryUsage {
+        timestamp: m.timestamp,
+        working_set_bytes: m.working_set_bytes.map(|v| v.value),
+        usage_bytes: m.usage_bytes.map(|v| v.value),
+        available_bytes: m.available_bytes.map(|v| v.value),
+        rss_bytes: m.rss_bytes.map(|v| v.value),
+        page_faults: m.page_faults.map(|v| v.value),
+        major_page_faults: m.major_page_faults.map(|v| v.value),
+    }
+}
+
+fn container_stats(s: proto::ContainerStats) -> super::ContainerStats {
+    let attributes = s.attributes.unwrap_or_default();
+    let meta = attributes.metadata.unwrap_or_default();
+    super::ContainerStats {
+        id: attributes.id,
+        name: meta.name,
+        attempt: meta.attempt,
+        labels: attributes.labels,
+        cpu: s.cpu.map(cpu_usage),
+        memory: s.memory.map(memory_usage),
+    }
+}
+
+fn pod_sandbox_stats(s: proto::PodSandboxStats) -> super::PodSandboxStats {
+    let attributes = s.attributes.unwrap_or_default();
+    let meta = attributes.metadata.unwrap_or_default();
+    let linux = s.linux.unwrap_or_default();
+    super::PodSandboxStats {
+        id: attributes.id,
+        name: meta.name,
+        namespace: meta.namespace,
+        uid: meta.uid,
+        labels: attributes.labels,
+        cpu: linux.cpu.map(cpu_usage),
+        memory: linux.memory.map(memory_usage),
+        containers: linux.containers.into_iter().map(container_stats).collect(),
     }
 }
 

@@ -17,6 +17,11 @@
 //! removed sandbox's DELETED carries no sandbox), each with the sandbox and all its
 //! containers after the change. [`FakeRuntime::break_event_streams`] ends them with an error.
 //!
+//! Stats: `list_container_stats` lists every container, with figures
+//! ([`FakeRuntime::set_usage`]) for running ones only, as containerd 1.6 does;
+//! `list_pod_sandbox_stats` answers `Unimplemented` unless [`FakeRuntime::serve_pod_stats`]
+//! turned it on (then each ready sandbox carries its containers' sum).
+//!
 //! Must never: be used outside tests and test tooling (it is plain, cheap `Rc<RefCell<…>>`
 //! state; no borrow is held across an `.await`).
 
@@ -52,6 +57,8 @@ pub enum Method {
     ImageStatus,
     PullImage,
     GetContainerEvents,
+    ListContainerStats,
+    ListPodSandboxStats,
 }
 
 impl Method {
@@ -74,6 +81,8 @@ impl Method {
             Method::ImageStatus => "ImageStatus",
             Method::PullImage => "PullImage",
             Method::GetContainerEvents => "GetContainerEvents",
+            Method::ListContainerStats => "ListContainerStats",
+            Method::ListPodSandboxStats => "ListPodSandboxStats",
         }
     }
 }
@@ -108,6 +117,8 @@ pub enum Call {
     ImageStatus(String),
     PullImage(String),
     GetContainerEvents,
+    ListContainerStats,
+    ListPodSandboxStats,
 }
 
 impl Call {
@@ -124,6 +135,8 @@ impl Call {
                 | Call::ImageStatus(_)
                 | Call::ExecSync(_)
                 | Call::GetContainerEvents
+                | Call::ListContainerStats
+                | Call::ListPodSandboxStats
         )
     }
 }
@@ -170,6 +183,11 @@ struct State {
     stream_url: Option<String>,
     /// Every streaming call: ("Exec" | "Attach" | "PortForward", container or sandbox ID).
     stream_calls: Vec<(&'static str, String)>,
+    /// Per container id or name: (cumulative CPU ns, working set bytes) reported by the
+    /// stats calls (absent: zero).
+    usage: HashMap<String, (u64, u64)>,
+    /// Whether `list_pod_sandbox_stats` answers (else `Unimplemented`).
+    serve_pod_stats: bool,
 }
 
 type EventSender = tokio::sync::mpsc::UnboundedSender<Result<ContainerEvent, CriError>>;
@@ -239,6 +257,8 @@ impl FakeRuntime {
                 relists: 0,
                 stream_url: None,
                 stream_calls: Vec::new(),
+                usage: HashMap::new(),
+                serve_pod_stats: false,
             })),
         }
     }
@@ -494,6 +514,20 @@ impl FakeRuntime {
         v
     }
 
+    /// What the stats calls report for a container (by id or name): cumulative CPU time
+    /// and working set.
+    pub fn set_usage(&self, id_or_name: &str, cpu_core_nanos: u64, working_set_bytes: u64) {
+        self.state
+            .borrow_mut()
+            .usage
+            .insert(id_or_name.to_string(), (cpu_core_nanos, working_set_bytes));
+    }
+
+    /// Whether `list_pod_sandbox_stats` answers (off: `Unimplemented`, the fallback path).
+    pub fn serve_pod_stats(&self, on: bool) {
+        self.state.borrow_mut().serve_pod_stats = on;
+    }
+
     /// IDs of running containers with this name.
     pub fn running(&self, name: &str) -> Vec<String> {
         self.containers()
@@ -574,6 +608,50 @@ fn exit(c: &mut ContainerInfo, code: i32, now: UnixNanos) -> bool {
         true
     } else {
         false
+    }
+}
+
+impl State {
+    /// `ContainerStats` of every container matching `filter`, stamped now; as containerd
+    /// 1.6 does, exited containers are listed without figures.
+    fn container_stats(&self, filter: &ListFilter) -> Vec<crate::runtime::ContainerStats> {
+        let now = (self.now)();
+        self.containers
+            .values()
+            .filter(|c| matches_labels(&filter.labels, &c.info.labels))
+            .filter(|c| {
+                filter
+                    .sandbox_id
+                    .as_ref()
+                    .is_none_or(|id| *id == c.info.sandbox_id)
+            })
+            .map(|c| {
+                let (cpu, ws) = self
+                    .usage
+                    .get(&c.info.id)
+                    .or_else(|| self.usage.get(&c.info.name))
+                    .copied()
+                    .unwrap_or_default();
+                let running = c.info.state == ContainerState::Running;
+                crate::runtime::ContainerStats {
+                    id: c.info.id.clone(),
+                    name: c.info.name.clone(),
+                    attempt: c.info.attempt,
+                    labels: c.info.labels.clone(),
+                    cpu: running.then_some(crate::runtime::CpuUsage {
+                        timestamp: now,
+                        usage_core_nano_seconds: Some(cpu),
+                        usage_nano_cores: None,
+                    }),
+                    memory: running.then_some(crate::runtime::MemoryUsage {
+                        timestamp: now,
+                        working_set_bytes: Some(ws),
+                        usage_bytes: Some(ws),
+                        ..Default::default()
+                    }),
+                }
+            })
+            .collect()
     }
 }
 
@@ -1021,6 +1099,72 @@ impl Runtime for FakeRuntime {
             .get(&normalize_image(image))
             .map(|i| i.id.clone())
             .unwrap_or_default())
+    }
+
+    async fn list_container_stats(
+        &self,
+        filter: &ListFilter,
+    ) -> Result<Vec<crate::runtime::ContainerStats>, CriError> {
+        self.enter(Method::ListContainerStats, Call::ListContainerStats)?;
+        Ok(self.state.borrow().container_stats(filter))
+    }
+
+    /// Each ready sandbox with the sum of its running containers' usage (what a runtime
+    /// reads from the pod cgroup).
+    async fn list_pod_sandbox_stats(
+        &self,
+        filter: &ListFilter,
+    ) -> Result<Vec<crate::runtime::PodSandboxStats>, CriError> {
+        self.enter(Method::ListPodSandboxStats, Call::ListPodSandboxStats)?;
+        let s = self.state.borrow();
+        if !s.serve_pod_stats {
+            return Err(CriError::Unimplemented {
+                method: Method::ListPodSandboxStats.name(),
+                message: "not implemented".into(),
+            });
+        }
+        let now = (s.now)();
+        Ok(s.sandboxes
+            .values()
+            .filter(|sb| sb.info.state == SandboxState::Ready)
+            .filter(|sb| matches_labels(&filter.labels, &sb.info.labels))
+            .filter(|sb| {
+                filter
+                    .sandbox_id
+                    .as_ref()
+                    .is_none_or(|id| *id == sb.info.id)
+            })
+            .map(|sb| {
+                let containers = s.container_stats(&ListFilter {
+                    labels: Default::default(),
+                    sandbox_id: Some(sb.info.id.clone()),
+                });
+                let sum = |f: fn(&crate::runtime::ContainerStats) -> Option<u64>| {
+                    containers.iter().filter_map(f).sum::<u64>()
+                };
+                let cpu = sum(|c| c.cpu.and_then(|u| u.usage_core_nano_seconds));
+                let ws = sum(|c| c.memory.and_then(|m| m.working_set_bytes));
+                crate::runtime::PodSandboxStats {
+                    id: sb.info.id.clone(),
+                    name: sb.info.name.clone(),
+                    namespace: sb.info.namespace.clone(),
+                    uid: sb.info.uid.clone(),
+                    labels: sb.info.labels.clone(),
+                    cpu: Some(crate::runtime::CpuUsage {
+                        timestamp: now,
+                        usage_core_nano_seconds: Some(cpu),
+                        usage_nano_cores: None,
+                    }),
+                    memory: Some(crate::runtime::MemoryUsage {
+                        timestamp: now,
+                        working_set_bytes: Some(ws),
+                        usage_bytes: Some(ws),
+                        ..Default::default()
+                    }),
+                    containers,
+                }
+            })
+            .collect())
     }
 }
 

@@ -62,6 +62,11 @@
 //! `inject(Method::GetContainerEvents, Fault::fail(Code::Unimplemented, …))` makes the fake
 //! answer as containerd 1.6 does.
 //!
+//! Stats: `ListContainerStats` lists every container matching the filter, with CPU and
+//! memory figures (set by [`FakeCriHandle::set_usage`], zero otherwise) for running ones
+//! only, as containerd 1.6 answers; `ListPodSandboxStats` gives each ready sandbox the sum
+//! of its containers' (inject `Unimplemented` for a runtime without it).
+//!
 //! Every call is first logged ([`FakeCriHandle::calls`]), then waits the configured latency
 //! ([`FakeCriHandle::set_latency`]), then applies the first fault injected for its method
 //! ([`FakeCriHandle::inject`]) — fail with a status, delay, or never answer. Waits end with
@@ -120,11 +125,13 @@ pub enum Method {
     PullImage,
     RemoveImage,
     ImageFsInfo,
+    ListContainerStats,
+    ListPodSandboxStats,
 }
 
 impl Method {
     /// Every method, in declaration order.
-    pub const ALL: [Method; 20] = [
+    pub const ALL: [Method; 22] = [
         Method::Version,
         Method::Status,
         Method::RunPodSandbox,
@@ -145,6 +152,8 @@ impl Method {
         Method::PullImage,
         Method::RemoveImage,
         Method::ImageFsInfo,
+        Method::ListContainerStats,
+        Method::ListPodSandboxStats,
     ];
 
     /// The CRI method name, as in `CriError`'s `method`.
@@ -170,6 +179,8 @@ impl Method {
             Method::PullImage => "PullImage",
             Method::RemoveImage => "RemoveImage",
             Method::ImageFsInfo => "ImageFsInfo",
+            Method::ListContainerStats => "ListContainerStats",
+            Method::ListPodSandboxStats => "ListPodSandboxStats",
         }
     }
 }
@@ -513,6 +524,14 @@ impl FakeCriHandle {
     pub fn set_exec_result(&self, key: &str, result: ExecResult) {
         self.state().exec_results.insert(key.to_string(), result);
     }
+
+    /// What the stats calls report for the container `key` (id or name): cumulative CPU
+    /// time and working set (unset: zero).
+    pub fn set_usage(&self, key: &str, cpu_core_nanos: u64, working_set_bytes: u64) {
+        self.state()
+            .usage
+            .insert(key.to_string(), (cpu_core_nanos, working_set_bytes));
+    }
 }
 
 impl Drop for FakeCriHandle {
@@ -594,6 +613,8 @@ struct State {
     pull_auths: Vec<(String, Option<String>)>,
     /// The open `GetContainerEvents` streams.
     event_streams: Vec<EventSender>,
+    /// By container id or name: (cumulative CPU ns, working set bytes) for the stats calls.
+    usage: HashMap<String, (u64, u64)>,
 }
 
 type EventItem = Result<proto::ContainerEventResponse, Status>;
@@ -620,7 +641,37 @@ impl State {
             last_stamp: 0,
             pull_auths: Vec::new(),
             event_streams: Vec::new(),
+            usage: HashMap::new(),
         }
+    }
+
+    /// `ContainerStats` of the containers that pass `keep`, stamped `now`; as containerd
+    /// 1.6 does, exited ones are listed without figures.
+    fn container_stats(
+        &self,
+        now: UnixNanos,
+        keep: impl Fn(&ContainerRec) -> bool,
+    ) -> Vec<proto::ContainerStats> {
+        self.containers
+            .values()
+            .filter(|c| keep(c))
+            .map(|c| {
+                let (cpu, ws) = c.lookup(&self.usage).copied().unwrap_or_default();
+                let running = c.info.state == ContainerState::Running;
+                proto::ContainerStats {
+                    attributes: Some(proto::ContainerAttributes {
+                        id: c.info.id.clone(),
+                        metadata: Some(proto::ContainerMetadata {
+                            name: c.info.name.clone(),
+                            attempt: c.info.attempt,
+                        }),
+                        labels: c.info.labels.clone(),
+                    }),
+                    cpu: running.then(|| encode_cpu(now, cpu)),
+                    memory: running.then(|| encode_memory(now, ws)),
+                }
+            })
+            .collect()
     }
 
     /// Sends one event to every open stream: the sandbox's status and all its containers'
@@ -1504,6 +1555,69 @@ impl RuntimeService for FakeService {
             url: format!("{STREAM_BASE}/portforward/{id}"),
         }))
     }
+
+    async fn list_container_stats(
+        &self,
+        req: Request<proto::ListContainerStatsRequest>,
+    ) -> Answer<proto::ListContainerStatsResponse> {
+        let filter = req.into_inner().filter.unwrap_or_default();
+        self.gate(Method::ListContainerStats, &filter.pod_sandbox_id)
+            .await?;
+        let mut st = self.state();
+        let now = st.stamp();
+        let stats = st.container_stats(now, |c| {
+            (filter.id.is_empty() || c.info.id.starts_with(&filter.id))
+                && (filter.pod_sandbox_id.is_empty() || c.info.sandbox_id == filter.pod_sandbox_id)
+                && labels_match(&c.info.labels, &filter.label_selector)
+        });
+        Ok(Response::new(proto::ListContainerStatsResponse { stats }))
+    }
+
+    /// Ready sandboxes, each with the sum of its running containers' usage (containerd
+    /// reads the pod cgroup).
+    async fn list_pod_sandbox_stats(
+        &self,
+        req: Request<proto::ListPodSandboxStatsRequest>,
+    ) -> Answer<proto::ListPodSandboxStatsResponse> {
+        let filter = req.into_inner().filter.unwrap_or_default();
+        self.gate(Method::ListPodSandboxStats, &filter.id).await?;
+        let mut st = self.state();
+        let now = st.stamp();
+        let stats = st
+            .sandboxes
+            .values()
+            .filter(|sb| sb.info.state == SandboxState::Ready)
+            .filter(|sb| filter.id.is_empty() || sb.info.id.starts_with(&filter.id))
+            .filter(|sb| labels_match(&sb.info.labels, &filter.label_selector))
+            .map(|sb| {
+                let containers = st.container_stats(now, |c| c.info.sandbox_id == sb.info.id);
+                let value = |v: &Option<proto::UInt64Value>| v.as_ref().map_or(0, |v| v.value);
+                let cpu = containers
+                    .iter()
+                    .filter_map(|c| c.cpu.as_ref())
+                    .map(|u| value(&u.usage_core_nano_seconds))
+                    .sum();
+                let ws = containers
+                    .iter()
+                    .filter_map(|c| c.memory.as_ref())
+                    .map(|m| value(&m.working_set_bytes))
+                    .sum();
+                proto::PodSandboxStats {
+                    attributes: Some(proto::PodSandboxAttributes {
+                        id: sb.info.id.clone(),
+                        metadata: Some(encode_sandbox_metadata(&sb.info)),
+                        labels: sb.info.labels.clone(),
+                    }),
+                    linux: Some(proto::LinuxPodSandboxStats {
+                        cpu: Some(encode_cpu(now, cpu)),
+                        memory: Some(encode_memory(now, ws)),
+                        containers,
+                    }),
+                }
+            })
+            .collect();
+        Ok(Response::new(proto::ListPodSandboxStatsResponse { stats }))
+    }
 }
 
 #[tonic::async_trait]
@@ -1749,6 +1863,24 @@ fn encode_container_state(state: ContainerState) -> proto::ContainerState {
         ContainerState::Running => proto::ContainerState::ContainerRunning,
         ContainerState::Exited => proto::ContainerState::ContainerExited,
         ContainerState::Unknown => proto::ContainerState::ContainerUnknown,
+    }
+}
+
+fn encode_cpu(now: UnixNanos, core_nanos: u64) -> proto::CpuUsage {
+    proto::CpuUsage {
+        timestamp: now,
+        usage_core_nano_seconds: Some(proto::UInt64Value { value: core_nanos }),
+        usage_nano_cores: None,
+    }
+}
+
+fn encode_memory(now: UnixNanos, working_set: u64) -> proto::MemoryUsage {
+    let v = |value| Some(proto::UInt64Value { value });
+    proto::MemoryUsage {
+        timestamp: now,
+        working_set_bytes: v(working_set),
+        usage_bytes: v(working_set),
+        ..Default::default()
     }
 }
 

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use super::credentials::AuthConfig;
 use super::{
-    ContainerConfig, ContainerEvents, ContainerInfo, CriError, ExecResult, ImageInfo, ListFilter,
-    Lists, RelistDigest, Runtime, RuntimeHealth, RuntimeVersion, Sandbox, SandboxConfig,
-    StreamOptions,
+    ContainerConfig, ContainerEvents, ContainerInfo, ContainerStats, CriError, ExecResult,
+    ImageInfo, ListFilter, Lists, PodSandboxStats, RelistDigest, Runtime, RuntimeHealth,
+    RuntimeVersion, Sandbox, SandboxConfig, StreamOptions,
 };
 use crate::metrics::RuntimeMetrics;
 
@@ -133,6 +133,26 @@ impl<R: Runtime> Runtime for Instrumented<R> {
     async fn port_forward(&self, sandbox_id: &str, ports: &[i32]) -> Result<String, CriError> {
         self.timed("port_forward", self.inner.port_forward(sandbox_id, ports))
             .await
+    }
+    async fn list_container_stats(
+        &self,
+        filter: &ListFilter,
+    ) -> Result<Vec<ContainerStats>, CriError> {
+        self.timed(
+            "list_container_stats",
+            self.inner.list_container_stats(filter),
+        )
+        .await
+    }
+    async fn list_pod_sandbox_stats(
+        &self,
+        filter: &ListFilter,
+    ) -> Result<Vec<PodSandboxStats>, CriError> {
+        self.timed(
+            "list_podsandbox_stats",
+            self.inner.list_pod_sandbox_stats(filter),
+        )
+        .await
     }
     async fn image_status(&self, image: &str) -> Result<Option<ImageInfo>, CriError> {
         self.timed("image_status", self.inner.image_status(image))

@@ -420,6 +420,54 @@ pub struct ContainerEvent {
 pub type ContainerEvents =
     futures_util::stream::LocalBoxStream<'static, Result<ContainerEvent, CriError>>;
 
+/// CRI `CpuUsage`: one cumulative sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CpuUsage {
+    pub timestamp: UnixNanos,
+    /// Cumulative CPU time, all cores, in nanoseconds.
+    pub usage_core_nano_seconds: Option<u64>,
+    /// The runtime's own rate (containerd: over the interval since its previous sample;
+    /// 0 or absent on the first).
+    pub usage_nano_cores: Option<u64>,
+}
+
+/// CRI `MemoryUsage`, the part picolet reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MemoryUsage {
+    pub timestamp: UnixNanos,
+    pub working_set_bytes: Option<u64>,
+    pub usage_bytes: Option<u64>,
+    pub available_bytes: Option<u64>,
+    pub rss_bytes: Option<u64>,
+    pub page_faults: Option<u64>,
+    pub major_page_faults: Option<u64>,
+}
+
+/// CRI `ContainerStats`: the container's attributes and usage. The pod it belongs to is in
+/// its labels (`io.kubernetes.pod.*`), as the kubelet's CRI stats provider reads it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ContainerStats {
+    pub id: String,
+    pub name: String,
+    pub attempt: u32,
+    pub labels: BTreeMap<String, String>,
+    pub cpu: Option<CpuUsage>,
+    pub memory: Option<MemoryUsage>,
+}
+
+/// CRI `PodSandboxStats` (Linux): the pod cgroup's usage and its containers'.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PodSandboxStats {
+    pub id: String,
+    pub name: String,
+    pub namespace: String,
+    pub uid: String,
+    pub labels: BTreeMap<String, String>,
+    pub cpu: Option<CpuUsage>,
+    pub memory: Option<MemoryUsage>,
+    pub containers: Vec<ContainerStats>,
+}
+
 /// The CRI operations picolet uses (CRI `RuntimeService` + `ImageService`).
 ///
 /// Futures are not `Send`: everything runs on one `current_thread` runtime. Implementations
@@ -531,6 +579,35 @@ pub trait Runtime: Clone + 'static {
         auth: Option<&credentials::AuthConfig>,
         sandbox: &SandboxConfig,
     ) -> impl Future<Output = Result<String, CriError>>;
+
+    /// CRI `ListContainerStats`: usage of the containers matching `filter` (containerd
+    /// 1.6 answers for exited ones too, without figures). The default: `Unimplemented`.
+    fn list_container_stats(
+        &self,
+        filter: &ListFilter,
+    ) -> impl Future<Output = Result<Vec<ContainerStats>, CriError>> {
+        let _ = filter;
+        async {
+            Err(CriError::Unimplemented {
+                method: "ListContainerStats",
+                message: "not implemented".to_string(),
+            })
+        }
+    }
+    /// CRI `ListPodSandboxStats`: usage of the sandboxes matching `filter` (labels only).
+    /// The default: `Unimplemented` (callers sum the containers' stats instead).
+    fn list_pod_sandbox_stats(
+        &self,
+        filter: &ListFilter,
+    ) -> impl Future<Output = Result<Vec<PodSandboxStats>, CriError>> {
+        let _ = filter;
+        async {
+            Err(CriError::Unimplemented {
+                method: "ListPodSandboxStats",
+                message: "not implemented".to_string(),
+            })
+        }
+    }
 }
 
 /// What the runtime holds for one pod UID (kubelet: `kubecontainer.PodStatus`): every
