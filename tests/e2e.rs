@@ -1803,7 +1803,7 @@ async fn m_node_api() {
         .unwrap_or_else(|| lab.fail("no token in the kubeconfig"));
     fs::write(
         &wrong,
-        text.replace(token_line, &format!("    token: {}", "0".repeat(64))),
+        text.replace(token_line, &format!("    token: \"{}\"", "0".repeat(64))),
     )
     .expect("write");
     let out = Command::new("kubectl")
