@@ -30,7 +30,6 @@ use crate::options::Options;
 use crate::recorder::{self, Recorder};
 use crate::runtime::cri::{CriRuntime, CriTimeouts};
 use crate::runtime::gc::GcPolicy;
-use crate::runtime::instrumented::Instrumented;
 use crate::runtime::{CriError, Runtime};
 use crate::source::file::{self, FileSource, FileSourceOptions};
 
@@ -82,8 +81,8 @@ pub async fn run(
 ) -> Result<(), DaemonError> {
     let node_name = node::node_name(opts.hostname_override.as_deref())?;
     // kubelet: the instrumented runtime service — every CRI call counted for `/metrics`.
-    let runtime_metrics = Rc::new(crate::metrics::RuntimeMetrics::default());
-    let runtime = Instrumented::new(cri_runtime(&opts)?, Rc::clone(&runtime_metrics));
+    let runtime_metrics = std::sync::Arc::new(crate::metrics::RuntimeMetrics::default());
+    let runtime = cri_runtime(&opts)?.with_metrics(std::sync::Arc::clone(&runtime_metrics));
     let cfg = agent_config(&opts, node_name);
     let local = tokio::task::LocalSet::new();
     local

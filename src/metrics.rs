@@ -1,13 +1,13 @@
 //! Prometheus metrics of the kubelet's kind (kubelet: `pkg/kubelet/metrics`): counters and
-//! histograms that cost a few `Cell` updates and never allocate once made, and their text
+//! histograms that cost a few additions and never allocate once made, and their text
 //! exposition (`text/plain; version=0.0.4`).
 //!
 //! A leaf: it imports nothing of picolet. What is measured is the runtime's CRI operations
-//! ([`RuntimeMetrics`], fed by `runtime::instrumented`), the pod start SLI (fed by the node
+//! ([`RuntimeMetrics`], fed by the CRI client), the pod start SLI (fed by the node
 //! API's view) and the process itself (read from `/proc/self` when scraped).
 
-use std::cell::Cell;
 use std::fmt::Write as _;
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// Prometheus' default buckets (seconds), the kubelet's for runtime operations.
@@ -22,35 +22,35 @@ pub const POD_START_BUCKETS: &[f64] = &[
 ];
 
 /// A cumulative histogram with fixed buckets.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Histogram {
     bounds: &'static [f64],
     /// `counts[i]`: observations ≤ `bounds[i]` but > `bounds[i-1]`; the last: above all.
-    counts: Vec<Cell<u64>>,
-    sum: Cell<f64>,
+    counts: Vec<u64>,
+    sum: f64,
 }
 
 impl Histogram {
     pub fn new(bounds: &'static [f64]) -> Self {
         Histogram {
             bounds,
-            counts: (0..=bounds.len()).map(|_| Cell::new(0)).collect(),
-            sum: Cell::new(0.0),
+            counts: vec![0; bounds.len() + 1],
+            sum: 0.0,
         }
     }
 
-    pub fn observe(&self, seconds: f64) {
+    pub fn observe(&mut self, seconds: f64) {
         let i = self
             .bounds
             .iter()
             .position(|&b| seconds <= b)
             .unwrap_or(self.bounds.len());
-        self.counts[i].set(self.counts[i].get() + 1);
-        self.sum.set(self.sum.get() + seconds);
+        self.counts[i] += 1;
+        self.sum += seconds;
     }
 
     pub fn count(&self) -> u64 {
-        self.counts.iter().map(Cell::get).sum()
+        self.counts.iter().sum()
     }
 
     /// `name_bucket{labels,le=…}`, `name_sum`, `name_count`; `labels` is `k="v",…` or "".
@@ -58,7 +58,7 @@ impl Histogram {
         let sep = if labels.is_empty() { "" } else { "," };
         let mut cumulative = 0;
         for (i, b) in self.bounds.iter().enumerate() {
-            cumulative += self.counts[i].get();
+            cumulative += self.counts[i];
             let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{b}\"}} {cumulative}");
         }
         let _ = writeln!(
@@ -73,102 +73,120 @@ impl Histogram {
                 format!("{{{s}}}")
             }
         };
-        let _ = writeln!(out, "{name}_sum{} {}", braces(labels), self.sum.get());
+        let _ = writeln!(out, "{name}_sum{} {}", braces(labels), self.sum);
         let _ = writeln!(out, "{name}_count{} {}", braces(labels), self.count());
     }
 }
 
-/// The CRI operations, by the kubelet's `operation_type` label.
-pub const OPERATIONS: &[&str] = &[
-    "version",
-    "status",
-    "run_podsandbox",
-    "stop_podsandbox",
-    "remove_podsandbox",
-    "podsandbox_status",
-    "list_podsandbox",
-    "create_container",
-    "start_container",
-    "stop_container",
-    "remove_container",
-    "list_containers",
-    "container_status",
-    "relist",
-    "get_container_events",
-    "exec_sync",
-    "image_status",
-    "pull_image",
-    "exec",
-    "attach",
-    "port_forward",
-    "list_container_stats",
-    "list_podsandbox_stats",
+/// The CRI methods and the kubelet's `operation_type` label of each; `Relist` (the PLEG's
+/// two list calls together) is only `kubelet_pleg_relist_duration_seconds`.
+pub const OPERATIONS: &[(&str, &str)] = &[
+    ("Version", "version"),
+    ("Status", "status"),
+    ("RunPodSandbox", "run_podsandbox"),
+    ("StopPodSandbox", "stop_podsandbox"),
+    ("RemovePodSandbox", "remove_podsandbox"),
+    ("PodSandboxStatus", "podsandbox_status"),
+    ("ListPodSandbox", "list_podsandbox"),
+    ("CreateContainer", "create_container"),
+    ("StartContainer", "start_container"),
+    ("StopContainer", "stop_container"),
+    ("RemoveContainer", "remove_container"),
+    ("ListContainers", "list_containers"),
+    ("ContainerStatus", "container_status"),
+    ("GetContainerEvents", "get_container_events"),
+    ("ExecSync", "exec_sync"),
+    ("Exec", "exec"),
+    ("Attach", "attach"),
+    ("PortForward", "port_forward"),
+    ("ListContainerStats", "list_container_stats"),
+    ("ListPodSandboxStats", "list_podsandbox_stats"),
+    ("ImageStatus", "image_status"),
+    ("PullImage", "pull_image"),
+    ("ListImages", "list_images"),
+    ("RemoveImage", "remove_image"),
+    ("ImageFsInfo", "image_fs_info"),
+    (RELIST, "relist"),
 ];
 
-#[derive(Debug)]
+/// The pseudo-method of the PLEG's relist.
+pub const RELIST: &str = "Relist";
+
+#[derive(Debug, Clone)]
 struct Op {
-    total: Cell<u64>,
-    errors: Cell<u64>,
+    total: u64,
+    errors: u64,
     duration: Histogram,
 }
 
 /// kubelet: `kubelet_runtime_operations_total`, `_errors_total`, `_duration_seconds`, and
-/// `kubelet_pleg_relist_duration_seconds` (the relist's CRI calls).
+/// `kubelet_pleg_relist_duration_seconds` (the relist's CRI calls). Behind a mutex so the
+/// CRI client stays `Send`; it is never contended (one thread).
 #[derive(Debug)]
 pub struct RuntimeMetrics {
-    ops: Vec<Op>,
+    ops: Mutex<Vec<Op>>,
 }
 
 impl Default for RuntimeMetrics {
     fn default() -> Self {
         RuntimeMetrics {
-            ops: OPERATIONS
-                .iter()
-                .map(|_| Op {
-                    total: Cell::new(0),
-                    errors: Cell::new(0),
-                    duration: Histogram::new(DEFAULT_BUCKETS),
-                })
-                .collect(),
+            ops: Mutex::new(
+                OPERATIONS
+                    .iter()
+                    .map(|_| Op {
+                        total: 0,
+                        errors: 0,
+                        duration: Histogram::new(DEFAULT_BUCKETS),
+                    })
+                    .collect(),
+            ),
         }
     }
 }
 
 impl RuntimeMetrics {
-    /// One call of `operation` (a name of [`OPERATIONS`]; others are ignored).
-    pub fn record(&self, operation: &str, took: Duration, ok: bool) {
-        let Some(i) = OPERATIONS.iter().position(|o| *o == operation) else {
+    /// One call of CRI `method` (a name of [`OPERATIONS`]; others are ignored).
+    pub fn record(&self, method: &str, took: Duration, ok: bool) {
+        let Some(i) = OPERATIONS.iter().position(|(m, _)| *m == method) else {
             return;
         };
-        let op = &self.ops[i];
-        op.total.set(op.total.get() + 1);
+        let mut ops = self.lock();
+        let op = &mut ops[i];
+        op.total += 1;
         if !ok {
-            op.errors.set(op.errors.get() + 1);
+            op.errors += 1;
         }
         op.duration.observe(took.as_secs_f64());
     }
 
-    pub fn total(&self, operation: &str) -> u64 {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Op>> {
+        // A panic while recording leaves plain numbers: still fine to read.
+        self.ops.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn total(&self, method: &str) -> u64 {
         OPERATIONS
             .iter()
-            .position(|o| *o == operation)
-            .map(|i| self.ops[i].total.get())
+            .position(|(m, _)| *m == method)
+            .map(|i| self.lock()[i].total)
             .unwrap_or(0)
     }
 
     pub fn render(&self, out: &mut String) {
+        let ops = self.lock().clone();
         let used = || {
             OPERATIONS
                 .iter()
-                .zip(&self.ops)
-                .filter(|(_, op)| op.total.get() > 0)
+                .zip(&ops)
+                .filter(|((m, _), op)| *m != RELIST && op.total > 0)
+                .map(|((_, name), op)| (name, op))
         };
         out.push_str("# HELP kubelet_runtime_operations_total [ALPHA] Cumulative number of runtime operations by operation type.\n# TYPE kubelet_runtime_operations_total counter\n");
         for (name, op) in used() {
             let _ = writeln!(
                 out,
                 "kubelet_runtime_operations_total{{operation_type=\"{name}\"}} {}",
-                op.total.get()
+                op.total
             );
         }
         out.push_str("# HELP kubelet_runtime_operations_errors_total [ALPHA] Cumulative number of runtime operation errors by operation type.\n# TYPE kubelet_runtime_operations_errors_total counter\n");
@@ -176,7 +194,7 @@ impl RuntimeMetrics {
             let _ = writeln!(
                 out,
                 "kubelet_runtime_operations_errors_total{{operation_type=\"{name}\"}} {}",
-                op.errors.get()
+                op.errors
             );
         }
         out.push_str("# HELP kubelet_runtime_operations_duration_seconds [ALPHA] Duration in seconds of runtime operations. Broken down by operation type.\n# TYPE kubelet_runtime_operations_duration_seconds histogram\n");
@@ -187,9 +205,9 @@ impl RuntimeMetrics {
                 &format!("operation_type=\"{name}\""),
             );
         }
-        if let Some(i) = OPERATIONS.iter().position(|o| *o == "relist") {
+        if let Some(i) = OPERATIONS.iter().position(|(m, _)| *m == RELIST) {
             out.push_str("# HELP kubelet_pleg_relist_duration_seconds [ALPHA] Duration in seconds for relisting pods in PLEG.\n# TYPE kubelet_pleg_relist_duration_seconds histogram\n");
-            self.ops[i]
+            ops[i]
                 .duration
                 .render(out, "kubelet_pleg_relist_duration_seconds", "");
         }
@@ -256,7 +274,7 @@ mod tests {
 
     #[test]
     fn histograms_are_cumulative() {
-        let h = Histogram::new(&[0.1, 1.0]);
+        let mut h = Histogram::new(&[0.1, 1.0]);
         h.observe(0.05);
         h.observe(0.5);
         h.observe(5.0);
@@ -276,9 +294,9 @@ mod tests {
     #[test]
     fn runtime_operations_by_type() {
         let m = RuntimeMetrics::default();
-        m.record("run_podsandbox", Duration::from_millis(200), true);
-        m.record("run_podsandbox", Duration::from_millis(20), false);
-        m.record("relist", Duration::from_millis(3), true);
+        m.record("RunPodSandbox", Duration::from_millis(200), true);
+        m.record("RunPodSandbox", Duration::from_millis(20), false);
+        m.record(RELIST, Duration::from_millis(3), true);
         m.record("no_such_operation", Duration::ZERO, true);
         let mut out = String::new();
         m.render(&mut out);

@@ -208,6 +208,40 @@ async fn version_and_status() {
     assert!(h.message.contains("NetworkPluginNotReady"), "{}", h.message);
 }
 
+/// kubelet: the instrumented runtime service — every call counted by operation type, a
+/// failed one also as an error, the relist once for the PLEG.
+#[tokio::test]
+async fn calls_are_counted_for_metrics() {
+    let e = env().await;
+    let metrics = std::sync::Arc::new(picolet::metrics::RuntimeMetrics::default());
+    let rt = e.rt.clone().with_metrics(std::sync::Arc::clone(&metrics));
+    rt.version().await.expect("version");
+    rt.version().await.expect("version");
+    let _ = rt.container_status("no-such-container").await;
+    let mut digest = picolet::runtime::RelistDigest::default();
+    rt.relist(&mut digest).await.expect("relist");
+    assert_eq!(metrics.total("Version"), 2);
+    assert_eq!(metrics.total("ContainerStatus"), 1);
+    assert_eq!(metrics.total("ListPodSandbox"), 1);
+    assert_eq!(metrics.total(picolet::metrics::RELIST), 1);
+    let mut out = String::new();
+    metrics.render(&mut out);
+    assert!(
+        out.contains("kubelet_runtime_operations_total{operation_type=\"version\"} 2\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "kubelet_runtime_operations_errors_total{operation_type=\"container_status\"} 1\n"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("kubelet_pleg_relist_duration_seconds_count 1\n"),
+        "{out}"
+    );
+}
+
 #[tokio::test]
 async fn sandbox_lifecycle_round_trips() {
     let e = env().await;

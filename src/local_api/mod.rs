@@ -247,7 +247,7 @@ fn server_tls(chain: &[u8], key: &[u8]) -> Result<Arc<rustls::ServerConfig>, Loc
 /// event recorder (either may be absent: tests).
 #[derive(Default)]
 pub struct Sources {
-    pub runtime_metrics: Option<std::rc::Rc<crate::metrics::RuntimeMetrics>>,
+    pub runtime_metrics: Option<std::sync::Arc<crate::metrics::RuntimeMetrics>>,
     pub recorder: Option<crate::recorder::Recorder>,
 }
 

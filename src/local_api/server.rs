@@ -106,7 +106,7 @@ pub struct Api<R: Runtime, C: Clock> {
     pub clock: C,
     pub pod_log_dir: PathBuf,
     /// The CRI operations' counters (None: the runtime is not instrumented).
-    pub runtime_metrics: Option<Rc<crate::metrics::RuntimeMetrics>>,
+    pub runtime_metrics: Option<std::sync::Arc<crate::metrics::RuntimeMetrics>>,
     /// The node's events (kubelet: the event recorder's), served by `events` list/watch.
     pub recorder: Option<crate::recorder::Recorder>,
     node: RefCell<NodeCache>,

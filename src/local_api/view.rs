@@ -218,7 +218,7 @@ impl View {
                     }
                 }
                 PodEvent::Status { pod, status } => {
-                    let Some(old) = inner.pods.get(pod.uid()) else {
+                    let Some(old) = inner.pods.get(pod.uid()).cloned() else {
                         continue;
                     };
                     if old.status.as_deref() == Some(&*status) {

@@ -121,6 +121,8 @@ pub struct CriRuntime {
     images: ImageServiceClient<Channel>,
     timeouts: CriTimeouts,
     socket: Arc<Path>,
+    /// kubelet: the instrumented runtime service — every call counted and timed.
+    metrics: Option<std::sync::Arc<crate::metrics::RuntimeMetrics>>,
 }
 
 /// `unix:///run/containerd/containerd.sock` or `/run/containerd/containerd.sock` → the path
@@ -178,7 +180,15 @@ impl CriRuntime {
             images,
             timeouts: CriTimeouts::default(),
             socket,
+            metrics: None,
         })
+    }
+
+    /// Counts and times every call into `metrics` (`/metrics` of the node API).
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: std::sync::Arc<crate::metrics::RuntimeMetrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Replaces the deadlines (tests use short ones).
@@ -203,6 +213,7 @@ impl CriRuntime {
         let timeout = self.timeouts.query;
         let mut client = self.images.clone();
         let resp = unary(
+            self.metrics.as_deref(),
             METHOD,
             timeout,
             client.list_images(request(proto::ListImagesRequest { filter: None }, timeout)),
@@ -222,7 +233,13 @@ impl CriRuntime {
         let req = proto::RemoveImageRequest {
             image: Some(image_spec(image)),
         };
-        unary(METHOD, timeout, client.remove_image(request(req, timeout))).await?;
+        unary(
+            self.metrics.as_deref(),
+            METHOD,
+            timeout,
+            client.remove_image(request(req, timeout)),
+        )
+        .await?;
         Ok(())
     }
 
@@ -232,6 +249,7 @@ impl CriRuntime {
         let timeout = self.timeouts.query;
         let mut client = self.images.clone();
         let resp = unary(
+            self.metrics.as_deref(),
             METHOD,
             timeout,
             client.image_fs_info(request(proto::ImageFsInfoRequest {}, timeout)),
@@ -250,10 +268,13 @@ impl CriRuntime {
     }
 }
 
-impl Runtime for CriRuntime {
-    /// The two unfiltered list calls with their answers kept as bytes: when the digest of
-    /// both equals the last one, nothing is decoded (the idle case, every second).
-    async fn relist(&self, digest: &mut RelistDigest) -> Result<Option<super::Lists>, CriError> {
+impl CriRuntime {
+    /// The relist's two unfiltered list calls, their answers kept as bytes: when the digest
+    /// of both equals the last one, nothing is decoded (the idle case, every second).
+    async fn relist_lists(
+        &self,
+        digest: &mut RelistDigest,
+    ) -> Result<Option<super::Lists>, CriError> {
         let timeout = self.timeouts.query;
         let sandboxes_req = proto::ListPodSandboxRequest {
             filter: Some(proto::PodSandboxFilter::default()),
@@ -296,6 +317,23 @@ impl Runtime for CriRuntime {
                 .collect(),
         )))
     }
+}
+
+impl Runtime for CriRuntime {
+    /// The two unfiltered list calls with their answers kept as bytes: when the digest of
+    /// both equals the last one, nothing is decoded (the idle case, every second).
+    async fn relist(&self, digest: &mut RelistDigest) -> Result<Option<super::Lists>, CriError> {
+        let start = tokio::time::Instant::now();
+        let res = self.relist_lists(digest).await;
+        // kubelet: `kubelet_pleg_relist_duration_seconds` — the relist's CRI part.
+        record(
+            self.metrics.as_deref(),
+            crate::metrics::RELIST,
+            start,
+            res.is_ok(),
+        );
+        res
+    }
 
     /// The stream's opening is bounded by the query deadline; the stream itself has none
     /// (no gRPC deadline is sent: it lasts as long as the connection).
@@ -305,6 +343,7 @@ impl Runtime for CriRuntime {
         let timeout = self.timeouts.query;
         let mut client = self.runtime.clone();
         let stream = unary(
+            self.metrics.as_deref(),
             METHOD,
             timeout,
             client.get_container_events(tonic::Request::new(proto::GetEventsRequest {})),
@@ -325,7 +364,13 @@ impl Runtime for CriRuntime {
         let req = proto::VersionRequest {
             version: KUBE_RUNTIME_API_VERSION.to_string(),
         };
-        let resp = unary(METHOD, timeout, client.version(request(req, timeout))).await?;
+        let resp = unary(
+            self.metrics.as_deref(),
+            METHOD,
+            timeout,
+            client.version(request(req, timeout)),
+        )
+        .await?;
         Ok(RuntimeVersion {
             runtime_name: resp.runtime_name,
             runtime_version: resp.runtime_version,
@@ -338,7 +383,13 @@ impl Runtime for CriRuntime {
         let timeout = self.timeouts.query;
         let mut client = self.runtime.clone();
         let req = proto::StatusRequest { verbose: false };
-        let resp = unary(METHOD, timeout, client.status(request(req, timeout))).await?;
+        let resp = unary(
+            self.metrics.as_deref(),
+            METHOD,
+            timeout,
+            client.status(request(req, timeout)),
+        )
+        .await?;
         let conditions = resp.status.map(|s| s.conditions).unwrap_or_default();
         Ok(runtime_health(&conditions))
     }
@@ -352,6 +403,7 @@ impl Runtime for CriRuntime {
             runtime_handler: config.runtime_handler.clone(),
         };
         let resp = unary(
+            self.metrics.as_deref(),
             METHOD,
             timeout,
             client.run_pod_sandbox(request(req, timeout)),
@@ -369,6 +421,7 @@ impl Runtime for CriRuntime {
             pod_sandbox_id: id.to_string(),
         };
         unary(
+            self.metrics.as_deref(),
             METHOD,
             timeout,
             client.stop_pod_sandbox(request(req, timeout)),
@@ -385,6 +438,7 @@ impl Runtime for CriRuntime {
             pod_sandbox_id: id.to_string(),
         };
         unary(
+            self.metrics.as_deref(),
             METHOD,
             timeout,
             client.remove_pod_sandbox(request(req, timeout)),
@@ -402,6 +456,7 @@ impl Runtime for CriRuntime {
             verbose: false,
         };
         let resp = unary(
+            self.metrics.as_deref(),
             METHOD,
             timeout,
             client.pod_sandbox_status(request(req, timeout)),
@@ -425,6 +480,7 @@ impl Runtime for CriRuntime {
             }),
         };
         let resp = unary(
+            self.metrics.as_deref(),
             METHOD,
             timeout,
             client.list_pod_sandbox(request(req, timeout)),
@@ -448,6 +504,7 @@ impl Runtime for CriRuntime {
             sandbox_config: Some(sandbox_config(sandbox)),
         };
         let resp = unary(
+            self.metrics.as_deref(),
             METHOD,
             timeout,
             client.create_container(request(req, timeout)),
@@ -465,6 +522,7 @@ impl Runtime for CriRuntime {
             container_id: id.to_string(),
         };
         unary(
+            self.metrics.as_deref(),
             METHOD,
             timeout,
             client.start_container(request(req, timeout)),
@@ -484,6 +542,7 @@ impl Runtime for CriRuntime {
             timeout,
         };
         unary(
+            self.metrics.as_deref(),
             METHOD,
             deadline,
             client.stop_container(request(req, deadline)),
@@ -500,6 +559,7 @@ impl Runtime for CriRuntime {
             container_id: id.to_string(),
         };
         unary(
+            self.metrics.as_deref(),
             METHOD,
             timeout,
             client.remove_container(request(req, timeout)),
@@ -521,6 +581,7 @@ impl Runtime for CriRuntime {
             }),
         };
         let resp = unary(
+            self.metrics.as_deref(),
             METHOD,
             timeout,
             client.list_containers(request(req, timeout)),
@@ -542,6 +603,7 @@ impl Runtime for CriRuntime {
             verbose: false,
         };
         let resp = unary(
+            self.metrics.as_deref(),
             METHOD,
             timeout,
             client.container_status(request(req, timeout)),
@@ -571,7 +633,14 @@ impl Runtime for CriRuntime {
             timeout: i64::try_from(seconds).unwrap_or(i64::MAX),
         };
         let started = tokio::time::Instant::now();
-        let resp = match unary(METHOD, deadline, client.exec_sync(request(req, deadline))).await {
+        let resp = match unary(
+            self.metrics.as_deref(),
+            METHOD,
+            deadline,
+            client.exec_sync(request(req, deadline)),
+        )
+        .await
+        {
             Ok(resp) => resp,
             // The runtime gave up on the command (containerd: DeadlineExceeded) before our
             // deadline: report the command's timeout (kubelet: exec.NewTimeoutError).
@@ -608,7 +677,13 @@ impl Runtime for CriRuntime {
             stdout: streams.stdout,
             stderr: streams.stderr && !streams.tty,
         };
-        let resp = unary(METHOD, timeout, client.exec(request(req, timeout))).await?;
+        let resp = unary(
+            self.metrics.as_deref(),
+            METHOD,
+            timeout,
+            client.exec(request(req, timeout)),
+        )
+        .await?;
         stream_url(METHOD, resp.url)
     }
 
@@ -623,7 +698,13 @@ impl Runtime for CriRuntime {
             stdout: streams.stdout,
             stderr: streams.stderr && !streams.tty,
         };
-        let resp = unary(METHOD, timeout, client.attach(request(req, timeout))).await?;
+        let resp = unary(
+            self.metrics.as_deref(),
+            METHOD,
+            timeout,
+            client.attach(request(req, timeout)),
+        )
+        .await?;
         stream_url(METHOD, resp.url)
     }
 
@@ -635,7 +716,13 @@ impl Runtime for CriRuntime {
             pod_sandbox_id: sandbox_id.to_string(),
             port: ports.to_vec(),
         };
-        let resp = unary(METHOD, timeout, client.port_forward(request(req, timeout))).await?;
+        let resp = unary(
+            self.metrics.as_deref(),
+            METHOD,
+            timeout,
+            client.port_forward(request(req, timeout)),
+        )
+        .await?;
         stream_url(METHOD, resp.url)
     }
 
@@ -647,7 +734,14 @@ impl Runtime for CriRuntime {
             image: Some(image_spec(image)),
             verbose: false,
         };
-        match unary(METHOD, timeout, client.image_status(request(req, timeout))).await {
+        match unary(
+            self.metrics.as_deref(),
+            METHOD,
+            timeout,
+            client.image_status(request(req, timeout)),
+        )
+        .await
+        {
             Ok(resp) => resp.image.map(|i| image_info(METHOD, i)).transpose(),
             // The CRI answers "absent" with an empty response; some runtimes say NotFound.
             Err(CriError::NotFound { .. }) => Ok(None),
@@ -675,7 +769,13 @@ impl Runtime for CriRuntime {
             }),
             sandbox_config: Some(sandbox_config(sandbox)),
         };
-        let resp = unary(METHOD, timeout, client.pull_image(request(req, timeout))).await?;
+        let resp = unary(
+            self.metrics.as_deref(),
+            METHOD,
+            timeout,
+            client.pull_image(request(req, timeout)),
+        )
+        .await?;
         // kubelet: "imageRef of image %q is not set"
         non_empty(METHOD, resp.image_ref, "image_ref")
     }
@@ -695,6 +795,7 @@ impl Runtime for CriRuntime {
             }),
         };
         let resp = unary(
+            self.metrics.as_deref(),
             METHOD,
             timeout,
             client.list_container_stats(request(req, timeout)),
@@ -717,6 +818,7 @@ impl Runtime for CriRuntime {
             }),
         };
         let resp = unary(
+            self.metrics.as_deref(),
             METHOD,
             timeout,
             client.list_pod_sandbox_stats(request(req, timeout)),
@@ -752,7 +854,7 @@ impl CriRuntime {
             grpc.unary(request(req, timeout), path, RawCodec::<Req>::default())
                 .await
         };
-        unary(method, timeout, call).await
+        unary(self.metrics.as_deref(), method, timeout, call).await
     }
 }
 
@@ -889,14 +991,30 @@ fn request<T>(message: T, timeout: Duration) -> tonic::Request<T> {
 
 /// Runs one call under `timeout` and maps its failure.
 async fn unary<T>(
+    metrics: Option<&crate::metrics::RuntimeMetrics>,
     method: &'static str,
     timeout: Duration,
     call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
 ) -> Result<T, CriError> {
-    match tokio::time::timeout(timeout, call).await {
+    let start = tokio::time::Instant::now();
+    let res = match tokio::time::timeout(timeout, call).await {
         Err(_elapsed) => Err(CriError::Timeout { method, timeout }),
         Ok(Ok(response)) => Ok(response.into_inner()),
         Ok(Err(status)) => Err(map_status(method, timeout, &status)),
+    };
+    record(metrics, method, start, res.is_ok());
+    res
+}
+
+/// One call into the counters (not generic: one copy however many calls).
+fn record(
+    metrics: Option<&crate::metrics::RuntimeMetrics>,
+    method: &'static str,
+    start: tokio::time::Instant,
+    ok: bool,
+) {
+    if let Some(m) = metrics {
+        m.record(method, start.elapsed(), ok);
     }
 }
 

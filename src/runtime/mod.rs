@@ -36,7 +36,6 @@ pub mod fake;
 pub mod fake_cri;
 pub mod gc;
 pub mod hooks;
-pub mod instrumented;
 pub mod labels;
 pub mod mounts;
 pub mod plan;
