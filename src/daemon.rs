@@ -173,6 +173,7 @@ pub fn local_api_options(opts: &Options, cfg: &AgentConfig) -> crate::local_api:
             .unwrap_or_else(|| opts.root_dir.join("pki")),
         tls_cert_file: opts.tls_cert_file.clone(),
         tls_private_key_file: opts.tls_private_key_file.clone(),
+        client_ca_file: opts.client_ca_file.clone(),
         kubeconfig_path: opts.root_dir.join("kubeconfig"),
         node_ip: cfg.node_ip,
         pod_log_dir: opts.pod_log_dir.clone(),

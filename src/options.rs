@@ -104,6 +104,9 @@ pub struct Options {
     /// `--tls-cert-file` / `--tls-private-key-file` (kubelet `tlsCertFile`, `tlsPrivateKeyFile`).
     pub tls_cert_file: Option<PathBuf>,
     pub tls_private_key_file: Option<PathBuf>,
+    /// `--client-ca-file` (kubelet `authentication.x509.clientCAFile`): client certificates
+    /// it signed may use the node API (the apiserver's kubelet-client certificate).
+    pub client_ca_file: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -134,6 +137,7 @@ impl Default for Options {
             cert_dir: None,
             tls_cert_file: None,
             tls_private_key_file: None,
+            client_ca_file: None,
         }
     }
 }
@@ -185,6 +189,8 @@ The node API (builds with the `apiserver` feature; kubectl works against it):
     --cert-dir DIR                      self-signed certificate and token [ROOT-DIR/pki]
     --tls-cert-file FILE                serving certificate chain (PEM) instead of a self-signed one
     --tls-private-key-file FILE         its key
+    --client-ca-file FILE               also admit client certificates this CA signed
+                                        (the apiserver's kubelet-client certificate)
     (picolet writes ROOT-DIR/kubeconfig, mode 0600; `picolet kubeconfig` prints it)
 
 Logging: RUST_LOG=debug|info|warn (default info).
@@ -349,6 +355,7 @@ pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
             "--cert-dir" => opts.cert_dir = Some(value()?.into()),
             "--tls-cert-file" => opts.tls_cert_file = Some(value()?.into()),
             "--tls-private-key-file" => opts.tls_private_key_file = Some(value()?.into()),
+            "--client-ca-file" => opts.client_ca_file = Some(value()?.into()),
             other => return Err(OptionsError::UnknownFlag(other.to_string())),
         }
     }

@@ -39,6 +39,14 @@ struct Node {
 
 /// The agent and the node API over the fake runtime, as `daemon::run` wires them.
 async fn start(dir: &std::path::Path, cfg: &picolet::agent::AgentConfig) -> Node {
+    start_with(dir, cfg, None).await
+}
+
+async fn start_with(
+    dir: &std::path::Path,
+    cfg: &picolet::agent::AgentConfig,
+    client_ca: Option<&std::path::Path>,
+) -> Node {
     let clock = TokioClock::new(1_800_000_000_000_000_000);
     let rt = FakeRuntime::new(clock);
     rt.add_image(IMAGE);
@@ -49,6 +57,7 @@ async fn start(dir: &std::path::Path, cfg: &picolet::agent::AgentConfig) -> Node
         cert_dir: dir.join("root/pki"),
         tls_cert_file: None,
         tls_private_key_file: None,
+        client_ca_file: client_ca.map(std::path::Path::to_path_buf),
         kubeconfig_path: dir.join("root/kubeconfig"),
         node_ip: None,
         pod_log_dir: cfg.pod_log_dir.clone(),
@@ -268,4 +277,124 @@ async fn node_runtime_running(tmp: &tempfile::TempDir) -> bool {
                 .any(|e| e.file_name().to_string_lossy().contains("web-node1"))
         })
         .unwrap_or(false)
+}
+
+/// `--client-ca-file`: a client certificate the CA signed is admitted without the token
+/// (the apiserver's kubelet-client certificate); one from another CA is not. The
+/// certificates are made with the `openssl` command (skipped without it).
+#[tokio::test]
+async fn a_client_certificate_of_the_client_ca_is_admitted() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let d = tmp.path();
+    let openssl = |args: &[&str]| {
+        std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(d)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    std::fs::write(
+        d.join("client.ext"),
+        "extendedKeyUsage=clientAuth\nkeyUsage=critical,digitalSignature\n",
+    )
+    .unwrap();
+    let curve = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let made = ["ca", "other-ca"].iter().all(|ca| {
+        openssl(
+            &[
+                &["req", "-x509"][..],
+                &curve,
+                &[
+                    "-keyout",
+                    &format!("{ca}.key"),
+                    "-out",
+                    &format!("{ca}.crt"),
+                ],
+                &["-days", "2", "-subj", &format!("/CN={ca}")],
+                &["-addext", "basicConstraints=critical,CA:TRUE"],
+                &["-addext", "keyUsage=critical,keyCertSign"],
+            ]
+            .concat(),
+        )
+    }) && ["ca", "other-ca"].iter().all(|ca| {
+        openssl(
+            &[
+                &["req"][..],
+                &curve,
+                &["-keyout", &format!("{ca}-client.key"), "-out", "client.csr"],
+                &["-subj", "/CN=kube-apiserver-kubelet-client"],
+            ]
+            .concat(),
+        ) && openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "client.csr",
+            "-CA",
+            &format!("{ca}.crt"),
+            "-CAkey",
+            &format!("{ca}.key"),
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-extfile",
+            "client.ext",
+            "-out",
+            &format!("{ca}-client.crt"),
+        ])
+    });
+    if !made {
+        eprintln!("SKIPPED: no openssl to make the client certificates");
+        return;
+    }
+    LocalSet::new()
+        .run_until(async {
+            let (_agent_tmp, cfg) = agent_dir("node1");
+            std::fs::write(cfg.pod_manifest_path.join("web.yaml"), manifest("web")).unwrap();
+            let node = start_with(d, &cfg, Some(&d.join("ca.crt"))).await;
+            wait_running(&node.client, "web-node1").await;
+            let text = std::fs::read_to_string(&node.opts.kubeconfig_path).unwrap();
+            let token_line = text
+                .lines()
+                .find(|l| l.trim_start().starts_with("token:"))
+                .unwrap()
+                .to_string();
+            let with_cert = |ca: &str| {
+                let user = format!(
+                    "    client-certificate: {}\n    client-key: {}",
+                    d.join(format!("{ca}-client.crt")).display(),
+                    d.join(format!("{ca}-client.key")).display()
+                );
+                let path = d.join(format!("{ca}.kubeconfig"));
+                std::fs::write(&path, text.replace(&token_line, &user)).unwrap();
+                Client::new(&ClientConfig::from_kubeconfig(&path).unwrap()).unwrap()
+            };
+            let pods: Value = with_cert("ca")
+                .get("/api/v1/pods")
+                .await
+                .expect("the client CA's certificate is admitted");
+            assert_eq!(pods["items"][0]["metadata"]["name"], "web-node1");
+            // Another CA's certificate: the handshake fails (rustls checks the chain).
+            assert!(
+                with_cert("other-ca")
+                    .get::<Value>("/api/v1/pods")
+                    .await
+                    .is_err()
+            );
+            // No certificate and no token: 401.
+            let path = d.join("anonymous.kubeconfig");
+            std::fs::write(&path, text.replace(&token_line, "    {}")).unwrap();
+            let anonymous = Client::new(&ClientConfig::from_kubeconfig(&path).unwrap()).unwrap();
+            let denied = anonymous.get::<Value>("/api/v1/pods").await.unwrap_err();
+            assert_eq!(denied.code(), Some(401), "{denied}");
+            node.shutdown.cancel();
+            node.handle.await.unwrap();
+        })
+        .await;
 }

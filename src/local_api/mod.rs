@@ -80,6 +80,8 @@ pub struct LocalApiOptions {
     /// `--tls-cert-file` / `--tls-private-key-file`: bring your own.
     pub tls_cert_file: Option<PathBuf>,
     pub tls_private_key_file: Option<PathBuf>,
+    /// `--client-ca-file`: client certificates it signed are admitted like the token.
+    pub client_ca_file: Option<PathBuf>,
     /// Where the kubeconfig goes (`<root-dir>/kubeconfig`).
     pub kubeconfig_path: PathBuf,
     /// Names and addresses the self-signed certificate is for, besides localhost.
@@ -213,7 +215,14 @@ pub fn prepare(
             t
         }
     };
-    let tls = server_tls(&chain, &key)?;
+    let client_ca = match &opts.client_ca_file {
+        Some(path) => Some(
+            read(path)?
+                .ok_or_else(|| LocalApiError::Tls(format!("{}: not found", path.display())))?,
+        ),
+        None => None,
+    };
+    let tls = server_tls(&chain, &key, client_ca.as_deref())?;
     let kubeconfig = credentials::kubeconfig(
         &opts.node_name,
         &opts.server_url(),
@@ -228,15 +237,38 @@ pub fn prepare(
     })
 }
 
-fn server_tls(chain: &[u8], key: &[u8]) -> Result<Arc<rustls::ServerConfig>, LocalApiError> {
+fn server_tls(
+    chain: &[u8],
+    key: &[u8],
+    client_ca: Option<&[u8]>,
+) -> Result<Arc<rustls::ServerConfig>, LocalApiError> {
     let tls = |e: crate::apiserver::ApiError| LocalApiError::Tls(e.to_string());
+    let other = |e: &dyn std::fmt::Display| LocalApiError::Tls(e.to_string());
     let certs = crate::apiserver::tls::certificates(chain, "serving certificate").map_err(tls)?;
     let key = crate::apiserver::tls::private_key(key, "serving key").map_err(tls)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| LocalApiError::Tls(e.to_string()))?
-        .with_no_client_auth()
+        .map_err(|e| other(&e))?;
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(pem) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for c in crate::apiserver::tls::certificates(pem, "--client-ca-file").map_err(tls)? {
+                roots.add(c).map_err(|e| other(&e))?;
+            }
+            // Optional: kubectl with the token presents no certificate.
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .allow_unauthenticated()
+            .build()
+            .map_err(|e| other(&e))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut cfg = builder
         .with_single_cert(certs, key)
         .map_err(|e| LocalApiError::Tls(e.to_string()))?;
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];

@@ -217,11 +217,18 @@ async fn connection<R: Runtime, C: Clock>(
             return;
         }
     };
+    // kubelet: `--client-ca-file` — a client certificate the CA signed authenticates the
+    // connection (the apiserver's kubelet-client certificate); rustls has verified it.
+    let client_cert = tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .is_some_and(|c| !c.is_empty());
     let conn_shutdown = shutdown.clone();
     let svc = service_fn(move |req: Request<Incoming>| {
         let api = Rc::clone(&api);
         let shutdown = conn_shutdown.clone();
-        async move { Ok::<_, Infallible>(handle(&api, req, &shutdown).await) }
+        async move { Ok::<_, Infallible>(handle(&api, req, client_cert, &shutdown).await) }
     });
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
@@ -349,6 +356,7 @@ fn wants_table(req: &Request<Incoming>) -> bool {
 async fn handle<R: Runtime, C: Clock>(
     api: &Rc<Api<R, C>>,
     req: Request<Incoming>,
+    client_cert: bool,
     shutdown: &CancellationToken,
 ) -> Response<Out> {
     let path = req.uri().path().to_string();
@@ -359,7 +367,9 @@ async fn handle<R: Runtime, C: Clock>(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    if !api.token.accepts(authorization) {
+    // Authorization is all-or-nothing (kubelet: `--authorization-mode=AlwaysAllow`): the
+    // token, or a client certificate of `--client-ca-file`.
+    if !client_cert && !api.token.accepts(authorization) {
         return status_error(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized");
     }
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();

@@ -909,9 +909,12 @@ mod tests {
             crate::clock::Clock::now(&SystemClock),
         )
         .unwrap();
-        let server_tls =
-            crate::local_api::server_tls(certs.chain_pem.as_bytes(), certs.key_pem.as_bytes())
-                .unwrap();
+        let server_tls = crate::local_api::server_tls(
+            certs.chain_pem.as_bytes(),
+            certs.key_pem.as_bytes(),
+            None,
+        )
+        .unwrap();
         let client_tls =
             crate::apiserver::tls::client_config(&crate::apiserver::tls::TlsSettings {
                 ca_pem: Some(certs.ca_pem.into_bytes()),
