@@ -17,7 +17,7 @@ step() { printf '\n==> %s\n' "$*"; }
 # containerd and CNI plugins, the packaging tools, and for each ARM target its cross gcc
 # *and* its cross libc headers (the headers are only a recommend of the gcc).
 apt_pkgs=(containerd runc containernetworking-plugins busybox-static iproute2 iptables shellcheck
-	file binutils qemu-user-static)
+	file binutils qemu-user-static openssl)
 for t in "${PICOLET_TARGETS[@]}"; do
 	mapfile -t -O "${#apt_pkgs[@]}" apt_pkgs < <(cross_packages_for "$t")
 done
@@ -54,6 +54,13 @@ preflight() {
 		return 1
 	fi
 	echo "preflight: every tool, plugin and header is there"
+	# The node API's e2e checks use the real kubectl, which no Debian package provides
+	# (this machine image carries one); without it they skip, saying so.
+	if command -v kubectl >/dev/null 2>&1; then
+		echo "preflight: kubectl $(kubectl version --client 2>/dev/null | head -1)"
+	else
+		echo "preflight: NOTE no kubectl: e2e scenario m skips its kubectl checks" >&2
+	fi
 }
 step "preflight"
 preflight
