@@ -324,6 +324,7 @@ pub fn start_apiserver_mode<R: Runtime, C: Clock>(
         let mut node_opts = NodeOptions::new(cfg.node_name.clone());
         node_opts.labels = opts.node_labels.clone();
         node_opts.max_pods = opts.max_pods;
+        node_opts.kubelet_port = opts.port;
         node_opts.node_ip = opts.node_ip;
         node_opts.status_update_frequency = opts.node_status_update_frequency;
         let node_agent = NodeAgent::new(client.clone(), runtime, clock.clone(), node_opts, uid_tx);

@@ -49,6 +49,8 @@ pub struct NodeOptions {
     pub labels: BTreeMap<String, String>,
     /// `--max-pods`.
     pub max_pods: u32,
+    /// `--port`: the node API's port, reported as `daemonEndpoints.kubeletEndpoint` (0: none).
+    pub kubelet_port: u16,
     /// `--node-ip`: the InternalIP address; else the local address that reaches the
     /// apiserver.
     pub node_ip: Option<IpAddr>,
@@ -72,6 +74,7 @@ impl NodeOptions {
             node_name: node_name.into(),
             labels: BTreeMap::new(),
             max_pods: 110,
+            kubelet_port: 0,
             node_ip: None,
             status_update_frequency: Duration::from_secs(10),
             status_report_frequency: Duration::from_secs(300),
@@ -98,6 +101,8 @@ pub struct NodeFacts {
     /// `MemTotal` in KiB.
     pub memory_kib: u64,
     pub max_pods: u32,
+    /// The node API's port (kubelet: `daemonEndpoints.kubeletEndpoint.Port`).
+    pub kubelet_port: u16,
     pub kernel_version: String,
     pub os_image: String,
     pub machine_id: String,
@@ -129,6 +134,7 @@ impl NodeFacts {
             cpus,
             memory_kib: parse_meminfo(&read(opts.proc_root.join("meminfo"))).unwrap_or(0),
             max_pods: opts.max_pods,
+            kubelet_port: opts.kubelet_port,
             kernel_version: read(opts.proc_root.join("sys/kernel/osrelease"))
                 .trim()
                 .to_string(),
@@ -249,7 +255,7 @@ pub fn node_status(
         capacity,
         conditions,
         addresses,
-        daemon_endpoints: Some(json!({"kubeletEndpoint": {"Port": 0}})),
+        daemon_endpoints: Some(json!({"kubeletEndpoint": {"Port": facts.kubelet_port}})),
         node_info: Some(NodeSystemInfo {
             machine_id: facts.machine_id.clone(),
             system_uuid: facts.system_uuid.clone(),

@@ -113,6 +113,9 @@ pub struct Credentials {
     pub kubeconfig: String,
 }
 
+/// The self-signed certificate is made again at a start after this (it is valid for 365 days).
+const RENEW_AFTER: Duration = Duration::from_secs(300 * 24 * 3600);
+
 /// Writes `bytes` to `path` with mode 0600, by a rename (never half a key on disk). A
 /// missing directory is made 0700 (its parents with the default mode).
 fn write_private(path: &Path, bytes: &[u8]) -> Result<(), LocalApiError> {
@@ -175,8 +178,16 @@ pub fn prepare(
                 opts.cert_dir.join("kubelet.key"),
                 opts.cert_dir.join("kubelet-ca.crt"),
             );
+            // picolet differs: the kubelet never renews its self-signed certificate; a board
+            // runs for years, so one older than RENEW_AFTER (it is valid for a year) is made
+            // again at start, and so is the kubeconfig that trusts it.
+            let fresh = std::fs::metadata(&crt)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| std::time::SystemTime::now().duration_since(t).ok())
+                .is_some_and(|age| age < RENEW_AFTER);
             match (read(&crt)?, read(&key)?, read(&ca)?) {
-                (Some(c), Some(k), Some(a)) => (c, k, a),
+                (Some(c), Some(k), Some(a)) if fresh => (c, k, a),
                 _ => {
                     let mut ips: Vec<IpAddr> = opts.node_ip.into_iter().collect();
                     if !opts.address.is_unspecified() && !opts.address.is_loopback() {
@@ -301,6 +312,7 @@ pub fn start<R: Runtime, C: Clock>(
     tokio::task::spawn_local(feed(view.clone(), rx, clock.clone()));
     let mut node_opts = crate::apiserver::node::NodeOptions::new(opts.node_name.clone());
     node_opts.max_pods = opts.max_pods;
+    node_opts.kubelet_port = opts.port;
     node_opts.node_ip = opts.node_ip;
     let facts = crate::apiserver::node::NodeFacts::read(&node_opts);
     let mut api = server::Api::new(
@@ -350,5 +362,68 @@ pub fn start<R: Runtime, C: Clock>(
 async fn feed<C: Clock>(view: view::View, mut rx: PodEventReceiver, clock: C) {
     while let Some(batch) = rx.recv().await {
         view.apply(batch, clock.now());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(dir: &Path) -> LocalApiOptions {
+        LocalApiOptions {
+            node_name: "board1".into(),
+            address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: 10250,
+            cert_dir: dir.join("root/pki"),
+            tls_cert_file: None,
+            tls_private_key_file: None,
+            client_ca_file: None,
+            kubeconfig_path: dir.join("root/kubeconfig"),
+            node_ip: None,
+            pod_log_dir: dir.join("logs"),
+            labels: Default::default(),
+            max_pods: 110,
+        }
+    }
+
+    #[test]
+    fn credentials_are_made_once_kept_and_renewed_when_old() {
+        let tmp = tempfile::tempdir().unwrap();
+        let opts = options(tmp.path());
+        let now = crate::clock::Clock::now(&crate::clock::SystemClock);
+        let first = prepare(&opts, now).unwrap();
+        let crt = opts.cert_dir.join("kubelet.crt");
+        let pem = std::fs::read(&crt).unwrap();
+        let second = prepare(&opts, now).unwrap();
+        assert_eq!(std::fs::read(&crt).unwrap(), pem, "kept across starts");
+        assert_eq!(first.token, second.token);
+        assert_eq!(first.kubeconfig, second.kubeconfig);
+        for f in ["kubelet.crt", "kubelet.key", "kubelet-ca.crt", "token"] {
+            let mode = std::os::unix::fs::PermissionsExt::mode(
+                &std::fs::metadata(opts.cert_dir.join(f))
+                    .unwrap()
+                    .permissions(),
+            );
+            assert_eq!(mode & 0o777, 0o600, "{f}");
+        }
+        // 301 days old: made again (the token stays).
+        let old = nix::sys::time::TimeVal::new((now / 1_000_000_000) - 301 * 24 * 3600, 0);
+        nix::sys::stat::utimes(&crt, &old, &old).unwrap();
+        let third = prepare(&opts, now).unwrap();
+        assert_ne!(std::fs::read(&crt).unwrap(), pem, "renewed");
+        assert_eq!(third.token, first.token);
+        assert_ne!(
+            third.kubeconfig, first.kubeconfig,
+            "the kubeconfig trusts the new CA"
+        );
+        // Bring-your-own files that do not exist: a clear error naming the file.
+        let mut own = opts.clone();
+        own.tls_cert_file = Some(tmp.path().join("missing.crt"));
+        own.tls_private_key_file = Some(tmp.path().join("missing.key"));
+        let err = match prepare(&own, now) {
+            Ok(_) => panic!("missing files accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains("missing.crt"), "{err}");
     }
 }
