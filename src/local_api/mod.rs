@@ -407,8 +407,13 @@ mod tests {
             assert_eq!(mode & 0o777, 0o600, "{f}");
         }
         // 301 days old: made again (the token stays).
-        let old = nix::sys::time::TimeVal::new((now / 1_000_000_000) - 301 * 24 * 3600, 0);
-        nix::sys::stat::utimes(&crt, &old, &old).unwrap();
+        let old = std::time::SystemTime::now() - Duration::from_secs(301 * 24 * 3600);
+        std::fs::File::options()
+            .write(true)
+            .open(&crt)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
         let third = prepare(&opts, now).unwrap();
         assert_ne!(std::fs::read(&crt).unwrap(), pem, "renewed");
         assert_eq!(third.token, first.token);
