@@ -75,6 +75,12 @@ fn let_inotify_deliver() {
     std::thread::sleep(Duration::from_millis(300));
 }
 
+/// Virtual seconds to wait after a manifest is written or removed: past the file source's
+/// 20 s re-list (`--file-check-frequency` in `tests/common/agent.rs`), so a test never
+/// depends on inotify delivering within the real 300 ms above (on a loaded machine it may
+/// not). Paused time makes the wait cost nothing.
+const INOTIFY_OR_RELIST: u64 = 25;
+
 async fn settle(secs: u64) {
     for _ in 0..secs * 10 {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -153,7 +159,7 @@ async fn start_crash_restart_adopt_edit_delete() {
             rt.take_calls();
             std::fs::write(&file, manifest("web", "2")).unwrap();
             let_inotify_deliver();
-            settle(8).await;
+            settle(INOTIFY_OR_RELIST).await;
             let calls = rt.take_calls();
             let pos = |f: &dyn Fn(&Call) -> bool| calls.iter().position(f);
             let stop_old = calls
@@ -175,7 +181,7 @@ async fn start_crash_restart_adopt_edit_delete() {
             rt.take_calls();
             std::fs::remove_file(&file).unwrap();
             let_inotify_deliver();
-            settle(8).await;
+            settle(INOTIFY_OR_RELIST).await;
             assert!(running_ids(&rt).is_empty());
             let calls = rt.take_calls();
             assert!(
@@ -559,7 +565,7 @@ async fn a_hung_relist_stalls_nothing_else() {
             settle(3).await; // a relist is now stuck in the runtime
             std::fs::write(cfg.pod_manifest_path.join("db.yaml"), manifest("db", "1")).unwrap();
             let_inotify_deliver();
-            settle(5).await;
+            settle(INOTIFY_OR_RELIST).await;
             assert_eq!(
                 running_ids(&rt).len(),
                 4,
