@@ -29,7 +29,9 @@ pub struct SourceUpdate {
     /// `"file"`, `"http"` or `"api"` (the `kubernetes.io/config.source` value).
     pub source: &'static str,
     /// Sorted by the source's own order (file: by file name); full names are unique.
-    pub pods: Vec<Pod>,
+    /// Shared with the source's own cache and, unchanged, with the merge and the pod
+    /// manager: one copy of each pod however many layers hold it.
+    pub pods: Vec<Arc<Pod>>,
     /// The local ConfigMaps and Secrets of the file source (its full set); `None` for the
     /// sources that carry none.
     pub objects: Option<Vec<Object>>,

@@ -134,12 +134,15 @@ impl PodConfig {
                 continue;
             }
             // Annotate with the source before any comparison (kubelet: updatePodsFunc).
-            pod.metadata
-                .annotations
-                .insert(ANNOTATION_CONFIG_SOURCE.to_string(), source.to_string());
+            // Sources that already did keep their copy shared (no clone).
+            if pod.annotation(ANNOTATION_CONFIG_SOURCE) != Some(source) {
+                Arc::make_mut(&mut pod)
+                    .metadata
+                    .annotations
+                    .insert(ANNOTATION_CONFIG_SOURCE.to_string(), source.to_string());
+            }
 
             let Some(existing) = old_by_uid.get(pod.uid()) else {
-                let pod = Arc::new(pod);
                 adds.push(Arc::clone(&pod));
                 kept.push(pod);
                 continue;
@@ -148,13 +151,14 @@ impl PodConfig {
                 Change::None => kept.push(Arc::clone(existing)),
                 Change::StatusOnly => {
                     let mut merged = Pod::clone(existing);
-                    merged.status = pod.status;
+                    merged.status = pod.status.clone();
                     let merged = Arc::new(merged);
                     reconciles.push(Arc::clone(&merged));
                     kept.push(merged);
                 }
                 Change::Semantic => {
-                    let merged = Arc::new(apply_semantic_change(existing, pod));
+                    let merged =
+                        Arc::new(apply_semantic_change(existing, Arc::unwrap_or_clone(pod)));
                     if merged.metadata.deletion_timestamp.is_some() {
                         deletes.push(Arc::clone(&merged));
                     } else {
@@ -262,9 +266,42 @@ mod tests {
     fn snap(pods: Vec<Pod>) -> SourceUpdate {
         SourceUpdate {
             source: "file",
-            pods,
+            pods: pods.into_iter().map(Arc::new).collect(),
             objects: None,
         }
+    }
+
+    /// One copy of each pod: a pod the source already annotated is stored as the source's
+    /// own allocation, on add and while unchanged; only a pod without the annotation is
+    /// copied to add it.
+    #[test]
+    fn a_pod_the_source_annotated_is_shared_not_copied() {
+        let mut c = PodConfig::new(&["file"]);
+        let mut p = pod("p", "a");
+        p.metadata
+            .annotations
+            .insert(ANNOTATION_CONFIG_SOURCE.to_string(), "file".to_string());
+        let sent = Arc::new(p);
+        let update = |pods: Vec<Arc<Pod>>| SourceUpdate {
+            source: "file",
+            pods,
+            objects: None,
+        };
+        let got = c.merge(update(vec![Arc::clone(&sent)]));
+        assert!(Arc::ptr_eq(&got[0].pods[0], &sent), "copied on add");
+        assert!(c.merge(update(vec![Arc::clone(&sent)])).is_empty());
+        assert!(
+            Arc::ptr_eq(&c.pods["file"][0], &sent),
+            "copied while unchanged"
+        );
+
+        let bare = Arc::new(pod("q", "b"));
+        let got = c.merge(update(vec![Arc::clone(&sent), Arc::clone(&bare)]));
+        assert!(!Arc::ptr_eq(&got[0].pods[0], &bare));
+        assert_eq!(
+            got[0].pods[0].annotation(ANNOTATION_CONFIG_SOURCE),
+            Some("file")
+        );
     }
 
     /// (op, uids) of each emitted update, for compact assertions.

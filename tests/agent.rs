@@ -512,7 +512,7 @@ async fn a_shorter_grace_period_cuts_a_termination_short() {
                 async move {
                     tx.send(picolet::events::SourceUpdate {
                         source: "api",
-                        pods: vec![pod],
+                        pods: vec![std::sync::Arc::new(pod)],
                         objects: None,
                     })
                     .await

@@ -19,6 +19,7 @@ use std::fs;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -133,7 +134,7 @@ impl Checkpoint {
     }
 
     /// The bytes `pods` (in checkpoint form) encode to, if they differ from the file.
-    fn encode(&self, pods: &[Pod]) -> Result<Option<Vec<u8>>, CheckpointError> {
+    fn encode(&self, pods: &[Arc<Pod>]) -> Result<Option<Vec<u8>>, CheckpointError> {
         let file = File {
             version: 1,
             node: self.node_name.clone(),
@@ -149,7 +150,7 @@ impl Checkpoint {
 
     /// Stores `pods` (in checkpoint form) if that differs from the file; returns whether
     /// it wrote. Blocks on the write and its fsyncs.
-    pub fn store(&mut self, pods: &[Pod]) -> Result<bool, CheckpointError> {
+    pub fn store(&mut self, pods: &[Arc<Pod>]) -> Result<bool, CheckpointError> {
         let Some(bytes) = self.encode(pods)? else {
             return Ok(false);
         };
@@ -164,7 +165,7 @@ impl Checkpoint {
     /// [`Checkpoint::store`] with the write and its fsyncs (hundreds of milliseconds on an
     /// SD card) on tokio's blocking pool, so the calling thread — the agent's one thread —
     /// goes on meanwhile.
-    pub async fn store_off_thread(&mut self, pods: &[Pod]) -> Result<bool, CheckpointError> {
+    pub async fn store_off_thread(&mut self, pods: &[Arc<Pod>]) -> Result<bool, CheckpointError> {
         let Some(bytes) = self.encode(pods)? else {
             return Ok(false);
         };
@@ -190,6 +191,11 @@ impl Checkpoint {
 pub fn checkpoint_form(pod: &Pod) -> Pod {
     let mut p = pod.clone();
     p.metadata.resource_version.clear();
+    // The API object as the apiserver sent it: the source's own annotation is added again
+    // when the checkpoint is read.
+    p.metadata
+        .annotations
+        .remove(crate::api::ANNOTATION_CONFIG_SOURCE);
     p.status = pod
         .status
         .as_ref()
@@ -255,7 +261,7 @@ mod tests {
     async fn store_off_thread_writes_the_same_file_only_on_change() {
         let dir = tempfile::tempdir().unwrap();
         let mut c = Checkpoint::new(dir.path(), "pi-1");
-        let pods = [pod("a", "1", None)];
+        let pods = [Arc::new(pod("a", "1", None))];
         assert!(c.store_off_thread(&pods).await.unwrap());
         assert!(!c.store_off_thread(&pods).await.unwrap());
         assert!(
@@ -271,7 +277,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut c = Checkpoint::new(dir.path(), "pi-1");
         assert!(c.load().unwrap().is_none());
-        assert!(c.store(&[pod("a", "1", Some(PodPhase::Running))]).unwrap());
+        assert!(
+            c.store(&[Arc::new(pod("a", "1", Some(PodPhase::Running)))])
+                .unwrap()
+        );
         let mode = fs::metadata(c.path()).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         let dir_mode = fs::metadata(c.path().parent().unwrap())
@@ -281,15 +290,18 @@ mod tests {
             & 0o777;
         assert_eq!(dir_mode, 0o700);
         // A new resourceVersion or a new non-terminal status is not a change.
-        assert!(!c.store(&[pod("a", "7", Some(PodPhase::Pending))]).unwrap());
-        assert!(!c.store(&[pod("a", "8", None)]).unwrap());
+        assert!(
+            !c.store(&[Arc::new(pod("a", "7", Some(PodPhase::Pending)))])
+                .unwrap()
+        );
+        assert!(!c.store(&[Arc::new(pod("a", "8", None))]).unwrap());
         // A terminal phase is.
         assert!(
-            c.store(&[pod("a", "9", Some(PodPhase::Succeeded))])
+            c.store(&[Arc::new(pod("a", "9", Some(PodPhase::Succeeded)))])
                 .unwrap()
         );
         assert!(c.store(&[]).unwrap());
-        assert!(c.store(&[pod("b", "1", None)]).unwrap());
+        assert!(c.store(&[Arc::new(pod("b", "1", None))]).unwrap());
 
         // A fresh instance reads it back, and does not rewrite the same content.
         let mut again = Checkpoint::new(dir.path(), "pi-1");
@@ -297,7 +309,7 @@ mod tests {
         assert_eq!(pods.len(), 1);
         assert_eq!(pods[0].metadata.name, "b");
         assert!(pods[0].metadata.resource_version.is_empty());
-        assert!(!again.store(&[pod("b", "5", None)]).unwrap());
+        assert!(!again.store(&[Arc::new(pod("b", "5", None))]).unwrap());
         assert!(!dir.path().join("checkpoints/api-pods.json.tmp").exists());
     }
 
@@ -305,7 +317,7 @@ mod tests {
     fn other_node_or_garbage_is_ignored() {
         let dir = tempfile::tempdir().unwrap();
         let mut c = Checkpoint::new(dir.path(), "pi-1");
-        c.store(&[pod("a", "1", None)]).unwrap();
+        c.store(&[Arc::new(pod("a", "1", None))]).unwrap();
         let mut other = Checkpoint::new(dir.path(), "pi-2");
         assert!(other.load().unwrap().is_none());
         fs::write(c.path(), b"{garbage").unwrap();

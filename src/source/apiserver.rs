@@ -27,6 +27,7 @@
 //! or a DELETED event removes a pod), or block on a full channel past shutdown.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -34,7 +35,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::Pod;
+use crate::api::{ANNOTATION_CONFIG_SOURCE, Pod};
 use crate::apiserver::checkpoint::Checkpoint;
 use crate::apiserver::types::{ObjectList, Status, WatchEvent};
 use crate::apiserver::{ApiError, Backoff, Client, query};
@@ -70,7 +71,8 @@ impl Default for ApiSourceOptions {
 }
 
 /// Pods by `namespace/name` (unique in the apiserver).
-type PodSet = BTreeMap<(String, String), Pod>;
+/// Shared with the snapshots this source sends (one copy per pod).
+type PodSet = BTreeMap<(String, String), Arc<Pod>>;
 
 /// What one watch event does to the set.
 #[derive(Debug, Clone, PartialEq)]
@@ -143,7 +145,7 @@ pub fn apply_event(pods: &mut PodSet, node_name: &str, ev: WatchEvent) -> EventO
             }
             match crate::api::decode_pod(&ev.object) {
                 Ok(pod) => {
-                    pods.insert(key, pod);
+                    pods.insert(key, api_pod(pod));
                     EventOutcome::Applied {
                         resource_version: rv,
                     }
@@ -185,7 +187,7 @@ pub fn decode_list(
         let key = (ns.clone(), name.clone());
         match crate::api::decode_pod(&item) {
             Ok(pod) => {
-                pods.insert(key, pod);
+                pods.insert(key, api_pod(pod));
             }
             Err(e) => match previous.get(&key) {
                 Some(old) => {
@@ -199,6 +201,15 @@ pub fn decode_list(
         }
     }
     Ok((pods, list.metadata.resource_version, problems))
+}
+
+/// A decoded API pod as this source holds and sends it: annotated with its source already
+/// (the merge would otherwise copy it to add the annotation — kubelet: `updatePodsFunc`).
+fn api_pod(mut pod: Pod) -> Arc<Pod> {
+    pod.metadata
+        .annotations
+        .insert(ANNOTATION_CONFIG_SOURCE.to_string(), SOURCE.to_string());
+    Arc::new(pod)
 }
 
 fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
@@ -305,7 +316,7 @@ struct Reflector {
     pods: PodSet,
     /// `None`: (re)list first.
     resource_version: Option<String>,
-    last_sent: Option<Vec<Pod>>,
+    last_sent: Option<Vec<Arc<Pod>>>,
     /// In a streak of failures (logged once per streak).
     failing: bool,
     told_offline: bool,
@@ -380,7 +391,9 @@ impl Reflector {
                             self.pods = cp
                                 .into_iter()
                                 .map(|p| {
-                                    ((p.metadata.namespace.clone(), p.metadata.name.clone()), p)
+                                    let key =
+                                        (p.metadata.namespace.clone(), p.metadata.name.clone());
+                                    (key, api_pod(p))
                                 })
                                 .collect();
                             if !self.send().await {
@@ -499,7 +512,7 @@ impl Reflector {
     /// Sends the set if it differs from the last snapshot sent, then checkpoints it.
     /// `false` when the agent is gone or shutting down.
     async fn send(&mut self) -> bool {
-        let pods: Vec<Pod> = self.pods.values().cloned().collect();
+        let pods: Vec<Arc<Pod>> = self.pods.values().cloned().collect();
         if self.last_sent.as_ref() == Some(&pods) {
             return true;
         }

@@ -50,6 +50,7 @@ use std::io::{self, Read};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use notify::event::{AccessKind, AccessMode};
@@ -513,7 +514,8 @@ impl FileKey {
 /// What one document of a file gave.
 #[derive(Debug, Clone, PartialEq)]
 enum Item {
-    Pod(Box<Pod>),
+    /// Shared with the snapshots this source sends (one copy per pod).
+    Pod(Arc<Pod>),
     Object(Object),
 }
 
@@ -805,7 +807,7 @@ impl Scanner {
                             Item::Pod(prev)
                         }
                         prev => {
-                            let item = Item::Pod(Box::new(loaded.pod));
+                            let item = Item::Pod(Arc::new(loaded.pod));
                             log::info!(
                                 "{shown}: {} {}",
                                 item.describe(),
@@ -939,7 +941,7 @@ impl Scanner {
                     Item::Pod(pod) => {
                         owners.insert(pod.full_name(), name);
                         uids.insert(pod.uid().to_string(), name);
-                        out.pods.push(pod.as_ref().clone());
+                        out.pods.push(Arc::clone(pod));
                     }
                     Item::Object(o) => {
                         object_owners.insert(o.key.clone(), name);
@@ -956,7 +958,7 @@ impl Scanner {
 /// One pass's result: the source's pods and local objects.
 #[derive(Debug, Default, Clone, PartialEq)]
 struct Snapshot {
-    pods: Vec<Pod>,
+    pods: Vec<Arc<Pod>>,
     objects: Vec<Object>,
 }
 

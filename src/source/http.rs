@@ -11,6 +11,7 @@
 //!
 //! Must never: follow redirects, or send a snapshot equal to the last one.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::Method;
@@ -108,7 +109,7 @@ impl<C: Clock> HttpSource<C> {
         let mut tick = tokio::time::interval(self.options.period);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut last_body: Option<bytes::Bytes> = None;
-        let mut last_sent: Option<Vec<Pod>> = None;
+        let mut last_sent: Option<Vec<Arc<Pod>>> = None;
         let mut failing = false;
         loop {
             tokio::select! {
@@ -144,6 +145,7 @@ impl<C: Clock> HttpSource<C> {
                 log::warn!("http source: {p}");
             }
             last_body = Some(body);
+            let pods: Vec<Arc<Pod>> = pods.into_iter().map(Arc::new).collect();
             if last_sent.as_ref() == Some(&pods) {
                 continue;
             }
