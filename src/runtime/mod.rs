@@ -32,6 +32,7 @@ pub mod cri;
 pub mod cri_config;
 pub mod data_volumes;
 pub mod fake;
+pub mod fake_containerd;
 #[cfg(feature = "fake-cri")]
 pub mod fake_cri;
 pub mod gc;
