@@ -6,10 +6,11 @@
 //! crashes at start, an image that cannot be pulled, the IP new sandboxes get).
 //!
 //! Fronts: [`super::fake::FakeRuntime`] calls it directly (a `Runtime` for unit and agent
-//! tests on paused tokio time); [`super::fake_cri`] (feature `fake-cri`) decodes gRPC
+//! tests on paused tokio time); `super::fake_cri` (feature `fake-cri`) decodes gRPC
 //! requests, calls it and encodes its answers. Each front keeps its own call log and its
-//! own fault injection (errors, delays, hangs, broken streams) on top; nothing here logs
-//! calls or fails on purpose.
+//! own fault injection (errors, delays, hangs, broken streams) on top. The model keeps no
+//! call log (only the arguments tests read back: pull credentials, exec commands, streaming
+//! requests) and refuses a call only where containerd would.
 //!
 //! Must never: wait or do I/O — every operation is a synchronous state edit that answers
 //! at once. Where containerd takes time (a container that exits some time after SIGTERM),
@@ -343,7 +344,7 @@ fn not_found(what: &str, id: &str) -> Refusal {
 }
 
 /// The CRI name of a container state, as containerd's messages spell it.
-pub fn container_state_name(state: ContainerState) -> &'static str {
+fn container_state_name(state: ContainerState) -> &'static str {
     match state {
         ContainerState::Created => "CONTAINER_CREATED",
         ContainerState::Running => "CONTAINER_RUNNING",
@@ -755,14 +756,20 @@ impl FakeContainerd {
                 .display()
                 .to_string()
         };
-        let info = ContainerInfo::created(
-            id.clone(),
-            sandbox_id.to_string(),
-            &config,
+        let info = ContainerInfo {
+            id: id.clone(),
+            sandbox_id: sandbox_id.to_string(),
+            name: config.name.clone(),
+            attempt: config.attempt,
+            image: config.image.clone(),
             image_ref,
+            state: ContainerState::Created,
             created_at,
+            labels: config.labels.clone(),
+            annotations: config.annotations.clone(),
             log_path,
-        );
+            ..ContainerInfo::default()
+        };
         self.containers
             .insert(id.clone(), ContainerRec { info, config });
         self.emit(&id, ContainerEventKind::Created, sandbox_id);
