@@ -343,6 +343,28 @@ fn not_found(what: &str, id: &str) -> Refusal {
     )
 }
 
+/// containerd: a sandbox or container name is reserved until the sandbox or container is
+/// removed.
+fn reserved(what: &str, full_name: &str, holder: &str) -> Refusal {
+    Refusal::new(
+        Code::Unknown,
+        format!(
+            "failed to reserve {what} name {full_name:?}: name {full_name:?} is reserved for {holder:?}"
+        ),
+    )
+}
+
+/// containerd's answer to a call the container's state does not allow.
+fn wrong_state(doing: &str, c: &ContainerRec) -> Refusal {
+    Refusal::new(
+        Code::Unknown,
+        format!(
+            "{doing}: container is in {} state",
+            container_state_name(c.info.state)
+        ),
+    )
+}
+
 /// The CRI name of a container state, as containerd's messages spell it.
 fn container_state_name(state: ContainerState) -> &'static str {
     match state {
@@ -547,6 +569,24 @@ impl FakeContainerd {
         }
     }
 
+    fn find_sandbox(&self, id: &str) -> Answer<&SandboxRec> {
+        self.sandboxes
+            .get(id)
+            .ok_or_else(|| not_found("sandbox", id))
+    }
+
+    fn find_container(&self, id: &str) -> Answer<&ContainerRec> {
+        self.containers
+            .get(id)
+            .ok_or_else(|| not_found("container", id))
+    }
+
+    fn find_container_mut(&mut self, id: &str) -> Answer<&mut ContainerRec> {
+        self.containers
+            .get_mut(id)
+            .ok_or_else(|| not_found("container", id))
+    }
+
     // ----- sandboxes -------------------------------------------------------------------
 
     fn new_id(&mut self, prefix: &str) -> String {
@@ -581,13 +621,7 @@ impl FakeContainerd {
                 "{}_{}_{}_{}",
                 config.name, config.namespace, config.uid, config.attempt
             );
-            return Err(Refusal::new(
-                Code::Unknown,
-                format!(
-                    "failed to reserve sandbox name {full_name:?}: name {full_name:?} is reserved for {:?}",
-                    other.info.id
-                ),
-            ));
+            return Err(reserved("sandbox", &full_name, &other.info.id));
         }
         let id = self.new_id("s");
         let created_at = self.stamp();
@@ -703,10 +737,7 @@ impl FakeContainerd {
         sandbox_id: &str,
         config: ContainerConfig,
     ) -> Answer<String> {
-        let sandbox = self
-            .sandboxes
-            .get(sandbox_id)
-            .ok_or_else(|| not_found("sandbox", sandbox_id))?;
+        let sandbox = self.find_sandbox(sandbox_id)?;
         if sandbox.info.state != SandboxState::Ready {
             // containerd 1.6 says NotFound: the sandbox's task is gone.
             return Err(Refusal::new(
@@ -737,13 +768,7 @@ impl FakeContainerd {
                 && c.info.name == config.name
                 && c.info.attempt == config.attempt
         }) {
-            return Err(Refusal::new(
-                Code::Unknown,
-                format!(
-                    "failed to reserve container name {full_name:?}: name {full_name:?} is reserved for {:?}",
-                    other.info.id
-                ),
-            ));
+            return Err(reserved("container", &full_name, &other.info.id));
         }
         let id = self.new_id("c");
         let created_at = self.stamp();
@@ -778,23 +803,16 @@ impl FakeContainerd {
 
     pub fn start_container(&mut self, id: &str) -> Answer<()> {
         let now = self.stamp();
-        let c = self
-            .containers
-            .get_mut(id)
-            .ok_or_else(|| not_found("container", id))?;
+        let c = self.find_container(id)?;
         if c.info.state != ContainerState::Created {
-            return Err(Refusal::new(
-                Code::Unknown,
-                format!(
-                    "failed to set starting state for container {id:?}: container is in {} state",
-                    container_state_name(c.info.state)
-                ),
-            ));
+            let doing = format!("failed to set starting state for container {id:?}");
+            return Err(wrong_state(&doing, c));
         }
+        let crashed = c.lookup(&self.exit_on_start).copied();
+        let c = self.find_container_mut(id)?;
         // Created --start--> Running
         c.info.state = ContainerState::Running;
         c.info.started_at = now;
-        let crashed = c.lookup(&self.exit_on_start).copied();
         if let Some(code) = crashed {
             c.exit(now, code, None);
         }
@@ -810,10 +828,7 @@ impl FakeContainerd {
     /// `Ok(Some((wait, code)))`: it is still running; the front waits `wait` (cut short
     /// only by its own shutdown) and then calls [`Self::exit_running`] with `code`.
     pub fn stop_container(&mut self, id: &str, timeout: i64) -> Answer<Option<(Duration, i32)>> {
-        let c = self
-            .containers
-            .get(id)
-            .ok_or_else(|| not_found("container", id))?;
+        let c = self.find_container(id)?;
         if c.info.state != ContainerState::Running {
             // Created or exited: nothing to stop.
             return Ok(None);
@@ -876,32 +891,22 @@ impl FakeContainerd {
     }
 
     pub fn container_status(&self, id: &str) -> Answer<&ContainerRec> {
-        self.containers
-            .get(id)
-            .ok_or_else(|| not_found("container", id))
+        self.find_container(id)
     }
 
     /// `ExecSync`: the result set for the container (default exit 0, no output).
     pub fn exec_sync(&mut self, id: &str, cmd: &[String]) -> Answer<ExecResult> {
-        let c = self
-            .containers
-            .get(id)
-            .ok_or_else(|| not_found("container", id))?;
+        let c = self.find_container(id)?;
         if c.info.state != ContainerState::Running {
-            return Err(Refusal::new(
-                Code::Unknown,
-                format!(
-                    "failed to exec in container: container is in {} state",
-                    container_state_name(c.info.state)
-                ),
-            ));
+            return Err(wrong_state("failed to exec in container", c));
         }
         let result = c.lookup(&self.exec_results).cloned().unwrap_or(ExecResult {
             exit_code: 0,
             stdout: Vec::new(),
             stderr: Vec::new(),
         });
-        self.exec_commands.push((c.info.name.clone(), cmd.to_vec()));
+        let name = c.info.name.clone();
+        self.exec_commands.push((name, cmd.to_vec()));
         Ok(result)
     }
 
@@ -914,10 +919,7 @@ impl FakeContainerd {
             Streaming::PerCall(base) => format!("{base}/{}/{id}", method.to_lowercase()),
         };
         if method == "PortForward" {
-            let s = self
-                .sandboxes
-                .get(id)
-                .ok_or_else(|| not_found("sandbox", id))?;
+            let s = self.find_sandbox(id)?;
             if s.info.state != SandboxState::Ready {
                 return Err(Refusal::new(
                     Code::FailedPrecondition,
@@ -925,10 +927,7 @@ impl FakeContainerd {
                 ));
             }
         } else {
-            let c = self
-                .containers
-                .get(id)
-                .ok_or_else(|| not_found("container", id))?;
+            let c = self.find_container(id)?;
             if c.info.state != ContainerState::Running {
                 return Err(Refusal::new(
                     Code::FailedPrecondition,
