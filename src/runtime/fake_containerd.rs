@@ -31,7 +31,8 @@
 //! `NotFound`, as containerd 1.6 answers), a present image (else `NotFound`) and a free
 //! (name, attempt) in the sandbox (else `Unknown`, "name is reserved"). Its `log_path` is
 //! the sandbox's `log_directory` joined with the container's. Created --start--> Running
-//! --exit/stop--> Exited. `start_container` on anything but Created is `Unknown`.
+//! --exit/stop--> Exited. `start_container` on anything but Created is `Unknown`; a
+//! container set to crash ([`FakeContainerd::set_exit_on_start`]) exits right after it starts.
 //! `stop_container` on a running container: SIGTERM — it exits with the SIGTERM exit code
 //! ([`FakeContainerd::set_term_exit_code`], default 0) after the stop delay
 //! ([`FakeContainerd::set_stop_delay`], default none), or — if that is longer than the
@@ -43,7 +44,8 @@
 //!
 //! Images: only images added ("imported") or pulled are known; names are normalised as
 //! containerd does (`busybox` is `docker.io/library/busybox:latest`); IDs are
-//! `sha256:<64 hex>`, a hash of the name.
+//! `sha256:<64 hex>`, a hash of the name. A pull of an image set to fail
+//! ([`FakeContainerd::fail_pulls`]) is refused with the given status.
 //!
 //! Events (`GetContainerEvents`, as containerd 1.7 sends them): CREATED and STARTED for a
 //! new sandbox (its id as `container_id`) and for a created and a started container,
