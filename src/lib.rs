@@ -31,6 +31,13 @@
 //!                        clock)
 //! ```
 //!
+//! Fakes: one per external boundary, and each boundary's fake is one model with thin
+//! fronts. containerd: `runtime::fake_containerd` (the in-memory containerd: state, IDs,
+//! injected clock, events, stats) ← `runtime::fake` (a `Runtime`, called directly, paused
+//! time) and `runtime::fake_cri` (feature `fake-cri`: a CRI gRPC server that only decodes,
+//! calls the model, encodes, and adds transport faults). The API server:
+//! `apiserver::mock` (feature `mock-apiserver`). Time: `clock::TokioClock`.
+//!
 //! Layout:
 //! - [`api`]          the `v1/Pod` subset (serde types), nothing else
 //! - `apiserver`      (feature `apiserver`) the API server client, and the tasks that use
@@ -44,7 +51,8 @@
 //! - [`pod_workers`]  the per-pod lifecycle state machine and its scheduling
 //! - [`pleg`]         the pod lifecycle event generator's runtime half: the relist, and the
 //!   runtime's container events where it has them (evented PLEG)
-//! - [`runtime`]      the CRI boundary, the pure plan, the sync that executes it, container GC
+//! - [`runtime`]      the CRI boundary, the pure plan, the sync that executes it, container
+//!   GC; and its fake, the in-memory containerd with its two fronts (see Fakes above)
 //! - [`probe`]        the network probe and hook handlers (tcpSocket, httpGet, grpc); a leaf
 //! - [`prober`]       the probe manager: one worker task per probe, results by container
 //!   ID for the plan (liveness/startup kills) and the status (ready, started)

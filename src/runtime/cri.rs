@@ -1023,7 +1023,11 @@ const TONIC_TIMEOUT_EXPIRED: &str = "Timeout expired";
 
 /// `tonic::Status` → `CriError`. containerd answers a missing container, sandbox or image
 /// with `NotFound` (its `errdefs.ErrNotFound` becomes `codes.NotFound`).
-fn map_status(method: &'static str, timeout: Duration, status: &tonic::Status) -> CriError {
+pub(crate) fn map_status(
+    method: &'static str,
+    timeout: Duration,
+    status: &tonic::Status,
+) -> CriError {
     use tonic::Code;
     let message = status.message().to_string();
     match status.code() {

@@ -1,17 +1,24 @@
 //! The container runtime boundary (kubelet: `kuberuntime`, `kubecontainer.Runtime`).
 //!
 //! Owns: the `Runtime` trait — the CRI operations picolet issues, expressed in domain types —
-//! and those domain types. `cri.rs` implements it over tonic/prost; `fake.rs` implements it in
-//! memory for unit tests. Nothing outside `cri.rs` ever sees a prost type.
+//! and those domain types. `cri.rs` implements it over tonic/prost. Nothing outside `cri.rs`
+//! (and `fake_cri.rs`, its server-side mirror for tests) ever sees a prost type.
+//!
+//! One fake for this boundary: `fake_containerd.rs` is the one in-memory model of containerd
+//! (state, IDs, clock-driven timestamps, events, stats); `fake.rs` (a `Runtime`, called
+//! directly, paused time) and `fake_cri.rs` (a gRPC server, real time) are thin fronts over
+//! it that add only their call log and fault injection. A behaviour of the runtime is
+//! modelled once, in the model; a front never keeps runtime state of its own.
 //!
 //! Must never: hold pod state between calls (the event loop owns all state), or retry on its
 //! own — failures are returned and become pod-worker state (retry with back-off).
 //!
 //! Layout:
 //! - `cri.rs`    the tonic client over a unix socket, with per-call deadlines
-//! - `fake.rs`   an in-memory `Runtime` for unit tests
-//! - `fake_cri.rs` (feature `fake-cri`) a fake CRI gRPC server on a unix socket, for client,
-//!   fault and load tests
+//! - `fake_containerd.rs` the in-memory containerd both fakes front (tests and test tooling only)
+//! - `fake.rs`   a `Runtime` over it for unit and agent tests: call log, injected `CriError`s
+//! - `fake_cri.rs` (feature `fake-cri`) a CRI gRPC server on a unix socket over it, for
+//!   client, fault and load tests: call log, latency, faults, restarts
 //! - `labels.rs` the CRI labels/annotations contract (how pods are adopted after a restart)
 //! - `plan.rs`   pure `compute_pod_actions` (kubelet: `computePodActions`)
 //! - `backoff.rs` crash-loop and image-pull back-off
@@ -32,6 +39,7 @@ pub mod cri;
 pub mod cri_config;
 pub mod data_volumes;
 pub mod fake;
+pub mod fake_containerd;
 #[cfg(feature = "fake-cri")]
 pub mod fake_cri;
 pub mod gc;
@@ -292,38 +300,6 @@ pub struct ContainerInfo {
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
     pub log_path: String,
-}
-
-impl ContainerInfo {
-    /// A container just created from `config` (state Created, nothing run yet): what a
-    /// runtime reports after `CreateContainer`. Used by both fakes.
-    pub fn created(
-        id: String,
-        sandbox_id: String,
-        config: &ContainerConfig,
-        image_ref: String,
-        created_at: UnixNanos,
-        log_path: String,
-    ) -> Self {
-        ContainerInfo {
-            id,
-            sandbox_id,
-            name: config.name.clone(),
-            attempt: config.attempt,
-            image: config.image.clone(),
-            image_ref,
-            state: ContainerState::Created,
-            created_at,
-            started_at: 0,
-            finished_at: 0,
-            exit_code: 0,
-            reason: String::new(),
-            message: String::new(),
-            labels: config.labels.clone(),
-            annotations: config.annotations.clone(),
-            log_path,
-        }
-    }
 }
 
 /// A label filter for the list calls (CRI `label_selector`), plus optional state.

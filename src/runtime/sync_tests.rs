@@ -981,8 +981,8 @@ async fn pod_status_and_relist() {
 
     // a runtime error is returned as is
     h.rt.fail_once(
-        Method::ListPodSandboxes,
-        FakeRuntime::rpc_error(Method::ListPodSandboxes, "down"),
+        Method::ListPodSandbox,
+        FakeRuntime::rpc_error(Method::ListPodSandbox, "down"),
     );
     assert!(get_pod_status(&h.rt, "uid-1").await.is_err());
 }
