@@ -10,6 +10,7 @@
 //! ```text
 //! cargo bench --features fake-cri --bench picolet -- <mode> --picolet <binary> [flags]
 //!   fake-rss      --counts 0,10,100,500 [--wrap "valgrind --tool=massif …"] [--no-events]
+//!                 [--then-delete]  (also the RSS once every pod is deleted and removed)
 //!   fake-idle     --pods 50 --secs 60 [--callgrind] [--no-events]
 //!   fake-probes   --pods 100 --secs 60 --period 10  (an exec liveness and an HTTP readiness
 //!                 probe per pod, the HTTP server in this process)
@@ -828,6 +829,41 @@ async fn fake_rss(args: &Args) -> Res<()> {
             ),
         );
         by_count.insert(n, s);
+        // --then-delete: every manifest removed; once the runtime holds nothing of the pods
+        // (stopped, then removed by container GC), what stays resident.
+        if args.flag("then-delete") && n > 0 {
+            for i in 0..n {
+                remove_manifest(&dir.manifests(), i)?;
+            }
+            wait_until("all removed", timeout, Duration::from_millis(50), || {
+                let left = fake_view(&fake).sandboxes;
+                let alive = p.alive();
+                async move {
+                    alive?;
+                    if left == 0 {
+                        Ok(true)
+                    } else {
+                        Err(format!("{left} sandboxes left"))
+                    }
+                }
+            })
+            .await?;
+            sleep(settle).await;
+            let d = sample(p.pid())?;
+            log(format!(
+                "fake-rss: {n} pods deleted: VmRSS {} kB, VmHWM {} kB, Pss {} kB",
+                d.rss_kb, d.hwm_kb, d.pss_kb
+            ));
+            result(
+                "footprint",
+                &format!("RSS after {n} pods were deleted (fake CRI)"),
+                mib(d.rss_kb),
+                &format!(
+                    "VmRSS {} kB, VmHWM {} kB, PSS {} kB; every manifest removed, the runtime empty",
+                    d.rss_kb, d.hwm_kb, d.pss_kb
+                ),
+            );
+        }
         p.stop();
     }
     if let Some(base) = by_count.get(&0) {

@@ -371,8 +371,22 @@ pub fn apply_event(
     pod.containers.retain(|c| c.sandbox_id != sandbox.id);
     let sandbox_deleted = event.kind == ContainerEventKind::Deleted && *id == sandbox.id;
     if !sandbox_deleted {
-        pod.sandboxes.push(sandbox.clone());
-        pod.containers.extend(event.containers.iter().cloned());
+        // The view holds what the relist's lists hold: no annotations (the status calls
+        // carry them, and the syncs' own views keep them). An event's copy with them
+        // would cost a second full runtime view per pod.
+        pod.sandboxes.push(crate::runtime::Sandbox {
+            annotations: Default::default(),
+            ..sandbox.clone()
+        });
+        pod.containers.extend(
+            event
+                .containers
+                .iter()
+                .map(|c| crate::runtime::ContainerInfo {
+                    annotations: Default::default(),
+                    ..c.clone()
+                }),
+        );
     }
     sync::regroup(pod);
     let after = fingerprint(pod);

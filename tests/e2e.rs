@@ -728,8 +728,9 @@ async fn j_fields_are_honoured_or_refused() {
             &format!("    ports: [{{containerPort: 80, hostPort: {port}{host_ip}}}]\n    command:"),
         )
     };
-    lab.write_manifest("lo.yaml", &served("lo", 18080, ", hostIP: 127.0.0.1"));
-    lab.write_manifest("any.yaml", &served("any", 18081, ""));
+    let (lo_port, any_port) = lab_host_ports();
+    lab.write_manifest("lo.yaml", &served("lo", lo_port, ", hostIP: 127.0.0.1"));
+    lab.write_manifest("any.yaml", &served("any", any_port, ""));
     // activeDeadlineSeconds: 3 fails the pod and stops its container.
     let deadline = manifest(
         "deadline",
@@ -821,21 +822,25 @@ async fn j_fields_are_honoured_or_refused() {
         Some((net, _)) => format!("{net}.1"),
         None => lab.fail(&format!("pod lo has no IPv4 address: {pod_ip:?}")),
     };
-    lab.wait_for("lo's page on 127.0.0.1:18080", secs(30), || async {
-        http_get("127.0.0.1", 18080).and_then(|b| {
-            if b.contains("lo-page") {
-                Ok(())
-            } else {
-                Err(format!("another page: {b:?}"))
-            }
-        })
-    })
-    .await;
     lab.wait_for(
-        &format!("any's page on {gateway}:18081"),
+        &format!("lo's page on 127.0.0.1:{lo_port}"),
         secs(30),
         || async {
-            http_get(&gateway, 18081).and_then(|b| {
+            http_get("127.0.0.1", lo_port).and_then(|b| {
+                if b.contains("lo-page") {
+                    Ok(())
+                } else {
+                    Err(format!("another page: {b:?}"))
+                }
+            })
+        },
+    )
+    .await;
+    lab.wait_for(
+        &format!("any's page on {gateway}:{any_port}"),
+        secs(30),
+        || async {
+            http_get(&gateway, any_port).and_then(|b| {
                 if b.contains("any-page") {
                     Ok(())
                 } else {
@@ -845,9 +850,9 @@ async fn j_fields_are_honoured_or_refused() {
         },
     )
     .await;
-    let wide = http_get(&gateway, 18080);
+    let wide = http_get(&gateway, lo_port);
     lab.check(wide.is_err(), || {
-        format!("hostIP 127.0.0.1 answered on {gateway}:18080 too: {wide:?}")
+        format!("hostIP 127.0.0.1 answered on {gateway}:{lo_port} too: {wide:?}")
     });
 
     lab.wait_for(
@@ -2712,6 +2717,19 @@ async fn node_api_port_forward(
 }
 
 /// A loopback TCP port nothing listens on now (the kernel's pick).
+/// The host ports scenario j publishes, per lab: two labs on one machine (a CI run beside
+/// an engineer's, each with its own bridge and subnet) must not publish the same host port,
+/// or one lab's DNAT rule answers for the other's pod. Derived from the third octet of
+/// `PICOLET_LAB_SUBNET` (lab.sh's default 10.88.77.0/24 gives 18154 and 18155).
+fn lab_host_ports() -> (u16, u16) {
+    let octet = std::env::var("PICOLET_LAB_SUBNET")
+        .ok()
+        .and_then(|s| s.split('.').nth(2)?.parse::<u16>().ok())
+        .filter(|o| *o < 256)
+        .unwrap_or(77);
+    (18000 + 2 * octet, 18001 + 2 * octet)
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
