@@ -154,16 +154,18 @@ impl Report {
                                     fields::rule_for(&fields::normalize(&p)).map_or("", |r| r.why);
                                 (p, Policy::Ignored.as_str(), why.to_string())
                             }
-                            Unknown::NotUpstream(p) => (
-                                p,
-                                "unknown",
-                                "not a field of v1.Pod, ignored (a typo?)".to_string(),
-                            ),
+                            Unknown::NotUpstream(p) => {
+                                (p, "unknown", "not a field of v1.Pod: a typo?".to_string())
+                            }
                         };
                         out.push(Field { path, policy, why });
                     }
                     out.sort_by_key(|f| rank(f.policy));
                     let (verdict, error) = match verdict.rejection {
+                        // The refused fields are listed below: no need to say them twice.
+                        Some(r) if r.reason == admission::REASON_UNSUPPORTED => {
+                            ("refused", String::new())
+                        }
                         Some(r) => ("refused", format!("{}: {}", r.reason, r.message)),
                         None if out.iter().any(|f| f.policy != "ignored") => {
                             ("warned", String::new())
