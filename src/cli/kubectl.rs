@@ -137,7 +137,7 @@ pub async fn get(
                     };
                     for i in items {
                         let n = i["metadata"]["name"].as_str().unwrap_or("");
-                        let _ = writeln!(out, "{}/{n}", kind.to_lowercase());
+                        let _ = writeln!(out, "{}/{n}", kind.to_ascii_lowercase());
                     }
                 }
             }
@@ -176,7 +176,7 @@ pub fn print_table(table: &Value, wide: bool, with_ns: bool) -> String {
         row.push("NAMESPACE".to_string());
     }
     for (c, _) in cols.iter().zip(&shown).filter(|(_, s)| **s) {
-        row.push(c["name"].as_str().unwrap_or("").to_uppercase());
+        row.push(c["name"].as_str().unwrap_or("").to_ascii_uppercase());
     }
     text.push_str(&row.join("\t"));
     text.push('\n');
@@ -223,8 +223,13 @@ pub async fn logs(client: &Client, name: &str, req: &Request) -> Result<(), Stri
                 .await
                 .map_err(|e| {
                     // kubectl finds the pod first, and says so in its own words.
-                    let e = err(e).replacen("Error from server", "error from server", 1);
-                    format!("error: {e} in namespace {:?}", req.namespace)
+                    let e = err(e);
+                    match e.strip_prefix("Error") {
+                        Some(rest) => {
+                            format!("error: error{rest} in namespace {:?}", req.namespace)
+                        }
+                        None => e,
+                    }
                 })?;
             let pod: Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
             let names: Vec<&str> = pod["spec"]["containers"]
@@ -308,6 +313,18 @@ pub async fn describe_pod(
         Err(_) => None,
     };
     Ok(describe(&pod, events.as_ref(), now))
+}
+
+/// A stable insertion sort by a string field: the few items describe sorts need no
+/// generic sort of their own.
+fn sort_by_field(items: &mut [&Value], key: &str) {
+    for i in 1..items.len() {
+        let mut j = i;
+        while j > 0 && s(items[j - 1], key) > s(items[j], key) {
+            items.swap(j - 1, j);
+            j -= 1;
+        }
+    }
 }
 
 fn s<'a>(v: &'a Value, key: &str) -> &'a str {
@@ -504,7 +521,7 @@ fn tolerations(o: &mut String, tols: &[Value]) {
         o.push_str("<none>\n");
     }
     let mut tols: Vec<&Value> = tols.iter().collect();
-    tols.sort_by(|a, b| s(a, "key").cmp(s(b, "key")));
+    sort_by_field(&mut tols, "key");
     for (i, t) in tols.into_iter().enumerate() {
         if i != 0 {
             o.push('\t');
@@ -640,7 +657,7 @@ fn containers(o: &mut String, label: &str, pod: &Value, key: &str, statuses: &st
         let mut mounts: Vec<&Value> = arr(c, "volumeMounts").iter().collect();
         let none = if mounts.is_empty() { "\t<none>" } else { "" };
         let _ = writeln!(o, "    Mounts:{none}");
-        mounts.sort_by(|a, b| s(a, "mountPath").cmp(s(b, "mountPath")));
+        sort_by_field(&mut mounts, "mountPath");
         for m in mounts {
             let mut flags = vec![if m["readOnly"] == true { "ro" } else { "rw" }.to_string()];
             if !s(m, "subPath").is_empty() {
@@ -712,11 +729,11 @@ fn env(o: &mut String, pod: &Value, c: &Value) {
 /// kubectl: `fieldpath.ExtractFieldPathAsString` for the paths a static pod uses.
 fn field_value(pod: &Value, path: &str) -> String {
     if let Some(rest) = path.strip_prefix("metadata.labels['") {
-        let key = rest.trim_end_matches("']");
+        let key = rest.strip_suffix("']").unwrap_or(rest);
         return s(&pod["metadata"]["labels"], key).to_string();
     }
     if let Some(rest) = path.strip_prefix("metadata.annotations['") {
-        let key = rest.trim_end_matches("']");
+        let key = rest.strip_suffix("']").unwrap_or(rest);
         return s(&pod["metadata"]["annotations"], key).to_string();
     }
     let mut v = pod;
@@ -753,7 +770,7 @@ fn probe(p: &Value) -> String {
         };
         format!(
             "http-get {}://{host}:{}{} {attrs}",
-            s(h, "scheme").to_lowercase(),
+            s(h, "scheme").to_ascii_lowercase(),
             port(&h["port"]),
             s(h, "path")
         )
@@ -896,7 +913,8 @@ fn volumes(o: &mut String, vols: &[Value]) {
 /// kubectl's `DescribeEvents`: its own aligned block, oldest last-seen first.
 fn describe_events(items: &[Value], now: UnixNanos) -> String {
     let mut items: Vec<&Value> = items.iter().collect();
-    items.sort_by_key(|e| clock::parse_rfc3339(s(e, "lastTimestamp")).unwrap_or(0));
+    // RFC 3339 in UTC sorts as text.
+    sort_by_field(&mut items, "lastTimestamp");
     let mut o = String::from(
         "Events:\n  Type\tReason\tAge\tFrom\tMessage\n  ----\t------\t----\t----\t-------\n",
     );

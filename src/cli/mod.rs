@@ -229,10 +229,7 @@ fn run_validate(a: &Args) -> u8 {
     }
     report.link(&refs);
     if json {
-        match serde_json::to_string(&report.entries) {
-            Ok(s) => println!("{s}"),
-            Err(e) => eprintln!("picolet: {e}"),
-        }
+        println!("{}", report.json());
     } else {
         print!("{}", report.text());
     }

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeSet;
 
-use serde::Serialize;
+use serde_json::{Map, Value};
 
 use crate::admission::{self, NodeFacts};
 use crate::clock::UnixNanos;
@@ -20,7 +20,7 @@ use crate::manifest::fields::{self, Policy, Unknown};
 use crate::manifest::{self, Document};
 
 /// One line of the report: a pod, a ConfigMap/Secret, or a file or document refused whole.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
     /// The file, with ` (document N)` when it holds several.
     pub file: String,
@@ -28,22 +28,18 @@ pub struct Entry {
     pub kind: String,
     pub namespace: String,
     pub name: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
     pub uid: String,
     /// `ok`, `warned`, `refused` (the pod would not start) or `rejected` (not loaded at all).
     pub verdict: &'static str,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub fields: Vec<Field>,
     /// Why a document was rejected, or why admission refuses the pod.
-    #[serde(skip_serializing_if = "String::is_empty")]
     pub error: String,
     /// ConfigMap/Secret: the pods (namespace/name) among the files that reference it.
-    #[serde(rename = "usedBy", skip_serializing_if = "Option::is_none")]
     pub used_by: Option<Vec<String>>,
 }
 
 /// A field picolet does not simply run with.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Field {
     pub path: String,
     /// `refused`, `warned`, `ignored`, or `unknown` (not a field of v1.Pod: a typo?).
@@ -160,7 +156,12 @@ impl Report {
                         };
                         out.push(Field { path, policy, why });
                     }
-                    out.sort_by_key(|f| rank(f.policy));
+                    // refused, warned, unknown, ignored: a stable order without a sort.
+                    let out: Vec<Field> = ["refused", "warned", "unknown", "ignored"]
+                        .iter()
+                        .flat_map(|p| out.iter().filter(move |f| f.policy == *p))
+                        .cloned()
+                        .collect();
                     let (verdict, error) = match verdict.rejection {
                         // The refused fields are listed below: no need to say them twice.
                         Some(r) if r.reason == admission::REASON_UNSUPPORTED => {
@@ -205,6 +206,42 @@ impl Report {
         }
     }
 
+    /// The report for scripts (`-o json`): an array of entries, empty fields left out.
+    pub fn json(&self) -> Value {
+        let text = |s: &str| Value::String(s.to_string());
+        let entries = self.entries.iter().map(|e| {
+            let mut o = Map::new();
+            for (key, value) in [
+                ("file", &e.file),
+                ("kind", &e.kind),
+                ("namespace", &e.namespace),
+                ("name", &e.name),
+                ("uid", &e.uid),
+                ("error", &e.error),
+            ] {
+                if !value.is_empty() || matches!(key, "file" | "kind") {
+                    o.insert(key.into(), text(value));
+                }
+            }
+            o.insert("verdict".into(), text(e.verdict));
+            if !e.fields.is_empty() {
+                let fields = e.fields.iter().map(|f| {
+                    let mut m = Map::new();
+                    m.insert("path".into(), text(&f.path));
+                    m.insert("policy".into(), text(f.policy));
+                    m.insert("why".into(), text(&f.why));
+                    Value::Object(m)
+                });
+                o.insert("fields".into(), fields.collect());
+            }
+            if let Some(users) = &e.used_by {
+                o.insert("usedBy".into(), users.iter().map(|u| text(u)).collect());
+            }
+            Value::Object(o)
+        });
+        entries.collect()
+    }
+
     /// The human report: one line per entry, one indented line per field.
     pub fn text(&self) -> String {
         let mut out = String::new();
@@ -221,8 +258,11 @@ impl Report {
             match &e.used_by {
                 Some(users) if users.is_empty() => out.push_str("referenced by no pod here"),
                 Some(users) => out.push_str(&format!("used by {}", users.join(", "))),
-                None if e.error.is_empty() => out.push_str(&e.verdict.to_uppercase()),
-                None => out.push_str(&format!("{}: {}", e.verdict.to_uppercase(), e.error)),
+                None if e.error.is_empty() => out.push_str(&e.verdict.to_ascii_uppercase()),
+                None => {
+                    let verdict = e.verdict.to_ascii_uppercase();
+                    out.push_str(&format!("{verdict}: {}", e.error));
+                }
             }
             out.push('\n');
             for f in &e.fields {
@@ -230,15 +270,6 @@ impl Report {
             }
         }
         out
-    }
-}
-
-fn rank(policy: &str) -> u8 {
-    match policy {
-        "refused" => 0,
-        "warned" => 1,
-        "unknown" => 2,
-        _ => 3,
     }
 }
 
