@@ -158,7 +158,7 @@ pub fn main(args: &[String]) -> u8 {
         }
     };
     if a.help {
-        print!("{HELP}");
+        out(HELP);
         return 0;
     }
     if a.verb == "validate" {
@@ -229,11 +229,17 @@ fn run_validate(a: &Args) -> u8 {
     }
     report.link(&refs);
     if json {
-        println!("{}", report.json());
+        out(&format!("{}\n", report.json()));
     } else {
-        print!("{}", report.text());
+        out(&report.text());
     }
     u8::from(report.failed())
+}
+
+/// Writes to stdout; a closed pipe (`| head`) is not an error worth a panic.
+fn out(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }
 
 /// Reads a manifest as the file source does: a regular file, at most `max` bytes, never
@@ -320,8 +326,8 @@ fn client_main(a: &Args) -> u8 {
         }
     });
     match result {
-        Ok(out) => {
-            print!("{out}");
+        Ok(text) => {
+            out(&text);
             0
         }
         Err(e) if e.starts_with("No resources found") => {
