@@ -20,6 +20,7 @@
 //!
 //! ```text
 //!  main.rs → daemon      wiring: builds everything from `Options`, starts the tasks
+//!  main.rs → cli         validate → manifest, admission; get/describe/logs → the apiserver client
 //!  daemon  → agent       the loop → pod_config, pod_manager, pod_workers, pleg, prober, status, runtime
 //!  agent   → prober      → runtime, status, probe
 //!  daemon  → source      file, http, api → the apiserver client
@@ -67,6 +68,8 @@
 //! - [`events`]       messages between layers (source snapshots, pod events) and the
 //!   coalescing mailbox of pod events
 //! - [`options`]      command-line flags and config file
+//! - [`cli`]          the board's own commands: `validate` (manifests, offline) and `get`,
+//!   `describe pod`, `logs` (kubectl's output, as clients of `local_api`)
 //! - [`clock`]        injected wall-clock time
 
 pub mod admission;
@@ -74,6 +77,7 @@ pub mod agent;
 pub mod api;
 #[cfg(feature = "apiserver")]
 pub mod apiserver;
+pub mod cli;
 pub mod clock;
 pub mod config_data;
 pub mod daemon;

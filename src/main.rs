@@ -50,6 +50,7 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::Cli(args) => ExitCode::from(picolet::cli::main(&args)),
         Command::Run(opts) => block_on(run(opts)),
     }
 }

@@ -18,7 +18,9 @@ use serde::Deserialize;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OptionsError {
-    #[error("unknown command {0:?} (expected run, check, kubeconfig or version; see --help)")]
+    #[error(
+        "unknown command {0:?} (expected run, check, kubeconfig, validate, get, describe, logs or version; see --help)"
+    )]
     UnknownCommand(String),
     #[error("unknown flag {0} (see --help)")]
     UnknownFlag(String),
@@ -41,6 +43,9 @@ pub enum Command {
     Check(Options),
     /// `picolet kubeconfig`: print the node API's kubeconfig.
     Kubeconfig(Options),
+    /// `picolet validate|get|describe|logs …`: the board's own commands (`cli`), given the
+    /// whole command line; they parse their own flags.
+    Cli(Vec<String>),
     Version,
     Help,
 }
@@ -152,6 +157,14 @@ USAGE:
                              print the node API's kubeconfig (kubectl --kubeconfig <(picolet kubeconfig) get pods -A)
     picolet --version        print the version
 
+On the board (kubectl's names and flags; see picolet validate --help, picolet get --help):
+    picolet validate [-o json] FILE...   what picolet would do with these manifests
+    picolet get pods|nodes|events [NAME] [-n NS | -A] [-o wide|json|yaml|name]
+    picolet describe pod NAME [-n NS]
+    picolet logs NAME [-n NS] [-c CONTAINER] [-f] [--tail N] [-p] [--timestamps]
+                             the node API's answers (kubeconfig: ROOT-DIR/kubeconfig
+                             or --kubeconfig FILE)
+
 FLAGS (kubelet names):
     --config FILE                       YAML config file (KubeletConfiguration field names)
     --pod-manifest-path DIR             static pod directory [/etc/kubernetes/manifests]
@@ -242,6 +255,7 @@ pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
         "run" => ("run", &args[1..]),
         "check" => ("check", &args[1..]),
         "kubeconfig" => ("kubeconfig", &args[1..]),
+        "validate" | "get" | "describe" | "logs" => return Ok(Command::Cli(args.to_vec())),
         // `picolet --pod-manifest-path …` reads like the kubelet: treat as `run`.
         s if s.starts_with("--") => ("run", args),
         other => return Err(OptionsError::UnknownCommand(other.to_string())),

@@ -1752,6 +1752,50 @@ async fn m_node_api() {
         || format!("get events: {events}"),
     );
 
+    // The board's own commands print what kubectl prints (issue 17): same columns and
+    // values, ages aside. Both run back to back until they agree (a restart of the crash
+    // pod between the two calls changes a row).
+    let picolet = |args: &[&str]| -> Result<String, String> {
+        let out = Command::new(env!("CARGO_BIN_EXE_picolet"))
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .output()
+            .map_err(|e| format!("picolet: {e}"))?;
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        if out.status.success() {
+            Ok(stdout)
+        } else {
+            Err(format!(
+                "picolet {args:?}: {}: {stdout}{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    };
+    for args in [
+        &["get", "pods", "-A"][..],
+        &["get", "pods", "-n", NS, "-o", "wide"],
+        &["describe", "pod", &api, "-n", NS],
+        &["logs", &api, "-n", NS, "-c", "web", "--tail", "2"],
+        &["get", "events", "-n", NS],
+        &["get", "nodes"],
+    ] {
+        lab.wait_for(
+            &format!("picolet {args:?} prints what kubectl prints"),
+            secs(30),
+            || async {
+                let (k, p) = (kubectl(args)?, picolet(args)?);
+                if without_ages(&k) == without_ages(&p) && !k.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!("kubectl:\n{k}\npicolet:\n{p}"))
+                }
+            },
+        )
+        .await;
+    }
+
     // get nodes.
     let nodes = kubectl(&["get", "nodes"]).unwrap_or_else(|e| lab.fail(&e));
     lab.check(
@@ -1878,6 +1922,40 @@ fn container(name: &str, script: &str, env: &[(&str, &str)]) -> String {
         }
     }
     y
+}
+
+/// `kubectl` output with its ages masked (`5s`, `2m10s`, `3d`, `<unknown>`, `(x4 over 2m)`,
+/// `(10s ago)`), as words per line: the column widths follow the ages.
+fn without_ages(text: &str) -> Vec<Vec<String>> {
+    let is_age = |w: &str| {
+        let w = w.trim_start_matches('(').trim_end_matches(')');
+        let mut units = 0;
+        let mut digits = false;
+        for c in w.chars() {
+            match c {
+                '0'..='9' => digits = true,
+                's' | 'm' | 'h' | 'd' | 'y' if digits => {
+                    units += 1;
+                    digits = false;
+                }
+                _ => return false,
+            }
+        }
+        units > 0 && !digits
+    };
+    text.lines()
+        .map(|l| {
+            l.split_whitespace()
+                .map(|w| {
+                    if is_age(w) {
+                        "AGE".to_string()
+                    } else {
+                        w.to_string()
+                    }
+                })
+                .collect()
+        })
+        .collect()
 }
 
 /// The static pod's name in the runtime (kubelet: `<name>-<node name>`).

@@ -208,8 +208,20 @@ impl Client {
     /// response head must arrive within the request timeout; the stream then lasts until
     /// the server ends it (ask for that with `timeoutSeconds`).
     pub async fn watch(&self, path_and_query: &str) -> Result<WatchStream, ApiError> {
+        let body = self.open(path_and_query).await?;
+        Ok(WatchStream {
+            body,
+            buf: BytesMut::new(),
+            url: format!("{}{path_and_query}", self.inner.server),
+            done: false,
+        })
+    }
+
+    /// GET `path_and_query` and return the body as it streams (the response head within
+    /// the request timeout; the body as long as the server sends it).
+    async fn open(&self, path_and_query: &str) -> Result<Incoming, ApiError> {
         let url = format!("{}{path_and_query}", self.inner.server);
-        let headers = self.headers(None)?;
+        let headers = self.headers(None, "application/json")?;
         let (status, _, body) = self
             .inner
             .http
@@ -221,12 +233,54 @@ impl Client {
                 .unwrap_or_default();
             return Err(status_error("GET", &url, status, &bytes));
         }
-        Ok(WatchStream {
-            body,
-            buf: BytesMut::new(),
-            url,
-            done: false,
-        })
+        Ok(body)
+    }
+
+    /// GET `path` and hand each piece of the body to `sink` as it arrives, until the
+    /// server ends it or `sink` returns false (`picolet logs -f`).
+    pub async fn stream(
+        &self,
+        path: &str,
+        sink: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<(), ApiError> {
+        let mut body = self.open(path).await?;
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|source| ApiError::Body {
+                method: "GET".into(),
+                url: format!("{}{path}", self.inner.server),
+                source,
+            })?;
+            if let Some(data) = frame.data_ref() {
+                if !sink(data) {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// GET `path` with `accept` as the Accept header; the raw answer (the CLI asks for
+    /// server-side `Table`s).
+    pub async fn get_as(&self, path: &str, accept: &'static str) -> Result<Bytes, ApiError> {
+        let url = format!("{}{path}", self.inner.server);
+        let headers = self.headers(None, accept)?;
+        let resp = self
+            .inner
+            .http
+            .request(
+                Method::GET,
+                &url,
+                &headers,
+                None,
+                self.inner.timeout,
+                MAX_RESPONSE_BYTES,
+            )
+            .await?;
+        if (200..300).contains(&resp.status) {
+            Ok(resp.body)
+        } else {
+            Err(status_error("GET", &url, resp.status, &resp.body))
+        }
     }
 
     async fn call(
@@ -250,7 +304,7 @@ impl Client {
     ) -> Result<Bytes, ApiError> {
         let url = format!("{}{path}", self.inner.server);
         let content_type = body.as_ref().map(|(_, ct)| *ct);
-        let headers = self.headers(content_type)?;
+        let headers = self.headers(content_type, "application/json")?;
         let resp = self
             .inner
             .http
@@ -273,9 +327,10 @@ impl Client {
     fn headers(
         &self,
         content_type: Option<&'static str>,
+        accept: &'static str,
     ) -> Result<Vec<(HeaderName, HeaderValue)>, ApiError> {
         let mut headers = vec![
-            (header::ACCEPT, HeaderValue::from_static("application/json")),
+            (header::ACCEPT, HeaderValue::from_static(accept)),
             (
                 header::USER_AGENT,
                 HeaderValue::from_static(concat!("picolet/", env!("CARGO_PKG_VERSION"))),

@@ -1,0 +1,121 @@
+//! `picolet validate` as a person runs it (the binary, no picolet running, no root): the
+//! real-world manifests are OK with their static names, the hostile corpus gets one line
+//! per file naming its problem, and nothing hangs (a FIFO, a directory, a 9.6 MB file).
+
+mod common;
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::hostile;
+use serde_json::Value;
+
+/// Runs `picolet validate ARGS`; a run still going after a minute is a hang.
+fn validate(args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_picolet"))
+        .arg("validate")
+        .args(["--hostname-override", "pi"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("picolet validate");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("picolet validate {args:?} hangs");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().expect("output")
+}
+
+fn real_world() -> Vec<String> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/real-world");
+    let mut files: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".yaml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 6, "{files:?}");
+    files
+}
+
+#[test]
+fn real_world_manifests_are_ok_each_on_its_line() {
+    let files = real_world();
+    let args: Vec<&str> = files.iter().map(String::as_str).collect();
+    let out = validate(&args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with(' ')).collect();
+    assert_eq!(lines.len(), files.len(), "{text}");
+    for (line, file) in lines.iter().zip(&files) {
+        assert!(line.starts_with(&format!("{file}: Pod ")), "{line}");
+        assert!(
+            line.contains("-pi (uid ") && line.ends_with("): OK"),
+            "{line}"
+        );
+    }
+    // node-exporter tolerates every taint: ignored on purpose, with the rule's reason.
+    assert!(
+        text.contains("  ignored  spec.tolerations (scheduling)"),
+        "{text}"
+    );
+
+    let json = validate(&[&["-o", "json"], args.as_slice()].concat());
+    let entries: Vec<Value> = serde_json::from_slice(&json.stdout).expect("json");
+    assert_eq!(entries.len(), files.len());
+    for e in &entries {
+        assert_eq!(e["kind"], "Pod");
+        assert_eq!(e["verdict"], "ok", "{e}");
+        assert_eq!(e["uid"].as_str().map(str::len), Some(32), "{e}");
+    }
+}
+
+#[test]
+fn hostile_corpus_gets_one_line_per_file_and_nothing_hangs() {
+    let tmp = tempfile::tempdir().unwrap();
+    hostile::write_into(tmp.path()).unwrap();
+    let mut names: Vec<String> = hostile::corpus()
+        .iter()
+        .map(|(n, _, _)| n.to_string())
+        .collect();
+    names.extend(["fifo.yaml".to_string(), "x.yaml".to_string()]);
+    let paths: Vec<String> = names
+        .iter()
+        .map(|n| tmp.path().join(n).to_string_lossy().into_owned())
+        .collect();
+    let mut args: Vec<&str> = paths.iter().map(String::as_str).collect();
+    // A valid pod among them still gets its OK line.
+    let files = real_world();
+    args.push(&files[0]);
+    let out = validate(&args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with(' ')).collect();
+    assert_eq!(lines.len(), args.len(), "{text}");
+    for (path, (_, _, problem)) in paths.iter().zip(hostile::corpus()) {
+        let line = lines
+            .iter()
+            .find(|l| l.starts_with(&format!("{path}: ")))
+            .unwrap_or_else(|| panic!("no line for {path}: {text}"));
+        assert!(
+            line.contains("REJECTED") && line.contains(problem),
+            "{line}"
+        );
+    }
+    for special in &paths[paths.len() - 2..] {
+        assert!(
+            text.contains(&format!("{special}: REJECTED: not a regular file")),
+            "{text}"
+        );
+    }
+    assert!(lines.last().unwrap().ends_with("): OK"), "{text}");
+}
