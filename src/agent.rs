@@ -534,11 +534,11 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         };
         let mut shared = self.shared.borrow_mut();
         if shared.statuses.set(&uid, &name, status)
-            && let (Some(tx), Some(status)) = (&shared.events, shared.statuses.get(&uid))
+            && let (Some(tx), Some(status)) = (&shared.events, shared.statuses.get_shared(&uid))
         {
             tx.send(PodEvent::Status {
                 pod: Arc::clone(pod),
-                status: Box::new(status.clone()),
+                status,
             });
         }
         drop(shared);
@@ -990,12 +990,14 @@ impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
         let terminal = st.phase.is_some_and(|p| p.is_terminal());
         let changed = shared.statuses.set(pod.uid(), &pod.full_name(), st);
         // apiserver mode: the status syncer sends it on.
-        if let (true, Some(tx), Some(status)) =
-            (changed, &shared.events, shared.statuses.get(pod.uid()))
-        {
+        if let (true, Some(tx), Some(status)) = (
+            changed,
+            &shared.events,
+            shared.statuses.get_shared(pod.uid()),
+        ) {
             tx.send(PodEvent::Status {
                 pod: Arc::clone(pod),
-                status: Box::new(status.clone()),
+                status,
             });
         }
         terminal
@@ -1012,11 +1014,12 @@ impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
         st.reason = Some(reason.to_string());
         st.message = Some(message.to_string());
         if shared.statuses.set(pod.uid(), &pod.full_name(), st)
-            && let (Some(tx), Some(status)) = (&shared.events, shared.statuses.get(pod.uid()))
+            && let (Some(tx), Some(status)) =
+                (&shared.events, shared.statuses.get_shared(pod.uid()))
         {
             tx.send(PodEvent::Status {
                 pod: Arc::clone(pod),
-                status: Box::new(status.clone()),
+                status,
             });
         }
     }

@@ -58,7 +58,8 @@ pub enum PodEvent {
     /// A pod's status changed (in more than timestamps).
     Status {
         pod: Arc<Pod>,
-        status: Box<PodStatus>,
+        /// Shared with the status manager that stored it (one copy however many observers).
+        status: Arc<PodStatus>,
     },
     /// The desired pods and the mirror pods after a change; `sources_ready`: every source
     /// has been seen.
@@ -222,7 +223,7 @@ mod tests {
     fn status(uid: &str, phase: PodPhase) -> PodEvent {
         PodEvent::Status {
             pod: pod(uid),
-            status: Box::new(PodStatus {
+            status: Arc::new(PodStatus {
                 phase: Some(phase),
                 ..Default::default()
             }),

@@ -1081,7 +1081,7 @@ async fn status_syncer_retries_coalesces_and_keeps_terminal_phases() {
     let local = tokio::task::LocalSet::new();
     local.spawn_local(syncer.run(stop.clone()));
     let status = |phase: PodPhase, reason: &str| {
-        Box::new(PodStatus {
+        std::sync::Arc::new(PodStatus {
             phase: Some(phase),
             reason: Some(reason.into()),
             ..PodStatus::default()
@@ -1120,7 +1120,10 @@ async fn status_syncer_retries_coalesces_and_keeps_terminal_phases() {
 
             // The apiserver says Succeeded: a later non-terminal status does not undo it.
             let mut succeeded = Pod::clone(&pod);
-            succeeded.status = Some(*status(PodPhase::Succeeded, "done"));
+            succeeded.status = Some(std::sync::Arc::unwrap_or_clone(status(
+                PodPhase::Succeeded,
+                "done",
+            )));
             let succeeded = Arc::new(succeeded);
             tx.send(PodEvent::Pods {
                 pods: vec![Arc::clone(&succeeded)],

@@ -46,10 +46,10 @@ async fn settle(secs: u64) {
 }
 
 /// The newest status of each pod, kept across calls.
-struct Statuses(HashMap<String, Box<PodStatus>>);
+struct Statuses(HashMap<String, std::sync::Arc<PodStatus>>);
 
 impl Statuses {
-    fn update(&mut self, agent: &mut EventedAgent) -> &HashMap<String, Box<PodStatus>> {
+    fn update(&mut self, agent: &mut EventedAgent) -> &HashMap<String, std::sync::Arc<PodStatus>> {
         self.0.extend(agent.statuses());
         &self.0
     }

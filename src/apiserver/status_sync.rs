@@ -53,7 +53,8 @@ const MIRROR_CREATE_HOLD: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 struct Entry {
     pod: Arc<Pod>,
-    status: PodStatus,
+    /// Shared with the status manager that stored it.
+    status: Arc<PodStatus>,
     /// The last status the apiserver accepted.
     sent: Option<PodStatus>,
 }
@@ -191,7 +192,7 @@ impl StatusSyncer {
         } else {
             Arc::clone(&entry.pod)
         };
-        let mut status = entry.status.clone();
+        let mut status = PodStatus::clone(&entry.status);
         // Never out of a terminal phase (kubelet: `checkContainerStateTransition` and the
         // phase guard of `mergePodStatus`).
         if let Some(p) = target
@@ -381,7 +382,6 @@ impl SyncState {
         match msg {
             PodEvent::Status { pod, status } => {
                 let uid = pod.uid().to_string();
-                let status = *status;
                 let changed = self.statuses.get(&uid).is_none_or(|e| e.status != status);
                 let sent = self.statuses.get(&uid).and_then(|e| e.sent.clone());
                 self.statuses
@@ -753,13 +753,13 @@ mod tests {
         };
         s.handle(PodEvent::Status {
             pod: Arc::clone(&p),
-            status: Box::new(st.clone()),
+            status: Arc::new(st.clone()),
         });
         assert!(s.dirty.contains("h1"));
         s.dirty.clear();
         s.handle(PodEvent::Status {
             pod: Arc::clone(&p),
-            status: Box::new(st),
+            status: Arc::new(st),
         });
         assert!(s.dirty.is_empty(), "same status: nothing to send");
         // Never accepted → the reconcile pass marks it again.

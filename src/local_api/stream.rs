@@ -894,7 +894,7 @@ mod tests {
                 },
                 PodEvent::Status {
                     pod,
-                    status: Box::new(status),
+                    status: Arc::new(status),
                 },
             ],
             1,

@@ -31,7 +31,7 @@ const WATCH_BUFFER: usize = 128;
 #[derive(Debug)]
 pub struct PodEntry {
     pub pod: Arc<Pod>,
-    pub status: Option<Box<PodStatus>>,
+    pub status: Option<Arc<PodStatus>>,
     pub resource_version: u64,
     /// When the view first saw the pod: its `creationTimestamp` when it has none (static
     /// pods have none; the kubelet's come from their mirror pods).
@@ -42,7 +42,7 @@ pub struct PodEntry {
 }
 
 impl PodEntry {
-    fn new(pod: Arc<Pod>, status: Option<Box<PodStatus>>, rv: u64, first_seen: UnixNanos) -> Self {
+    fn new(pod: Arc<Pod>, status: Option<Arc<PodStatus>>, rv: u64, first_seen: UnixNanos) -> Self {
         PodEntry {
             pod,
             status,
@@ -370,7 +370,7 @@ mod tests {
     fn status(p: &Arc<Pod>, phase: PodPhase) -> PodEvent {
         PodEvent::Status {
             pod: Arc::clone(p),
-            status: Box::new(PodStatus {
+            status: Arc::new(PodStatus {
                 phase: Some(phase),
                 ..Default::default()
             }),

@@ -7,13 +7,15 @@
 //! phase, once stored, is kept.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::api::{ContainerState, ContainerStatus, Pod, PodStatus};
 
 #[derive(Debug, Clone, PartialEq)]
 struct Entry {
     full_name: String,
-    status: PodStatus,
+    /// Shared with the pod events that carry it (the node API's view, the status syncer).
+    status: Arc<PodStatus>,
 }
 
 /// The latest status per pod UID. Owned by the event loop; nothing is ever written to disk.
@@ -50,26 +52,33 @@ impl StatusManager {
             uid.to_string(),
             Entry {
                 full_name: pod_full_name.to_string(),
-                status,
+                status: Arc::new(status),
             },
         );
         changed
     }
 
     pub fn get(&self, uid: &str) -> Option<&PodStatus> {
-        self.pods.get(uid).map(|e| &e.status)
+        self.pods.get(uid).map(|e| &*e.status)
+    }
+
+    /// The stored status itself, to hand to observers without a copy.
+    pub fn get_shared(&self, uid: &str) -> Option<Arc<PodStatus>> {
+        self.pods.get(uid).map(|e| Arc::clone(&e.status))
     }
 
     /// Forget a pod (once its worker finished); returns what was stored.
     pub fn remove(&mut self, uid: &str) -> Option<PodStatus> {
-        self.pods.remove(uid).map(|e| e.status)
+        self.pods
+            .remove(uid)
+            .map(|e| Arc::unwrap_or_clone(e.status))
     }
 
     /// `(uid, full name, status)` of every pod, by UID.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str, &PodStatus)> {
         self.pods
             .iter()
-            .map(|(uid, e)| (uid.as_str(), e.full_name.as_str(), &e.status))
+            .map(|(uid, e)| (uid.as_str(), e.full_name.as_str(), &*e.status))
     }
 
     pub fn len(&self) -> usize {

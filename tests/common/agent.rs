@@ -106,7 +106,9 @@ impl EventedAgent {
     }
 
     /// The newest status reported per pod name since the last call.
-    pub fn statuses(&mut self) -> std::collections::HashMap<String, Box<picolet::api::PodStatus>> {
+    pub fn statuses(
+        &mut self,
+    ) -> std::collections::HashMap<String, std::sync::Arc<picolet::api::PodStatus>> {
         let mut last = std::collections::HashMap::new();
         for ev in self.events.try_recv() {
             if let picolet::events::PodEvent::Status { pod, status } = ev {
