@@ -60,6 +60,7 @@
 //!   coalescing mailbox of pod events
 //! - [`options`]      command-line flags and config file
 //! - [`clock`]        injected wall-clock time
+//! - [`sort`]         stable sorting with one copy of the sort code (binary size; a leaf)
 
 pub mod admission;
 pub mod agent;
@@ -85,5 +86,6 @@ pub mod prober;
 pub mod qos;
 pub mod recorder;
 pub mod runtime;
+pub mod sort;
 pub mod source;
 pub mod status;

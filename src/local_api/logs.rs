@@ -393,7 +393,7 @@ pub fn log_files(pod_log_dir_for_pod: &Path, container: &str) -> Result<LogFiles
             continue;
         }
         // `YYYYMMDD-hhmmss` sorts by time.
-        rotated.sort();
+        crate::sort::sort(&mut rotated);
         files.instances.push(ContainerLog {
             restart_count: n,
             rotated: rotated.into_iter().map(|r| dir.join(r)).collect(),

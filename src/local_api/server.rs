@@ -917,7 +917,7 @@ fn pods<R: Runtime, C: Clock>(
         .map(|v| &**v)
         .filter(|v| in_ns(v) && sel.matches(v))
         .collect();
-    items.sort_by(|a, b| {
+    crate::sort::sort_by(&mut items, |a, b| {
         (
             a["metadata"]["namespace"].as_str(),
             a["metadata"]["name"].as_str(),
