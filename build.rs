@@ -44,5 +44,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // rustc's own `-z relro`.
         println!("cargo:rustc-link-arg-bins=-Wl,-z,norelro");
     }
+
+    // The aarch64 release binary drops its DWARF unwind tables (.eh_frame, .eh_frame_hdr:
+    // 627 KB, a sixth of the binary). The release profile has panic = "abort", so nothing
+    // ever unwinds; the tables only fed the backtrace of a panic, and the release binary is
+    // stripped: `RUST_BACKTRACE=1` printed no frame already, `=full` bare addresses. The
+    // panic message with its file:line is printed as before. The one piece kept is
+    // crtbegin.o's (its frame registration refers to it). Set PICOLET_KEEP_UNWIND_TABLES=1
+    // to keep them (a crash to debug with the unstripped build's symbols).
+    // (`rustc -C force-unwind-tables=no` does not do it: under fat LTO the tables stay.)
+    println!("cargo:rerun-if-env-changed=PICOLET_KEEP_UNWIND_TABLES");
+    let aarch64 = std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() == Ok("aarch64");
+    let release = std::env::var("PROFILE").as_deref() == Ok("release");
+    let keep = std::env::var_os("PICOLET_KEEP_UNWIND_TABLES").is_some_and(|v| v != "0");
+    if musl && !dynamic && aarch64 && release && !keep {
+        let script = std::path::PathBuf::from(std::env::var("OUT_DIR")?).join("no-eh-frame.ld");
+        std::fs::write(
+            &script,
+            "SECTIONS\n{\n  /DISCARD/ : { EXCLUDE_FILE(*crtbegin.o *crtend.o) *(.eh_frame) }\n}\nINSERT AFTER .text;\n",
+        )?;
+        println!("cargo:rustc-link-arg-bins=-Wl,--no-eh-frame-hdr");
+        println!("cargo:rustc-link-arg-bins=-Wl,-T,{}", script.display());
+    }
     Ok(())
 }
