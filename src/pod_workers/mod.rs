@@ -391,13 +391,14 @@ impl<S: PodSyncer> PodWorkers<S> {
         let handle = tokio::task::spawn_local(async move {
             let started = Instant::now();
             // kubelet: `SyncPod` observes `updateType.String()`; the terminated pod's
-            // worker `"terminated"`; a termination is not measured.
+            // worker `"terminated"`; a termination is not measured (nor a sync of kind
+            // Kill, which the kubelet routes to termination too).
             let operation = match &work {
                 Work::Sync { update_type, .. } => match update_type {
                     UpdateType::Create => "create",
                     UpdateType::Update => "update",
                     UpdateType::Sync => "sync",
-                    UpdateType::Kill => "kill",
+                    UpdateType::Kill => "",
                 },
                 Work::Terminating { .. } => "",
                 Work::Terminated { .. } => "terminated",
