@@ -28,5 +28,43 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Domain types use BTreeMap for labels/annotations: no conversion needed.
         .btree_map(".")
         .compile_fds(descriptors)?;
+
+    // Static musl executables are linked without RELRO. musl applies PT_GNU_RELRO only in
+    // its dynamic linker (ldso/dynlink.c); a static executable's start code (`__init_libc`:
+    // TLS and auxv only) never mprotects it, so the segment protects nothing there — while GNU
+    // ld pads the file to end it on a max-page-size boundary (64 KiB on aarch64): up to 64 KiB
+    // of zeros in the binary (51,304 B in the aarch64 release build when this was added).
+    // Glibc builds (tests, `cargo run` on the host) and a musl build made dynamic with
+    // `-C target-feature=-crt-static` keep their RELRO. (Cargo does not list `crt-static` in
+    // CARGO_CFG_TARGET_FEATURE: musl targets are static unless the flags say otherwise.)
+    let musl = std::env::var("CARGO_CFG_TARGET_ENV").as_deref() == Ok("musl");
+    let dynamic = std::env::var("CARGO_ENCODED_RUSTFLAGS").is_ok_and(|f| f.contains("-crt-static"));
+    if musl && !dynamic {
+        // Through the C compiler driver (.cargo/config.toml's linker; cross-rs's too), after
+        // rustc's own `-z relro`.
+        println!("cargo:rustc-link-arg-bins=-Wl,-z,norelro");
+    }
+
+    // The aarch64 release binary drops its DWARF unwind tables (.eh_frame, .eh_frame_hdr:
+    // 627 KB, a sixth of the binary). The release profile has panic = "abort", so nothing
+    // ever unwinds; the tables only fed the backtrace of a panic, and the release binary is
+    // stripped: `RUST_BACKTRACE=1` printed no frame already, `=full` bare addresses. The
+    // panic message with its file:line is printed as before. The one piece kept is
+    // crtbegin.o's (its frame registration refers to it). Set PICOLET_KEEP_UNWIND_TABLES=1
+    // to keep them (a crash to debug with the unstripped build's symbols).
+    // (`rustc -C force-unwind-tables=no` does not do it: under fat LTO the tables stay.)
+    println!("cargo:rerun-if-env-changed=PICOLET_KEEP_UNWIND_TABLES");
+    let aarch64 = std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() == Ok("aarch64");
+    let release = std::env::var("PROFILE").as_deref() == Ok("release");
+    let keep = std::env::var_os("PICOLET_KEEP_UNWIND_TABLES").is_some_and(|v| v != "0");
+    if musl && !dynamic && aarch64 && release && !keep {
+        let script = std::path::PathBuf::from(std::env::var("OUT_DIR")?).join("no-eh-frame.ld");
+        std::fs::write(
+            &script,
+            "SECTIONS\n{\n  /DISCARD/ : { EXCLUDE_FILE(*crtbegin.o *crtend.o) *(.eh_frame) }\n}\nINSERT AFTER .text;\n",
+        )?;
+        println!("cargo:rustc-link-arg-bins=-Wl,--no-eh-frame-hdr");
+        println!("cargo:rustc-link-arg-bins=-Wl,-T,{}", script.display());
+    }
     Ok(())
 }

@@ -90,6 +90,8 @@ pub struct Channels {
     /// Where the loop, the syncs and the prober record the kubelet's events (the daemon
     /// creates it and hands it on to whoever reads it: the event sink, the node's API).
     pub recorder: Recorder,
+    /// The pod workers' and the probes' metrics (the node API renders them).
+    pub metrics: Rc<crate::metrics::AgentMetrics>,
 }
 
 /// What the agent needs besides the runtime and the clock (the daemon builds it from the
@@ -135,6 +137,7 @@ pub async fn run<R: Runtime, C: Clock>(
         events,
         objects,
         recorder,
+        metrics,
     } = channels;
     let (wanted_tx, mut objects_rx) = match objects {
         Some(ObjectChannels { wanted, updates }) => (Some(wanted), Some(updates)),
@@ -148,7 +151,9 @@ pub async fn run<R: Runtime, C: Clock>(
     let tmpfs: Arc<dyn Tmpfs> = Arc::new(crate::runtime::mounts::SysTmpfs);
     let (prober, mut probe_rx) =
         Prober::new(runtime.clone(), clock.clone(), shutdown.child_token());
-    let prober = prober.with_recorder(recorder.clone());
+    let prober = prober
+        .with_recorder(recorder.clone())
+        .with_metrics(Rc::clone(&metrics));
     let syncer = AgentSyncer {
         probes: prober.handle(),
         env: SyncEnv {
@@ -174,7 +179,9 @@ pub async fn run<R: Runtime, C: Clock>(
         runtime,
         config: PodConfig::new(&sources),
         pods: PodManager::default(),
-        workers: PodWorkers::new(syncer).with_resync_interval(cfg.sync_frequency),
+        workers: PodWorkers::new(syncer)
+            .with_resync_interval(cfg.sync_frequency)
+            .with_metrics(metrics),
         shared,
         runtime_pods: HashMap::new(),
         held: HashSet::new(),

@@ -12,6 +12,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+mod decode;
+pub use decode::{DecodeError, from_value};
+
 /// Annotation keys picolet sets on static pods (kubelet: `pkg/kubelet/types/pod_update.go`).
 pub const ANNOTATION_CONFIG_SOURCE: &str = "kubernetes.io/config.source";
 pub const ANNOTATION_CONFIG_HASH: &str = "kubernetes.io/config.hash";
@@ -37,10 +40,8 @@ pub struct Pod {
 /// The one way a `Pod` is decoded — manifests, the apiserver's lists and watch events, the
 /// offline checkpoint — so its (large) `Deserialize` code exists once in the binary, and every
 /// type error names its field path (`spec.containers[0].ports[0].containerPort: …`).
-pub fn decode_pod(
-    value: &serde_json::Value,
-) -> Result<Pod, serde_path_to_error::Error<serde_json::Error>> {
-    serde_path_to_error::deserialize(value)
+pub fn decode_pod(value: &serde_json::Value) -> Result<Pod, DecodeError> {
+    decode::from_value(value)
 }
 
 impl Pod {

@@ -71,6 +71,9 @@ pub struct Extensions {
     /// The event recorder the agent records into (apiserver mode: the one the event sink
     /// reads); `None`: [`run_with_extensions`] creates one.
     pub recorder: Option<Recorder>,
+    /// The pod workers' and the probes' metrics (the node API reads them); `None`:
+    /// [`run_with_extensions`] creates them.
+    pub metrics: Option<std::rc::Rc<crate::metrics::AgentMetrics>>,
 }
 
 /// `picolet run`: the real CRI client and the system clock.
@@ -104,6 +107,7 @@ pub async fn run(
                 .recorder
                 .get_or_insert_with(|| new_recorder(&cfg.node_name, SystemClock))
                 .clone();
+            let agent_metrics = ext.metrics.get_or_insert_with(Default::default).clone();
             // ---- the node API
             #[cfg(feature = "apiserver")]
             if opts.port != 0 {
@@ -114,6 +118,7 @@ pub async fn run(
                     crate::local_api::Sources {
                         runtime_metrics: Some(runtime_metrics),
                         recorder: Some(recorder),
+                        agent_metrics: Some(agent_metrics),
                     },
                     &shutdown,
                 )?;
@@ -123,7 +128,7 @@ pub async fn run(
                 });
             }
             #[cfg(not(feature = "apiserver"))]
-            let _ = (recorder, runtime_metrics);
+            let _ = (recorder, runtime_metrics, agent_metrics);
             run_with_extensions(runtime, SystemClock, cfg, ext, shutdown, relist_now).await;
             Ok(())
         })
@@ -267,6 +272,7 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
         events: ext.events,
         objects: ext.objects,
         recorder,
+        metrics: ext.metrics.unwrap_or_default(),
     };
     agent::run(runtime, clock, cfg, channels, shutdown).await
 }

@@ -71,6 +71,7 @@
 //! - [`cli`]          the board's own commands: `validate` (manifests, offline) and `get`,
 //!   `describe pod`, `logs` (kubectl's output, as clients of `local_api`)
 //! - [`clock`]        injected wall-clock time
+//! - [`sort`]         stable sorting with one copy of the sort code (binary size; a leaf)
 
 pub mod admission;
 pub mod agent;
@@ -97,5 +98,6 @@ pub mod prober;
 pub mod qos;
 pub mod recorder;
 pub mod runtime;
+pub mod sort;
 pub mod source;
 pub mod status;

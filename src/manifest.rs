@@ -9,7 +9,7 @@
 //!
 //! Pipeline of [`load`] (kubelet: `config/common.go` `tryDecodeSinglePod`):
 //! bytes → [`prescan`] (nesting and size limits, linear) → `serde_json::Value` → apiVersion/kind check → typed [`Pod`] (through
-//! `serde_path_to_error`, so a type error names its path) → [`make_static`] →
+//! `api::decode_pod`, so a type error names its path) → [`make_static`] →
 //! [`apply_defaults`] → [`validate`].
 //!
 //! Format notes:
@@ -361,13 +361,13 @@ fn load_object(origin: &str, raw: Value) -> Result<config_data::Object, Manifest
         .to_string();
     let scope = config_data::Scope::Local;
     let (meta, result) = if kind == "Secret" {
-        let s: api::Secret = serde_path_to_error::deserialize(&raw).map_err(type_error)?;
+        let s: api::Secret = api::from_value(&raw).map_err(type_error)?;
         (
             s.metadata.clone(),
             config_data::from_secret(&s, scope, origin),
         )
     } else {
-        let c: api::ConfigMap = serde_path_to_error::deserialize(&raw).map_err(type_error)?;
+        let c: api::ConfigMap = api::from_value(&raw).map_err(type_error)?;
         (
             c.metadata.clone(),
             config_data::from_config_map(&c, scope, origin),
@@ -512,9 +512,9 @@ fn check_type_meta(raw: &Value) -> Result<(), ManifestError> {
     Ok(())
 }
 
-fn type_error(err: serde_path_to_error::Error<serde_json::Error>) -> ManifestError {
-    let field = err.path().to_string();
-    let mut message = err.into_inner().to_string();
+fn type_error(err: api::DecodeError) -> ManifestError {
+    let field = err.field();
+    let mut message = err.message().to_string();
     if message.contains("untagged enum Quantity") {
         message = "expected a quantity such as 500m, 1, 0.5 or 64Mi".to_string();
     } else if message.ends_with("expected a boolean") && yaml11_bool(&message) {

@@ -4,9 +4,12 @@
 //!
 //! A leaf: it imports nothing of picolet. What is measured is the runtime's CRI operations
 //! ([`RuntimeMetrics`], fed by the CRI client), the pod start SLI (fed by the node
-//! API's view) and the process itself (read from `/proc/self` when scraped).
+//! API's view), the pod workers' syncs and the probes ([`AgentMetrics`], fed on the
+//! agent's thread) and the process itself (read from `/proc/self` when scraped).
 
+use std::cell::{Cell, RefCell};
 use std::fmt::Write as _;
+use std::rc::{Rc, Weak};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -55,26 +58,162 @@ impl Histogram {
 
     /// `name_bucket{labels,le=…}`, `name_sum`, `name_count`; `labels` is `k="v",…` or "".
     pub fn render(&self, out: &mut String, name: &str, labels: &str) {
-        let sep = if labels.is_empty() { "" } else { "," };
-        let mut cumulative = 0;
-        for (i, b) in self.bounds.iter().enumerate() {
-            cumulative += self.counts[i];
-            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{b}\"}} {cumulative}");
+        render_buckets(out, name, labels, self.bounds, &self.counts, self.sum);
+    }
+}
+
+/// A histogram's exposition from its per-bucket counts (`counts[bounds.len()]`: above all).
+fn render_buckets(
+    out: &mut String,
+    name: &str,
+    labels: &str,
+    bounds: &[f64],
+    counts: &[u64],
+    sum: f64,
+) {
+    let sep = if labels.is_empty() { "" } else { "," };
+    let mut cumulative = 0;
+    for (b, n) in bounds.iter().zip(counts) {
+        cumulative += n;
+        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{b}\"}} {cumulative}");
+    }
+    let count: u64 = counts.iter().sum();
+    let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {count}");
+    let (open, close) = if labels.is_empty() {
+        ("", "")
+    } else {
+        ("{", "}")
+    };
+    let _ = writeln!(out, "{name}_sum{open}{labels}{close} {sum}");
+    let _ = writeln!(out, "{name}_count{open}{labels}{close} {count}");
+}
+
+/// kubelet: `kubelet_pod_worker_duration_seconds`'s `operation_type`s — a pod sync by its
+/// update type (`SyncPod`'s `updateType.String()`), and the end of a terminated pod's
+/// worker (pod_workers.go: `"terminated"`).
+pub const POD_WORKER_OPERATIONS: [&str; 4] = ["create", "update", "sync", "terminated"];
+
+/// A probe's result as `prober_probe_total` labels it (kubelet: `prober/worker.go`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeResultLabel {
+    Successful,
+    Failed,
+    Unknown,
+}
+
+impl ProbeResultLabel {
+    const ALL: [ProbeResultLabel; 3] = [Self::Successful, Self::Failed, Self::Unknown];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Successful => "successful",
+            Self::Failed => "failed",
+            Self::Unknown => "unknown",
         }
-        let _ = writeln!(
-            out,
-            "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {}",
-            self.count()
-        );
-        let braces = |s: &str| {
-            if s.is_empty() {
-                String::new()
-            } else {
-                format!("{{{s}}}")
-            }
+    }
+}
+
+/// One probe worker's `prober_probe_total` counters; its labels are made once, when the
+/// worker starts (kubelet: the worker's `proberResults*MetricLabels`).
+#[derive(Debug)]
+pub struct ProbeCounts {
+    labels: String,
+    results: [Cell<u64>; 3],
+}
+
+impl ProbeCounts {
+    /// One probe run's result.
+    pub fn count(&self, result: ProbeResultLabel) {
+        let c = &self.results[result as usize];
+        c.set(c.get() + 1);
+    }
+}
+
+/// A histogram on the agent's thread: fixed buckets in `Cell`s, nothing allocated per
+/// observation.
+#[derive(Debug, Default)]
+struct LocalHistogram {
+    /// Per bucket of [`DEFAULT_BUCKETS`]; the last: above all.
+    counts: [Cell<u64>; DEFAULT_BUCKETS.len() + 1],
+    sum: Cell<f64>,
+}
+
+/// The agent's own metrics: `kubelet_pod_worker_duration_seconds` (fed by the pod workers)
+/// and `prober_probe_total` (fed by the probe workers). Shared by `Rc` on the agent's one
+/// thread with the node API, which renders them.
+#[derive(Debug, Default)]
+pub struct AgentMetrics {
+    pod_worker: [LocalHistogram; POD_WORKER_OPERATIONS.len()],
+    /// The probe workers' counters; a worker that ends drops its own (kubelet: the
+    /// worker deletes its series when it stops).
+    probes: RefCell<Vec<Weak<ProbeCounts>>>,
+}
+
+impl AgentMetrics {
+    /// One pod worker's work of `operation` (a name of [`POD_WORKER_OPERATIONS`]; others
+    /// are ignored).
+    pub fn pod_worker(&self, operation: &str, took: Duration) {
+        let Some(i) = POD_WORKER_OPERATIONS.iter().position(|o| *o == operation) else {
+            return;
         };
-        let _ = writeln!(out, "{name}_sum{} {}", braces(labels), self.sum);
-        let _ = writeln!(out, "{name}_count{} {}", braces(labels), self.count());
+        let h = &self.pod_worker[i];
+        let seconds = took.as_secs_f64();
+        let b = DEFAULT_BUCKETS
+            .iter()
+            .position(|&b| seconds <= b)
+            .unwrap_or(DEFAULT_BUCKETS.len());
+        h.counts[b].set(h.counts[b].get() + 1);
+        h.sum.set(h.sum.get() + seconds);
+    }
+
+    /// The counters of a new probe worker (`probe_type` as the kubelet writes it:
+    /// `Liveness`, `Readiness`, `Startup`).
+    pub fn probe(
+        &self,
+        probe_type: &str,
+        container: &str,
+        pod: &str,
+        namespace: &str,
+        pod_uid: &str,
+    ) -> Rc<ProbeCounts> {
+        let counts = Rc::new(ProbeCounts {
+            labels: format!(
+                "container=\"{container}\",namespace=\"{namespace}\",pod=\"{pod}\",pod_uid=\"{pod_uid}\",probe_type=\"{probe_type}\""
+            ),
+            results: Default::default(),
+        });
+        let mut probes = self.probes.borrow_mut();
+        probes.retain(|w| w.strong_count() > 0);
+        probes.push(Rc::downgrade(&counts));
+        counts
+    }
+
+    pub fn render(&self, out: &mut String) {
+        const NAME: &str = "kubelet_pod_worker_duration_seconds";
+        out.push_str("# HELP kubelet_pod_worker_duration_seconds [ALPHA] Duration in seconds to sync a single pod. Broken down by operation type: create, update, or sync\n# TYPE kubelet_pod_worker_duration_seconds histogram\n");
+        for (op, h) in POD_WORKER_OPERATIONS.iter().zip(&self.pod_worker) {
+            let counts: [u64; DEFAULT_BUCKETS.len() + 1] =
+                std::array::from_fn(|i| h.counts[i].get());
+            if counts.iter().sum::<u64>() == 0 {
+                continue;
+            }
+            let labels = format!("operation_type=\"{op}\"");
+            render_buckets(out, NAME, &labels, DEFAULT_BUCKETS, &counts, h.sum.get());
+        }
+        out.push_str("# HELP prober_probe_total [ALPHA] Cumulative number of a liveness, readiness or startup probe for a container by result.\n# TYPE prober_probe_total counter\n");
+        for p in self.probes.borrow().iter().filter_map(Weak::upgrade) {
+            for r in ProbeResultLabel::ALL {
+                let n = p.results[r as usize].get();
+                if n > 0 {
+                    let _ = writeln!(
+                        out,
+                        "prober_probe_total{{{},result=\"{}\"}} {n}",
+                        p.labels,
+                        r.as_str()
+                    );
+                }
+            }
+        }
     }
 }
 
@@ -311,6 +450,41 @@ mod tests {
             !out.contains("start_container"),
             "unused operations are left out"
         );
+    }
+
+    #[test]
+    fn pod_worker_durations_and_probe_counts() {
+        let m = AgentMetrics::default();
+        m.pod_worker("sync", Duration::from_millis(20));
+        m.pod_worker("sync", Duration::from_secs(20));
+        m.pod_worker("create", Duration::from_millis(300));
+        m.pod_worker("no_such_operation", Duration::ZERO);
+        let live = m.probe("Liveness", "c", "web", "default", "u1");
+        live.count(ProbeResultLabel::Successful);
+        live.count(ProbeResultLabel::Successful);
+        live.count(ProbeResultLabel::Failed);
+        let gone = m.probe("Readiness", "c", "web", "default", "u1");
+        gone.count(ProbeResultLabel::Unknown);
+        drop(gone);
+        let mut out = String::new();
+        m.render(&mut out);
+        for want in [
+            "kubelet_pod_worker_duration_seconds_bucket{operation_type=\"sync\",le=\"0.025\"} 1\n",
+            "kubelet_pod_worker_duration_seconds_bucket{operation_type=\"sync\",le=\"10\"} 1\n",
+            "kubelet_pod_worker_duration_seconds_bucket{operation_type=\"sync\",le=\"+Inf\"} 2\n",
+            "kubelet_pod_worker_duration_seconds_sum{operation_type=\"sync\"} 20.02\n",
+            "kubelet_pod_worker_duration_seconds_count{operation_type=\"create\"} 1\n",
+            "prober_probe_total{container=\"c\",namespace=\"default\",pod=\"web\",pod_uid=\"u1\",probe_type=\"Liveness\",result=\"successful\"} 2\n",
+            "prober_probe_total{container=\"c\",namespace=\"default\",pod=\"web\",pod_uid=\"u1\",probe_type=\"Liveness\",result=\"failed\"} 1\n",
+        ] {
+            assert!(out.contains(want), "{want} not in\n{out}");
+        }
+        assert!(
+            !out.contains("operation_type=\"update\""),
+            "unused operations are left out"
+        );
+        assert!(!out.contains("Readiness"), "a stopped worker's series goes");
+        assert!(!out.contains("result=\"unknown\""), "{out}");
     }
 
     #[test]

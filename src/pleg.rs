@@ -419,7 +419,7 @@ pub fn fingerprint(rp: &PodRuntimeStatus) -> Vec<(&str, u8)> {
                 .map(|c| (c.id.as_str(), c.state as u8 + 2)),
         )
         .collect();
-    fp.sort_unstable();
+    crate::sort::sort(&mut fp);
     fp
 }
 

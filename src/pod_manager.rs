@@ -136,7 +136,7 @@ fn sort_by_name(pods: &mut [Arc<Pod>]) {
     fn key(p: &Pod) -> (&str, &str, &str) {
         (&p.metadata.namespace, &p.metadata.name, &p.metadata.uid)
     }
-    pods.sort_by(|a, b| key(a).cmp(&key(b)));
+    crate::sort::sort_by(pods, |a, b| key(a).cmp(&key(b)));
 }
 
 #[cfg(test)]

@@ -497,6 +497,7 @@ async fn a_shorter_grace_period_cuts_a_termination_short() {
                 events: None,
                 objects: None,
                 recorder: None,
+                metrics: None,
             };
             let shutdown = CancellationToken::new();
             let handle = tokio::task::spawn_local(picolet::daemon::run_with_extensions(

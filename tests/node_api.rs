@@ -65,10 +65,16 @@ async fn start_with(
         max_pods: 110,
     };
     let shutdown = tokio_util::sync::CancellationToken::new();
-    let events = local_api::start(&opts, rt.clone(), clock, Default::default(), &shutdown)
-        .expect("node API starts");
+    let metrics = std::rc::Rc::new(picolet::metrics::AgentMetrics::default());
+    let sources = local_api::Sources {
+        agent_metrics: Some(std::rc::Rc::clone(&metrics)),
+        ..Default::default()
+    };
+    let events =
+        local_api::start(&opts, rt.clone(), clock, sources, &shutdown).expect("node API starts");
     let ext = picolet::daemon::Extensions {
         events: Some(events),
+        metrics: Some(metrics),
         ..Default::default()
     };
     let handle = tokio::task::spawn_local(picolet::daemon::run_with_extensions(
@@ -166,6 +172,19 @@ async fn serves_pods_nodes_and_refuses_a_wrong_token() {
             assert_eq!(nodes["items"][0]["metadata"]["name"], "node1");
             let discovery: Value = node.client.get("/api/v1").await.unwrap();
             assert!(discovery["resources"].to_string().contains("\"pods/log\""));
+            // `/metrics`: the pod workers' syncs (the pod's creation at least).
+            let metrics = node.client.get_bytes("/metrics", 1 << 20).await.unwrap();
+            let metrics = String::from_utf8_lossy(&metrics);
+            assert!(
+                metrics.contains(
+                    "kubelet_pod_worker_duration_seconds_count{operation_type=\"create\"} "
+                ),
+                "{metrics}"
+            );
+            assert!(
+                metrics.contains("# TYPE prober_probe_total counter"),
+                "{metrics}"
+            );
             let secrets = node
                 .client
                 .get::<Value>("/api/v1/secrets")

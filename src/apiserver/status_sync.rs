@@ -471,7 +471,7 @@ pub fn api_shows(api: &PodStatus, ours: &PodStatus) -> bool {
 fn kubelet_conditions_only(s: &PodStatus) -> PodStatus {
     let mut s = s.clone();
     s.conditions.retain(|c| status::owned_by_kubelet(&c.type_));
-    s.conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
+    crate::sort::sort_by(&mut s.conditions, |a, b| a.type_.cmp(&b.type_));
     s
 }
 
@@ -536,7 +536,7 @@ fn plan_mirrors(state: &SyncState, now: Instant, retry_all: bool) -> Vec<MirrorA
             .is_some_and(|at| !retry_all && now.duration_since(*at) < MIRROR_CREATE_HOLD)
     };
     let mut statics: Vec<&Arc<Pod>> = state.pods.values().filter(|p| p.is_static()).collect();
-    statics.sort_by_key(|p| p.full_name());
+    crate::sort::sort_by_key(&mut statics, |p| p.full_name());
     let static_names: HashSet<String> = statics.iter().map(|p| p.full_name()).collect();
     for pod in statics {
         let name = pod.full_name();
@@ -571,7 +571,7 @@ fn plan_mirrors(state: &SyncState, now: Instant, retry_all: bool) -> Vec<MirrorA
             })
             .map(|(_, m)| m)
             .collect();
-        orphans.sort_by_key(|m| m.full_name());
+        crate::sort::sort_by_key(&mut orphans, |m| m.full_name());
         for m in orphans {
             out.push(MirrorAction::Delete {
                 mirror: Arc::clone(m),

@@ -300,7 +300,7 @@ mod tests {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .filter(|n| !n.starts_with("..") || n == DATA_DIR)
             .collect();
-        v.sort();
+        crate::sort::sort(&mut v);
         v
     }
 

@@ -287,11 +287,13 @@ fn server_tls(
 }
 
 /// What the node API reads besides the pods: the CRI operations' counters and the node's
-/// event recorder (either may be absent: tests).
+/// event recorder, the agent's metrics (any may be absent: tests).
 #[derive(Default)]
 pub struct Sources {
     pub runtime_metrics: Option<std::sync::Arc<crate::metrics::RuntimeMetrics>>,
     pub recorder: Option<crate::recorder::Recorder>,
+    /// The pod workers' and the probes' metrics (`/metrics`).
+    pub agent_metrics: Option<std::rc::Rc<crate::metrics::AgentMetrics>>,
 }
 
 /// Starts the node API on the current `LocalSet`: the view fed from the agent's pod events
@@ -327,6 +329,7 @@ pub fn start<R: Runtime, C: Clock>(
     if let Some(api) = std::rc::Rc::get_mut(&mut api) {
         api.runtime_metrics = sources.runtime_metrics;
         api.recorder = sources.recorder;
+        api.agent_metrics = sources.agent_metrics;
     }
     let addr = SocketAddr::new(opts.address, opts.port);
     let url = opts.server_url();

@@ -497,7 +497,7 @@ fn node_row(node: &Value, now: UnixNanos) -> Vec<Value> {
                 .collect()
         })
         .unwrap_or_default();
-    roles.sort();
+    crate::sort::sort(&mut roles);
     roles.dedup();
     let roles = if roles.is_empty() {
         "<none>".to_string()

@@ -109,6 +109,8 @@ pub struct Api<R: Runtime, C: Clock> {
     pub runtime_metrics: Option<std::sync::Arc<crate::metrics::RuntimeMetrics>>,
     /// The node's events (kubelet: the event recorder's), served by `events` list/watch.
     pub recorder: Option<crate::recorder::Recorder>,
+    /// `kubelet_pod_worker_duration_seconds` and `prober_probe_total` (None: tests).
+    pub agent_metrics: Option<Rc<crate::metrics::AgentMetrics>>,
     node: RefCell<NodeCache>,
     stats: Stats,
     active: Cell<usize>,
@@ -135,6 +137,7 @@ impl<R: Runtime, C: Clock> Api<R, C> {
             pod_log_dir,
             runtime_metrics: None,
             recorder: None,
+            agent_metrics: None,
             node: RefCell::new(NodeCache {
                 facts,
                 labels,
@@ -464,6 +467,9 @@ async fn handle<R: Runtime, C: Clock>(
             if let Some(m) = &api.runtime_metrics {
                 m.render(&mut out);
             }
+            if let Some(m) = &api.agent_metrics {
+                m.render(&mut out);
+            }
             crate::metrics::render_single(
                 &mut out,
                 "picolet_node_api_connections",
@@ -483,17 +489,12 @@ async fn handle<R: Runtime, C: Clock>(
             pods(api, Some(ns), &query, table, now, shutdown)
         }
         ["api", "v1", "namespaces", ns, "pods", name, "log"] => {
-            pod_log(api, ns, name, None, req.uri().query().unwrap_or(""), now)
+            pod_log(api, ns, name, None, &query, now)
         }
         // kubelet: `/containerLogs/{namespace}/{pod}/{container}`.
-        ["containerLogs", ns, name, container] => pod_log(
-            api,
-            ns,
-            name,
-            Some(container),
-            req.uri().query().unwrap_or(""),
-            now,
-        ),
+        ["containerLogs", ns, name, container] => {
+            pod_log(api, ns, name, Some(container), &query, now)
+        }
         ["api", "v1", "events"] => events(api, None, &query, table, now, shutdown),
         ["api", "v1", "namespaces", ns, "events"] => {
             events(api, Some(ns), &query, table, now, shutdown)
@@ -565,7 +566,7 @@ fn pod_log<R: Runtime, C: Clock>(
     ns: &str,
     name: &str,
     container: Option<&str>,
-    query: &str,
+    query: &Query,
     now: UnixNanos,
 ) -> Response<Out> {
     use super::logs::{self, LogOptions};
@@ -573,7 +574,7 @@ fn pod_log<R: Runtime, C: Clock>(
         let code = StatusCode::from_u16(e.status_code()).unwrap_or(StatusCode::BAD_REQUEST);
         status_error(code, e.reason(), &e.to_string())
     };
-    let mut opts = match LogOptions::from_query(query, now) {
+    let mut opts = match LogOptions::from_pairs(&query.0, now) {
         Ok(o) => o,
         Err(e) => return log_error(e),
     };
@@ -917,7 +918,7 @@ fn pods<R: Runtime, C: Clock>(
         .map(|v| &**v)
         .filter(|v| in_ns(v) && sel.matches(v))
         .collect();
-    items.sort_by(|a, b| {
+    crate::sort::sort_by(&mut items, |a, b| {
         (
             a["metadata"]["namespace"].as_str(),
             a["metadata"]["name"].as_str(),

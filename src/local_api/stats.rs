@@ -285,7 +285,7 @@ pub fn pods_from(
         .map(|s| (s.uid.clone(), s))
         .collect();
     for pod in pods.values_mut() {
-        pod.containers.sort_by(|a, b| a.name.cmp(&b.name));
+        crate::sort::sort_by(&mut pod.containers, |a, b| a.name.cmp(&b.name));
         match by_uid.get(&pod.uid) {
             Some(sb) if sb.cpu.is_some() || sb.memory.is_some() => {
                 pod.cpu = sb.cpu.map(cpu_of);
@@ -298,7 +298,9 @@ pub fn pods_from(
         }
     }
     let mut out: Vec<PodUsage> = pods.into_values().collect();
-    out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    crate::sort::sort_by(&mut out, |a, b| {
+        (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name))
+    });
     out
 }
 

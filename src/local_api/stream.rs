@@ -402,7 +402,9 @@ pub async fn serve<R: Runtime>(
                 Ok(s) => s,
                 Err(e) => return cri_error(&e),
             };
-            sandboxes.sort_by_key(|s| (s.state == SandboxState::Ready, s.created_at));
+            crate::sort::sort_by_key(&mut sandboxes, |s| {
+                (s.state == SandboxState::Ready, s.created_at)
+            });
             let Some(sandbox) = sandboxes.last() else {
                 return status_error(
                     StatusCode::NOT_FOUND,

@@ -29,6 +29,7 @@ pub mod state;
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -163,6 +164,8 @@ pub struct PodWorkers<S: PodSyncer> {
     /// ConfigMap, its image, its network) is logged at debug, so a board waiting an hour
     /// does not log it 300 times.
     last_failure: HashMap<String, String>,
+    /// `kubelet_pod_worker_duration_seconds` (None: not measured, tests).
+    metrics: Option<Rc<crate::metrics::AgentMetrics>>,
 }
 
 impl<S: PodSyncer> PodWorkers<S> {
@@ -177,7 +180,14 @@ impl<S: PodSyncer> PodWorkers<S> {
             done_rx,
             next_id: 0,
             last_failure: HashMap::new(),
+            metrics: None,
         }
+    }
+
+    /// Measures every work's duration into `metrics`.
+    pub fn with_metrics(mut self, metrics: Rc<crate::metrics::AgentMetrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// The periodic resync of a running pod (kubelet: `--sync-frequency`, default 1 min).
@@ -376,8 +386,23 @@ impl<S: PodSyncer> PodWorkers<S> {
         let syncer = self.syncer.clone();
         let tx = self.done_tx.clone();
         let task_uid = uid.clone();
+        let metrics = self.metrics.clone();
         log::debug!("pod worker {uid}: starting {kind:?}");
         let handle = tokio::task::spawn_local(async move {
+            let started = Instant::now();
+            // kubelet: `SyncPod` observes `updateType.String()`; the terminated pod's
+            // worker `"terminated"`; a termination is not measured (nor a sync of kind
+            // Kill, which the kubelet routes to termination too).
+            let operation = match &work {
+                Work::Sync { update_type, .. } => match update_type {
+                    UpdateType::Create => "create",
+                    UpdateType::Update => "update",
+                    UpdateType::Sync => "sync",
+                    UpdateType::Kill => "",
+                },
+                Work::Terminating { .. } => "",
+                Work::Terminated { .. } => "terminated",
+            };
             let result = match work {
                 Work::Sync { update_type, pod } => syncer
                     .sync_pod(update_type, pod, token.clone())
@@ -392,6 +417,9 @@ impl<S: PodSyncer> PodWorkers<S> {
                     .await
                     .map(|()| (false, None)),
             };
+            if let Some(m) = &metrics {
+                m.pod_worker(operation, started.elapsed());
+            }
             let (outcome, failure, requeue_hint) = match result {
                 Ok((terminal, hint)) => (Outcome::Succeeded { terminal }, None, hint),
                 Err(f) if token.is_cancelled() => (Outcome::Cancelled, Some(f), None),

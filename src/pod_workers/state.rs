@@ -543,7 +543,7 @@ impl WorkerStates {
     pub fn sync_known_pods(&mut self, desired: &HashSet<String>) -> Vec<Effect> {
         let mut out = Vec::new();
         let mut uids: Vec<String> = self.workers.keys().cloned().collect();
-        uids.sort();
+        crate::sort::sort(&mut uids);
         for uid in uids {
             let Some(w) = self.workers.get_mut(&uid) else {
                 continue;
@@ -641,7 +641,7 @@ impl WorkerStates {
     /// Every UID with a worker, sorted.
     pub fn known_uids(&self) -> Vec<String> {
         let mut uids: Vec<String> = self.workers.keys().cloned().collect();
-        uids.sort();
+        crate::sort::sort(&mut uids);
         uids
     }
 

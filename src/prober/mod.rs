@@ -36,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, Pod, PodStatus};
 use crate::clock::{self, Clock, UnixNanos};
+use crate::metrics::ProbeResultLabel;
 use crate::probe::{self, Verdict};
 use crate::recorder::{self, Recorder};
 use crate::runtime::plan::ProbeVerdicts;
@@ -269,6 +270,8 @@ pub struct Prober<R: Runtime, C: Clock> {
     shutdown: CancellationToken,
     /// Where the workers record `Unhealthy` and `ProbeWarning` events.
     recorder: Option<Recorder>,
+    /// `prober_probe_total` (None: not counted, tests).
+    metrics: Option<Rc<crate::metrics::AgentMetrics>>,
 }
 
 impl<R: Runtime, C: Clock> Prober<R, C> {
@@ -288,8 +291,15 @@ impl<R: Runtime, C: Clock> Prober<R, C> {
             started: tokio::time::Instant::now(),
             shutdown,
             recorder: None,
+            metrics: None,
         };
         (prober, rx)
+    }
+
+    /// The workers count their results (kubelet: `prober_probe_total`) here.
+    pub fn with_metrics(mut self, metrics: Rc<crate::metrics::AgentMetrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// The workers record their events (kubelet: `prober.recorder`) here.
@@ -351,6 +361,7 @@ impl<R: Runtime, C: Clock> Prober<R, C> {
                 kind,
                 prober_started: self.started,
                 recorder: self.recorder.clone(),
+                metrics: self.metrics.clone(),
             };
             tokio::task::spawn_local(run_worker(ctx, token.clone()));
         }
@@ -378,6 +389,7 @@ struct WorkerCtx<R: Runtime, C: Clock> {
     kind: Kind,
     prober_started: tokio::time::Instant,
     recorder: Option<Recorder>,
+    metrics: Option<Rc<crate::metrics::AgentMetrics>>,
 }
 
 impl<R: Runtime, C: Clock> WorkerCtx<R, C> {
@@ -457,6 +469,17 @@ async fn run_worker<R: Runtime, C: Clock>(ctx: WorkerCtx<R, C>, cancel: Cancella
     let params = Params::of(spec, ctx.kind);
     let period = Duration::from_secs(u64::try_from(params.period_seconds).unwrap_or(10));
     let mut state = WorkerState::new(ctx.kind, params);
+    // kubelet: the worker's `proberResults*MetricLabels`, made once.
+    let counts = ctx.metrics.as_ref().map(|m| {
+        let meta = &ctx.pod.metadata;
+        m.probe(
+            ctx.kind.title(),
+            &ctx.container().name,
+            &meta.name,
+            &meta.namespace,
+            &meta.uid,
+        )
+    });
     // kubelet: right after a (re)start, the workers begin at a random point of their
     // period so that the probes of many pods do not all fire at once. Deterministic here.
     if ctx.prober_started.elapsed() < period {
@@ -533,6 +556,14 @@ async fn run_worker<R: Runtime, C: Clock>(ctx: WorkerCtx<R, C>, cancel: Cancella
         };
         if outcome != RunOutcome::Error {
             erroring = false;
+        }
+        // kubelet: `doProbe` counts every run by its result (an errored one: unknown).
+        if let Some(c) = &counts {
+            c.count(match outcome {
+                RunOutcome::Success => ProbeResultLabel::Successful,
+                RunOutcome::Failure => ProbeResultLabel::Failed,
+                RunOutcome::Error => ProbeResultLabel::Unknown,
+            });
         }
         let Some(result) = state.after(outcome) else {
             continue;

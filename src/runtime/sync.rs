@@ -326,7 +326,7 @@ fn uid_filter(uid: &str) -> ListFilter {
 pub async fn get_pod_status<R: Runtime>(rt: &R, uid: &str) -> Result<PodRuntimeStatus, CriError> {
     let filter = uid_filter(uid);
     let mut listed = rt.list_pod_sandboxes(&filter).await?;
-    listed.sort_by_key(|x| std::cmp::Reverse(x.created_at));
+    crate::sort::sort_by_key(&mut listed, |x| std::cmp::Reverse(x.created_at));
     let mut sandboxes = Vec::with_capacity(listed.len());
     for s in listed {
         match rt.pod_sandbox_status(&s.id).await {
@@ -364,7 +364,7 @@ pub async fn get_pod_status<R: Runtime>(rt: &R, uid: &str) -> Result<PodRuntimeS
             Err(e) => return Err(e),
         }
     }
-    containers.sort_by_key(|x| std::cmp::Reverse(x.created_at));
+    crate::sort::sort_by_key(&mut containers, |x| std::cmp::Reverse(x.created_at));
     let mut status = PodRuntimeStatus {
         uid: uid.to_string(),
         sandboxes,
@@ -436,16 +436,15 @@ fn group_runtime_pods(
         let c = p.containers.first().map_or(0, |c| c.created_at);
         s.max(c)
     };
-    out.sort_by_key(|p| std::cmp::Reverse(newest(p)));
+    crate::sort::sort_by_key(&mut out, |p| std::cmp::Reverse(newest(p)));
     out
 }
 
 /// Orders a pod's sandboxes and containers newest first and fills its name and namespace,
 /// as the relist groups them (the evented PLEG's edits of one pod keep that form).
 pub(crate) fn regroup(p: &mut PodRuntimeStatus) {
-    p.sandboxes.sort_by_key(|x| std::cmp::Reverse(x.created_at));
-    p.containers
-        .sort_by_key(|x| std::cmp::Reverse(x.created_at));
+    crate::sort::sort_by_key(&mut p.sandboxes, |x| std::cmp::Reverse(x.created_at));
+    crate::sort::sort_by_key(&mut p.containers, |x| std::cmp::Reverse(x.created_at));
     fill_identity(p);
 }
 

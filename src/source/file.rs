@@ -673,7 +673,7 @@ impl Scanner {
             .map(|e| e.file_name())
             .filter(|n| !ignored(n))
             .collect();
-        names.sort();
+        crate::sort::sort(&mut names);
         Ok(names)
     }
 

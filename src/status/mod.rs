@@ -186,7 +186,7 @@ pub fn compute_pod_status_with(
     containers::apply_probes(&spec.init_containers, &mut init_statuses, true, probes);
     containers::apply_probes(&spec.containers, &mut statuses, false, probes);
     // kubelet: SortedContainerStatuses — regular containers by name, init in spec order.
-    statuses.sort_by(|a, b| a.name.cmp(&b.name));
+    crate::sort::sort_by(&mut statuses, |a, b| a.name.cmp(&b.name));
 
     // kubelet: getPhase(..., HasAnyActiveRegularContainerStarted(spec, podStatus))
     let has_initialized = any_active_regular_container(pod, observed);
