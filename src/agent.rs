@@ -154,7 +154,10 @@ pub async fn run<R: Runtime, C: Clock>(
     let prober = prober
         .with_recorder(recorder.clone())
         .with_metrics(Rc::clone(&metrics));
+    // The syncs tell the PLEG when they changed the runtime (see `pleg::spawn`).
+    let pleg_poke = Rc::new(tokio::sync::Notify::new());
     let syncer = AgentSyncer {
+        pleg_poke: Rc::clone(&pleg_poke),
         probes: prober.handle(),
         env: SyncEnv {
             runtime: runtime.clone(),
@@ -216,7 +219,7 @@ pub async fn run<R: Runtime, C: Clock>(
 
     // The PLEG is a task of its own: the loop gets its lists and events as messages and
     // never waits on the runtime.
-    let mut pleg_rx = pleg::spawn(state.runtime.clone(), shutdown.child_token());
+    let mut pleg_rx = pleg::spawn(state.runtime.clone(), shutdown.child_token(), pleg_poke);
     let mut housekeeping_tick = tokio::time::interval(HOUSEKEEPING_PERIOD);
     housekeeping_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     // kubelet: the container GC loop runs every ContainerGCPeriod, the first pass a period
@@ -938,6 +941,9 @@ pub struct AgentSyncer<R: Runtime, C: Clock> {
     probes: ProbeHandle,
     shared: Rc<RefCell<Shared>>,
     node_ip: Option<String>,
+    /// Rung after a sync changed the runtime: the PLEG relists soon even while it runs
+    /// slower (every running process watched for its exit).
+    pleg_poke: Rc<tokio::sync::Notify>,
 }
 
 impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
@@ -1080,8 +1086,12 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
             .backoffs
             .insert(uid.clone(), backoffs);
         let Some(result) = result else {
+            self.pleg_poke.notify_one();
             return Err(SyncFailure::new("cancelled"));
         };
+        if !(result.actions.is_noop() && result.containers.is_empty()) {
+            self.pleg_poke.notify_one();
+        }
         for (id, k) in &result.actions.containers_to_kill {
             if matches!(
                 k.reason,
@@ -1169,16 +1179,19 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
                 .await
                 .map_err(sync_failure)
         };
-        tokio::select! {
-            r = kill => r?,
+        let killed = tokio::select! {
+            r = kill => r,
             _ = cancel.cancelled() => {
+                self.pleg_poke.notify_one();
                 log::info!(
                     "pod {}: termination with grace {grace_secs}s cut short: a shorter grace period arrived",
                     pod.as_deref().map_or_else(|| uid.clone(), Pod::full_name)
                 );
                 return Err(SyncFailure::new("cancelled: a shorter grace period arrived"));
             }
-        }
+        };
+        self.pleg_poke.notify_one();
+        killed?;
         let after = sync::get_pod_status(&self.env.runtime, &uid)
             .await
             .map_err(failure)?;
