@@ -901,12 +901,15 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// kubelet: `containerGC.GarbageCollect`. Plans over the relister's last view and runs
     /// the removals as a local task; a pass still running makes this one a no-op.
     fn garbage_collect(&mut self) {
-        self.garbage_collect_with(self.gc_policy);
+        self.garbage_collect_with(false);
     }
 
-    /// A container GC pass with `policy`; `false`: one is still running (or the runtime
-    /// has not been listed yet).
-    fn garbage_collect_with(&mut self, policy: GcPolicy) -> bool {
+    /// A container GC pass; `evict_non_deleted` (the eviction manager's reclaim, kubelet:
+    /// `DeleteAllUnusedContainers`): the pods whose worker has finished, or that no worker
+    /// owns, lose their dead containers and sandboxes too, deleted or not (kubelet:
+    /// `ShouldPodRuntimeBeRemoved`). `false`: a pass is still running (or the runtime has
+    /// not been listed yet).
+    fn garbage_collect_with(&mut self, evict_non_deleted: bool) -> bool {
         if !self.relisted_once || self.gc_task.as_ref().is_some_and(|t| !t.is_finished()) {
             return false;
         }
@@ -917,9 +920,13 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         };
         // kubelet: ShouldPodContentBeRemoved — no source wants it, no worker owns it, and
         // every source has been seen.
-        let removable = |uid: &str| sources_ready && !in_use(uid);
+        let runtime_removable =
+            |uid: &str| !self.workers.is_known(uid) || self.workers.is_finished(uid);
+        let removable = |uid: &str| {
+            sources_ready && (!in_use(uid) || (evict_non_deleted && runtime_removable(uid)))
+        };
         let now = self.clock.now();
-        let plan = gc::plan(self.runtime_pods.values(), removable, now, &policy);
+        let plan = gc::plan(self.runtime_pods.values(), removable, now, &self.gc_policy);
         // Pod log directories stay for every UID in use or still in the runtime.
         let keep: HashSet<String> = desired
             .iter()

@@ -18,7 +18,6 @@ use crate::eviction::{self, Action, Candidate, Conditions, Manager, ReclaimStep,
 use crate::pod_manager::is_mirror_pod;
 use crate::pod_workers::UpdatePodOptions;
 use crate::runtime::Runtime;
-use crate::runtime::gc::GcPolicy;
 
 /// kubelet: `podCleanupTimeout` — how long the next eviction waits for the last one.
 const POD_CLEANUP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -125,7 +124,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                 eviction::Condition::Pid,
             ] {
                 if before.has(c) != decision.conditions.has(c) {
-                    log::warn!(
+                    log::info!(
                         "eviction manager: node condition {} is now {}",
                         c.as_str(),
                         decision.conditions.has(c)
@@ -147,7 +146,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                 observed: o,
                 steps,
             } => {
-                log::warn!(
+                log::info!(
                     "eviction manager: {} is {} (threshold {}): reclaiming node-level resources first",
                     threshold.signal,
                     o.available,
@@ -179,12 +178,9 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     fn reclaim(&mut self, step: ReclaimStep) {
         match step {
             ReclaimStep::DeadContainers => {
-                // kubelet: containerGC.DeleteAllUnusedContainers — no age, no instance kept.
-                let policy = GcPolicy {
-                    min_age: Duration::ZERO,
-                    max_per_pod_container: Some(0),
-                };
-                if !self.garbage_collect_with(policy) {
+                // kubelet: containerGC.DeleteAllUnusedContainers — the GC policy (minimum
+                // age, instances kept per container) still holds.
+                if !self.garbage_collect_with(true) {
                     log::info!("eviction manager: a container GC pass is already running");
                 }
             }
@@ -224,7 +220,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                 && !ev.no_victim_logged
             {
                 ev.no_victim_logged = true;
-                log::warn!(
+                log::info!(
                     "eviction manager: {} is {} (threshold {}) and no pod may be evicted (static and critical pods never are)",
                     threshold.signal,
                     observed.available,

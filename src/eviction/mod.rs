@@ -298,7 +298,8 @@ pub type Observations = BTreeMap<Signal, Observation>;
 /// What to free before evicting (kubelet: `nodeReclaimFuncs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReclaimStep {
-    /// Every dead container and sandbox (kubelet: `containerGC.DeleteAllUnusedContainers`).
+    /// A container GC pass that also empties the pods that no longer run, deleted or not
+    /// (kubelet: `containerGC.DeleteAllUnusedContainers`).
     DeadContainers,
     /// Every unused image (kubelet: `imageGC.DeleteUnusedImages`). Not wired yet: the
     /// agent logs it as skipped until the image GC exists.
@@ -531,8 +532,8 @@ pub fn admit(pod: &crate::api::Pod, conditions: &Conditions) -> Option<String> {
             return None;
         }
     }
-    // kubelet: nodeConditionMessageFmt.
-    Some(format!("The node had condition: [{}]. ", names.join(", ")))
+    // kubelet: nodeConditionMessageFmt, the conditions as Go prints a slice.
+    Some(format!("The node had condition: [{}]. ", names.join(" ")))
 }
 
 #[cfg(test)]

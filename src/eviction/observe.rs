@@ -354,8 +354,9 @@ pub async fn run<R: Runtime>(
                 s
             }
             Err(e) => {
+                // The runtime being away is logged by the relister; once per streak here.
                 if !stats_failing {
-                    log::warn!("eviction: cannot read container stats: {e}");
+                    log::info!("eviction: cannot read container stats: {e}");
                 }
                 stats_failing = true;
                 Vec::new()

@@ -367,7 +367,7 @@ fn admission_under_pressure() {
         (
             &burstable,
             both,
-            Some("The node had condition: [MemoryPressure, DiskPressure]. "),
+            Some("The node had condition: [MemoryPressure DiskPressure]. "),
         ),
         (&critical, both, None),
     ];
