@@ -228,3 +228,116 @@ async fn memory_pressure_evicts_ranked_pods_and_spares_critical_ones() {
         })
         .await;
 }
+
+/// The fake file system's available bytes (of 1000), for [`shrinking_statfs`].
+static DISK_AVAILABLE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(900);
+
+fn shrinking_statfs(_: &Path) -> std::io::Result<FsStats> {
+    Ok(FsStats {
+        bytes_total: 1000,
+        bytes_available: DISK_AVAILABLE.load(std::sync::atomic::Ordering::SeqCst),
+        inodes_total: 1000,
+        inodes_free: 900,
+    })
+}
+
+/// Under disk pressure the dead containers of a finished pod go first (the reclaim: a
+/// container GC pass that also empties pods that no longer run), then — still under
+/// pressure at the next measurement — one pod is evicted; DiskPressure is published.
+#[tokio::test(start_paused = true)]
+async fn disk_pressure_reclaims_dead_containers_then_evicts() {
+    LocalSet::new()
+        .run_until(async {
+            let (tmp, mut cfg) = agent_dir("node1");
+            std::fs::write(cfg.pod_manifest_path.join("keeper.yaml"), STATIC_POD).unwrap();
+            let proc_root = tmp.path().join("proc");
+            write_meminfo(&proc_root, 900 * 1024);
+            cfg.eviction = Some(EvictionConfig {
+                thresholds: eviction::parse_thresholds("nodefs.available<10%").unwrap(),
+                transition_period: Duration::from_secs(300),
+                sources: Sources {
+                    proc_root,
+                    cgroup_root: tmp.path().join("cgroup"),
+                    ..Sources::host(&cfg.root_dir, &cfg.pod_log_dir)
+                },
+                statfs: shrinking_statfs,
+            });
+            let clock = TokioClock::new(1_800_000_000_000_000_000);
+            let rt = FakeRuntime::new(clock);
+            rt.add_image(IMAGE);
+            let (src_tx, src_rx) = tokio::sync::mpsc::channel(16);
+            let (ev_tx, mut events) = picolet::events::pod_events();
+            let (pressure_tx, pressure_rx) = tokio::sync::watch::channel(Conditions::default());
+            let ext = picolet::daemon::Extensions {
+                sources: vec!["api"],
+                source_channel: Some((src_tx.clone(), src_rx)),
+                events: Some(ev_tx),
+                pressure: Some(pressure_tx),
+                ..Default::default()
+            };
+            let shutdown = CancellationToken::new();
+            let handle = tokio::task::spawn_local(picolet::daemon::run_with_extensions(
+                rt.clone(),
+                clock,
+                cfg.clone(),
+                ext,
+                shutdown.clone(),
+                std::rc::Rc::new(tokio::sync::Notify::new()),
+            ));
+            let mut done = api_pod("done", None, None);
+            done.spec.restart_policy = Some(picolet::api::RestartPolicy::Never);
+            let pods = vec![Arc::new(done), Arc::new(api_pod("spender", None, None))];
+            src_tx
+                .send(picolet::events::SourceUpdate {
+                    source: "api",
+                    pods,
+                    objects: None,
+                })
+                .await
+                .unwrap();
+            settle(5).await;
+            let of = |rt: &FakeRuntime, pod: &str| {
+                rt.containers()
+                    .into_iter()
+                    .filter(|c| c.labels["io.kubernetes.pod.name"] == pod)
+                    .collect::<Vec<_>>()
+            };
+            let id = of(&rt, "done")[0].id.clone();
+            assert!(rt.exit_container(&id, 0));
+            settle(70).await; // past a regular GC pass: it keeps the finished pod's container
+            assert_eq!(of(&rt, "done").len(), 1, "kept by the regular container GC");
+            assert!(!pressure_rx.borrow().disk_pressure);
+
+            DISK_AVAILABLE.store(50, std::sync::atomic::Ordering::SeqCst);
+            settle(10).await;
+            assert!(pressure_rx.borrow().disk_pressure, "DiskPressure published");
+            assert!(of(&rt, "done").is_empty(), "reclaimed: {:?}", of(&rt, "done"));
+            settle(15).await;
+            let mut spender = None;
+            for ev in events.try_recv() {
+                if let picolet::events::PodEvent::Status { pod, status } = ev
+                    && pod.metadata.name == "spender"
+                {
+                    spender = Some(status);
+                }
+            }
+            let spender = spender.expect("a status for spender");
+            assert_eq!(spender.reason.as_deref(), Some("Evicted"));
+            assert_eq!(
+                spender.message.as_deref(),
+                Some(
+                    "The node was low on resource: ephemeral-storage. Threshold quantity: 100, available: 50. "
+                )
+            );
+            let running: Vec<String> = rt
+                .containers()
+                .into_iter()
+                .filter(|c| c.state == ContainerState::Running)
+                .map(|c| c.labels["io.kubernetes.pod.name"].clone())
+                .collect();
+            assert_eq!(running, ["keeper-node1"]);
+            shutdown.cancel();
+            handle.await.unwrap();
+        })
+        .await;
+}

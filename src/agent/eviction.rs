@@ -61,7 +61,7 @@ pub(super) fn start<R: Runtime>(
         .thresholds
         .iter()
         .map(|t| match t.value {
-            eviction::Value::Quantity(q) => format!("{}<{q}", t.signal),
+            eviction::Value::Quantity(q) => format!("{}<{}", t.signal, t.signal.format(q)),
             eviction::Value::Percent(p) => format!("{}<{p}%", t.signal),
         })
         .collect();
@@ -149,8 +149,8 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                 log::info!(
                     "eviction manager: {} is {} (threshold {}): reclaiming node-level resources first",
                     threshold.signal,
-                    o.available,
-                    threshold.quantity(o.capacity)
+                    threshold.signal.format(o.available),
+                    threshold.signal.format(threshold.quantity(o.capacity))
                 );
                 for step in steps {
                     self.reclaim(*step);
@@ -223,8 +223,10 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                 log::info!(
                     "eviction manager: {} is {} (threshold {}) and no pod may be evicted (static and critical pods never are)",
                     threshold.signal,
-                    observed.available,
-                    threshold.quantity(observed.capacity)
+                    threshold.signal.format(observed.available),
+                    threshold
+                        .signal
+                        .format(threshold.quantity(observed.capacity))
                 );
             }
             return;

@@ -125,6 +125,15 @@ impl Signal {
         }
     }
 
+    /// An amount of this signal as the kubelet prints it (`100Mi`; inodes and pids plain).
+    pub fn format(self, v: u64) -> String {
+        if self.is_bytes() {
+            format_bytes(v)
+        } else {
+            v.to_string()
+        }
+    }
+
     /// Counted in bytes (else in inodes or processes).
     fn is_bytes(self) -> bool {
         matches!(
@@ -474,13 +483,7 @@ pub fn rank(cands: &mut [Candidate], condition: Condition) {
 /// requested (per pod here; upstream names the container).
 pub fn eviction_message(threshold: &Threshold, observed: &Observation, pod: &Candidate) -> String {
     let s = threshold.signal;
-    let q = |v: u64| {
-        if s.is_bytes() {
-            format_bytes(v)
-        } else {
-            v.to_string()
-        }
-    };
+    let q = |v: u64| s.format(v);
     let mut m = format!(
         "The node was low on resource: {}. Threshold quantity: {}, available: {}. ",
         s.resource(),
@@ -503,16 +506,16 @@ pub fn eviction_message(threshold: &Threshold, observed: &Observation, pod: &Can
     m
 }
 
-/// Bytes as a Kubernetes quantity: `Mi` when whole, else `Ki` when whole, else bytes.
+/// Bytes as a Kubernetes quantity: the largest binary suffix that divides it (`100Mi`,
+/// `51200Ki`), else plain bytes.
 pub fn format_bytes(v: u64) -> String {
-    const MI: u64 = 1 << 20;
-    if v != 0 && v % MI == 0 {
-        format!("{}Mi", v / MI)
-    } else if v != 0 && v % 1024 == 0 {
-        format!("{}Ki", v / 1024)
-    } else {
-        v.to_string()
+    const UNITS: [(&str, u32); 5] = [("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)];
+    for (suffix, shift) in UNITS {
+        if v != 0 && v % (1u64 << shift) == 0 {
+            return format!("{}{suffix}", v >> shift);
+        }
     }
+    v.to_string()
 }
 
 /// kubelet: the eviction admit handler (`managerImpl.Admit`). `None`: admitted. Under no

@@ -321,6 +321,9 @@ fn messages() {
     );
     assert_eq!(format_bytes(1536), "1536");
     assert_eq!(format_bytes(3072), "3Ki");
+    assert_eq!(format_bytes(100_000 << 30), "100000Gi");
+    assert_eq!(format_bytes(1 << 20), "1Mi");
+    assert_eq!(format_bytes(0), "0");
 }
 
 #[test]
