@@ -7,8 +7,10 @@
 //!
 //! The loop `select!`s on: shutdown, source snapshots, worker completions/timers, the
 //! PLEG's messages (`pleg`, a task of its own: relists every 1 s, kubelet's PLEG period, or
-//! the runtime's container events and a 300 s relist), the housekeeping tick (2 s) and the
-//! container GC tick (1 min, its pass a task of its own).
+//! the runtime's container events and a 300 s relist), the housekeeping tick (2 s), the
+//! container GC tick (1 min, its pass a task of its own) and the eviction manager's
+//! observations (every 10 s from a measuring task of its own; `agent/eviction.rs` acts on
+//! them).
 //! It never awaits anything else: runtime calls and file-system work happen in tasks
 //! (pod work, relister, GC) or on the blocking pool (manifest scans, pod directories).
 //!
