@@ -7,8 +7,10 @@
 //!
 //! The loop `select!`s on: shutdown, source snapshots, worker completions/timers, the
 //! PLEG's messages (`pleg`, a task of its own: relists every 1 s, kubelet's PLEG period, or
-//! the runtime's container events and a 300 s relist), the housekeeping tick (2 s) and the
-//! container GC tick (1 min, its pass a task of its own).
+//! the runtime's container events and a 300 s relist), the housekeeping tick (2 s), the
+//! container GC tick (1 min, its pass a task of its own) and the eviction manager's
+//! observations (every 10 s from a measuring task of its own; `agent/eviction.rs` acts on
+//! them).
 //! It never awaits anything else: runtime calls and file-system work happen in tasks
 //! (pod work, relister, GC) or on the blocking pool (manifest scans, pod directories).
 //!
@@ -38,6 +40,9 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
+
+mod eviction;
+pub use eviction::EvictionConfig;
 
 use crate::admission::{self, NodeFacts};
 use crate::api::Pod;
@@ -92,6 +97,8 @@ pub struct Channels {
     pub recorder: Recorder,
     /// The pod workers' and the probes' metrics (the node API renders them).
     pub metrics: Rc<crate::metrics::AgentMetrics>,
+    /// Where the eviction manager publishes the node's pressure conditions.
+    pub pressure: Option<tokio::sync::watch::Sender<crate::eviction::Conditions>>,
 }
 
 /// What the agent needs besides the runtime and the clock (the daemon builds it from the
@@ -120,6 +127,8 @@ pub struct AgentConfig {
     /// The node's IP: every pod's `status.hostIP`, and the `podIP` of host-network pods
     /// (`--node-ip`, else the default route's source address).
     pub node_ip: Option<std::net::IpAddr>,
+    /// `--eviction-hard` and co; `None`: no eviction manager.
+    pub eviction: Option<EvictionConfig>,
 }
 
 /// The loop over any `Runtime` and `Clock` (tests use the fake runtime and paused time),
@@ -138,6 +147,7 @@ pub async fn run<R: Runtime, C: Clock>(
         objects,
         recorder,
         metrics,
+        pressure,
     } = channels;
     let (wanted_tx, mut objects_rx) = match objects {
         Some(ObjectChannels { wanted, updates }) => (Some(wanted), Some(updates)),
@@ -215,7 +225,11 @@ pub async fn run<R: Runtime, C: Clock>(
         orphan_dirs_checked: false,
         wanted_tx,
         recorder,
+        eviction: None,
     };
+    let (eviction_state, mut eviction_rx) =
+        eviction::start(&state.runtime, cfg.eviction.clone(), pressure, &shutdown);
+    state.eviction = eviction_state;
 
     // The PLEG is a task of its own: the loop gets its lists and events as messages and
     // never waits on the runtime.
@@ -255,6 +269,7 @@ pub async fn run<R: Runtime, C: Clock>(
             Some(update) = recv_opt(&mut objects_rx) => state.on_objects(Scope::Api, update.objects),
             _ = housekeeping_tick.tick() => state.housekeeping(),
             _ = gc_tick.tick() => state.garbage_collect(),
+            Some(observed) = eviction::recv(&mut eviction_rx) => state.on_eviction_observed(observed),
         }
         // READY once the static pods are known: a slow or unreachable apiserver must not
         // make systemd give up on picolet (k3s#1686).
@@ -353,6 +368,8 @@ struct Loop<R: Runtime, C: Clock> {
         Option<tokio::sync::watch::Sender<std::collections::BTreeSet<config_data::ObjectKey>>>,
     /// Admission rejections are recorded here.
     recorder: Recorder,
+    /// The eviction manager (`None`: no thresholds).
+    eviction: Option<eviction::EvictionState>,
 }
 
 impl<R: Runtime, C: Clock> Loop<R, C> {
@@ -511,7 +528,16 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             })
             .collect();
         let active: Vec<&Pod> = active.iter().map(AsRef::as_ref).collect();
-        let verdict = admission::admit(pod, &self.node, &active);
+        let mut verdict = admission::admit(pod, &self.node, &active);
+        // kubelet: the eviction manager's admit handler comes before the predicates.
+        if verdict
+            .rejection
+            .as_ref()
+            .is_none_or(|r| r.reason != admission::REASON_UNSUPPORTED)
+            && let Some(r) = self.eviction_admit(pod)
+        {
+            verdict.rejection = Some(r);
+        }
         let name = pod.full_name();
         if !verdict.warnings.is_empty() {
             let list: Vec<String> = verdict.warnings.iter().map(ToString::to_string).collect();
@@ -880,8 +906,17 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// kubelet: `containerGC.GarbageCollect`. Plans over the relister's last view and runs
     /// the removals as a local task; a pass still running makes this one a no-op.
     fn garbage_collect(&mut self) {
+        self.garbage_collect_with(false);
+    }
+
+    /// A container GC pass; `evict_non_deleted` (the eviction manager's reclaim, kubelet:
+    /// `DeleteAllUnusedContainers`): the pods whose worker has finished, or that no worker
+    /// owns, lose their dead containers and sandboxes too, deleted or not (kubelet:
+    /// `ShouldPodRuntimeBeRemoved`). `false`: a pass is still running (or the runtime has
+    /// not been listed yet).
+    fn garbage_collect_with(&mut self, evict_non_deleted: bool) -> bool {
         if !self.relisted_once || self.gc_task.as_ref().is_some_and(|t| !t.is_finished()) {
-            return;
+            return false;
         }
         let sources_ready = self.config.sources_ready();
         let desired = self.pods.uids();
@@ -890,7 +925,11 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         };
         // kubelet: ShouldPodContentBeRemoved — no source wants it, no worker owns it, and
         // every source has been seen.
-        let removable = |uid: &str| sources_ready && !in_use(uid);
+        let runtime_removable =
+            |uid: &str| !self.workers.is_known(uid) || self.workers.is_finished(uid);
+        let removable = |uid: &str| {
+            sources_ready && (!in_use(uid) || (evict_non_deleted && runtime_removable(uid)))
+        };
         let now = self.clock.now();
         let plan = gc::plan(self.runtime_pods.values(), removable, now, &self.gc_policy);
         // Pod log directories stay for every UID in use or still in the runtime.
@@ -921,6 +960,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                 log::warn!("container GC: {e}");
             }
         }));
+        true
     }
 }
 

@@ -62,6 +62,8 @@
 //! - [`qos`]          QoS class and OOM score of a pod (pure; status and the CRI config use it)
 //! - [`status`]       pod status (phase, conditions, container states) from runtime state
 //! - [`node`]         node checks (cgroups, preflight)
+//! - [`eviction`]     the eviction manager: thresholds, node pressure conditions, pod ranking
+//!   (pure), and the task measuring the signals (`eviction::observe`)
 //! - [`daemon`]       wiring: builds the sources, the apiserver tasks and the agent from
 //!   the options, and the channels between them
 //! - [`agent`]        the one event loop; shutdown order
@@ -83,6 +85,7 @@ pub mod clock;
 pub mod config_data;
 pub mod daemon;
 pub mod events;
+pub mod eviction;
 #[cfg(feature = "apiserver")]
 pub mod local_api;
 pub mod manifest;
