@@ -348,7 +348,20 @@ pub async fn run<R: Runtime>(
             }
         }
         logged = errors;
-        let stats = match runtime.list_container_stats(&ListFilter::default()).await {
+        // The pods' usage only ranks pods for an eviction: read it only when a threshold
+        // is met (at idle, on a healthy node, the cycle makes no CRI call).
+        let any_met = thresholds
+            .iter()
+            .any(|t| node.get(&t.signal).is_some_and(|o| t.met(o)));
+        let stats = match async {
+            if any_met {
+                runtime.list_container_stats(&ListFilter::default()).await
+            } else {
+                Ok(Vec::new())
+            }
+        }
+        .await
+        {
             Ok(s) => {
                 stats_failing = false;
                 s
