@@ -108,6 +108,10 @@ pub struct AgentConfig {
     pub pod_log_dir: PathBuf,
     pub resolv_conf: PathBuf,
     pub cgroup_parent: String,
+    /// `--cgroups-per-qos`: the pod cgroups' layout and `kubepods`' limits (None: off).
+    pub pod_cgroups: Option<crate::cm::manager::PodCgroupsConfig>,
+    /// Reserved resources: admission checks requests against capacity minus them.
+    pub allocatable: crate::cm::NodeAllocatable,
     /// `--seccomp-default`.
     pub seccomp_default: bool,
     /// The node's labels (`node::node_labels`: defaults and `--node-labels`): admission
@@ -154,6 +158,14 @@ pub async fn run<R: Runtime, C: Clock>(
     let prober = prober
         .with_recorder(recorder.clone())
         .with_metrics(Rc::clone(&metrics));
+    let pod_cgroups = cfg
+        .pod_cgroups
+        .clone()
+        .map(crate::cm::manager::PodCgroups::start);
+    let (cpu_allocatable, memory_allocatable) = cfg.allocatable.allocatable(
+        node::cpu_capacity_milli(),
+        i64::try_from(node::memory_capacity()).unwrap_or(i64::MAX),
+    );
     let syncer = AgentSyncer {
         probes: prober.handle(),
         env: SyncEnv {
@@ -163,6 +175,7 @@ pub async fn run<R: Runtime, C: Clock>(
             pod_log_dir: cfg.pod_log_dir.clone(),
             resolv_conf: cfg.resolv_conf.clone(),
             cgroup_parent: cfg.cgroup_parent.clone(),
+            pod_cgroups: pod_cgroups.clone(),
             seccomp_default: cfg.seccomp_default,
             memory_capacity: node::memory_capacity(),
             cpu_capacity_milli: node::cpu_capacity_milli(),
@@ -199,8 +212,8 @@ pub async fn run<R: Runtime, C: Clock>(
         node: NodeFacts {
             node_name: cfg.node_name.clone(),
             labels: cfg.node_labels.clone(),
-            cpu_milli: node::cpu_capacity_milli(),
-            memory_bytes: i64::try_from(node::memory_capacity()).unwrap_or(i64::MAX),
+            cpu_milli: cpu_allocatable,
+            memory_bytes: memory_allocatable,
             max_pods: cfg.max_pods,
         },
         node_ip: cfg.node_ip.map(|ip| ip.to_string()),
@@ -212,6 +225,7 @@ pub async fn run<R: Runtime, C: Clock>(
         orphan_dirs_checked: false,
         wanted_tx,
         recorder,
+        pod_cgroups,
     };
 
     // The PLEG is a task of its own: the loop gets its lists and events as messages and
@@ -350,6 +364,8 @@ struct Loop<R: Runtime, C: Clock> {
         Option<tokio::sync::watch::Sender<std::collections::BTreeSet<config_data::ObjectKey>>>,
     /// Admission rejections are recorded here.
     recorder: Recorder,
+    /// `--cgroups-per-qos`: retries failed pod cgroup removals.
+    pod_cgroups: Option<crate::cm::manager::PodCgroups>,
 }
 
 impl<R: Runtime, C: Clock> Loop<R, C> {
@@ -802,6 +818,15 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         for pod in restart {
             self.start_or_hold(pod);
         }
+        // kubelet: cleanupOrphanedPodCgroups (every housekeeping) — here only the removals
+        // that failed when their pod terminated.
+        if let Some(cg) = self
+            .pod_cgroups
+            .clone()
+            .filter(|cg| cg.has_pending_removals())
+        {
+            tokio::task::spawn_local(async move { cg.retry_removals().await });
+        }
         let orphans: Vec<String> = self
             .runtime_pods
             .values()
@@ -1212,7 +1237,7 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
     async fn sync_terminated_pod(
         &self,
         uid: String,
-        _pod: Option<Arc<Pod>>,
+        pod: Option<Arc<Pod>>,
     ) -> Result<(), SyncFailure> {
         let observed = sync::get_pod_status(&self.env.runtime, &uid)
             .await
@@ -1220,6 +1245,13 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
         sync::cleanup_pod(&self.env, &observed, &uid)
             .await
             .map_err(sync_failure)?;
+        // The containers are gone: the pod's cgroup goes (a failure is retried by
+        // housekeeping; it never holds the pod's termination up).
+        if let Some(cg) = &self.env.pod_cgroups
+            && let Err(e) = cg.remove(&uid, pod.as_deref()).await
+        {
+            log::warn!("pod {uid}: cgroup not removed (retried): {e}");
+        }
         let mut shared = self.shared.borrow_mut();
         shared.backoffs.remove(&uid);
         shared.pod_cache.remove(&uid);

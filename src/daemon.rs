@@ -154,7 +154,9 @@ fn agent_config(opts: &Options, node_name: String) -> AgentConfig {
         root_dir: opts.root_dir.clone(),
         pod_log_dir: opts.pod_log_dir.clone(),
         resolv_conf: opts.resolv_conf.clone(),
-        cgroup_parent: opts.cgroup_parent.clone(),
+        cgroup_parent: opts.cgroup_root.clone(),
+        pod_cgroups: pod_cgroups_config(opts),
+        allocatable: node_allocatable(opts),
         seccomp_default: opts.seccomp_default,
         max_pods: opts.max_pods,
         gc_policy: GcPolicy {
@@ -163,6 +165,59 @@ fn agent_config(opts: &Options, node_name: String) -> AgentConfig {
         },
         node_ip: opts.node_ip.or_else(node::default_route_ip),
     }
+}
+
+/// `--system-reserved` + `--kube-reserved`, and the default hard eviction threshold of
+/// memory (kubelet: `GetNodeAllocatableReservation`).
+pub fn node_allocatable(opts: &Options) -> crate::cm::NodeAllocatable {
+    crate::cm::NodeAllocatable {
+        reserved: crate::cm::Reserved {
+            cpu_milli: opts.system_reserved.cpu_milli + opts.kube_reserved.cpu_milli,
+            memory_bytes: opts.system_reserved.memory_bytes + opts.kube_reserved.memory_bytes,
+        },
+        eviction_hard_memory: crate::cm::DEFAULT_EVICTION_HARD_MEMORY,
+    }
+}
+
+/// `--cgroups-per-qos` on this host's hierarchy (None: off, or no cgroups to use: an ERROR
+/// says why and pods get `--cgroup-root` as before).
+fn pod_cgroups_config(opts: &Options) -> Option<crate::cm::manager::PodCgroupsConfig> {
+    use crate::cm::{CgroupVersion, Layout, V1_CONTROLLERS};
+    if !opts.cgroups_per_qos {
+        return None;
+    }
+    let mount_root = std::path::PathBuf::from("/sys/fs/cgroup");
+    let info = match node::detect_cgroups(&mount_root, std::path::Path::new("/proc/cgroups")) {
+        Ok(info) => info,
+        Err(e) => {
+            log::error!("--cgroups-per-qos: no cgroups to manage ({e}); pods get no pod cgroups");
+            return None;
+        }
+    };
+    let version = match info.version {
+        node::CgroupVersion::V1 => CgroupVersion::V1,
+        node::CgroupVersion::V2 => CgroupVersion::V2,
+    };
+    let layout = Layout {
+        version,
+        driver: opts.cgroup_driver,
+        root: crate::cm::split_root(&opts.cgroup_root),
+        v1_controllers: V1_CONTROLLERS.into_iter().filter(|c| info.has(c)).collect(),
+    };
+    // kubelet: enforceNodeAllocatableCgroups — capacity − reserved with `pods`, else the
+    // capacity (shares must not stay at the low default either way).
+    let cpu = node::cpu_capacity_milli();
+    let memory = i64::try_from(node::memory_capacity()).unwrap_or(i64::MAX);
+    let (cpu, memory) = if opts.enforce_node_allocatable {
+        node_allocatable(opts).enforced(cpu, memory)
+    } else {
+        (cpu, memory)
+    };
+    Some(crate::cm::manager::PodCgroupsConfig {
+        layout,
+        mount_root,
+        kubepods: crate::cm::kubepods_resources(cpu, memory),
+    })
 }
 
 /// What the node API needs of `opts`.
@@ -184,6 +239,7 @@ pub fn local_api_options(opts: &Options, cfg: &AgentConfig) -> crate::local_api:
         pod_log_dir: opts.pod_log_dir.clone(),
         labels: cfg.node_labels.clone(),
         max_pods: opts.max_pods,
+        allocatable: cfg.allocatable,
     }
 }
 
@@ -333,6 +389,7 @@ pub fn start_apiserver_mode<R: Runtime, C: Clock>(
         node_opts.kubelet_port = opts.port;
         node_opts.node_ip = opts.node_ip;
         node_opts.status_update_frequency = opts.node_status_update_frequency;
+        node_opts.allocatable = cfg.allocatable;
         let node_agent = NodeAgent::new(client.clone(), runtime, clock.clone(), node_opts, uid_tx);
         tokio::task::spawn_local(node_agent.run(shutdown.child_token()));
 
