@@ -841,6 +841,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         if !self.orphan_dirs_checked {
             self.orphan_dirs_checked = true;
             self.remove_orphaned_pod_dirs(&desired);
+            self.remove_orphaned_pod_cgroups(&desired);
         }
         for uid in orphans {
             if let Some(rp) = self.runtime_pods.get(&uid) {
@@ -899,6 +900,17 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         });
     }
 
+    /// kubelet: `cleanupOrphanedPodCgroups` — after the start and every GC period: the
+    /// cgroups of pods no source wants and the runtime does not hold (the listing and the
+    /// removal run on the blocking pool).
+    fn remove_orphaned_pod_cgroups(&self, desired: &HashSet<String>) {
+        if let Some(cg) = &self.pod_cgroups {
+            let mut keep = desired.clone();
+            keep.extend(self.runtime_pods.keys().cloned());
+            cg.remove_orphans(keep);
+        }
+    }
+
     /// kubelet: `containerGC.GarbageCollect`. Plans over the relister's last view and runs
     /// the removals as a local task; a pass still running makes this one a no-op.
     fn garbage_collect(&mut self) {
@@ -907,6 +919,9 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         }
         let sources_ready = self.config.sources_ready();
         let desired = self.pods.uids();
+        if sources_ready {
+            self.remove_orphaned_pod_cgroups(&desired);
+        }
         let in_use = |uid: &str| {
             desired.contains(uid) || (self.workers.is_known(uid) && !self.workers.is_finished(uid))
         };

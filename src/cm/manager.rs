@@ -8,7 +8,7 @@
 //! Must never: touch the file system on the event loop's thread.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -51,6 +51,10 @@ enum Work {
         class: QosClass,
         uid: String,
         then: Vec<Op>,
+    },
+    /// Remove the pod cgroups of pods not in `keep`.
+    RemoveOrphans {
+        keep: HashSet<String>,
     },
 }
 
@@ -211,6 +215,18 @@ impl PodCgroups {
         result
     }
 
+    /// kubelet: `cleanupOrphanedPodCgroups` — the pod cgroups of pods that are not in
+    /// `keep` (the desired pods and those the runtime holds) are removed: their pod went
+    /// while picolet was down, or went without a termination picolet saw. A cgroup still
+    /// busy is left for the next call.
+    pub fn remove_orphans(&self, mut keep: HashSet<String>) {
+        if self.layout.driver == CgroupDriver::Systemd {
+            return;
+        }
+        keep.extend(self.pods.borrow().keys().cloned());
+        self.send(Work::RemoveOrphans { keep }, None);
+    }
+
     pub fn has_pending_removals(&self) -> bool {
         !self.pending_removal.borrow().is_empty()
     }
@@ -257,6 +273,60 @@ fn execute(layout: &Layout, root: &Path, work: Work) -> Result<(), CgroupError> 
             };
             let dirs = super::pod_dirs(layout, class, &uid, &hierarchies);
             remove_dirs(root, &dirs).and_then(|()| apply(root, &then))
+        }
+        Work::RemoveOrphans { keep } => {
+            remove_orphans(layout, root, &keep);
+            Ok(())
+        }
+    }
+}
+
+/// The file-system half of [`PodCgroups::remove_orphans`].
+pub fn remove_orphans(layout: &Layout, root: &Path, keep: &HashSet<String>) {
+    let hierarchies = match layout.version {
+        CgroupVersion::V1 => v1_hierarchies(root),
+        CgroupVersion::V2 => Vec::new(),
+    };
+    // Where pod cgroups are listed: v1's first managed controller, or v2's one tree.
+    let listing = match layout.version {
+        CgroupVersion::V1 => match layout.v1_controllers.first() {
+            Some(c) => root.join(c),
+            None => return,
+        },
+        CgroupVersion::V2 => root.to_path_buf(),
+    };
+    for class in [
+        QosClass::Guaranteed,
+        QosClass::Burstable,
+        QosClass::BestEffort,
+    ] {
+        let qos_dir = listing.join(
+            layout
+                .path(&layout.qos_cgroup(class))
+                .trim_start_matches('/'),
+        );
+        let Ok(entries) = std::fs::read_dir(&qos_dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let Some(uid) = e
+                .file_name()
+                .to_str()
+                .and_then(|n| n.strip_prefix("pod"))
+                .map(str::to_string)
+            else {
+                continue;
+            };
+            if keep.contains(&uid) {
+                continue;
+            }
+            let dirs = super::pod_dirs(layout, class, &uid, &hierarchies);
+            match remove_dirs(root, &dirs) {
+                Ok(()) => log::info!(
+                    "cgroups: removed the cgroup of pod {uid}: no source wants it and the runtime holds nothing of it"
+                ),
+                Err(e) => log::debug!("cgroups: orphaned pod {uid}: {e}"),
+            }
         }
     }
 }

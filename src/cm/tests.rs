@@ -1,4 +1,4 @@
-use super::manager::{apply, remove_dirs, v1_hierarchies};
+use super::manager::{apply, remove_dirs, remove_orphans, v1_hierarchies};
 use super::*;
 use crate::api::Pod;
 
@@ -348,4 +348,32 @@ fn apply_v2_enables_controllers() {
         err.to_string().contains("kubepods/cgroup.controllers"),
         "{err}"
     );
+}
+
+#[test]
+fn orphaned_pod_cgroups_are_removed_and_kept_ones_stay() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for d in [
+        "cpu/kubepods/burstable/podgone",
+        "memory/kubepods/burstable/podgone",
+        "blkio/kubepods/burstable/podgone",
+        "cpu/kubepods/podwanted",
+        "cpu/kubepods/besteffort/podgone2",
+    ] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    let l = layout(CgroupVersion::V1, CgroupDriver::Cgroupfs, "/");
+    let keep = ["wanted".to_string()].into_iter().collect();
+    remove_orphans(&l, root, &keep);
+    for gone in [
+        "cpu/kubepods/burstable/podgone",
+        "memory/kubepods/burstable/podgone",
+        "blkio/kubepods/burstable/podgone",
+        "cpu/kubepods/besteffort/podgone2",
+    ] {
+        assert!(!root.join(gone).exists(), "{gone}");
+    }
+    assert!(root.join("cpu/kubepods/podwanted").exists());
+    assert!(root.join("cpu/kubepods/burstable").exists());
 }
