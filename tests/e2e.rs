@@ -1896,7 +1896,7 @@ fn examples_parse() {
 }
 
 /// n. Pod cgroups (`--cgroups-per-qos`, on by default) on this machine's real cgroups: a
-/// Burstable pod's cgroup `kubepods/burstable/pod<uid>` exists with the pod's memory limit,
+/// Burstable pod's cgroup `<the lab's --cgroup-root>/kubepods/burstable/pod<uid>` exists with the pod's memory limit,
 /// cpu shares and quota, seen from the host and from inside the container (its own cgroup
 /// path); it is gone once the pod is deleted. cgroup v1 only (the lab machine's); on v2 the
 /// host half reads `memory.max` and `cpu.weight`.
@@ -1920,7 +1920,10 @@ async fn n_pod_cgroups() {
         })
         .await;
     let uid = view.sandboxes[0].uid.clone();
-    let pod_cgroup = format!("kubepods/burstable/pod{uid}");
+    let pod_cgroup = format!(
+        "{}/kubepods/burstable/pod{uid}",
+        lab::cgroup_root().trim_start_matches('/')
+    );
     let host = |ctrl: &str, file: &str| {
         let p = if v2 {
             format!("/sys/fs/cgroup/{pod_cgroup}/{file}")
@@ -2214,6 +2217,8 @@ impl Lab {
             // tested against the fake runtime in tests/agent.rs).
             .arg("--minimum-container-ttl-duration")
             .arg("30m")
+            .arg("--cgroup-root")
+            .arg(lab::cgroup_root())
             .args(extra)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
