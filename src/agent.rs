@@ -7,8 +7,10 @@
 //!
 //! The loop `select!`s on: shutdown, source snapshots, worker completions/timers, the
 //! PLEG's messages (`pleg`, a task of its own: relists every 1 s, kubelet's PLEG period, or
-//! the runtime's container events and a 300 s relist), the housekeeping tick (2 s) and the
-//! container GC tick (1 min, its pass a task of its own).
+//! the runtime's container events and a 300 s relist), the housekeeping tick (2 s), the
+//! container GC tick (1 min, its pass a task of its own) and the eviction manager's
+//! observations (every 10 s from a measuring task of its own; `agent/eviction.rs` acts on
+//! them).
 //! It never awaits anything else: runtime calls and file-system work happen in tasks
 //! (pod work, relister, GC) or on the blocking pool (manifest scans, pod directories).
 //!
@@ -38,6 +40,9 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
+
+mod eviction;
+pub use eviction::EvictionConfig;
 
 use crate::admission::{self, NodeFacts};
 use crate::api::Pod;
@@ -92,6 +97,8 @@ pub struct Channels {
     pub recorder: Recorder,
     /// The pod workers' and the probes' metrics (the node API renders them).
     pub metrics: Rc<crate::metrics::AgentMetrics>,
+    /// Where the eviction manager publishes the node's pressure conditions.
+    pub pressure: Option<tokio::sync::watch::Sender<crate::eviction::Conditions>>,
 }
 
 /// What the agent needs besides the runtime and the clock (the daemon builds it from the
@@ -124,6 +131,8 @@ pub struct AgentConfig {
     /// The node's IP: every pod's `status.hostIP`, and the `podIP` of host-network pods
     /// (`--node-ip`, else the default route's source address).
     pub node_ip: Option<std::net::IpAddr>,
+    /// `--eviction-hard` and co; `None`: no eviction manager.
+    pub eviction: Option<EvictionConfig>,
 }
 
 /// The loop over any `Runtime` and `Clock` (tests use the fake runtime and paused time),
@@ -142,6 +151,7 @@ pub async fn run<R: Runtime, C: Clock>(
         objects,
         recorder,
         metrics,
+        pressure,
     } = channels;
     let (wanted_tx, mut objects_rx) = match objects {
         Some(ObjectChannels { wanted, updates }) => (Some(wanted), Some(updates)),
@@ -166,7 +176,10 @@ pub async fn run<R: Runtime, C: Clock>(
         node::cpu_capacity_milli(),
         i64::try_from(node::memory_capacity()).unwrap_or(i64::MAX),
     );
+    // The syncs tell the PLEG when they changed the runtime (see `pleg::spawn`).
+    let pleg_poke = Rc::new(tokio::sync::Notify::new());
     let syncer = AgentSyncer {
+        pleg_poke: Rc::clone(&pleg_poke),
         probes: prober.handle(),
         env: SyncEnv {
             runtime: runtime.clone(),
@@ -226,11 +239,15 @@ pub async fn run<R: Runtime, C: Clock>(
         wanted_tx,
         recorder,
         pod_cgroups,
+        eviction: None,
     };
+    let (eviction_state, mut eviction_rx) =
+        eviction::start(&state.runtime, cfg.eviction.clone(), pressure, &shutdown);
+    state.eviction = eviction_state;
 
     // The PLEG is a task of its own: the loop gets its lists and events as messages and
     // never waits on the runtime.
-    let mut pleg_rx = pleg::spawn(state.runtime.clone(), shutdown.child_token());
+    let mut pleg_rx = pleg::spawn(state.runtime.clone(), shutdown.child_token(), pleg_poke);
     let mut housekeeping_tick = tokio::time::interval(HOUSEKEEPING_PERIOD);
     housekeeping_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     // kubelet: the container GC loop runs every ContainerGCPeriod, the first pass a period
@@ -266,6 +283,7 @@ pub async fn run<R: Runtime, C: Clock>(
             Some(update) = recv_opt(&mut objects_rx) => state.on_objects(Scope::Api, update.objects),
             _ = housekeeping_tick.tick() => state.housekeeping(),
             _ = gc_tick.tick() => state.garbage_collect(),
+            Some(observed) = eviction::recv(&mut eviction_rx) => state.on_eviction_observed(observed),
         }
         // READY once the static pods are known: a slow or unreachable apiserver must not
         // make systemd give up on picolet (k3s#1686).
@@ -366,6 +384,8 @@ struct Loop<R: Runtime, C: Clock> {
     recorder: Recorder,
     /// `--cgroups-per-qos`: retries failed pod cgroup removals.
     pod_cgroups: Option<crate::cm::manager::PodCgroups>,
+    /// The eviction manager (`None`: no thresholds).
+    eviction: Option<eviction::EvictionState>,
 }
 
 impl<R: Runtime, C: Clock> Loop<R, C> {
@@ -524,7 +544,16 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             })
             .collect();
         let active: Vec<&Pod> = active.iter().map(AsRef::as_ref).collect();
-        let verdict = admission::admit(pod, &self.node, &active);
+        let mut verdict = admission::admit(pod, &self.node, &active);
+        // kubelet: the eviction manager's admit handler comes before the predicates.
+        if verdict
+            .rejection
+            .as_ref()
+            .is_none_or(|r| r.reason != admission::REASON_UNSUPPORTED)
+            && let Some(r) = self.eviction_admit(pod)
+        {
+            verdict.rejection = Some(r);
+        }
         let name = pod.full_name();
         if !verdict.warnings.is_empty() {
             let list: Vec<String> = verdict.warnings.iter().map(ToString::to_string).collect();
@@ -914,8 +943,17 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// kubelet: `containerGC.GarbageCollect`. Plans over the relister's last view and runs
     /// the removals as a local task; a pass still running makes this one a no-op.
     fn garbage_collect(&mut self) {
+        self.garbage_collect_with(false);
+    }
+
+    /// A container GC pass; `evict_non_deleted` (the eviction manager's reclaim, kubelet:
+    /// `DeleteAllUnusedContainers`): the pods whose worker has finished, or that no worker
+    /// owns, lose their dead containers and sandboxes too, deleted or not (kubelet:
+    /// `ShouldPodRuntimeBeRemoved`). `false`: a pass is still running (or the runtime has
+    /// not been listed yet).
+    fn garbage_collect_with(&mut self, evict_non_deleted: bool) -> bool {
         if !self.relisted_once || self.gc_task.as_ref().is_some_and(|t| !t.is_finished()) {
-            return;
+            return false;
         }
         let sources_ready = self.config.sources_ready();
         let desired = self.pods.uids();
@@ -927,7 +965,11 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         };
         // kubelet: ShouldPodContentBeRemoved — no source wants it, no worker owns it, and
         // every source has been seen.
-        let removable = |uid: &str| sources_ready && !in_use(uid);
+        let runtime_removable =
+            |uid: &str| !self.workers.is_known(uid) || self.workers.is_finished(uid);
+        let removable = |uid: &str| {
+            sources_ready && (!in_use(uid) || (evict_non_deleted && runtime_removable(uid)))
+        };
         let now = self.clock.now();
         let plan = gc::plan(self.runtime_pods.values(), removable, now, &self.gc_policy);
         // Pod log directories stay for every UID in use or still in the runtime.
@@ -958,6 +1000,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                 log::warn!("container GC: {e}");
             }
         }));
+        true
     }
 }
 
@@ -978,6 +1021,9 @@ pub struct AgentSyncer<R: Runtime, C: Clock> {
     probes: ProbeHandle,
     shared: Rc<RefCell<Shared>>,
     node_ip: Option<String>,
+    /// Rung after a sync changed the runtime: the PLEG relists soon even while it runs
+    /// slower (every running process watched for its exit).
+    pleg_poke: Rc<tokio::sync::Notify>,
 }
 
 impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
@@ -1120,8 +1166,12 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
             .backoffs
             .insert(uid.clone(), backoffs);
         let Some(result) = result else {
+            self.pleg_poke.notify_one();
             return Err(SyncFailure::new("cancelled"));
         };
+        if !(result.actions.is_noop() && result.containers.is_empty()) {
+            self.pleg_poke.notify_one();
+        }
         for (id, k) in &result.actions.containers_to_kill {
             if matches!(
                 k.reason,
@@ -1209,16 +1259,19 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
                 .await
                 .map_err(sync_failure)
         };
-        tokio::select! {
-            r = kill => r?,
+        let killed = tokio::select! {
+            r = kill => r,
             _ = cancel.cancelled() => {
+                self.pleg_poke.notify_one();
                 log::info!(
                     "pod {}: termination with grace {grace_secs}s cut short: a shorter grace period arrived",
                     pod.as_deref().map_or_else(|| uid.clone(), Pod::full_name)
                 );
                 return Err(SyncFailure::new("cancelled: a shorter grace period arrived"));
             }
-        }
+        };
+        self.pleg_poke.notify_one();
+        killed?;
         let after = sync::get_pod_status(&self.env.runtime, &uid)
             .await
             .map_err(failure)?;

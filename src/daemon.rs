@@ -74,6 +74,9 @@ pub struct Extensions {
     /// The pod workers' and the probes' metrics (the node API reads them); `None`:
     /// [`run_with_extensions`] creates them.
     pub metrics: Option<std::rc::Rc<crate::metrics::AgentMetrics>>,
+    /// Where the eviction manager publishes the node's pressure conditions (the node
+    /// status and the node API subscribe).
+    pub pressure: Option<tokio::sync::watch::Sender<crate::eviction::Conditions>>,
 }
 
 /// `picolet run`: the real CRI client and the system clock.
@@ -119,6 +122,13 @@ pub async fn run(
                         runtime_metrics: Some(runtime_metrics),
                         recorder: Some(recorder),
                         agent_metrics: Some(agent_metrics),
+                        pressure: Some(
+                            ext.pressure
+                                .get_or_insert_with(|| {
+                                    tokio::sync::watch::channel(Default::default()).0
+                                })
+                                .subscribe(),
+                        ),
                     },
                     &shutdown,
                 )?;
@@ -164,18 +174,33 @@ fn agent_config(opts: &Options, node_name: String) -> AgentConfig {
             max_per_pod_container: opts.maximum_dead_containers_per_container,
         },
         node_ip: opts.node_ip.or_else(node::default_route_ip),
+        eviction: Some(crate::agent::EvictionConfig {
+            thresholds: opts.eviction_hard.clone(),
+            transition_period: opts.eviction_pressure_transition_period,
+            sources: crate::eviction::observe::Sources::host(&opts.root_dir, &opts.pod_log_dir),
+            statfs: crate::eviction::observe::statfs,
+        }),
     }
 }
 
-/// `--system-reserved` + `--kube-reserved`, and the default hard eviction threshold of
-/// memory (kubelet: `GetNodeAllocatableReservation`).
+/// `--system-reserved` + `--kube-reserved`, and the hard eviction threshold of
+/// `memory.available` (`--eviction-hard`; a percentage of the capacity) (kubelet:
+/// `GetNodeAllocatableReservation`).
 pub fn node_allocatable(opts: &Options) -> crate::cm::NodeAllocatable {
+    let memory_capacity = node::memory_capacity();
+    let eviction_hard_memory = opts
+        .eviction_hard
+        .iter()
+        .find(|t| t.signal == crate::eviction::Signal::MemoryAvailable)
+        .map_or(0, |t| {
+            i64::try_from(t.quantity(memory_capacity)).unwrap_or(i64::MAX)
+        });
     crate::cm::NodeAllocatable {
         reserved: crate::cm::Reserved {
             cpu_milli: opts.system_reserved.cpu_milli + opts.kube_reserved.cpu_milli,
             memory_bytes: opts.system_reserved.memory_bytes + opts.kube_reserved.memory_bytes,
         },
-        eviction_hard_memory: crate::cm::DEFAULT_EVICTION_HARD_MEMORY,
+        eviction_hard_memory,
     }
 }
 
@@ -329,6 +354,7 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
         objects: ext.objects,
         recorder,
         metrics: ext.metrics.unwrap_or_default(),
+        pressure: ext.pressure,
     };
     agent::run(runtime, clock, cfg, channels, shutdown).await
 }
@@ -390,7 +416,11 @@ pub fn start_apiserver_mode<R: Runtime, C: Clock>(
         node_opts.node_ip = opts.node_ip;
         node_opts.status_update_frequency = opts.node_status_update_frequency;
         node_opts.allocatable = cfg.allocatable;
-        let node_agent = NodeAgent::new(client.clone(), runtime, clock.clone(), node_opts, uid_tx);
+        // The eviction manager's conditions go into the Node's status.
+        let (pressure_tx, pressure_rx) = tokio::sync::watch::channel(Default::default());
+        ext.pressure = Some(pressure_tx);
+        let node_agent = NodeAgent::new(client.clone(), runtime, clock.clone(), node_opts, uid_tx)
+            .with_pressure(pressure_rx);
         tokio::task::spawn_local(node_agent.run(shutdown.child_token()));
 
         let source = ApiSource::new(

@@ -64,6 +64,8 @@
 //! - [`node`]         node checks (cgroups, preflight)
 //! - [`cm`]           the container manager's cgroups: kubepods, QoS and pod cgroups,
 //!   node allocatable (a leaf: `api`, `qos`; its worker thread does the file system)
+//! - [`eviction`]     the eviction manager: thresholds, node pressure conditions, pod ranking
+//!   (pure), and the task measuring the signals (`eviction::observe`)
 //! - [`daemon`]       wiring: builds the sources, the apiserver tasks and the agent from
 //!   the options, and the channels between them
 //! - [`agent`]        the one event loop; shutdown order
@@ -86,6 +88,7 @@ pub mod cm;
 pub mod config_data;
 pub mod daemon;
 pub mod events;
+pub mod eviction;
 #[cfg(feature = "apiserver")]
 pub mod local_api;
 pub mod manifest;

@@ -96,6 +96,11 @@ pub struct Options {
     /// `--maximum-dead-containers-per-container`: dead instances kept per container of a
     /// pod that is still wanted (kubelet default 1; a negative value: no limit).
     pub maximum_dead_containers_per_container: Option<usize>,
+    /// `--eviction-hard` (kubelet `evictionHard`): the hard eviction thresholds; empty: no
+    /// eviction manager.
+    pub eviction_hard: Vec<crate::eviction::Threshold>,
+    /// `--eviction-pressure-transition-period` (kubelet default 5m).
+    pub eviction_pressure_transition_period: Duration,
     // ---- apiserver mode (feature `apiserver`)
     /// `--kubeconfig`: join the cluster this file points at (node, lease, API pods, status,
     /// mirror pods). None: static pods only.
@@ -149,6 +154,12 @@ impl Default for Options {
             seccomp_default: false,
             minimum_container_ttl_duration: Duration::ZERO,
             maximum_dead_containers_per_container: Some(1),
+            eviction_hard: crate::eviction::parse_thresholds(
+                crate::eviction::DEFAULT_EVICTION_HARD,
+            )
+            .unwrap_or_default(),
+            eviction_pressure_transition_period:
+                crate::eviction::DEFAULT_PRESSURE_TRANSITION_PERIOD,
             kubeconfig: None,
             node_labels: BTreeMap::new(),
             max_pods: 110,
@@ -214,6 +225,10 @@ FLAGS (kubelet names):
     --maximum-dead-containers-per-container N
                                         dead instances kept per container of a wanted pod;
                                         -1: no limit [1]
+    --eviction-hard SIGNAL<Q,...        hard eviction thresholds; empty: none [memory.available<100Mi,
+                                        nodefs.available<10%,nodefs.inodesFree<5%,imagefs.available<15%]
+    --eviction-pressure-transition-period D
+                                        how long a pressure condition outlasts its signal [5m]
 
 Cluster mode (builds with the `apiserver` feature):
     --kubeconfig FILE                   join the cluster of this kubeconfig: Node, Lease, API
@@ -267,6 +282,9 @@ struct ConfigFile {
     #[serde(rename = "nodeIP")]
     node_ip: Option<String>,
     node_status_update_frequency: Option<String>,
+    /// kubelet: `map[string]string`, `{"memory.available": "100Mi"}`.
+    eviction_hard: Option<BTreeMap<String, String>>,
+    eviction_pressure_transition_period: Option<String>,
     #[serde(rename = "staticPodURL", alias = "manifestURL")]
     static_pod_url: Option<String>,
     /// kubelet: `map[string][]string`.
@@ -386,6 +404,18 @@ pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
                     reason: format!("{v:?} is not a number (-1: no limit)"),
                 })?;
                 opts.maximum_dead_containers_per_container = usize::try_from(n).ok();
+            }
+            "--eviction-hard" => {
+                let v = value()?;
+                opts.eviction_hard = crate::eviction::parse_thresholds(&v)
+                    .and_then(|t| crate::eviction::check_unique(&t).map(|()| t))
+                    .map_err(|e| OptionsError::BadValue {
+                        flag: flag.clone(),
+                        reason: e.to_string(),
+                    })?;
+            }
+            "--eviction-pressure-transition-period" => {
+                opts.eviction_pressure_transition_period = duration_flag(flag, &value()?)?
             }
             "--kubeconfig" => opts.kubeconfig = Some(value()?.into()),
             "--node-labels" => {
@@ -599,6 +629,16 @@ fn apply_config_file(opts: &mut Options, path: &str) -> Result<(), OptionsError>
     if let Some(v) = cfg.node_status_update_frequency {
         opts.node_status_update_frequency = dur("nodeStatusUpdateFrequency", &v)?;
     }
+    if let Some(v) = cfg.eviction_hard {
+        opts.eviction_hard =
+            crate::eviction::thresholds_from_map(&v).map_err(|e| OptionsError::ConfigParse {
+                path: path.to_string(),
+                message: format!("evictionHard: {e}"),
+            })?;
+    }
+    if let Some(v) = cfg.eviction_pressure_transition_period {
+        opts.eviction_pressure_transition_period = dur("evictionPressureTransitionPeriod", &v)?;
+    }
     if let Some(v) = cfg.static_pod_url {
         opts.manifest_url = Some(v);
     }
@@ -701,6 +741,8 @@ pub fn parse_labels(s: &str) -> Result<BTreeMap<String, String>, String> {
 }
 
 const KNOWN_CONFIG_KEYS: &[&str] = &[
+    "evictionHard",
+    "evictionPressureTransitionPeriod",
     "apiVersion",
     "kind",
     "staticPodPath",
@@ -995,6 +1037,54 @@ mod tests {
         assert_eq!(o.manifest_url.as_deref(), Some("http://u"));
         assert_eq!(o.manifest_url_headers.len(), 2);
         assert_eq!(o.node_status_update_frequency, Duration::from_secs(20));
+    }
+
+    #[test]
+    fn eviction_flags_and_config() {
+        let run = |s: &str| match parse(&args(s)) {
+            Ok(Command::Run(o)) => o,
+            other => panic!("{s}: {other:?}"),
+        };
+        let o = run("run");
+        assert_eq!(o.eviction_hard.len(), 4, "the kubelet's defaults");
+        assert_eq!(
+            o.eviction_pressure_transition_period,
+            Duration::from_secs(300)
+        );
+        let o = run(
+            "run --eviction-hard memory.available<1Gi,pid.available<10% --eviction-pressure-transition-period 30s",
+        );
+        assert_eq!(o.eviction_hard.len(), 2);
+        assert_eq!(
+            o.eviction_pressure_transition_period,
+            Duration::from_secs(30)
+        );
+        assert!(run("run --eviction-hard=").eviction_hard.is_empty());
+        for bad in [
+            "run --eviction-hard memory.free<1Gi",
+            "run --eviction-hard memory.available<1Gi,memory.available<2Gi",
+        ] {
+            assert!(
+                matches!(parse(&args(bad)), Err(OptionsError::BadValue { .. })),
+                "{bad}"
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.yaml");
+        std::fs::write(
+            &path,
+            "evictionHard: {memory.available: 200Mi}\nevictionPressureTransitionPeriod: 1m\n",
+        )
+        .unwrap();
+        let o = run(&format!("run --config {}", path.display()));
+        assert_eq!(o.eviction_hard.len(), 1);
+        assert_eq!(
+            o.eviction_pressure_transition_period,
+            Duration::from_secs(60)
+        );
+        std::fs::write(&path, "evictionHard: {nodefs.available: lots}\n").unwrap();
+        let e = parse(&args(&format!("run --config {}", path.display()))).unwrap_err();
+        assert!(e.to_string().contains("evictionHard"), "{e}");
     }
 
     #[test]

@@ -20,6 +20,12 @@
 //! events the runtime never sent. Events are not replayed, so every (re)open is followed by a
 //! relist at once, and a break forces one (kubelet: `e.Relist()` on a stream error).
 //!
+//! Without a stream (containerd 1.6) the relist runs every second — unless every running
+//! container and sandbox is watched through a pidfd ([`exits`], picolet's own addition):
+//! then an exit wakes the relist at once, the loop asks for a relist within
+//! [`RELIST_PERIOD`] after each change it made itself (`poke`), and the relist in between
+//! runs every [`EXIT_WATCHED_RELIST_PERIOD`] (10 s) as the safety net.
+//!
 //! Deliberate differences from the kubelet: it reconnects at once and counts every
 //! failure of the process's life toward the 5; picolet waits 1 s, 2 s, 4 s … (at most
 //! 30 s) between attempts, a stream that delivered an event or stayed up a minute starts
@@ -30,13 +36,16 @@
 
 use std::collections::HashMap;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
 use futures_util::future::LocalBoxFuture;
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+mod exits;
 
 use crate::runtime::sync;
 use crate::runtime::{
@@ -48,6 +57,12 @@ use crate::runtime::{
 pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
 /// kubelet: eventedPlegRelistPeriod — the relist while the event stream is watched.
 pub const EVENTED_RELIST_PERIOD: Duration = Duration::from_secs(300);
+/// picolet: the relist while every running process is watched for its exit ([`exits`]).
+pub const EXIT_WATCHED_RELIST_PERIOD: Duration = Duration::from_secs(10);
+/// After a watched exit, a relist that shows no change is tried again this soon …
+const EXIT_RELIST_RETRY: Duration = Duration::from_millis(100);
+/// … for this long (then the runtime was not going to show it: back to the periods).
+const EXIT_SHOWN_WITHIN: Duration = Duration::from_secs(2);
 /// kubelet: eventedPlegMaxStreamRetries.
 pub const MAX_STREAM_RETRIES: u32 = 5;
 /// The first wait before reopening a stream; it doubles up to [`RETRY_MAX`].
@@ -79,9 +94,15 @@ pub enum PlegMessage {
 }
 
 /// Starts the PLEG task on the current `LocalSet`; its messages arrive on the receiver.
-pub fn spawn<R: Runtime>(runtime: R, shutdown: CancellationToken) -> mpsc::Receiver<PlegMessage> {
+/// `poke` is how the loop says it changed something in the runtime: the next relist then
+/// runs within [`RELIST_PERIOD`] even while a slower period applies.
+pub fn spawn<R: Runtime>(
+    runtime: R,
+    shutdown: CancellationToken,
+    poke: Rc<Notify>,
+) -> mpsc::Receiver<PlegMessage> {
     let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
-    tokio::task::spawn_local(run(runtime, tx, shutdown));
+    tokio::task::spawn_local(run(runtime, tx, shutdown, poke));
     rx
 }
 
@@ -146,8 +167,14 @@ impl Attempts {
     }
 }
 
-/// kubelet: the generic PLEG's relist loop and the evented PLEG's watcher, in one task.
-async fn run<R: Runtime>(runtime: R, tx: mpsc::Sender<PlegMessage>, shutdown: CancellationToken) {
+/// kubelet: the generic PLEG's relist loop and the evented PLEG's watcher, in one task
+/// (plus picolet's exit watch).
+async fn run<R: Runtime>(
+    runtime: R,
+    tx: mpsc::Sender<PlegMessage>,
+    shutdown: CancellationToken,
+    poke: Rc<Notify>,
+) {
     let send = |msg| {
         let tx = tx.clone();
         let shutdown = shutdown.clone();
@@ -161,6 +188,10 @@ async fn run<R: Runtime>(runtime: R, tx: mpsc::Sender<PlegMessage>, shutdown: Ca
     let mut digest = RelistDigest::default();
     let mut stream = Stream::open(&runtime);
     let mut attempts = Attempts::default();
+    let mut exits = exits::ExitWatch::default();
+    let mut exits_logged = false;
+    // When the last watched exit was seen, until a relist showed a change.
+    let mut exit_seen: Option<Instant> = None;
     let relist_at = tokio::time::sleep_until(Instant::now());
     tokio::pin!(relist_at);
     loop {
@@ -173,14 +204,63 @@ async fn run<R: Runtime>(runtime: R, tx: mpsc::Sender<PlegMessage>, shutdown: Ca
                     _ = shutdown.cancelled() => return,
                     r = sync::relist_runtime_pods(&runtime, &mut digest) => r,
                 };
-                let period = if stream.watched_since(started) {
+                if let Ok(Some(pods)) = &result {
+                    exits.update(pods);
+                }
+                let evented = stream.watched_since(started);
+                // The runtime is steady (the lists did not change): open what runs and is
+                // not watched yet, so the next relists may slow down.
+                let steady = matches!(result, Ok(None)) && !evented;
+                let period = if evented {
                     EVENTED_RELIST_PERIOD
+                } else if result.is_ok() && exits.covers_all() {
+                    EXIT_WATCHED_RELIST_PERIOD
                 } else {
                     RELIST_PERIOD
                 };
                 relist_at.as_mut().reset(started + period);
+                // A process exited and the runtime did not show it yet (containerd handles
+                // the exit a few milliseconds after the kernel): look again shortly.
+                match exit_seen {
+                    Some(at) if steady && started < at + EXIT_SHOWN_WITHIN => {
+                        relist_at.as_mut().reset(started + EXIT_RELIST_RETRY);
+                    }
+                    _ => exit_seen = None,
+                }
                 if !send(PlegMessage::Relisted { started, result }).await {
                     return;
+                }
+                if steady && exit_seen.is_none() {
+                    let opened = open_exits(&runtime, &mut exits, &shutdown).await;
+                    if opened && exits.covers_all() {
+                        relist_at.as_mut().reset(started + EXIT_WATCHED_RELIST_PERIOD);
+                        if !exits_logged {
+                            exits_logged = true;
+                            log::info!(
+                                "container exits: watching {} processes through pidfds; relisting every {EXIT_WATCHED_RELIST_PERIOD:?} while all are watched",
+                                exits.watched()
+                            );
+                        }
+                    }
+                }
+            }
+            // A watched process exited: relist now (it is what the 1 s relist would find).
+            exited = exits.next_exit() => {
+                if let Some(id) = exited {
+                    log::debug!("container exits: {id} exited; relisting");
+                    let now = Instant::now();
+                    exit_seen = Some(now);
+                    relist_at.as_mut().reset(now);
+                }
+            }
+            // The loop changed something: relist within the generic period.
+            () = poke.notified() => {
+                if matches!(stream, Stream::Watching { .. }) {
+                    continue; // its events tell
+                }
+                let soon = Instant::now() + RELIST_PERIOD;
+                if relist_at.deadline() > soon {
+                    relist_at.as_mut().reset(soon);
                 }
             }
             step = stream.step() => {
@@ -202,6 +282,34 @@ async fn run<R: Runtime>(runtime: R, tx: mpsc::Sender<PlegMessage>, shutdown: Ca
             }
         }
     }
+}
+
+/// Opens the running processes the exit watch does not hold yet (one verbose status call
+/// each); whether any was tried. A call that fails leaves its process for the next round.
+async fn open_exits<R: Runtime>(
+    runtime: &R,
+    exits: &mut exits::ExitWatch,
+    shutdown: &CancellationToken,
+) -> bool {
+    let todo = exits.to_open();
+    for (id, sandbox) in &todo {
+        let handle = tokio::select! {
+            _ = shutdown.cancelled() => return false,
+            h = runtime.exit_handle(id, *sandbox) => h,
+        };
+        match handle {
+            Ok(handle) => {
+                log::debug!("container exits: {id}: {handle:?}");
+                exits.opened(id, handle);
+            }
+            Err(e) if e.is_not_found() => {}
+            Err(e) => {
+                log::debug!("container exits: {id}: {e}");
+                break;
+            }
+        }
+    }
+    !todo.is_empty()
 }
 
 /// One arrow of the stream's state machine: the next state, what to tell the loop, and

@@ -498,6 +498,7 @@ async fn a_shorter_grace_period_cuts_a_termination_short() {
                 objects: None,
                 recorder: None,
                 metrics: None,
+                pressure: None,
             };
             let shutdown = CancellationToken::new();
             let handle = tokio::task::spawn_local(picolet::daemon::run_with_extensions(

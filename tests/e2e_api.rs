@@ -58,7 +58,14 @@ struct Harness {
     mock: MockApiServer,
     picolet: Option<Child>,
     starts: u32,
+    /// `--eviction-hard` for the picolet runs.
+    eviction_hard: &'static str,
 }
+
+/// The lifecycle scenario's thresholds: memory only. This machine's disk may be fuller
+/// than the kubelet's default `imagefs.available<15%` allows (it was 86% used when this was
+/// written), and DiskPressure refuses every API pod, as it would with a kubelet.
+const EVICTION_HARD_MEMORY_ONLY: &str = "memory.available<100Mi";
 
 impl Harness {
     async fn new() -> Option<Harness> {
@@ -83,6 +90,7 @@ impl Harness {
             mock,
             picolet: None,
             starts: 0,
+            eviction_hard: EVICTION_HARD_MEMORY_ONLY,
         })
     }
 
@@ -127,6 +135,7 @@ impl Harness {
             // container GC must leave them for the scenario's length.
             .arg("--minimum-container-ttl-duration")
             .arg("30m")
+            .arg(format!("--eviction-hard={}", self.eviction_hard))
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("dup"))
@@ -553,6 +562,160 @@ async fn e2e_api_node_lifecycle_outage_and_restart() {
         async move {
             let mut left = Vec::new();
             for p in ["keep", "late", n.as_str()] {
+                if !running(&rt, p).await?.is_empty() {
+                    left.push(format!("{p} running"));
+                }
+                if m.pod(NS, p).is_some() {
+                    left.push(format!("{p} in the apiserver"));
+                }
+            }
+            if left.is_empty() {
+                Ok(())
+            } else {
+                Err(left.join(", "))
+            }
+        }
+    })
+    .await;
+    h.stop_picolet(Signal::SIGTERM).await;
+}
+
+/// The Node condition `type` as the apiserver holds it.
+fn node_condition(mock: &MockApiServer, ty: &str) -> Option<String> {
+    let node = mock.node(NODE)?;
+    node["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == ty)
+        .and_then(|c| c["status"].as_str().map(str::to_string))
+}
+
+/// Eviction (issue 14): with `--eviction-hard memory.available<…` above anything this
+/// machine has, the Node reports MemoryPressure; a Burstable API pod is admitted, then
+/// evicted (Failed, reason Evicted, a message naming memory); a BestEffort API pod is
+/// refused (reason Evicted, "The node had condition: [MemoryPressure]"); the static pod
+/// (critical) keeps running. Evidence: the statuses and the Node the apiserver holds.
+#[tokio::test]
+async fn e2e_api_eviction_under_memory_pressure() {
+    let Some(mut h) = Harness::new().await else {
+        return;
+    };
+    h.eviction_hard = "memory.available<100000Gi";
+    let static_name = format!("keeper-{NODE}");
+    fs::create_dir_all(h.root.join("manifests")).expect("mkdir");
+    fs::write(
+        h.root.join("manifests/keeper.yaml"),
+        static_manifest("keeper"),
+    )
+    .expect("manifest");
+    h.start_picolet();
+    let mock = h.mock.clone();
+    let rt = h.rt.clone();
+
+    h.wait_for("the Node reports MemoryPressure True", 60, || {
+        let mock = mock.clone();
+        async move {
+            match node_condition(&mock, "MemoryPressure") {
+                Some(s) if s == "True" => Ok(()),
+                other => Err(format!("MemoryPressure = {other:?}")),
+            }
+        }
+    })
+    .await;
+    assert_eq!(
+        node_condition(&mock, "DiskPressure").as_deref(),
+        Some("False")
+    );
+
+    let mut burst = api_pod("burst", NODE);
+    burst["spec"]["containers"][0]["resources"] = json!({"requests": {"memory": "1Ki"}});
+    mock.create_pod(burst).expect("create burst");
+    mock.create_pod(api_pod("besteffort", NODE))
+        .expect("create besteffort");
+
+    let status_of = |m: &MockApiServer, name: &str| {
+        let p = m.pod(NS, name).unwrap_or_default();
+        (
+            phase(&p).to_string(),
+            p["status"]["reason"].as_str().unwrap_or("").to_string(),
+            p["status"]["message"].as_str().unwrap_or("").to_string(),
+        )
+    };
+    let evicted = h
+        .wait_for("burst Failed/Evicted in the apiserver", 90, || {
+            let m = mock.clone();
+            async move {
+                let s = status_of(&m, "burst");
+                if s.0 == "Failed" && s.1 == "Evicted" {
+                    Ok(s)
+                } else {
+                    Err(format!("{s:?}"))
+                }
+            }
+        })
+        .await;
+    assert!(
+        evicted
+            .2
+            .starts_with("The node was low on resource: memory. Threshold quantity: 100000Gi"),
+        "{evicted:?}"
+    );
+    let refused = h
+        .wait_for("besteffort refused in the apiserver", 30, || {
+            let m = mock.clone();
+            async move {
+                let s = status_of(&m, "besteffort");
+                if s.0 == "Failed" {
+                    Ok(s)
+                } else {
+                    Err(format!("{s:?}"))
+                }
+            }
+        })
+        .await;
+    assert_eq!(
+        refused,
+        (
+            "Failed".to_string(),
+            "Evicted".to_string(),
+            "Pod was rejected: The node had condition: [MemoryPressure]. ".to_string()
+        )
+    );
+    h.wait_for("burst stopped in containerd", 60, || {
+        let rt = rt.clone();
+        async move {
+            let ids = running(&rt, "burst").await?;
+            if ids.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("still running: {ids:?}"))
+            }
+        }
+    })
+    .await;
+    assert!(running(&rt, "besteffort").await.unwrap().is_empty());
+    assert_eq!(
+        running(&rt, &static_name).await.unwrap().len(),
+        1,
+        "the static pod keeps running"
+    );
+    let err = h.stderr();
+    assert!(
+        err.contains("eviction manager: evicting pod picolet-e2e-api/burst"),
+        "the eviction is logged"
+    );
+    assert!(!err.contains("evicting pod picolet-e2e-api/keeper"));
+
+    // The end: delete everything, wait until stopped, stop picolet.
+    for name in ["burst", "besteffort"] {
+        mock.delete_pod(NS, name, Some(5)).expect("delete");
+    }
+    fs::remove_file(h.root.join("manifests/keeper.yaml")).expect("rm manifest");
+    h.wait_for("every pod stopped and every API object gone", 60, || {
+        let (m, rt, n) = (mock.clone(), rt.clone(), static_name.clone());
+        async move {
+            let mut left = Vec::new();
+            for p in ["burst", "besteffort", n.as_str()] {
                 if !running(&rt, p).await?.is_empty() {
                     left.push(format!("{p} running"));
                 }

@@ -146,6 +146,71 @@ async fn unimplemented_keeps_the_one_second_relist() {
         .await;
 }
 
+/// containerd 1.6 with the exit watch: once the sandbox's and the container's processes
+/// (real child processes here) are watched through pidfds, the relist slows to every 10 s;
+/// an exit wakes it at once and the container is restarted without waiting for it; the
+/// new container has no process the runtime names, so the relist is the 1 s one again.
+#[tokio::test(start_paused = true)]
+async fn watched_exits_slow_the_relist_and_wake_it() {
+    LocalSet::new()
+        .run_until(async {
+            let (clock, rt) = fake_runtime(false);
+            let (_tmp, agent) = running_pod(&rt, clock).await;
+            let spawn = || std::process::Command::new("sleep").arg("1000").spawn();
+            let (Ok(mut pause), Ok(mut app_process)) = (spawn(), spawn()) else {
+                agent.stop().await;
+                return; // no `sleep` on this machine
+            };
+            let sandbox = rt.sandboxes()[0].id.clone();
+            let app = rt.running("app")[0].clone();
+            rt.set_process(&sandbox, pause.id());
+            rt.set_process(&app, app_process.id());
+            // A relist that changes nothing opens both.
+            settle(5).await;
+            let relists = rt.relists();
+            settle(60).await;
+            let more = rt.relists() - relists;
+            if more > 30 {
+                // An old kernel (no pidfd_open): the 1 s relist, nothing else to check.
+                let _ = (
+                    pause.kill(),
+                    app_process.kill(),
+                    pause.wait(),
+                    app_process.wait(),
+                );
+                agent.stop().await;
+                return;
+            }
+            assert!((5..=8).contains(&more), "{more} relists in 60 s");
+
+            // The container's process ends: restarted at once (with no exit watch, the
+            // next relist would be up to 10 s away).
+            rt.exit_container(&app, 1);
+            let _ = app_process.kill();
+            let _ = app_process.wait();
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let apps: Vec<_> = rt
+                .containers()
+                .into_iter()
+                .filter(|c| c.name == "app")
+                .collect();
+            assert_eq!(apps.len(), 2, "{apps:?}");
+            assert_eq!(apps[1].state, ContainerState::Running);
+
+            // The new container has no process to watch: every second again.
+            settle(3).await;
+            let relists = rt.relists();
+            settle(10).await;
+            let more = rt.relists() - relists;
+            assert!(more >= 9, "{more} relists in 10 s");
+
+            let _ = pause.kill();
+            let _ = pause.wait();
+            agent.stop().await;
+        })
+        .await;
+}
+
 /// A stream that breaks: a change whose event was lost is seen by the relist, the stream
 /// is opened again, and then the relist is the safety net again.
 #[tokio::test(start_paused = true)]

@@ -115,6 +115,8 @@ pub struct NodeFacts {
     pub runtime_version: String,
     /// What allocatable subtracts from the capacity.
     pub allocatable: crate::cm::NodeAllocatable,
+    /// The eviction manager's pressure conditions (kept up to date by the node task).
+    pub pressure: crate::eviction::Conditions,
 }
 
 impl NodeFacts {
@@ -153,6 +155,7 @@ impl NodeFacts {
                 .to_string(),
             runtime_version: String::new(),
             allocatable: opts.allocatable,
+            pressure: Default::default(),
         }
     }
 }
@@ -220,24 +223,43 @@ pub fn node_status(
             message: Some(message),
         }
     };
+    // kubelet: the MemoryPressureCondition, DiskPressureCondition and PIDPressureCondition
+    // setters over the eviction manager's view.
+    let pressure = |type_: &str, on: bool, yes: (&str, &str), no: (&str, &str)| {
+        let (status, (reason, message)) = if on { ("True", yes) } else { ("False", no) };
+        condition(type_, status, reason, message.into())
+    };
+    let p = &facts.pressure;
     let conditions = vec![
-        condition(
+        pressure(
             "MemoryPressure",
-            "False",
-            "KubeletHasSufficientMemory",
-            "picolet has sufficient memory available".into(),
+            p.memory_pressure,
+            (
+                "KubeletHasInsufficientMemory",
+                "picolet has insufficient memory available",
+            ),
+            (
+                "KubeletHasSufficientMemory",
+                "picolet has sufficient memory available",
+            ),
         ),
-        condition(
+        pressure(
             "DiskPressure",
-            "False",
-            "KubeletHasNoDiskPressure",
-            "picolet has no disk pressure".into(),
+            p.disk_pressure,
+            ("KubeletHasDiskPressure", "picolet has disk pressure"),
+            ("KubeletHasNoDiskPressure", "picolet has no disk pressure"),
         ),
-        condition(
+        pressure(
             "PIDPressure",
-            "False",
-            "KubeletHasSufficientPID",
-            "picolet has sufficient PID available".into(),
+            p.pid_pressure,
+            (
+                "KubeletHasInsufficientPID",
+                "picolet has insufficient PID available",
+            ),
+            (
+                "KubeletHasSufficientPID",
+                "picolet has sufficient PID available",
+            ),
         ),
         condition("Ready", ready, reason, message),
     ];
@@ -362,6 +384,7 @@ pub struct NodeAgent<R: Runtime, C: Clock> {
     clock: C,
     opts: NodeOptions,
     node_uid: watch::Sender<Option<String>>,
+    pressure: Option<watch::Receiver<crate::eviction::Conditions>>,
 }
 
 impl<R: Runtime, C: Clock> NodeAgent<R, C> {
@@ -379,7 +402,14 @@ impl<R: Runtime, C: Clock> NodeAgent<R, C> {
             clock,
             opts,
             node_uid,
+            pressure: None,
         }
+    }
+
+    /// The eviction manager's conditions go into the status.
+    pub fn with_pressure(mut self, rx: watch::Receiver<crate::eviction::Conditions>) -> Self {
+        self.pressure = Some(rx);
+        self
     }
 
     pub async fn run(self, shutdown: CancellationToken) {
@@ -498,6 +528,9 @@ impl<R: Runtime, C: Clock> NodeAgent<R, C> {
             }
         }
         let health = self.runtime.status().await.ok();
+        if let Some(rx) = &self.pressure {
+            facts.pressure = *rx.borrow();
+        }
         let status = node_status(
             facts,
             health.as_ref(),
@@ -661,6 +694,34 @@ mod tests {
             os_image: "Debian GNU/Linux 12 (bookworm)".into(),
             runtime_version: "containerd://1.6.20".into(),
             ..NodeFacts::default()
+        }
+    }
+
+    #[test]
+    fn pressure_conditions_follow_the_eviction_manager() {
+        let mut f = facts();
+        let of = |s: &NodeStatus, t: &str| {
+            let c = s.conditions.iter().find(|c| c.type_ == t).unwrap();
+            (c.status.clone(), c.reason.clone().unwrap())
+        };
+        let s = node_status(&f, None, None, 1);
+        assert_eq!(
+            of(&s, "MemoryPressure"),
+            ("False".into(), "KubeletHasSufficientMemory".into())
+        );
+        f.pressure = crate::eviction::Conditions {
+            memory_pressure: true,
+            disk_pressure: true,
+            pid_pressure: true,
+        };
+        let s = node_status(&f, None, Some(&s), 2_000_000_000);
+        let table = [
+            ("MemoryPressure", "KubeletHasInsufficientMemory"),
+            ("DiskPressure", "KubeletHasDiskPressure"),
+            ("PIDPressure", "KubeletHasInsufficientPID"),
+        ];
+        for (t, reason) in table {
+            assert_eq!(of(&s, t), ("True".into(), reason.into()), "{t}");
         }
     }
 

@@ -59,7 +59,8 @@ pub struct Reserved {
     pub memory_bytes: i64,
 }
 
-/// kubelet: the default `--eviction-hard` `memory.available<100Mi`.
+/// kubelet: the default `--eviction-hard` `memory.available<100Mi` (the daemon takes the
+/// parsed `--eviction-hard`; tests use this).
 pub const DEFAULT_EVICTION_HARD_MEMORY: i64 = 100 << 20;
 
 /// Node allocatable (kubelet `GetNodeAllocatableReservation` subtracted from capacity).

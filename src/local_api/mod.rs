@@ -296,6 +296,8 @@ pub struct Sources {
     pub recorder: Option<crate::recorder::Recorder>,
     /// The pod workers' and the probes' metrics (`/metrics`).
     pub agent_metrics: Option<std::rc::Rc<crate::metrics::AgentMetrics>>,
+    /// The eviction manager's pressure conditions (the Node's status).
+    pub pressure: Option<tokio::sync::watch::Receiver<crate::eviction::Conditions>>,
 }
 
 /// Starts the node API on the current `LocalSet`: the view fed from the agent's pod events
@@ -333,6 +335,7 @@ pub fn start<R: Runtime, C: Clock>(
         api.runtime_metrics = sources.runtime_metrics;
         api.recorder = sources.recorder;
         api.agent_metrics = sources.agent_metrics;
+        api.pressure = sources.pressure;
     }
     let addr = SocketAddr::new(opts.address, opts.port);
     let url = opts.server_url();

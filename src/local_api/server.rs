@@ -111,6 +111,8 @@ pub struct Api<R: Runtime, C: Clock> {
     pub recorder: Option<crate::recorder::Recorder>,
     /// `kubelet_pod_worker_duration_seconds` and `prober_probe_total` (None: tests).
     pub agent_metrics: Option<Rc<crate::metrics::AgentMetrics>>,
+    /// The eviction manager's pressure conditions (None: tests).
+    pub pressure: Option<tokio::sync::watch::Receiver<crate::eviction::Conditions>>,
     node: RefCell<NodeCache>,
     stats: Stats,
     active: Cell<usize>,
@@ -138,6 +140,7 @@ impl<R: Runtime, C: Clock> Api<R, C> {
             runtime_metrics: None,
             recorder: None,
             agent_metrics: None,
+            pressure: None,
             node: RefCell::new(NodeCache {
                 facts,
                 labels,
@@ -1010,6 +1013,9 @@ async fn node_object<R: Runtime, C: Clock>(api: &Rc<Api<R, C>>) -> Value {
         if let Some(v) = version {
             cache.facts.runtime_version = format!("{}://{}", v.runtime_name, v.runtime_version);
         }
+    }
+    if let Some(rx) = &api.pressure {
+        api.node.borrow_mut().facts.pressure = *rx.borrow();
     }
     let cache = api.node.borrow();
     let now = api.clock.now();

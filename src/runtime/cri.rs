@@ -615,6 +615,54 @@ impl Runtime for CriRuntime {
         container_from_status(METHOD, status)
     }
 
+    /// One verbose status call (containerd and CRI-O name the PID under `info`), then the
+    /// process opened and checked (see [`super::process`]). Not running: `Unknown`.
+    async fn exit_handle(
+        &self,
+        id: &str,
+        sandbox: bool,
+    ) -> Result<super::process::ExitHandle, CriError> {
+        let timeout = self.timeouts.query;
+        let mut client = self.runtime.clone();
+        let (running, info) = if sandbox {
+            let req = proto::PodSandboxStatusRequest {
+                pod_sandbox_id: id.to_string(),
+                verbose: true,
+            };
+            let resp = unary(
+                self.metrics.as_deref(),
+                "PodSandboxStatus",
+                timeout,
+                client.pod_sandbox_status(request(req, timeout)),
+            )
+            .await?;
+            let ready = resp
+                .status
+                .is_some_and(|s| s.state == proto::PodSandboxState::SandboxReady as i32);
+            (ready, resp.info)
+        } else {
+            let req = proto::ContainerStatusRequest {
+                container_id: id.to_string(),
+                verbose: true,
+            };
+            let resp = unary(
+                self.metrics.as_deref(),
+                "ContainerStatus",
+                timeout,
+                client.container_status(request(req, timeout)),
+            )
+            .await?;
+            let running = resp
+                .status
+                .is_some_and(|s| s.state == proto::ContainerState::ContainerRunning as i32);
+            (running, resp.info)
+        };
+        Ok(match super::process::verbose_pid(&info) {
+            Some(pid) if running => super::process::open(pid, Some(id)),
+            _ => super::process::ExitHandle::Unknown,
+        })
+    }
+
     async fn exec_sync(
         &self,
         id: &str,
@@ -918,49 +966,39 @@ impl tonic::codec::Decoder for RawDecoder {
     }
 }
 
-/// An order-independent digest of a list answer: each top-level field (one list item) is
-/// hashed on its own and the hashes are summed, so the same items in another order (the
-/// runtime iterates a map) give the same digest. Bytes that are not well-formed protobuf
-/// are hashed whole.
+/// An order-independent digest of a list answer: each list item is digested on its own
+/// and the digests are summed, so the same items in another order (the runtime iterates a
+/// map) give the same digest. Inside an item, each field is hashed on its own and summed
+/// too: containerd 1.6 marshals the label and annotation maps in Go's random map order,
+/// so the same item comes as different bytes from one list to the next. (Fields that are
+/// repeated for real — not maps — do not occur in list items.) Bytes that are not
+/// well-formed protobuf are hashed whole.
 fn list_digest(bytes: &[u8]) -> u64 {
-    fn varint(b: &[u8], i: &mut usize) -> Option<u64> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let byte = *b.get(*i)?;
-            *i += 1;
-            v |= u64::from(byte & 0x7f) << shift;
-            if byte & 0x80 == 0 {
-                return Some(v);
-            }
-        }
-        None
-    }
-    // Eight bytes at a time (this runs over every list answer, every second), then a final
-    // mix so that summing stays sensitive to each item's bits.
+    // Each item: the sum of its fields' hashes, mixed, so that fields of different items
+    // do not add up alike.
     let item = |b: &[u8]| {
-        const K: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut h = (b.len() as u64).wrapping_mul(K);
-        let mut words = b.chunks_exact(8);
-        for w in &mut words {
-            let mut x = [0u8; 8];
-            x.copy_from_slice(w);
-            h = (h.rotate_left(23) ^ u64::from_le_bytes(x)).wrapping_mul(K);
-        }
-        let mut tail = [0u8; 8];
-        tail[..words.remainder().len()].copy_from_slice(words.remainder());
-        h = (h.rotate_left(23) ^ u64::from_le_bytes(tail)).wrapping_mul(K);
-        h ^= h >> 29;
-        h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        h ^ (h >> 32)
+        let inner = fields_sum(b, hash_bytes).unwrap_or_else(|| hash_bytes(b));
+        finish(inner ^ (b.len() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15))
     };
+    fields_sum(bytes, |field| {
+        // The field's payload (a list item), after its key and length.
+        match payload(field) {
+            Some(p) => item(p),
+            None => hash_bytes(field),
+        }
+    })
+    .unwrap_or_else(|| hash_bytes(bytes))
+}
+
+/// The sum of `hash` over the top-level fields of protobuf `bytes` (each field with its
+/// key), and their count folded in; `None` if the bytes are not well-formed.
+fn fields_sum(bytes: &[u8], hash: impl Fn(&[u8]) -> u64) -> Option<u64> {
     let mut i = 0;
     let mut sum = 0u64;
     let mut count = 0u64;
     while i < bytes.len() {
         let start = i;
-        let Some(key) = varint(bytes, &mut i) else {
-            return item(bytes);
-        };
+        let key = varint(bytes, &mut i)?;
         let end = match key & 7 {
             0 => varint(bytes, &mut i).map(|_| i),
             1 => Some(i + 8),
@@ -969,17 +1007,63 @@ fn list_digest(bytes: &[u8]) -> u64 {
                 .and_then(|n| i.checked_add(n)),
             5 => Some(i + 4),
             _ => None,
-        };
-        match end {
-            Some(end) if end <= bytes.len() => {
-                sum = sum.wrapping_add(item(&bytes[start..end]));
-                count += 1;
-                i = end;
-            }
-            _ => return item(bytes),
+        }?;
+        if end > bytes.len() {
+            return None;
+        }
+        sum = sum.wrapping_add(hash(&bytes[start..end]));
+        count += 1;
+        i = end;
+    }
+    Some(sum ^ count.wrapping_mul(0xff51_afd7_ed55_8ccd))
+}
+
+/// The payload of a length-delimited field (`field` = key, length, payload).
+fn payload(field: &[u8]) -> Option<&[u8]> {
+    let mut i = 0;
+    let key = varint(field, &mut i)?;
+    if key & 7 != 2 {
+        return None;
+    }
+    varint(field, &mut i)?;
+    field.get(i..)
+}
+
+fn varint(b: &[u8], i: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = *b.get(*i)?;
+        *i += 1;
+        v |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Some(v);
         }
     }
-    sum ^ count.wrapping_mul(0xff51_afd7_ed55_8ccd)
+    None
+}
+
+/// Eight bytes at a time (this runs over every list answer, every second), then a final
+/// mix so that summing stays sensitive to each field's bits.
+fn hash_bytes(b: &[u8]) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h = (b.len() as u64).wrapping_mul(K);
+    let mut words = b.chunks_exact(8);
+    for w in &mut words {
+        let mut x = [0u8; 8];
+        x.copy_from_slice(w);
+        h = (h.rotate_left(23) ^ u64::from_le_bytes(x)).wrapping_mul(K);
+    }
+    let mut tail = [0u8; 8];
+    tail[..words.remainder().len()].copy_from_slice(words.remainder());
+    h = (h.rotate_left(23) ^ u64::from_le_bytes(tail)).wrapping_mul(K);
+    finish(h)
+}
+
+/// splitmix64's finalizer.
+fn finish(mut h: u64) -> u64 {
+    h ^= h >> 29;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^ (h >> 32)
 }
 
 /// A request carrying `timeout` as its gRPC deadline.
@@ -1520,6 +1604,50 @@ mod tests {
             list_digest(&bytes(vec![c("a", 1), c("b", 1), c("b", 1)]))
         );
         assert_ne!(list_digest(&[]), list_digest(&bytes(vec![c("", 0)])));
+        // containerd 1.6: the same item with its label map in another order.
+        let labelled = |labels: &[(&str, &str)]| {
+            let mut c = c("a", 1);
+            c.labels = labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            c
+        };
+        let map_entry = |k: &str, v: &str| {
+            let mut e = Vec::new();
+            prost::encoding::string::encode(1, &k.to_string(), &mut e);
+            prost::encoding::string::encode(2, &v.to_string(), &mut e);
+            e
+        };
+        let item_with_entries = |entries: &[Vec<u8>]| {
+            let mut item = Vec::new();
+            prost::encoding::string::encode(1, &"a".to_string(), &mut item);
+            for e in entries {
+                prost::encoding::bytes::encode(8, e, &mut item);
+            }
+            let mut list = Vec::new();
+            prost::encoding::bytes::encode(1, &item, &mut list);
+            list
+        };
+        let (x, y) = (map_entry("k1", "v1"), map_entry("k2", "v2"));
+        assert_eq!(
+            list_digest(&item_with_entries(&[x.clone(), y.clone()])),
+            list_digest(&item_with_entries(&[y.clone(), x.clone()]))
+        );
+        assert_ne!(
+            list_digest(&item_with_entries(&[x.clone(), y.clone()])),
+            list_digest(&item_with_entries(&[x.clone(), map_entry("k2", "v3")]))
+        );
+        // Two items trading a label are not the same list.
+        let two = |a: &[(&str, &str)], b: &[(&str, &str)]| {
+            let mut b_item = labelled(b);
+            b_item.id = "b".into();
+            list_digest(&bytes(vec![labelled(a), b_item]))
+        };
+        assert_ne!(
+            two(&[("x", "1"), ("y", "1")], &[]),
+            two(&[("x", "1")], &[("y", "1")])
+        );
         // Not protobuf: hashed whole, no panic.
         let _ = list_digest(&[0xff, 0xff, 0xff]);
     }

@@ -102,6 +102,8 @@ struct State {
     serve_pod_stats: bool,
     /// Unfiltered `list_pod_sandboxes` calls (the relister's) so far.
     relists: usize,
+    /// The host process standing for a container or sandbox ([`FakeRuntime::set_process`]).
+    processes: HashMap<String, u32>,
 }
 
 /// The in-memory runtime. Clones share state.
@@ -144,6 +146,7 @@ impl FakeRuntime {
                 serve_events: false,
                 serve_pod_stats: false,
                 relists: 0,
+                processes: HashMap::new(),
             })),
         }
     }
@@ -237,6 +240,16 @@ impl FakeRuntime {
     /// whether there was one.
     pub fn exit_container(&self, id: &str, code: i32) -> bool {
         self.model().exit_running(id, code, None)
+    }
+
+    /// A real process (a child of the test) stands for container or sandbox `id`:
+    /// `exit_handle` opens it while the model says `id` runs, so the test ends it to make
+    /// the "container" exit as the exit watch sees it.
+    pub fn set_process(&self, id: &str, pid: u32) {
+        self.state
+            .borrow_mut()
+            .processes
+            .insert(id.to_string(), pid);
     }
 
     /// `true`: `container_events` opens a stream (a runtime with evented PLEG support);
@@ -511,6 +524,29 @@ impl Runtime for FakeRuntime {
         let call = Call::ContainerStatus(id.into());
         self.call(Method::ContainerStatus, call, |m| {
             m.container_status(id).map(|c| c.info.clone())
+        })
+    }
+
+    async fn exit_handle(
+        &self,
+        id: &str,
+        sandbox: bool,
+    ) -> Result<super::process::ExitHandle, CriError> {
+        // Read from the model without a recorded call: tests count the status reads the
+        // syncs make, and the exit watch is not one of them.
+        let running = if sandbox {
+            self.model()
+                .sandbox(id)
+                .is_some_and(|s| s.info.state == SandboxState::Ready)
+        } else {
+            self.model()
+                .container(id)
+                .is_some_and(|c| c.info.state == ContainerState::Running)
+        };
+        let pid = self.state.borrow().processes.get(id).copied();
+        Ok(match pid {
+            Some(pid) if running => super::process::open(pid, None),
+            _ => super::process::ExitHandle::Unknown,
         })
     }
 

@@ -47,6 +47,7 @@ pub mod hooks;
 pub mod labels;
 pub mod mounts;
 pub mod plan;
+pub mod process;
 pub mod sync;
 
 /// Errors at the CRI boundary. The variants are what callers branch on: `NotFound` is
@@ -502,6 +503,17 @@ pub trait Runtime: Clone + 'static {
                 message: "not implemented".to_string(),
             })
         }
+    }
+    /// The host process of running container `id` (of sandbox `id` when `sandbox`), opened
+    /// for the PLEG's exit watch (see [`process`]): the PID comes from the runtime's verbose
+    /// status. The default: [`process::ExitHandle::Unknown`] (nothing to watch).
+    fn exit_handle(
+        &self,
+        id: &str,
+        sandbox: bool,
+    ) -> impl Future<Output = Result<process::ExitHandle, CriError>> {
+        let _ = (id, sandbox);
+        async { Ok(process::ExitHandle::Unknown) }
     }
     fn exec_sync(
         &self,

@@ -26,6 +26,7 @@ pub fn agent_config(dir: &Path, node: &str) -> AgentConfig {
         node_labels: picolet::node::node_labels(node, &Default::default()),
         gc_policy: Default::default(),
         node_ip: None,
+        eviction: None,
     }
 }
 
