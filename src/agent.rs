@@ -115,6 +115,10 @@ pub struct AgentConfig {
     pub pod_log_dir: PathBuf,
     pub resolv_conf: PathBuf,
     pub cgroup_parent: String,
+    /// `--cgroups-per-qos`: the pod cgroups' layout and `kubepods`' limits (None: off).
+    pub pod_cgroups: Option<crate::cm::manager::PodCgroupsConfig>,
+    /// Reserved resources: admission checks requests against capacity minus them.
+    pub allocatable: crate::cm::NodeAllocatable,
     /// `--seccomp-default`.
     pub seccomp_default: bool,
     /// The node's labels (`node::node_labels`: defaults and `--node-labels`): admission
@@ -164,6 +168,14 @@ pub async fn run<R: Runtime, C: Clock>(
     let prober = prober
         .with_recorder(recorder.clone())
         .with_metrics(Rc::clone(&metrics));
+    let pod_cgroups = cfg
+        .pod_cgroups
+        .clone()
+        .map(crate::cm::manager::PodCgroups::start);
+    let (cpu_allocatable, memory_allocatable) = cfg.allocatable.allocatable(
+        node::cpu_capacity_milli(),
+        i64::try_from(node::memory_capacity()).unwrap_or(i64::MAX),
+    );
     // The syncs tell the PLEG when they changed the runtime (see `pleg::spawn`).
     let pleg_poke = Rc::new(tokio::sync::Notify::new());
     let syncer = AgentSyncer {
@@ -176,6 +188,7 @@ pub async fn run<R: Runtime, C: Clock>(
             pod_log_dir: cfg.pod_log_dir.clone(),
             resolv_conf: cfg.resolv_conf.clone(),
             cgroup_parent: cfg.cgroup_parent.clone(),
+            pod_cgroups: pod_cgroups.clone(),
             seccomp_default: cfg.seccomp_default,
             memory_capacity: node::memory_capacity(),
             cpu_capacity_milli: node::cpu_capacity_milli(),
@@ -212,8 +225,8 @@ pub async fn run<R: Runtime, C: Clock>(
         node: NodeFacts {
             node_name: cfg.node_name.clone(),
             labels: cfg.node_labels.clone(),
-            cpu_milli: node::cpu_capacity_milli(),
-            memory_bytes: i64::try_from(node::memory_capacity()).unwrap_or(i64::MAX),
+            cpu_milli: cpu_allocatable,
+            memory_bytes: memory_allocatable,
             max_pods: cfg.max_pods,
         },
         node_ip: cfg.node_ip.map(|ip| ip.to_string()),
@@ -225,6 +238,7 @@ pub async fn run<R: Runtime, C: Clock>(
         orphan_dirs_checked: false,
         wanted_tx,
         recorder,
+        pod_cgroups,
         eviction: None,
     };
     let (eviction_state, mut eviction_rx) =
@@ -368,6 +382,8 @@ struct Loop<R: Runtime, C: Clock> {
         Option<tokio::sync::watch::Sender<std::collections::BTreeSet<config_data::ObjectKey>>>,
     /// Admission rejections are recorded here.
     recorder: Recorder,
+    /// `--cgroups-per-qos`: retries failed pod cgroup removals.
+    pod_cgroups: Option<crate::cm::manager::PodCgroups>,
     /// The eviction manager (`None`: no thresholds).
     eviction: Option<eviction::EvictionState>,
 }
@@ -831,6 +847,15 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         for pod in restart {
             self.start_or_hold(pod);
         }
+        // kubelet: cleanupOrphanedPodCgroups (every housekeeping) — here only the removals
+        // that failed when their pod terminated.
+        if let Some(cg) = self
+            .pod_cgroups
+            .clone()
+            .filter(|cg| cg.has_pending_removals())
+        {
+            tokio::task::spawn_local(async move { cg.retry_removals().await });
+        }
         let orphans: Vec<String> = self
             .runtime_pods
             .values()
@@ -845,6 +870,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         if !self.orphan_dirs_checked {
             self.orphan_dirs_checked = true;
             self.remove_orphaned_pod_dirs(&desired);
+            self.remove_orphaned_pod_cgroups(&desired);
         }
         for uid in orphans {
             if let Some(rp) = self.runtime_pods.get(&uid) {
@@ -903,6 +929,17 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         });
     }
 
+    /// kubelet: `cleanupOrphanedPodCgroups` — after the start and every GC period: the
+    /// cgroups of pods no source wants and the runtime does not hold (the listing and the
+    /// removal run on the blocking pool).
+    fn remove_orphaned_pod_cgroups(&self, desired: &HashSet<String>) {
+        if let Some(cg) = &self.pod_cgroups {
+            let mut keep = desired.clone();
+            keep.extend(self.runtime_pods.keys().cloned());
+            cg.remove_orphans(keep);
+        }
+    }
+
     /// kubelet: `containerGC.GarbageCollect`. Plans over the relister's last view and runs
     /// the removals as a local task; a pass still running makes this one a no-op.
     fn garbage_collect(&mut self) {
@@ -920,6 +957,9 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         }
         let sources_ready = self.config.sources_ready();
         let desired = self.pods.uids();
+        if sources_ready {
+            self.remove_orphaned_pod_cgroups(&desired);
+        }
         let in_use = |uid: &str| {
             desired.contains(uid) || (self.workers.is_known(uid) && !self.workers.is_finished(uid))
         };
@@ -1265,7 +1305,7 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
     async fn sync_terminated_pod(
         &self,
         uid: String,
-        _pod: Option<Arc<Pod>>,
+        pod: Option<Arc<Pod>>,
     ) -> Result<(), SyncFailure> {
         let observed = sync::get_pod_status(&self.env.runtime, &uid)
             .await
@@ -1273,6 +1313,13 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
         sync::cleanup_pod(&self.env, &observed, &uid)
             .await
             .map_err(sync_failure)?;
+        // The containers are gone: the pod's cgroup goes (a failure is retried by
+        // housekeeping; it never holds the pod's termination up).
+        if let Some(cg) = &self.env.pod_cgroups
+            && let Err(e) = cg.remove(&uid, pod.as_deref()).await
+        {
+            log::warn!("pod {uid}: cgroup not removed (retried): {e}");
+        }
         let mut shared = self.shared.borrow_mut();
         shared.backoffs.remove(&uid);
         shared.pod_cache.remove(&uid);

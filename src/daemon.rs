@@ -164,7 +164,9 @@ fn agent_config(opts: &Options, node_name: String) -> AgentConfig {
         root_dir: opts.root_dir.clone(),
         pod_log_dir: opts.pod_log_dir.clone(),
         resolv_conf: opts.resolv_conf.clone(),
-        cgroup_parent: opts.cgroup_parent.clone(),
+        cgroup_parent: opts.cgroup_root.clone(),
+        pod_cgroups: pod_cgroups_config(opts),
+        allocatable: node_allocatable(opts),
         seccomp_default: opts.seccomp_default,
         max_pods: opts.max_pods,
         gc_policy: GcPolicy {
@@ -179,6 +181,68 @@ fn agent_config(opts: &Options, node_name: String) -> AgentConfig {
             statfs: crate::eviction::observe::statfs,
         }),
     }
+}
+
+/// `--system-reserved` + `--kube-reserved`, and the hard eviction threshold of
+/// `memory.available` (`--eviction-hard`; a percentage of the capacity) (kubelet:
+/// `GetNodeAllocatableReservation`).
+pub fn node_allocatable(opts: &Options) -> crate::cm::NodeAllocatable {
+    let memory_capacity = node::memory_capacity();
+    let eviction_hard_memory = opts
+        .eviction_hard
+        .iter()
+        .find(|t| t.signal == crate::eviction::Signal::MemoryAvailable)
+        .map_or(0, |t| {
+            i64::try_from(t.quantity(memory_capacity)).unwrap_or(i64::MAX)
+        });
+    crate::cm::NodeAllocatable {
+        reserved: crate::cm::Reserved {
+            cpu_milli: opts.system_reserved.cpu_milli + opts.kube_reserved.cpu_milli,
+            memory_bytes: opts.system_reserved.memory_bytes + opts.kube_reserved.memory_bytes,
+        },
+        eviction_hard_memory,
+    }
+}
+
+/// `--cgroups-per-qos` on this host's hierarchy (None: off, or no cgroups to use: an ERROR
+/// says why and pods get `--cgroup-root` as before).
+fn pod_cgroups_config(opts: &Options) -> Option<crate::cm::manager::PodCgroupsConfig> {
+    use crate::cm::{CgroupVersion, Layout, V1_CONTROLLERS};
+    if !opts.cgroups_per_qos {
+        return None;
+    }
+    let mount_root = std::path::PathBuf::from("/sys/fs/cgroup");
+    let info = match node::detect_cgroups(&mount_root, std::path::Path::new("/proc/cgroups")) {
+        Ok(info) => info,
+        Err(e) => {
+            log::error!("--cgroups-per-qos: no cgroups to manage ({e}); pods get no pod cgroups");
+            return None;
+        }
+    };
+    let version = match info.version {
+        node::CgroupVersion::V1 => CgroupVersion::V1,
+        node::CgroupVersion::V2 => CgroupVersion::V2,
+    };
+    let layout = Layout {
+        version,
+        driver: opts.cgroup_driver,
+        root: crate::cm::split_root(&opts.cgroup_root),
+        v1_controllers: V1_CONTROLLERS.into_iter().filter(|c| info.has(c)).collect(),
+    };
+    // kubelet: enforceNodeAllocatableCgroups — capacity − reserved with `pods`, else the
+    // capacity (shares must not stay at the low default either way).
+    let cpu = node::cpu_capacity_milli();
+    let memory = i64::try_from(node::memory_capacity()).unwrap_or(i64::MAX);
+    let (cpu, memory) = if opts.enforce_node_allocatable {
+        node_allocatable(opts).enforced(cpu, memory)
+    } else {
+        (cpu, memory)
+    };
+    Some(crate::cm::manager::PodCgroupsConfig {
+        layout,
+        mount_root,
+        kubepods: crate::cm::kubepods_resources(cpu, memory),
+    })
 }
 
 /// What the node API needs of `opts`.
@@ -200,6 +264,7 @@ pub fn local_api_options(opts: &Options, cfg: &AgentConfig) -> crate::local_api:
         pod_log_dir: opts.pod_log_dir.clone(),
         labels: cfg.node_labels.clone(),
         max_pods: opts.max_pods,
+        allocatable: cfg.allocatable,
     }
 }
 
@@ -350,6 +415,7 @@ pub fn start_apiserver_mode<R: Runtime, C: Clock>(
         node_opts.kubelet_port = opts.port;
         node_opts.node_ip = opts.node_ip;
         node_opts.status_update_frequency = opts.node_status_update_frequency;
+        node_opts.allocatable = cfg.allocatable;
         // The eviction manager's conditions go into the Node's status.
         let (pressure_tx, pressure_rx) = tokio::sync::watch::channel(Default::default());
         ext.pressure = Some(pressure_tx);

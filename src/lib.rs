@@ -62,6 +62,8 @@
 //! - [`qos`]          QoS class and OOM score of a pod (pure; status and the CRI config use it)
 //! - [`status`]       pod status (phase, conditions, container states) from runtime state
 //! - [`node`]         node checks (cgroups, preflight)
+//! - [`cm`]           the container manager's cgroups: kubepods, QoS and pod cgroups,
+//!   node allocatable (a leaf: `api`, `qos`; its worker thread does the file system)
 //! - [`eviction`]     the eviction manager: thresholds, node pressure conditions, pod ranking
 //!   (pure), and the task measuring the signals (`eviction::observe`)
 //! - [`daemon`]       wiring: builds the sources, the apiserver tasks and the agent from
@@ -82,6 +84,7 @@ pub mod api;
 pub mod apiserver;
 pub mod cli;
 pub mod clock;
+pub mod cm;
 pub mod config_data;
 pub mod daemon;
 pub mod events;

@@ -71,8 +71,22 @@ pub struct Options {
     pub sync_frequency: Duration,
     /// `--resolv-conf`: the host resolver file used for `dnsPolicy: Default`.
     pub resolv_conf: PathBuf,
-    /// `--cgroup-parent` passed to sandboxes ("" lets the runtime decide).
-    pub cgroup_parent: String,
+    /// `--cgroups-per-qos` (kubelet `cgroupsPerQOS`, default true): the `kubepods`
+    /// hierarchy with a cgroup per pod (`cm`).
+    pub cgroups_per_qos: bool,
+    /// `--cgroup-root` (kubelet `cgroupRoot`): where `kubepods` goes ("/" by default);
+    /// without `--cgroups-per-qos`, the sandboxes' cgroup parent ("": the runtime's
+    /// default). `--cgroup-parent` is its old, deprecated spelling.
+    pub cgroup_root: String,
+    /// `--cgroup-driver` (kubelet `cgroupDriver`): cgroupfs or systemd.
+    pub cgroup_driver: crate::cm::CgroupDriver,
+    /// `--system-reserved`, `--kube-reserved` (cpu and memory; kubelet `systemReserved`,
+    /// `kubeReserved`): taken from the Node's allocatable.
+    pub system_reserved: crate::cm::Reserved,
+    pub kube_reserved: crate::cm::Reserved,
+    /// `--enforce-node-allocatable` has `pods` (the kubelet's default): `kubepods` is
+    /// limited to capacity − reserved.
+    pub enforce_node_allocatable: bool,
     /// `--seccomp-default`: `RuntimeDefault` seccomp for containers that ask for none
     /// (kubelet `seccompDefault`, off by default).
     pub seccomp_default: bool,
@@ -131,7 +145,12 @@ impl Default for Options {
             runtime_request_timeout: Duration::from_secs(120),
             sync_frequency: Duration::from_secs(60),
             resolv_conf: PathBuf::from("/etc/resolv.conf"),
-            cgroup_parent: String::new(),
+            cgroups_per_qos: true,
+            cgroup_root: String::new(),
+            cgroup_driver: crate::cm::CgroupDriver::Cgroupfs,
+            system_reserved: crate::cm::Reserved::default(),
+            kube_reserved: crate::cm::Reserved::default(),
+            enforce_node_allocatable: true,
             seccomp_default: false,
             minimum_container_ttl_duration: Duration::ZERO,
             maximum_dead_containers_per_container: Some(1),
@@ -187,7 +206,16 @@ FLAGS (kubelet names):
     --runtime-request-timeout DURATION  CRI call deadline [2m]
     --sync-frequency DURATION           periodic pod resync [1m]
     --resolv-conf FILE                  resolver for dnsPolicy Default [/etc/resolv.conf]
-    --cgroup-parent PATH                cgroup parent for pod sandboxes [runtime default]
+    --cgroups-per-qos[=true|false]      pod cgroups ROOT/kubepods[/burstable|/besteffort]/pod<uid>
+                                        with the pods' limits [true]
+    --cgroup-root PATH                  where kubepods goes; without --cgroups-per-qos the
+                                        sandboxes' cgroup parent [/; runtime default]
+    --cgroup-driver cgroupfs|systemd    as the runtime's; systemd: slices named only, no
+                                        limits written (see README) [cgroupfs]
+    --system-reserved cpu=..,memory=..  taken from the node's allocatable [none]
+    --kube-reserved cpu=..,memory=..    likewise [none]
+    --enforce-node-allocatable pods|none
+                                        pods: kubepods limited to capacity - reserved [pods]
     --seccomp-default[=true|false]      RuntimeDefault seccomp for containers that set no
                                         seccompProfile [false: Unconfined, as the kubelet]
     --node-ip IP                        the node's IP: pods' hostIP, host-network pods' podIP,
@@ -241,6 +269,12 @@ struct ConfigFile {
     sync_frequency: Option<String>,
     resolv_conf: Option<PathBuf>,
     cgroup_root: Option<String>,
+    #[serde(rename = "cgroupsPerQOS")]
+    cgroups_per_qos: Option<bool>,
+    cgroup_driver: Option<String>,
+    system_reserved: Option<BTreeMap<String, String>>,
+    kube_reserved: Option<BTreeMap<String, String>>,
+    enforce_node_allocatable: Option<Vec<String>>,
     seccomp_default: Option<bool>,
     kubeconfig: Option<PathBuf>,
     node_labels: Option<BTreeMap<String, String>>,
@@ -308,7 +342,46 @@ pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
             }
             "--sync-frequency" => opts.sync_frequency = duration_flag(flag, &value()?)?,
             "--resolv-conf" => opts.resolv_conf = value()?.into(),
-            "--cgroup-parent" | "--cgroup-root" => opts.cgroup_parent = value()?,
+            "--cgroup-root" => opts.cgroup_root = value()?,
+            "--cgroup-parent" => {
+                log::warn!("--cgroup-parent is deprecated: use --cgroup-root (the kubelet's name)");
+                opts.cgroup_root = value()?;
+            }
+            "--cgroups-per-qos" => opts.cgroups_per_qos = bool_flag(flag, raw_value.as_deref())?,
+            "--cgroup-driver" => {
+                let v = value()?;
+                opts.cgroup_driver =
+                    crate::cm::CgroupDriver::parse(&v).ok_or_else(|| OptionsError::BadValue {
+                        flag: flag.clone(),
+                        reason: format!("{v:?} is not cgroupfs or systemd"),
+                    })?;
+            }
+            "--system-reserved" | "--kube-reserved" => {
+                let v = value()?;
+                let r =
+                    parse_reserved(&parse_labels(&v).map_err(|reason| OptionsError::BadValue {
+                        flag: flag.clone(),
+                        reason,
+                    })?)
+                    .map_err(|reason| OptionsError::BadValue {
+                        flag: flag.clone(),
+                        reason,
+                    })?;
+                if flag == "--system-reserved" {
+                    opts.system_reserved = r;
+                } else {
+                    opts.kube_reserved = r;
+                }
+            }
+            "--enforce-node-allocatable" => {
+                let v = raw_value.clone().unwrap_or_default();
+                let list: Vec<String> = v.split(',').map(|s| s.trim().to_string()).collect();
+                opts.enforce_node_allocatable =
+                    parse_enforce(&list).map_err(|reason| OptionsError::BadValue {
+                        flag: flag.clone(),
+                        reason,
+                    })?;
+            }
             "--seccomp-default" => {
                 opts.seccomp_default = match raw_value.as_deref() {
                     None | Some("true") => true,
@@ -511,7 +584,29 @@ fn apply_config_file(opts: &mut Options, path: &str) -> Result<(), OptionsError>
         opts.resolv_conf = v;
     }
     if let Some(v) = cfg.cgroup_root {
-        opts.cgroup_parent = v;
+        opts.cgroup_root = v;
+    }
+    let bad = |message: String| OptionsError::ConfigParse {
+        path: path.to_string(),
+        message,
+    };
+    if let Some(v) = cfg.cgroups_per_qos {
+        opts.cgroups_per_qos = v;
+    }
+    if let Some(v) = cfg.cgroup_driver {
+        opts.cgroup_driver = crate::cm::CgroupDriver::parse(&v)
+            .ok_or_else(|| bad(format!("cgroupDriver: {v:?} is not cgroupfs or systemd")))?;
+    }
+    if let Some(v) = cfg.system_reserved {
+        opts.system_reserved =
+            parse_reserved(&v).map_err(|e| bad(format!("systemReserved: {e}")))?;
+    }
+    if let Some(v) = cfg.kube_reserved {
+        opts.kube_reserved = parse_reserved(&v).map_err(|e| bad(format!("kubeReserved: {e}")))?;
+    }
+    if let Some(v) = cfg.enforce_node_allocatable {
+        opts.enforce_node_allocatable =
+            parse_enforce(&v).map_err(|e| bad(format!("enforceNodeAllocatable: {e}")))?;
     }
     if let Some(v) = cfg.seccomp_default {
         opts.seccomp_default = v;
@@ -572,6 +667,63 @@ fn apply_config_file(opts: &mut Options, path: &str) -> Result<(), OptionsError>
     Ok(())
 }
 
+/// `true`/`false`, or a bare flag (true).
+fn bool_flag(flag: &str, v: Option<&str>) -> Result<bool, OptionsError> {
+    match v {
+        None | Some("true") => Ok(true),
+        Some("false") => Ok(false),
+        Some(v) => Err(OptionsError::BadValue {
+            flag: flag.to_string(),
+            reason: format!("{v:?} is not true or false"),
+        }),
+    }
+}
+
+/// kubelet `--system-reserved`/`--kube-reserved`: `cpu` and `memory` quantities
+/// (`ephemeral-storage` and `pid` are accepted and not used: picolet reserves no disk or
+/// pids).
+pub fn parse_reserved(m: &BTreeMap<String, String>) -> Result<crate::cm::Reserved, String> {
+    let mut r = crate::cm::Reserved::default();
+    for (k, v) in m {
+        let (scale, slot) = match k.as_str() {
+            "cpu" => (3, &mut r.cpu_milli),
+            "memory" => (0, &mut r.memory_bytes),
+            "ephemeral-storage" | "pid" => continue,
+            other => {
+                return Err(format!(
+                    "{other:?} is not a reservable resource (cpu, memory, ephemeral-storage, pid)"
+                ));
+            }
+        };
+        *slot = crate::api::parse_quantity(v, scale)
+            .ok_or_else(|| format!("{k}: {v:?} is not a quantity"))?;
+    }
+    Ok(r)
+}
+
+/// kubelet `--enforce-node-allocatable`: `pods`, or `none`/empty. `system-reserved` and
+/// `kube-reserved` need their cgroups (`--system-reserved-cgroup`), which picolet does not
+/// manage: refused.
+fn parse_enforce(list: &[String]) -> Result<bool, String> {
+    let mut pods = false;
+    for v in list.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
+        match v {
+            "pods" => pods = true,
+            "none" => {}
+            "system-reserved"
+            | "kube-reserved"
+            | "system-reserved-compressible"
+            | "kube-reserved-compressible" => {
+                return Err(format!(
+                    "{v:?} is not supported by picolet (it manages no system or kube cgroup); use pods or none"
+                ));
+            }
+            other => return Err(format!("{other:?} is not pods or none")),
+        }
+    }
+    Ok(pods)
+}
+
 /// `k=v,k2=v2` (kubelet `--node-labels`).
 pub fn parse_labels(s: &str) -> Result<BTreeMap<String, String>, String> {
     let mut out = BTreeMap::new();
@@ -605,6 +757,11 @@ const KNOWN_CONFIG_KEYS: &[&str] = &[
     "syncFrequency",
     "resolvConf",
     "cgroupRoot",
+    "cgroupsPerQOS",
+    "cgroupDriver",
+    "systemReserved",
+    "kubeReserved",
+    "enforceNodeAllocatable",
     "kubeconfig",
     "nodeLabels",
     "maxPods",
@@ -757,6 +914,61 @@ mod tests {
         std::fs::write(&path, "fileCheckFrequency: often\n").unwrap();
         let err = parse(&args(&format!("run --config {p}"))).unwrap_err();
         assert!(err.to_string().contains("fileCheckFrequency"), "{err}");
+    }
+
+    #[test]
+    fn cgroup_and_allocatable_flags() {
+        let Command::Run(o) = parse(&args(
+            "run --cgroups-per-qos=false --cgroup-root /edge --cgroup-driver systemd \
+             --system-reserved cpu=250m,memory=128Mi --kube-reserved memory=64Mi,pid=100 \
+             --enforce-node-allocatable=none",
+        ))
+        .unwrap() else {
+            panic!()
+        };
+        assert!(!o.cgroups_per_qos && !o.enforce_node_allocatable);
+        assert_eq!(o.cgroup_root, "/edge");
+        assert_eq!(o.cgroup_driver, crate::cm::CgroupDriver::Systemd);
+        assert_eq!(o.system_reserved.cpu_milli, 250);
+        assert_eq!(o.system_reserved.memory_bytes, 128 << 20);
+        assert_eq!(o.kube_reserved.memory_bytes, 64 << 20);
+        // The old spelling still sets the root.
+        let Command::Run(o) = parse(&args("run --cgroup-parent /old")).unwrap() else {
+            panic!()
+        };
+        assert_eq!(o.cgroup_root, "/old");
+        assert!(o.cgroups_per_qos && o.enforce_node_allocatable);
+        for bad in [
+            "--cgroup-driver systemdd",
+            "--system-reserved cpu=lots",
+            "--kube-reserved gpu=1",
+            "--enforce-node-allocatable pods,system-reserved",
+            "--cgroups-per-qos=maybe",
+        ] {
+            let err = parse(&args(&format!("run {bad}"))).unwrap_err();
+            let flag = bad.split([' ', '=']).next().unwrap();
+            assert!(err.to_string().contains(flag), "{bad}: {err}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.yaml");
+        std::fs::write(
+            &path,
+            "cgroupsPerQOS: false\ncgroupRoot: /r\ncgroupDriver: systemd\n\
+             systemReserved: {cpu: 500m, memory: 1Gi}\nkubeReserved: {memory: 100Mi}\n\
+             enforceNodeAllocatable: []\n",
+        )
+        .unwrap();
+        let Command::Run(o) = parse(&args(&format!("run --config {}", path.display()))).unwrap()
+        else {
+            panic!()
+        };
+        assert!(!o.cgroups_per_qos && !o.enforce_node_allocatable);
+        assert_eq!(o.cgroup_root, "/r");
+        assert_eq!(o.system_reserved.memory_bytes, 1 << 30);
+        assert_eq!(o.kube_reserved.memory_bytes, 100 << 20);
+        std::fs::write(&path, "systemReserved: {memory: much}\n").unwrap();
+        let err = parse(&args(&format!("run --config {}", path.display()))).unwrap_err();
+        assert!(err.to_string().contains("systemReserved: memory"), "{err}");
     }
 
     #[test]

@@ -757,3 +757,83 @@ async fn a_started_pod_records_its_events_and_an_idle_node_none() {
         })
         .await;
 }
+
+/// `--cgroups-per-qos` over an injected cgroup v1 root: `kubepods` and the QoS cgroups
+/// get their shares and limits at the start; a Burstable pod's cgroup is made with its
+/// limits before its sandbox, whose cgroup parent it is; the burstable shares follow the
+/// pods; the pod's cgroup goes once the pod is deleted.
+#[tokio::test(start_paused = true)]
+async fn pod_cgroups_are_made_before_the_sandbox_and_removed_after_the_pod() {
+    use picolet::cm::{self, CgroupDriver, CgroupVersion, Layout};
+    LocalSet::new()
+        .run_until(async {
+            let (tmp, mut cfg) = agent_dir("node1");
+            let cg_root = tmp.path().join("cgroup");
+            cfg.pod_cgroups = Some(cm::manager::PodCgroupsConfig {
+                layout: Layout {
+                    version: CgroupVersion::V1,
+                    driver: CgroupDriver::Cgroupfs,
+                    root: cm::split_root("/"),
+                    v1_controllers: cm::V1_CONTROLLERS.to_vec(),
+                },
+                mount_root: cg_root.clone(),
+                kubepods: cm::kubepods_resources(3500, 900 << 20),
+            });
+            let file = cfg.pod_manifest_path.join("limited.yaml");
+            std::fs::write(
+                &file,
+                format!(
+                    r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: limited
+spec:
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: app
+    image: {IMAGE}
+    resources:
+      requests: {{cpu: 250m, memory: 32Mi}}
+      limits: {{cpu: 500m, memory: 64Mi}}
+"#
+                ),
+            )
+            .unwrap();
+            let (clock, rt) = fake_runtime();
+            let agent = start(&rt, clock, &cfg);
+            settle(3).await;
+            let read = |p: &str| {
+                std::fs::read_to_string(cg_root.join(p)).unwrap_or_else(|e| panic!("{p}: {e}"))
+            };
+            assert_eq!(read("cpu/kubepods/cpu.shares"), "3584");
+            assert_eq!(read("memory/kubepods/memory.limit_in_bytes"), "943718400");
+            assert_eq!(read("cpu/kubepods/besteffort/cpu.shares"), "2");
+            let sandboxes = rt.sandboxes();
+            assert_eq!(sandboxes.len(), 1, "{sandboxes:?}");
+            let uid = sandboxes[0].uid.clone();
+            let config = rt.sandbox_config(&sandboxes[0].id).unwrap();
+            assert_eq!(
+                config.cgroup_parent,
+                format!("/kubepods/burstable/pod{uid}")
+            );
+            let pod_dir = format!("kubepods/burstable/pod{uid}");
+            assert_eq!(read(&format!("cpu/{pod_dir}/cpu.shares")), "256");
+            assert_eq!(read(&format!("cpu/{pod_dir}/cpu.cfs_quota_us")), "50000");
+            assert_eq!(
+                read(&format!("memory/{pod_dir}/memory.limit_in_bytes")),
+                (64u64 << 20).to_string()
+            );
+            assert_eq!(read("cpu/kubepods/burstable/cpu.shares"), "256");
+
+            std::fs::remove_file(&file).unwrap();
+            let_inotify_deliver();
+            settle(INOTIFY_OR_RELIST).await;
+            assert!(running_ids(&rt).is_empty());
+            for c in ["cpu", "memory", "pids"] {
+                assert!(!cg_root.join(c).join(&pod_dir).exists(), "{c}/{pod_dir}");
+            }
+            assert_eq!(read("cpu/kubepods/burstable/cpu.shares"), "2");
+            agent.stop().await;
+        })
+        .await;
+}

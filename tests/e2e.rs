@@ -1895,6 +1895,99 @@ fn examples_parse() {
     }
 }
 
+/// n. Pod cgroups (`--cgroups-per-qos`, on by default) on this machine's real cgroups: a
+/// Burstable pod's cgroup `<the lab's --cgroup-root>/kubepods/burstable/pod<uid>` exists with the pod's memory limit,
+/// cpu shares and quota, seen from the host and from inside the container (its own cgroup
+/// path); it is gone once the pod is deleted. cgroup v1 only (the lab machine's); on v2 the
+/// host half reads `memory.max` and `cpu.weight`.
+#[tokio::test]
+async fn n_pod_cgroups() {
+    let Some(lab) = Lab::new("n-pod-cgroups").await else {
+        return;
+    };
+    let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    let script = "cat /proc/self/cgroup\necho listed\nwhile true; do sleep 1; done";
+    let mut c = container("limited", script, &[]);
+    c.push_str(
+        "    resources:\n      requests: {cpu: 100m, memory: 32Mi}\n      \
+         limits: {cpu: 200m, memory: 64Mi}\n",
+    );
+    lab.write_manifest("limited.yaml", &manifest("limited", 2, &[c]));
+    lab.start_picolet();
+    let view = lab
+        .wait_for("pod limited running", secs(60), || {
+            lab.running_pod(NS, "limited", &["limited"])
+        })
+        .await;
+    let uid = view.sandboxes[0].uid.clone();
+    let pod_cgroup = format!(
+        "{}/kubepods/burstable/pod{uid}",
+        lab::cgroup_root().trim_start_matches('/')
+    );
+    let host = |ctrl: &str, file: &str| {
+        let p = if v2 {
+            format!("/sys/fs/cgroup/{pod_cgroup}/{file}")
+        } else {
+            format!("/sys/fs/cgroup/{ctrl}/{pod_cgroup}/{file}")
+        };
+        fs::read_to_string(&p)
+            .map(|s| s.trim().to_string())
+            .map_err(|e| format!("{p}: {e}"))
+    };
+    let want: &[(&str, &str, &str)] = if v2 {
+        &[
+            ("memory", "memory.max", "67108864"),
+            ("cpu", "cpu.weight", "4"),
+            ("cpu", "cpu.max", "20000 100000"),
+        ]
+    } else {
+        &[
+            ("memory", "memory.limit_in_bytes", "67108864"),
+            ("cpu", "cpu.shares", "102"),
+            ("cpu", "cpu.cfs_quota_us", "20000"),
+        ]
+    };
+    for (ctrl, file, value) in want {
+        let got = host(ctrl, file);
+        lab.check(got.as_deref() == Ok(*value), || {
+            format!("pod cgroup {pod_cgroup}: {file} want {value}, got {got:?}")
+        });
+    }
+    let log = lab.log_path(NS, "limited", &uid, "limited", 0);
+    lab.wait_for(
+        &format!("the container's /proc/self/cgroup under {pod_cgroup}"),
+        secs(15),
+        || async {
+            find_log_line(&log, "stdout", |l| {
+                l.contains(&format!("/{pod_cgroup}/")) && (v2 || l.contains("memory"))
+            })
+        },
+    )
+    .await;
+
+    lab.remove_manifest("limited.yaml");
+    lab.wait_for("the pod cgroup removed", secs(60), || async {
+        let dir = if v2 {
+            format!("/sys/fs/cgroup/{pod_cgroup}")
+        } else {
+            format!("/sys/fs/cgroup/memory/{pod_cgroup}")
+        };
+        if Path::new(&dir).exists() {
+            Err(format!("{dir} still exists"))
+        } else {
+            Ok(())
+        }
+    })
+    .await;
+    if !v2 {
+        for ctrl in ["cpu", "pids", "cpuset", "freezer"] {
+            let dir = format!("/sys/fs/cgroup/{ctrl}/{pod_cgroup}");
+            lab.check(!Path::new(&dir).exists(), || format!("{dir} left behind"));
+        }
+    }
+    lab.finish().await;
+}
+
 // ---------------------------------------------------------------------------------------
 // Manifests
 
@@ -2124,6 +2217,8 @@ impl Lab {
             // tested against the fake runtime in tests/agent.rs).
             .arg("--minimum-container-ttl-duration")
             .arg("30m")
+            .arg("--cgroup-root")
+            .arg(lab::cgroup_root())
             .args(extra)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())

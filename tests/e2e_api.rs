@@ -123,6 +123,8 @@ impl Harness {
             .arg(self.root.join("logs"))
             .arg("--hostname-override")
             .arg(NODE)
+            .arg("--cgroup-root")
+            .arg(lab::cgroup_root())
             .arg("--kubeconfig")
             .arg(self.root.join("kubeconfig"))
             .arg("--node-labels")

@@ -63,6 +63,7 @@ async fn start_with(
         pod_log_dir: cfg.pod_log_dir.clone(),
         labels: cfg.node_labels.clone(),
         max_pods: 110,
+        allocatable: Default::default(),
     };
     let shutdown = tokio_util::sync::CancellationToken::new();
     let metrics = std::rc::Rc::new(picolet::metrics::AgentMetrics::default());

@@ -66,6 +66,8 @@ pub struct NodeOptions {
     pub proc_root: PathBuf,
     pub etc_root: PathBuf,
     pub sys_root: PathBuf,
+    /// `--system-reserved`, `--kube-reserved`, hard eviction: allocatable = capacity − these.
+    pub allocatable: crate::cm::NodeAllocatable,
 }
 
 impl NodeOptions {
@@ -83,6 +85,7 @@ impl NodeOptions {
             proc_root: PathBuf::from("/proc"),
             etc_root: PathBuf::from("/etc"),
             sys_root: PathBuf::from("/sys"),
+            allocatable: crate::cm::NodeAllocatable::default(),
         }
     }
 }
@@ -110,6 +113,8 @@ pub struct NodeFacts {
     pub system_uuid: String,
     /// `containerd://1.6.20`, empty until the runtime answered.
     pub runtime_version: String,
+    /// What allocatable subtracts from the capacity.
+    pub allocatable: crate::cm::NodeAllocatable,
     /// The eviction manager's pressure conditions (kept up to date by the node task).
     pub pressure: crate::eviction::Conditions,
 }
@@ -149,6 +154,7 @@ impl NodeFacts {
                 .trim()
                 .to_string(),
             runtime_version: String::new(),
+            allocatable: opts.allocatable,
             pressure: Default::default(),
         }
     }
@@ -272,8 +278,30 @@ pub fn node_status(
         type_: "Hostname".into(),
         address: facts.hostname.clone(),
     });
+    // kubelet: MachineInfo's allocatable setter — capacity − reserved − hard eviction.
+    let (cpu_milli, memory) = facts.allocatable.allocatable(
+        i64::from(facts.cpus) * 1000,
+        i64::try_from(facts.memory_kib.saturating_mul(1024)).unwrap_or(i64::MAX),
+    );
+    let mut allocatable = capacity.clone();
+    allocatable.insert(
+        "cpu".into(),
+        if cpu_milli % 1000 == 0 {
+            (cpu_milli / 1000).to_string()
+        } else {
+            format!("{cpu_milli}m")
+        },
+    );
+    allocatable.insert(
+        "memory".into(),
+        if memory % 1024 == 0 {
+            format!("{}Ki", memory / 1024)
+        } else {
+            memory.to_string()
+        },
+    );
     NodeStatus {
-        allocatable: capacity.clone(),
+        allocatable,
         capacity,
         conditions,
         addresses,
@@ -715,6 +743,23 @@ mod tests {
         assert_eq!(s.capacity["memory"], "3884300Ki");
         assert_eq!(s.capacity["pods"], "110");
         assert_eq!(s.allocatable, s.capacity);
+        // Reserved resources and the hard eviction threshold come off the allocatable.
+        let mut f = facts();
+        f.allocatable = crate::cm::NodeAllocatable {
+            reserved: crate::cm::Reserved {
+                cpu_milli: 250,
+                memory_bytes: 256 << 20,
+            },
+            eviction_hard_memory: crate::cm::DEFAULT_EVICTION_HARD_MEMORY,
+        };
+        let reserved = node_status(&f, None, None, T0);
+        assert_eq!(reserved.allocatable["cpu"], "3750m");
+        assert_eq!(
+            reserved.allocatable["memory"],
+            format!("{}Ki", 3884300 - 356 * 1024)
+        );
+        assert_eq!(reserved.allocatable["pods"], "110");
+        assert_eq!(reserved.capacity["memory"], "3884300Ki");
         assert_eq!(
             s.addresses,
             vec![

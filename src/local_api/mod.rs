@@ -89,6 +89,8 @@ pub struct LocalApiOptions {
     pub pod_log_dir: PathBuf,
     pub labels: std::collections::BTreeMap<String, String>,
     pub max_pods: u32,
+    /// What the Node's allocatable subtracts from the capacity.
+    pub allocatable: crate::cm::NodeAllocatable,
 }
 
 impl LocalApiOptions {
@@ -318,6 +320,7 @@ pub fn start<R: Runtime, C: Clock>(
     node_opts.max_pods = opts.max_pods;
     node_opts.kubelet_port = opts.port;
     node_opts.node_ip = opts.node_ip;
+    node_opts.allocatable = opts.allocatable;
     let facts = crate::apiserver::node::NodeFacts::read(&node_opts);
     let mut api = server::Api::new(
         creds.token,
@@ -389,6 +392,7 @@ mod tests {
             pod_log_dir: dir.join("logs"),
             labels: Default::default(),
             max_pods: 110,
+            allocatable: Default::default(),
         }
     }
 

@@ -155,7 +155,7 @@ pub static RULES: &[Rule] = &[
     rule(
         "spec.resources",
         Warned,
-        "pod-level resources are not applied (no pod cgroup limits yet)",
+        "pod-level resources are not applied (the pod cgroup's limits come from its containers)",
     ),
     rule(
         "spec.ephemeralContainers",

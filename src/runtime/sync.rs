@@ -62,8 +62,10 @@ pub struct SyncEnv<R: Runtime, C: Clock> {
     pub pod_log_dir: PathBuf,
     /// The host resolv.conf for `Default`-like DNS policies (`--resolv-conf`).
     pub resolv_conf: PathBuf,
-    /// Sandbox cgroup parent; "" = the runtime's default.
+    /// Sandbox cgroup parent without pod cgroups; "" = the runtime's default.
     pub cgroup_parent: String,
+    /// `--cgroups-per-qos`: the pod cgroups, made before the sandbox (`cm`).
+    pub pod_cgroups: Option<crate::cm::manager::PodCgroups>,
     /// `--seccomp-default`: `RuntimeDefault` seccomp for pods that ask for nothing.
     pub seccomp_default: bool,
     /// The node's memory in bytes (`MemTotal`; 0: unknown): Burstable `oom_score_adj`.
@@ -104,6 +106,7 @@ impl<R: Runtime, C: Clock> SyncEnv<R, C> {
             pod_log_dir: PathBuf::from(DEFAULT_POD_LOG_DIR),
             resolv_conf: PathBuf::from(DEFAULT_RESOLV_CONF),
             cgroup_parent: String::new(),
+            pod_cgroups: None,
             seccomp_default: false,
             memory_capacity: 0,
             cpu_capacity_milli: 1000,
@@ -575,12 +578,19 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
         .and_then(|s| s.ip.clone())
         .filter(|ip| !ip.is_empty());
     let host_dns = read_host_dns(&env.resolv_conf, &pod_name);
+    let cgroup_parent = match &env.pod_cgroups {
+        Some(cg) => {
+            cg.track(pod);
+            cg.sandbox_parent(pod)
+        }
+        None => env.cgroup_parent.clone(),
+    };
     let sandbox_config = cri_config::sandbox_config(
         pod,
         actions.attempt,
         SandboxParams {
             pod_log_dir: &env.pod_log_dir,
-            cgroup_parent: &env.cgroup_parent,
+            cgroup_parent: &cgroup_parent,
             host_dns: host_dns.as_ref(),
             node: env.node_params(&seccomp_root),
         },
@@ -592,6 +602,26 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
             actions.attempt
         );
         warn_loopback_dns(pod, &sandbox_config, &env.resolv_conf);
+        // kubelet: SyncPod — UpdateQOSCgroups and podContainerManager.EnsureExists before
+        // the sandbox; a failure fails the sync (retried with back-off).
+        if let Some(cg) = &env.pod_cgroups
+            && let Err(e) = cg.ensure(pod).await
+        {
+            let message = format!("unable to ensure pod container exists: {e}");
+            log::warn!("pod {pod_name}: {message}");
+            env.recorder.warning(
+                pod,
+                None,
+                crate::cm::FAILED_CREATE_POD_CONTAINER,
+                message.clone(),
+            );
+            result.sandbox_error = Some(SandboxFailure {
+                message,
+                network_not_ready: false,
+            });
+            result.containers = all_creating(pod, &actions, "");
+            return result;
+        }
         match create_sandbox(env, pod, &sandbox_config).await {
             Ok((id, ip)) => {
                 result.sandbox_created = true;

@@ -19,6 +19,8 @@ pub fn agent_config(dir: &Path, node: &str) -> AgentConfig {
         pod_log_dir: dir.join("logs"),
         resolv_conf: dir.join("resolv.conf"),
         cgroup_parent: String::new(),
+        pod_cgroups: None,
+        allocatable: Default::default(),
         seccomp_default: false,
         max_pods: 110,
         node_labels: picolet::node::node_labels(node, &Default::default()),

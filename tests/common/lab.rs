@@ -16,6 +16,14 @@ pub const POD_NAMESPACE: &str = "io.kubernetes.pod.namespace";
 pub const POD_UID: &str = "io.kubernetes.pod.uid";
 pub const CONTAINER_NAME: &str = "io.kubernetes.container.name";
 
+/// The `--cgroup-root` of the lab's picolets: one per lab (named after its bridge,
+/// `PICOLET_LAB_BRIDGE`), so labs running side by side on one machine never share a
+/// `kubepods`; `lab.sh down` removes the cgroups made while the lab ran.
+pub fn cgroup_root() -> String {
+    let bridge = std::env::var("PICOLET_LAB_BRIDGE").unwrap_or_else(|_| "picolet0".into());
+    format!("/picolet-e2e-{bridge}")
+}
+
 /// The lab's endpoint and a CRI client of it, its runtime and network ready; `None`, after
 /// a skip line naming `who`, when no lab is configured.
 pub async fn connect(who: &str) -> Option<(String, CriRuntime)> {
