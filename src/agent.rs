@@ -117,6 +117,12 @@ pub struct AgentConfig {
     pub max_pods: u32,
     /// `--minimum-container-ttl-duration`, `--maximum-dead-containers-per-container`.
     pub gc_policy: GcPolicy,
+    /// `--container-log-max-size`, `--container-log-max-files`; `None`: no log rotation.
+    /// The daemon runs the log manager beside the loop.
+    pub log_rotation: Option<crate::runtime::log_rotation::LogRotatePolicy>,
+    /// The image GC settings; `None`: no image GC. The daemon runs the image manager
+    /// beside the loop.
+    pub image_gc: Option<crate::runtime::image_gc::ImageGcPolicy>,
     /// The node's IP: every pod's `status.hostIP`, and the `podIP` of host-network pods
     /// (`--node-ip`, else the default route's source address).
     pub node_ip: Option<std::net::IpAddr>,
