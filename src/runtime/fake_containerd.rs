@@ -39,12 +39,16 @@
 //! grace `timeout` or the container ignores SIGTERM ([`FakeContainerd::set_ignore_sigterm`])
 //! — SIGKILL at the timeout, 137; on a created or exited one it does nothing.
 //! `remove_container` removes; an unknown id is fine. `exec_sync` answers exit 0 with no
-//! output unless told otherwise; not running → `Unknown`. Streaming (`Exec`, `Attach`,
+//! output unless told otherwise; not running → `Unknown`. `reopen_container_log` on a
+//! running container is recorded ([`FakeContainerd::log_reopens`]; no file I/O); not
+//! running → `Unknown` "container is not running". Streaming (`Exec`, `Attach`,
 //! `PortForward`) answers a URL for a running container or a ready sandbox.
 //!
 //! Images: only images added ("imported") or pulled are known; names are normalised as
 //! containerd does (`busybox` is `docker.io/library/busybox:latest`); IDs are
-//! `sha256:<64 hex>`, a hash of the name. A pull of an image set to fail
+//! `sha256:<64 hex>`, a hash of the name; 4 MiB and not pinned unless
+//! [`FakeContainerd::set_image`] says otherwise. `ImageFsInfo`: one file system at
+//! [`IMAGE_FS_MOUNTPOINT`] using the images' sizes summed. A pull of an image set to fail
 //! ([`FakeContainerd::fail_pulls`]) is refused with the given status.
 //!
 //! Events (`GetContainerEvents`, as containerd 1.7 sends them): CREATED and STARTED for a
