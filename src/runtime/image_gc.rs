@@ -440,6 +440,10 @@ impl<R: Runtime, C: Clock> ImageManager<R, C> {
                     }
                 }
                 Ok(None) | Err(ImageGcError::Busy) => {}
+                // The relister reports a runtime outage once.
+                Err(e @ ImageGcError::Cri(CriError::Unavailable { .. })) => {
+                    log::debug!("image GC: {e}")
+                }
                 Err(e) => log::warn!("image GC: {e}"),
             }
         }

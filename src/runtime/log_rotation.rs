@@ -37,7 +37,7 @@ use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::{Clock, UnixNanos};
-use crate::runtime::{ContainerState, ListFilter, Runtime};
+use crate::runtime::{ContainerState, CriError, ListFilter, Runtime};
 
 /// kubelet: `containerLogMonitorInterval` (`--container-log-monitor-interval`, 10 s).
 pub const MONITOR_PERIOD: Duration = Duration::from_secs(10);
@@ -260,6 +260,11 @@ impl<R: Runtime, C: Clock> LogManager<R, C> {
         let mut report = PassReport::default();
         let containers = match self.runtime.list_containers(&ListFilter::default()).await {
             Ok(c) => c,
+            // The relister reports a runtime outage once; no line every 10 s here.
+            Err(e @ CriError::Unavailable { .. }) => {
+                log::debug!("log rotation: list containers: {e}");
+                return report;
+            }
             Err(e) => {
                 log::warn!("log rotation: list containers: {e}");
                 return report;
