@@ -99,6 +99,9 @@ pub struct Channels {
     pub metrics: Rc<crate::metrics::AgentMetrics>,
     /// Where the eviction manager publishes the node's pressure conditions.
     pub pressure: Option<tokio::sync::watch::Sender<crate::eviction::Conditions>>,
+    /// The image manager's "remove every unused image", for the eviction manager's
+    /// reclaim under disk pressure (`None`: image GC off).
+    pub reclaim_images: Option<crate::eviction::ImageReclaim>,
 }
 
 /// What the agent needs besides the runtime and the clock (the daemon builds it from the
@@ -128,6 +131,12 @@ pub struct AgentConfig {
     pub max_pods: u32,
     /// `--minimum-container-ttl-duration`, `--maximum-dead-containers-per-container`.
     pub gc_policy: GcPolicy,
+    /// `--container-log-max-size`, `--container-log-max-files`; `None`: no log rotation.
+    /// The daemon runs the log manager beside the loop.
+    pub log_rotation: Option<crate::runtime::log_rotation::LogRotatePolicy>,
+    /// The image GC settings; `None`: no image GC. The daemon runs the image manager
+    /// beside the loop.
+    pub image_gc: Option<crate::runtime::image_gc::ImageGcPolicy>,
     /// The node's IP: every pod's `status.hostIP`, and the `podIP` of host-network pods
     /// (`--node-ip`, else the default route's source address).
     pub node_ip: Option<std::net::IpAddr>,
@@ -152,6 +161,7 @@ pub async fn run<R: Runtime, C: Clock>(
         recorder,
         metrics,
         pressure,
+        reclaim_images,
     } = channels;
     let (wanted_tx, mut objects_rx) = match objects {
         Some(ObjectChannels { wanted, updates }) => (Some(wanted), Some(updates)),
@@ -241,8 +251,13 @@ pub async fn run<R: Runtime, C: Clock>(
         pod_cgroups,
         eviction: None,
     };
-    let (eviction_state, mut eviction_rx) =
-        eviction::start(&state.runtime, cfg.eviction.clone(), pressure, &shutdown);
+    let (eviction_state, mut eviction_rx) = eviction::start(
+        &state.runtime,
+        cfg.eviction.clone(),
+        pressure,
+        reclaim_images,
+        &shutdown,
+    );
     state.eviction = eviction_state;
 
     // The PLEG is a task of its own: the loop gets its lists and events as messages and

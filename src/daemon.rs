@@ -30,6 +30,8 @@ use crate::options::Options;
 use crate::recorder::{self, Recorder};
 use crate::runtime::cri::{CriRuntime, CriTimeouts};
 use crate::runtime::gc::GcPolicy;
+use crate::runtime::image_gc::{ImageGcPolicy, ImageManager};
+use crate::runtime::log_rotation::{LogManager, LogRotatePolicy};
 use crate::runtime::{CriError, Runtime};
 use crate::source::file::{self, FileSource, FileSourceOptions};
 
@@ -173,6 +175,17 @@ fn agent_config(opts: &Options, node_name: String) -> AgentConfig {
             min_age: opts.minimum_container_ttl_duration,
             max_per_pod_container: opts.maximum_dead_containers_per_container,
         },
+        log_rotation: Some(LogRotatePolicy {
+            max_size: opts.container_log_max_size,
+            max_files: opts.container_log_max_files,
+        }),
+        image_gc: Some(ImageGcPolicy {
+            high_threshold_percent: opts.image_gc_high_threshold,
+            low_threshold_percent: opts.image_gc_low_threshold,
+            min_age: opts.minimum_image_ttl_duration,
+            sandbox_image: opts.pod_infra_container_image.clone(),
+        })
+        .filter(ImageGcPolicy::enabled),
         node_ip: opts.node_ip.or_else(node::default_route_ip),
         eviction: Some(crate::agent::EvictionConfig {
             thresholds: opts.eviction_hard.clone(),
@@ -344,6 +357,32 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
     });
     tokio::task::spawn_local(file_source.run(src_tx, relist_now, shutdown.child_token()));
 
+    // The container log manager and the image manager: tasks of their own over the
+    // runtime, beside the loop (kubelet: `containerLogManager.Start`,
+    // `StartGarbageCollection`'s image loop).
+    if let Some(policy) = cfg.log_rotation {
+        let logs = LogManager::new(runtime.clone(), clock.clone(), policy);
+        tokio::task::spawn_local(logs.run(shutdown.child_token()));
+    }
+    // The eviction manager's image reclaim calls `delete_unused_images` on a clone.
+    let reclaim_images = cfg.image_gc.clone().map(|policy| {
+        let images = ImageManager::new(runtime.clone(), clock.clone(), policy);
+        tokio::task::spawn_local(images.clone().run(shutdown.child_token()));
+        crate::eviction::ImageReclaim(Rc::new(move || {
+            let images = images.clone();
+            Box::pin(async move {
+                match images.delete_unused_images().await {
+                    Ok(r) => log::info!(
+                        "eviction manager: image reclaim freed {} bytes ({} images removed)",
+                        r.freed,
+                        r.removed.len()
+                    ),
+                    Err(e) => log::debug!("eviction manager: image reclaim: {e}"),
+                }
+            })
+        }))
+    });
+
     let recorder = ext
         .recorder
         .unwrap_or_else(|| new_recorder(&cfg.node_name, clock.clone()));
@@ -355,6 +394,7 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
         recorder,
         metrics: ext.metrics.unwrap_or_default(),
         pressure: ext.pressure,
+        reclaim_images,
     };
     agent::run(runtime, clock, cfg, channels, shutdown).await
 }

@@ -53,7 +53,7 @@
 //! - [`pleg`]         the pod lifecycle event generator's runtime half: the relist, and the
 //!   runtime's container events where it has them (evented PLEG)
 //! - [`runtime`]      the CRI boundary, the pure plan, the sync that executes it, container
-//!   GC; and its fake, the in-memory containerd with its two fronts (see Fakes above)
+//!   GC, log rotation and image GC (tasks of their own beside the loop); and its fake, the in-memory containerd with its two fronts (see Fakes above)
 //! - [`probe`]        the network probe and hook handlers (tcpSocket, httpGet, grpc); a leaf
 //! - [`prober`]       the probe manager: one worker task per probe, results by container
 //!   ID for the plan (liveness/startup kills) and the status (ready, started)

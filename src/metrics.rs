@@ -233,6 +233,7 @@ pub const OPERATIONS: &[(&str, &str)] = &[
     ("RemoveContainer", "remove_container"),
     ("ListContainers", "list_containers"),
     ("ContainerStatus", "container_status"),
+    ("ReopenContainerLog", "reopen_container_log"),
     ("GetContainerEvents", "get_container_events"),
     ("ExecSync", "exec_sync"),
     ("Exec", "exec"),

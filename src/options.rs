@@ -101,6 +101,23 @@ pub struct Options {
     pub eviction_hard: Vec<crate::eviction::Threshold>,
     /// `--eviction-pressure-transition-period` (kubelet default 5m).
     pub eviction_pressure_transition_period: Duration,
+    // ---- log rotation and image GC (kubelet: container log manager, image GC manager)
+    /// `--container-log-max-size` (kubelet `containerLogMaxSize`, 10Mi): a running
+    /// container's log is rotated once it reaches this many bytes.
+    pub container_log_max_size: u64,
+    /// `--container-log-max-files` (kubelet `containerLogMaxFiles`, 5; at least 2): log
+    /// files kept per container, the live one included.
+    pub container_log_max_files: usize,
+    /// `--image-gc-high-threshold` (kubelet `imageGCHighThresholdPercent`, 85; 100: no
+    /// image GC).
+    pub image_gc_high_threshold: u8,
+    /// `--image-gc-low-threshold` (kubelet `imageGCLowThresholdPercent`, 80).
+    pub image_gc_low_threshold: u8,
+    /// `--minimum-image-ttl-duration` (kubelet `imageMinimumGCAge`, 2m).
+    pub minimum_image_ttl_duration: Duration,
+    /// `--pod-infra-container-image` (kubelet: only what image GC must never remove): the
+    /// sandbox image of the runtime's config; its repository is kept, any tag.
+    pub pod_infra_container_image: String,
     // ---- apiserver mode (feature `apiserver`)
     /// `--kubeconfig`: join the cluster this file points at (node, lease, API pods, status,
     /// mirror pods). None: static pods only.
@@ -160,6 +177,12 @@ impl Default for Options {
             .unwrap_or_default(),
             eviction_pressure_transition_period:
                 crate::eviction::DEFAULT_PRESSURE_TRANSITION_PERIOD,
+            container_log_max_size: 10 * 1024 * 1024,
+            container_log_max_files: 5,
+            image_gc_high_threshold: 85,
+            image_gc_low_threshold: 80,
+            minimum_image_ttl_duration: Duration::from_secs(120),
+            pod_infra_container_image: crate::runtime::image_gc::DEFAULT_SANDBOX_IMAGE.into(),
             kubeconfig: None,
             node_labels: BTreeMap::new(),
             max_pods: 110,
@@ -222,6 +245,13 @@ FLAGS (kubelet names):
                                         the Node's InternalIP [the default route's address;
                                         cluster mode: the address reaching the apiserver]
     --minimum-container-ttl-duration D  container GC spares dead containers younger than D [0]
+    --container-log-max-size Q          rotate a container's log at Q bytes (e.g. 10Mi) [10Mi]
+    --container-log-max-files N         log files kept per container, live one included [5]
+    --image-gc-high-threshold P         image GC starts at P % disk use; 100: never [85]
+    --image-gc-low-threshold P          image GC frees down to P % [80]
+    --minimum-image-ttl-duration D      image GC spares images first seen less than D ago [2m]
+    --pod-infra-container-image IMG     the runtime's sandbox image: never removed, any tag
+                                        [registry.k8s.io/pause:3.10]
     --maximum-dead-containers-per-container N
                                         dead instances kept per container of a wanted pod;
                                         -1: no limit [1]
@@ -294,6 +324,15 @@ struct ConfigFile {
     port: Option<u16>,
     tls_cert_file: Option<PathBuf>,
     tls_private_key_file: Option<PathBuf>,
+    container_log_max_size: Option<String>,
+    container_log_max_files: Option<usize>,
+    #[serde(rename = "imageGCHighThresholdPercent")]
+    image_gc_high_threshold_percent: Option<u8>,
+    #[serde(rename = "imageGCLowThresholdPercent")]
+    image_gc_low_threshold_percent: Option<u8>,
+    #[serde(rename = "imageMinimumGCAge")]
+    image_minimum_gc_age: Option<String>,
+    pod_infra_container_image: Option<String>,
 }
 
 /// Parses `args` (without the program name).
@@ -417,6 +456,26 @@ pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
             "--eviction-pressure-transition-period" => {
                 opts.eviction_pressure_transition_period = duration_flag(flag, &value()?)?
             }
+            "--container-log-max-size" => {
+                opts.container_log_max_size =
+                    size_value(&value()?).map_err(|reason| OptionsError::BadValue {
+                        flag: flag.clone(),
+                        reason,
+                    })?
+            }
+            "--container-log-max-files" => {
+                opts.container_log_max_files = number_value(flag, &value()?)?
+            }
+            "--image-gc-high-threshold" => {
+                opts.image_gc_high_threshold = number_value(flag, &value()?)?
+            }
+            "--image-gc-low-threshold" => {
+                opts.image_gc_low_threshold = number_value(flag, &value()?)?
+            }
+            "--minimum-image-ttl-duration" => {
+                opts.minimum_image_ttl_duration = duration_flag(flag, &value()?)?
+            }
+            "--pod-infra-container-image" => opts.pod_infra_container_image = value()?,
             "--kubeconfig" => opts.kubeconfig = Some(value()?.into()),
             "--node-labels" => {
                 let labels = parse_labels(&value()?).map_err(|reason| OptionsError::BadValue {
@@ -482,6 +541,7 @@ pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
             reason: "--tls-cert-file and --tls-private-key-file go together".into(),
         });
     }
+    check_log_and_image_gc(&opts)?;
     // Periods and deadlines of zero make no sense (a zero period would spin).
     for (name, d) in [
         ("--file-check-frequency", opts.file_check_frequency),
@@ -657,6 +717,28 @@ fn apply_config_file(opts: &mut Options, path: &str) -> Result<(), OptionsError>
     if let Some(v) = cfg.tls_private_key_file {
         opts.tls_private_key_file = Some(v);
     }
+    if let Some(v) = cfg.container_log_max_size {
+        opts.container_log_max_size =
+            size_value(&v).map_err(|reason| OptionsError::ConfigParse {
+                path: path.to_string(),
+                message: format!("containerLogMaxSize: {reason}"),
+            })?;
+    }
+    if let Some(v) = cfg.container_log_max_files {
+        opts.container_log_max_files = v;
+    }
+    if let Some(v) = cfg.image_gc_high_threshold_percent {
+        opts.image_gc_high_threshold = v;
+    }
+    if let Some(v) = cfg.image_gc_low_threshold_percent {
+        opts.image_gc_low_threshold = v;
+    }
+    if let Some(v) = cfg.image_minimum_gc_age {
+        opts.minimum_image_ttl_duration = dur("imageMinimumGCAge", &v)?;
+    }
+    if let Some(v) = cfg.pod_infra_container_image {
+        opts.pod_infra_container_image = v;
+    }
     if let Some(h) = cfg.static_pod_url_header {
         for (k, values) in h {
             for v in values {
@@ -775,7 +857,55 @@ const KNOWN_CONFIG_KEYS: &[&str] = &[
     "port",
     "tlsCertFile",
     "tlsPrivateKeyFile",
+    "containerLogMaxSize",
+    "containerLogMaxFiles",
+    "imageGCHighThresholdPercent",
+    "imageGCLowThresholdPercent",
+    "imageMinimumGCAge",
+    "podInfraContainerImage",
 ];
+
+/// A byte size as a Kubernetes quantity (`10Mi`, `500Ki`, `1G`).
+fn size_value(v: &str) -> Result<u64, String> {
+    crate::api::parse_quantity(v, 0)
+        .and_then(|n| u64::try_from(n).ok())
+        .ok_or_else(|| format!("{v:?} is not a size (use e.g. 10Mi, 500Ki)"))
+}
+
+fn number_value<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, OptionsError> {
+    v.parse().map_err(|_| OptionsError::BadValue {
+        flag: flag.to_string(),
+        reason: format!("{v:?} is not a valid number here"),
+    })
+}
+
+/// kubelet's validation of the log rotation and image GC settings (flags or config file).
+fn check_log_and_image_gc(opts: &Options) -> Result<(), OptionsError> {
+    let bad = |flag: &str, reason: String| OptionsError::BadValue {
+        flag: flag.to_string(),
+        reason,
+    };
+    if opts.container_log_max_size == 0 {
+        return Err(bad(
+            "--container-log-max-size",
+            "must be more than 0".into(),
+        ));
+    }
+    if opts.container_log_max_files < 2 {
+        return Err(bad(
+            "--container-log-max-files",
+            format!("{} must be at least 2", opts.container_log_max_files),
+        ));
+    }
+    let policy = crate::runtime::image_gc::ImageGcPolicy {
+        high_threshold_percent: opts.image_gc_high_threshold,
+        low_threshold_percent: opts.image_gc_low_threshold,
+        ..Default::default()
+    };
+    policy
+        .validate()
+        .map_err(|reason| bad("--image-gc-high-threshold", reason))
+}
 
 fn duration_flag(flag: &str, v: &str) -> Result<Duration, OptionsError> {
     parse_duration(v).ok_or_else(|| OptionsError::BadValue {
@@ -1110,6 +1240,77 @@ mod tests {
             parse(&args("run --maximum-dead-containers-per-container some")),
             Err(OptionsError::BadValue { .. })
         ));
+    }
+
+    #[test]
+    fn log_rotation_and_image_gc_flags() {
+        let Command::Run(o) = parse(&args("run")).unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            (o.container_log_max_size, o.container_log_max_files),
+            (10 * 1024 * 1024, 5)
+        );
+        assert_eq!(
+            (o.image_gc_high_threshold, o.image_gc_low_threshold),
+            (85, 80)
+        );
+        assert_eq!(o.minimum_image_ttl_duration, Duration::from_secs(120));
+        let Command::Run(o) = parse(&args(
+            "run --container-log-max-size 1Mi --container-log-max-files 3 \
+             --image-gc-high-threshold 1 --image-gc-low-threshold 0 \
+             --minimum-image-ttl-duration 0s --pod-infra-container-image localhost/pause:edge",
+        ))
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(o.container_log_max_size, 1024 * 1024);
+        assert_eq!(o.container_log_max_files, 3);
+        assert_eq!(
+            (o.image_gc_high_threshold, o.image_gc_low_threshold),
+            (1, 0)
+        );
+        assert_eq!(o.minimum_image_ttl_duration, Duration::ZERO);
+        assert_eq!(o.pod_infra_container_image, "localhost/pause:edge");
+        for bad in [
+            "run --container-log-max-size ten",
+            "run --container-log-max-size 0",
+            "run --container-log-max-files 1",
+            "run --image-gc-high-threshold 101",
+            "run --image-gc-high-threshold 50 --image-gc-low-threshold 60",
+            "run --image-gc-low-threshold -1",
+        ] {
+            assert!(
+                matches!(parse(&args(bad)), Err(OptionsError::BadValue { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn log_rotation_and_image_gc_config_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.yaml");
+        std::fs::write(
+            &path,
+            "containerLogMaxSize: 5Mi\ncontainerLogMaxFiles: 2\nimageGCHighThresholdPercent: 90\n\
+             imageGCLowThresholdPercent: 70\nimageMinimumGCAge: 5m\n",
+        )
+        .unwrap();
+        let Command::Run(o) = parse(&args(&format!("run --config {}", path.display()))).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(o.container_log_max_size, 5 * 1024 * 1024);
+        assert_eq!(o.container_log_max_files, 2);
+        assert_eq!(
+            (o.image_gc_high_threshold, o.image_gc_low_threshold),
+            (90, 70)
+        );
+        assert_eq!(o.minimum_image_ttl_duration, Duration::from_secs(300));
+        std::fs::write(&path, "containerLogMaxSize: lots\n").unwrap();
+        let err = parse(&args(&format!("run --config {}", path.display()))).unwrap_err();
+        assert!(err.to_string().contains("containerLogMaxSize"), "{err}");
     }
 
     #[test]

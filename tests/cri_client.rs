@@ -700,6 +700,32 @@ async fn images() {
 }
 
 #[tokio::test]
+async fn reopen_container_log() {
+    let e = env().await;
+    let (_, id) = running_container(&e, "p", "app").await;
+    e.rt.reopen_container_log(&id).await.expect("reopen");
+    assert_eq!(e.fake.log_reopens(), vec![id.clone()]);
+    e.rt.stop_container(&id, 0).await.expect("stop");
+    let err =
+        e.rt.reopen_container_log(&id)
+            .await
+            .expect_err("not running");
+    assert_eq!(
+        err,
+        CriError::Rpc {
+            method: "ReopenContainerLog",
+            code: "Unknown".into(),
+            message: "container is not running".into()
+        }
+    );
+    let err =
+        e.rt.reopen_container_log("nope")
+            .await
+            .expect_err("unknown");
+    assert!(err.is_not_found(), "{err}");
+}
+
+#[tokio::test]
 async fn grpc_errors_map_to_cri_errors() {
     let e = env().await;
     let cases = [

@@ -1991,6 +1991,180 @@ async fn n_pod_cgroups() {
 // ---------------------------------------------------------------------------------------
 // Manifests
 
+/// o. Node resources on disk: a chatty container's log is rotated at
+/// `--container-log-max-size` with at most `--container-log-max-files` files left and its
+/// output flowing on into the reopened file; then, with image GC thresholds that make the
+/// lab always "full", an unused image is removed while the sandbox image and the image of
+/// the running container stay.
+#[tokio::test]
+async fn o_log_rotation_and_image_gc() {
+    let Some(lab) = Lab::new("n-disk").await else {
+        return;
+    };
+    // ~8 MiB of log (10 × 512 KiB of text plus the CRI line prefixes) over ~30 s, then a
+    // tick a second.
+    let script = "for i in 1 2 3 4 5 6 7 8 9 10; do\n  \
+                  yes 0123456789012345678901234567890123456789012345678901234567890123456789 | head -c 524288\n  \
+                  sleep 3\ndone\nwhile true; do\n  echo tick\n  sleep 1\ndone";
+    lab.write_manifest(
+        "chatty.yaml",
+        &manifest("chatty", 1, &[container("c", script, &[])]),
+    );
+    let log_flags = [
+        "--container-log-max-size",
+        "1Mi",
+        "--container-log-max-files",
+        "3",
+    ];
+    lab.start_picolet_with(&log_flags);
+    let view = lab
+        .wait_for("pod chatty running", secs(60), || {
+            lab.running_pod(NS, "chatty", &["c"])
+        })
+        .await;
+    let log = lab.log_path(NS, "chatty", &view.sandboxes[0].uid, "c", 0);
+    let dir = log.parent().expect("log dir").to_path_buf();
+    let files = || -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(&dir)
+            .map(|rd| {
+                rd.flatten()
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    // Three rotations: the third had to remove the oldest rotated file.
+    lab.wait_for(
+        "three log rotations reported on stderr",
+        secs(120),
+        || async {
+            let n: usize = lab
+                .stderr()
+                .lines()
+                .filter_map(|l| l.split("log rotation: rotated ").nth(1))
+                .filter_map(|rest| rest.split(' ').next()?.parse::<usize>().ok())
+                .sum();
+            if n >= 3 {
+                Ok(())
+            } else {
+                Err(format!("{n} rotations so far; files {:?}", files()))
+            }
+        },
+    )
+    .await;
+    let names = files();
+    lab.check(
+        names.len() <= 3 && names.iter().any(|n| n == "0.log"),
+        || {
+            format!(
+                "{}: want 0.log and at most 2 rotated files, got {names:?}",
+                dir.display()
+            )
+        },
+    );
+    for n in names.iter().filter(|n| *n != "0.log") {
+        let stamp = n.strip_prefix("0.log.").unwrap_or_default();
+        lab.check(stamp.len() == 15 && stamp.as_bytes()[8] == b'-', || {
+            format!("rotated file {n}: want 0.log.YYYYMMDD-hhmmss")
+        });
+    }
+    // The container writes on into the file the runtime reopened.
+    lab.wait_for("tick lines in the live log file", secs(90), || async {
+        let text = fs::read_to_string(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+        if text.lines().any(|l| l.ends_with(" stdout F tick")) {
+            Ok(())
+        } else {
+            Err(format!(
+                "{}: {} bytes, no tick line yet",
+                log.display(),
+                text.len()
+            ))
+        }
+    })
+    .await;
+    let names = files();
+    lab.check(names.len() <= 3, || {
+        format!("{}: at most 3 files, got {names:?}", dir.display())
+    });
+
+    // Image GC: an image nothing uses, built and imported for this scenario.
+    let socket = lab.endpoint.trim_start_matches("unix://").to_string();
+    let victim = "localhost/gc-victim:edge";
+    let tar = lab.root.join("gc-victim.tar");
+    let built = Command::new("python3")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e/mkimage.py"))
+        .args(["--name", victim, "--cmd", "true", "-o"])
+        .arg(&tar)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| lab.fail(&format!("mkimage.py: {e}")));
+    lab.check(built.success(), || format!("mkimage.py {victim}: {built}"));
+    let imported = Command::new("ctr")
+        .args([
+            "-a",
+            &socket,
+            "-n",
+            "k8s.io",
+            "images",
+            "import",
+            "--snapshotter",
+            "overlayfs",
+        ])
+        .arg(&tar)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| lab.fail(&format!("ctr images import: {e}")));
+    lab.check(imported.success(), || {
+        format!("ctr images import {victim}: {imported}")
+    });
+    lab.check(
+        matches!(lab.rt.image_status(victim).await, Ok(Some(_))),
+        || format!("{victim} not present after import"),
+    );
+    // Restart picolet (the pod keeps running) with the lab always over the threshold: the
+    // first pass runs at start.
+    lab.signal_picolet(Signal::SIGTERM);
+    lab.wait_picolet_exit(secs(30)).await;
+    let mut flags = log_flags.to_vec();
+    flags.extend([
+        "--image-gc-high-threshold",
+        "1",
+        "--image-gc-low-threshold",
+        "0",
+        "--minimum-image-ttl-duration",
+        "0s",
+        "--pod-infra-container-image",
+        "localhost/pause:edge",
+    ]);
+    lab.start_picolet_with(&flags);
+    lab.wait_for(
+        &format!("{victim} removed by image GC"),
+        secs(60),
+        || async {
+            match lab.rt.image_status(victim).await {
+                Ok(None) => Ok(()),
+                other => Err(format!("image status: {other:?}")),
+            }
+        },
+    )
+    .await;
+    for kept in [IMAGE, "localhost/pause:edge"] {
+        let status = lab.rt.image_status(kept).await;
+        lab.check(matches!(status, Ok(Some(_))), || {
+            format!("{kept} must stay (in use / sandbox image): {status:?}")
+        });
+    }
+    lab.check(lab.stderr().contains("image GC: removed image"), || {
+        "no 'image GC: removed image' line on stderr".to_string()
+    });
+    lab.running_pod(NS, "chatty", &["c"])
+        .await
+        .unwrap_or_else(|e| lab.fail(&format!("pod chatty after image GC: {e}")));
+    lab.finish().await;
+}
+
 fn manifest(name: &str, grace_seconds: u32, containers: &[String]) -> String {
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {NS}\nspec:\n  \
@@ -2219,6 +2393,10 @@ impl Lab {
             .arg("30m")
             .arg("--cgroup-root")
             .arg(lab::cgroup_root())
+            // The lab's images must survive whatever the disk's use: image GC is off unless a
+            // scenario turns it on (`o_log_rotation_and_image_gc`; a later flag wins).
+            .arg("--image-gc-high-threshold")
+            .arg("100")
             .args(extra)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())

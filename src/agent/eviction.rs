@@ -42,6 +42,8 @@ pub(super) struct EvictionState {
     evicted: Option<(String, tokio::time::Instant)>,
     /// "Nothing to evict" was logged for this episode.
     no_victim_logged: bool,
+    /// The image manager's reclaim (`None`: image GC is off).
+    reclaim_images: Option<eviction::ImageReclaim>,
 }
 
 /// Starts the measuring task; `None` without thresholds (nothing to measure for).
@@ -49,6 +51,7 @@ pub(super) fn start<R: Runtime>(
     runtime: &R,
     cfg: Option<EvictionConfig>,
     pressure: Option<watch::Sender<Conditions>>,
+    reclaim_images: Option<eviction::ImageReclaim>,
     shutdown: &CancellationToken,
 ) -> (Option<EvictionState>, Option<mpsc::Receiver<Observed>>) {
     let Some(cfg) = cfg.filter(|c| !c.thresholds.is_empty()) else {
@@ -84,6 +87,7 @@ pub(super) fn start<R: Runtime>(
         pressure,
         evicted: None,
         no_victim_logged: false,
+        reclaim_images,
     };
     (Some(state), Some(rx))
 }
@@ -184,9 +188,19 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                     log::info!("eviction manager: a container GC pass is already running");
                 }
             }
-            // The image GC is not part of picolet yet: the hook is here.
+            // kubelet: imageGC.DeleteUnusedImages. A task of its own: its effect is
+            // measured at the next cycle (the kubelet re-measures at once).
             ReclaimStep::UnusedImages => {
-                log::debug!("eviction manager: no image GC to reclaim unused images with");
+                match self
+                    .eviction
+                    .as_ref()
+                    .and_then(|e| e.reclaim_images.clone())
+                {
+                    Some(reclaim) => {
+                        tokio::task::spawn_local((reclaim.0)());
+                    }
+                    None => log::debug!("eviction manager: image GC is off: no images reclaimed"),
+                }
             }
         }
     }

@@ -46,6 +46,19 @@ use tokio::time::Instant;
 
 /// kubelet: `evictionMonitoringPeriod`.
 pub const MONITORING_PERIOD: Duration = Duration::from_secs(10);
+
+/// The reclaim of unused images the eviction manager asks for under disk pressure (the
+/// daemon makes it from the image manager: `ImageManager::delete_unused_images`).
+#[derive(Clone)]
+pub struct ImageReclaim(
+    pub std::rc::Rc<dyn Fn() -> futures_util::future::LocalBoxFuture<'static, ()>>,
+);
+
+impl std::fmt::Debug for ImageReclaim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ImageReclaim")
+    }
+}
 /// kubelet: `evictionPressureTransitionPeriod` default.
 pub const DEFAULT_PRESSURE_TRANSITION_PERIOD: Duration = Duration::from_secs(300);
 /// kubelet: `immediateEvictionGracePeriodSeconds` — the grace period of a hard eviction.

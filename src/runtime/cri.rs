@@ -32,7 +32,6 @@ use super::{
     Runtime, RuntimeHealth, RuntimeVersion, Sandbox, SandboxConfig, SandboxState, SecurityProfile,
     StreamOptions,
 };
-use crate::clock::UnixNanos;
 
 /// The generated CRI v1 messages, clients and (with feature `fake-cri`) servers.
 /// Visible to `runtime::fake_cri` only.
@@ -103,14 +102,7 @@ impl CriTimeouts {
     }
 }
 
-/// Usage of one image filesystem (CRI `FilesystemUsage`), for image GC.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ImageFsUsage {
-    pub timestamp: UnixNanos,
-    pub mountpoint: String,
-    pub used_bytes: u64,
-    pub inodes_used: u64,
-}
+pub use super::ImageFsUsage;
 
 /// A CRI runtime reached over a unix socket. Cheap to clone: clones share one channel.
 #[derive(Debug, Clone)]
@@ -205,66 +197,6 @@ impl CriRuntime {
     /// The socket this client dials.
     pub fn socket_path(&self) -> &Path {
         &self.socket
-    }
-
-    /// CRI `ListImages` (for image GC).
-    pub async fn list_images(&self) -> Result<Vec<ImageInfo>, CriError> {
-        const METHOD: &str = "ListImages";
-        let timeout = self.timeouts.query;
-        let mut client = self.images.clone();
-        let resp = unary(
-            self.metrics.as_deref(),
-            METHOD,
-            timeout,
-            client.list_images(request(proto::ListImagesRequest { filter: None }, timeout)),
-        )
-        .await?;
-        resp.images
-            .into_iter()
-            .map(|image| image_info(METHOD, image))
-            .collect()
-    }
-
-    /// CRI `RemoveImage`; removing an absent image is not an error.
-    pub async fn remove_image(&self, image: &str) -> Result<(), CriError> {
-        const METHOD: &str = "RemoveImage";
-        let timeout = self.timeouts.request;
-        let mut client = self.images.clone();
-        let req = proto::RemoveImageRequest {
-            image: Some(image_spec(image)),
-        };
-        unary(
-            self.metrics.as_deref(),
-            METHOD,
-            timeout,
-            client.remove_image(request(req, timeout)),
-        )
-        .await?;
-        Ok(())
-    }
-
-    /// CRI `ImageFsInfo`: the filesystems holding images.
-    pub async fn image_fs_info(&self) -> Result<Vec<ImageFsUsage>, CriError> {
-        const METHOD: &str = "ImageFsInfo";
-        let timeout = self.timeouts.query;
-        let mut client = self.images.clone();
-        let resp = unary(
-            self.metrics.as_deref(),
-            METHOD,
-            timeout,
-            client.image_fs_info(request(proto::ImageFsInfoRequest {}, timeout)),
-        )
-        .await?;
-        Ok(resp
-            .image_filesystems
-            .into_iter()
-            .map(|fs| ImageFsUsage {
-                timestamp: fs.timestamp,
-                mountpoint: fs.fs_id.map(|id| id.mountpoint).unwrap_or_default(),
-                used_bytes: fs.used_bytes.map(|v| v.value).unwrap_or_default(),
-                inodes_used: fs.inodes_used.map(|v| v.value).unwrap_or_default(),
-            })
-            .collect())
     }
 }
 
@@ -772,6 +704,80 @@ impl Runtime for CriRuntime {
         )
         .await?;
         stream_url(METHOD, resp.url)
+    }
+
+    async fn list_images(&self) -> Result<Vec<ImageInfo>, CriError> {
+        const METHOD: &str = "ListImages";
+        let timeout = self.timeouts.query;
+        let mut client = self.images.clone();
+        let resp = unary(
+            self.metrics.as_deref(),
+            METHOD,
+            timeout,
+            client.list_images(request(proto::ListImagesRequest { filter: None }, timeout)),
+        )
+        .await?;
+        resp.images
+            .into_iter()
+            .map(|image| image_info(METHOD, image))
+            .collect()
+    }
+
+    async fn remove_image(&self, image: &str) -> Result<(), CriError> {
+        const METHOD: &str = "RemoveImage";
+        let timeout = self.timeouts.request;
+        let mut client = self.images.clone();
+        let req = proto::RemoveImageRequest {
+            image: Some(image_spec(image)),
+        };
+        unary(
+            self.metrics.as_deref(),
+            METHOD,
+            timeout,
+            client.remove_image(request(req, timeout)),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn image_fs_info(&self) -> Result<Vec<ImageFsUsage>, CriError> {
+        const METHOD: &str = "ImageFsInfo";
+        let timeout = self.timeouts.query;
+        let mut client = self.images.clone();
+        let resp = unary(
+            self.metrics.as_deref(),
+            METHOD,
+            timeout,
+            client.image_fs_info(request(proto::ImageFsInfoRequest {}, timeout)),
+        )
+        .await?;
+        Ok(resp
+            .image_filesystems
+            .into_iter()
+            .map(|fs| ImageFsUsage {
+                timestamp: fs.timestamp,
+                mountpoint: fs.fs_id.map(|id| id.mountpoint).unwrap_or_default(),
+                used_bytes: fs.used_bytes.map(|v| v.value).unwrap_or_default(),
+                inodes_used: fs.inodes_used.map(|v| v.value).unwrap_or_default(),
+            })
+            .collect())
+    }
+
+    async fn reopen_container_log(&self, id: &str) -> Result<(), CriError> {
+        const METHOD: &str = "ReopenContainerLog";
+        let timeout = self.timeouts.request;
+        let mut client = self.runtime.clone();
+        let req = proto::ReopenContainerLogRequest {
+            container_id: id.to_string(),
+        };
+        unary(
+            self.metrics.as_deref(),
+            METHOD,
+            timeout,
+            client.reopen_container_log(request(req, timeout)),
+        )
+        .await?;
+        Ok(())
     }
 
     async fn image_status(&self, image: &str) -> Result<Option<ImageInfo>, CriError> {
@@ -1579,6 +1585,7 @@ fn image_info(method: &'static str, i: proto::Image) -> Result<ImageInfo, CriErr
         id,
         repo_tags: i.repo_tags,
         size: i.size,
+        pinned: i.pinned,
     })
 }
 

@@ -28,8 +28,8 @@ use super::fake_containerd::{
 use crate::clock::Clock;
 use crate::runtime::{
     ContainerConfig, ContainerEvent, ContainerEvents, ContainerInfo, ContainerState,
-    ContainerStats, CriError, ExecResult, ImageInfo, ListFilter, PodSandboxStats, Runtime,
-    RuntimeHealth, RuntimeVersion, Sandbox, SandboxConfig, SandboxState, StreamOptions,
+    ContainerStats, CriError, ExecResult, ImageFsUsage, ImageInfo, ListFilter, PodSandboxStats,
+    Runtime, RuntimeHealth, RuntimeVersion, Sandbox, SandboxConfig, SandboxState, StreamOptions,
 };
 
 /// A CRI method, for error injection.
@@ -64,6 +64,10 @@ pub enum Call {
     ExecSync(String),
     ImageStatus(String),
     PullImage(String),
+    ListImages,
+    RemoveImage(String),
+    ImageFsInfo,
+    ReopenContainerLog(String),
     GetContainerEvents,
     ListContainerStats,
     ListPodSandboxStats,
@@ -81,6 +85,8 @@ impl Call {
                 | Call::ListContainers
                 | Call::ContainerStatus(_)
                 | Call::ImageStatus(_)
+                | Call::ListImages
+                | Call::ImageFsInfo
                 | Call::ExecSync(_)
                 | Call::GetContainerEvents
                 | Call::ListContainerStats
@@ -190,6 +196,21 @@ impl FakeRuntime {
     /// Mark an image present (as if pulled).
     pub fn add_image(&self, image: &str) {
         self.model().add_image(image);
+    }
+
+    /// Sets a present image's size and pin (false when absent).
+    pub fn set_image(&self, image: &str, size: u64, pinned: bool) -> bool {
+        self.model().set_image(image, size, pinned)
+    }
+
+    /// Every image present.
+    pub fn images(&self) -> Vec<ImageInfo> {
+        self.model().images().cloned().collect()
+    }
+
+    /// Every accepted `ReopenContainerLog`, by container id.
+    pub fn log_reopens(&self) -> Vec<String> {
+        self.model().log_reopens().to_vec()
     }
 
     pub fn has_image(&self, image: &str) -> bool {
@@ -630,6 +651,32 @@ impl Runtime for FakeRuntime {
         let call = Call::PullImage(image.into());
         self.call(Method::PullImage, call, |m| {
             m.pull_image(image, auth.map(|a| a.username.clone()))
+        })
+    }
+
+    async fn list_images(&self) -> Result<Vec<ImageInfo>, CriError> {
+        self.call(Method::ListImages, Call::ListImages, |m| {
+            Ok(m.images().cloned().collect())
+        })
+    }
+
+    async fn remove_image(&self, image: &str) -> Result<(), CriError> {
+        self.call(Method::RemoveImage, Call::RemoveImage(image.into()), |m| {
+            m.remove_image(image);
+            Ok(())
+        })
+    }
+
+    async fn image_fs_info(&self) -> Result<Vec<ImageFsUsage>, CriError> {
+        self.call(Method::ImageFsInfo, Call::ImageFsInfo, |m| {
+            Ok(vec![m.image_fs_info()])
+        })
+    }
+
+    async fn reopen_container_log(&self, id: &str) -> Result<(), CriError> {
+        let call = Call::ReopenContainerLog(id.into());
+        self.call(Method::ReopenContainerLog, call, |m| {
+            m.reopen_container_log(id)
         })
     }
 

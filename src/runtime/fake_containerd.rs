@@ -39,12 +39,16 @@
 //! grace `timeout` or the container ignores SIGTERM ([`FakeContainerd::set_ignore_sigterm`])
 //! — SIGKILL at the timeout, 137; on a created or exited one it does nothing.
 //! `remove_container` removes; an unknown id is fine. `exec_sync` answers exit 0 with no
-//! output unless told otherwise; not running → `Unknown`. Streaming (`Exec`, `Attach`,
+//! output unless told otherwise; not running → `Unknown`. `reopen_container_log` on a
+//! running container is recorded ([`FakeContainerd::log_reopens`]; no file I/O); not
+//! running → `Unknown` "container is not running". Streaming (`Exec`, `Attach`,
 //! `PortForward`) answers a URL for a running container or a ready sandbox.
 //!
 //! Images: only images added ("imported") or pulled are known; names are normalised as
 //! containerd does (`busybox` is `docker.io/library/busybox:latest`); IDs are
-//! `sha256:<64 hex>`, a hash of the name. A pull of an image set to fail
+//! `sha256:<64 hex>`, a hash of the name; 4 MiB and not pinned unless
+//! [`FakeContainerd::set_image`] says otherwise. `ImageFsInfo`: one file system at
+//! [`IMAGE_FS_MOUNTPOINT`] using the images' sizes summed. A pull of an image set to fail
 //! ([`FakeContainerd::fail_pulls`]) is refused with the given status.
 //!
 //! Events (`GetContainerEvents`, as containerd 1.7 sends them): CREATED and STARTED for a
@@ -76,6 +80,9 @@ use super::{
 };
 use crate::clock::{Clock, UnixNanos};
 
+/// Where the model says its images live (`ImageFsInfo`).
+pub const IMAGE_FS_MOUNTPOINT: &str = "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs";
+
 /// The CRI methods, for the fronts' call logs and fault injection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Method {
@@ -92,6 +99,7 @@ pub enum Method {
     RemoveContainer,
     ListContainers,
     ContainerStatus,
+    ReopenContainerLog,
     ExecSync,
     GetContainerEvents,
     ListImages,
@@ -105,7 +113,7 @@ pub enum Method {
 
 impl Method {
     /// Every method, in declaration order.
-    pub const ALL: [Method; 22] = [
+    pub const ALL: [Method; 23] = [
         Method::Version,
         Method::Status,
         Method::RunPodSandbox,
@@ -119,6 +127,7 @@ impl Method {
         Method::RemoveContainer,
         Method::ListContainers,
         Method::ContainerStatus,
+        Method::ReopenContainerLog,
         Method::ExecSync,
         Method::GetContainerEvents,
         Method::ListImages,
@@ -146,6 +155,7 @@ impl Method {
             Method::RemoveContainer => "RemoveContainer",
             Method::ListContainers => "ListContainers",
             Method::ContainerStatus => "ContainerStatus",
+            Method::ReopenContainerLog => "ReopenContainerLog",
             Method::ExecSync => "ExecSync",
             Method::GetContainerEvents => "GetContainerEvents",
             Method::ListImages => "ListImages",
@@ -324,6 +334,8 @@ pub struct FakeContainerd {
     exec_commands: Vec<(String, Vec<String>)>,
     /// Every streaming URL handed out: (CRI method, container or sandbox id).
     stream_calls: Vec<(&'static str, String)>,
+    /// Every accepted `ReopenContainerLog`, by container id.
+    log_reopens: Vec<String>,
     event_streams: Vec<mpsc::UnboundedSender<Result<Event, StreamBroken>>>,
 }
 
@@ -408,6 +420,7 @@ impl FakeContainerd {
             pull_auths: Vec::new(),
             exec_commands: Vec::new(),
             stream_calls: Vec::new(),
+            log_reopens: Vec::new(),
             event_streams: Vec::new(),
         }
     }
@@ -896,6 +909,23 @@ impl FakeContainerd {
         self.find_container(id)
     }
 
+    /// `ReopenContainerLog`: containerd refuses a container that is not running ("container
+    /// is not running", `Unknown`). The model does no I/O: it records the reopen (the test
+    /// plays the runtime's part on the file, if it needs one).
+    pub fn reopen_container_log(&mut self, id: &str) -> Answer<()> {
+        let c = self.find_container(id)?;
+        if c.info.state != ContainerState::Running {
+            return Err(Refusal::new(Code::Unknown, "container is not running"));
+        }
+        self.log_reopens.push(id.to_string());
+        Ok(())
+    }
+
+    /// Every accepted `ReopenContainerLog`, by container id, in order.
+    pub fn log_reopens(&self) -> &[String] {
+        &self.log_reopens
+    }
+
     /// `ExecSync`: the result set for the container (default exit 0, no output).
     pub fn exec_sync(&mut self, id: &str, cmd: &[String]) -> Answer<ExecResult> {
         let c = self.find_container(id)?;
@@ -959,6 +989,7 @@ impl FakeContainerd {
                 id: id.clone(),
                 repo_tags: vec![name],
                 size: 4 * 1024 * 1024,
+                pinned: false,
             },
         );
         id
@@ -997,6 +1028,32 @@ impl FakeContainerd {
     pub fn remove_image(&mut self, image: &str) {
         if let Some(id) = self.resolve_image(image) {
             self.images.remove(&id);
+        }
+    }
+
+    /// Sets a present image's size and whether it is pinned (containerd pins its sandbox
+    /// image); false when the image is absent.
+    pub fn set_image(&mut self, image: &str, size: u64, pinned: bool) -> bool {
+        let Some(info) = self
+            .resolve_image(image)
+            .and_then(|id| self.images.get_mut(&id))
+        else {
+            return false;
+        };
+        info.size = size;
+        info.pinned = pinned;
+        true
+    }
+
+    /// `ImageFsInfo`, stamped now: the images' sizes summed on containerd's overlayfs
+    /// snapshotter directory.
+    pub fn image_fs_info(&mut self) -> super::ImageFsUsage {
+        let timestamp = self.stamp();
+        super::ImageFsUsage {
+            timestamp,
+            mountpoint: IMAGE_FS_MOUNTPOINT.to_string(),
+            used_bytes: self.images.values().map(|i| i.size).sum(),
+            inodes_used: self.images.len() as u64 * 100,
         }
     }
 

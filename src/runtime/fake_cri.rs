@@ -280,6 +280,11 @@ impl FakeCriHandle {
         self.with(|m| m.images().cloned().collect())
     }
 
+    /// Every accepted `ReopenContainerLog`, by container id.
+    pub fn log_reopens(&self) -> Vec<String> {
+        self.with(|m| m.log_reopens().to_vec())
+    }
+
     /// Makes every `PullImage` of `image` fail with `code` and `message`.
     pub fn fail_pulls(&self, image: &str, code: Code, message: impl Into<String>) {
         self.with(|m| m.fail_pulls(image, Refusal::new(code, message)));
@@ -910,6 +915,16 @@ impl RuntimeService for FakeService {
         }))
     }
 
+    async fn reopen_container_log(
+        &self,
+        req: Request<proto::ReopenContainerLogRequest>,
+    ) -> Answer<proto::ReopenContainerLogResponse> {
+        let id = req.into_inner().container_id;
+        self.gate(Method::ReopenContainerLog, &id).await?;
+        self.model(|m| m.reopen_container_log(&id))?;
+        Ok(Response::new(proto::ReopenContainerLogResponse {}))
+    }
+
     async fn exec_sync(
         &self,
         req: Request<proto::ExecSyncRequest>,
@@ -1049,19 +1064,19 @@ impl ImageService for FakeService {
         _req: Request<proto::ImageFsInfoRequest>,
     ) -> Answer<proto::ImageFsInfoResponse> {
         self.gate(Method::ImageFsInfo, "").await?;
-        let mut st = self.state();
-        let timestamp = st.model.stamp();
-        let used: u64 = st.model.images().map(|i| i.size).sum();
-        let count = st.model.images().count() as u64;
+        let fs = self.state().model.image_fs_info();
         Ok(Response::new(proto::ImageFsInfoResponse {
             image_filesystems: vec![proto::FilesystemUsage {
-                timestamp,
+                timestamp: fs.timestamp,
                 fs_id: Some(proto::FilesystemIdentifier {
-                    mountpoint: "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs"
-                        .to_string(),
+                    mountpoint: fs.mountpoint,
                 }),
-                used_bytes: Some(proto::UInt64Value { value: used }),
-                inodes_used: Some(proto::UInt64Value { value: count * 100 }),
+                used_bytes: Some(proto::UInt64Value {
+                    value: fs.used_bytes,
+                }),
+                inodes_used: Some(proto::UInt64Value {
+                    value: fs.inodes_used,
+                }),
             }],
             container_filesystems: Vec::new(),
         }))
@@ -1392,7 +1407,7 @@ fn encode_image(i: &ImageInfo) -> proto::Image {
         uid: None,
         username: String::new(),
         spec: None,
-        pinned: false,
+        pinned: i.pinned,
     }
 }
 

@@ -18,7 +18,8 @@
 //!   container, `restartPolicy: Never` evidence that survives a picolet restart,
 //!   `--previous` logs), older ones go; of its sandboxes the newest stays, older ones
 //!   that are not ready and empty go;
-//! - a removed container's log file goes with it (kubelet: `removeContainerLog`), and the
+//! - a removed container's log file and its rotated files go with it (kubelet:
+//!   `removeContainerLog`, `ContainerLogManager.Clean`), and the
 //!   pod log directory `<ns>_<name>_<uid>` of a pod whose content may go once the runtime
 //!   holds nothing of it.
 //!
@@ -267,11 +268,21 @@ pub async fn execute<R: Runtime>(
     let fs_work = tokio::task::spawn_blocking(move || {
         let mut removed = 0;
         let mut errors = Vec::new();
-        for f in &log_files {
-            match std::fs::remove_file(f) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => errors.push(format!("remove {}: {e}", f.display())),
+        // kubelet: ContainerLogManager.Clean — the live file and its rotated files.
+        for log in &log_files {
+            let rotated = match crate::runtime::log_rotation::rotated_logs(log) {
+                Ok(r) => r,
+                Err(e) => {
+                    errors.push(format!("list rotated files of {}: {e}", log.display()));
+                    Vec::new()
+                }
+            };
+            for f in std::iter::once(log).chain(&rotated) {
+                match std::fs::remove_file(f) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => errors.push(format!("remove {}: {e}", f.display())),
+                }
             }
         }
         if remove_log_dirs {
@@ -623,5 +634,63 @@ mod tests {
             Duration::from_secs(60),
         );
         assert_eq!(got, vec!["default_old-n_u1".to_string()]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_removed_container_takes_its_rotated_logs_along() {
+        use crate::clock::TokioClock;
+        use crate::runtime::fake::FakeRuntime;
+        use crate::runtime::{ContainerConfig, SandboxConfig};
+        let dir = tempfile::tempdir().unwrap();
+        let rt = FakeRuntime::new(TokioClock::new(1_000 * S));
+        let sandbox = SandboxConfig {
+            name: "p".into(),
+            uid: "u".into(),
+            log_directory: dir.path().display().to_string(),
+            ..Default::default()
+        };
+        let sb = rt.run_pod_sandbox(&sandbox).await.unwrap();
+        rt.add_image("busybox");
+        let cfg = ContainerConfig {
+            name: "app".into(),
+            image: "busybox".into(),
+            log_path: "app/0.log".into(),
+            ..Default::default()
+        };
+        let id = rt.create_container(&sb, &cfg, &sandbox).await.unwrap();
+        let app = dir.path().join("app");
+        std::fs::create_dir_all(&app).unwrap();
+        for f in [
+            "0.log",
+            "0.log.20261202-051447",
+            "0.log.20261202-051457",
+            "1.log",
+        ] {
+            std::fs::write(app.join(f), "x").unwrap();
+        }
+        let plan = GcPlan {
+            containers: vec![GcObject {
+                uid: "u".into(),
+                id,
+                name: "app".into(),
+                exited: true,
+            }],
+            ..GcPlan::default()
+        };
+        let report = execute(&rt, &plan, dir.path(), HashSet::new(), 0, false).await;
+        assert_eq!(
+            (report.containers, report.errors.len()),
+            (1, 0),
+            "{report:?}"
+        );
+        let left: Vec<String> = std::fs::read_dir(&app)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(
+            left,
+            vec!["1.log".to_string()],
+            "another instance's log stays"
+        );
     }
 }

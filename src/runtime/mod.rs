@@ -26,6 +26,8 @@
 //! - `mounts.rs` host side of volume mounts (hostPath checks, emptyDir, subPath)
 //! - `sync.rs`   executes a plan: SyncPod / KillPod against a `Runtime`
 //! - `gc.rs`     container GC: which dead containers, sandboxes and pod log dirs go, and going
+//! - `log_rotation.rs` the container log manager: rotates running containers' logs
+//! - `image_gc.rs` the image manager's GC: unused images go, least recently used first
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -44,7 +46,9 @@ pub mod fake_containerd;
 pub mod fake_cri;
 pub mod gc;
 pub mod hooks;
+pub mod image_gc;
 pub mod labels;
+pub mod log_rotation;
 pub mod mounts;
 pub mod plan;
 pub mod process;
@@ -330,6 +334,18 @@ pub struct ImageInfo {
     pub id: String,
     pub repo_tags: Vec<String>,
     pub size: u64,
+    /// The runtime will not let it be removed (containerd >= 1.7 pins its sandbox image);
+    /// image GC skips it (kubelet: `image.Pinned`).
+    pub pinned: bool,
+}
+
+/// Usage of one image filesystem (CRI `FilesystemUsage`), for image GC.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageFsUsage {
+    pub timestamp: UnixNanos,
+    pub mountpoint: String,
+    pub used_bytes: u64,
+    pub inodes_used: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -566,6 +582,27 @@ pub trait Runtime: Clone + 'static {
         auth: Option<&credentials::AuthConfig>,
         sandbox: &SandboxConfig,
     ) -> impl Future<Output = Result<String, CriError>>;
+
+    /// CRI `ListImages` (image GC). The default: `Unimplemented`.
+    fn list_images(&self) -> impl Future<Output = Result<Vec<ImageInfo>, CriError>> {
+        async { Err(unimplemented("ListImages")) }
+    }
+    /// CRI `RemoveImage` by id or reference; an absent image is not an error. The default:
+    /// `Unimplemented`.
+    fn remove_image(&self, image: &str) -> impl Future<Output = Result<(), CriError>> {
+        let _ = image;
+        async { Err(unimplemented("RemoveImage")) }
+    }
+    /// CRI `ImageFsInfo`: the file systems holding images. The default: `Unimplemented`.
+    fn image_fs_info(&self) -> impl Future<Output = Result<Vec<ImageFsUsage>, CriError>> {
+        async { Err(unimplemented("ImageFsInfo")) }
+    }
+    /// CRI `ReopenContainerLog`: the runtime reopens a running container's log file at its
+    /// path (log rotation renamed the old one). The default: `Unimplemented`.
+    fn reopen_container_log(&self, id: &str) -> impl Future<Output = Result<(), CriError>> {
+        let _ = id;
+        async { Err(unimplemented("ReopenContainerLog")) }
+    }
 
     /// CRI `ListContainerStats`: usage of the containers matching `filter` (containerd
     /// 1.6 answers for exited ones too, without figures). The default: `Unimplemented`.

@@ -25,6 +25,8 @@ pub fn agent_config(dir: &Path, node: &str) -> AgentConfig {
         max_pods: 110,
         node_labels: picolet::node::node_labels(node, &Default::default()),
         gc_policy: Default::default(),
+        log_rotation: None,
+        image_gc: None,
         node_ip: None,
         eviction: None,
     }
