@@ -81,6 +81,7 @@ pub mod apiserver;
 pub mod cli;
 pub mod clock;
 pub mod config_data;
+pub mod csi;
 pub mod daemon;
 pub mod events;
 #[cfg(feature = "apiserver")]
