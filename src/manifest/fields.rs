@@ -345,7 +345,7 @@ pub static RULES: &[Rule] = &[
     rule(
         "spec.volumes[].csi",
         Implemented,
-        "inline ephemeral volumes, published by a node plugin registered in <root-dir>/plugins_registry; pod info always sent; no fsGroup",
+        "inline ephemeral volumes, published by a node plugin registered in plugins_registry under --root-dir; pod info always sent; no fsGroup",
     ),
     rule(
         "spec.volumes[].persistentVolumeClaim",
