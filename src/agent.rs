@@ -151,9 +151,11 @@ pub async fn run<R: Runtime, C: Clock>(
     let tmpfs: Arc<dyn Tmpfs> = Arc::new(crate::runtime::mounts::SysTmpfs);
     // kubelet: the plugin manager watches <root-dir>/plugins_registry for CSI drivers.
     let csi = crate::csi::Registry::default();
+    let (csi_tx, mut csi_rx) = tokio::sync::mpsc::unbounded_channel();
     tokio::task::spawn_local(crate::csi::registration::run(
         cfg.root_dir.join(crate::csi::REGISTRY_DIR),
         csi.clone(),
+        csi_tx,
         shutdown.child_token(),
     ));
     let (prober, mut probe_rx) =
@@ -254,6 +256,7 @@ pub async fn run<R: Runtime, C: Clock>(
             }
             event = state.workers.next() => state.on_worker_event(event),
             Some(uid) = probe_rx.recv() => state.on_probe_result(&uid),
+            Some(driver) = csi_rx.recv() => state.on_csi_driver(&driver),
             Some(msg) = pleg_rx.recv() => match msg {
                 PlegMessage::Relisted { started, result } => state.on_relist(started, result),
                 PlegMessage::Event { received, event } => state.on_container_event(received, &event),
@@ -630,6 +633,29 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                 "pod {}: a ConfigMap or Secret it references changed; syncing",
                 pod.full_name()
             );
+            self.workers
+                .update_pod(UpdatePodOptions::new(UpdateType::Sync, pod));
+        }
+    }
+
+    /// A CSI driver registered: the pods with an inline volume of it are synced now, so one
+    /// waiting for it (FailedMount) starts without its error back-off (kubelet: the volume
+    /// manager's reconciler retries every 100 ms).
+    fn on_csi_driver(&mut self, driver: &str) {
+        let waiting: Vec<Arc<Pod>> = self
+            .pods
+            .pods()
+            .into_iter()
+            .filter(|p| {
+                !self.held.contains(p.uid())
+                    && self.workers.is_known(p.uid())
+                    && p.spec
+                        .volumes
+                        .iter()
+                        .any(|v| v.csi.as_ref().is_some_and(|c| c.driver == driver))
+            })
+            .collect();
+        for pod in waiting {
             self.workers
                 .update_pod(UpdatePodOptions::new(UpdateType::Sync, pod));
         }

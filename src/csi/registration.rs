@@ -150,8 +150,14 @@ async fn validate_and_probe(
 }
 
 /// Watches `dir` until `shutdown` (kubelet: `pluginManager.Run`). The directory is created
-/// if missing (0750, as upstream).
-pub async fn run(dir: PathBuf, registry: Registry, shutdown: CancellationToken) {
+/// if missing (0750, as upstream). The name of each driver that registers is sent on
+/// `registered` (the pods waiting for it are synced at once).
+pub async fn run(
+    dir: PathBuf,
+    registry: Registry,
+    registered: mpsc::UnboundedSender<String>,
+    shutdown: CancellationToken,
+) {
     if let Err(e) = std::fs::create_dir_all(&dir) {
         log::warn!(
             "CSI plugin registration: cannot create {}: {e}",
@@ -172,7 +178,7 @@ pub async fn run(dir: PathBuf, registry: Registry, shutdown: CancellationToken) 
     let mut tick = tokio::time::interval(RESCAN_PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // Registered sockets with their inode; failed ones with theirs (logged once).
-    let mut registered: BTreeMap<PathBuf, u64> = BTreeMap::new();
+    let mut sockets: BTreeMap<PathBuf, u64> = BTreeMap::new();
     let mut failed: BTreeMap<PathBuf, u64> = BTreeMap::new();
     loop {
         tokio::select! {
@@ -182,13 +188,13 @@ pub async fn run(dir: PathBuf, registry: Registry, shutdown: CancellationToken) 
         }
         let now = scan(&dir);
         // Gone or re-created: unregister.
-        let stale: Vec<PathBuf> = registered
+        let stale: Vec<PathBuf> = sockets
             .iter()
             .filter(|(p, ino)| now.get(*p) != Some(ino))
             .map(|(p, _)| p.clone())
             .collect();
         for path in stale {
-            registered.remove(&path);
+            sockets.remove(&path);
             if let Some(name) = registry.remove_socket(&path) {
                 log::info!(
                     "CSI driver {name} unregistered: {} went away",
@@ -198,7 +204,7 @@ pub async fn run(dir: PathBuf, registry: Registry, shutdown: CancellationToken) 
         }
         failed.retain(|p, ino| now.get(p) == Some(ino) || !now.contains_key(p));
         for (path, ino) in now {
-            if registered.get(&path) == Some(&ino) {
+            if sockets.get(&path) == Some(&ino) {
                 continue;
             }
             match register(&path, &registry).await {
@@ -211,7 +217,9 @@ pub async fn run(dir: PathBuf, registry: Registry, shutdown: CancellationToken) 
                         d.node_id
                     );
                     failed.remove(&path);
-                    registered.insert(path, ino);
+                    sockets.insert(path, ino);
+                    // The loop is gone only at shutdown.
+                    let _ = registered.send(d.name);
                 }
                 Err(e) => {
                     if failed.insert(path.clone(), ino) != Some(ino) {
