@@ -25,8 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hyper_util::rt::TokioIo;
-use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::transport::Channel;
 
 use crate::api;
 use crate::config_data::{ConfigObjects, Kind, ObjectKey, Scope};
@@ -193,19 +192,10 @@ pub fn node_client(endpoint: &Path) -> NodeClient<Channel> {
     NodeClient::new(unix_channel(endpoint))
 }
 
-/// A lazy tonic channel over the unix socket `path`.
+/// A lazy tonic channel over the unix socket `path` (the CRI client's: one connector type
+/// in the binary).
 pub(crate) fn unix_channel(path: &Path) -> Channel {
-    let path: Arc<Path> = Arc::from(path);
-    // The URI is a placeholder; the connector ignores it.
-    Endpoint::from_static("http://localhost").connect_with_connector_lazy(tower::service_fn(
-        move |_: Uri| {
-            let path = Arc::clone(&path);
-            async move {
-                let stream = tokio::net::UnixStream::connect(&*path).await?;
-                Ok::<_, std::io::Error>(TokioIo::new(stream))
-            }
-        },
-    ))
+    crate::runtime::cri::unix_channel(Arc::from(path))
 }
 
 /// Runs one call under `timeout`.
