@@ -55,8 +55,6 @@ pub mod proto {
     }
 }
 
-use proto::node_client::NodeClient;
-
 /// The plugin directory of CSI volumes under a pod's `volumes/`.
 pub const PLUGIN_DIR: &str = "kubernetes.io~csi";
 /// kubelet: `<root-dir>/plugins_registry` (`config.DefaultKubeletPluginsRegistrationDirName`).
@@ -187,23 +185,68 @@ impl Registry {
     }
 }
 
-/// A Node service client on `endpoint` (dialled by the first call).
-pub fn node_client(endpoint: &Path) -> NodeClient<Channel> {
-    NodeClient::new(unix_channel(endpoint))
-}
-
 /// A lazy tonic channel over the unix socket `path` (the CRI client's: one connector type
 /// in the binary).
 pub(crate) fn unix_channel(path: &Path) -> Channel {
     crate::runtime::cri::unix_channel(Arc::from(path))
 }
 
-/// Runs one call under `timeout`.
-pub(crate) async fn unary<T>(
-    method: &'static str,
+/// The gRPC paths of the calls picolet makes.
+pub(crate) const NODE_PUBLISH: &str = "/csi.v1.Node/NodePublishVolume";
+pub(crate) const NODE_UNPUBLISH: &str = "/csi.v1.Node/NodeUnpublishVolume";
+pub(crate) const NODE_GET_INFO: &str = "/csi.v1.Node/NodeGetInfo";
+pub(crate) const NODE_GET_CAPABILITIES: &str = "/csi.v1.Node/NodeGetCapabilities";
+pub(crate) const GET_INFO: &str = "/pluginregistration.Registration/GetInfo";
+pub(crate) const NOTIFY_REGISTRATION_STATUS: &str =
+    "/pluginregistration.Registration/NotifyRegistrationStatus";
+
+/// One unary call on `endpoint` under `timeout`: the request is encoded and the answer
+/// decoded here, around one non-generic gRPC call ([`raw_call`]) that every CSI and
+/// registration method shares (the generated clients would compile tonic's call path once
+/// per method).
+pub(crate) async fn call<Resp: prost::Message + Default>(
+    endpoint: &Path,
+    path: &'static str,
+    req: &impl prost::Message,
     timeout: Duration,
-    call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
-) -> Result<T, CsiError> {
+) -> Result<Resp, CsiError> {
+    let method = path.rsplit('/').next().unwrap_or(path);
+    let bytes = raw_call(
+        unix_channel(endpoint),
+        method,
+        path,
+        req.encode_to_vec().into(),
+        timeout,
+    )
+    .await?;
+    Resp::decode(bytes).map_err(|e| CsiError::Rpc {
+        method,
+        code: tonic::Code::Internal,
+        message: format!("cannot decode the answer: {e}"),
+    })
+}
+
+async fn raw_call(
+    channel: Channel,
+    method: &'static str,
+    path: &'static str,
+    req: prost::bytes::Bytes,
+    timeout: Duration,
+) -> Result<prost::bytes::Bytes, CsiError> {
+    let mut grpc = tonic::client::Grpc::new(channel);
+    let call = async {
+        grpc.ready()
+            .await
+            .map_err(|e| tonic::Status::unavailable(format!("Service was not ready: {e}")))?;
+        let mut request = tonic::Request::new(req);
+        request.set_timeout(timeout);
+        grpc.unary(
+            request,
+            tonic::codegen::http::uri::PathAndQuery::from_static(path),
+            BytesCodec,
+        )
+        .await
+    };
     match tokio::time::timeout(timeout, call).await {
         Err(_) => Err(CsiError::Timeout { method, timeout }),
         Ok(Ok(r)) => Ok(r.into_inner()),
@@ -215,10 +258,52 @@ pub(crate) async fn unary<T>(
     }
 }
 
-pub(crate) fn request<T>(message: T, timeout: Duration) -> tonic::Request<T> {
-    let mut req = tonic::Request::new(message);
-    req.set_timeout(timeout);
-    req
+/// Protobuf bytes both ways (encoded and decoded by [`call`]).
+struct BytesCodec;
+struct BytesEncoder;
+struct BytesDecoder;
+
+impl tonic::codec::Codec for BytesCodec {
+    type Encode = prost::bytes::Bytes;
+    type Decode = prost::bytes::Bytes;
+    type Encoder = BytesEncoder;
+    type Decoder = BytesDecoder;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        BytesEncoder
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        BytesDecoder
+    }
+}
+
+impl tonic::codec::Encoder for BytesEncoder {
+    type Item = prost::bytes::Bytes;
+    type Error = tonic::Status;
+
+    fn encode(
+        &mut self,
+        item: prost::bytes::Bytes,
+        dst: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> Result<(), tonic::Status> {
+        use prost::bytes::BufMut as _;
+        dst.put(item);
+        Ok(())
+    }
+}
+
+impl tonic::codec::Decoder for BytesDecoder {
+    type Item = prost::bytes::Bytes;
+    type Error = tonic::Status;
+
+    fn decode(
+        &mut self,
+        src: &mut tonic::codec::DecodeBuf<'_>,
+    ) -> Result<Option<prost::bytes::Bytes>, tonic::Status> {
+        use prost::bytes::Buf as _;
+        Ok(Some(src.copy_to_bytes(src.remaining())))
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -377,11 +462,11 @@ pub async fn publish_pod_volumes(
         )
         .map_err(|e| fail(e.to_string()))?;
         let req = publish_request(pod, &volume.name, source, &target, secrets);
-        let mut client = node_client(&driver.endpoint);
-        unary(
-            "NodePublishVolume",
+        call::<proto::NodePublishVolumeResponse>(
+            &driver.endpoint,
+            NODE_PUBLISH,
+            &req,
             CALL_TIMEOUT,
-            client.node_publish_volume(request(req, CALL_TIMEOUT)),
         )
         .await
         .map_err(|e| fail(e.to_string()))?;
@@ -472,15 +557,15 @@ async fn unpublish_volume(
             let driver = registry
                 .get(&data.driver_name)
                 .ok_or_else(|| CsiError::NotRegistered(data.driver_name.clone()))?;
-            let mut client = node_client(&driver.endpoint);
             let req = proto::NodeUnpublishVolumeRequest {
                 volume_id: data.volume_handle.clone(),
                 target_path: target.to_string_lossy().into_owned(),
             };
-            unary(
-                "NodeUnpublishVolume",
+            call::<proto::NodeUnpublishVolumeResponse>(
+                &driver.endpoint,
+                NODE_UNPUBLISH,
+                &req,
                 CALL_TIMEOUT,
-                client.node_unpublish_volume(request(req, CALL_TIMEOUT)),
             )
             .await?;
             log::info!(

@@ -6,7 +6,7 @@
 //! an empty endpoint is the registration socket itself), then `NodeGetInfo` and
 //! `NodeGetCapabilities` on the driver's endpoint (kubelet: `csiPlugin.RegisterPlugin` →
 //! `NodeGetInfo`), then `NotifyRegistrationStatus` with the outcome. A socket that is
-//! re-created (a plugin restart: another inode) registers again. A failed registration is
+//! re-created (a plugin restart: another inode or change time) registers again. A failed registration is
 //! tried again at the next scan.
 //!
 //! Owns: the inotify watch on the directory and the per-socket state. Runs as a task on
@@ -22,18 +22,27 @@ use notify::{RecommendedWatcher, RecursiveMode, Watcher as _};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::proto::registration::registration_client::RegistrationClient;
-use super::proto::registration::{InfoRequest, RegistrationStatus};
-use super::{CsiError, Driver, INFO_TIMEOUT, Registry, node_client, request, unary, unix_channel};
+use super::proto::registration::{
+    InfoRequest, PluginInfo, RegistrationStatus, RegistrationStatusResponse,
+};
+use super::{
+    CsiError, Driver, GET_INFO, INFO_TIMEOUT, NODE_GET_CAPABILITIES, NODE_GET_INFO,
+    NOTIFY_REGISTRATION_STATUS, Registry, call,
+};
 
 /// kubelet: the plugin type of a CSI driver's registration.
 pub const CSI_PLUGIN: &str = "CSIPlugin";
 /// A full scan besides inotify (a missed event, a failed registration to try again).
 pub const RESCAN_PERIOD: Duration = Duration::from_secs(10);
 
-/// The plugin sockets of `dir` with their inode (kubelet: the desired state of the world;
-/// dot files and non-sockets are skipped, as upstream).
-pub fn scan(dir: &Path) -> BTreeMap<PathBuf, u64> {
+/// What tells one socket file from the next at the same path: its inode and change time
+/// (kubelet: the socket's timestamp — a freed inode is often reused at once, so a
+/// restarted plugin's socket may have the same inode number).
+pub type SocketId = (u64, i64, i64);
+
+/// The plugin sockets of `dir` (kubelet: the desired state of the world; dot files and
+/// non-sockets are skipped, as upstream).
+pub fn scan(dir: &Path) -> BTreeMap<PathBuf, SocketId> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return BTreeMap::new();
     };
@@ -42,7 +51,8 @@ pub fn scan(dir: &Path) -> BTreeMap<PathBuf, u64> {
         .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
         .filter_map(|e| {
             let meta = e.metadata().ok()?;
-            meta.file_type().is_socket().then(|| (e.path(), meta.ino()))
+            let id = (meta.ino(), meta.ctime(), meta.ctime_nsec());
+            meta.file_type().is_socket().then(|| (e.path(), id))
         })
         .collect()
 }
@@ -57,13 +67,7 @@ pub fn supports_v1(versions: &[String]) -> bool {
 
 /// Registers the driver behind the registration socket `socket`.
 pub async fn register(socket: &Path, registry: &Registry) -> Result<Driver, CsiError> {
-    let mut client = RegistrationClient::new(unix_channel(socket));
-    let info = unary(
-        "GetInfo",
-        INFO_TIMEOUT,
-        client.get_info(request(InfoRequest {}, INFO_TIMEOUT)),
-    )
-    .await?;
+    let info: PluginInfo = call(socket, GET_INFO, &InfoRequest {}, INFO_TIMEOUT).await?;
     let result = validate_and_probe(socket, &info).await;
     let status = RegistrationStatus {
         plugin_registered: result.is_ok(),
@@ -75,10 +79,11 @@ pub async fn register(socket: &Path, registry: &Registry) -> Result<Driver, CsiE
     };
     // kubelet: the plugin hears the outcome; a plugin that does not answer it is still
     // registered (upstream logs and goes on too).
-    if let Err(e) = unary(
-        "NotifyRegistrationStatus",
+    if let Err(e) = call::<RegistrationStatusResponse>(
+        socket,
+        NOTIFY_REGISTRATION_STATUS,
+        &status,
         INFO_TIMEOUT,
-        client.notify_registration_status(request(status, INFO_TIMEOUT)),
     )
     .await
     {
@@ -89,10 +94,7 @@ pub async fn register(socket: &Path, registry: &Registry) -> Result<Driver, CsiE
     Ok(driver)
 }
 
-async fn validate_and_probe(
-    socket: &Path,
-    info: &super::proto::registration::PluginInfo,
-) -> Result<Driver, CsiError> {
+async fn validate_and_probe(socket: &Path, info: &PluginInfo) -> Result<Driver, CsiError> {
     if info.r#type != CSI_PLUGIN {
         return Err(CsiError::Refused(format!(
             "plugin type {:?} is not supported (picolet registers {CSI_PLUGIN} only)",
@@ -118,20 +120,18 @@ async fn validate_and_probe(
                 .unwrap_or(&info.endpoint),
         )
     };
-    let mut node = node_client(&endpoint);
-    let node_info = unary(
-        "NodeGetInfo",
+    let node_info: super::proto::NodeGetInfoResponse = call(
+        &endpoint,
+        NODE_GET_INFO,
+        &super::proto::NodeGetInfoRequest {},
         INFO_TIMEOUT,
-        node.node_get_info(request(super::proto::NodeGetInfoRequest {}, INFO_TIMEOUT)),
     )
     .await?;
-    let caps = unary(
-        "NodeGetCapabilities",
+    let caps: super::proto::NodeGetCapabilitiesResponse = call(
+        &endpoint,
+        NODE_GET_CAPABILITIES,
+        &super::proto::NodeGetCapabilitiesRequest {},
         INFO_TIMEOUT,
-        node.node_get_capabilities(request(
-            super::proto::NodeGetCapabilitiesRequest {},
-            INFO_TIMEOUT,
-        )),
     )
     .await?;
     use super::proto::node_service_capability::Type;
@@ -177,9 +177,9 @@ pub async fn run(
     };
     let mut tick = tokio::time::interval(RESCAN_PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // Registered sockets with their inode; failed ones with theirs (logged once).
-    let mut sockets: BTreeMap<PathBuf, u64> = BTreeMap::new();
-    let mut failed: BTreeMap<PathBuf, u64> = BTreeMap::new();
+    // Registered sockets with their identity; failed ones with theirs (logged once).
+    let mut sockets: BTreeMap<PathBuf, SocketId> = BTreeMap::new();
+    let mut failed: BTreeMap<PathBuf, SocketId> = BTreeMap::new();
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
