@@ -3,18 +3,27 @@
 //! and the servers (compiled only with the `fake-cri` feature, see `src/runtime/fake_cri.rs`
 //! and the grpc probe tests). The outputs: `$OUT_DIR/runtime.v1.rs` (the CRI), included by
 //! `src/runtime/cri.rs` only, and `$OUT_DIR/grpc.health.v1.rs` (the gRPC health protocol),
-//! included by `src/probe/grpc.rs` only.
+//! included by `src/probe/grpc.rs` only; `$OUT_DIR/csi.v1.rs` (the CSI Node service) and
+//! `$OUT_DIR/pluginregistration.rs` (the kubelet's plugin registration), included by
+//! `src/csi/proto.rs` only (their servers: the fake CSI plugin of the tests).
 
 const PROTO_ROOT: &str = "proto";
 const CRI_PROTO: &str = "proto/k8s.io/cri-api/pkg/apis/runtime/v1/api.proto";
 const HEALTH_PROTO: &str = "proto/grpc/health/v1/health.proto";
+const CSI_PROTO: &str = "proto/github.com/container-storage-interface/spec/csi.proto";
+const REGISTRATION_PROTO: &str = "proto/k8s.io/kubelet/pkg/apis/pluginregistration/v1/api.proto";
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed={CRI_PROTO}");
     println!("cargo:rerun-if-changed={HEALTH_PROTO}");
+    println!("cargo:rerun-if-changed={CSI_PROTO}");
+    println!("cargo:rerun-if-changed={REGISTRATION_PROTO}");
     println!("cargo:rerun-if-changed=build.rs");
 
-    let descriptors = protox::compile([CRI_PROTO, HEALTH_PROTO], [PROTO_ROOT])?;
+    let descriptors = protox::compile(
+        [CRI_PROTO, HEALTH_PROTO, CSI_PROTO, REGISTRATION_PROTO],
+        [PROTO_ROOT],
+    )?;
 
     tonic_prost_build::configure()
         .build_client(true)

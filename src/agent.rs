@@ -173,6 +173,15 @@ pub async fn run<R: Runtime, C: Clock>(
     }));
     let config_objects = ConfigObjects::default();
     let tmpfs: Arc<dyn Tmpfs> = Arc::new(crate::runtime::mounts::SysTmpfs);
+    // kubelet: the plugin manager watches <root-dir>/plugins_registry for CSI drivers.
+    let csi = crate::csi::Registry::default();
+    let (csi_tx, mut csi_rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::task::spawn_local(crate::csi::registration::run(
+        cfg.root_dir.join(crate::csi::REGISTRY_DIR),
+        csi.clone(),
+        csi_tx,
+        shutdown.child_token(),
+    ));
     let (prober, mut probe_rx) =
         Prober::new(runtime.clone(), clock.clone(), shutdown.child_token());
     let prober = prober
@@ -207,6 +216,7 @@ pub async fn run<R: Runtime, C: Clock>(
             credential_paths: crate::runtime::credentials::default_paths(&cfg.root_dir),
             config: config_objects.clone(),
             recorder: recorder.clone(),
+            csi: csi.clone(),
         },
         shared: shared.clone(),
         node_ip: cfg.node_ip.map(|ip| ip.to_string()),
@@ -246,6 +256,8 @@ pub async fn run<R: Runtime, C: Clock>(
         root_dir: cfg.root_dir.clone(),
         tmpfs,
         orphan_dirs_checked: false,
+        orphan_csi_left: Rc::new(std::cell::Cell::new(false)),
+        csi,
         wanted_tx,
         recorder,
         pod_cgroups,
@@ -290,6 +302,7 @@ pub async fn run<R: Runtime, C: Clock>(
             }
             event = state.workers.next() => state.on_worker_event(event),
             Some(uid) = probe_rx.recv() => state.on_probe_result(&uid),
+            Some(driver) = csi_rx.recv() => state.on_csi_driver(&driver),
             Some(msg) = pleg_rx.recv() => match msg {
                 PlegMessage::Relisted { started, result } => state.on_relist(started, result),
                 PlegMessage::Event { received, event } => state.on_container_event(received, &event),
@@ -392,6 +405,11 @@ struct Loop<R: Runtime, C: Clock> {
     tmpfs: Arc<dyn Tmpfs>,
     /// The pod directories have been checked for orphans since the start.
     orphan_dirs_checked: bool,
+    /// The last check left orphaned directories with csi volumes it could not unpublish
+    /// (their driver not registered yet): check again at the next housekeeping.
+    orphan_csi_left: Rc<std::cell::Cell<bool>>,
+    /// The registered CSI drivers (orphaned csi volumes are unpublished through them).
+    csi: crate::csi::Registry,
     /// apiserver mode: which API objects the pods reference (the object manager watches them).
     wanted_tx:
         Option<tokio::sync::watch::Sender<std::collections::BTreeSet<config_data::ObjectKey>>>,
@@ -680,6 +698,29 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         }
     }
 
+    /// A CSI driver registered: the pods with an inline volume of it are synced now, so one
+    /// waiting for it (FailedMount) starts without its error back-off (kubelet: the volume
+    /// manager's reconciler retries every 100 ms).
+    fn on_csi_driver(&mut self, driver: &str) {
+        let waiting: Vec<Arc<Pod>> = self
+            .pods
+            .pods()
+            .into_iter()
+            .filter(|p| {
+                !self.held.contains(p.uid())
+                    && self.workers.is_known(p.uid())
+                    && p.spec
+                        .volumes
+                        .iter()
+                        .any(|v| v.csi.as_ref().is_some_and(|c| c.driver == driver))
+            })
+            .collect();
+        for pod in waiting {
+            self.workers
+                .update_pod(UpdatePodOptions::new(UpdateType::Sync, pod));
+        }
+    }
+
     fn on_probe_result(&mut self, uid: &str) {
         if self.held.contains(uid) || !self.workers.is_known(uid) {
             return;
@@ -882,7 +923,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             })
             .map(|rp| rp.uid.clone())
             .collect();
-        if !self.orphan_dirs_checked {
+        if !self.orphan_dirs_checked || self.orphan_csi_left.replace(false) {
             self.orphan_dirs_checked = true;
             self.remove_orphaned_pod_dirs(&desired);
             self.remove_orphaned_pod_cgroups(&desired);
@@ -926,24 +967,48 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         }
         let root = self.root_dir.clone();
         let tmpfs = Arc::clone(&self.tmpfs);
-        tokio::task::spawn_blocking(move || {
+        let csi = self.csi.clone();
+        let left = Rc::clone(&self.orphan_csi_left);
+        // kubelet: an orphan's csi volumes are unpublished before its directory goes; one
+        // that cannot be (its driver not registered yet) keeps the directory for the next
+        // housekeeping.
+        tokio::task::spawn_local(async move {
+            let mut removable = Vec::new();
             for uid in orphans {
-                let dir = crate::runtime::mounts::pod_dir(&root, &uid);
-                let result =
-                    crate::runtime::mounts::unmount_pod_volumes(&root, &uid, tmpfs.as_ref())
-                        .map_err(|e| e.to_string())
-                        .and_then(|()| std::fs::remove_dir_all(&dir).map_err(|e| e.to_string()));
-                match result {
-                    Ok(()) => log::info!(
-                        "housekeeping: removed {}: no source wants pod {uid} and the runtime holds nothing of it",
-                        dir.display()
-                    ),
-                    Err(e) => log::warn!("housekeeping: cannot remove {}: {e}", dir.display()),
+                match crate::csi::unpublish_pod_volumes(&root, &uid, &csi).await {
+                    Ok(()) => removable.push(uid),
+                    Err(e) => {
+                        log::warn!("housekeeping: orphaned pod {uid}: csi volume: {e}");
+                        left.set(true);
+                    }
                 }
             }
+            let _ = tokio::task::spawn_blocking(move || {
+                remove_pod_dirs(&root, removable, tmpfs.as_ref())
+            })
+            .await;
         });
     }
+}
 
+/// The removal of orphaned pod directories (on the blocking pool).
+fn remove_pod_dirs(root: &std::path::Path, orphans: Vec<String>, tmpfs: &dyn Tmpfs) {
+    for uid in orphans {
+        let dir = crate::runtime::mounts::pod_dir(root, &uid);
+        let result = crate::runtime::mounts::unmount_pod_volumes(root, &uid, tmpfs)
+            .map_err(|e| e.to_string())
+            .and_then(|()| std::fs::remove_dir_all(&dir).map_err(|e| e.to_string()));
+        match result {
+            Ok(()) => log::info!(
+                "housekeeping: removed {}: no source wants pod {uid} and the runtime holds nothing of it",
+                dir.display()
+            ),
+            Err(e) => log::warn!("housekeeping: cannot remove {}: {e}", dir.display()),
+        }
+    }
+}
+
+impl<R: Runtime, C: Clock> Loop<R, C> {
     /// kubelet: `cleanupOrphanedPodCgroups` — after the start and every GC period: the
     /// cgroups of pods no source wants and the runtime does not hold (the listing and the
     /// removal run on the blocking pool).

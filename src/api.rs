@@ -660,10 +660,31 @@ pub struct Volume {
     pub downward_api: Option<DownwardApiVolumeSource>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub projected: Option<ProjectedVolumeSource>,
+    /// An inline ephemeral CSI volume, published by a registered node plugin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub csi: Option<CsiVolumeSource>,
     /// Other volume kinds are kept verbatim so a manifest that uses them still parses;
     /// validation rejects the pod with a clear message naming the volume.
     #[serde(flatten, default, skip_serializing_if = "BTreeMap::is_empty")]
     pub other: BTreeMap<String, serde_json::Value>,
+}
+
+/// `csi` of a volume: an inline ephemeral CSI volume.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CsiVolumeSource {
+    /// Required: the registered driver's name.
+    #[serde(default)]
+    pub driver: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fs_type: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub volume_attributes: BTreeMap<String, String>,
+    /// A Secret of the pod's namespace, sent as the publish call's secrets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_publish_secret_ref: Option<LocalObjectReference>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

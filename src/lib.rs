@@ -27,6 +27,7 @@
 //!  daemon  → apiserver   the client; the node and status_sync tasks → runtime
 //!  status, runtime       → api, clock; runtime's hooks → probe
 //!  runtime, prober, agent, apiserver's event sink → recorder
+//!  runtime (sync), agent  → csi (→ api, config_data)
 //!  leaves                api, clock, events, manifest, node, options, probe (its https
 //!                        borrows the rustls config of `apiserver::tls`), recorder (→ api,
 //!                        clock)
@@ -59,6 +60,9 @@
 //!   ID for the plan (liveness/startup kills) and the status (ready, started)
 //! - [`recorder`]     the event recorder: Kubernetes Events of what picolet did to pods, a
 //!   bounded in-memory ring with aggregation of identical events (a leaf: `api`, `clock`)
+//! - [`csi`]          CSI node plugins: the registration watcher on `<root-dir>/plugins_registry`,
+//!   the registered drivers, and inline `csi:` volumes published / unpublished through their
+//!   Node service (and, with `fake-cri`, the fake CSI plugin of the tests)
 //! - [`qos`]          QoS class and OOM score of a pod (pure; status and the CRI config use it)
 //! - [`status`]       pod status (phase, conditions, container states) from runtime state
 //! - [`node`]         node checks (cgroups, preflight)
@@ -86,6 +90,7 @@ pub mod cli;
 pub mod clock;
 pub mod cm;
 pub mod config_data;
+pub mod csi;
 pub mod daemon;
 pub mod events;
 pub mod eviction;

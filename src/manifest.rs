@@ -610,6 +610,7 @@ pub fn apply_defaults(pod: &mut Pod) {
             && v.secret.is_none()
             && v.downward_api.is_none()
             && v.projected.is_none()
+            && v.csi.is_none()
             && v.other.is_empty()
         {
             v.empty_dir = Some(EmptyDirVolumeSource::default());
@@ -802,6 +803,9 @@ fn validate_volumes<'a>(pod: &'a Pod, errs: &mut Vec<FieldError>) -> HashMap<&'a
         if v.projected.is_some() {
             kinds.push("projected");
         }
+        if v.csi.is_some() {
+            kinds.push("csi");
+        }
         kinds.extend(v.other.keys().map(String::as_str));
         let named = format!("{path} ({})", v.name);
         if kinds.len() > 1 {
@@ -818,12 +822,15 @@ fn validate_volumes<'a>(pod: &'a Pod, errs: &mut Vec<FieldError>) -> HashMap<&'a
             errs.push(FieldError::new(
                 named,
                 format!(
-                    "volume type {kind} is not supported by picolet yet (supported: hostPath, emptyDir, configMap, secret, downwardAPI, projected)"
+                    "volume type {kind} is not supported by picolet yet (supported: hostPath, emptyDir, configMap, secret, downwardAPI, projected, csi)"
                 ),
             ));
             continue;
         }
         validate_data_volume(v, &path, errs);
+        if let Some(csi) = &v.csi {
+            validate_csi_volume(csi, &format!("{path}.csi"), errs);
+        }
         if let Some(hp) = &v.host_path {
             let p = format!("{path}.hostPath.path");
             if hp.path.is_empty() {
@@ -1050,6 +1057,33 @@ fn is_label_part(s: &str) -> bool {
 }
 
 /// DNS-1123 label: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
+/// An inline CSI volume (upstream `validateCSIVolumeSource`, `ValidateCSIDriverName`).
+fn validate_csi_volume(csi: &api::CsiVolumeSource, path: &str, errs: &mut Vec<FieldError>) {
+    let p = format!("{path}.driver");
+    let d = csi.driver.as_bytes();
+    if d.is_empty() {
+        errs.push(FieldError::new(p, "required"));
+    } else if d.len() > 63 {
+        errs.push(FieldError::new(p, "must be no more than 63 characters"));
+    } else if !d[0].is_ascii_alphanumeric()
+        || !d[d.len() - 1].is_ascii_alphanumeric()
+        || !d
+            .iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+    {
+        errs.push(FieldError::new(
+            p,
+            format!(
+                "{:?}: a CSI driver name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+                csi.driver
+            ),
+        ));
+    }
+    if let Some(r) = &csi.node_publish_secret_ref {
+        validate_object_name(&r.name, &format!("{path}.nodePublishSecretRef.name"), errs);
+    }
+}
+
 /// configMap, secret, downwardAPI and projected volumes (upstream `validateConfigMapVolumeSource`,
 /// `validateSecretVolumeSource`, `validateDownwardAPIVolumeSource`, `validateProjectedVolumeSource`).
 fn validate_data_volume(v: &api::Volume, path: &str, errs: &mut Vec<FieldError>) {

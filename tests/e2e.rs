@@ -1455,6 +1455,88 @@ spec:
     lab.finish().await;
 }
 
+/// p. An inline csi volume: a CSI node plugin (the tests' fake, served from this process,
+/// publishing by bind-mounting a directory with a file) registers in picolet's
+/// `plugins_registry`; the container reads the file at its mount path; deleting the pod
+/// unpublishes the volume and leaves no mount and no pod directory behind. (Built with
+/// feature `fake-cri`, as `run.sh` builds this file; skipped otherwise.)
+#[cfg(feature = "fake-cri")]
+#[tokio::test(flavor = "current_thread")]
+async fn p_csi_inline_volume() {
+    use picolet::csi::fake::FakeCsiPlugin;
+    let Some(lab) = Lab::new("n-csi").await else {
+        return;
+    };
+    let source = lab.root.join("csi-source");
+    fs::create_dir_all(&source).expect("mkdir csi-source");
+    fs::write(source.join("hello"), "published by csi\n").expect("write hello");
+    let registry = lab.root.join("root").join("plugins_registry");
+    fs::create_dir_all(&registry).expect("mkdir plugins_registry");
+    let plugin = FakeCsiPlugin::start("e2e.csi.picolet.dev", &registry, &lab.root.join("csi.sock"))
+        .await
+        .expect("start the CSI plugin")
+        .with_bind_source(&source);
+    let pod = manifest(
+        "csi",
+        2,
+        &[container("c", "cat /data/hello\nsleep 3600", &[])],
+    ) + "    volumeMounts: [{name: data, mountPath: /data}]\n  volumes:\n  - name: data\n    \
+         csi: {driver: e2e.csi.picolet.dev, readOnly: true}\n";
+    lab.write_manifest("csi.yaml", &pod);
+    lab.start_picolet();
+
+    let view = lab
+        .wait_for("pod csi running", secs(60), || {
+            lab.running_pod(NS, "csi", &["c"])
+        })
+        .await;
+    let uid = view.sandboxes[0].uid.clone();
+    let log = lab.log_path(NS, "csi", &uid, "c", 0);
+    lab.wait_for(
+        "the container printed the published file",
+        secs(20),
+        || async { log_has_line(&log, "stdout", "published by csi") },
+    )
+    .await;
+    let target = lab.root.join(format!(
+        "root/pods/{uid}/volumes/kubernetes.io~csi/data/mount"
+    ));
+    let publishes = plugin.publishes();
+    lab.check(
+        publishes.len() == 1 && publishes[0].target_path == target.to_string_lossy(),
+        || format!("publishes: {publishes:?}"),
+    );
+    lab.check(picolet::csi::is_mounted(&target), || {
+        format!("{} is not mounted", target.display())
+    });
+
+    lab.remove_manifest("csi.yaml");
+    let pod_dir = lab.root.join("root").join("pods").join(&uid);
+    lab.wait_for(
+        "unpublished and the pod directory removed",
+        secs(60),
+        || async {
+            let unpublished = plugin.unpublishes().len();
+            if unpublished == 0 || pod_dir.exists() {
+                Err(format!(
+                    "{unpublished} unpublish calls; {} exists: {}",
+                    pod_dir.display(),
+                    pod_dir.exists()
+                ))
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").expect("read mountinfo");
+    let root = lab.root.to_string_lossy().into_owned();
+    let left: Vec<&str> = mountinfo.lines().filter(|l| l.contains(&root)).collect();
+    lab.check(left.is_empty(), || format!("mounts left: {left:?}"));
+    lab.finish().await;
+    plugin.stop();
+}
+
 /// Not a lab test: the examples parse as v1 Pods and use the lab's local image.
 /// m. The node API, read by the real kubectl with the kubeconfig picolet writes: `get pods
 /// -A`, `-o wide`, `-o yaml`, `logs` (`--tail`, `-c`, `--timestamps`, `--previous` after a

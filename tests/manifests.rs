@@ -378,10 +378,42 @@ fn validation_names_every_field() {
                 p.spec.volumes[1].empty_dir = None;
                 p.spec.volumes[1]
                     .other
-                    .insert("csi".into(), serde_json::json!({"driver": "x"}));
+                    .insert("nfs".into(), serde_json::json!({"server": "x"}));
             },
             "spec.volumes[1] (scratch)",
-            "spec.volumes[1] (scratch): volume type csi is not supported by picolet yet (supported: hostPath, emptyDir, configMap, secret, downwardAPI, projected)",
+            "spec.volumes[1] (scratch): volume type nfs is not supported by picolet yet (supported: hostPath, emptyDir, configMap, secret, downwardAPI, projected, csi)",
+        ),
+        (
+            |p| {
+                p.spec.volumes[1].empty_dir = None;
+                p.spec.volumes[1].csi = Some(api::CsiVolumeSource::default());
+            },
+            "spec.volumes[1].csi.driver",
+            "spec.volumes[1].csi.driver: required",
+        ),
+        (
+            |p| {
+                p.spec.volumes[1].empty_dir = None;
+                p.spec.volumes[1].csi = Some(api::CsiVolumeSource {
+                    driver: "-bad".into(),
+                    node_publish_secret_ref: Some(api::LocalObjectReference { name: "".into() }),
+                    ..Default::default()
+                });
+            },
+            "spec.volumes[1].csi.driver",
+            "must start and end with an alphanumeric character",
+        ),
+        (
+            |p| {
+                p.spec.volumes[1].empty_dir = None;
+                p.spec.volumes[1].csi = Some(api::CsiVolumeSource {
+                    driver: "secrets-store.csi.k8s.io".into(),
+                    node_publish_secret_ref: Some(api::LocalObjectReference { name: "".into() }),
+                    ..Default::default()
+                });
+            },
+            "spec.volumes[1].csi.nodePublishSecretRef.name",
+            "spec.volumes[1].csi.nodePublishSecretRef.name: required",
         ),
         (
             |p| {

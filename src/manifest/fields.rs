@@ -344,13 +344,13 @@ pub static RULES: &[Rule] = &[
     ),
     rule(
         "spec.volumes[].csi",
-        Refused,
-        "CSI volumes are not supported yet",
+        Implemented,
+        "inline ephemeral volumes, published by a node plugin registered in plugins_registry under --root-dir; pod info always sent; no fsGroup",
     ),
     rule(
         "spec.volumes[].persistentVolumeClaim",
         Refused,
-        "no volume attachment on a picolet node",
+        "no volume attachment on a picolet node: claims need an attach/detach controller and NodeStageVolume (use an inline csi volume)",
     ),
     rule(
         "spec.volumes[].ephemeral",

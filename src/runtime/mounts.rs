@@ -283,7 +283,13 @@ pub fn prepare_mounts(
         out.push(Mount {
             container_path: vm.mount_path.clone(),
             host_path: host_path.to_string_lossy().into_owned(),
-            readonly: vm.read_only || is_data,
+            // kubelet: a csi volume with readOnly mounts read-only (its attributes).
+            readonly: vm.read_only
+                || is_data
+                || volume
+                    .csi
+                    .as_ref()
+                    .is_some_and(|c| c.read_only == Some(true)),
             propagation: propagation(vm, privileged)?,
         });
     }
@@ -302,6 +308,14 @@ fn volume_host_path(
         let path = PathBuf::from(&hp.path);
         check_host_path(&path, hp.type_.as_deref().unwrap_or(""))?;
         return Ok(path);
+    }
+    if volume.csi.is_some() {
+        // Published by its driver before the containers start (`csi::publish_pod_volumes`).
+        return Ok(crate::csi::target_path(
+            root_dir,
+            &pod.metadata.uid,
+            &volume.name,
+        ));
     }
     if let Some(ed) = &volume.empty_dir {
         let dir = empty_dir_path(root_dir, &pod.metadata.uid, &volume.name);

@@ -83,6 +83,8 @@ pub struct SyncEnv<R: Runtime, C: Clock> {
     pub config: ConfigObjects,
     /// Where the sync records the kubelet's events (Pulling, Created, Killing, …).
     pub recorder: Recorder,
+    /// The registered CSI drivers (the plugin watcher fills it).
+    pub csi: crate::csi::Registry,
 }
 
 impl<R: Runtime, C: Clock> SyncEnv<R, C> {
@@ -115,6 +117,7 @@ impl<R: Runtime, C: Clock> SyncEnv<R, C> {
             credential_paths: credentials::default_paths(Path::new(DEFAULT_ROOT_DIR)),
             config: ConfigObjects::default(),
             recorder: Recorder::new("", recorder::DEFAULT_CAPACITY).with_clock(clock),
+            csi: crate::csi::Registry::default(),
         }
     }
 }
@@ -149,6 +152,12 @@ pub enum SyncError {
         #[source]
         source: std::io::Error,
     },
+    #[error("UnmountVolume.TearDown failed for pod {uid}: {source}")]
+    Unpublish {
+        uid: String,
+        #[source]
+        source: crate::csi::CsiError,
+    },
 }
 
 impl SyncError {
@@ -161,7 +170,9 @@ impl SyncError {
             SyncError::Steps { errors, .. } => {
                 !errors.is_empty() && errors.iter().all(SyncError::runtime_down)
             }
-            SyncError::StillRunning { .. } | SyncError::RemoveDir { .. } => false,
+            SyncError::StillRunning { .. }
+            | SyncError::RemoveDir { .. }
+            | SyncError::Unpublish { .. } => false,
         }
     }
 }
@@ -538,22 +549,30 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
     // that cannot be set up keeps them waiting (FailedMount, the pod stays ContainerCreating).
     let seccomp_root = env.root_dir.join("seccomp");
     let stamp = data_volumes::version_stamp(env.clock.now());
-    if let Err(e) = match data_volumes::setup(
+    let mut volumes = data_volumes::setup(
         &env.root_dir,
         pod,
         &env.config,
         env.tmpfs.as_ref(),
         env.node_params(&seccomp_root),
         &stamp,
-    ) {
-        Ok(updated) => {
-            for v in updated {
-                log::info!("pod {pod_name}: volume {v:?} updated");
-            }
-            Ok(())
+    )
+    .map(|updated| {
+        for v in updated {
+            log::info!("pod {pod_name}: volume {v:?} updated");
         }
-        Err(e) => Err(e),
-    } {
+    });
+    if volumes.is_ok() {
+        // kubelet: inline csi volumes are mounted by the volume manager like the others:
+        // NodePublishVolume before the containers start (once per picolet run).
+        volumes = crate::csi::publish_pod_volumes(&env.root_dir, pod, &env.csi, &env.config)
+            .await
+            .map_err(|e| data_volumes::VolumeError {
+                volume: e.volume,
+                message: e.message,
+            });
+    }
+    if let Err(e) = volumes {
         // The pod worker's WARN carries it (once, not at every retry).
         log::debug!("pod {pod_name}: {e}");
         // kubelet: the volume manager's events.FailedMount, at every attempt (aggregated).
@@ -1745,9 +1764,19 @@ pub async fn cleanup_pod<R: Runtime, C: Clock>(
             ids: alive,
         });
     }
-    // The tmpfs of Memory emptyDirs are unmounted first; nothing else is ever mounted
-    // inside the pod directory by picolet, so a recursive removal only deletes picolet's own
-    // files (remove_dir_all does not follow symlinks). On an SD card this takes a while: off
+    // kubelet: the volume manager unmounts (NodeUnpublishVolume) the csi volumes once the
+    // containers stopped; the pod is not cleaned up, and stays not finished, until every one
+    // is unpublished and nothing is mounted on its target any more (retried by the worker).
+    crate::csi::unpublish_pod_volumes(&env.root_dir, uid, &env.csi)
+        .await
+        .map_err(|source| SyncError::Unpublish {
+            uid: uid.to_string(),
+            source,
+        })?;
+    // The tmpfs of Memory emptyDirs are unmounted first; nothing else is left mounted
+    // inside the pod directory by picolet (the csi volumes are gone: see above), so a
+    // recursive removal only deletes picolet's own files (remove_dir_all does not follow
+    // symlinks). On an SD card this takes a while: off
     // the event loop's thread.
     let dir = mounts::pod_dir(&env.root_dir, uid);
     let removal = {

@@ -46,6 +46,7 @@ fn harness() -> Harness {
         credential_paths: vec![tmp.path().join("config.json")],
         config: Default::default(),
         recorder: crate::recorder::Recorder::new("node1", 100).with_clock(clock),
+        csi: Default::default(),
     };
     Harness {
         env,
@@ -509,6 +510,7 @@ async fn adoption_after_restart_kills_from_labels_alone() {
         credential_paths: h.env.credential_paths.clone(),
         config: h.env.config.clone(),
         recorder: h.env.recorder.clone(),
+        csi: Default::default(),
     };
     h.rt.take_calls();
     let pods = list_runtime_pods(&h.rt).await.unwrap();

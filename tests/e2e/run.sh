@@ -4,7 +4,8 @@
 #   tests/e2e/run.sh [TEST NAME FILTER...]
 #
 # builds the e2e test, starts the lab (lab.sh up), checks it (smoke.sh), runs
-# `cargo test --test e2e` against it one scenario at a time, and always tears the lab down
+# `cargo test --features fake-cri --test e2e` (the CSI scenario serves the fake CSI plugin)
+# against it one scenario at a time, and always tears the lab down
 # (lab.sh down, also on failure or Ctrl-C). Exits with the test's exit code.
 #
 # Environment: PICOLET_LAB_DIR (default <repo>/.lab), PICOLET_LAB_KEEP=1 to leave the lab
@@ -19,7 +20,7 @@ LAB=${PICOLET_LAB_DIR:-$REPO/.lab}
 
 cd "$REPO"
 # Compile first: a build error needs no lab.
-cargo test --test e2e --no-run
+cargo test --features fake-cri --test e2e --no-run
 cargo test --features mock-apiserver --test e2e_api --no-run
 
 # shellcheck disable=SC2317 # called by the EXIT trap
@@ -39,7 +40,7 @@ endpoint=$("$SCRIPT_DIR/lab.sh" up "$LAB" | tail -n 1)
 
 rc=0
 PICOLET_E2E_ENDPOINT="$endpoint" RUST_BACKTRACE="${RUST_BACKTRACE:-0}" \
-	cargo test --test e2e -- --test-threads=1 --nocapture "$@" || rc=$?
+	cargo test --features fake-cri --test e2e -- --test-threads=1 --nocapture "$@" || rc=$?
 echo "run.sh: e2e tests exited with $rc" >&2
 # apiserver mode (the mock API server runs inside the test process)
 if ((rc == 0)); then
