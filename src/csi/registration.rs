@@ -233,10 +233,13 @@ pub async fn run(
     }
 }
 
-/// inotify on `dir`: any event becomes one pending "scan" signal.
+/// inotify on `dir`: any event that changes the directory becomes one pending "scan"
+/// signal. Opens and closes are not changes — and must not be: the scan itself opens the
+/// directory (notify's inotify mask includes IN_OPEN), so reacting to them would rescan
+/// for ever, a core at 100 %.
 fn watch(dir: &Path, tx: mpsc::Sender<()>) -> notify::Result<RecommendedWatcher> {
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        if res.is_ok() {
+        if res.as_ref().is_ok_and(|e| changes_dir(&e.kind)) {
             // Full: a scan is pending already.
             let _ = tx.try_send(());
         }
@@ -245,9 +248,49 @@ fn watch(dir: &Path, tx: mpsc::Sender<()>) -> notify::Result<RecommendedWatcher>
     Ok(watcher)
 }
 
+/// Whether an event can mean a socket came or went.
+fn changes_dir(kind: &notify::EventKind) -> bool {
+    !matches!(kind, notify::EventKind::Access(_))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn opening_the_directory_is_no_change() {
+        use notify::EventKind;
+        use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind, RemoveKind};
+        assert!(!changes_dir(&EventKind::Access(AccessKind::Open(
+            AccessMode::Any
+        ))));
+        assert!(!changes_dir(&EventKind::Access(AccessKind::Close(
+            AccessMode::Read
+        ))));
+        assert!(changes_dir(&EventKind::Create(CreateKind::Any)));
+        assert!(changes_dir(&EventKind::Remove(RemoveKind::Any)));
+        assert!(changes_dir(&EventKind::Modify(ModifyKind::Any)));
+    }
+
+    /// The scan opens the directory: with the real inotify, a scan must not wake the
+    /// watcher again (it did: a core at 100 % on an idle node).
+    #[tokio::test]
+    async fn a_scan_does_not_wake_the_watcher() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (tx, mut rx) = mpsc::channel(1);
+        let _watcher = watch(tmp.path(), tx).unwrap();
+        for _ in 0..3 {
+            let _ = scan(tmp.path());
+        }
+        // inotify delivers within milliseconds; a second of real time is plenty for an
+        // event that should not come at all (no timing is asserted, only its absence).
+        let woke = tokio::time::timeout(std::time::Duration::from_secs(1), rx.recv()).await;
+        assert!(woke.is_err(), "a scan woke the watcher");
+        // A new file does.
+        std::fs::write(tmp.path().join("x.sock"), b"").unwrap();
+        let woke = tokio::time::timeout(std::time::Duration::from_secs(60), rx.recv()).await;
+        assert!(woke.is_ok(), "a new file did not wake the watcher");
+    }
 
     #[test]
     fn versions() {
