@@ -34,6 +34,8 @@ async fn env_with(timeouts: CriTimeouts) -> Env {
         .await
         .expect("fake CRI starts");
     fake.preload_image(IMAGE);
+    // The configs below name log paths under /var/log/pods: not to be written here.
+    fake.set_write_logs(false);
     let rt = fake.runtime().expect("endpoint").with_timeouts(timeouts);
     Env {
         _dir: dir,
@@ -723,6 +725,34 @@ async fn reopen_container_log() {
             .await
             .expect_err("unknown");
     assert!(err.is_not_found(), "{err}");
+}
+
+/// As containerd, the fake opens a container's log file at start and at a reopen, so a log
+/// manager that finds the live file missing asks once, not at every pass.
+#[tokio::test]
+async fn start_and_reopen_open_the_log_file() {
+    let e = env().await;
+    e.fake.set_write_logs(true);
+    let logs = tempfile::tempdir().expect("log dir");
+    let mut sandbox = sandbox_config("logs");
+    sandbox.log_directory = logs.path().join("default_logs_uid").display().to_string();
+    let sb = e.rt.run_pod_sandbox(&sandbox).await.expect("sandbox");
+    let id =
+        e.rt.create_container(&sb, &container_config("app"), &sandbox)
+            .await
+            .expect("create");
+    let log = logs.path().join("default_logs_uid/app/3.log");
+    assert!(!log.exists(), "no file before the start");
+    e.rt.start_container(&id).await.expect("start");
+    assert!(log.is_file(), "StartContainer opened {}", log.display());
+    std::fs::write(&log, "kept\n").expect("write");
+    std::fs::rename(&log, log.with_extension("log.rotated")).expect("rotate");
+    e.rt.reopen_container_log(&id).await.expect("reopen");
+    assert_eq!(std::fs::read_to_string(&log).expect("reopened"), "");
+    // A reopen of an existing file appends: nothing is truncated.
+    std::fs::write(&log, "more\n").expect("write");
+    e.rt.reopen_container_log(&id).await.expect("reopen");
+    assert_eq!(std::fs::read_to_string(&log).expect("read"), "more\n");
 }
 
 #[tokio::test]

@@ -40,8 +40,8 @@
 //! — SIGKILL at the timeout, 137; on a created or exited one it does nothing.
 //! `remove_container` removes; an unknown id is fine. `exec_sync` answers exit 0 with no
 //! output unless told otherwise; not running → `Unknown`. `reopen_container_log` on a
-//! running container is recorded ([`FakeContainerd::log_reopens`]; no file I/O); not
-//! running → `Unknown` "container is not running". Streaming (`Exec`, `Attach`,
+//! running container is recorded ([`FakeContainerd::log_reopens`]; no file I/O here: the
+//! gRPC front opens the file); not running → `Unknown` "container is not running". Streaming (`Exec`, `Attach`,
 //! `PortForward`) answers a URL for a running container or a ready sandbox.
 //!
 //! Images: only images added ("imported") or pulled are known; names are normalised as

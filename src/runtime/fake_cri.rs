@@ -38,7 +38,9 @@
 //! ignores it ([`FakeCriHandle::set_ignore_sigterm`]: killed at the grace timeout, 137);
 //! `GetContainerEvents` and `ListPodSandboxStats` are served (inject `Unimplemented` for a
 //! containerd 1.6); streaming URLs point at [`STREAM_BASE`]; a sandbox or container without
-//! metadata is `InvalidArgument`.
+//! metadata is `InvalidArgument`; `StartContainer` and `ReopenContainerLog` open the
+//! container's log file (absolute paths only) as containerd does, so picolet's log manager
+//! sees a live file and does not ask again.
 //!
 //! Every call is first logged ([`FakeCriHandle::calls`]), then waits the configured latency
 //! ([`FakeCriHandle::set_latency`]), then applies the first fault injected for its method
@@ -226,6 +228,13 @@ impl FakeCriHandle {
     /// benchmark). Zero (the default) disables it.
     pub fn set_latency(&self, latency: Duration) {
         self.state().latency = latency;
+    }
+
+    /// Whether `StartContainer` and `ReopenContainerLog` open the container's log file, as
+    /// containerd does (default on). Off for tests that give log paths they must not write
+    /// (e.g. under `/var/log/pods`).
+    pub fn set_write_logs(&self, on: bool) {
+        self.state().write_logs = on;
     }
 
     // --- call log -----------------------------------------------------------------------
@@ -419,6 +428,8 @@ struct State {
     faults: HashMap<Method, Vec<FaultRule>>,
     calls: Vec<Call>,
     latency: Duration,
+    /// Open containers' log files (on by default; see [`FakeCriHandle::set_write_logs`]).
+    write_logs: bool,
 }
 
 impl State {
@@ -430,6 +441,7 @@ impl State {
             faults: HashMap::new(),
             calls: Vec::new(),
             latency: Duration::ZERO,
+            write_logs: true,
         }
     }
 
@@ -624,6 +636,29 @@ type EventItem = Result<proto::ContainerEventResponse, Status>;
 /// there; the URL names the call and the container or sandbox.
 pub const STREAM_BASE: &str = "http://127.0.0.1:10010";
 
+/// The runtime's part of a container log, as containerd does at `StartContainer` and
+/// `ReopenContainerLog`: its directory made and the file opened for append (created empty).
+/// Only absolute paths (a test that gives a relative log path gets no file in the working
+/// directory); a failure is the test's business, so it is only logged.
+fn open_log(path: &str) {
+    let path = Path::new(path);
+    if !path.is_absolute() {
+        return;
+    }
+    let opened = path
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+        });
+    if let Err(e) = opened {
+        log::debug!("fake CRI: open log {}: {e}", path.display());
+    }
+}
+
 fn refused(r: Refusal) -> Status {
     Status::new(r.code, r.message)
 }
@@ -639,6 +674,17 @@ impl FakeService {
         op: impl FnOnce(&mut FakeContainerd) -> Result<T, Refusal>,
     ) -> Result<T, Status> {
         op(&mut self.state().model).map_err(refused)
+    }
+
+    /// [`Self::model`] for a call that names a log file: the path, unless the front does
+    /// not write logs.
+    fn state_model(
+        &self,
+        op: impl FnOnce(&mut FakeContainerd) -> Result<String, Refusal>,
+    ) -> Result<Option<String>, Status> {
+        let mut state = self.state();
+        let log = op(&mut state.model).map_err(refused)?;
+        Ok(state.write_logs.then_some(log))
     }
 
     /// Logs the call, waits the latency, applies the method's fault.
@@ -860,7 +906,13 @@ impl RuntimeService for FakeService {
     ) -> Answer<proto::StartContainerResponse> {
         let id = req.into_inner().container_id;
         self.gate(Method::StartContainer, &id).await?;
-        self.model(|m| m.start_container(&id))?;
+        let log = self.state_model(|m| {
+            m.start_container(&id)?;
+            Ok(m.container_status(&id)?.info.log_path.clone())
+        })?;
+        if let Some(log) = log {
+            open_log(&log);
+        }
         Ok(Response::new(proto::StartContainerResponse {}))
     }
 
@@ -921,7 +973,13 @@ impl RuntimeService for FakeService {
     ) -> Answer<proto::ReopenContainerLogResponse> {
         let id = req.into_inner().container_id;
         self.gate(Method::ReopenContainerLog, &id).await?;
-        self.model(|m| m.reopen_container_log(&id))?;
+        let log = self.state_model(|m| {
+            m.reopen_container_log(&id)?;
+            Ok(m.container_status(&id)?.info.log_path.clone())
+        })?;
+        if let Some(log) = log {
+            open_log(&log);
+        }
         Ok(Response::new(proto::ReopenContainerLogResponse {}))
     }
 
