@@ -233,8 +233,8 @@ FLAGS (kubelet names):
                                         with the pods' limits [true]
     --cgroup-root PATH                  where kubepods goes; without --cgroups-per-qos the
                                         sandboxes' cgroup parent [/; runtime default]
-    --cgroup-driver cgroupfs|systemd    as the runtime's; systemd: slices named only, no
-                                        limits written (see README) [cgroupfs]
+    --cgroup-driver cgroupfs|systemd    as the runtime's; systemd only with
+                                        --cgroups-per-qos=false (see README) [cgroupfs]
     --system-reserved cpu=..,memory=..  taken from the node's allocatable [none]
     --kube-reserved cpu=..,memory=..    likewise [none]
     --enforce-node-allocatable pods|none
@@ -542,6 +542,20 @@ pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
         });
     }
     check_log_and_image_gc(&opts)?;
+    // The systemd driver needs the pod and QoS slices made (and limited) through systemd's
+    // D-Bus API; picolet has no D-Bus client (see README, "Pod cgroups"). Without
+    // `--cgroups-per-qos` the runtime places the pods itself and the driver only names them.
+    if opts.cgroup_driver == crate::cm::CgroupDriver::Systemd && opts.cgroups_per_qos {
+        return Err(OptionsError::BadValue {
+            flag: "--cgroup-driver".into(),
+            reason: "systemd is not supported with --cgroups-per-qos (picolet does not talk to \
+                     systemd over D-Bus, so it could neither make nor limit the pod slices): \
+                     use --cgroup-driver=cgroupfs with the runtime's cgroupfs driver \
+                     (containerd: SystemdCgroup = false; CRI-O: cgroup_manager = \"cgroupfs\"), \
+                     or add --cgroups-per-qos=false to leave pod cgroups to the runtime"
+                .into(),
+        });
+    }
     // Periods and deadlines of zero make no sense (a zero period would spin).
     for (name, d) in [
         ("--file-check-frequency", opts.file_check_frequency),
@@ -1074,6 +1088,9 @@ mod tests {
             "--kube-reserved gpu=1",
             "--enforce-node-allocatable pods,system-reserved",
             "--cgroups-per-qos=maybe",
+            // Pod slices would need systemd's D-Bus API: refused, with the way out.
+            "--cgroup-driver systemd",
+            "--cgroup-driver=systemd --cgroups-per-qos=true",
         ] {
             let err = parse(&args(&format!("run {bad}"))).unwrap_err();
             let flag = bad.split([' ', '=']).next().unwrap();
@@ -1099,6 +1116,9 @@ mod tests {
         std::fs::write(&path, "systemReserved: {memory: much}\n").unwrap();
         let err = parse(&args(&format!("run --config {}", path.display()))).unwrap_err();
         assert!(err.to_string().contains("systemReserved: memory"), "{err}");
+        std::fs::write(&path, "cgroupDriver: systemd\n").unwrap();
+        let err = parse(&args(&format!("run --config {}", path.display()))).unwrap_err();
+        assert!(err.to_string().contains("--cgroups-per-qos=false"), "{err}");
     }
 
     #[test]

@@ -92,13 +92,10 @@ impl PodCgroups {
             pending_removal: Rc::default(),
             tx,
         };
-        if cfg.layout.driver == CgroupDriver::Systemd {
-            log::warn!(
-                "--cgroup-driver=systemd: pods go to kubepods-<qos>-pod<uid>.slice, which systemd \
-                 creates when the runtime starts the pod; picolet writes no pod, QoS or node \
-                 allocatable limits with this driver (that needs systemd's D-Bus API)"
-            );
-        } else {
+        // With the systemd driver no limits are written: slices belong to systemd and are
+        // only named (the options refuse this driver with --cgroups-per-qos; the layout
+        // keeps the naming for a D-Bus client).
+        if cfg.layout.driver != CgroupDriver::Systemd {
             let ops = super::node_ops(&cfg.layout, &cfg.kubepods, 0);
             this.send(Work::Apply(ops), None);
         }
