@@ -157,30 +157,48 @@ pub fn container_field_path(pod: &api::Pod, container: &str) -> String {
     }
 }
 
-/// What makes two events the same (kubelet: client-go `getEventKey`; source and kind are
-/// the same for every event of this recorder).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct Key {
-    uid: String,
-    namespace: String,
-    name: String,
-    field_path: Option<String>,
-    type_: EventType,
-    reason: String,
-    message: String,
-}
+/// An event as the aggregation index holds it: hashed and compared by what makes two
+/// events the same (kubelet: client-go `getEventKey`; source and kind are the same for
+/// every event of this recorder). The ring's own `Rc`, not a copy of its strings.
+#[derive(Debug, Clone)]
+struct Key(Rc<RecordedEvent>);
+
+type KeyParts<'a> = (
+    &'a str,
+    &'a str,
+    &'a str,
+    Option<&'a str>,
+    EventType,
+    &'a str,
+    &'a str,
+);
 
 impl Key {
-    fn of(e: &RecordedEvent) -> Key {
-        Key {
-            uid: e.involved.uid.clone(),
-            namespace: e.involved.namespace.clone(),
-            name: e.involved.name.clone(),
-            field_path: e.involved.field_path.clone(),
-            type_: e.type_,
-            reason: e.reason.clone(),
-            message: e.message.clone(),
-        }
+    fn parts(&self) -> KeyParts<'_> {
+        let e = &*self.0;
+        (
+            &e.involved.uid,
+            &e.involved.namespace,
+            &e.involved.name,
+            e.involved.field_path.as_deref(),
+            e.type_,
+            &e.reason,
+            &e.message,
+        )
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Key) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for Key {}
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.parts().hash(state);
     }
 }
 
@@ -289,20 +307,32 @@ impl Recorder {
     ) {
         truncate(&mut message, MAX_MESSAGE_BYTES);
         let now = (self.0.now.borrow())();
-        let key = Key {
-            uid: pod.metadata.uid.clone(),
+        // The new event, unnamed yet; it is also the key an older copy is looked up by.
+        let key = Key(Rc::new(RecordedEvent {
+            resource_version: 0,
+            name: String::new(),
             namespace: pod.metadata.namespace.clone(),
-            name: pod.metadata.name.clone(),
-            field_path: field_path.map(str::to_string),
+            involved: InvolvedObject {
+                kind: "Pod",
+                namespace: pod.metadata.namespace.clone(),
+                name: pod.metadata.name.clone(),
+                uid: pod.metadata.uid.clone(),
+                api_version: "v1",
+                field_path: field_path.map(str::to_string),
+            },
             type_,
             reason: reason.to_string(),
             message,
-        };
+            count: 1,
+            first_timestamp: now,
+            last_timestamp: now,
+            source_host: self.0.node_name.clone(),
+        }));
         {
             let mut ring = self.0.ring.borrow_mut();
             ring.rv += 1;
             let rv = ring.rv;
-            let old = ring.by_key.get(&key).copied();
+            let old = ring.by_key.remove(&key);
             let event = match old.and_then(|old_rv| ring.by_rv.remove(&old_rv)) {
                 // kubelet: eventLogger — the same event again: count + 1, the newest stamp.
                 Some(prev) => RecordedEvent {
@@ -314,36 +344,21 @@ impl Recorder {
                 None => {
                     let name_nanos = now.max(ring.last_name_nanos.saturating_add(1));
                     ring.last_name_nanos = name_nanos;
-                    RecordedEvent {
-                        resource_version: rv,
-                        // kubelet: makeEvent — fmt.Sprintf("%v.%x", ref.Name, t.UnixNano()).
-                        name: format!("{}.{:x}", key.name, name_nanos),
-                        namespace: key.namespace.clone(),
-                        involved: InvolvedObject {
-                            kind: "Pod",
-                            namespace: key.namespace.clone(),
-                            name: key.name.clone(),
-                            uid: key.uid.clone(),
-                            api_version: "v1",
-                            field_path: key.field_path.clone(),
-                        },
-                        type_,
-                        reason: key.reason.clone(),
-                        message: key.message.clone(),
-                        count: 1,
-                        first_timestamp: now,
-                        last_timestamp: now,
-                        source_host: self.0.node_name.clone(),
-                    }
+                    let mut event = Rc::unwrap_or_clone(key.0);
+                    event.resource_version = rv;
+                    // kubelet: makeEvent — fmt.Sprintf("%v.%x", ref.Name, t.UnixNano()).
+                    event.name = format!("{}.{:x}", event.involved.name, name_nanos);
+                    event
                 }
             };
-            ring.by_rv.insert(rv, Rc::new(event));
-            ring.by_key.insert(key, rv);
+            let event = Rc::new(event);
+            ring.by_rv.insert(rv, Rc::clone(&event));
+            ring.by_key.insert(Key(event), rv);
             while ring.by_rv.len() > self.0.capacity {
                 let Some((_, oldest)) = ring.by_rv.pop_first() else {
                     break;
                 };
-                ring.by_key.remove(&Key::of(&oldest));
+                ring.by_key.remove(&Key(oldest));
                 ring.dropped += 1;
             }
         }

@@ -367,12 +367,39 @@ pub fn start<R: Runtime, C: Clock>(
     Ok(tx)
 }
 
-/// The view follows the agent's pod events until the agent is gone.
+/// The view follows the agent's pod events until the agent is gone, and lets its watch
+/// history go once it is older than [`view::HISTORY_MAX_AGE`].
 async fn feed<C: Clock>(view: view::View, mut rx: PodEventReceiver, clock: C) {
-    while let Some(batch) = rx.recv().await {
-        view.apply(batch, clock.now());
+    let mut due: Option<crate::clock::UnixNanos> = None;
+    loop {
+        let expire = async {
+            match due {
+                Some(at) => {
+                    let wait = u64::try_from(at.saturating_sub(clock.now())).unwrap_or(0);
+                    tokio::time::sleep(Duration::from_nanos(wait)).await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            batch = rx.recv() => match batch {
+                Some(batch) => view.apply(batch, clock.now()),
+                None => return,
+            },
+            () = expire => {}
+        }
+        let dropped;
+        (dropped, due) = view.expire_history(clock.now());
+        // A burst's history (every pod of a mass delete, say) was the last thing holding
+        // those pods' objects: give the heap they leave back.
+        if dropped >= HISTORY_TRIM_AFTER {
+            crate::node::release_free_memory();
+        }
     }
 }
+
+/// Changes let go at once, from which on the freed heap is handed back to the system.
+const HISTORY_TRIM_AFTER: usize = 64;
 
 #[cfg(test)]
 mod tests {

@@ -24,6 +24,10 @@ use crate::metrics::Histogram;
 /// Changes kept for watches that start from an older resource version (kubectl lists, then
 /// watches from the list's version: a change in between must not be lost).
 const HISTORY: usize = 256;
+/// … and for this long at most (the apiserver's watch cache keeps about as long,
+/// `eventFreshDuration`): a watch from an older version is answered 410 and re-lists.
+/// Kept longer, the history would hold deleted pods' objects and superseded statuses.
+pub const HISTORY_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(75);
 /// Events a watcher may lag behind before it is cut off (it re-lists, as client-go does).
 const WATCH_BUFFER: usize = 128;
 
@@ -130,7 +134,8 @@ struct Inner {
     pod_start: Histogram,
     rv: u64,
     pods: BTreeMap<String, Rc<PodEntry>>,
-    history: VecDeque<Rc<Change>>,
+    /// Oldest first, each with when it was published.
+    history: VecDeque<(UnixNanos, Rc<Change>)>,
     watchers: Vec<mpsc::Sender<Rc<Change>>>,
 }
 
@@ -147,12 +152,12 @@ impl Default for Inner {
 }
 
 impl Inner {
-    fn publish(&mut self, change: Change) {
+    fn publish(&mut self, change: Change, now: UnixNanos) {
         let change = Rc::new(change);
         if self.history.len() == HISTORY {
             self.history.pop_front();
         }
-        self.history.push_back(Rc::clone(&change));
+        self.history.push_back((now, Rc::clone(&change)));
         // A watcher that lags WATCH_BUFFER changes behind (or went away) is dropped.
         self.watchers
             .retain(|w| w.try_send(Rc::clone(&change)).is_ok());
@@ -197,10 +202,13 @@ impl View {
                                 rv,
                                 old.first_seen,
                             ));
-                            inner.publish(Change {
-                                kind: ChangeKind::Deleted,
-                                entry,
-                            });
+                            inner.publish(
+                                Change {
+                                    kind: ChangeKind::Deleted,
+                                    entry,
+                                },
+                                now,
+                            );
                         }
                     }
                     for (uid, pod) in wanted {
@@ -214,7 +222,7 @@ impl View {
                         let rv = inner.next_rv();
                         let entry = Rc::new(PodEntry::new(Arc::clone(pod), status, rv, first_seen));
                         inner.pods.insert(uid.to_string(), Rc::clone(&entry));
-                        inner.publish(Change { kind, entry });
+                        inner.publish(Change { kind, entry }, now);
                     }
                 }
                 PodEvent::Status { pod, status } => {
@@ -241,14 +249,38 @@ impl View {
                     inner
                         .pods
                         .insert(entry.pod.uid().to_string(), Rc::clone(&entry));
-                    inner.publish(Change {
-                        kind: ChangeKind::Modified,
-                        entry,
-                    });
+                    inner.publish(
+                        Change {
+                            kind: ChangeKind::Modified,
+                            entry,
+                        },
+                        now,
+                    );
                 }
                 PodEvent::Finished { .. } => {}
             }
         }
+    }
+
+    /// Drops the history's changes older than [`HISTORY_MAX_AGE`]; returns how many it
+    /// dropped and when the oldest one left falls due.
+    pub fn expire_history(&self, now: UnixNanos) -> (usize, Option<UnixNanos>) {
+        let max_age = HISTORY_MAX_AGE.as_nanos() as UnixNanos;
+        let mut inner = self.0.borrow_mut();
+        let mut dropped = 0;
+        while inner
+            .history
+            .front()
+            .is_some_and(|(at, _)| now.saturating_sub(*at) >= max_age)
+        {
+            inner.history.pop_front();
+            dropped += 1;
+        }
+        let due = inner
+            .history
+            .front()
+            .map(|(at, _)| at.saturating_add(max_age));
+        (dropped, due)
     }
 
     /// The current resource version and every pod (by UID order).
@@ -283,15 +315,15 @@ impl View {
             let oldest = inner
                 .history
                 .front()
-                .map(|c| c.entry.resource_version)
+                .map(|(_, c)| c.entry.resource_version)
                 .unwrap_or(u64::MAX);
             if oldest > since + 1 {
                 return Err(TooOld);
             }
-            for c in inner
+            for (_, c) in inner
                 .history
                 .iter()
-                .filter(|c| c.entry.resource_version > since)
+                .filter(|(_, c)| c.entry.resource_version > since)
             {
                 if tx.try_send(Rc::clone(c)).is_err() {
                     return Err(TooOld);
@@ -448,6 +480,26 @@ mod tests {
         }
         assert_eq!(view.watch(Some(1)).unwrap_err(), TooOld);
         assert!(view.watch(Some(view.resource_version() - 5)).is_ok());
+    }
+
+    #[test]
+    fn the_history_lets_changes_go_once_older_than_its_max_age() {
+        let view = View::new();
+        let a = pod("a", "web");
+        let t0: UnixNanos = 1_000_000_000_000;
+        let age = HISTORY_MAX_AGE.as_nanos() as UnixNanos;
+        view.apply(vec![pods_event(&[&a])], t0);
+        view.apply(vec![status(&a, PodPhase::Running)], t0 + age / 2);
+        assert_eq!(view.expire_history(t0 + age - 1), (0, Some(t0 + age)));
+        assert_eq!(view.expire_history(t0 + age), (1, Some(t0 + age / 2 + age)));
+        // The change after version 1 is still there; the one after 0 is not.
+        let mut w = view.watch(Some(1)).unwrap();
+        assert_eq!(w.try_recv().unwrap().entry.resource_version, 2);
+        assert_eq!(view.expire_history(t0 + age / 2 + age), (1, None));
+        assert_eq!(view.watch(Some(1)).unwrap_err(), TooOld);
+        // Nothing missed from the current version on.
+        assert!(view.watch(Some(view.resource_version())).is_ok());
+        assert!(view.get("default", "web").is_some(), "the pods stay");
     }
 
     #[test]
