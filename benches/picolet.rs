@@ -119,6 +119,7 @@ fn main() -> ExitCode {
             other => Err(format!("unknown mode {other}")),
         }
     });
+    remove_cgroup_root();
     match res {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -452,6 +453,45 @@ fn sandbox_name(i: usize) -> String {
 // ---------------------------------------------------------------------------------------
 // The picolet child process
 
+/// The pod cgroup root of every picolet this bench starts: its own. `--cgroup-root` belongs
+/// to one agent (as the kubelet's): two picolets on the default `/` (this bench and another
+/// one, or a picolet running on the host) each see the other's pod cgroups as orphans and
+/// remove them — measured here, 500 removals in one idle window, the other bench's pods
+/// losing their cgroups.
+fn cgroup_root() -> String {
+    format!("/picolet-bench-{}", std::process::id())
+}
+
+/// Removes what is left of [`cgroup_root`] (the kubepods and QoS directories; the pods' own
+/// are gone with the pods) in the v2 tree or in every v1 hierarchy, deepest first.
+fn remove_cgroup_root() {
+    fn rmdir_tree(dir: &Path) {
+        if let Ok(entries) = fs::read_dir(dir) {
+            for e in entries.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    rmdir_tree(&e.path());
+                }
+            }
+        }
+        let _ = fs::remove_dir(dir);
+    }
+    let base = Path::new("/sys/fs/cgroup");
+    let name = cgroup_root();
+    let name = name.trim_start_matches('/');
+    let mut roots = vec![base.join(name)];
+    if let Ok(entries) = fs::read_dir(base) {
+        roots.extend(
+            entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path().join(name)),
+        );
+    }
+    for root in roots.iter().filter(|r| r.is_dir()) {
+        rmdir_tree(root);
+    }
+}
+
 struct Workdir {
     _tmp: tempfile::TempDir,
     root: PathBuf,
@@ -509,6 +549,8 @@ impl Picolet {
             .arg(dir.root.join("logs"))
             .arg("--hostname-override")
             .arg(NODE)
+            .arg("--cgroup-root")
+            .arg(cgroup_root())
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(log.try_clone().map_err(|e| format!("dup: {e}"))?)
