@@ -95,8 +95,8 @@ pub mod csi;
 pub mod daemon;
 pub mod events;
 pub mod eviction;
-#[cfg(feature = "apiserver")]
 pub mod json;
+#[cfg(feature = "apiserver")]
 pub mod local_api;
 pub mod manifest;
 pub mod metrics;
