@@ -80,6 +80,7 @@
 //!   `describe pod`, `logs` (kubectl's output, as clients of `local_api`)
 //! - [`clock`]        injected wall-clock time
 //! - [`sort`]         stable sorting with one copy of the sort code (binary size; a leaf)
+//! - [`json`]         JSON objects built out of line, for `json!` at many keys (binary size; a leaf)
 
 pub mod admission;
 pub mod agent;
@@ -94,6 +95,7 @@ pub mod csi;
 pub mod daemon;
 pub mod events;
 pub mod eviction;
+pub mod json;
 #[cfg(feature = "apiserver")]
 pub mod local_api;
 pub mod manifest;

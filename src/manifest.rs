@@ -1418,7 +1418,8 @@ fn hash_value(h: &mut Fnv1a128, v: &Value) {
         Value::Object(o) => {
             h.write(b"o");
             h.write_len(o.len());
-            let sorted: BTreeMap<&str, &Value> = o.iter().map(|(k, v)| (k.as_str(), v)).collect();
+            let sorted: BTreeMap<&str, &Value> =
+                crate::sort::collect_map(o.iter().map(|(k, v)| (k.as_str(), v)));
             for (k, v) in sorted {
                 h.write_str(k);
                 hash_value(h, v);

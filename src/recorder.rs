@@ -27,11 +27,12 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::Notify;
 
 use crate::api;
 use crate::clock::{self, Clock, UnixNanos};
+use crate::json::object;
 
 /// The ring's default size (events; at ~0.5 KiB each, about half a MiB when full).
 pub const DEFAULT_CAPACITY: usize = 1000;
@@ -112,37 +113,52 @@ pub struct RecordedEvent {
 impl RecordedEvent {
     /// The `v1.Event` object as the apiserver would serve it.
     pub fn to_json(&self) -> Value {
-        let mut involved = json!({
-            "kind": self.involved.kind,
-            "namespace": self.involved.namespace,
-            "name": self.involved.name,
-            "uid": self.involved.uid,
-            "apiVersion": self.involved.api_version,
-        });
+        let mut involved = object(&mut [
+            ("kind", self.involved.kind.into()),
+            ("namespace", self.involved.namespace.as_str().into()),
+            ("name", self.involved.name.as_str().into()),
+            ("uid", self.involved.uid.as_str().into()),
+            ("apiVersion", self.involved.api_version.into()),
+        ]);
         if let Some(fp) = &self.involved.field_path {
-            involved["fieldPath"] = json!(fp);
+            involved["fieldPath"] = fp.as_str().into();
         }
-        json!({
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {
-                "name": self.name,
-                "namespace": self.namespace,
-                "resourceVersion": self.resource_version.to_string(),
-                "creationTimestamp": clock::rfc3339(self.first_timestamp),
-            },
-            "involvedObject": involved,
-            "reason": self.reason,
-            "message": self.message,
-            "source": {"component": COMPONENT, "host": self.source_host},
-            "firstTimestamp": clock::rfc3339(self.first_timestamp),
-            "lastTimestamp": clock::rfc3339(self.last_timestamp),
-            "count": self.count,
-            "type": self.type_.as_str(),
-            "eventTime": Value::Null,
-            "reportingComponent": COMPONENT,
-            "reportingInstance": self.source_host,
-        })
+        object(&mut [
+            ("apiVersion", "v1".into()),
+            ("kind", "Event".into()),
+            (
+                "metadata",
+                object(&mut [
+                    ("name", self.name.as_str().into()),
+                    ("namespace", self.namespace.as_str().into()),
+                    ("resourceVersion", self.resource_version.to_string().into()),
+                    (
+                        "creationTimestamp",
+                        clock::rfc3339(self.first_timestamp).into(),
+                    ),
+                ]),
+            ),
+            ("involvedObject", involved),
+            ("reason", self.reason.as_str().into()),
+            ("message", self.message.as_str().into()),
+            (
+                "source",
+                object(&mut [
+                    ("component", COMPONENT.into()),
+                    ("host", self.source_host.as_str().into()),
+                ]),
+            ),
+            (
+                "firstTimestamp",
+                clock::rfc3339(self.first_timestamp).into(),
+            ),
+            ("lastTimestamp", clock::rfc3339(self.last_timestamp).into()),
+            ("count", self.count.into()),
+            ("type", self.type_.as_str().into()),
+            ("eventTime", Value::Null),
+            ("reportingComponent", COMPONENT.into()),
+            ("reportingInstance", self.source_host.as_str().into()),
+        ])
     }
 }
 
@@ -415,6 +431,7 @@ fn truncate(s: &mut String, max: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use std::cell::Cell;
 
     const T0: UnixNanos = 1_796_000_000_000_000_000;

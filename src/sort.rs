@@ -7,9 +7,13 @@
 //! are short (containers, pods, sandboxes, files), so the extra indirection costs nothing
 //! that shows.
 //!
+//! For the same reason `collect_map` / `collect_set` build a `BTreeMap` / `BTreeSet` by
+//! insertion: their `FromIterator` sorts the items first, a driftsort per element type.
+//!
 //! Must never: allocate more than one `Vec<usize>` per call.
 
 use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// `v.sort_by(cmp)`: stable.
 pub fn sort_by<T>(v: &mut [T], mut cmp: impl FnMut(&T, &T) -> Ordering) {
@@ -28,6 +32,27 @@ pub fn sort_by_key<T, K: Ord>(v: &mut [T], mut key: impl FnMut(&T) -> K) {
 /// `v.sort()`: stable.
 pub fn sort<T: Ord>(v: &mut [T]) {
     sort_by(v, T::cmp);
+}
+
+/// `iter.collect::<BTreeMap<_, _>>()` without its sort. `FromIterator for BTreeMap` sorts
+/// the pairs first (a stable sort instantiated per key and value type, some 3.7 KB of ARM
+/// code each) to build the tree in bulk; inserting one pair at a time uses the map's
+/// `insert`, which the program has anyway. Same map: the last value of a duplicate key wins.
+pub fn collect_map<K: Ord, V>(pairs: impl IntoIterator<Item = (K, V)>) -> BTreeMap<K, V> {
+    let mut map = BTreeMap::new();
+    for (k, v) in pairs {
+        map.insert(k, v);
+    }
+    map
+}
+
+/// `iter.collect::<BTreeSet<_>>()` without its sort (see [`collect_map`]).
+pub fn collect_set<T: Ord>(items: impl IntoIterator<Item = T>) -> BTreeSet<T> {
+    let mut set = BTreeSet::new();
+    for t in items {
+        set.insert(t);
+    }
+    set
 }
 
 /// The indices of `0..n` in sorted order (`order[k]` is the element that goes to `k`): the
@@ -83,5 +108,16 @@ mod tests {
         let mut rev = vec![1, 3, 2];
         sort_by(&mut rev, |a, b| b.cmp(a));
         assert_eq!(rev, [3, 2, 1]);
+    }
+
+    #[test]
+    fn collects_like_from_iter() {
+        let pairs = [("b", 1), ("a", 2), ("b", 3), ("c", 4), ("a", 5)];
+        let want: BTreeMap<&str, i32> = pairs.into_iter().collect();
+        assert_eq!(collect_map(pairs), want);
+        assert_eq!(want["b"], 3, "the last value of a duplicate key wins");
+        let set: BTreeSet<&str> = pairs.iter().map(|p| p.0).collect();
+        assert_eq!(collect_set(pairs.iter().map(|p| p.0)), set);
+        assert!(collect_map(Vec::<(u8, u8)>::new()).is_empty());
     }
 }

@@ -496,10 +496,11 @@ impl<R: Runtime, C: Clock> NodeAgent<R, C> {
             Err(e) if e.is_already_exists() || e.is_conflict() => {
                 let path = format!("/api/v1/nodes/{}", self.opts.node_name);
                 let existing: Node = self.client.get(&path).await?;
-                let missing: BTreeMap<&String, &String> = labels
-                    .iter()
-                    .filter(|(k, v)| existing.metadata.labels.get(*k) != Some(*v))
-                    .collect();
+                let missing: BTreeMap<&String, &String> = crate::sort::collect_map(
+                    labels
+                        .iter()
+                        .filter(|(k, v)| existing.metadata.labels.get(*k) != Some(*v)),
+                );
                 if !missing.is_empty() {
                     // kubelet: reconcile the default labels of an existing Node.
                     self.client

@@ -502,11 +502,10 @@ fn write_checkpoint(path: &Path, held: &BTreeMap<ObjectKey, Object>) {
     let items: Vec<Value> = held
         .values()
         .map(|o| {
-            let data: serde_json::Map<String, Value> = o
-                .data
-                .iter()
-                .map(|(k, v)| (k.clone(), Value::String(api::encode_base64(v))))
-                .collect();
+            let mut data = serde_json::Map::new();
+            for (k, v) in &o.data {
+                data.insert(k.clone(), Value::String(api::encode_base64(v)));
+            }
             json!({"kind": o.key.kind.as_str(), "namespace": o.key.namespace, "name": o.key.name, "data": data})
         })
         .collect();

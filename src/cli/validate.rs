@@ -194,13 +194,15 @@ impl Report {
     pub fn link(&mut self, refs: &[(ObjectKey, String)]) {
         for e in &mut self.entries {
             if let Some(used) = &mut e.used_by {
-                let users: BTreeSet<&String> = refs
-                    .iter()
-                    .filter(|(k, _)| {
-                        k.kind.as_str() == e.kind && k.namespace == e.namespace && k.name == e.name
-                    })
-                    .map(|(_, who)| who)
-                    .collect();
+                let users: BTreeSet<&String> = crate::sort::collect_set(
+                    refs.iter()
+                        .filter(|(k, _)| {
+                            k.kind.as_str() == e.kind
+                                && k.namespace == e.namespace
+                                && k.name == e.name
+                        })
+                        .map(|(_, who)| who),
+                );
                 *used = users.into_iter().cloned().collect();
             }
         }

@@ -339,7 +339,7 @@ pub fn v1_hierarchies(root: &Path) -> Vec<String> {
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .filter_map(|e| e.file_name().into_string().ok())
         .collect();
-    out.sort();
+    crate::sort::sort(&mut out);
     out
 }
 

@@ -164,7 +164,7 @@ pub fn write(
 
     // 3. User-visible names: new ones linked, old ones removed.
     link_top_level(dir, payload)?;
-    let wanted: BTreeSet<&str> = payload.keys().map(|p| top_level(p)).collect();
+    let wanted: BTreeSet<&str> = crate::sort::collect_set(payload.keys().map(|p| top_level(p)));
     let entries = fs::read_dir(dir).map_err(io_err("read", dir))?;
     for entry in entries.flatten() {
         let file_name = entry.file_name();
@@ -188,7 +188,7 @@ pub fn write(
 }
 
 fn link_top_level(dir: &Path, payload: &Payload) -> Result<(), WriteError> {
-    let tops: BTreeSet<&str> = payload.keys().map(|p| top_level(p)).collect();
+    let tops: BTreeSet<&str> = crate::sort::collect_set(payload.keys().map(|p| top_level(p)));
     for top in tops {
         let link = dir.join(top);
         if fs::symlink_metadata(&link).is_ok() {

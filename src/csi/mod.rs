@@ -410,11 +410,9 @@ fn publish_secrets(
             reference.name, reference.name
         )
     })?;
-    Ok(secret
-        .data
-        .iter()
-        .map(|(k, v)| (k.clone(), String::from_utf8_lossy(v).into_owned()))
-        .collect())
+    Ok(crate::sort::collect_map(secret.data.iter().map(
+        |(k, v)| (k.clone(), String::from_utf8_lossy(v).into_owned()),
+    )))
 }
 
 /// A volume that could not be published: its name and why.

@@ -46,15 +46,16 @@ pub fn scan(dir: &Path) -> BTreeMap<PathBuf, SocketId> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return BTreeMap::new();
     };
-    entries
-        .flatten()
-        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-        .filter_map(|e| {
-            let meta = e.metadata().ok()?;
-            let id = (meta.ino(), meta.ctime(), meta.ctime_nsec());
-            meta.file_type().is_socket().then(|| (e.path(), id))
-        })
-        .collect()
+    crate::sort::collect_map(
+        entries
+            .flatten()
+            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+            .filter_map(|e| {
+                let meta = e.metadata().ok()?;
+                let id = (meta.ino(), meta.ctime(), meta.ctime_nsec());
+                meta.file_type().is_socket().then(|| (e.path(), id))
+            }),
+    )
 }
 
 /// kubelet: `highestSupportedVersion` — a CSI driver must offer a `1.x` version.

@@ -8,6 +8,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::clock::{self, UnixNanos};
+use crate::json::object;
 
 /// A column: name, type, priority (1: only with `-o wide`), description.
 struct Column(&'static str, &'static str, u8, &'static str);
@@ -169,8 +170,13 @@ pub fn table(kind: Kind, objects: &[&Value], resource_version: u64, now: UnixNan
         .iter()
         .map(|Column(name, type_, priority, description)| {
             let format = if *description == "name" { "name" } else { "" };
-            json!({"name": name, "type": type_, "format": format,
-                   "description": description, "priority": priority})
+            object(&mut [
+                ("name", (*name).into()),
+                ("type", (*type_).into()),
+                ("format", format.into()),
+                ("description", (*description).into()),
+                ("priority", (*priority).into()),
+            ])
         })
         .collect();
     let rows: Vec<Value> = objects
@@ -190,21 +196,29 @@ pub fn table(kind: Kind, objects: &[&Value], resource_version: u64, now: UnixNan
             Value::Object(row)
         })
         .collect();
-    json!({
-        "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": {"resourceVersion": resource_version.to_string()},
-        "columnDefinitions": defs,
-        "rows": rows,
-    })
+    object(&mut [
+        ("kind", "Table".into()),
+        ("apiVersion", "meta.k8s.io/v1".into()),
+        (
+            "metadata",
+            object(&mut [("resourceVersion", resource_version.to_string().into())]),
+        ),
+        ("columnDefinitions", Value::Array(defs)),
+        ("rows", Value::Array(rows)),
+    ])
 }
 
 fn partial_metadata(o: &Value) -> Value {
-    json!({
-        "kind": "PartialObjectMetadata",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": o.get("metadata").cloned().unwrap_or_else(|| json!({})),
-    })
+    object(&mut [
+        ("kind", "PartialObjectMetadata".into()),
+        ("apiVersion", "meta.k8s.io/v1".into()),
+        (
+            "metadata",
+            o.get("metadata")
+                .cloned()
+                .unwrap_or_else(|| Value::Object(Map::new())),
+        ),
+    ])
 }
 
 fn str_at<'a>(v: &'a Value, path: &[&str]) -> &'a str {

@@ -43,6 +43,7 @@ use super::stream;
 use super::view::{Change, ChangeKind, View};
 use crate::apiserver::node::{self as node_status, NodeFacts};
 use crate::clock::{self, Clock, UnixNanos};
+use crate::json::object;
 use crate::runtime::{Runtime, RuntimeHealth};
 
 /// Connections served at once; more are closed as soon as they are accepted.
@@ -254,23 +255,35 @@ async fn connection<R: Runtime, C: Clock>(
 
 /// A `metav1.Status` failure (kubectl prints `Error from server (Reason): message`).
 pub fn status_error(code: StatusCode, reason: &str, message: &str) -> Response<Out> {
-    let body = json!({
-        "kind": "Status", "apiVersion": "v1", "metadata": {},
-        "status": "Failure", "message": message, "reason": reason, "code": code.as_u16(),
-    });
+    let body = object(&mut [
+        ("kind", "Status".into()),
+        ("apiVersion", "v1".into()),
+        ("metadata", object(&mut [])),
+        ("status", "Failure".into()),
+        ("message", message.into()),
+        ("reason", reason.into()),
+        ("code", code.as_u16().into()),
+    ]);
     json_response(code, &body)
 }
 
 fn not_found(kind: &str, name: &str) -> Response<Out> {
-    let mut r = json!({
-        "kind": "Status", "apiVersion": "v1", "metadata": {},
-        "status": "Failure", "message": format!("{kind} \"{name}\" not found"),
-        "reason": "NotFound", "code": 404,
-        "details": {"name": name, "kind": kind},
-    });
+    let mut r = object(&mut [
+        ("kind", "Status".into()),
+        ("apiVersion", "v1".into()),
+        ("metadata", object(&mut [])),
+        ("status", "Failure".into()),
+        ("message", format!("{kind} \"{name}\" not found").into()),
+        ("reason", "NotFound".into()),
+        ("code", 404.into()),
+        (
+            "details",
+            object(&mut [("name", name.into()), ("kind", kind.into())]),
+        ),
+    ]);
     if kind.is_empty() {
-        r["message"] = json!("the server could not find the requested resource");
-        r["details"] = json!({});
+        r["message"] = "the server could not find the requested resource".into();
+        r["details"] = object(&mut []);
     }
     json_response(StatusCode::NOT_FOUND, &r)
 }
@@ -459,8 +472,7 @@ async fn handle<R: Runtime, C: Clock>(
             let items: Vec<Value> = pods.iter().map(|e| (*e.json()).clone()).collect();
             json_response(
                 StatusCode::OK,
-                &json!({"kind": "PodList", "apiVersion": "v1",
-                        "metadata": {"resourceVersion": rv.to_string()}, "items": items}),
+                &list("PodList", "v1", rv.to_string(), items),
             )
         }
         ["metrics"] => {
@@ -537,8 +549,7 @@ async fn handle<R: Runtime, C: Clock>(
                     } else {
                         json_response(
                             StatusCode::OK,
-                            &json!({"kind": "NodeList", "apiVersion": "v1",
-                                    "metadata": {"resourceVersion": "1"}, "items": items}),
+                            &list("NodeList", "v1", "1".into(), owned(&items)),
                         )
                     }
                 }
@@ -704,8 +715,7 @@ fn events<R: Runtime, C: Clock>(
         } else {
             json_response(
                 StatusCode::OK,
-                &json!({"kind": "EventList", "apiVersion": "v1",
-                        "metadata": {"resourceVersion": "0"}, "items": empty}),
+                &list("EventList", "v1", "0".into(), owned(&empty)),
             )
         };
     };
@@ -776,8 +786,7 @@ fn events<R: Runtime, C: Clock>(
     }
     json_response(
         StatusCode::OK,
-        &json!({"kind": "EventList", "apiVersion": "v1",
-                "metadata": {"resourceVersion": rv.to_string()}, "items": items}),
+        &list("EventList", "v1", rv.to_string(), owned(&items)),
     )
 }
 
@@ -936,8 +945,7 @@ fn pods<R: Runtime, C: Clock>(
     }
     json_response(
         StatusCode::OK,
-        &json!({"kind": "PodList", "apiVersion": "v1",
-                "metadata": {"resourceVersion": rv.to_string()}, "items": items}),
+        &list("PodList", "v1", rv.to_string(), owned(&items)),
     )
 }
 
@@ -1033,6 +1041,24 @@ async fn node_object<R: Runtime, C: Clock>(api: &Rc<Api<R, C>>) -> Value {
     })
 }
 
+/// A `…List` object (`kind`, `apiVersion`, `metadata.resourceVersion`, `items`).
+fn list(kind: &str, api_version: &str, resource_version: String, items: Vec<Value>) -> Value {
+    object(&mut [
+        ("kind", kind.into()),
+        ("apiVersion", api_version.into()),
+        (
+            "metadata",
+            object(&mut [("resourceVersion", resource_version.into())]),
+        ),
+        ("items", Value::Array(items)),
+    ])
+}
+
+/// The items of a list, copied (what `json!` did with a `Vec<&Value>`).
+fn owned(items: &[&Value]) -> Vec<Value> {
+    items.iter().map(|v| (*v).clone()).collect()
+}
+
 /// `GET /api/v1`: what this server serves.
 fn resources() -> Value {
     let r = |name: &str, namespaced: bool, kind: &str, verbs: &[&str], short: &[&str]| {
@@ -1052,12 +1078,20 @@ fn resources() -> Value {
 
 /// `GET /version`: the API level picolet's node API follows, and picolet's own version.
 fn version() -> Value {
-    json!({
-        "major": "1", "minor": "32",
-        "gitVersion": node_status::KUBELET_VERSION,
-        "gitCommit": "", "gitTreeState": "clean", "buildDate": "",
-        "goVersion": "", "compiler": "rustc", "platform": format!("linux/{}", node_status::go_arch()),
-    })
+    object(&mut [
+        ("major", "1".into()),
+        ("minor", "32".into()),
+        ("gitVersion", node_status::KUBELET_VERSION.into()),
+        ("gitCommit", "".into()),
+        ("gitTreeState", "clean".into()),
+        ("buildDate", "".into()),
+        ("goVersion", "".into()),
+        ("compiler", "rustc".into()),
+        (
+            "platform",
+            format!("linux/{}", node_status::go_arch()).into(),
+        ),
+    ])
 }
 
 #[cfg(test)]

@@ -128,10 +128,8 @@ pub fn detect_cgroups(sys_cgroup: &Path, proc_cgroups: &Path) -> Result<CgroupIn
     let v2_controllers = sys_cgroup.join("cgroup.controllers");
     if v2_controllers.is_file() {
         let text = read(&v2_controllers)?;
-        let controllers = text
-            .split_whitespace()
-            .map(|c| (c.to_string(), true))
-            .collect();
+        let controllers =
+            crate::sort::collect_map(text.split_whitespace().map(|c| (c.to_string(), true)));
         return Ok(CgroupInfo {
             version: CgroupVersion::V2,
             controllers,

@@ -114,13 +114,13 @@ pub fn sandbox_config(pod: &api::Pod, attempt: u32, p: SandboxParams<'_>) -> San
             .iter()
             .chain(&pod.spec.containers)
             .any(is_privileged),
-        sysctls: pod
-            .spec
-            .security_context
-            .iter()
-            .flat_map(|sc| &sc.sysctls)
-            .map(|s| (sysctl_dots(&s.name), s.value.clone()))
-            .collect(),
+        sysctls: crate::sort::collect_map(
+            pod.spec
+                .security_context
+                .iter()
+                .flat_map(|sc| &sc.sysctls)
+                .map(|s| (sysctl_dots(&s.name), s.value.clone())),
+        ),
         // An invalid pod-level profile fails each container's config with its message; the
         // sandbox then runs with the safe default.
         seccomp: seccomp_profile(pod, None, p.node).unwrap_or(SecurityProfile {

@@ -192,16 +192,16 @@ pub fn sandbox_info(sandbox: &Sandbox) -> SandboxLabelInfo {
         pod_uid: get(POD_UID_LABEL, &sandbox.uid),
         pod_name: get(POD_NAME_LABEL, &sandbox.name),
         pod_namespace: get(POD_NAMESPACE_LABEL, &sandbox.namespace),
-        pod_labels: l
-            .iter()
-            .filter(|(k, _)| {
-                !matches!(
-                    k.as_str(),
-                    POD_NAME_LABEL | POD_NAMESPACE_LABEL | POD_UID_LABEL
-                )
-            })
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
+        pod_labels: crate::sort::collect_map(
+            l.iter()
+                .filter(|(k, _)| {
+                    !matches!(
+                        k.as_str(),
+                        POD_NAME_LABEL | POD_NAMESPACE_LABEL | POD_UID_LABEL
+                    )
+                })
+                .map(|(k, v)| (k.clone(), v.clone())),
+        ),
     }
 }
 

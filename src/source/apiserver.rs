@@ -388,14 +388,10 @@ impl Reflector {
                                 "api source: apiserver unreachable; running the {} pods of the checkpoint until it is back",
                                 cp.len()
                             );
-                            self.pods = cp
-                                .into_iter()
-                                .map(|p| {
-                                    let key =
-                                        (p.metadata.namespace.clone(), p.metadata.name.clone());
-                                    (key, api_pod(p))
-                                })
-                                .collect();
+                            self.pods = crate::sort::collect_map(cp.into_iter().map(|p| {
+                                let key = (p.metadata.namespace.clone(), p.metadata.name.clone());
+                                (key, api_pod(p))
+                            }));
                             if !self.send().await {
                                 return Step::Stop;
                             }
