@@ -63,30 +63,40 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // to keep them (a crash to debug with the unstripped build's symbols).
     // (`rustc -C force-unwind-tables=no` does not do it: under fat LTO the tables stay.)
     println!("cargo:rerun-if-env-changed=PICOLET_KEEP_UNWIND_TABLES");
-    let arch = std::env::var("CARGO_CFG_TARGET_ARCH");
-    let aarch64 = arch.as_deref() == Ok("aarch64");
-    let arm = arch.as_deref() == Ok("arm");
     let release = std::env::var("PROFILE").as_deref() == Ok("release");
     let keep = std::env::var_os("PICOLET_KEEP_UNWIND_TABLES").is_some_and(|v| v != "0");
     // The 32-bit ARM builds (armv7, armv6) unwind with the ARM EHABI tables instead
     // (.ARM.exidx, .ARM.extab: 47 KB of the armv6 binary); the same reasoning drops them.
     // With no table the unwinder finds no frame: a panic prints its message and file:line
     // and aborts, as before.
-    if musl && !dynamic && arm && release && !keep {
-        let script = std::path::PathBuf::from(std::env::var("OUT_DIR")?).join("no-exidx.ld");
+    let discard = match std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() {
+        // (script, sections discarded, whether .eh_frame_hdr goes too)
+        Ok("aarch64") => Some((
+            "no-eh-frame.ld",
+            "EXCLUDE_FILE(*crtbegin.o *crtend.o) *(.eh_frame)",
+            true,
+        )),
+        Ok("arm") => Some((
+            "no-exidx.ld",
+            "*(.ARM.exidx .ARM.exidx.* .ARM.extab .ARM.extab.*)",
+            false,
+        )),
+        _ => None,
+    };
+    if let Some((file, sections, eh_frame_hdr)) = discard
+        && musl
+        && !dynamic
+        && release
+        && !keep
+    {
+        let script = std::path::PathBuf::from(std::env::var("OUT_DIR")?).join(file);
         std::fs::write(
             &script,
-            "SECTIONS\n{\n  /DISCARD/ : { *(.ARM.exidx .ARM.exidx.* .ARM.extab .ARM.extab.*) }\n}\nINSERT AFTER .text;\n",
+            format!("SECTIONS\n{{\n  /DISCARD/ : {{ {sections} }}\n}}\nINSERT AFTER .text;\n"),
         )?;
-        println!("cargo:rustc-link-arg-bins=-Wl,-T,{}", script.display());
-    }
-    if musl && !dynamic && aarch64 && release && !keep {
-        let script = std::path::PathBuf::from(std::env::var("OUT_DIR")?).join("no-eh-frame.ld");
-        std::fs::write(
-            &script,
-            "SECTIONS\n{\n  /DISCARD/ : { EXCLUDE_FILE(*crtbegin.o *crtend.o) *(.eh_frame) }\n}\nINSERT AFTER .text;\n",
-        )?;
-        println!("cargo:rustc-link-arg-bins=-Wl,--no-eh-frame-hdr");
+        if eh_frame_hdr {
+            println!("cargo:rustc-link-arg-bins=-Wl,--no-eh-frame-hdr");
+        }
         println!("cargo:rustc-link-arg-bins=-Wl,-T,{}", script.display());
     }
     Ok(())

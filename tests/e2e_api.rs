@@ -599,6 +599,21 @@ fn node_condition(mock: &MockApiServer, ty: &str) -> Option<String> {
         .and_then(|c| c["status"].as_str().map(str::to_string))
 }
 
+/// Waits (60 s at most) until the Node the apiserver holds has condition `ty` at `want`.
+async fn wait_node_condition(h: &mut Harness, ty: &str, want: &str) {
+    let mock = h.mock.clone();
+    h.wait_for(&format!("the Node reports {ty} {want}"), 60, || {
+        let mock = mock.clone();
+        async move {
+            match node_condition(&mock, ty) {
+                Some(s) if s == want => Ok(()),
+                other => Err(format!("{ty} = {other:?}")),
+            }
+        }
+    })
+    .await;
+}
+
 /// Eviction (issue 14), caused by the test: `--eviction-hard memory.available<…` is set
 /// 768 MiB below what this machine has when the scenario starts (measured as picolet
 /// measures it), so the Node reports no MemoryPressure; a BestEffort API pod is admitted,
@@ -648,16 +663,7 @@ async fn e2e_api_eviction_under_memory_pressure() {
     let mock = h.mock.clone();
     let rt = h.rt.clone();
 
-    h.wait_for("the Node reports MemoryPressure False", 60, || {
-        let mock = mock.clone();
-        async move {
-            match node_condition(&mock, "MemoryPressure") {
-                Some(s) if s == "False" => Ok(()),
-                other => Err(format!("MemoryPressure = {other:?}")),
-            }
-        }
-    })
-    .await;
+    wait_node_condition(&mut h, "MemoryPressure", "False").await;
 
     // The hog: BestEffort, admitted while there is no pressure, then fills its emptyDir.
     let mut hog = api_pod("hog", NODE);
@@ -701,16 +707,7 @@ async fn e2e_api_eviction_under_memory_pressure() {
         "{evicted:?}"
     );
     // The Node's status follows within --node-status-update-frequency (2 s).
-    h.wait_for("the Node reports MemoryPressure True", 60, || {
-        let mock = mock.clone();
-        async move {
-            match node_condition(&mock, "MemoryPressure") {
-                Some(s) if s == "True" => Ok(()),
-                other => Err(format!("MemoryPressure = {other:?}")),
-            }
-        }
-    })
-    .await;
+    wait_node_condition(&mut h, "MemoryPressure", "True").await;
 
     mock.create_pod(api_pod("besteffort", NODE))
         .expect("create besteffort");

@@ -676,15 +676,24 @@ impl FakeService {
         op(&mut self.state().model).map_err(refused)
     }
 
-    /// [`Self::model`] for a call that names a log file: the path, unless the front does
-    /// not write logs.
-    fn state_model(
+    /// [`Self::model`] for a call after which containerd has the container's log file open
+    /// (`StartContainer`, `ReopenContainerLog`): the model's answer, then the file opened,
+    /// unless the front does not write logs.
+    fn model_then_open_log(
         &self,
-        op: impl FnOnce(&mut FakeContainerd) -> Result<String, Refusal>,
-    ) -> Result<Option<String>, Status> {
-        let mut state = self.state();
-        let log = op(&mut state.model).map_err(refused)?;
-        Ok(state.write_logs.then_some(log))
+        id: &str,
+        op: impl FnOnce(&mut FakeContainerd) -> Result<(), Refusal>,
+    ) -> Result<(), Status> {
+        let log = {
+            let mut state = self.state();
+            op(&mut state.model).map_err(refused)?;
+            let path = state.model.container_status(id).map_err(refused)?;
+            state.write_logs.then(|| path.info.log_path.clone())
+        };
+        if let Some(log) = log {
+            open_log(&log);
+        }
+        Ok(())
     }
 
     /// Logs the call, waits the latency, applies the method's fault.
@@ -906,13 +915,7 @@ impl RuntimeService for FakeService {
     ) -> Answer<proto::StartContainerResponse> {
         let id = req.into_inner().container_id;
         self.gate(Method::StartContainer, &id).await?;
-        let log = self.state_model(|m| {
-            m.start_container(&id)?;
-            Ok(m.container_status(&id)?.info.log_path.clone())
-        })?;
-        if let Some(log) = log {
-            open_log(&log);
-        }
+        self.model_then_open_log(&id, |m| m.start_container(&id))?;
         Ok(Response::new(proto::StartContainerResponse {}))
     }
 
@@ -973,13 +976,7 @@ impl RuntimeService for FakeService {
     ) -> Answer<proto::ReopenContainerLogResponse> {
         let id = req.into_inner().container_id;
         self.gate(Method::ReopenContainerLog, &id).await?;
-        let log = self.state_model(|m| {
-            m.reopen_container_log(&id)?;
-            Ok(m.container_status(&id)?.info.log_path.clone())
-        })?;
-        if let Some(log) = log {
-            open_log(&log);
-        }
+        self.model_then_open_log(&id, |m| m.reopen_container_log(&id))?;
         Ok(Response::new(proto::ReopenContainerLogResponse {}))
     }
 
