@@ -1263,9 +1263,17 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
                     .insert(id.clone(), k.message.clone());
             }
         }
-        // A resync that changed nothing (the common case at idle) reuses what it read.
+        // A resync that changed nothing (the common case at idle) reuses what it read; one
+        // that only created things reads just those (`refresh_after_sync`: the view keeps
+        // the time of the read it planned on, so that a change the relister saw since then
+        // still invalidates it); anything else is read whole.
         let after = if result.actions.is_noop() && result.containers.is_empty() {
             observed
+        } else if let Some(after) = sync::refresh_after_sync(&self.env.runtime, &observed, &result)
+            .await
+            .map_err(failure)?
+        {
+            after
         } else {
             read_at = tokio::time::Instant::now();
             sync::get_pod_status(&self.env.runtime, &uid)

@@ -38,7 +38,7 @@ use crate::runtime::mounts;
 use crate::runtime::plan::{self, ContainerToKill, KillReason, PodActions};
 use crate::runtime::{
     ContainerInfo, ContainerState, CriError, DnsConfig, ListFilter, PodRuntimeStatus, Runtime,
-    SandboxConfig, SandboxState,
+    Sandbox, SandboxConfig, SandboxState,
 };
 
 pub const DEFAULT_ROOT_DIR: &str = "/var/lib/picolet";
@@ -276,6 +276,10 @@ pub struct PodSyncResult {
     pub sandbox_error: Option<SandboxFailure>,
     /// The pod IP (from the newest ready sandbox; `None` for host network or unknown).
     pub sandbox_ip: Option<String>,
+    /// The new sandbox as its `PodSandboxStatus` answered (when `sandbox_created`).
+    pub new_sandbox: Option<Sandbox>,
+    /// Old init container instances were removed (`pruneInitContainersBeforeStart`).
+    pub pruned: bool,
     /// Every container the plan wanted started, in the order tried.
     pub containers: Vec<ContainerSyncResult>,
     /// The earliest moment a back-off ends: sync again then.
@@ -289,6 +293,31 @@ impl PodSyncResult {
             || self.sandbox_error.is_some()
             || self.containers.iter().any(|c| {
                 matches!(&c.outcome, StartOutcome::Waiting { reason, .. } if !reason.is_back_off())
+            })
+    }
+
+    /// Everything the sync changed in the runtime is known from its own calls: nothing was
+    /// killed or removed, and each container either started or failed before
+    /// `CreateContainer` (see [`refresh_after_sync`]). `observed` is the view it planned on.
+    pub fn is_modelled(&self, observed: &PodRuntimeStatus) -> bool {
+        let a = &self.actions;
+        // A new pod's plan is "kill the pod, create a sandbox" too, with nothing to kill.
+        let killed =
+            a.kill_pod && !(observed.sandboxes.is_empty() && observed.containers.is_empty());
+        !killed
+            && a.containers_to_kill.is_empty()
+            && !self.pruned
+            && self.kill_error.is_none()
+            && self.sandbox_error.is_none()
+            && (self.sandbox_created == self.new_sandbox.is_some())
+            && self.containers.iter().all(|c| match &c.outcome {
+                StartOutcome::Started { .. } => true,
+                StartOutcome::Waiting { reason, .. } => !matches!(
+                    reason,
+                    WaitingReason::CreateContainerError
+                        | WaitingReason::RunContainerError
+                        | WaitingReason::PostStartHookError
+                ),
             })
     }
 
@@ -387,6 +416,56 @@ pub async fn get_pod_status<R: Runtime>(rt: &R, uid: &str) -> Result<PodRuntimeS
     };
     fill_identity(&mut status);
     Ok(status)
+}
+
+/// The pod's runtime view after a sync, from the view the sync planned on and what the sync
+/// did, without reading the pod back whole: the new sandbox as its `PodSandboxStatus`
+/// answered during the sync, one `ContainerStatus` per container started. `None` when the
+/// sync did something this cannot model (a kill, a removal, a failed start that may have
+/// left a container behind) or the runtime's answer does not fit: then read it whole.
+///
+/// kubelet: `SyncPod` reads nothing back; the PLEG's next relist reads the pod whole and
+/// syncs it again. picolet records the status at once (a started pod reports Running
+/// without waiting for the relist) but reads only the objects the sync created: in a burst
+/// of starts, the lists per pod would compete with the other pods' starts in the runtime.
+/// What else changed in the meantime the relist sees, as upstream's does.
+pub async fn refresh_after_sync<R: Runtime>(
+    rt: &R,
+    observed: &PodRuntimeStatus,
+    result: &PodSyncResult,
+) -> Result<Option<PodRuntimeStatus>, CriError> {
+    if !result.is_modelled(observed) {
+        return Ok(None);
+    }
+    let mut after = observed.clone();
+    if let Some(s) = &result.new_sandbox {
+        if s.labels.is_empty() {
+            return Ok(None);
+        }
+        after.sandboxes.retain(|x| x.id != s.id);
+        after.sandboxes.push(s.clone());
+    }
+    for c in &result.containers {
+        let StartOutcome::Started { id, .. } = &c.outcome else {
+            continue;
+        };
+        let mut full = match rt.container_status(id).await {
+            Ok(full) => full,
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        if full.labels.is_empty() {
+            return Ok(None);
+        }
+        // CRI ContainerStatus carries no sandbox ID.
+        if full.sandbox_id.is_empty() {
+            full.sandbox_id.clone_from(&result.sandbox_id);
+        }
+        after.containers.retain(|x| x.id != full.id);
+        after.containers.push(full);
+    }
+    regroup(&mut after);
+    Ok(Some(after))
 }
 
 /// Every pod the runtime holds that carries the kubelet's pod-UID label, grouped by UID,
@@ -537,7 +616,7 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
                 return result;
             }
         }
-        prune_init_containers(env, pod, status).await;
+        result.pruned = prune_init_containers(env, pod, status).await;
     }
 
     let nothing_to_start = !actions.create_sandbox
@@ -642,12 +721,13 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
             return result;
         }
         match create_sandbox(env, pod, &sandbox_config).await {
-            Ok((id, ip)) => {
+            Ok(sandbox) => {
                 result.sandbox_created = true;
-                result.sandbox_id = id;
+                result.sandbox_id.clone_from(&sandbox.id);
                 if !pod.spec.host_network {
-                    pod_ip = ip;
+                    pod_ip = sandbox.ip.clone().filter(|ip| !ip.is_empty());
                 }
+                result.new_sandbox = Some(sandbox);
             }
             Err(failure) => {
                 log::warn!("pod {pod_name}: {}", failure.message);
@@ -764,13 +844,13 @@ fn warn_loopback_dns(pod: &api::Pod, sandbox: &SandboxConfig, resolv_conf: &Path
     }
 }
 
-/// Create the log directory and the sandbox, then read its IP (kubelet:
+/// Create the log directory and the sandbox, then read its status, IP included (kubelet:
 /// `createPodSandbox` + the `PodSandboxStatus` that follows).
 async fn create_sandbox<R: Runtime, C: Clock>(
     env: &SyncEnv<R, C>,
     pod: &api::Pod,
     sandbox_config: &SandboxConfig,
-) -> Result<(String, Option<String>), SandboxFailure> {
+) -> Result<Sandbox, SandboxFailure> {
     let log_dir = Path::new(&sandbox_config.log_directory);
     if let Err(e) = mounts::ensure_dir(log_dir, 0o755) {
         return Err(SandboxFailure {
@@ -787,7 +867,7 @@ async fn create_sandbox<R: Runtime, C: Clock>(
             message: format!("Failed to create pod sandbox: {e}"),
         })?;
     log::info!("pod {}: sandbox {id} created", pod.full_name());
-    let status = env
+    let mut status = env
         .runtime
         .pod_sandbox_status(&id)
         .await
@@ -795,7 +875,15 @@ async fn create_sandbox<R: Runtime, C: Clock>(
             network_not_ready: false,
             message: format!("Unable to get pod sandbox status: {e}"),
         })?;
-    Ok((id, status.ip.filter(|ip| !ip.is_empty())))
+    // As `get_pod_status` does with the list's: a status without labels gets the config's.
+    if status.labels.is_empty() {
+        status.labels.clone_from(&sandbox_config.labels);
+    }
+    if status.annotations.is_empty() {
+        status.annotations.clone_from(&sandbox_config.annotations);
+    }
+    status.id = id;
+    Ok(status)
 }
 
 /// containerd/CRI-O report an uninitialised CNI with these phrases; the kubelet retries
@@ -1394,11 +1482,13 @@ async fn purge_init_containers<R: Runtime, C: Clock>(
 
 /// Keep only the newest exited instance of each init container (kubelet:
 /// `pruneInitContainersBeforeStart`).
+/// Returns whether it removed any.
 async fn prune_init_containers<R: Runtime, C: Clock>(
     env: &SyncEnv<R, C>,
     pod: &api::Pod,
     status: &PodRuntimeStatus,
-) {
+) -> bool {
+    let mut removed = false;
     for init in &pod.spec.init_containers {
         let dead = status.containers.iter().filter(|c| {
             labels::container_name(c) == init.name
@@ -1406,8 +1496,10 @@ async fn prune_init_containers<R: Runtime, C: Clock>(
         });
         for c in dead.skip(1) {
             remove_container_logged(env, pod, c).await;
+            removed = true;
         }
     }
+    removed
 }
 
 async fn remove_container_logged<R: Runtime, C: Clock>(

@@ -1401,3 +1401,100 @@ async fn a_failed_pre_stop_hook_is_recorded_without_its_output() {
         ]
     );
 }
+
+/// Sync, then `refresh_after_sync`; returns the result, the refreshed view and the calls the
+/// refresh made.
+async fn sync_and_refresh(
+    h: &mut Harness,
+    pod: &api::Pod,
+) -> (PodSyncResult, Option<PodRuntimeStatus>, Vec<Call>) {
+    let st = h.status(pod.uid()).await;
+    let r = sync_pod(&h.env, pod, &st, &mut h.backoffs, &Default::default()).await;
+    h.rt.take_calls();
+    let after = refresh_after_sync(&h.rt, &st, &r).await.unwrap();
+    (r, after, h.rt.take_calls())
+}
+
+#[tokio::test(start_paused = true)]
+async fn refresh_after_a_start_reads_only_the_started_containers() {
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    h.rt.add_image("busybox:1.36");
+    let p = pod(RestartPolicy::Always);
+    // A fresh pod: the new sandbox comes from the sync's own PodSandboxStatus.
+    let (r, after, calls) = sync_and_refresh(&mut h, &p).await;
+    assert!(
+        r.containers
+            .iter()
+            .all(|c| matches!(c.outcome, StartOutcome::Started { .. }))
+    );
+    assert_eq!(
+        calls,
+        vec![
+            Call::ContainerStatus("c2".into()),
+            Call::ContainerStatus("c3".into())
+        ]
+    );
+    assert_eq!(after, Some(h.status("uid-1").await));
+
+    // A restart after an exit: the old instance stays as it was read, the new one is added.
+    advance(5).await;
+    h.rt.exit_container("c2", 0);
+    let (r, after, calls) = sync_and_refresh(&mut h, &p).await;
+    assert!(
+        r.containers
+            .iter()
+            .all(|c| matches!(c.outcome, StartOutcome::Started { .. }))
+    );
+    assert_eq!(calls, vec![Call::ContainerStatus("c4".into())]);
+    assert_eq!(after, Some(h.status("uid-1").await));
+}
+
+#[tokio::test(start_paused = true)]
+async fn refresh_after_a_kill_or_a_failed_start_reads_the_pod_whole() {
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    h.rt.add_image("nginx:1.26");
+    let mut p = one_container_pod("nginx:1.25");
+    sync_and_refresh(&mut h, &p).await;
+
+    // A kill: the stopped container's exit details are only in the runtime.
+    p.spec.containers[0].image = "nginx:1.26".into();
+    let (r, after, calls) = sync_and_refresh(&mut h, &p).await;
+    assert!(!r.actions.containers_to_kill.is_empty());
+    assert_eq!((after, calls), (None, vec![]));
+
+    // A sandbox that died: the old one is stopped, a new one made.
+    h.rt.set_sandbox_state("s1", SandboxState::NotReady);
+    let (r, after, calls) = sync_and_refresh(&mut h, &p).await;
+    assert!(r.actions.kill_pod && r.sandbox_created);
+    assert_eq!((after, calls), (None, vec![]));
+
+    // A container created but not started is left behind (after the crash-loop back-off).
+    let (id, _) = started(&r, "web");
+    h.rt.exit_container(&id, 1);
+    advance(300).await;
+    h.rt.fail_once(
+        Method::StartContainer,
+        FakeRuntime::rpc_error(Method::StartContainer, "exec format error"),
+    );
+    let (r, after, _) = sync_and_refresh(&mut h, &p).await;
+    assert_eq!(
+        r.waiting("web").map(|w| w.0),
+        Some(WaitingReason::RunContainerError)
+    );
+    assert_eq!(after, None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn refresh_of_a_container_gone_already_reads_the_pod_whole() {
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    let p = one_container_pod("nginx:1.25");
+    let st = h.status("uid-1").await;
+    let r = sync_pod(&h.env, &p, &st, &mut h.backoffs, &Default::default()).await;
+    // Removed by someone else (crictl rm -f) before the read.
+    h.rt.remove_container("c2").await.unwrap();
+    assert!(r.is_modelled(&st));
+    assert_eq!(refresh_after_sync(&h.rt, &st, &r).await.unwrap(), None);
+}
