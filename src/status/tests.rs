@@ -1672,6 +1672,25 @@ fn manager_ignores_timestamp_only_changes() {
 }
 
 #[test]
+fn manager_keeps_the_stored_status_when_the_same_one_comes_again() {
+    let p = pod(&["app"]);
+    let none = WaitingReasons::new();
+    let mut m = StatusManager::new();
+    let obs = observed(vec![running("app", 0, 0)]);
+    let s0 = compute(&p, &obs, &none, None, T0);
+    assert!(m.set("uid-1", "default/web-node1", s0.clone()));
+    let handed_out = m.get_shared("uid-1").expect("stored");
+    // A steady pod's resync: the same status; the copy handed out stays the stored one.
+    assert!(!m.set("uid-1", "default/web-node1", s0.clone()));
+    let stored = m.get_shared("uid-1").expect("stored");
+    assert!(std::sync::Arc::ptr_eq(&handed_out, &stored));
+    // A timestamp-only difference is stored (silently), as before.
+    let s1 = compute(&p, &obs, &none, None, T0 + 60 * SEC);
+    assert!(!m.set("uid-1", "default/web-node1", s1.clone()));
+    assert_eq!(m.get("uid-1"), Some(&s1));
+}
+
+#[test]
 fn manager_keeps_terminal_phase() {
     let mut m = StatusManager::new();
     let done = PodStatus {
