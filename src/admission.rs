@@ -455,10 +455,10 @@ mod tests {
             (
                 "warned field",
                 |p| {
-                    p.spec.containers[0].lifecycle = Some(crate::api::Lifecycle {
+                    p.spec.containers[0].lifecycle = Some(Box::new(crate::api::Lifecycle {
                         stop_signal: Some(serde_json::json!("SIGUSR1")),
                         ..Default::default()
-                    })
+                    }))
                 },
                 None,
                 1,

@@ -348,7 +348,7 @@ struct Shared {
     /// kubelet: the PLEG's pod cache — the runtime view each pod's last sync ended with,
     /// and when its read began. A sync reuses it unless the relister saw the pod change
     /// after that read (`changed_at`): an idle resync then costs no CRI call.
-    pod_cache: HashMap<String, (tokio::time::Instant, PodRuntimeStatus)>,
+    pod_cache: PodCache,
     /// When the relister last saw each pod change (the start of that relist's lists).
     changed_at: HashMap<String, tokio::time::Instant>,
     /// When the newest successful relist began: a cached view is trusted only if a relist
@@ -362,6 +362,30 @@ struct Shared {
     known_absent: HashSet<String>,
     /// apiserver mode: status changes go to the status syncer.
     events: Option<PodEventSender>,
+}
+
+/// The pod cache's map; each view is stored compacted ([`pleg::compact`]: its label and
+/// annotation maps only where a reader needs them).
+#[derive(Default)]
+struct PodCache(HashMap<String, (tokio::time::Instant, PodRuntimeStatus)>);
+
+impl PodCache {
+    fn get(&self, uid: &str) -> Option<&(tokio::time::Instant, PodRuntimeStatus)> {
+        self.0.get(uid)
+    }
+
+    fn insert(
+        &mut self,
+        uid: String,
+        (read_at, mut status): (tokio::time::Instant, PodRuntimeStatus),
+    ) {
+        pleg::compact(&mut status);
+        self.0.insert(uid, (read_at, status));
+    }
+
+    fn remove(&mut self, uid: &str) {
+        self.0.remove(uid);
+    }
 }
 
 struct Loop<R: Runtime, C: Clock> {

@@ -200,11 +200,13 @@ async fn run<R: Runtime>(
             _ = shutdown.cancelled() => return,
             () = &mut relist_at => {
                 let started = Instant::now();
-                let result = tokio::select! {
+                let mut result = tokio::select! {
                     _ = shutdown.cancelled() => return,
                     r = sync::relist_runtime_pods(&runtime, &mut digest) => r,
                 };
-                if let Ok(Some(pods)) = &result {
+                if let Ok(Some(pods)) = &mut result {
+                    // The loop holds this as its view until the next change.
+                    pods.iter_mut().for_each(compact);
                     exits.update(pods);
                 }
                 let evented = stream.watched_since(started);
@@ -497,6 +499,7 @@ pub fn apply_event(
         );
     }
     sync::regroup(pod);
+    compact(pod);
     let after = fingerprint(pod);
     let changed = after.len() != before.len()
         || after
@@ -512,6 +515,68 @@ pub fn apply_event(
         Applied::Unchanged
     };
     Some((uid, applied))
+}
+
+/// Drops from a held view of the runtime (the relister's, the pod cache's) what no reader of
+/// a held view reads, so that a pod there costs its ids and states rather than its label
+/// and annotation maps (a `BTreeMap` holds a 544-byte node as soon as it has one entry):
+/// - a sandbox's annotations: only the status answer that carries them reads them;
+/// - a sandbox's labels, when its UID, name and namespace fields say what the labels say
+///   (absent or empty labels read as the fields: `labels::sandbox_info`);
+/// - a container's labels, when its name field is the container's name
+///   (`labels::container_name`) and the pod's identity is held by the view and by every
+///   sandbox in it (a container's identity labels are read only when no sandbox names the
+///   pod: `fill_identity`);
+/// - the spare capacity of the sandbox and container vectors.
+///
+/// A container's annotations stay: its hash, restart count, grace periods and preStop hook
+/// are read from them. Everything a view is read for gives the same answer after this.
+pub fn compact(p: &mut PodRuntimeStatus) {
+    use crate::runtime::labels::{
+        CONTAINER_NAME_LABEL, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL,
+    };
+    // A label that is absent or empty reads as `field`, or says the same.
+    let same = |labels: &std::collections::BTreeMap<String, String>, key: &str, field: &str| {
+        labels
+            .get(key)
+            .is_none_or(|v| v.is_empty() || v.as_str() == field)
+    };
+    for s in &mut p.sandboxes {
+        s.annotations = Default::default();
+        if same(&s.labels, POD_UID_LABEL, &s.uid)
+            && same(&s.labels, POD_NAME_LABEL, &s.name)
+            && same(&s.labels, POD_NAMESPACE_LABEL, &s.namespace)
+        {
+            s.labels = Default::default();
+        }
+    }
+    let named_by_sandboxes = !p.name.is_empty()
+        && !p.sandboxes.is_empty()
+        && p.sandboxes.iter().all(|s| {
+            let i = crate::runtime::labels::sandbox_info(s);
+            i.pod_name == p.name && i.pod_namespace == p.namespace
+        });
+    if named_by_sandboxes {
+        for c in &mut p.containers {
+            let l = &c.labels;
+            let identity = |key: &str, field: &str| l.get(key).is_some_and(|v| v == field);
+            if same(l, CONTAINER_NAME_LABEL, &c.name)
+                && identity(POD_UID_LABEL, &p.uid)
+                && identity(POD_NAME_LABEL, &p.name)
+                && identity(POD_NAMESPACE_LABEL, &p.namespace)
+                && l.keys().all(|k| {
+                    matches!(
+                        k.as_str(),
+                        CONTAINER_NAME_LABEL | POD_UID_LABEL | POD_NAME_LABEL | POD_NAMESPACE_LABEL
+                    )
+                })
+            {
+                c.labels = Default::default();
+            }
+        }
+    }
+    p.sandboxes.shrink_to_fit();
+    p.containers.shrink_to_fit();
 }
 
 /// What a relist compares between two views of a pod: sandbox and container ids with
@@ -535,6 +600,7 @@ pub fn fingerprint(rp: &PodRuntimeStatus) -> Vec<(&str, u8)> {
 mod tests {
     use super::*;
     use crate::runtime::{ContainerInfo, ContainerState, Sandbox};
+    use std::collections::BTreeMap;
 
     fn sandbox(id: &str, uid: &str, state: SandboxState) -> Sandbox {
         Sandbox {
@@ -576,6 +642,140 @@ mod tests {
             sandbox,
             containers,
         }
+    }
+
+    /// A view as picolet's own objects give it: identity labels on both, the pod's own
+    /// labels and annotations on the sandbox, the contract's annotations on the container.
+    fn labelled_view() -> PodRuntimeStatus {
+        use crate::runtime::labels::*;
+        let identity = |extra: &[(&str, &str)]| -> BTreeMap<String, String> {
+            [
+                (POD_UID_LABEL, "u1"),
+                (POD_NAME_LABEL, "web"),
+                (POD_NAMESPACE_LABEL, "default"),
+            ]
+            .iter()
+            .chain(extra)
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+        };
+        let mut s = sandbox("s0", "u1", SandboxState::Ready);
+        s.labels = identity(&[("app", "web")]);
+        s.annotations = identity(&[("kubernetes.io/config.source", "file")]);
+        let mut c = container("c0", "s0", ContainerState::Running, 11);
+        c.labels = identity(&[(CONTAINER_NAME_LABEL, "app")]);
+        c.annotations = [
+            (CONTAINER_HASH_ANNOTATION, "abc"),
+            (CONTAINER_RESTART_COUNT_ANNOTATION, "2"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .into();
+        let mut p = PodRuntimeStatus {
+            uid: "u1".into(),
+            sandboxes: Vec::with_capacity(8),
+            containers: vec![c],
+            ..PodRuntimeStatus::default()
+        };
+        p.sandboxes.push(s);
+        sync::regroup(&mut p);
+        p
+    }
+
+    /// What the readers of a held view read from it.
+    fn as_read(p: &PodRuntimeStatus) -> impl PartialEq + std::fmt::Debug + use<> {
+        use crate::runtime::labels;
+        let mut copy = p.clone();
+        sync::regroup(&mut copy);
+        (
+            (copy.uid, copy.name, copy.namespace),
+            p.sandboxes
+                .iter()
+                .map(|s| {
+                    let i = labels::sandbox_info(s);
+                    (
+                        s.id.clone(),
+                        s.state,
+                        s.created_at,
+                        i.pod_uid,
+                        i.pod_name,
+                        i.pod_namespace,
+                    )
+                })
+                .collect::<Vec<_>>(),
+            p.containers
+                .iter()
+                .map(|c| {
+                    (
+                        c.id.clone(),
+                        c.state,
+                        labels::container_name(c).to_string(),
+                        labels::container_annotation_info(c),
+                    )
+                })
+                .collect::<Vec<_>>(),
+            fingerprint(p)
+                .into_iter()
+                .map(|(id, st)| (id.to_string(), st))
+                .collect::<Vec<_>>(),
+        )
+    }
+
+    #[test]
+    fn a_compacted_view_reads_the_same_without_its_maps() {
+        let full = labelled_view();
+        let mut compacted = full.clone();
+        compact(&mut compacted);
+        assert_eq!(as_read(&compacted), as_read(&full));
+        let s = &compacted.sandboxes[0];
+        assert!(s.labels.is_empty() && s.annotations.is_empty());
+        let c = &compacted.containers[0];
+        assert!(c.labels.is_empty());
+        assert_eq!(c.annotations, full.containers[0].annotations);
+        assert_eq!(compacted.sandboxes.capacity(), 1);
+        // Compacting again changes nothing.
+        let again = {
+            let mut a = compacted.clone();
+            compact(&mut a);
+            a
+        };
+        assert_eq!(again, compacted);
+    }
+
+    #[test]
+    fn compacting_keeps_labels_that_say_more_than_the_fields() {
+        use crate::runtime::labels::*;
+        // A sandbox whose name label differs from its metadata name keeps its labels.
+        let mut p = labelled_view();
+        p.sandboxes[0].name = "other".into();
+        let before = as_read(&p);
+        compact(&mut p);
+        assert_eq!(as_read(&p), before);
+        assert!(!p.sandboxes[0].labels.is_empty());
+        // A container named otherwise in its label than in its metadata keeps them.
+        let mut p = labelled_view();
+        p.containers[0].name = "app-0".into();
+        let before = as_read(&p);
+        compact(&mut p);
+        assert_eq!(as_read(&p), before);
+        assert!(!p.containers[0].labels.is_empty());
+        // No sandbox names the pod: the containers' identity labels are what name it.
+        let mut p = labelled_view();
+        p.sandboxes.clear();
+        let before = as_read(&p);
+        compact(&mut p);
+        assert_eq!(as_read(&p), before);
+        assert_eq!(
+            p.containers[0]
+                .labels
+                .get(POD_NAME_LABEL)
+                .map(String::as_str),
+            Some("web")
+        );
+        // A label picolet does not write stays.
+        let mut p = labelled_view();
+        p.containers[0].labels.insert("team".into(), "x".into());
+        compact(&mut p);
+        assert!(p.containers[0].labels.contains_key("team"));
     }
 
     #[test]

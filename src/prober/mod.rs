@@ -85,9 +85,9 @@ impl Kind {
     /// The container's probe of this kind.
     pub fn of(self, c: &api::Container) -> Option<&api::Probe> {
         match self {
-            Kind::Liveness => c.liveness_probe.as_ref(),
-            Kind::Readiness => c.readiness_probe.as_ref(),
-            Kind::Startup => c.startup_probe.as_ref(),
+            Kind::Liveness => c.liveness_probe.as_deref(),
+            Kind::Readiness => c.readiness_probe.as_deref(),
+            Kind::Startup => c.startup_probe.as_deref(),
         }
     }
 }

@@ -1231,10 +1231,10 @@ mod tests {
         p.spec.init_containers = vec![api::Container {
             name: "init".into(),
             image: "busybox".into(),
-            security_context: Some(api::SecurityContext {
+            security_context: Some(Box::new(api::SecurityContext {
                 privileged: Some(true),
                 ..Default::default()
-            }),
+            })),
             ..Default::default()
         }];
         p.spec.security_context = Some(api::PodSecurityContext {
@@ -1783,7 +1783,7 @@ mod tests {
         });
         let c = api::Container {
             name: "c".into(),
-            security_context: Some(api::SecurityContext {
+            security_context: Some(Box::new(api::SecurityContext {
                 run_as_user: Some(1001),
                 read_only_root_filesystem: Some(true),
                 allow_privilege_escalation: Some(false),
@@ -1792,7 +1792,7 @@ mod tests {
                     drop: vec!["ALL".into()],
                 }),
                 ..Default::default()
-            }),
+            })),
             ..Default::default()
         };
         let s = security(&p, &c, sc()).unwrap();
@@ -1819,11 +1819,11 @@ mod tests {
         // runAsNonRoot
         let non_root = |user: Option<i64>| api::Container {
             name: "c".into(),
-            security_context: Some(api::SecurityContext {
+            security_context: Some(Box::new(api::SecurityContext {
                 run_as_non_root: Some(true),
                 run_as_user: user,
                 ..Default::default()
-            }),
+            })),
             ..Default::default()
         };
         let plain = pod();
@@ -1946,10 +1946,10 @@ mod tests {
                 ..Default::default()
             });
             let mut c = p.spec.containers[0].clone();
-            c.security_context = Some(api::SecurityContext {
+            c.security_context = Some(Box::new(api::SecurityContext {
                 seccomp_profile: c_p,
                 ..Default::default()
-            });
+            }));
             (p, c)
         };
         let rd = |seccomp_default| NodeParams {
@@ -2071,10 +2071,10 @@ mod tests {
             (got.kind, got.localhost_ref.as_str()),
             (Localhost, "k8s-nginx")
         );
-        c.security_context = Some(api::SecurityContext {
+        c.security_context = Some(Box::new(api::SecurityContext {
             app_armor_profile: Some(profile("RuntimeDefault", None)),
             ..Default::default()
-        });
+        }));
         assert_eq!(
             apparmor_profile(&p, &c).unwrap().unwrap().kind,
             RuntimeDefault

@@ -838,10 +838,10 @@ mod tests {
             mount_propagation: Some("Bidirectional".into()),
             ..mount("ed", "/x")
         }]);
-        c.security_context = Some(api::SecurityContext {
+        c.security_context = Some(Box::new(api::SecurityContext {
             privileged: Some(true),
             ..Default::default()
-        });
+        }));
         assert_eq!(
             prepare_mounts(&root, &p, &c, &[], &FakeTmpfs::default(), 0).unwrap()[0].propagation,
             MountPropagation::Bidirectional

@@ -1213,8 +1213,8 @@ mod tests {
     #[test]
     fn sidecar_probes() {
         let mut side = sidecar("side");
-        side.startup_probe = Some(api::Probe::default());
-        side.liveness_probe = Some(api::Probe::default());
+        side.startup_probe = Some(Box::default());
+        side.liveness_probe = Some(Box::default());
         let inits = [side, container("i1")];
         let p = pod(RestartPolicy::Always, &inits, &["a"]);
         let side = c_of(&p, "side");

@@ -1378,7 +1378,7 @@ async fn a_failed_pre_stop_hook_is_recorded_without_its_output() {
     let mut h = harness();
     h.rt.add_image("nginx:1.25");
     let mut p = one_container_pod("nginx:1.25");
-    p.spec.containers[0].lifecycle = Some(api::Lifecycle {
+    p.spec.containers[0].lifecycle = Some(Box::new(api::Lifecycle {
         pre_stop: Some(api::LifecycleHandler {
             exec: Some(api::ExecAction {
                 command: vec!["drain".into()],
@@ -1386,7 +1386,7 @@ async fn a_failed_pre_stop_hook_is_recorded_without_its_output() {
             ..Default::default()
         }),
         ..Default::default()
-    });
+    }));
     h.sync(&p).await;
     h.rt.set_exec_result("web", 1, "secret token abc");
     let st = h.status("uid-1").await;

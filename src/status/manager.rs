@@ -44,6 +44,11 @@ impl StatusManager {
                 status.phase = Some(p);
             }
         }
+        // The same status again (every resync of a steady pod): the stored one stays, so
+        // that it is one allocation with the copy the last pod event handed out.
+        if old.is_some_and(|e| *e.status == status && e.full_name == pod_full_name) {
+            return false;
+        }
         let changed = old.is_none_or(|e| !equal_apart_from_timestamps(&e.status, &status));
         if changed {
             log::info!("pod status: {}", summary_for(pod_full_name, &status));

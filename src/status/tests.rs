@@ -967,7 +967,7 @@ fn probes_decide_started_and_ready() {
         "no probes"
     );
 
-    p.spec.containers[0].readiness_probe = probe.clone();
+    p.spec.containers[0].readiness_probe = probe.clone().map(Box::new);
     assert_eq!(
         with(&p, &results(None, None)),
         (Some(true), false, f.clone()),
@@ -992,7 +992,7 @@ fn probes_decide_started_and_ready() {
     );
 
     p.spec.containers[0].readiness_probe = None;
-    p.spec.containers[0].startup_probe = probe;
+    p.spec.containers[0].startup_probe = probe.map(Box::new);
     assert_eq!(
         with(&p, &results(None, None)),
         (Some(false), false, f.clone()),
@@ -1015,7 +1015,7 @@ fn sidecar_startup_gates_initialized() {
     let probe: Option<crate::api::Probe> =
         Some(serde_json::from_value(serde_json::json!({"exec": {"command": ["true"]}})).unwrap());
     let mut side = sidecar("proxy");
-    side.startup_probe = probe;
+    side.startup_probe = probe.map(Box::new);
     let p = with_init(pod(&["app"]), vec![side]);
     let obs = observed(vec![running("proxy", 0, 0)]);
     let st = compute(&p, &obs, &WaitingReasons::new(), None, T0);
@@ -1567,7 +1567,7 @@ fn summary_lines() {
     );
 
     let mut p = with_policy(pod(&["app"]), RestartPolicy::Never);
-    p.spec.containers[0].readiness_probe = Some(crate::api::Probe::default());
+    p.spec.containers[0].readiness_probe = Some(Box::default());
     let st = compute(&p, &observed(vec![running("app", 0, 0)]), &none, None, T0);
     assert_eq!(
         summary(&p, &st),
@@ -1669,6 +1669,25 @@ fn manager_ignores_timestamp_only_changes() {
         T0 + 61 * SEC,
     );
     assert!(m.set("uid-1", "default/web-node1", s3));
+}
+
+#[test]
+fn manager_keeps_the_stored_status_when_the_same_one_comes_again() {
+    let p = pod(&["app"]);
+    let none = WaitingReasons::new();
+    let mut m = StatusManager::new();
+    let obs = observed(vec![running("app", 0, 0)]);
+    let s0 = compute(&p, &obs, &none, None, T0);
+    assert!(m.set("uid-1", "default/web-node1", s0.clone()));
+    let handed_out = m.get_shared("uid-1").expect("stored");
+    // A steady pod's resync: the same status; the copy handed out stays the stored one.
+    assert!(!m.set("uid-1", "default/web-node1", s0.clone()));
+    let stored = m.get_shared("uid-1").expect("stored");
+    assert!(std::sync::Arc::ptr_eq(&handed_out, &stored));
+    // A timestamp-only difference is stored (silently), as before.
+    let s1 = compute(&p, &obs, &none, None, T0 + 60 * SEC);
+    assert!(!m.set("uid-1", "default/web-node1", s1.clone()));
+    assert_eq!(m.get("uid-1"), Some(&s1));
 }
 
 #[test]
