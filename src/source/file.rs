@@ -974,10 +974,24 @@ enum Scanned {
 }
 
 /// One pass's result: the source's pods and local objects.
-#[derive(Debug, Default, Clone, PartialEq)]
+#[derive(Debug, Default, Clone)]
 struct Snapshot {
     pods: Vec<Arc<Pod>>,
     objects: Vec<Object>,
+}
+
+/// Pods the cache kept are the same `Arc`s as in the last snapshot: those compare equal
+/// without a field-by-field comparison.
+impl PartialEq for Snapshot {
+    fn eq(&self, other: &Self) -> bool {
+        self.pods.len() == other.pods.len()
+            && self
+                .pods
+                .iter()
+                .zip(&other.pods)
+                .all(|(a, b)| Arc::ptr_eq(a, b) || a == b)
+            && self.objects == other.objects
+    }
 }
 
 fn same_ignoring_seen(old: &Pod, new: &Pod) -> bool {
@@ -1108,5 +1122,32 @@ mod tests {
             Some(vec![]),
             "missing: an empty snapshot"
         );
+    }
+
+    #[test]
+    fn snapshots_compare_shared_pods_by_pointer_and_others_by_value() {
+        let pod = |name: &str| {
+            let mut p = Pod::default();
+            p.metadata.name = name.into();
+            Arc::new(p)
+        };
+        let (a, b) = (pod("a"), pod("b"));
+        let snap = |pods: Vec<Arc<Pod>>| Snapshot {
+            pods,
+            objects: Vec::new(),
+        };
+        assert_eq!(
+            snap(vec![a.clone(), b.clone()]),
+            snap(vec![a.clone(), b.clone()])
+        );
+        assert_eq!(
+            snap(vec![a.clone(), b.clone()]),
+            snap(vec![pod("a"), b.clone()])
+        );
+        assert_ne!(
+            snap(vec![a.clone(), b.clone()]),
+            snap(vec![a.clone(), pod("c")])
+        );
+        assert_ne!(snap(vec![a.clone()]), snap(vec![a, b]));
     }
 }
