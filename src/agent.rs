@@ -48,7 +48,9 @@ use crate::admission::{self, NodeFacts};
 use crate::api::Pod;
 use crate::clock::Clock;
 use crate::config_data::{self, ConfigObjects, Scope};
-use crate::events::{ObjectChannels, ObjectsUpdate, PodEvent, PodEventSender, SourceUpdate};
+use crate::events::{
+    ObjectChannels, ObjectsUpdate, PodEvent, PodEventSender, RunningContainers, SourceUpdate,
+};
 use crate::manifest::SOURCE_FILE;
 use crate::node;
 use crate::pleg::{self, PlegMessage};
@@ -102,6 +104,9 @@ pub struct Channels {
     /// The image manager's "remove every unused image", for the eviction manager's
     /// reclaim under disk pressure (`None`: image GC off).
     pub reclaim_images: Option<crate::eviction::ImageReclaim>,
+    /// Where the running containers of the runtime view go when they change, for the
+    /// container log manager (`None`: no log rotation).
+    pub running_containers: Option<tokio::sync::watch::Sender<RunningContainers>>,
 }
 
 /// What the agent needs besides the runtime and the clock (the daemon builds it from the
@@ -162,6 +167,7 @@ pub async fn run<R: Runtime, C: Clock>(
         metrics,
         pressure,
         reclaim_images,
+        running_containers,
     } = channels;
     let (wanted_tx, mut objects_rx) = match objects {
         Some(ObjectChannels { wanted, updates }) => (Some(wanted), Some(updates)),
@@ -230,6 +236,8 @@ pub async fn run<R: Runtime, C: Clock>(
             .with_metrics(metrics),
         shared,
         runtime_pods: HashMap::new(),
+        running_tx: running_containers,
+        running_changed: false,
         held: HashSet::new(),
         relisted_once: false,
         relist_failing: false,
@@ -396,6 +404,11 @@ struct Loop<R: Runtime, C: Clock> {
     shared: Rc<RefCell<Shared>>,
     /// The relister's (PLEG) last view of the runtime, by pod UID.
     runtime_pods: HashMap<String, PodRuntimeStatus>,
+    /// The log manager's copy of the running containers in `runtime_pods`.
+    running_tx: Option<tokio::sync::watch::Sender<RunningContainers>>,
+    /// `runtime_pods` changed since the running containers were last published: they are
+    /// published at the next housekeeping (at most every 2 s, whatever a burst of events).
+    running_changed: bool,
     /// Static pods held back until the runtime no longer runs another UID of their name.
     held: HashSet<String>,
     relisted_once: bool,
@@ -822,6 +835,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                 .cloned(),
         );
         self.runtime_pods = listed;
+        self.running_changed = true;
         self.stopped_at.retain(|_, at| *at >= started);
         self.mark_changed(&changed, started);
         if !self.relisted_once {
@@ -847,6 +861,9 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             );
             return;
         };
+        if applied != pleg::Applied::Unchanged {
+            self.running_changed = true;
+        }
         match applied {
             pleg::Applied::Unchanged => return,
             pleg::Applied::Changed => self.mark_changed(std::slice::from_ref(&uid), received),
@@ -902,28 +919,27 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// kubelet: `HandlePodCleanups`. Runtime pods nobody wants are killed — only once every
     /// source has been seen (k8s#112814) and the runtime has been listed.
     fn housekeeping(&mut self) {
+        self.publish_running();
         if !self.config.sources_ready() || !self.relisted_once {
             return;
         }
-        let desired = self.pods.uids();
-        for uid in self.workers.sync_known_pods(&desired) {
+        // Every 2 s: at idle nothing here allocates (lookups only).
+        let pods = &self.pods;
+        for uid in self.workers.sync_known_pods(|uid| pods.contains(uid)) {
             self.prober.remove_pod(&uid);
             let mut shared = self.shared.borrow_mut();
             shared.backoffs.remove(&uid);
             shared.pod_cache.remove(&uid);
             shared.changed_at.remove(&uid);
-            if !desired.contains(&uid) {
+            if !pods.contains(&uid) {
                 shared.statuses.remove(&uid);
             }
         }
         // Desired pods without a worker: held static pods whose predecessor is gone, and
         // pods re-added after their worker finished (never the ones admission rejected).
-        let restart: Vec<Arc<Pod>> = self
+        let restart = self
             .pods
-            .pods()
-            .into_iter()
-            .filter(|p| !self.workers.is_known(p.uid()) && !self.rejected.contains(p.uid()))
-            .collect();
+            .pods_where(|p| !self.workers.is_known(p.uid()) && !self.rejected.contains(p.uid()));
         for pod in restart {
             self.start_or_hold(pod);
         }
@@ -940,7 +956,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             .runtime_pods
             .values()
             .filter(|rp| {
-                !desired.contains(&rp.uid)
+                !self.pods.contains(&rp.uid)
                     && !self.workers.is_known(&rp.uid)
                     && is_live(rp)
                     && !self.stopped_at.contains_key(&rp.uid)
@@ -949,6 +965,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             .collect();
         if !self.orphan_dirs_checked || self.orphan_csi_left.replace(false) {
             self.orphan_dirs_checked = true;
+            let desired = self.pods.uids();
             self.remove_orphaned_pod_dirs(&desired);
             self.remove_orphaned_pod_cgroups(&desired);
         }
@@ -967,6 +984,33 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
 }
 
 impl<R: Runtime, C: Clock> Loop<R, C> {
+    /// The running containers of the runtime view, for the log manager, if the view changed
+    /// since they were last published (nothing is built at idle).
+    fn publish_running(&mut self) {
+        if !std::mem::take(&mut self.running_changed) {
+            return;
+        }
+        let Some(tx) = &self.running_tx else {
+            return;
+        };
+        let mut running: RunningContainers = self
+            .runtime_pods
+            .values()
+            .flat_map(|rp| &rp.containers)
+            .filter(|c| c.state == ContainerState::Running)
+            .map(|c| c.id.clone())
+            .collect();
+        crate::sort::sort(&mut running);
+        tx.send_if_modified(|cur| {
+            if *cur == running {
+                false
+            } else {
+                *cur = running;
+                true
+            }
+        });
+    }
+
     /// kubelet: `cleanupOrphanedPodDirs` — once after the start, when every source has been
     /// seen: the directory of a pod that no source wants, no worker owns and the runtime
     /// does not hold (picolet stopped between a pod's end and its cleanup) is removed, its

@@ -360,10 +360,13 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
     // The container log manager and the image manager: tasks of their own over the
     // runtime, beside the loop (kubelet: `containerLogManager.Start`,
     // `StartGarbageCollection`'s image loop).
-    if let Some(policy) = cfg.log_rotation {
-        let logs = LogManager::new(runtime.clone(), clock.clone(), policy);
+    // The log manager learns which containers run from the loop's runtime view.
+    let running_containers = cfg.log_rotation.map(|policy| {
+        let (tx, rx) = tokio::sync::watch::channel(Vec::new());
+        let logs = LogManager::new(runtime.clone(), clock.clone(), policy, rx);
         tokio::task::spawn_local(logs.run(shutdown.child_token()));
-    }
+        tx
+    });
     // The eviction manager's image reclaim calls `delete_unused_images` on a clone.
     let reclaim_images = cfg.image_gc.clone().map(|policy| {
         let images = ImageManager::new(runtime.clone(), clock.clone(), policy);
@@ -395,6 +398,7 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
         metrics: ext.metrics.unwrap_or_default(),
         pressure: ext.pressure,
         reclaim_images,
+        running_containers,
     };
     agent::run(runtime, clock, cfg, channels, shutdown).await
 }

@@ -52,6 +52,12 @@ pub struct ObjectChannels {
     pub updates: tokio::sync::mpsc::Receiver<ObjectsUpdate>,
 }
 
+/// The IDs of the containers the agent's runtime view (the relister's, kept current by the
+/// runtime's events) shows running, sorted. The agent publishes them on a `watch` channel
+/// whenever they change; the container log manager reads them instead of listing the
+/// runtime itself.
+pub type RunningContainers = Vec<String>;
+
 /// What the agent tells observers about pods.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PodEvent {

@@ -147,6 +147,12 @@ impl PodConfig {
                 kept.push(pod);
                 continue;
             };
+            // The source's own copy, unchanged since the last snapshot: equal without a
+            // field-by-field comparison (with N pods, each written file compared N pods).
+            if Arc::ptr_eq(existing, &pod) {
+                kept.push(pod);
+                continue;
+            }
             match compare(existing, &pod) {
                 Change::None => kept.push(Arc::clone(existing)),
                 Change::StatusOnly => {

@@ -109,6 +109,19 @@ impl PodManager {
         pods
     }
 
+    /// The regular pods `keep` selects, sorted as [`PodManager::pods`]; nothing is
+    /// allocated when it selects none (the housekeeping's case at idle).
+    pub fn pods_where(&self, keep: impl Fn(&Pod) -> bool) -> Vec<Arc<Pod>> {
+        let mut pods: Vec<Arc<Pod>> = self.by_uid.values().filter(|p| keep(p)).cloned().collect();
+        sort_by_name(&mut pods);
+        pods
+    }
+
+    /// Whether a regular pod with this UID is desired.
+    pub fn contains(&self, uid: &str) -> bool {
+        self.by_uid.contains_key(uid)
+    }
+
     /// All mirror pods, sorted by full name then UID.
     pub fn mirror_pods(&self) -> Vec<Arc<Pod>> {
         let mut pods: Vec<Arc<Pod>> = self.mirror_by_uid.values().cloned().collect();
@@ -182,6 +195,15 @@ mod tests {
         );
         assert!(m.get_by_full_name("default/dns").is_none());
         assert_eq!(uids(&m.pods()), ["a", "b"]);
+        assert!(m.contains("a") && !m.contains("c"));
+        m.add_or_update(pod("default", "api", "c"));
+        assert_eq!(
+            uids(&m.pods_where(|p| p.uid() != "b")),
+            ["c", "a"],
+            "sorted by name"
+        );
+        assert!(m.pods_where(|_| false).is_empty());
+        m.remove("c");
 
         let mut changed = Pod::clone(&pod("default", "web", "a"));
         changed.metadata.labels.insert("k".into(), "v".into());

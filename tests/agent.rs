@@ -837,3 +837,57 @@ spec:
         })
         .await;
 }
+
+/// Log rotation on: the log manager learns which containers run from the loop's runtime
+/// view, not from a list of its own. The fake writes no log files, so every live log is
+/// missing and reopened once a pass; a restarted container's log follows, the exited one's
+/// is left alone.
+#[tokio::test(start_paused = true)]
+async fn log_rotation_follows_the_runtime_view_without_listing() {
+    LocalSet::new()
+        .run_until(async {
+            let (_tmp, mut cfg) = agent_dir("node1");
+            cfg.log_rotation = Some(picolet::runtime::log_rotation::LogRotatePolicy::default());
+            std::fs::write(cfg.pod_manifest_path.join("web.yaml"), manifest("web", "1")).unwrap();
+            let (clock, rt) = fake_runtime();
+            rt.serve_events(true);
+            let agent = start(&rt, clock, &cfg);
+            settle(25).await;
+            let running = running_ids(&rt);
+            assert_eq!(running.len(), 2);
+            let reopened = |rt: &FakeRuntime| {
+                let mut ids = rt.log_reopens();
+                ids.sort();
+                ids.dedup();
+                ids
+            };
+            assert_eq!(reopened(&rt), running);
+
+            rt.take_calls();
+            settle(60).await;
+            let calls = rt.take_calls();
+            // A relist or a pod's status read lists sandboxes and containers; the log
+            // manager used to list containers alone every 10 s.
+            let lists = count(&calls, |c| matches!(c, Call::ListContainers));
+            let sandbox_lists = count(&calls, |c| matches!(c, Call::ListPodSandboxes));
+            assert_eq!(lists, sandbox_lists, "{calls:?}");
+            let reopens = count(&calls, |c| matches!(c, Call::ReopenContainerLog(_)));
+            assert_eq!(reopens, 12, "both missing logs, every 10 s: {calls:?}");
+
+            let app = rt.running("app")[0].clone();
+            rt.exit_container(&app, 1);
+            settle(25).await;
+            let restarted = rt.running("app")[0].clone();
+            assert_ne!(restarted, app);
+            assert!(reopened(&rt).contains(&restarted), "{:?}", rt.log_reopens());
+            rt.take_calls();
+            settle(20).await;
+            let calls = rt.take_calls();
+            assert!(
+                !calls.contains(&Call::ReopenContainerLog(app.clone())),
+                "the exited container is left alone: {calls:?}"
+            );
+            agent.stop().await;
+        })
+        .await;
+}

@@ -27,7 +27,7 @@
 
 pub mod state;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::future::Future;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -239,7 +239,7 @@ impl<S: PodSyncer> PodWorkers<S> {
     /// finished workers that are no longer desired (or were re-created under the same
     /// UID), terminates orphans, and returns the forgotten UIDs. Afterwards the caller
     /// re-sends every desired pod that is not [`PodWorkers::is_known`] as a create.
-    pub fn sync_known_pods(&mut self, desired: &HashSet<String>) -> Vec<String> {
+    pub fn sync_known_pods(&mut self, desired: impl Fn(&str) -> bool) -> Vec<String> {
         let effects = self.states.sync_known_pods(desired);
         let forgotten = effects
             .iter()
@@ -465,6 +465,7 @@ mod tests {
     use super::*;
     use crate::api::ANNOTATION_CONFIG_SOURCE;
     use std::cell::RefCell;
+    use std::collections::HashSet;
     use std::collections::VecDeque;
     use std::rc::Rc;
     use std::time::Duration;
@@ -955,7 +956,7 @@ mod tests {
             assert_eq!((calls[0].grace, calls[0].has_pod), (Some(1), false));
             assert!(!calls[1].has_pod);
             assert!(w.is_finished("r"));
-            assert_eq!(w.sync_known_pods(&HashSet::new()), ["r".to_string()]);
+            assert_eq!(w.sync_known_pods(|_| false), ["r".to_string()]);
             assert!(!w.is_known("r"));
             assert!(w.known_uids().is_empty());
         })
@@ -994,10 +995,13 @@ mod tests {
             w.update_pod(UpdatePodOptions::new(UpdateType::Create, pod("db", "b")));
             run_until(&mut w, &fake, 1).await;
             let desired: HashSet<String> = ["b".to_string()].into();
-            assert!(w.sync_known_pods(&desired).is_empty());
+            assert!(w.sync_known_pods(|uid| desired.contains(uid)).is_empty());
             run_until(&mut w, &fake, 2).await;
             assert!(w.is_finished("a"));
-            assert_eq!(w.sync_known_pods(&desired), ["a".to_string()]);
+            assert_eq!(
+                w.sync_known_pods(|uid| desired.contains(uid)),
+                ["a".to_string()]
+            );
             assert_eq!(w.known_uids(), ["b".to_string()]);
         })
         .await;

@@ -78,7 +78,7 @@
 //! waiting for its full name is started when the name is released instead of being
 //! polled every 10 s.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -540,18 +540,24 @@ impl WorkerStates {
     /// was re-created: the caller must then re-send that pod as a create), forgets
     /// never-started workers that are not desired, and starts terminating workers that
     /// are not desired but were never told to stop.
-    pub fn sync_known_pods(&mut self, desired: &HashSet<String>) -> Vec<Effect> {
+    pub fn sync_known_pods(&mut self, desired: impl Fn(&str) -> bool) -> Vec<Effect> {
         let mut out = Vec::new();
-        let mut uids: Vec<String> = self.workers.keys().cloned().collect();
+        // Only the workers with something to do, in UID order: at idle (every worker
+        // desired, no restart requested) nothing is copied or sorted. Nothing below sets
+        // `restart_requested` or changes what is desired, so choosing them first is the
+        // same as checking each in turn.
+        let mut uids: Vec<String> = self
+            .workers
+            .iter()
+            .filter(|(uid, w)| w.restart_requested || !desired(uid))
+            .map(|(uid, _)| uid.clone())
+            .collect();
         crate::sort::sort(&mut uids);
         for uid in uids {
             let Some(w) = self.workers.get_mut(&uid) else {
                 continue;
             };
-            let orphan = !desired.contains(&uid);
-            if !orphan && !w.restart_requested {
-                continue;
-            }
+            let orphan = !desired(&uid);
             // Finished --sync_known_pods (not desired, or restart requested)--> forgotten
             if w.state == PodWorkerState::Finished {
                 self.forget(&uid, &mut out);
@@ -824,6 +830,7 @@ impl WorkerStates {
 mod tests {
     use super::*;
     use crate::api::{ANNOTATION_CONFIG_SOURCE, PodPhase, PodStatus};
+    use std::collections::HashSet;
 
     use Outcome::{Cancelled, Failed, Succeeded};
     use PodWorkerState::{Finished, SyncPod, TerminatedPod, TerminatingPod};
@@ -941,8 +948,10 @@ mod tests {
         m
     }
 
-    fn set(uids: &[&str]) -> HashSet<String> {
-        uids.iter().map(|s| s.to_string()).collect()
+    /// The "desired" predicate of `sync_known_pods` for these UIDs.
+    fn set(uids: &[&str]) -> impl Fn(&str) -> bool {
+        let uids: HashSet<String> = uids.iter().map(|s| s.to_string()).collect();
+        move |uid| uids.contains(uid)
     }
 
     // ----- SyncPod -------------------------------------------------------------------
@@ -1343,10 +1352,10 @@ mod tests {
         let a = pod("web", "a");
         let mut m = finished(&a);
         assert!(
-            m.sync_known_pods(&set(&["a"])).is_empty(),
+            m.sync_known_pods(set(&["a"])).is_empty(),
             "still desired: kept"
         );
-        assert_eq!(short(m.sync_known_pods(&set(&[]))), [E::Forget("a")]);
+        assert_eq!(short(m.sync_known_pods(set(&[]))), [E::Forget("a")]);
         assert!(!m.is_known("a"));
         assert!(m.known_uids().is_empty());
         // Forgotten: a create starts a fresh worker.
@@ -1362,12 +1371,12 @@ mod tests {
         m.update_pod(kill(&a, None));
         assert!(m.update_pod(up(Create, &a)).is_empty());
         assert!(
-            m.sync_known_pods(&set(&["a"])).is_empty(),
+            m.sync_known_pods(set(&["a"])).is_empty(),
             "not finished yet"
         );
         m.complete("a", OK);
         m.complete("a", OK);
-        assert_eq!(short(m.sync_known_pods(&set(&["a"]))), [E::Forget("a")]);
+        assert_eq!(short(m.sync_known_pods(set(&["a"]))), [E::Forget("a")]);
         assert_eq!(short(m.update_pod(up(Create, &a))), [E::Sync("a", Create)]);
     }
 
@@ -1376,7 +1385,7 @@ mod tests {
         let a = pod("web", "a");
         let mut m = finished(&a);
         assert!(m.update_pod(up(Create, &a)).is_empty());
-        assert_eq!(short(m.sync_known_pods(&set(&["a"]))), [E::Forget("a")]);
+        assert_eq!(short(m.sync_known_pods(set(&["a"]))), [E::Forget("a")]);
     }
 
     #[test]
@@ -1385,15 +1394,15 @@ mod tests {
         let a = with_grace(&pod("web", "a"), 12);
         let mut m = running(&a);
         assert_eq!(
-            short(m.sync_known_pods(&set(&[]))),
+            short(m.sync_known_pods(set(&[]))),
             [E::Terminating("a", 12, true)]
         );
         // TerminatingPod orphans are left to their own retries.
-        assert!(m.sync_known_pods(&set(&[])).is_empty());
+        assert!(m.sync_known_pods(set(&[])).is_empty());
         // SyncPod (sync in flight) --orphaned--> TerminatingPod + Cancel
         let mut m = WorkerStates::new();
         m.update_pod(up(Create, &a));
-        assert_eq!(short(m.sync_known_pods(&set(&[]))), [E::Cancel("a")]);
+        assert_eq!(short(m.sync_known_pods(set(&[]))), [E::Cancel("a")]);
         assert_eq!(
             short(m.complete("a", Cancelled)),
             [E::Terminating("a", 12, true)]
@@ -1419,7 +1428,7 @@ mod tests {
             m.update_pod(UpdatePodOptions::kill_runtime_pod("r", None))
                 .is_empty()
         );
-        assert_eq!(short(m.sync_known_pods(&set(&[]))), [E::Forget("r")]);
+        assert_eq!(short(m.sync_known_pods(set(&[]))), [E::Forget("r")]);
     }
 
     #[test]
@@ -1541,10 +1550,7 @@ mod tests {
         let mut m = running(&a);
         m.update_pod(up(Create, &b));
         m.update_pod(up(Create, &c));
-        assert_eq!(
-            short(m.sync_known_pods(&set(&["a", "c"]))),
-            [E::Forget("b")]
-        );
+        assert_eq!(short(m.sync_known_pods(set(&["a", "c"]))), [E::Forget("b")]);
         m.update_pod(kill(&a, None));
         m.complete("a", OK);
         assert_eq!(short(m.complete("a", OK)), [E::Sync("c", Create)]);

@@ -3,7 +3,9 @@
 //!
 //! Owns: the pure decision for one container's log ([`plan`]), the file-system pass that
 //! carries it out on tokio's blocking pool, and the loop that runs a pass every
-//! [`MONITOR_PERIOD`] over the running containers ([`run`]).
+//! [`MONITOR_PERIOD`] over the running containers ([`LogManager::run`]). Which containers
+//! run it does not ask the runtime: the agent publishes them from its runtime view
+//! ([`RunningContainers`]), which the relister and the runtime's events keep current.
 //!
 //! What a pass does, as upstream (`rotateLogs`, `rotateLog`, `rotateLatestLog`):
 //! - for every running container, its log path (CRI `ContainerStatus`, read once per
@@ -21,7 +23,10 @@
 //! node API and `picolet logs` read rotated files as plain text, and compression would add
 //! a deflate crate and CPU bursts on the board at every rotation. The timestamp is UTC
 //! (upstream formats local time). A rotated name already taken (two rotations within one
-//! second) skips the rotation until the next pass instead of overwriting.
+//! second) skips the rotation until the next pass instead of overwriting. The running
+//! containers come from the agent's view instead of a `ListContainers` every 10 s
+//! (upstream's): the same containers, the pods' (a container without picolet's pod UID
+//! label is not in the view, and is not rotated), and an idle pass costs no CRI call.
 //!
 //! Logs of removed containers go with them: container GC removes the live file and its
 //! rotated files ([`rotated_logs`]; kubelet: `ContainerLogManager.Clean`).
@@ -29,15 +34,17 @@
 //! Must never: remove or rename a live log file without putting it back when the runtime
 //! does not reopen; touch files that are not `<log>.<timestamp>…` of a running container's log.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::{Clock, UnixNanos};
-use crate::runtime::{ContainerState, CriError, ListFilter, Runtime};
+use crate::events::RunningContainers;
+use crate::runtime::Runtime;
 
 /// kubelet: `containerLogMonitorInterval` (`--container-log-monitor-interval`, 10 s).
 pub const MONITOR_PERIOD: Duration = Duration::from_secs(10);
@@ -159,7 +166,6 @@ pub fn rotated_logs(log: &Path) -> std::io::Result<Vec<PathBuf>> {
 /// What the file-system half of a pass did to one log.
 #[derive(Debug)]
 enum Done {
-    Nothing,
     Missing,
     /// Renamed away (`to`); the runtime must reopen, or the rename is undone.
     Renamed {
@@ -167,16 +173,33 @@ enum Done {
     },
 }
 
-/// The blocking half of a pass: stat, list, remove excess, rename. Errors are logged and
-/// leave the log for the next pass.
+/// A running container's log path, as its status gave it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum LogPath {
+    /// Not read yet, or the read failed: read at the next pass.
+    Unread,
+    /// The container has no log file (kubelet: it is not rotated).
+    None,
+    Known(PathBuf),
+}
+
+/// The running containers' logs by container ID, sorted by ID.
+type Logs = Vec<(String, LogPath)>;
+
+/// The blocking half of a pass: stat, list, remove excess, rename. Returns what it did,
+/// by index into `logs`; nothing (and no allocation) for the logs below the limit. Errors
+/// are logged and leave the log for the next pass.
 fn fs_pass(
-    logs: Vec<(String, PathBuf)>,
+    logs: &[(String, LogPath)],
     policy: LogRotatePolicy,
     now: UnixNanos,
-) -> Vec<(String, PathBuf, Done)> {
+) -> Vec<(usize, Done)> {
     let mut out = Vec::new();
-    for (id, log) in logs {
-        let live_size = match std::fs::metadata(&log) {
+    for (i, (_, path)) in logs.iter().enumerate() {
+        let LogPath::Known(log) = path else {
+            continue;
+        };
+        let live_size = match std::fs::metadata(log) {
             Ok(md) => Some(md.len()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => {
@@ -185,18 +208,17 @@ fn fs_pass(
             }
         };
         if live_size.is_some_and(|s| s < policy.max_size) {
-            out.push((id, log, Done::Nothing));
             continue;
         }
-        let rotated = match rotated_logs(&log) {
+        let rotated = match rotated_logs(log) {
             Ok(r) => r,
             Err(e) => {
                 log::warn!("log rotation: list rotated files of {}: {e}", log.display());
                 continue;
             }
         };
-        let done = match plan(&log, live_size, rotated, &policy, now) {
-            Step::Nothing => Done::Nothing,
+        let done = match plan(log, live_size, rotated, &policy, now) {
+            Step::Nothing => continue,
             Step::Reopen => Done::Missing,
             Step::Rotate { remove, to } => {
                 for f in &remove {
@@ -206,7 +228,7 @@ fn fs_pass(
                         Err(e) => log::warn!("log rotation: remove {}: {e}", f.display()),
                     }
                 }
-                match std::fs::rename(&log, &to) {
+                match std::fs::rename(log, &to) {
                     Ok(()) => Done::Renamed { to },
                     Err(e) => {
                         log::warn!(
@@ -214,12 +236,12 @@ fn fs_pass(
                             log.display(),
                             to.display()
                         );
-                        Done::Nothing
+                        continue;
                     }
                 }
             }
         };
-        out.push((id, log, done));
+        out.push((i, done));
     }
     out
 }
@@ -236,87 +258,124 @@ pub struct PassReport {
 }
 
 /// The container log manager: the running containers' log paths, kept between passes.
+///
+/// Which containers run comes from the agent's runtime view ([`RunningContainers`] on a
+/// `watch` channel), not from a list call of its own (upstream lists every 10 s): at idle a
+/// pass makes no CRI call and allocates nothing; it stats the live files on the blocking
+/// pool. The agent's view holds the containers of pods (those carrying a pod UID label),
+/// which are the ones picolet starts.
 #[derive(Debug)]
 pub struct LogManager<R: Runtime, C: Clock> {
     runtime: R,
     clock: C,
     policy: LogRotatePolicy,
-    /// Log path by running container id (kubelet reads it at every pass).
-    paths: HashMap<String, PathBuf>,
+    running: watch::Receiver<RunningContainers>,
+    /// Rebuilt only when the running set changes, and shared with the blocking half of a
+    /// pass without a copy (kubelet reads every path again at every pass).
+    logs: Arc<Logs>,
 }
 
 impl<R: Runtime, C: Clock> LogManager<R, C> {
-    pub fn new(runtime: R, clock: C, policy: LogRotatePolicy) -> Self {
+    pub fn new(
+        runtime: R,
+        clock: C,
+        policy: LogRotatePolicy,
+        running: watch::Receiver<RunningContainers>,
+    ) -> Self {
         LogManager {
             runtime,
             clock,
             policy,
-            paths: HashMap::new(),
+            running,
+            logs: Arc::new(Vec::new()),
+        }
+    }
+
+    /// The running set changed: keep what is known of the containers that still run, and
+    /// mark the new ones unread.
+    fn take_running(&mut self) {
+        // Err: the agent is gone (shutting down); keep the last set.
+        if !self.running.has_changed().unwrap_or(false) {
+            return;
+        }
+        let old = &self.logs;
+        let mut logs: Logs = self
+            .running
+            .borrow_and_update()
+            .iter()
+            .map(|id| {
+                let path = match old.binary_search_by(|(o, _)| o.as_str().cmp(id)) {
+                    Ok(i) => old[i].1.clone(),
+                    Err(_) => LogPath::Unread,
+                };
+                (id.clone(), path)
+            })
+            .collect();
+        crate::sort::sort_by(&mut logs, |a, b| a.0.cmp(&b.0));
+        self.logs = Arc::new(logs);
+    }
+
+    /// Reads the log path of every running container not read yet (one `ContainerStatus`
+    /// each, once per container).
+    async fn read_paths(&mut self) {
+        let unread: Vec<usize> = self
+            .logs
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, p))| *p == LogPath::Unread)
+            .map(|(i, _)| i)
+            .collect();
+        for i in unread {
+            let id = self.logs[i].0.clone();
+            let path = match self.runtime.container_status(&id).await {
+                // kubelet: a container without a log path is not rotated.
+                Ok(st) if st.log_path.is_empty() => LogPath::None,
+                Ok(st) => LogPath::Known(PathBuf::from(st.log_path)),
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => {
+                    log::warn!("log rotation: status of container {id}: {e}");
+                    continue;
+                }
+            };
+            // The blocking pass of the previous round holds no clone any more.
+            Arc::make_mut(&mut self.logs)[i].1 = path;
         }
     }
 
     /// One pass (kubelet: `rotateLogs`).
     pub async fn rotate_logs(&mut self) -> PassReport {
         let mut report = PassReport::default();
-        let containers = match self.runtime.list_containers(&ListFilter::default()).await {
-            Ok(c) => c,
-            // The relister reports a runtime outage once; no line every 10 s here.
-            Err(e @ CriError::Unavailable { .. }) => {
-                log::debug!("log rotation: list containers: {e}");
-                return report;
-            }
-            Err(e) => {
-                log::warn!("log rotation: list containers: {e}");
-                return report;
-            }
-        };
-        let running: Vec<String> = containers
-            .into_iter()
-            .filter(|c| c.state == ContainerState::Running)
-            .map(|c| c.id)
-            .collect();
-        self.paths.retain(|id, _| running.contains(id));
-        for id in &running {
-            if self.paths.contains_key(id) {
-                continue;
-            }
-            match self.runtime.container_status(id).await {
-                // kubelet: a container without a log path is not rotated.
-                Ok(st) if st.log_path.is_empty() => {}
-                Ok(st) => {
-                    self.paths.insert(id.clone(), PathBuf::from(st.log_path));
-                }
-                Err(e) if e.is_not_found() => {}
-                Err(e) => log::warn!("log rotation: status of container {id}: {e}"),
-            }
-        }
-        if self.paths.is_empty() {
+        self.take_running();
+        self.read_paths().await;
+        if !self
+            .logs
+            .iter()
+            .any(|(_, p)| matches!(p, LogPath::Known(_)))
+        {
             return report;
         }
-        let logs: Vec<(String, PathBuf)> = self
-            .paths
-            .iter()
-            .map(|(id, p)| (id.clone(), p.clone()))
-            .collect();
+        let logs = Arc::clone(&self.logs);
         let (policy, now) = (self.policy, self.clock.now());
-        let done = match tokio::task::spawn_blocking(move || fs_pass(logs, policy, now)).await {
+        let done = match tokio::task::spawn_blocking(move || fs_pass(&logs, policy, now)).await {
             Ok(d) => d,
             Err(e) => {
                 log::warn!("log rotation: {e}");
                 return report;
             }
         };
-        for (id, log, done) in done {
+        for (i, done) in done {
+            let (id, LogPath::Known(log)) = &self.logs[i] else {
+                continue;
+            };
             match done {
-                Done::Nothing => {}
-                Done::Missing => match self.runtime.reopen_container_log(&id).await {
+                Done::Missing => match self.runtime.reopen_container_log(id).await {
                     Ok(()) => report.reopened += 1,
                     Err(e) => log::debug!(
                         "log rotation: reopen missing {} of container {id}: {e}",
                         log.display()
                     ),
                 },
-                Done::Renamed { to } => match self.runtime.reopen_container_log(&id).await {
+                Done::Renamed { to } => match self.runtime.reopen_container_log(id).await {
                     Ok(()) => {
                         log::debug!(
                             "log rotation: rotated {} to {}",
@@ -495,13 +554,13 @@ mod tests {
     // ----- the manager over the fake runtime and a real directory ------------------------
 
     use crate::clock::TokioClock;
-    use crate::runtime::fake::{FakeRuntime, Method};
+    use crate::runtime::fake::{Call, FakeRuntime, Method};
     use crate::runtime::{ContainerConfig, SandboxConfig};
 
-    /// A running container whose log is `<dir>/app/0.log`.
+    /// A running container whose log is `<dir>/app/0.log`, in a sandbox named after `dir`.
     async fn running_container(rt: &FakeRuntime, dir: &Path) -> (String, PathBuf) {
         let sandbox = SandboxConfig {
-            name: "p".into(),
+            name: dir.display().to_string(),
             log_directory: dir.display().to_string(),
             ..Default::default()
         };
@@ -517,6 +576,21 @@ mod tests {
         rt.start_container(&id).await.unwrap();
         std::fs::create_dir_all(dir.join("app")).unwrap();
         (id, dir.join("app/0.log"))
+    }
+
+    /// The manager over `rt`, told that `running` run (as the agent would publish them).
+    fn manager(
+        rt: &FakeRuntime,
+        clock: TokioClock,
+        policy: LogRotatePolicy,
+        running: &[&str],
+    ) -> (
+        LogManager<FakeRuntime, TokioClock>,
+        watch::Sender<RunningContainers>,
+    ) {
+        let (tx, rx) = watch::channel(Vec::new());
+        tx.send_replace(running.iter().map(|id| id.to_string()).collect());
+        (LogManager::new(rt.clone(), clock, policy, rx), tx)
     }
 
     fn files(dir: &Path) -> Vec<String> {
@@ -538,7 +612,7 @@ mod tests {
             max_size: 10,
             max_files: 3,
         };
-        let mut m = LogManager::new(rt.clone(), clock, policy);
+        let (mut m, _running) = manager(&rt, clock, policy, &[&id]);
         std::fs::write(&log, "short\n").unwrap();
         assert_eq!(
             m.rotate_logs().await,
@@ -572,12 +646,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let clock = TokioClock::new(NOW);
         let rt = FakeRuntime::new(clock);
-        let (_, log) = running_container(&rt, dir.path()).await;
+        let (id, log) = running_container(&rt, dir.path()).await;
         let policy = LogRotatePolicy {
             max_size: 10,
             max_files: 3,
         };
-        let mut m = LogManager::new(rt.clone(), clock, policy);
+        let (mut m, _running) = manager(&rt, clock, policy, &[&id]);
         std::fs::write(&log, "more than ten bytes\n").unwrap();
         rt.fail_once(
             Method::ReopenContainerLog,
@@ -601,12 +675,72 @@ mod tests {
         let clock = TokioClock::new(NOW);
         let rt = FakeRuntime::new(clock);
         let (id, log) = running_container(&rt, dir.path()).await;
-        let mut m = LogManager::new(rt.clone(), clock, LogRotatePolicy::default());
+        let (mut m, running) = manager(&rt, clock, LogRotatePolicy::default(), &[&id]);
         assert_eq!(m.rotate_logs().await.reopened, 1);
         assert_eq!(rt.log_reopens(), vec![id.clone()]);
         std::fs::write(&log, "x".repeat(11 * 1024 * 1024)).unwrap();
         rt.exit_container(&id, 0);
+        // The agent's view no longer shows it running.
+        running.send_replace(Vec::new());
         assert_eq!(m.rotate_logs().await, PassReport::default());
         assert_eq!(files(&dir.path().join("app")), vec!["0.log"]);
+    }
+
+    /// The log path is read once per container; a pass with nothing changed makes no CRI
+    /// call (the running set comes from the agent, not from a list of its own).
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_pass_makes_no_runtime_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = TokioClock::new(NOW);
+        let rt = FakeRuntime::new(clock);
+        let (a, log_a) = running_container(&rt, dir.path()).await;
+        std::fs::write(&log_a, "short\n").unwrap();
+        let (mut m, running) = manager(&rt, clock, LogRotatePolicy::default(), &[&a]);
+        rt.take_calls();
+        assert_eq!(m.rotate_logs().await, PassReport::default());
+        assert_eq!(rt.take_calls(), vec![Call::ContainerStatus(a.clone())]);
+        for _ in 0..3 {
+            tokio::time::advance(MONITOR_PERIOD).await;
+            assert_eq!(m.rotate_logs().await, PassReport::default());
+        }
+        assert_eq!(rt.take_calls(), vec![]);
+        // A second container starts: only its path is read.
+        let other = tempfile::tempdir().unwrap();
+        let (b, _) = running_container(&rt, other.path()).await;
+        rt.take_calls();
+        let mut ids = vec![a.clone(), b.clone()];
+        ids.sort();
+        running.send_replace(ids);
+        assert_eq!(m.rotate_logs().await.reopened, 1, "b has no live file yet");
+        assert_eq!(
+            rt.take_calls(),
+            vec![
+                Call::ContainerStatus(b.clone()),
+                Call::ReopenContainerLog(b)
+            ]
+        );
+    }
+
+    /// A failed status read is tried again at the next pass; a container without a log
+    /// path is not asked again.
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_path_read_is_retried() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = TokioClock::new(NOW);
+        let rt = FakeRuntime::new(clock);
+        let (id, log) = running_container(&rt, dir.path()).await;
+        std::fs::write(&log, "more than ten bytes\n").unwrap();
+        let policy = LogRotatePolicy {
+            max_size: 10,
+            max_files: 3,
+        };
+        let (mut m, _running) = manager(&rt, clock, policy, &[&id]);
+        rt.fail_once(
+            Method::ContainerStatus,
+            FakeRuntime::rpc_error(Method::ContainerStatus, "busy"),
+        );
+        assert_eq!(m.rotate_logs().await, PassReport::default());
+        tokio::time::advance(MONITOR_PERIOD).await;
+        assert_eq!(m.rotate_logs().await.rotated, 1);
     }
 }

@@ -197,15 +197,15 @@ impl<C: Clock> FileSource<C> {
             let now = clock.now();
             let mut s = scanner.take().unwrap_or_else(new_scanner);
             let scan = tokio::task::spawn_blocking(move || {
-                let pods = s.scan(now, force, tentative);
-                (s, pods)
+                let scanned = s.scan(now, force, tentative);
+                (s, scanned)
             });
             let scanned = tokio::select! {
                 r = scan => r,
                 _ = shutdown.cancelled() => return,
             };
-            let pods = match scanned {
-                Ok((s, pods)) => {
+            let scanned = match scanned {
+                Ok((s, scanned)) => {
                     // A file that did not parse in a tentative pass is read again after the
                     // debounce (then its problem is logged, if it is still there).
                     if tentative && s.deferred {
@@ -213,15 +213,15 @@ impl<C: Clock> FileSource<C> {
                         pending = Some((pending.map_or(at, |(first, _)| first), at));
                     }
                     scanner = Some(s);
-                    pods
+                    scanned
                 }
                 Err(e) => {
                     // Only a panic gets here (and release builds abort on panic).
                     log::error!("{}: scanning the manifests failed: {e}", dir.display());
-                    None
+                    Scanned::Unreadable
                 }
             };
-            if let Some(snap) = pods
+            if let Scanned::Listed(snap) = scanned
                 && last.as_ref() != Some(&snap)
             {
                 let update = SourceUpdate {
@@ -569,6 +569,9 @@ struct Scanner {
     tentative: bool,
     /// A tentative pass skipped a file that did not load.
     deferred: bool,
+    /// The cache changed since the last snapshot was built (a file loaded, dropped, or
+    /// its stat failed): the next pass builds one. At idle a pass only stats the files.
+    changed: bool,
 }
 
 impl Scanner {
@@ -583,6 +586,7 @@ impl Scanner {
             stat_errors: HashMap::new(),
             tentative: false,
             deferred: false,
+            changed: true,
         }
     }
 
@@ -610,9 +614,8 @@ impl Scanner {
         self.dir_state = state;
     }
 
-    /// One re-list. `None`: the directory could not be read (send nothing). `tentative`:
-    /// see [`Scanner::tentative`].
-    fn scan(&mut self, now: UnixNanos, force: bool, tentative: bool) -> Option<Snapshot> {
+    /// One re-list. `tentative`: see [`Scanner::tentative`].
+    fn scan(&mut self, now: UnixNanos, force: bool, tentative: bool) -> Scanned {
         self.tentative = tentative;
         self.deferred = false;
         let names = match self.list() {
@@ -620,7 +623,7 @@ impl Scanner {
             Err(error) if error.kind() == io::ErrorKind::NotFound => {
                 self.set_dir_state(DirState::Missing);
                 self.forget_all();
-                return Some(Snapshot::default());
+                return Scanned::Listed(Snapshot::default());
             }
             Err(error) => {
                 let error = SourceError::ReadDir {
@@ -628,24 +631,23 @@ impl Scanner {
                     error,
                 };
                 self.set_dir_state(DirState::Unreadable(error.to_string()));
-                return None;
+                return Scanned::Unreadable;
             }
         };
         self.set_dir_state(DirState::Present);
 
-        let mut listed = HashSet::new();
+        // Listed names that are no candidate (rare): with the names not listed, their
+        // entries go.
+        let mut skipped = Vec::new();
         for name in &names {
-            if self.visit(name, now, force) {
-                listed.insert(name.clone());
+            if !self.visit(name, now, force) {
+                skipped.push(name);
             }
         }
-        let gone: Vec<OsString> = self
-            .cache
-            .keys()
-            .filter(|n| !listed.contains(*n))
-            .cloned()
-            .collect();
+        let listed = |n: &OsString| names.binary_search(n).is_ok() && !skipped.contains(&n);
+        let gone: Vec<OsString> = self.cache.keys().filter(|n| !listed(n)).cloned().collect();
         for name in gone {
+            self.changed = true;
             if let Some(entry) = self.cache.remove(&name) {
                 for item in entry.good() {
                     log::info!(
@@ -656,11 +658,16 @@ impl Scanner {
                 }
             }
         }
-        self.stat_errors.retain(|n, _| listed.contains(n));
-        Some(self.snapshot(&names))
+        self.stat_errors.retain(|n, _| listed(n));
+        // The snapshot is a function of the cache alone.
+        if !std::mem::take(&mut self.changed) && !force {
+            return Scanned::Unchanged;
+        }
+        Scanned::Listed(self.snapshot(&names))
     }
 
     fn forget_all(&mut self) {
+        self.changed = true;
         self.cache.clear();
         self.duplicates.clear();
         self.stat_errors.clear();
@@ -692,6 +699,7 @@ impl Scanner {
                     log::error!("{error}{}", self.keeping(name));
                     self.stat_errors.insert(name.to_os_string(), error);
                 }
+                self.changed = true;
                 let entry = self.cache.entry(name.to_os_string()).or_insert(Entry {
                     key: None,
                     items: Vec::new(),
@@ -715,6 +723,7 @@ impl Scanner {
             return true;
         }
 
+        self.changed = true;
         let result = self.load(&path, &meta, now);
         let previous = self.cache.remove(name);
         let (prev_items, was_broken) = match previous {
@@ -955,11 +964,34 @@ impl Scanner {
     }
 }
 
+/// What one re-list found.
+enum Scanned {
+    /// The directory could not be read: send nothing.
+    Unreadable,
+    /// Nothing changed since the last snapshot (not even built).
+    Unchanged,
+    Listed(Snapshot),
+}
+
 /// One pass's result: the source's pods and local objects.
-#[derive(Debug, Default, Clone, PartialEq)]
+#[derive(Debug, Default, Clone)]
 struct Snapshot {
     pods: Vec<Arc<Pod>>,
     objects: Vec<Object>,
+}
+
+/// Pods the cache kept are the same `Arc`s as in the last snapshot: those compare equal
+/// without a field-by-field comparison.
+impl PartialEq for Snapshot {
+    fn eq(&self, other: &Self) -> bool {
+        self.pods.len() == other.pods.len()
+            && self
+                .pods
+                .iter()
+                .zip(&other.pods)
+                .all(|(a, b)| Arc::ptr_eq(a, b) || a == b)
+            && self.objects == other.objects
+    }
 }
 
 fn same_ignoring_seen(old: &Pod, new: &Pod) -> bool {
@@ -1031,5 +1063,91 @@ mod tests {
         assert!(same_ignoring_seen(&a, &b));
         b.metadata.name = "other".into();
         assert!(!same_ignoring_seen(&a, &b));
+    }
+
+    fn pod_yaml(name: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n  - name: app\n    image: busybox\n"
+        )
+    }
+
+    fn names(scanned: &Scanned) -> Option<Vec<String>> {
+        match scanned {
+            Scanned::Listed(snap) => {
+                Some(snap.pods.iter().map(|p| p.metadata.name.clone()).collect())
+            }
+            Scanned::Unchanged => None,
+            Scanned::Unreadable => Some(vec!["unreadable".into()]),
+        }
+    }
+
+    /// A re-list that finds every file as it was builds no snapshot; any change to the
+    /// cache (a new, edited, removed or no longer regular file) and a forced pass do.
+    #[test]
+    fn an_unchanged_directory_builds_no_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("a.yaml"), pod_yaml("a")).unwrap();
+        let mut s = Scanner::new(d.to_path_buf(), "node".into(), 1 << 20);
+        let scan = |s: &mut Scanner, force| names(&s.scan(0, force, false));
+        assert_eq!(scan(&mut s, false), Some(vec!["a-node".to_string()]));
+        assert_eq!(scan(&mut s, false), None);
+        std::fs::write(d.join("b.yaml"), pod_yaml("b")).unwrap();
+        assert_eq!(
+            scan(&mut s, false),
+            Some(vec!["a-node".into(), "b-node".into()])
+        );
+        assert_eq!(scan(&mut s, false), None);
+        assert_eq!(
+            scan(&mut s, true),
+            Some(vec!["a-node".into(), "b-node".into()])
+        );
+        // Another size: the cache key holds the size (two writes may share an mtime tick).
+        std::fs::write(d.join("b.yaml"), pod_yaml("cc")).unwrap();
+        assert_eq!(
+            scan(&mut s, false),
+            Some(vec!["a-node".into(), "cc-node".into()])
+        );
+        std::fs::remove_file(d.join("a.yaml")).unwrap();
+        assert_eq!(scan(&mut s, false), Some(vec!["cc-node".into()]));
+        assert_eq!(scan(&mut s, false), None);
+        std::fs::remove_file(d.join("b.yaml")).unwrap();
+        std::fs::create_dir(d.join("b.yaml")).unwrap();
+        assert_eq!(scan(&mut s, false), Some(vec![]));
+        assert_eq!(scan(&mut s, false), None);
+        std::fs::remove_dir(d.join("b.yaml")).unwrap();
+        std::fs::remove_dir(d).unwrap();
+        assert_eq!(
+            scan(&mut s, false),
+            Some(vec![]),
+            "missing: an empty snapshot"
+        );
+    }
+
+    #[test]
+    fn snapshots_compare_shared_pods_by_pointer_and_others_by_value() {
+        let pod = |name: &str| {
+            let mut p = Pod::default();
+            p.metadata.name = name.into();
+            Arc::new(p)
+        };
+        let (a, b) = (pod("a"), pod("b"));
+        let snap = |pods: Vec<Arc<Pod>>| Snapshot {
+            pods,
+            objects: Vec::new(),
+        };
+        assert_eq!(
+            snap(vec![a.clone(), b.clone()]),
+            snap(vec![a.clone(), b.clone()])
+        );
+        assert_eq!(
+            snap(vec![a.clone(), b.clone()]),
+            snap(vec![pod("a"), b.clone()])
+        );
+        assert_ne!(
+            snap(vec![a.clone(), b.clone()]),
+            snap(vec![a.clone(), pod("c")])
+        );
+        assert_ne!(snap(vec![a.clone()]), snap(vec![a, b]));
     }
 }
