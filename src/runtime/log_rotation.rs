@@ -44,7 +44,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::{Clock, UnixNanos};
 use crate::events::RunningContainers;
-use crate::runtime::Runtime;
+use crate::runtime::{CriError, Runtime};
 
 /// kubelet: `containerLogMonitorInterval` (`--container-log-monitor-interval`, 10 s).
 pub const MONITOR_PERIOD: Duration = Duration::from_secs(10);
@@ -332,6 +332,12 @@ impl<R: Runtime, C: Clock> LogManager<R, C> {
                 Ok(st) if st.log_path.is_empty() => LogPath::None,
                 Ok(st) => LogPath::Known(PathBuf::from(st.log_path)),
                 Err(e) if e.is_not_found() => continue,
+                // The relister reports a runtime outage once; no line per container here,
+                // and no call for the others: the next pass reads them.
+                Err(e @ (CriError::Unavailable { .. } | CriError::Timeout { .. })) => {
+                    log::debug!("log rotation: status of container {id}: {e}");
+                    return;
+                }
                 Err(e) => {
                     log::warn!("log rotation: status of container {id}: {e}");
                     continue;
@@ -742,5 +748,41 @@ mod tests {
         assert_eq!(m.rotate_logs().await, PassReport::default());
         tokio::time::advance(MONITOR_PERIOD).await;
         assert_eq!(m.rotate_logs().await.rotated, 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_runtime_outage_stops_the_path_reads_until_the_next_pass() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = TokioClock::new(NOW);
+        let rt = FakeRuntime::new(clock);
+        let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir_all(a_dir.join("app")).unwrap();
+        std::fs::create_dir_all(b_dir.join("app")).unwrap();
+        let (a, _) = running_container(&rt, &a_dir).await;
+        let (b, _) = running_container(&rt, &b_dir).await;
+        let policy = LogRotatePolicy {
+            max_size: 10,
+            max_files: 3,
+        };
+        let (mut m, _running) = manager(&rt, clock, policy, &[&a, &b]);
+        rt.take_calls();
+        rt.fail_once(
+            Method::ContainerStatus,
+            CriError::Unavailable {
+                method: "ContainerStatus",
+                message: "connection refused".into(),
+            },
+        );
+        assert_eq!(m.rotate_logs().await, PassReport::default());
+        let reads = |calls: Vec<Call>| {
+            calls
+                .into_iter()
+                .filter(|c| matches!(c, Call::ContainerStatus(_)))
+                .count()
+        };
+        assert_eq!(reads(rt.take_calls()), 1, "no call for the other container");
+        tokio::time::advance(MONITOR_PERIOD).await;
+        m.rotate_logs().await;
+        assert_eq!(reads(rt.take_calls()), 2, "both read at the next pass");
     }
 }
