@@ -2479,6 +2479,11 @@ impl Lab {
             // scenario turns it on (`o_log_rotation_and_image_gc`; a later flag wins).
             .arg("--image-gc-high-threshold")
             .arg("100")
+            // No node API unless a scenario asks for one on a port of its own: two e2e runs on
+            // one machine (or a kubelet) would collide on 10250, and the failed listen's WARN
+            // fails the outage scenario's "logged once" check.
+            .arg("--port")
+            .arg("0")
             .args(extra)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())

@@ -136,6 +136,9 @@ impl Harness {
             .arg("--minimum-container-ttl-duration")
             .arg("30m")
             .arg(format!("--eviction-hard={}", self.eviction_hard))
+            // No node API: another picolet or kubelet on this machine may hold 10250.
+            .arg("--port")
+            .arg("0")
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("dup"))
