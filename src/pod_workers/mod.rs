@@ -6,6 +6,15 @@
 //! `CancellationToken`), and the requeue timers (a deadline per UID, one `sleep_until` on
 //! the earliest). Only this module mutates worker state.
 //!
+//! **At most [`MAX_SYNCS_IN_FLIGHT`] SyncPods run at once**; more wait, first come first
+//! served, and start as running ones end. A deliberate difference from the kubelet, whose
+//! goroutines cost a few kB each: a SyncPod's future here is ~20 kB plus the CRI calls it
+//! has open, all allocated when it is spawned, so a burst of 500 pods (a board's first
+//! start, an apiserver relist) used to hold ~35 kB per pod at once and left the heap that
+//! large. Terminations never wait: a kill must not queue behind 500 creates, and a queued
+//! SyncPod that is cancelled (its pod is being killed) ends at once as cancelled, without
+//! running. To the state machine queued work is simply work in flight.
+//!
 //! How the agent uses it (kubelet: `HandlePod*`, `HandlePodCleanups`):
 //! - config changes: ADD → `update_pod(new(Create, pod))`; UPDATE and DELETE →
 //!   `new(Update, pod)`; REMOVE → `kill(pod, None)`; RECONCILE only refreshes the pod
@@ -27,7 +36,7 @@
 
 pub mod state;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -44,6 +53,10 @@ use state::Effect;
 pub use state::{
     Outcome, PodWorkerState, UpdatePodOptions, UpdateType, Work, WorkKind, WorkerStates,
 };
+
+/// How many SyncPods run at once (see the module doc). A board's usual burst — its
+/// static pods at boot, 20 pods in the bench — stays below it and never waits.
+pub const MAX_SYNCS_IN_FLIGHT: usize = 32;
 
 /// A successful SyncPod.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -138,8 +151,30 @@ pub enum WorkerEvent {
 
 struct Task {
     id: u64,
+    kind: WorkKind,
     cancel: CancellationToken,
-    handle: JoinHandle<()>,
+    run: TaskRun,
+}
+
+enum TaskRun {
+    /// A SyncPod waiting for a slot (its UID is in `PodWorkers::queue`).
+    Queued(Work),
+    Running(JoinHandle<()>),
+    /// Cancelled while queued: its `Done` (Cancelled) is on the way.
+    Dropped,
+}
+
+impl Task {
+    fn abort(&self) {
+        self.cancel.cancel();
+        if let TaskRun::Running(handle) = &self.run {
+            handle.abort();
+        }
+    }
+
+    fn holds_sync_slot(&self) -> bool {
+        self.kind == WorkKind::Sync && matches!(self.run, TaskRun::Running(_))
+    }
 }
 
 struct Done {
@@ -156,6 +191,12 @@ pub struct PodWorkers<S: PodSyncer> {
     syncer: S,
     states: WorkerStates,
     tasks: HashMap<String, Task>,
+    /// SyncPods waiting for a slot, in arrival order: (uid, task id). An entry whose task
+    /// is gone or no longer queued is skipped.
+    queue: VecDeque<(String, u64)>,
+    /// Running SyncPods (tasks that hold a slot).
+    syncs_running: usize,
+    max_syncs: usize,
     deadlines: HashMap<String, Instant>,
     done_tx: mpsc::UnboundedSender<Done>,
     done_rx: mpsc::UnboundedReceiver<Done>,
@@ -175,6 +216,9 @@ impl<S: PodSyncer> PodWorkers<S> {
             syncer,
             states: WorkerStates::new(),
             tasks: HashMap::new(),
+            queue: VecDeque::new(),
+            syncs_running: 0,
+            max_syncs: MAX_SYNCS_IN_FLIGHT,
             deadlines: HashMap::new(),
             done_tx,
             done_rx,
@@ -194,6 +238,13 @@ impl<S: PodSyncer> PodWorkers<S> {
     #[must_use]
     pub fn with_resync_interval(mut self, every: Duration) -> Self {
         self.states = std::mem::take(&mut self.states).with_resync_interval(every);
+        self
+    }
+
+    /// At most `n` SyncPods at once (at least 1).
+    #[must_use]
+    pub fn with_max_syncs_in_flight(mut self, n: usize) -> Self {
+        self.max_syncs = n.max(1);
         self
     }
 
@@ -285,9 +336,17 @@ impl<S: PodSyncer> PodWorkers<S> {
         self.states.known_uids()
     }
 
-    /// How many pieces of work run right now.
+    /// How many pieces of work run right now or wait for a slot.
     pub fn in_flight(&self) -> usize {
         self.tasks.len()
+    }
+
+    /// How many SyncPods wait for a slot.
+    pub fn queued(&self) -> usize {
+        self.tasks
+            .values()
+            .filter(|t| matches!(t.run, TaskRun::Queued(_)))
+            .count()
     }
 
     /// When the requeue timer of `uid` fires, if one is armed.
@@ -299,9 +358,10 @@ impl<S: PodSyncer> PodWorkers<S> {
     /// running: stopping the agent never stops pods.
     pub fn shutdown(&mut self) {
         for (_, task) in self.tasks.drain() {
-            task.cancel.cancel();
-            task.handle.abort();
+            task.abort();
         }
+        self.queue.clear();
+        self.syncs_running = 0;
         self.deadlines.clear();
     }
 
@@ -318,7 +378,7 @@ impl<S: PodSyncer> PodWorkers<S> {
             log::debug!("pod worker {uid}: stale completion of {kind:?} ignored");
             return None;
         }
-        self.tasks.remove(&uid);
+        self.remove_task(&uid);
         match (&outcome, &failure) {
             (Outcome::Failed { .. }, Some(f)) if f.runtime_down => {
                 log::debug!("pod worker {uid}: {kind:?} failed: {f}");
@@ -357,22 +417,70 @@ impl<S: PodSyncer> PodWorkers<S> {
                     self.deadlines.remove(&uid);
                     self.spawn(uid, work);
                 }
-                Effect::Cancel { uid } => {
-                    if let Some(task) = self.tasks.get(&uid) {
-                        task.cancel.cancel();
-                    }
-                }
+                Effect::Cancel { uid } => self.cancel(&uid),
                 Effect::Requeue { uid, after } => {
                     self.deadlines.insert(uid, Instant::now() + after);
                 }
                 Effect::Forget { uid } => {
                     self.deadlines.remove(&uid);
                     self.last_failure.remove(&uid);
-                    if let Some(task) = self.tasks.remove(&uid) {
-                        task.cancel.cancel();
-                        task.handle.abort();
+                    if let Some(task) = self.remove_task(&uid) {
+                        task.abort();
                     }
                 }
+            }
+        }
+        self.start_queued();
+    }
+
+    /// Removes `uid`'s task, giving back its SyncPod slot if it held one.
+    fn remove_task(&mut self, uid: &str) -> Option<Task> {
+        let task = self.tasks.remove(uid)?;
+        if task.holds_sync_slot() {
+            self.syncs_running -= 1;
+        }
+        Some(task)
+    }
+
+    /// Cancels `uid`'s work: a running one sees its token fire; a queued one ends now,
+    /// as cancelled, without having run.
+    fn cancel(&mut self, uid: &str) {
+        let Some(task) = self.tasks.get_mut(uid) else {
+            return;
+        };
+        task.cancel.cancel();
+        if matches!(task.run, TaskRun::Queued(_)) {
+            task.run = TaskRun::Dropped;
+            log::debug!("pod worker {uid}: queued SyncPod cancelled before it started");
+            // Through the channel like any completion, so `next` reports it.
+            let _ = self.done_tx.send(Done {
+                uid: uid.to_string(),
+                id: task.id,
+                kind: task.kind,
+                outcome: Outcome::Cancelled,
+                failure: Some(SyncFailure::new("cancelled before it started")),
+                requeue_hint: None,
+            });
+        }
+    }
+
+    /// Starts queued SyncPods while slots are free, oldest first.
+    fn start_queued(&mut self) {
+        while self.syncs_running < self.max_syncs {
+            let Some((uid, id)) = self.queue.pop_front() else {
+                return;
+            };
+            if !matches!(self.tasks.get(&uid), Some(t) if t.id == id && matches!(t.run, TaskRun::Queued(_)))
+            {
+                continue; // cancelled, forgotten or replaced meanwhile
+            }
+            if let Some(Task {
+                cancel,
+                run: TaskRun::Queued(work),
+                ..
+            }) = self.tasks.remove(&uid)
+            {
+                self.start(uid, id, cancel, work);
             }
         }
     }
@@ -382,41 +490,78 @@ impl<S: PodSyncer> PodWorkers<S> {
         let id = self.next_id;
         let kind = work.kind();
         let cancel = CancellationToken::new();
+        // Behind earlier waiters too, so a freed slot goes to the oldest.
+        if kind == WorkKind::Sync
+            && (self.syncs_running >= self.max_syncs || !self.queue.is_empty())
+        {
+            log::debug!(
+                "pod worker {uid}: SyncPod waits for a slot ({} running)",
+                self.syncs_running
+            );
+            self.queue.push_back((uid.clone(), id));
+            self.tasks.insert(
+                uid,
+                Task {
+                    id,
+                    kind,
+                    cancel,
+                    run: TaskRun::Queued(work),
+                },
+            );
+            return;
+        }
+        self.start(uid, id, cancel, work);
+    }
+
+    fn start(&mut self, uid: String, id: u64, cancel: CancellationToken, work: Work) {
+        let kind = work.kind();
         let token = cancel.clone();
         let syncer = self.syncer.clone();
         let tx = self.done_tx.clone();
         let task_uid = uid.clone();
         let metrics = self.metrics.clone();
         log::debug!("pod worker {uid}: starting {kind:?}");
+        // Each kind's future boxed on its own: a termination does not pay for the size of
+        // a SyncPod's future (the task's own future is then a few hundred bytes).
+        // kubelet: `SyncPod` observes `updateType.String()`; the terminated pod's worker
+        // `"terminated"`; a termination is not measured (nor a sync of kind Kill, which the
+        // kubelet routes to termination too).
+        let operation = match &work {
+            Work::Sync { update_type, .. } => match update_type {
+                UpdateType::Create => "create",
+                UpdateType::Update => "update",
+                UpdateType::Sync => "sync",
+                UpdateType::Kill => "",
+            },
+            Work::Terminating { .. } => "",
+            Work::Terminated { .. } => "terminated",
+        };
+        type WorkFuture =
+            std::pin::Pin<Box<dyn Future<Output = Result<(bool, Option<Duration>), SyncFailure>>>>;
+        let (work_token, work_uid) = (token.clone(), task_uid.clone());
+        let syncer_work: WorkFuture = match work {
+            Work::Sync { update_type, pod } => Box::pin(async move {
+                syncer
+                    .sync_pod(update_type, pod, work_token)
+                    .await
+                    .map(|ok| (ok.terminal, ok.requeue_after))
+            }),
+            Work::Terminating { pod, grace_secs } => Box::pin(async move {
+                syncer
+                    .sync_terminating_pod(work_uid, pod, grace_secs, work_token)
+                    .await
+                    .map(|()| (false, None))
+            }),
+            Work::Terminated { pod } => Box::pin(async move {
+                syncer
+                    .sync_terminated_pod(work_uid, pod)
+                    .await
+                    .map(|()| (false, None))
+            }),
+        };
         let handle = tokio::task::spawn_local(async move {
             let started = Instant::now();
-            // kubelet: `SyncPod` observes `updateType.String()`; the terminated pod's
-            // worker `"terminated"`; a termination is not measured (nor a sync of kind
-            // Kill, which the kubelet routes to termination too).
-            let operation = match &work {
-                Work::Sync { update_type, .. } => match update_type {
-                    UpdateType::Create => "create",
-                    UpdateType::Update => "update",
-                    UpdateType::Sync => "sync",
-                    UpdateType::Kill => "",
-                },
-                Work::Terminating { .. } => "",
-                Work::Terminated { .. } => "terminated",
-            };
-            let result = match work {
-                Work::Sync { update_type, pod } => syncer
-                    .sync_pod(update_type, pod, token.clone())
-                    .await
-                    .map(|ok| (ok.terminal, ok.requeue_after)),
-                Work::Terminating { pod, grace_secs } => syncer
-                    .sync_terminating_pod(task_uid.clone(), pod, grace_secs, token.clone())
-                    .await
-                    .map(|()| (false, None)),
-                Work::Terminated { pod } => syncer
-                    .sync_terminated_pod(task_uid.clone(), pod)
-                    .await
-                    .map(|()| (false, None)),
-            };
+            let result = syncer_work.await;
             if let Some(m) = &metrics {
                 m.pod_worker(operation, started.elapsed());
             }
@@ -441,14 +586,27 @@ impl<S: PodSyncer> PodWorkers<S> {
                 requeue_hint,
             });
         });
-        self.tasks.insert(uid, Task { id, cancel, handle });
+        if kind == WorkKind::Sync {
+            self.syncs_running += 1;
+        }
+        self.tasks.insert(
+            uid,
+            Task {
+                id,
+                kind,
+                cancel,
+                run: TaskRun::Running(handle),
+            },
+        );
     }
 }
 
 impl<S: PodSyncer> Drop for PodWorkers<S> {
     fn drop(&mut self) {
         for task in self.tasks.values() {
-            task.handle.abort();
+            if let TaskRun::Running(handle) = &task.run {
+                handle.abort();
+            }
         }
     }
 }
@@ -506,6 +664,9 @@ mod tests {
         ended: Vec<(String, WorkKind, bool, u128)>,
         script: HashMap<(String, WorkKind), VecDeque<Step>>,
         in_flight: HashMap<String, u32>,
+        /// SyncPod calls running now, and the most ever at once.
+        syncs_now: usize,
+        syncs_peak: usize,
     }
 
     /// A PodSyncer that records calls, follows a per-(uid, kind) script (default: succeed
@@ -547,6 +708,10 @@ mod tests {
                 .collect()
         }
 
+        fn syncs_peak(&self) -> usize {
+            self.s.borrow().syncs_peak
+        }
+
         fn ended(&self) -> Vec<(String, WorkKind, bool, u128)> {
             self.s.borrow().ended.clone()
         }
@@ -567,6 +732,10 @@ mod tests {
                 let n = s.in_flight.entry(uid.clone()).or_default();
                 *n += 1;
                 assert_eq!(*n, 1, "two calls in flight for {uid}");
+                if kind == WorkKind::Sync {
+                    s.syncs_now += 1;
+                    s.syncs_peak = s.syncs_peak.max(s.syncs_now);
+                }
                 s.script
                     .get_mut(&(uid.clone(), kind))
                     .and_then(VecDeque::pop_front)
@@ -587,6 +756,9 @@ mod tests {
                     let at = me.now_ms();
                     let mut s = me.s.borrow_mut();
                     *s.in_flight.entry(uid.clone()).or_default() -= 1;
+                    if kind == WorkKind::Sync {
+                        s.syncs_now -= 1;
+                    }
                     s.ended.push((uid, kind, cancelled, at));
                 }
                 if cancelled {
@@ -1022,6 +1194,124 @@ mod tests {
             let ev = w.next().await;
             assert!(matches!(ev, WorkerEvent::Completed { work: Sync, .. }));
             assert!(w.requeue_at("a").is_some());
+        })
+        .await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn syncs_beyond_the_bound_wait_their_turn_in_arrival_order() {
+        local(async {
+            let fake = Fake::new();
+            for u in ["a", "b", "c", "d", "e"] {
+                fake.script(u, Sync, &[(10, Pass)]);
+            }
+            let mut w = PodWorkers::new(fake.clone()).with_max_syncs_in_flight(2);
+            for u in ["a", "b", "c", "d", "e"] {
+                w.update_pod(UpdatePodOptions::new(UpdateType::Create, pod(u, u)));
+            }
+            assert_eq!((w.in_flight(), w.queued()), (5, 3));
+            run_until(&mut w, &fake, 35).await;
+            assert_eq!(
+                fake.timeline(),
+                tl(&[
+                    ("a", Sync, 0),
+                    ("b", Sync, 0),
+                    ("c", Sync, 10),
+                    ("d", Sync, 10),
+                    ("e", Sync, 20),
+                ])
+            );
+            assert_eq!(fake.syncs_peak(), 2);
+            assert_eq!((w.in_flight(), w.queued()), (0, 0));
+            // Every one is a synced pod with its resync armed, as without a bound.
+            for u in ["a", "b", "c", "d", "e"] {
+                assert_eq!(w.state(u), Some(PodWorkerState::SyncPod), "{u}");
+                assert!(w.requeue_at(u).is_some(), "{u}");
+            }
+        })
+        .await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slot_freed_goes_to_the_oldest_waiter_not_to_new_work() {
+        local(async {
+            let fake = Fake::new();
+            fake.script("a", Sync, &[(10, Pass)]);
+            fake.script("b", Sync, &[(10, Pass)]);
+            let mut w = PodWorkers::new(fake.clone()).with_max_syncs_in_flight(1);
+            w.update_pod(UpdatePodOptions::new(UpdateType::Create, pod("a", "a")));
+            w.update_pod(UpdatePodOptions::new(UpdateType::Create, pod("b", "b")));
+            run_until(&mut w, &fake, 1).await;
+            // An update of the running pod is pending behind its sync; when that ends, the
+            // slot goes to b (waiting since t=0), and a's pending update waits behind it.
+            w.update_pod(UpdatePodOptions::new(
+                UpdateType::Update,
+                version(&pod("a", "a"), "v2"),
+            ));
+            run_until(&mut w, &fake, 25).await;
+            assert_eq!(
+                fake.timeline(),
+                tl(&[("a", Sync, 0), ("b", Sync, 10), ("a", Sync, 20)])
+            );
+            assert_eq!(fake.calls()[2].version.as_deref(), Some("v2"));
+        })
+        .await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn kills_never_wait_for_a_slot_and_a_queued_sync_is_dropped() {
+        local(async {
+            let fake = Fake::new();
+            fake.script("a", Sync, &[(10, Pass)]);
+            let mut w = PodWorkers::new(fake.clone()).with_max_syncs_in_flight(1);
+            let (a, b) = (pod("a", "a"), pod("b", "b"));
+            w.update_pod(UpdatePodOptions::new(UpdateType::Create, Arc::clone(&a)));
+            w.update_pod(UpdatePodOptions::new(UpdateType::Create, Arc::clone(&b)));
+            assert_eq!(w.queued(), 1);
+            // b is killed while its SyncPod waits: it never runs; b terminates at once.
+            w.update_pod(UpdatePodOptions::kill(Arc::clone(&b), Some(5)));
+            // A pod known only from the runtime is stopped at once too.
+            w.update_pod(UpdatePodOptions::kill_runtime_pod("orphan", None));
+            let events = run_until(&mut w, &fake, 30).await;
+            assert!(events.contains(&WorkerEvent::Completed {
+                uid: "b".into(),
+                work: Sync,
+                outcome: Outcome::Cancelled,
+                failure: Some(SyncFailure::new("cancelled before it started")),
+            }));
+            // (b's termination starts once its dropped sync reported back; the order
+            // between b and the orphan does not matter.)
+            let mut timeline = fake.timeline();
+            timeline.sort_by_key(|(u, k, at)| (*at, u.clone(), *k as u8));
+            assert_eq!(
+                timeline,
+                tl(&[
+                    ("a", Sync, 0),
+                    ("b", Terminating, 0),
+                    ("b", Terminated, 0),
+                    ("orphan", Terminating, 0),
+                    ("orphan", Terminated, 0),
+                ])
+            );
+            assert!(w.is_finished("b") && w.is_finished("orphan"));
+            assert_eq!(w.state("a"), Some(PodWorkerState::SyncPod));
+        })
+        .await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_drops_queued_syncs() {
+        local(async {
+            let fake = Fake::new();
+            fake.script("a", Sync, &[(10, Pass)]);
+            let mut w = PodWorkers::new(fake.clone()).with_max_syncs_in_flight(1);
+            w.update_pod(UpdatePodOptions::new(UpdateType::Create, pod("a", "a")));
+            w.update_pod(UpdatePodOptions::new(UpdateType::Create, pod("b", "b")));
+            run_until(&mut w, &fake, 1).await;
+            w.shutdown();
+            run_until(&mut w, &fake, 30).await;
+            assert_eq!(fake.timeline(), tl(&[("a", Sync, 0)]));
+            assert_eq!((w.in_flight(), w.queued()), (0, 0));
         })
         .await;
     }
