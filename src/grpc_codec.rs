@@ -1,0 +1,53 @@
+//! The protobuf codec of the gRPC clients and servers generated from `proto/` (the CRI,
+//! the gRPC health probe, the CSI plugin registration): tonic-prost's codec with a 1 KiB
+//! first buffer per call instead of tonic's 8 KiB (`build.rs` names it as `codec_path`).
+//!
+//! tonic allocates that buffer for every call it encodes and every response it decodes,
+//! whatever the message's size, and a buffer grows as a message needs. A CRI request is
+//! mostly under 1 KiB (`StopContainer` is ~80 B, `CreateContainer` 1–2 kB), so 8 KiB per
+//! call was the largest single allocation of a burst: 500 pods deleted at once held ~2.5 MB
+//! of `StopContainer` encode buffers (heaptrack, `benches/picolet.rs fake-rss
+//! --then-delete`). A larger message costs a few reallocations, nothing else.
+
+use std::marker::PhantomData;
+
+use tonic::codec::{BufferSettings, Codec};
+use tonic_prost::{ProstCodec, ProstDecoder, ProstEncoder};
+
+/// The first buffer of each encoded or decoded message.
+const BUFFER_SIZE: usize = 1024;
+/// When an encoding stream yields (tonic's default: 32 KiB).
+const YIELD_THRESHOLD: usize = 32 * 1024;
+
+fn settings() -> BufferSettings {
+    BufferSettings::new(BUFFER_SIZE, YIELD_THRESHOLD)
+}
+
+/// tonic-prost's `ProstCodec`, with [`BUFFER_SIZE`] buffers.
+#[derive(Debug, Clone)]
+pub struct SmallBufferCodec<T, U>(PhantomData<(T, U)>);
+
+impl<T, U> Default for SmallBufferCodec<T, U> {
+    fn default() -> Self {
+        SmallBufferCodec(PhantomData)
+    }
+}
+
+impl<T, U> Codec for SmallBufferCodec<T, U>
+where
+    T: prost::Message + Send + 'static,
+    U: prost::Message + Default + Send + 'static,
+{
+    type Encode = T;
+    type Decode = U;
+    type Encoder = ProstEncoder<T>;
+    type Decoder = ProstDecoder<U>;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        ProstCodec::<T, U>::raw_encoder(settings())
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        ProstCodec::<T, U>::raw_decoder(settings())
+    }
+}
