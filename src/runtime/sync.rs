@@ -1708,7 +1708,9 @@ async fn stop_one<R: Runtime>(
     }
     let mut grace = grace;
     if let Some(hook) = pre_stop.as_ref().filter(|_| grace > 0) {
-        grace -= run_pre_stop(rt, pod_name, id, name, grace, hook, events).await;
+        // Boxed: only a container with a hook pays for the hook's future (an exec or an
+        // HTTP GET), not every stop of a mass delete.
+        grace -= Box::pin(run_pre_stop(rt, pod_name, id, name, grace, hook, events)).await;
     }
     let timeout = grace.max(MIN_STOP_TIMEOUT_SECONDS);
     log::info!("pod {pod_name}: stopping container {name:?} ({id}) with grace period {timeout}s");
