@@ -8,6 +8,7 @@
 //! Must never: do I/O, apply defaults or validate — that is `manifest.rs`'s job. Types are
 //! plain data so every other module can clone and compare them.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -1058,10 +1059,11 @@ pub struct PodIp {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PodCondition {
+    /// The kubelet's own types are static strings: every pod holds five conditions.
     #[serde(rename = "type")]
-    pub type_: String,
+    pub type_: Cow<'static, str>,
     /// `"True"` | `"False"` | `"Unknown"`.
-    pub status: String,
+    pub status: Cow<'static, str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

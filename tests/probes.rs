@@ -59,7 +59,7 @@ fn condition(st: &PodStatus, type_: &str) -> String {
     st.conditions
         .iter()
         .find(|c| c.type_ == type_)
-        .map(|c| c.status.clone())
+        .map(|c| c.status.to_string())
         .unwrap_or_default()
 }
 

@@ -702,8 +702,8 @@ mod tests {
     #[test]
     fn api_status_comparison_ignores_times_and_foreign_conditions() {
         let cond = |t: &str, s: &str, at: &str| PodCondition {
-            type_: t.into(),
-            status: s.into(),
+            type_: t.to_string().into(),
+            status: s.to_string().into(),
             last_transition_time: Some(at.into()),
             ..PodCondition::default()
         };

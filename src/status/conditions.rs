@@ -1,6 +1,8 @@
 //! The kubelet-owned pod conditions (kubelet: `status/generate.go`) and their
 //! `lastTransitionTime` (kubelet status manager: `updateLastTransitionTime`).
 
+use std::borrow::Cow;
+
 use crate::api::{ContainerStatus, Pod, PodCondition, PodPhase, PodStatus};
 use crate::clock::{self, UnixNanos};
 
@@ -51,7 +53,7 @@ pub(super) fn generate(
         initialized(pod, &all, phase),
         // kubelet: Ready follows ContainersReady (readiness gates are not modelled).
         PodCondition {
-            type_: READY.to_string(),
+            type_: Cow::Borrowed(READY),
             ..containers_ready.clone()
         },
         containers_ready,
@@ -188,14 +190,14 @@ fn find<'a>(all: &[&'a ContainerStatus], name: &str) -> Option<&'a ContainerStat
 }
 
 fn condition(
-    type_: &str,
+    type_: &'static str,
     status: bool,
     reason: Option<&str>,
     message: Option<String>,
 ) -> PodCondition {
     PodCondition {
-        type_: type_.to_string(),
-        status: if status { "True" } else { "False" }.to_string(),
+        type_: Cow::Borrowed(type_),
+        status: Cow::Borrowed(if status { "True" } else { "False" }),
         last_transition_time: None,
         reason: reason.map(str::to_string),
         message,

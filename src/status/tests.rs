@@ -958,8 +958,8 @@ fn probes_decide_started_and_ready() {
         }
         r
     };
-    let t = "True".to_string();
-    let f = "False".to_string();
+    let t: std::borrow::Cow<'static, str> = "True".into();
+    let f: std::borrow::Cow<'static, str> = "False".into();
 
     assert_eq!(
         with(&p, &results(None, None)),
@@ -1362,20 +1362,20 @@ fn conditions_in_upstream_order_after_foreign_ones() {
     p.status = Some(PodStatus {
         conditions: vec![
             PodCondition {
-                type_: "example.com/gate".to_string(),
-                status: "True".to_string(),
+                type_: "example.com/gate".into(),
+                status: "True".into(),
                 ..PodCondition::default()
             },
             PodCondition {
-                type_: "Ready".to_string(),
-                status: "True".to_string(),
+                type_: "Ready".into(),
+                status: "True".into(),
                 ..PodCondition::default()
             },
         ],
         ..PodStatus::default()
     });
     let st = compute(&p, &observed(vec![]), &WaitingReasons::new(), None, T0);
-    let types: Vec<&str> = st.conditions.iter().map(|c| c.type_.as_str()).collect();
+    let types: Vec<&str> = st.conditions.iter().map(|c| c.type_.as_ref()).collect();
     assert_eq!(
         types,
         [
@@ -1397,7 +1397,7 @@ fn last_transition_time_moves_only_on_change() {
     let times = |st: &PodStatus| {
         st.conditions
             .iter()
-            .map(|c| (c.type_.clone(), c.last_transition_time.clone()))
+            .map(|c| (c.type_.to_string(), c.last_transition_time.clone()))
             .collect::<Vec<_>>()
     };
     let expect = |pairs: [(&str, i64); 5]| {
