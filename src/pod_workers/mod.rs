@@ -8,10 +8,10 @@
 //!
 //! **At most [`MAX_SYNCS_IN_FLIGHT`] SyncPods run at once**; more wait, first come first
 //! served, and start as running ones end. A deliberate difference from the kubelet, whose
-//! goroutines cost a few kB each: a SyncPod's future here is ~20 kB plus the CRI calls it
-//! has open, all allocated when it is spawned, so a burst of 500 pods (a board's first
-//! start, an apiserver relist) used to hold ~35 kB per pod at once and left the heap that
-//! large. Terminations never wait: a kill must not queue behind 500 creates, and a queued
+//! goroutines cost a few kB each: a SyncPod's future here is ~8 kB plus the CRI calls it
+//! has open and their buffers, all allocated when it runs, so a burst of 500 pods (a
+//! board's first start, an apiserver relist) held all of that at once (~35 kB per pod
+//! before the CRI futures were boxed) and left the heap that large. Terminations never wait: a kill must not queue behind 500 creates, and a queued
 //! SyncPod that is cancelled (its pod is being killed) ends at once as cancelled, without
 //! running. To the state machine queued work is simply work in flight.
 //!
