@@ -893,16 +893,16 @@ async fn fake_rss(args: &Args) -> Res<()> {
             sleep(settle).await;
             let d = sample(p.pid())?;
             log(format!(
-                "fake-rss: {n} pods deleted: VmRSS {} kB, VmHWM {} kB, Pss {} kB",
-                d.rss_kb, d.hwm_kb, d.pss_kb
+                "fake-rss: {n} pods deleted: VmRSS {} kB, VmHWM {} kB, Pss {} kB, {} threads",
+                d.rss_kb, d.hwm_kb, d.pss_kb, d.threads
             ));
             result(
                 "footprint",
                 &format!("RSS after {n} pods were deleted (fake CRI)"),
                 mib(d.rss_kb),
                 &format!(
-                    "VmRSS {} kB, VmHWM {} kB, PSS {} kB; every manifest removed, the runtime empty",
-                    d.rss_kb, d.hwm_kb, d.pss_kb
+                    "VmRSS {} kB, VmHWM {} kB, PSS {} kB, {} threads; every manifest removed, the runtime empty",
+                    d.rss_kb, d.hwm_kb, d.pss_kb, d.threads
                 ),
             );
         }

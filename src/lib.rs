@@ -28,7 +28,7 @@
 //!  status, runtime       → api, clock; runtime's hooks → probe
 //!  runtime, prober, agent, apiserver's event sink → recorder
 //!  runtime (sync), agent  → csi (→ api, config_data)
-//!  leaves                api, clock, events, grpc_codec, manifest, node, options, probe (its https
+//!  leaves                api, clock, events, grpc_codec, manifest, node, options, shrink, probe (its https
 //!                        borrows the rustls config of `apiserver::tls`), recorder (→ api,
 //!                        clock)
 //! ```
@@ -113,6 +113,7 @@ pub mod prober;
 pub mod qos;
 pub mod recorder;
 pub mod runtime;
+pub mod shrink;
 pub mod sort;
 pub mod source;
 pub mod status;

@@ -32,6 +32,15 @@ pub struct PodManager {
 }
 
 impl PodManager {
+    /// Gives back the table space a burst of pods left (see [`crate::shrink`]).
+    pub fn compact(&mut self) {
+        use crate::shrink::ShrinkSparse;
+        self.by_uid.shrink_sparse();
+        self.by_full_name.shrink_sparse();
+        self.mirror_by_uid.shrink_sparse();
+        self.mirror_by_full_name.shrink_sparse();
+    }
+
     pub fn new() -> Self {
         Self::default()
     }

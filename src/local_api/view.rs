@@ -276,6 +276,9 @@ impl View {
             inner.history.pop_front();
             dropped += 1;
         }
+        if dropped > 0 {
+            crate::shrink::ShrinkSparse::shrink_sparse(&mut inner.history);
+        }
         let due = inner
             .history
             .front()

@@ -210,6 +210,16 @@ pub struct PodWorkers<S: PodSyncer> {
 }
 
 impl<S: PodSyncer> PodWorkers<S> {
+    /// Gives back the table space a burst of pods left (see [`crate::shrink`]).
+    pub fn compact(&mut self) {
+        use crate::shrink::ShrinkSparse;
+        self.tasks.shrink_sparse();
+        self.queue.shrink_sparse();
+        self.deadlines.shrink_sparse();
+        self.last_failure.shrink_sparse();
+        self.states.compact();
+    }
+
     pub fn new(syncer: S) -> Self {
         let (done_tx, done_rx) = mpsc::unbounded_channel();
         PodWorkers {

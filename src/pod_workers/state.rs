@@ -310,6 +310,16 @@ fn pod_requests_termination(pod: &Pod) -> bool {
 }
 
 impl WorkerStates {
+    /// Gives back the table space a burst of pods left (see [`crate::shrink`]).
+    pub fn compact(&mut self) {
+        use crate::shrink::ShrinkSparse;
+        self.workers.shrink_sparse();
+        self.started_static.shrink_sparse();
+        self.waiting_static.shrink_sparse();
+    }
+}
+
+impl WorkerStates {
     pub fn new() -> Self {
         Self::default()
     }

@@ -375,6 +375,15 @@ impl<R: Runtime, C: Clock> Prober<R, C> {
             self.handle.0.borrow_mut().pods.remove(uid);
         }
     }
+
+    /// Gives back the table space a burst of pods left (see [`crate::shrink`]).
+    pub fn compact(&mut self) {
+        use crate::shrink::ShrinkSparse;
+        self.pods.shrink_sparse();
+        let mut state = self.handle.0.borrow_mut();
+        state.pods.shrink_sparse();
+        state.results.by_container.shrink_sparse();
+    }
 }
 
 struct WorkerCtx<R: Runtime, C: Clock> {
