@@ -1769,18 +1769,19 @@ pub async fn kill_pod<R: Runtime, C: Clock>(
         None => format!("{}/{} ({})", status.namespace, status.name, status.uid),
     };
     let pod_ip = hook_ip(status, &env.host_ip);
-    let running: Vec<(&ContainerInfo, labels::ContainerAnnotationInfo)> = status
+    // Without the pod (after a picolet restart) the annotations have the hook; with it they
+    // are not parsed (a mass delete kills hundreds of containers at once).
+    let running: Vec<(&ContainerInfo, Option<labels::ContainerAnnotationInfo>)> = status
         .containers
         .iter()
         .filter(|c| c.state == ContainerState::Running)
-        .map(|c| (c, labels::container_annotation_info(c)))
+        .map(|c| (c, pod.is_none().then(|| labels::container_annotation_info(c))))
         .collect();
     let stops = running.iter().map(|(c, annotations)| {
         let name = labels::container_name(c);
         let spec = pod.and_then(|p| container_spec(p, name));
         let grace = grace_period(pod, spec, Some(c), KillReason::Unknown, grace_override);
-        // Without the pod (after a picolet restart) the annotation has the hook.
-        let pre_stop = pre_stop_of(spec, pod.is_none().then_some(annotations), name, pod_ip);
+        let pre_stop = pre_stop_of(spec, annotations.as_ref(), name, pod_ip);
         let pod_name = &pod_name;
         let events = pod.map(|pod| KillEvents {
             recorder: &env.recorder,
