@@ -464,6 +464,51 @@ async fn file_check_frequency_sets_the_relist_period() {
     }
 }
 
+/// A mass delete bounds the terminations' bookkeeping (at most 32 status reads and 32
+/// cleanups at once) but never a kill: 40 pods whose containers ignore SIGTERM (grace 5 s)
+/// are deleted together, and every container's StopContainer is in flight before any grace
+/// period ends; all are gone after it.
+#[tokio::test(start_paused = true)]
+async fn a_mass_delete_kills_every_pod_at_once() {
+    const PODS: usize = 40; // more than agent::TERMINATION_STEPS_IN_FLIGHT
+    const { assert!(PODS > picolet::agent::TERMINATION_STEPS_IN_FLIGHT) };
+    LocalSet::new()
+        .run_until(async {
+            let (_tmp, cfg) = agent_dir("node1");
+            for i in 0..PODS {
+                let file = cfg.pod_manifest_path.join(format!("p{i}.yaml"));
+                std::fs::write(&file, manifest(&format!("p{i}"), "1")).unwrap();
+            }
+            let (clock, rt) = fake_runtime();
+            rt.set_stop_delay(Duration::from_secs(1000)); // ignores SIGTERM
+            let agent = start(&rt, clock, &cfg);
+            settle(10).await;
+            assert_eq!(running_ids(&rt).len(), 2 * PODS);
+            rt.take_calls();
+
+            for i in 0..PODS {
+                std::fs::remove_file(cfg.pod_manifest_path.join(format!("p{i}.yaml"))).unwrap();
+            }
+            // Well inside the 5 s grace: every container has been asked to stop.
+            settle(3).await;
+            let stops = rt
+                .take_calls()
+                .into_iter()
+                .filter(|c| matches!(c, Call::StopContainer { timeout: 5, .. }))
+                .count();
+            assert_eq!(stops, 2 * PODS, "every kill in flight at once");
+            assert_eq!(
+                running_ids(&rt).len(),
+                2 * PODS,
+                "none before its grace ended"
+            );
+            settle(5).await;
+            assert!(running_ids(&rt).is_empty(), "{:?}", running_ids(&rt));
+            agent.stop().await;
+        })
+        .await;
+}
+
 /// An API pod (source "api") the test hands the agent directly, as the API source would.
 fn api_pod(grace: i64, deletion_grace: Option<i64>) -> picolet::api::Pod {
     let yaml = format!(

@@ -1775,7 +1775,12 @@ pub async fn kill_pod<R: Runtime, C: Clock>(
         .containers
         .iter()
         .filter(|c| c.state == ContainerState::Running)
-        .map(|c| (c, pod.is_none().then(|| labels::container_annotation_info(c))))
+        .map(|c| {
+            (
+                c,
+                pod.is_none().then(|| labels::container_annotation_info(c)),
+            )
+        })
         .collect();
     let stops = running.iter().map(|(c, annotations)| {
         let name = labels::container_name(c);
