@@ -653,6 +653,14 @@ mod tests {
         p
     }
 
+    /// Each event's message and count, oldest first.
+    fn messages(r: &Recorder) -> Vec<(String, u32)> {
+        r.list()
+            .iter()
+            .map(|e| (e.message.clone(), e.count))
+            .collect()
+    }
+
     fn summary(r: &Recorder) -> Vec<(u64, String, u32)> {
         r.list()
             .iter()
@@ -782,11 +790,7 @@ mod tests {
         r.normal(&p, None, "R", "a");
         r.normal(&p, None, "R", "d");
         r.normal(&p, None, "R", "e");
-        let msgs: Vec<(String, u32)> = r
-            .list()
-            .iter()
-            .map(|e| (e.message.clone(), e.count))
-            .collect();
+        let msgs = messages(&r);
         assert_eq!(
             msgs,
             [("a".into(), 2), ("d".into(), 1), ("e".into(), 1)],
@@ -812,11 +816,7 @@ mod tests {
             t.set(t.get() + 1);
             r.normal(&p, None, "BackOff", "again");
         }
-        let msgs: Vec<(String, u32)> = r
-            .list()
-            .iter()
-            .map(|e| (e.message.clone(), e.count))
-            .collect();
+        let msgs = messages(&r);
         assert_eq!(
             msgs,
             [("a".into(), 1), ("b".into(), 1), ("again".into(), 10_000)]

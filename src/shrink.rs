@@ -30,52 +30,28 @@ pub trait ShrinkSparse {
     fn shrink_sparse(&mut self) -> bool;
 }
 
-impl<K: Eq + Hash, V, S: BuildHasher> ShrinkSparse for HashMap<K, V, S> {
-    fn shrink_sparse(&mut self) -> bool {
-        match shrink_target(self.len(), self.capacity()) {
-            Some(to) => {
-                self.shrink_to(to);
-                true
+/// `ShrinkSparse` for a std collection with `len`, `capacity` and `shrink_to`.
+macro_rules! shrink_sparse {
+    ($([$($generics:tt)*] $ty:ty),* $(,)?) => {$(
+        impl<$($generics)*> ShrinkSparse for $ty {
+            fn shrink_sparse(&mut self) -> bool {
+                match shrink_target(self.len(), self.capacity()) {
+                    Some(to) => {
+                        self.shrink_to(to);
+                        true
+                    }
+                    None => false,
+                }
             }
-            None => false,
         }
-    }
+    )*};
 }
 
-impl<T: Eq + Hash, S: BuildHasher> ShrinkSparse for HashSet<T, S> {
-    fn shrink_sparse(&mut self) -> bool {
-        match shrink_target(self.len(), self.capacity()) {
-            Some(to) => {
-                self.shrink_to(to);
-                true
-            }
-            None => false,
-        }
-    }
-}
-
-impl<T> ShrinkSparse for VecDeque<T> {
-    fn shrink_sparse(&mut self) -> bool {
-        match shrink_target(self.len(), self.capacity()) {
-            Some(to) => {
-                self.shrink_to(to);
-                true
-            }
-            None => false,
-        }
-    }
-}
-
-impl<T> ShrinkSparse for Vec<T> {
-    fn shrink_sparse(&mut self) -> bool {
-        match shrink_target(self.len(), self.capacity()) {
-            Some(to) => {
-                self.shrink_to(to);
-                true
-            }
-            None => false,
-        }
-    }
+shrink_sparse! {
+    [K: Eq + Hash, V, S: BuildHasher] HashMap<K, V, S>,
+    [T: Eq + Hash, S: BuildHasher] HashSet<T, S>,
+    [T] VecDeque<T>,
+    [T] Vec<T>,
 }
 
 #[cfg(test)]
