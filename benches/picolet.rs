@@ -10,7 +10,8 @@
 //! ```text
 //! cargo bench --features fake-cri --bench picolet -- <mode> --picolet <binary> [flags]
 //!   fake-rss      --counts 0,10,100,500 [--wrap "valgrind --tool=massif …"] [--no-events]
-//!                 [--then-delete]  (also the RSS once every pod is deleted and removed)
+//!                 [--then-delete [--rounds R]]  (also the RSS once every pod is deleted and
+//!                 removed; R bursts of new pods, each deleted, in one process)
 //!   fake-idle     --pods 50 --secs 60 [--callgrind] [--no-events]
 //!   fake-probes   --pods 100 --secs 60 --period 10  (an exec liveness and an HTTP readiness
 //!                 probe per pod, the HTTP server in this process)
@@ -872,8 +873,50 @@ async fn fake_rss(args: &Args) -> Res<()> {
         );
         by_count.insert(n, s);
         // --then-delete: every manifest removed; once the runtime holds nothing of the pods
-        // (stopped, then removed by container GC), what stays resident.
-        if args.flag("then-delete") && n > 0 {
+        // (stopped, then removed by container GC), what stays resident. --rounds R: then
+        // R − 1 more bursts of n new pods (a new revision each), each deleted again, in the
+        // same process: whether the space a burst left behind is reused.
+        let rounds = if args.flag("then-delete") && n > 0 {
+            args.num("rounds", 1)?.max(1) as u32
+        } else {
+            0
+        };
+        for round in 1..=rounds {
+            let of_round = if rounds > 1 {
+                format!(", round {round}")
+            } else {
+                String::new()
+            };
+            if round > 1 {
+                for i in 0..n {
+                    write_manifest(&dir.manifests(), i, round)?;
+                }
+                wait_until("all running", timeout, Duration::from_millis(50), || {
+                    let running = fake_view(&fake).running.len();
+                    let alive = p.alive();
+                    async move {
+                        alive?;
+                        if running == n {
+                            Ok(true)
+                        } else {
+                            Err(format!("{running}/{n} running"))
+                        }
+                    }
+                })
+                .await?;
+                sleep(settle).await;
+                let s = sample(p.pid())?;
+                log(format!(
+                    "fake-rss: {n} pods{of_round}: VmRSS {} kB, VmHWM {} kB",
+                    s.rss_kb, s.hwm_kb
+                ));
+                result(
+                    "footprint",
+                    &format!("RSS at {n} pods (fake CRI){of_round}"),
+                    mib(s.rss_kb),
+                    &format!("VmRSS {} kB, VmHWM {} kB", s.rss_kb, s.hwm_kb),
+                );
+            }
             for i in 0..n {
                 remove_manifest(&dir.manifests(), i)?;
             }
@@ -893,12 +936,12 @@ async fn fake_rss(args: &Args) -> Res<()> {
             sleep(settle).await;
             let d = sample(p.pid())?;
             log(format!(
-                "fake-rss: {n} pods deleted: VmRSS {} kB, VmHWM {} kB, Pss {} kB, {} threads",
+                "fake-rss: {n} pods deleted{of_round}: VmRSS {} kB, VmHWM {} kB, Pss {} kB, {} threads",
                 d.rss_kb, d.hwm_kb, d.pss_kb, d.threads
             ));
             result(
                 "footprint",
-                &format!("RSS after {n} pods were deleted (fake CRI)"),
+                &format!("RSS after {n} pods were deleted (fake CRI){of_round}"),
                 mib(d.rss_kb),
                 &format!(
                     "VmRSS {} kB, VmHWM {} kB, PSS {} kB, {} threads; every manifest removed, the runtime empty",
