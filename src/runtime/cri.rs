@@ -1137,6 +1137,9 @@ fn record(
 /// tonic's text for a request its server side cancelled at the gRPC deadline.
 const TONIC_TIMEOUT_EXPIRED: &str = "Timeout expired";
 
+/// containerd's answer to any CRI call while its CRI plugin is starting.
+const CONTAINERD_NOT_INITIALIZED: &str = "server is not initialized yet";
+
 /// `tonic::Status` → `CriError`. containerd answers a missing container, sandbox or image
 /// with `NotFound` (its `errdefs.ErrNotFound` becomes `codes.NotFound`).
 pub(crate) fn map_status(
@@ -1156,6 +1159,12 @@ pub(crate) fn map_status(
         }
         // A failure of our side of the connection, not an answer: the runtime went away.
         Code::Unknown | Code::Cancelled if is_transport_failure(status) => {
+            CriError::Unavailable { method, message }
+        }
+        // containerd's CRI plugin serves its socket before it has recovered its state, and
+        // answers every call in between with this (its `checkInitialized`): the runtime is
+        // still coming back, part of the outage rather than a failure of the call.
+        Code::Unknown if message == CONTAINERD_NOT_INITIALIZED => {
             CriError::Unavailable { method, message }
         }
         code => CriError::Rpc {
@@ -1750,6 +1759,11 @@ mod tests {
         assert!(matches!(
             map(Status::unknown("failed to create containerd task")),
             CriError::Rpc { .. }
+        ));
+        // containerd restarting: its CRI plugin answers before it has recovered.
+        assert!(matches!(
+            map(Status::unknown("server is not initialized yet")),
+            CriError::Unavailable { .. }
         ));
         // Made up by tonic from a broken connection (it keeps the cause as the source).
         let io = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");

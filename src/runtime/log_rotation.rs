@@ -255,6 +255,8 @@ pub struct PassReport {
     pub reopened: usize,
     /// Rotations undone because the runtime did not reopen.
     pub undone: usize,
+    /// Running containers whose log path could not be read (tried again next pass).
+    pub unread: usize,
 }
 
 /// The container log manager: the running containers' log paths, kept between passes.
@@ -316,8 +318,11 @@ impl<R: Runtime, C: Clock> LogManager<R, C> {
     }
 
     /// Reads the log path of every running container not read yet (one `ContainerStatus`
-    /// each, once per container).
-    async fn read_paths(&mut self) {
+    /// each, once per container); how many could not be read.
+    ///
+    /// At most one line per pass: a failure that hits every container (a runtime that
+    /// answers but is not well) must not become a line per container every 10 s.
+    async fn read_paths(&mut self) -> usize {
         let unread: Vec<usize> = self
             .logs
             .iter()
@@ -325,7 +330,8 @@ impl<R: Runtime, C: Clock> LogManager<R, C> {
             .filter(|(_, (_, p))| *p == LogPath::Unread)
             .map(|(i, _)| i)
             .collect();
-        for i in unread {
+        let mut failed: Vec<(String, CriError)> = Vec::new();
+        for (n, &i) in unread.iter().enumerate() {
             let id = self.logs[i].0.clone();
             let path = match self.runtime.container_status(&id).await {
                 // kubelet: a container without a log path is not rotated.
@@ -336,23 +342,31 @@ impl<R: Runtime, C: Clock> LogManager<R, C> {
                 // and no call for the others: the next pass reads them.
                 Err(e @ (CriError::Unavailable { .. } | CriError::Timeout { .. })) => {
                     log::debug!("log rotation: status of container {id}: {e}");
-                    return;
+                    return failed.len() + unread.len() - n;
                 }
                 Err(e) => {
-                    log::warn!("log rotation: status of container {id}: {e}");
+                    failed.push((id, e));
                     continue;
                 }
             };
             // The blocking pass of the previous round holds no clone any more.
             Arc::make_mut(&mut self.logs)[i].1 = path;
         }
+        if let Some((id, e)) = failed.first() {
+            let more = match failed.len() {
+                1 => String::new(),
+                n => format!(" (and {} other containers)", n - 1),
+            };
+            log::warn!("log rotation: status of container {id}: {e}{more}; retrying next pass");
+        }
+        failed.len()
     }
 
     /// One pass (kubelet: `rotateLogs`).
     pub async fn rotate_logs(&mut self) -> PassReport {
         let mut report = PassReport::default();
         self.take_running();
-        self.read_paths().await;
+        report.unread = self.read_paths().await;
         if !self
             .logs
             .iter()
@@ -745,7 +759,13 @@ mod tests {
             Method::ContainerStatus,
             FakeRuntime::rpc_error(Method::ContainerStatus, "busy"),
         );
-        assert_eq!(m.rotate_logs().await, PassReport::default());
+        assert_eq!(
+            m.rotate_logs().await,
+            PassReport {
+                unread: 1,
+                ..Default::default()
+            }
+        );
         tokio::time::advance(MONITOR_PERIOD).await;
         assert_eq!(m.rotate_logs().await.rotated, 1);
     }
@@ -773,7 +793,13 @@ mod tests {
                 message: "connection refused".into(),
             },
         );
-        assert_eq!(m.rotate_logs().await, PassReport::default());
+        assert_eq!(
+            m.rotate_logs().await,
+            PassReport {
+                unread: 2,
+                ..Default::default()
+            }
+        );
         let reads = |calls: Vec<Call>| {
             calls
                 .into_iter()
@@ -784,5 +810,40 @@ mod tests {
         tokio::time::advance(MONITOR_PERIOD).await;
         m.rotate_logs().await;
         assert_eq!(reads(rt.take_calls()), 2, "both read at the next pass");
+    }
+
+    /// A runtime that answers every status read with an error (not an outage): each
+    /// container is asked, the pass counts them (one line for all), the next pass asks again.
+    #[tokio::test(start_paused = true)]
+    async fn failed_path_reads_are_counted_and_retried() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = TokioClock::new(NOW);
+        let rt = FakeRuntime::new(clock);
+        let mut ids = Vec::new();
+        for name in ["a", "b", "c"] {
+            let d = dir.path().join(name);
+            std::fs::create_dir_all(d.join("app")).unwrap();
+            ids.push(running_container(&rt, &d).await.0);
+        }
+        let running: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let (mut m, _running) = manager(&rt, clock, LogRotatePolicy::default(), &running);
+        rt.take_calls();
+        for _ in 0..3 {
+            rt.fail_once(
+                Method::ContainerStatus,
+                FakeRuntime::rpc_error(Method::ContainerStatus, "busy"),
+            );
+        }
+        assert_eq!(m.rotate_logs().await.unread, 3);
+        let reads = |calls: Vec<Call>| {
+            calls
+                .into_iter()
+                .filter(|c| matches!(c, Call::ContainerStatus(_)))
+                .count()
+        };
+        assert_eq!(reads(rt.take_calls()), 3);
+        tokio::time::advance(MONITOR_PERIOD).await;
+        assert_eq!(m.rotate_logs().await.unread, 0);
+        assert_eq!(reads(rt.take_calls()), 3, "all three read again");
     }
 }
