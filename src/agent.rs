@@ -360,7 +360,8 @@ struct Shared {
     /// and when its read began. A sync reuses it unless the relister saw the pod change
     /// after that read (`changed_at`): an idle resync then costs no CRI call.
     pod_cache: PodCache,
-    /// When the relister last saw each pod change (the start of that relist's lists).
+    /// When the relister last saw each pod change: when that relist's answer arrived (its
+    /// lists ran before then, at the latest), or when the event arrived.
     changed_at: HashMap<String, tokio::time::Instant>,
     /// When the newest successful relist began: a cached view is trusted only if a relist
     /// that began after its read found the pod unchanged (kubelet: `GetNewerThan`).
@@ -851,7 +852,12 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         self.runtime_pods = listed;
         self.running_changed = true;
         self.stopped_at.retain(|_, at| *at >= started);
-        self.mark_changed(&changed, started);
+        // kubelet: the cache entry carries when the relist observed the runtime. The lists
+        // ran somewhere between `started` and now: a sync that read the pod after `started`
+        // may still have read it before the change the lists saw, so the change is dated
+        // now, not at the relist's start (a container that exited between a sync's read and
+        // a slow relist's lists was otherwise never noticed).
+        self.mark_changed(&changed, tokio::time::Instant::now());
         if !self.relisted_once {
             self.relisted_once = true;
             log::info!("runtime listed: {} pods", self.runtime_pods.len());

@@ -428,6 +428,52 @@ async fn idle_resyncs_cost_no_status_calls() {
         .await;
 }
 
+/// kubelet: the PLEG's cache is stamped with when a relist observed the runtime. A relist
+/// can begin before a sync reads a pod and list after a change that follows that read: its
+/// view is newer than the sync's, so the change must still invalidate the sync's cached
+/// view. Here the relist's lists take 30 s; the pod starts and its container exits while
+/// it waits; the exit must be noticed when the relist lands, and the container restarted.
+#[tokio::test(start_paused = true)]
+async fn a_relist_that_began_before_a_sync_still_invalidates_its_view() {
+    LocalSet::new()
+        .run_until(async {
+            let (_tmp, cfg) = agent_dir("node1");
+            let (clock, rt) = fake_runtime();
+            let agent = start(&rt, clock, &cfg);
+            settle(3).await;
+            rt.set_unfiltered_list_delay(Duration::from_secs(30));
+            let relists = rt.relists();
+            while rt.relists() == relists {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            // Only the relist under way waits (its sandbox list); its container list and
+            // the relists after it answer at once.
+            rt.set_unfiltered_list_delay(Duration::ZERO);
+            let began = tokio::time::Instant::now();
+            std::fs::write(cfg.pod_manifest_path.join("web.yaml"), manifest("web", "1")).unwrap();
+            let_inotify_deliver();
+            while rt.running("app").is_empty() {
+                assert!(
+                    began.elapsed() < Duration::from_secs(25),
+                    "web never started"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            let app = rt.running("app")[0].clone();
+            assert!(rt.exit_container(&app, 1));
+            settle(35).await;
+            assert!(
+                began.elapsed() > Duration::from_secs(30),
+                "the relist has landed"
+            );
+            let now = rt.running("app");
+            assert_eq!(now.len(), 1, "app restarted after the exit: {now:?}");
+            assert_ne!(now[0], app);
+            agent.stop().await;
+        })
+        .await;
+}
+
 /// `--file-check-frequency` (kubelet: the full re-list of the manifest directory): a change
 /// that inotify cannot see — the target of a symlink in another directory — is picked up by
 /// the re-list, at the configured period.
