@@ -358,11 +358,13 @@ struct Shared {
     kill_messages: HashMap<String, String>,
     /// kubelet: the PLEG's pod cache — the runtime view each pod's last sync ended with,
     /// and when its read began. A sync reuses it unless the relister saw the pod change
-    /// after that read (`changed_at`): an idle resync then costs no CRI call.
+    /// after that read (`changed`): an idle resync then costs no CRI call.
     pod_cache: PodCache,
-    /// When the relister last saw each pod change: when that relist's answer arrived (its
-    /// lists ran before then, at the latest), or when the event arrived.
-    changed_at: HashMap<String, tokio::time::Instant>,
+    /// The relister's last change of each pod since its cached view was read.
+    changed: HashMap<String, Changed>,
+    /// Pods whose change a sync judged older than its cached view (see [`Changed`]): the
+    /// next relist compares them against the cache again, whatever its lists show.
+    recheck: HashSet<String>,
     /// When the newest successful relist began: a cached view is trusted only if a relist
     /// that began after its read found the pod unchanged (kubelet: `GetNewerThan`).
     relisted_at: Option<tokio::time::Instant>,
@@ -376,23 +378,48 @@ struct Shared {
     events: Option<PodEventSender>,
 }
 
+/// A change the relister saw in a pod.
+struct Changed {
+    /// When it was seen: when the relist's answer arrived (its lists ran before then, at
+    /// the latest) or when the event arrived.
+    at: tokio::time::Instant,
+    /// When that relist began (its lists ran after).
+    began: tokio::time::Instant,
+    /// What it saw of the pod; `None` when the view is unknown (an event for a container
+    /// the view lacks). A sync whose cached view was read after `began` and is ahead of
+    /// this ([`pleg::is_behind`]) keeps its view: the relist listed the pod halfway through
+    /// that sync (the burst of a mass start: its sandbox there, its container not yet).
+    seen: Option<pleg::SeenView>,
+}
+
+/// Each pod's view as its last sync ended: when its reads began and ended, and the view.
+struct CachedPod {
+    read_at: tokio::time::Instant,
+    settled_at: tokio::time::Instant,
+    status: PodRuntimeStatus,
+}
+
 /// The pod cache's map; each view is stored compacted ([`pleg::compact`]: its label and
 /// annotation maps only where a reader needs them).
 #[derive(Default)]
-struct PodCache(HashMap<String, (tokio::time::Instant, PodRuntimeStatus)>);
+struct PodCache(HashMap<String, CachedPod>);
 
 impl PodCache {
-    fn get(&self, uid: &str) -> Option<&(tokio::time::Instant, PodRuntimeStatus)> {
+    fn get(&self, uid: &str) -> Option<&CachedPod> {
         self.0.get(uid)
     }
 
-    fn insert(
-        &mut self,
-        uid: String,
-        (read_at, mut status): (tokio::time::Instant, PodRuntimeStatus),
-    ) {
+    fn insert(&mut self, uid: String, read_at: tokio::time::Instant, mut status: PodRuntimeStatus) {
         pleg::compact(&mut status);
-        self.0.insert(uid, (read_at, status));
+        let settled_at = tokio::time::Instant::now();
+        self.0.insert(
+            uid,
+            CachedPod {
+                read_at,
+                settled_at,
+                status,
+            },
+        );
     }
 
     fn remove(&mut self, uid: &str) {
@@ -406,7 +433,8 @@ impl Shared {
         self.backoffs.shrink_sparse();
         self.kill_messages.shrink_sparse();
         self.pod_cache.0.shrink_sparse();
-        self.changed_at.shrink_sparse();
+        self.changed.shrink_sparse();
+        self.recheck.shrink_sparse();
         self.known_absent.shrink_sparse();
     }
 }
@@ -819,6 +847,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                     // Unchanged since the last list (the idle case): only its time counts.
                     None => {
                         self.stopped_at.retain(|_, at| *at >= started);
+                        self.recheck(started, &[]);
                         return;
                     }
                 }
@@ -857,7 +886,9 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         // may still have read it before the change the lists saw, so the change is dated
         // now, not at the relist's start (a container that exited between a sync's read and
         // a slow relist's lists was otherwise never noticed).
-        self.mark_changed(&changed, tokio::time::Instant::now());
+        let now = tokio::time::Instant::now();
+        self.mark_changed(&changed, started, now);
+        self.recheck(started, &changed);
         if !self.relisted_once {
             self.relisted_once = true;
             log::info!("runtime listed: {} pods", self.runtime_pods.len());
@@ -886,39 +917,77 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         }
         match applied {
             pleg::Applied::Unchanged => return,
-            pleg::Applied::Changed => self.mark_changed(std::slice::from_ref(&uid), received),
+            pleg::Applied::Changed => {
+                self.mark_changed(std::slice::from_ref(&uid), received, received);
+            }
             // The runtime's view of the pod is unknown: read it afresh.
             pleg::Applied::Unknown => {
+                let changed = Changed {
+                    at: received,
+                    began: received,
+                    seen: None,
+                };
                 self.shared
                     .borrow_mut()
-                    .changed_at
-                    .insert(uid.clone(), received);
+                    .changed
+                    .insert(uid.clone(), changed);
             }
         }
         self.sync_changed(vec![uid]);
     }
 
-    /// The pods whose runtime view changed, seen at `at`: their cached views are stale
-    /// unless they already show the change (a change the pod's last sync made itself).
-    fn mark_changed(&self, changed: &[String], at: tokio::time::Instant) {
+    /// The pods a sync asked to compare again (see [`Shared::recheck`]) against the view of
+    /// the relist that began at `began` (those in `changed` are compared already). A
+    /// difference is marked as a change; the sync judges it again if that relist, too,
+    /// began before the view was read.
+    fn recheck(&mut self, began: tokio::time::Instant, changed: &[String]) {
+        let recheck = std::mem::take(&mut self.shared.borrow_mut().recheck);
+        if recheck.is_empty() {
+            return;
+        }
+        let again: Vec<String> = recheck
+            .into_iter()
+            .filter(|uid| !changed.contains(uid))
+            .collect();
+        let marked = self.mark_changed(&again, began, tokio::time::Instant::now());
+        if !marked.is_empty() && self.relisted_once {
+            log::debug!("pleg: {} pods changed since their sync", marked.len());
+            self.sync_changed(marked);
+        }
+    }
+
+    /// The pods whose runtime view changed, seen at `at` by a relist that began at `began`:
+    /// their cached views are stale unless they already show the change (a change the pod's
+    /// last sync made itself). Returns the pods marked.
+    fn mark_changed(
+        &self,
+        changed: &[String],
+        began: tokio::time::Instant,
+        at: tokio::time::Instant,
+    ) -> Vec<String> {
+        let mut marked = Vec::new();
         let mut shared = self.shared.borrow_mut();
         for uid in changed {
-            let cached_agrees = shared.pod_cache.get(uid).is_some_and(|(_, cached)| {
-                self.runtime_pods
-                    .get(uid)
-                    .is_some_and(|rp| pleg::fingerprint(rp) == pleg::fingerprint(cached))
+            let seen = self.runtime_pods.get(uid);
+            let cached_agrees = shared.pod_cache.get(uid).is_some_and(|cached| {
+                seen.is_some_and(|rp| pleg::fingerprint(rp) == pleg::fingerprint(&cached.status))
             });
             if !cached_agrees {
-                shared.changed_at.insert(uid.clone(), at);
+                let seen = Some(seen.map(pleg::seen_view).unwrap_or_default());
+                shared
+                    .changed
+                    .insert(uid.clone(), Changed { at, began, seen });
+                marked.push(uid.clone());
             }
         }
         if !changed.is_empty() {
             let pods = &self.pods;
             let listed = &self.runtime_pods;
             shared
-                .changed_at
+                .changed
                 .retain(|uid, _| listed.contains_key(uid) || pods.get_by_uid(uid).is_some());
         }
+        marked
     }
 
     /// A sync for every changed pod that is wanted and not held.
@@ -964,7 +1033,8 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             let mut shared = self.shared.borrow_mut();
             shared.backoffs.remove(&uid);
             shared.pod_cache.remove(&uid);
-            shared.changed_at.remove(&uid);
+            shared.changed.remove(&uid);
+            shared.recheck.remove(&uid);
             if !pods.contains(&uid) {
                 shared.statuses.remove(&uid);
             }
@@ -1235,8 +1305,9 @@ async fn step_permit(slots: &tokio::sync::Semaphore) -> Option<tokio::sync::Sema
 impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
     /// The cached runtime view of the pod, if the relister saw no change after its read.
     fn cached_status(&self, uid: &str) -> Option<(tokio::time::Instant, PodRuntimeStatus)> {
-        let shared = self.shared.borrow();
-        let (at, status) = shared.pod_cache.get(uid)?;
+        let mut shared = self.shared.borrow_mut();
+        let cached = shared.pod_cache.get(uid)?;
+        let at = &cached.read_at;
         // A relister that stopped answering confirms nothing: after a while, read afresh.
         // A watched event stream confirms every view up to now once a relist began after
         // it opened (changes before it opened are that relist's).
@@ -1248,8 +1319,27 @@ impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
             || shared
                 .relisted_at
                 .is_some_and(|r| r > *at && r.elapsed() < POD_CACHE_TRUST);
-        let changed_since = shared.changed_at.get(uid).is_some_and(|c| c >= at);
-        (relisted_since && !changed_since).then(|| (*at, status.clone()))
+        if !relisted_since {
+            return None;
+        }
+        let Some(changed) = shared.changed.get(uid).filter(|c| c.at >= *at) else {
+            return Some((*at, cached.status.clone()));
+        };
+        // A relist that began before this view's reads ended and saw an earlier stage of
+        // it is no change: keep the view, and have the next relist compare the pod again
+        // (what it did not see may have been removed rather than not created yet).
+        let behind = changed.began < cached.settled_at
+            && changed
+                .seen
+                .as_deref()
+                .is_some_and(|seen| pleg::is_behind(seen, &cached.status));
+        if !behind {
+            return None;
+        }
+        let view = (*at, cached.status.clone());
+        shared.changed.remove(uid);
+        shared.recheck.insert(uid.to_string());
+        Some(view)
     }
 
     /// Recomputes the API status from a fresh runtime view and stores it (logged on change).
@@ -1406,10 +1496,14 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
                 .await
                 .map_err(failure)?
         };
-        self.shared
-            .borrow_mut()
-            .pod_cache
-            .insert(uid.clone(), (read_at, after.clone()));
+        {
+            let mut shared = self.shared.borrow_mut();
+            // A change seen before these reads is in them.
+            if shared.changed.get(&uid).is_some_and(|c| c.at < read_at) {
+                shared.changed.remove(&uid);
+            }
+            shared.pod_cache.insert(uid.clone(), read_at, after.clone());
+        }
         let reasons = waiting_reasons(&result);
         let terminal = self.record_status(&pod, &after, &reasons);
         // kubelet: the activeDeadlineHandler — past spec.activeDeadlineSeconds the pod is
@@ -1542,7 +1636,8 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
         let mut shared = self.shared.borrow_mut();
         shared.backoffs.remove(&uid);
         shared.pod_cache.remove(&uid);
-        shared.changed_at.remove(&uid);
+        shared.changed.remove(&uid);
+        shared.recheck.remove(&uid);
         for c in &observed.containers {
             shared.kill_messages.remove(&c.id);
         }

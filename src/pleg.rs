@@ -49,8 +49,8 @@ mod exits;
 
 use crate::runtime::sync;
 use crate::runtime::{
-    ContainerEvent, ContainerEventKind, ContainerEvents, CriError, PodRuntimeStatus, RelistDigest,
-    Runtime, SandboxState,
+    ContainerEvent, ContainerEventKind, ContainerEvents, ContainerState, CriError,
+    PodRuntimeStatus, RelistDigest, Runtime, SandboxState,
 };
 
 /// kubelet: genericPlegRelistPeriod.
@@ -596,6 +596,72 @@ pub fn fingerprint(rp: &PodRuntimeStatus) -> Vec<(&str, u8)> {
     fp
 }
 
+/// A sandbox's or container's stage, for [`is_behind`]: states only move forward (a
+/// sandbox Ready → NotReady; a container Created → Running → Exited). `Unknown` is
+/// [`STAGE_UNKNOWN`], which orders against nothing.
+fn sandbox_stage(state: SandboxState) -> u8 {
+    match state {
+        SandboxState::Ready => 0,
+        SandboxState::NotReady => 1,
+    }
+}
+
+fn container_stage(state: ContainerState) -> u8 {
+    match state {
+        ContainerState::Created => 0,
+        ContainerState::Running => 1,
+        ContainerState::Exited => 2,
+        ContainerState::Unknown => STAGE_UNKNOWN,
+    }
+}
+
+const STAGE_UNKNOWN: u8 = u8::MAX;
+
+/// What a relist saw of one pod: each sandbox's and container's id and stage (kept only
+/// while a change it showed is pending, see [`is_behind`]).
+pub type SeenView = Box<[(Box<str>, u8)]>;
+
+pub fn seen_view(rp: &PodRuntimeStatus) -> SeenView {
+    rp.sandboxes
+        .iter()
+        .map(|s| (s.id.as_str().into(), sandbox_stage(s.state)))
+        .chain(
+            rp.containers
+                .iter()
+                .map(|c| (c.id.as_str().into(), container_stage(c.state))),
+        )
+        .collect()
+}
+
+/// Whether a relist's view of a pod is older than a view read by a sync (the pod cache):
+/// every sandbox and container the relist saw is in `cached` at the same or a later stage.
+/// A relist that began before a sync ended can list the pod halfway through that sync (the
+/// sandbox there, its container not started yet); that is not a change to read the pod
+/// again for (kubelet: the cache is only replaced by a newer status, `GetNewerThan`).
+///
+/// What the relist did not see is not judged (created after it listed, or removed before):
+/// a caller that trusts the cache on a `true` has the next relist compare the pod again.
+pub fn is_behind(seen: &[(Box<str>, u8)], cached: &PodRuntimeStatus) -> bool {
+    let cached_stage = |id: &str| {
+        cached
+            .sandboxes
+            .iter()
+            .find(|s| s.id == id)
+            .map(|s| sandbox_stage(s.state))
+            .or_else(|| {
+                cached
+                    .containers
+                    .iter()
+                    .find(|c| c.id == id)
+                    .map(|c| container_stage(c.state))
+            })
+    };
+    seen.iter().all(|(id, stage)| match cached_stage(id) {
+        Some(c) => *stage == c || (*stage < c && c != STAGE_UNKNOWN),
+        None => false,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -864,5 +930,82 @@ mod tests {
             .collect();
         let secs: Vec<u64> = waits.iter().map(Duration::as_secs).collect();
         assert_eq!(secs, [1, 2, 4, 8, 16, 30, 30, 30]);
+    }
+
+    #[test]
+    fn is_behind_table() {
+        use ContainerState::{Created, Exited, Running, Unknown};
+        use SandboxState::{NotReady, Ready};
+        let pod = |sb: Option<SandboxState>, cs: &[(&str, ContainerState)]| PodRuntimeStatus {
+            uid: "u".into(),
+            sandboxes: sb.map(|st| sandbox("s1", "u", st)).into_iter().collect(),
+            containers: cs
+                .iter()
+                .map(|(id, st)| container(id, "s1", *st, 0))
+                .collect(),
+            ..Default::default()
+        };
+        let running = pod(Some(Ready), &[("c1", Running)]);
+        let cases: &[(&str, PodRuntimeStatus, &PodRuntimeStatus, bool)] = &[
+            ("the same view", running.clone(), &running, true),
+            (
+                "only the sandbox listed yet",
+                pod(Some(Ready), &[]),
+                &running,
+                true,
+            ),
+            (
+                "the container not started yet",
+                pod(Some(Ready), &[("c1", Created)]),
+                &running,
+                true,
+            ),
+            ("the pod not listed at all", pod(None, &[]), &running, true),
+            (
+                "the container exited since",
+                pod(Some(Ready), &[("c1", Exited)]),
+                &running,
+                false,
+            ),
+            (
+                "the sandbox died since",
+                pod(Some(NotReady), &[("c1", Running)]),
+                &running,
+                false,
+            ),
+            (
+                "a container the cache lacks",
+                pod(Some(Ready), &[("c1", Running), ("c2", Running)]),
+                &running,
+                false,
+            ),
+            (
+                "unknown against running",
+                pod(Some(Ready), &[("c1", Unknown)]),
+                &running,
+                false,
+            ),
+            (
+                "created against unknown",
+                pod(Some(Ready), &[("c1", Created)]),
+                &pod(Some(Ready), &[("c1", Unknown)]),
+                false,
+            ),
+            (
+                "unknown against unknown",
+                pod(Some(Ready), &[("c1", Unknown)]),
+                &pod(Some(Ready), &[("c1", Unknown)]),
+                true,
+            ),
+            (
+                "exited against exited",
+                pod(Some(NotReady), &[("c1", Exited)]),
+                &pod(Some(NotReady), &[("c1", Exited)]),
+                true,
+            ),
+        ];
+        for (what, seen, cached, want) in cases {
+            assert_eq!(is_behind(&seen_view(seen), cached), *want, "{what}");
+        }
     }
 }

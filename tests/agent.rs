@@ -13,7 +13,7 @@ use picolet::agent::AgentConfig;
 use picolet::clock::TokioClock;
 use picolet::daemon::run_with;
 use picolet::runtime::fake::{Call, FakeRuntime};
-use picolet::runtime::{ContainerState, SandboxState};
+use picolet::runtime::{ContainerState, Runtime as _, SandboxState};
 use tokio::sync::Notify;
 use tokio::task::LocalSet;
 use tokio_util::sync::CancellationToken;
@@ -469,6 +469,114 @@ async fn a_relist_that_began_before_a_sync_still_invalidates_its_view() {
             let now = rt.running("app");
             assert_eq!(now.len(), 1, "app restarted after the exit: {now:?}");
             assert_ne!(now[0], app);
+            agent.stop().await;
+        })
+        .await;
+}
+
+/// Waits (virtual time) until `done`, failing after `secs`.
+async fn until(what: &str, secs: u64, done: impl Fn() -> bool) {
+    let began = tokio::time::Instant::now();
+    while !done() {
+        assert!(began.elapsed() < Duration::from_secs(secs), "{what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// web's `app` container: the one that is not base's.
+fn web_app(rt: &FakeRuntime, base_app: &str) -> String {
+    let apps = rt.running("app");
+    apps.into_iter()
+        .find(|id| id != base_app)
+        .expect("web's app runs")
+}
+
+/// Waits until a new `app` container runs in place of `app`, beside base's.
+async fn until_replaced(rt: &FakeRuntime, app: &str, secs: u64) {
+    until(&format!("{app} replaced"), secs, || {
+        let now = rt.running("app");
+        now.len() == 2 && !now.iter().any(|id| id == app)
+    })
+    .await;
+}
+
+/// A relist that lists a pod halfway through its first sync (the sandbox there, a container
+/// still being started: the burst of a mass start on a slow runtime) is no change to read
+/// the pod again for: the pod's sandbox status is read once, after RunPodSandbox.
+#[tokio::test(start_paused = true)]
+async fn a_relist_halfway_through_a_start_reads_nothing_again() {
+    LocalSet::new()
+        .run_until(async {
+            let (_tmp, cfg) = agent_dir("node1");
+            // A running pod whose processes picolet cannot watch: the relister lists every
+            // second.
+            std::fs::write(
+                cfg.pod_manifest_path.join("base.yaml"),
+                manifest("base", "1"),
+            )
+            .unwrap();
+            let (clock, rt) = fake_runtime();
+            let agent = start(&rt, clock, &cfg);
+            until("base started", 30, || running_ids(&rt).len() == 2).await;
+            settle(3).await;
+            let base_app = rt.running("app")[0].clone();
+            rt.set_start_delay(Duration::from_secs(3));
+            rt.take_calls();
+            std::fs::write(cfg.pod_manifest_path.join("web.yaml"), manifest("web", "1")).unwrap();
+            let_inotify_deliver();
+            until("web started", 30, || running_ids(&rt).len() == 4).await;
+            settle(5).await;
+            let calls = rt.take_calls();
+            let relists = count(&calls, |c| matches!(c, Call::ListPodSandboxes));
+            assert!(
+                relists >= 6,
+                "the relister listed during the start: {calls:?}"
+            );
+            let sandbox_reads = count(&calls, |c| matches!(c, Call::PodSandboxStatus(_)));
+            assert_eq!(sandbox_reads, 1, "{calls:?}");
+            // A container that exits afterwards is still noticed.
+            let app = web_app(&rt, &base_app);
+            rt.exit_container(&app, 1);
+            until_replaced(&rt, &app, 10).await;
+            agent.stop().await;
+        })
+        .await;
+}
+
+/// The other half: a relist that began during the sync and listed after it, when a
+/// container had been removed behind picolet's back, looks like an earlier stage of the
+/// pod (it cannot tell "removed" from "not created yet"). The next relist compares the pod
+/// again and the container is created anew.
+#[tokio::test(start_paused = true)]
+async fn a_container_removed_while_a_relist_lists_is_recreated() {
+    LocalSet::new()
+        .run_until(async {
+            let (_tmp, cfg) = agent_dir("node1");
+            // The relister lists every second (see above).
+            std::fs::write(
+                cfg.pod_manifest_path.join("base.yaml"),
+                manifest("base", "1"),
+            )
+            .unwrap();
+            let (clock, rt) = fake_runtime();
+            let agent = start(&rt, clock, &cfg);
+            until("base started", 30, || running_ids(&rt).len() == 2).await;
+            let base_app = rt.running("app")[0].clone();
+            rt.set_start_delay(Duration::from_secs(2));
+            std::fs::write(cfg.pod_manifest_path.join("web.yaml"), manifest("web", "1")).unwrap();
+            let_inotify_deliver();
+            until("web's sandbox", 30, || rt.sandboxes().len() == 2).await;
+            // The next relist begins within a second, during web's sync (two starts of 2 s
+            // each), and lists 6 s later, after it.
+            rt.set_unfiltered_list_delay(Duration::from_secs(6));
+            let relists = rt.relists();
+            until("a relist began", 2, || rt.relists() > relists).await;
+            rt.set_unfiltered_list_delay(Duration::ZERO);
+            until("web started", 5, || running_ids(&rt).len() == 4).await;
+            let app = web_app(&rt, &base_app);
+            rt.stop_container(&app, 0).await.unwrap();
+            rt.remove_container(&app).await.unwrap();
+            until_replaced(&rt, &app, 30).await;
             agent.stop().await;
         })
         .await;

@@ -102,6 +102,8 @@ struct State {
     fail_always: HashMap<Method, CriError>,
     /// How long an unfiltered list call (the relister's) takes.
     unfiltered_list_delay: Duration,
+    /// How long `StartContainer` takes (the container is Created meanwhile).
+    start_delay: Duration,
     /// Whether `container_events` opens a stream (else `Unimplemented`).
     serve_events: bool,
     /// Whether `list_pod_sandbox_stats` answers (else `Unimplemented`).
@@ -149,6 +151,7 @@ impl FakeRuntime {
                 fail_once: HashMap::new(),
                 fail_always: HashMap::new(),
                 unfiltered_list_delay: Duration::ZERO,
+                start_delay: Duration::ZERO,
                 serve_events: false,
                 serve_pod_stats: false,
                 relists: 0,
@@ -298,6 +301,12 @@ impl FakeRuntime {
     /// than that kills it at the timeout (exit 137).
     pub fn set_stop_delay(&self, d: Duration) {
         self.model().set_stop_delay(d);
+    }
+
+    /// How long `StartContainer` takes before the container runs (containerd's ~60 ms, or
+    /// seconds on a loaded board): a relist meanwhile lists it Created.
+    pub fn set_start_delay(&self, d: Duration) {
+        self.state.borrow_mut().start_delay = d;
     }
 
     /// How long list calls without a filter (the relister's) take; a long one is a runtime
@@ -511,6 +520,10 @@ impl Runtime for FakeRuntime {
     }
 
     async fn start_container(&self, id: &str) -> Result<(), CriError> {
+        let d = self.state.borrow().start_delay;
+        if !d.is_zero() {
+            tokio::time::sleep(d).await;
+        }
         let call = Call::StartContainer(id.into());
         self.call(Method::StartContainer, call, |m| m.start_container(id))
     }
