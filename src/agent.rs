@@ -409,9 +409,14 @@ impl PodCache {
         self.0.get(uid)
     }
 
-    fn insert(&mut self, uid: String, read_at: tokio::time::Instant, mut status: PodRuntimeStatus) {
+    fn insert(
+        &mut self,
+        uid: String,
+        read_at: tokio::time::Instant,
+        settled_at: tokio::time::Instant,
+        mut status: PodRuntimeStatus,
+    ) {
         pleg::compact(&mut status);
-        let settled_at = tokio::time::Instant::now();
         self.0.insert(
             uid,
             CachedPod {
@@ -1436,6 +1441,7 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
             self.cached_status(&uid)
         };
         let mut read_at = tokio::time::Instant::now();
+        let from_cache = cached.is_some();
         let observed = match cached {
             Some((at, status)) => {
                 read_at = at;
@@ -1483,7 +1489,9 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
         // that only created things reads just those (`refresh_after_sync`: the view keeps
         // the time of the read it planned on, so that a change the relister saw since then
         // still invalidates it); anything else is read whole.
+        let mut read_now = true;
         let after = if result.actions.is_noop() && result.containers.is_empty() {
+            read_now = !from_cache;
             observed
         } else if let Some(after) = sync::refresh_after_sync(&self.env.runtime, &observed, &result)
             .await
@@ -1502,7 +1510,16 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
             if shared.changed.get(&uid).is_some_and(|c| c.at < read_at) {
                 shared.changed.remove(&uid);
             }
-            shared.pod_cache.insert(uid.clone(), read_at, after.clone());
+            // The view's reads ended now, or, reused as it was, when they ended before.
+            let settled_at = if read_now {
+                None
+            } else {
+                shared.pod_cache.get(&uid).map(|c| c.settled_at)
+            };
+            let settled_at = settled_at.unwrap_or_else(tokio::time::Instant::now);
+            shared
+                .pod_cache
+                .insert(uid.clone(), read_at, settled_at, after.clone());
         }
         let reasons = waiting_reasons(&result);
         let terminal = self.record_status(&pod, &after, &reasons);
