@@ -2251,6 +2251,9 @@ async fn sweep(rt: &CriRuntime) {
         let _ = rt.remove_pod_sandbox(&s.id).await;
     }))
     .await;
+    // picolet was stopped before its pods were removed: their pod cgroups are left, and the
+    // next picolet would remove them during the burst it is timed on.
+    remove_cgroup_root();
 }
 
 // ---------------------------------------------------------------------------------------

@@ -386,9 +386,10 @@ struct Changed {
     /// When that relist began (its lists ran after).
     began: tokio::time::Instant,
     /// What it saw of the pod; `None` when the view is unknown (an event for a container
-    /// the view lacks). A sync whose cached view was read after `began` and is ahead of
-    /// this ([`pleg::is_behind`]) keeps its view: the relist listed the pod halfway through
-    /// that sync (the burst of a mass start: its sandbox there, its container not yet).
+    /// the view lacks). A sync whose cached view's reads ended after `began` and that is
+    /// ahead of this ([`pleg::is_behind`]) keeps its view: the relist listed the pod halfway
+    /// through that sync (the burst of a mass start: its sandbox there, its container not
+    /// yet).
     seen: Option<pleg::SeenView>,
 }
 
@@ -1308,7 +1309,8 @@ async fn step_permit(slots: &tokio::sync::Semaphore) -> Option<tokio::sync::Sema
 }
 
 impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
-    /// The cached runtime view of the pod, if the relister saw no change after its read.
+    /// The cached runtime view of the pod, if the relister saw no change after its read, or
+    /// only an earlier stage of it (see [`Changed::seen`]).
     fn cached_status(&self, uid: &str) -> Option<(tokio::time::Instant, PodRuntimeStatus)> {
         let mut shared = self.shared.borrow_mut();
         let cached = shared.pod_cache.get(uid)?;
