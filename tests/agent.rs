@@ -483,6 +483,23 @@ async fn until(what: &str, secs: u64, done: impl Fn() -> bool) {
     }
 }
 
+/// An agent running pod "base", whose processes picolet cannot watch (so the relister
+/// lists every second); base's `app` container.
+async fn start_with_base() -> (tempfile::TempDir, AgentConfig, FakeRuntime, Agent, String) {
+    let (tmp, cfg) = agent_dir("node1");
+    std::fs::write(
+        cfg.pod_manifest_path.join("base.yaml"),
+        manifest("base", "1"),
+    )
+    .unwrap();
+    let (clock, rt) = fake_runtime();
+    let agent = start(&rt, clock, &cfg);
+    until("base started", 30, || running_ids(&rt).len() == 2).await;
+    settle(3).await;
+    let base_app = rt.running("app")[0].clone();
+    (tmp, cfg, rt, agent, base_app)
+}
+
 /// web's `app` container: the one that is not base's.
 fn web_app(rt: &FakeRuntime, base_app: &str) -> String {
     let apps = rt.running("app");
@@ -507,19 +524,7 @@ async fn until_replaced(rt: &FakeRuntime, app: &str, secs: u64) {
 async fn a_relist_halfway_through_a_start_reads_nothing_again() {
     LocalSet::new()
         .run_until(async {
-            let (_tmp, cfg) = agent_dir("node1");
-            // A running pod whose processes picolet cannot watch: the relister lists every
-            // second.
-            std::fs::write(
-                cfg.pod_manifest_path.join("base.yaml"),
-                manifest("base", "1"),
-            )
-            .unwrap();
-            let (clock, rt) = fake_runtime();
-            let agent = start(&rt, clock, &cfg);
-            until("base started", 30, || running_ids(&rt).len() == 2).await;
-            settle(3).await;
-            let base_app = rt.running("app")[0].clone();
+            let (_tmp, cfg, rt, agent, base_app) = start_with_base().await;
             rt.set_start_delay(Duration::from_secs(3));
             rt.take_calls();
             std::fs::write(cfg.pod_manifest_path.join("web.yaml"), manifest("web", "1")).unwrap();
@@ -551,17 +556,7 @@ async fn a_relist_halfway_through_a_start_reads_nothing_again() {
 async fn a_container_removed_while_a_relist_lists_is_recreated() {
     LocalSet::new()
         .run_until(async {
-            let (_tmp, cfg) = agent_dir("node1");
-            // The relister lists every second (see above).
-            std::fs::write(
-                cfg.pod_manifest_path.join("base.yaml"),
-                manifest("base", "1"),
-            )
-            .unwrap();
-            let (clock, rt) = fake_runtime();
-            let agent = start(&rt, clock, &cfg);
-            until("base started", 30, || running_ids(&rt).len() == 2).await;
-            let base_app = rt.running("app")[0].clone();
+            let (_tmp, cfg, rt, agent, base_app) = start_with_base().await;
             rt.set_start_delay(Duration::from_secs(2));
             std::fs::write(cfg.pod_manifest_path.join("web.yaml"), manifest("web", "1")).unwrap();
             let_inotify_deliver();

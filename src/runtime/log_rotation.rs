@@ -330,7 +330,8 @@ impl<R: Runtime, C: Clock> LogManager<R, C> {
             .filter(|(_, (_, p))| *p == LogPath::Unread)
             .map(|(i, _)| i)
             .collect();
-        let mut failed: Vec<(String, CriError)> = Vec::new();
+        // The first failure, for the pass's one line, and how many failed.
+        let (mut first, mut failed): (Option<(String, CriError)>, usize) = (None, 0);
         for (n, &i) in unread.iter().enumerate() {
             let id = self.logs[i].0.clone();
             let path = match self.runtime.container_status(&id).await {
@@ -342,24 +343,25 @@ impl<R: Runtime, C: Clock> LogManager<R, C> {
                 // and no call for the others: the next pass reads them.
                 Err(e @ (CriError::Unavailable { .. } | CriError::Timeout { .. })) => {
                     log::debug!("log rotation: status of container {id}: {e}");
-                    return failed.len() + unread.len() - n;
+                    return failed + unread.len() - n;
                 }
                 Err(e) => {
-                    failed.push((id, e));
+                    failed += 1;
+                    first.get_or_insert((id, e));
                     continue;
                 }
             };
             // The blocking pass of the previous round holds no clone any more.
             Arc::make_mut(&mut self.logs)[i].1 = path;
         }
-        if let Some((id, e)) = failed.first() {
-            let more = match failed.len() {
+        if let Some((id, e)) = first {
+            let more = match failed {
                 1 => String::new(),
                 n => format!(" (and {} other containers)", n - 1),
             };
             log::warn!("log rotation: status of container {id}: {e}{more}; retrying next pass");
         }
-        failed.len()
+        failed
     }
 
     /// One pass (kubelet: `rotateLogs`).
