@@ -98,7 +98,7 @@ build() {
 	local t=$1 variant=$2 tc out start secs size budget status flags=()
 	tc=$(toolchain_for "$t")
 	out="$PICOLET_DIST/picolet-$t"
-	budget=$PICOLET_BUDGET_FULL
+	budget=$(budget_full_for "$t")
 	if [ "$variant" = static ]; then
 		flags=(--no-default-features)
 		out="$out-static"

@@ -8,7 +8,36 @@ export CARGO_TERM_COLOR=never
 # A CI run builds once from a clean tree: incremental caches only cost disk (1.6 GB).
 export CARGO_INCREMENTAL=0
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step is timed; the table is printed at the end, also when a step fails (issue 30).
+ci_start=$(date +%s)
+step_name='' step_start=$ci_start timings=()
+export PICOLET_CI_TIMINGS
+PICOLET_CI_TIMINGS=$(mktemp)
+step_end() {
+	[[ -n $step_name ]] || return 0
+	timings+=("$(printf '%-44s %6ds  %s' "$step_name" "$(($(date +%s) - step_start))" "$1")")
+	# packaging/ci.sh writes its own steps' times here: shown under its step.
+	if [[ -s $PICOLET_CI_TIMINGS ]]; then
+		mapfile -t -O "${#timings[@]}" timings <"$PICOLET_CI_TIMINGS"
+		: >"$PICOLET_CI_TIMINGS"
+	fi
+	step_name=''
+}
+step() {
+	step_end ok
+	step_name=$* step_start=$(date +%s)
+	printf '\n==> %s\n' "$*"
+}
+# shellcheck disable=SC2317 # called by the EXIT trap
+ci_summary() {
+	local rc=$? t
+	step_end "$( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)")"
+	printf '\n%-44s %7s  %s\n' step time status
+	for t in "${timings[@]}"; do echo "$t"; done
+	printf '%-44s %6ds  %s\n' total "$(($(date +%s) - ci_start))" "$( ((rc == 0)) && echo ok || echo FAILED)"
+	rm -f "$PICOLET_CI_TIMINGS"
+}
+trap ci_summary EXIT
 
 # shellcheck source=packaging/lib.sh
 . packaging/lib.sh
@@ -16,8 +45,8 @@ step() { printf '\n==> %s\n' "$*"; }
 # Everything the steps below need from Debian, installed first on a fresh machine: the lab's
 # containerd and CNI plugins, the packaging tools, and for each ARM target its cross gcc
 # *and* its cross libc headers (the headers are only a recommend of the gcc).
-apt_pkgs=(containerd runc containernetworking-plugins busybox-static iproute2 iptables shellcheck
-	file binutils qemu-user-static openssl)
+mapfile -t apt_pkgs < <(tests/e2e/lab.sh packages)
+apt_pkgs+=(iproute2 shellcheck file binutils qemu-user-static openssl)
 for t in "${PICOLET_TARGETS[@]}"; do
 	mapfile -t -O "${#apt_pkgs[@]}" apt_pkgs < <(cross_packages_for "$t")
 done
@@ -28,7 +57,7 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || true
 # Preflight: name everything that is still missing now, instead of failing deep in a build.
 preflight() {
 	local missing=() c f t
-	for c in cargo rustup rustfmt cargo-clippy python3 containerd ctr runc ip iptables busybox shellcheck \
+	for c in cargo rustup rustfmt cargo-clippy python3 go containerd ctr runc ip iptables busybox shellcheck \
 		file readelf dpkg-deb tar gzip qemu-aarch64-static qemu-arm-static \
 		aarch64-linux-gnu-gcc arm-linux-gnueabihf-gcc; do
 		command -v "$c" >/dev/null 2>&1 || missing+=("command $c")
@@ -72,10 +101,17 @@ step "cargo clippy -D warnings"
 cargo clippy --all-targets --all-features -- -D warnings
 
 step "shellcheck"
-shellcheck -x .ci/run tests/*.sh tests/e2e/*.sh benches/run.sh
+shellcheck -x .ci/run tests/*.sh tests/e2e/*.sh tests/upstream/*.sh benches/run.sh
 
 step "unit and fake-CRI tests"
 cargo test --all-features
+
+# Go builds the upstream components the tests meet (tests/upstream/): its caches stay
+# outside the checkout, and a second run builds nothing. crictl checks the lab from outside.
+step "upstream: Go and crictl from the Go module proxy"
+go version
+PICOLET_CRICTL=$(tests/upstream/build.sh --path crictl)
+export PICOLET_CRICTL
 
 step "end-to-end against a real containerd"
 bash tests/e2e/run.sh

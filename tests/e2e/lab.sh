@@ -4,6 +4,7 @@
 #   tests/e2e/lab.sh up     [LAB_DIR]   start it (idempotent); last stdout line = CRI endpoint
 #   tests/e2e/lab.sh down   [LAB_DIR]   remove every pod, stop it, leave the machine as it was
 #   tests/e2e/lab.sh status [LAB_DIR]   what is running
+#   tests/e2e/lab.sh packages          the Debian packages it needs, one per line
 #   tests/e2e/lab.sh containerd kill|stop|start [LAB_DIR]
 #                                       SIGKILL or stop (SIGTERM) the lab's containerd,
 #                                       leaving its pods' shims running; start it again
@@ -32,12 +33,20 @@ set -euo pipefail
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$SCRIPT_DIR/../.." && pwd)
 PACKAGES=(containerd runc containernetworking-plugins busybox-static iptables)
+# Docker's containerd.io package holds containerd and runc and conflicts with Debian's: where
+# it is installed, it stands in for both (its containerd must still speak config version 2).
+if [[ "$(dpkg-query -W -f='${db:Status-Status}' containerd.io 2>/dev/null || true)" == installed ]]; then
+	PACKAGES=(containerd.io "${PACKAGES[@]:2}")
+fi
 CNI_BIN_DIR=/usr/lib/cni
 NS=k8s.io
 PAUSE_IMAGE=localhost/pause:edge
 BUSYBOX_IMAGE=localhost/busybox:edge
 MARKER=.picolet-lab
-export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
+# The packaged containerd, its shim, ctr and runc come first: a containerd of another origin in
+# /usr/local (a 2.x built for other tests, a tarball install) must not be the lab's, nor lend
+# it a shim (containerd finds containerd-shim-runc-v2 on its PATH).
+export PATH="/usr/bin:/usr/sbin:/bin:/sbin:$PATH:/usr/local/sbin"
 
 log() { printf 'lab: %s\n' "$*" >&2; }
 die() {
@@ -130,6 +139,11 @@ ensure_packages() {
 	done
 	command -v iptables >/dev/null || die "iptables not found (the portmap plugin needs it)"
 	[[ -x /bin/busybox ]] || die "/bin/busybox missing (package busybox-static)"
+	# The config below is containerd 1.x's (version = 2); 2.x reads it differently.
+	local v
+	v=$(containerd --version 2>/dev/null | awk '{ print $3 }')
+	[[ "$v" == v1.[67].* || "$v" == 1.[67].* ]] ||
+		die "$(command -v containerd) is containerd '$v'; the lab needs 1.6 or 1.7 (Debian's package containerd)"
 }
 
 write_config() {
@@ -540,11 +554,12 @@ cmd_containerd() {
 }
 
 usage() {
-	sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
 case "${1:-}" in
+packages) printf '%s\n' "${PACKAGES[@]}" ;;
 up) cmd_up "${2:-}" ;;
 down) cmd_down "${2:-}" ;;
 status) cmd_status "${2:-}" ;;

@@ -3,7 +3,8 @@
 #
 #   tests/e2e/smoke.sh [LAB_DIR]
 #
-# Proves what picolet relies on, with ctr and the stdlib CRI client cri.py (no crictl):
+# Proves what picolet relies on, with ctr and the stdlib CRI client cri.py, and with upstream's
+# crictl too when PICOLET_CRICTL names one (tests/upstream/build.sh crictl; ci.sh sets it):
 # containerd answers, the CRI plugin is loaded, RuntimeReady + NetworkReady, both local
 # images are visible to CRI ImageStatus (and a bare name is not: the documented gotcha), and a
 # real pod runs: RunPodSandbox on the CNI bridge, a container whose CRI-format log line
@@ -72,6 +73,15 @@ if cri image busybox:edge >/dev/null; then
 fi
 ok "CRI ImageStatus does not resolve a bare name (use localhost/...)"
 
+# The same runtime through a CRI client that is not ours.
+crictl_() { timeout 20 "$PICOLET_CRICTL" --runtime-endpoint "$EP" --image-endpoint "$EP" "$@"; }
+if [[ -n "${PICOLET_CRICTL:-}" ]]; then
+	cv=$(crictl_ version) || fail "crictl version: $cv"
+	grep -q '^RuntimeName: *containerd$' <<<"$cv" || fail "crictl version: $cv"
+	crictl_ inspecti localhost/busybox:edge >/dev/null || fail "crictl inspecti localhost/busybox:edge"
+	ok "crictl $("$PICOLET_CRICTL" --version | awk '{print $NF}'): $(tr '\n' ' ' <<<"$cv" | tr -s ' ')"
+fi
+
 uid="smoke-$$"
 # shellcheck disable=SC2016 # $(hostname) is for the container's shell
 out=$(cri run-pod smoke --namespace lab-smoke --uid "$uid" --log-dir "$LAB/smoke-logs" \
@@ -89,6 +99,11 @@ done
 grep -qE '^[0-9T:.-]+Z stdout F hello from smoke$' "$logfile" ||
 	fail "no CRI-format log line in $logfile: $(cat "$logfile" 2>/dev/null)"
 ok "container log in CRI format: $(head -n 1 "$logfile")"
+if [[ -n "${PICOLET_CRICTL:-}" ]]; then
+	n=$(crictl_ pods -q --label "io.kubernetes.pod.uid=$uid" --state ready | wc -l)
+	[[ "$n" -eq 1 ]] || fail "crictl pods: $n ready sandbox(es) with uid $uid, expected 1"
+	ok "crictl pods sees the sandbox ready"
+fi
 
 cri rm-pods --label "io.kubernetes.pod.uid=$uid" >/dev/null || fail "StopPodSandbox/RemovePodSandbox"
 [[ -z "$(ctr_ tasks ls -q)" ]] || fail "tasks left after RemovePodSandbox: $(ctr_ tasks ls -q | tr '\n' ' ')"
