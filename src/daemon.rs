@@ -45,6 +45,8 @@ const APISERVER_LOG: &str = "picolet::apiserver";
 pub enum DaemonError {
     #[error(transparent)]
     NodeName(#[from] NodeError),
+    #[error("--root-dir: {0}")]
+    DataDirs(#[from] crate::runtime::mounts::MountError),
     #[error(transparent)]
     Runtime(#[from] CriError),
     #[cfg(feature = "apiserver")]
@@ -88,6 +90,8 @@ pub async fn run(
     relist_now: Rc<Notify>,
 ) -> Result<(), DaemonError> {
     let node_name = node::node_name(opts.hostname_override.as_deref())?;
+    // kubelet: setupDataDirs, before anything writes under the root directory.
+    crate::runtime::mounts::setup_data_dirs(&opts.root_dir)?;
     // kubelet: the instrumented runtime service — every CRI call counted for `/metrics`.
     let runtime_metrics = std::sync::Arc::new(crate::metrics::RuntimeMetrics::default());
     let runtime = cri_runtime(&opts)?.with_metrics(std::sync::Arc::clone(&runtime_metrics));

@@ -361,7 +361,9 @@ fn load_object(origin: &str, raw: Value) -> Result<config_data::Object, Manifest
         .to_string();
     let scope = config_data::Scope::Local;
     let (meta, result) = if kind == "Secret" {
-        let s: api::Secret = api::from_value(&raw).map_err(type_error)?;
+        // A Secret's values never reach a message: its decode errors name the key and the
+        // expected type only (they are logged, printed by `validate`, served as events).
+        let s: api::Secret = api::from_value(&raw).map_err(|e| type_error(e.redacted()))?;
         (
             s.metadata.clone(),
             config_data::from_secret(&s, scope, origin),

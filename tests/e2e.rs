@@ -1348,6 +1348,55 @@ spec:
          volumeMounts: [{name: signal, mountPath: /signal}]\n    command:",
     ) + &format!("  volumes:\n  - name: signal\n    hostPath: {{path: {sig_path}, type: Directory}}\n");
     lab.write_manifest("late.yaml", &late);
+    // A non-root pod with an fsGroup reads its Secret through a secret and a projected
+    // volume (files 0400 → 0440, group 2000).
+    fs::set_permissions(&sig, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+        .expect("chmod signal");
+    lab.write_manifest(
+        "private.yaml",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: private, namespace: {NS}}}
+spec:
+  terminationGracePeriodSeconds: 2
+  securityContext: {{runAsUser: 1000, runAsGroup: 1000, fsGroup: 2000}}
+  containers:
+  - name: c
+    image: {IMAGE}
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "cat /etc/secret/password /etc/projected/pw > /signal/nonroot; exec sleep 3600"]
+    volumeMounts:
+    - {{name: signal, mountPath: /signal}}
+    - {{name: secret, mountPath: /etc/secret}}
+    - {{name: projected, mountPath: /etc/projected}}
+  volumes:
+  - name: signal
+    hostPath: {{path: {sig_path}, type: Directory}}
+  - name: secret
+    secret: {{secretName: db, defaultMode: 0400}}
+  - name: projected
+    projected:
+      sources:
+      - secret: {{name: db, items: [{{key: password, path: pw}}]}}
+"#
+        ),
+    );
+    // picolet's root directory as a caller might leave it (world-readable), under a
+    // world-readable scenario directory: picolet alone must keep other users out.
+    fs::set_permissions(
+        &lab.root,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod scenario dir");
+    fs::create_dir_all(lab.root.join("root/pods")).expect("mkdir root");
+    for d in ["root", "root/pods"] {
+        fs::set_permissions(
+            lab.root.join(d),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .expect("chmod root");
+    }
     lab.start_picolet();
 
     let file = |name: &'static str| {
@@ -1403,6 +1452,81 @@ spec:
     lab.check(!lab.stderr().contains("s3cret"), || {
         "picolet logged a secret value".to_string()
     });
+
+    // The non-root container (uid 1000, fsGroup 2000) reads both files.
+    let nonroot = lab
+        .wait_for(
+            "the non-root container read its Secret",
+            secs(60),
+            file("nonroot"),
+        )
+        .await;
+    lab.check(nonroot == "s3crets3cret", || {
+        format!("nonroot: {nonroot:?}")
+    });
+    // On the host, another user reads nothing: picolet's directories are 0750 whatever
+    // they were, the Secret's tmpfs is not world-writable.
+    let mode_of = |p: &Path| {
+        std::os::unix::fs::PermissionsExt::mode(&fs::metadata(p).expect("stat").permissions())
+            & 0o7777
+    };
+    let root = lab.root.join("root");
+    for d in [root.clone(), root.join("pods")] {
+        let m = mode_of(&d);
+        lab.check(m == 0o750, || {
+            format!("{}: mode {m:o}, want 750", d.display())
+        });
+    }
+    let mut secret_files = Vec::new();
+    for pod_dir in fs::read_dir(root.join("pods")).expect("ls pods").flatten() {
+        let m = mode_of(&pod_dir.path());
+        lab.check(m == 0o750, || {
+            format!("{}: mode {m:o}", pod_dir.path().display())
+        });
+        for (plugin, file) in [
+            ("kubernetes.io~secret", "password"),
+            ("kubernetes.io~projected", "pw"),
+        ] {
+            let Ok(vols) = fs::read_dir(pod_dir.path().join("volumes").join(plugin)) else {
+                continue;
+            };
+            for v in vols.flatten() {
+                let m = mode_of(&v.path());
+                lab.check(m & 0o002 == 0, || {
+                    format!(
+                        "{}: the tmpfs is world-writable ({m:o})",
+                        v.path().display()
+                    )
+                });
+                secret_files.push(v.path().join(file));
+            }
+        }
+    }
+    lab.check(secret_files.len() >= 3, || {
+        format!("found only {secret_files:?} under {}", root.display())
+    });
+    let mut tried = vec![root.join("pods")];
+    tried.extend(secret_files.iter().cloned());
+    for path in &tried {
+        // as uid/gid 65534 with no supplementary group: `cat` a file, `ls` a directory.
+        let tool = if path.is_dir() { "ls" } else { "cat" };
+        let out = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", tool])
+            .arg(path)
+            .output()
+            .expect("setpriv");
+        lab.check(!out.status.success() && out.stdout.is_empty(), || {
+            format!(
+                "uid 65534 could {tool} {}: {:?}",
+                path.display(),
+                String::from_utf8_lossy(&out.stdout)
+            )
+        });
+    }
+    eprintln!(
+        "e2e l-config: uid 65534 read none of {} secret file(s) and could not list pods/",
+        secret_files.len()
+    );
 
     // The edit reaches the running container.
     let edited = Instant::now();

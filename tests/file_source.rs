@@ -724,7 +724,11 @@ fn documents_of_one_file_stand_on_their_own() {
             errors[1].contains("web.yaml (document 5): kind: must be \"Pod\", \"ConfigMap\" or \"Secret\", found \"Deployment\""),
             "{errors:?}"
         );
-        let warns = lines(log::Level::Warn, "holds a Secret but is readable by others");
+        let warns: Vec<String> =
+            lines(log::Level::Warn, "holds a Secret but is readable by others")
+                .into_iter()
+                .filter(|l| l.contains(&h.p("web.yaml")))
+                .collect();
         assert_eq!(warns.len(), 1, "{warns:?}");
         assert!(!warns[0].contains("czNjcmV0") && !warns[0].contains("s3cret"));
 
@@ -753,5 +757,91 @@ fn documents_of_one_file_stand_on_their_own() {
         h.quiet(300).await;
         let dups = lines(log::Level::Warn, needle);
         assert_eq!(dups.len(), 1, "{dups:?}");
+    });
+}
+
+/// The group/world-readable Secret warning: once for every way a file version arrives —
+/// present at start, written and closed, renamed into place, chmod'ed readable, edited and
+/// still readable — never for a private file, never with a value.
+#[test]
+fn a_readable_secret_warns_once_however_it_arrives() {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    local(|| async {
+        let secret = |name: &str, value: &str| {
+            format!(
+                "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}}}\nstringData: {{password: {value}}}\n"
+            )
+        };
+        let write_mode = |path: &Path, content: &str, mode: u32| {
+            use std::io::Write;
+            let mut f = fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(mode)
+                .open(path)
+                .unwrap();
+            f.write_all(content.as_bytes()).unwrap();
+            fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+        };
+        let needle = "holds a Secret but is readable by others";
+        let warns = |h: &Harness, file: &str| {
+            lines(log::Level::Warn, needle)
+                .into_iter()
+                .filter(|l| l.starts_with(&format!("{}:", h.p(file))))
+                .count()
+        };
+        let mut h = Harness::start(fast(), |d| {
+            mkdir(d);
+            write_mode(&d.join("start.yaml"), &secret("at-start", "m4rker1"), 0o644);
+            write_mode(
+                &d.join("private.yaml"),
+                &secret("private", "m4rker2"),
+                0o600,
+            );
+        });
+        h.next_update().await;
+        assert_eq!(warns(&h, "start.yaml"), 1, "present at start");
+
+        // Written and closed (`cat >`): the fast pass after the close takes it.
+        write_mode(
+            &h.path("written.yaml"),
+            &secret("written", "m4rker3"),
+            0o644,
+        );
+        h.next_update().await;
+        assert_eq!(warns(&h, "written.yaml"), 1, "written and closed");
+
+        // Renamed into place (`mv`).
+        write_mode(&h.path(".moved.tmp"), &secret("moved", "m4rker4"), 0o640);
+        fs::rename(h.path(".moved.tmp"), h.path("moved.yaml")).unwrap();
+        h.next_update().await;
+        assert_eq!(warns(&h, "moved.yaml"), 1, "renamed into place");
+
+        // Edited, still readable: a new version, one more line.
+        write_mode(
+            &h.path("written.yaml"),
+            &secret("written", "m4rker5"),
+            0o644,
+        );
+        h.next_update().await;
+        assert_eq!(warns(&h, "written.yaml"), 2, "edited and still readable");
+
+        // chmod of a private file: no new snapshot (same content), so wait for the line.
+        assert_eq!(warns(&h, "private.yaml"), 0, "a private file");
+        fs::set_permissions(h.path("private.yaml"), fs::Permissions::from_mode(0o604)).unwrap();
+        for _ in 0..100 {
+            if warns(&h, "private.yaml") > 0 {
+                break;
+            }
+            h.quiet(100).await;
+        }
+        assert_eq!(warns(&h, "private.yaml"), 1, "chmod'ed readable");
+        h.quiet(300).await;
+        assert_eq!(warns(&h, "start.yaml"), 1);
+        assert_eq!(warns(&h, "moved.yaml"), 1);
+        for l in lines(log::Level::Warn, "") {
+            assert!(!l.contains("m4rker"), "a Secret value in a log line: {l}");
+        }
     });
 }

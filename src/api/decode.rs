@@ -26,6 +26,10 @@ pub struct DecodeError {
     /// Innermost segment last once the error has reached the top (see [`Self::at`]).
     path: Vec<Segment>,
     message: String,
+    /// The message without the offending value where `message` may quote it (serde's
+    /// `invalid type: string "…"`, a custom message): what [`Self::redacted`] keeps. `None`
+    /// when `message` names no value (a missing or unknown field, a length).
+    value_free: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,6 +70,25 @@ impl DecodeError {
         &self.message
     }
 
+    /// The same error with every value it quoted taken out, for documents whose values are
+    /// secret (a Secret's `data`/`stringData`): `invalid type: integer, expected a string`
+    /// instead of `` invalid type: integer `98765432123`, expected a string ``. The field
+    /// path (keys only) and the expected type stay.
+    pub fn redacted(mut self) -> Self {
+        if let Some(m) = self.value_free.take() {
+            self.message = m;
+        }
+        self
+    }
+
+    fn new(message: String, value_free: Option<String>) -> Self {
+        DecodeError {
+            path: Vec::new(),
+            message,
+            value_free,
+        }
+    }
+
     /// The error seen from the map or sequence that holds the failing value.
     #[inline(never)]
     fn at(mut self, seg: Segment) -> Self {
@@ -85,12 +108,65 @@ impl fmt::Display for DecodeError {
 
 impl std::error::Error for DecodeError {}
 
+/// What kind of value serde found, without the value itself.
+fn kind_of(unexp: &Unexpected<'_>) -> &'static str {
+    match unexp {
+        Unexpected::Bool(_) => "boolean",
+        Unexpected::Unsigned(_) | Unexpected::Signed(_) => "integer",
+        Unexpected::Float(_) => "floating point",
+        Unexpected::Char(_) => "character",
+        Unexpected::Str(_) => "string",
+        Unexpected::Bytes(_) => "byte array",
+        Unexpected::Unit => "null",
+        Unexpected::Seq => "sequence",
+        Unexpected::Map => "map",
+        _ => "value",
+    }
+}
+
 impl de::Error for DecodeError {
+    /// A message serde or a type made up: it may quote the value.
+    #[inline(never)]
     fn custom<T: fmt::Display>(msg: T) -> Self {
-        DecodeError {
-            path: Vec::new(),
-            message: msg.to_string(),
-        }
+        DecodeError::new(msg.to_string(), Some("invalid value".to_string()))
+    }
+
+    #[inline(never)]
+    fn invalid_type(unexp: Unexpected<'_>, exp: &dyn de::Expected) -> Self {
+        DecodeError::new(
+            format!("invalid type: {unexp}, expected {exp}"),
+            Some(format!("invalid type: {}, expected {exp}", kind_of(&unexp))),
+        )
+    }
+
+    #[inline(never)]
+    fn invalid_value(unexp: Unexpected<'_>, exp: &dyn de::Expected) -> Self {
+        DecodeError::new(
+            format!("invalid value: {unexp}, expected {exp}"),
+            Some(format!(
+                "invalid value: {}, expected {exp}",
+                kind_of(&unexp)
+            )),
+        )
+    }
+
+    #[inline(never)]
+    fn unknown_variant(variant: &str, expected: &'static [&'static str]) -> Self {
+        let message = de::value::Error::unknown_variant(variant, expected).to_string();
+        let value_free = message.replacen(&format!(" `{variant}`"), "", 1);
+        DecodeError::new(message, Some(value_free))
+    }
+
+    fn missing_field(field: &'static str) -> Self {
+        DecodeError::new(format!("missing field `{field}`"), None)
+    }
+
+    fn duplicate_field(field: &'static str) -> Self {
+        DecodeError::new(format!("duplicate field `{field}`"), None)
+    }
+
+    fn invalid_length(len: usize, exp: &dyn de::Expected) -> Self {
+        DecodeError::new(format!("invalid length {len}, expected {exp}"), None)
     }
 }
 
@@ -541,6 +617,52 @@ mod tests {
                 "{doc}"
             );
         }
+    }
+
+    #[test]
+    fn redacted_errors_name_the_field_and_the_type_never_the_value() {
+        let cases = [
+            (
+                json!({"stringData": {"pin": 98765432123u64}}),
+                "stringData.pin: invalid type: integer, expected a string",
+            ),
+            (
+                json!({"stringData": {"f": 3.25}}),
+                "stringData.f: invalid type: floating point, expected a string",
+            ),
+            (
+                json!({"data": "s3cret"}),
+                "data: invalid type: string, expected a map",
+            ),
+            (
+                json!({"data": {"k": true}}),
+                "data.k: invalid type: boolean, expected a string",
+            ),
+            (
+                json!({"type": -7}),
+                "type: invalid type: integer, expected a string",
+            ),
+        ];
+        for (input, want) in cases {
+            let err = from_value::<crate::api::Secret>(&input).unwrap_err();
+            // Unredacted, serde quotes the value (what users of non-secret documents see).
+            assert_ne!(err.to_string(), want);
+            assert_eq!(err.redacted().to_string(), want, "{input}");
+        }
+        // Messages that quote no value stay whole.
+        let e = DecodeError::missing_field("name");
+        assert_eq!(e.clone().redacted(), e);
+        // A custom message may quote anything: redacted whole.
+        assert_eq!(
+            DecodeError::custom("bad s3cret").redacted().message(),
+            "invalid value"
+        );
+        let e = DecodeError::unknown_variant("s3cret", &["A", "B"]);
+        assert_eq!(e.message(), "unknown variant `s3cret`, expected `A` or `B`");
+        assert_eq!(
+            e.redacted().message(),
+            "unknown variant, expected `A` or `B`"
+        );
     }
 
     #[test]

@@ -232,8 +232,9 @@ impl<C: Clock> KeyWorker<C> {
     fn decode(&self, v: &Value) -> Result<Object, String> {
         let origin = "apiserver";
         let parsed = match self.key.kind {
-            Kind::Secret => serde_json::from_value::<api::Secret>(v.clone())
-                .map_err(|e| e.to_string())
+            // Redacted: the error is logged, and a Secret's values never are.
+            Kind::Secret => api::from_value::<api::Secret>(v)
+                .map_err(|e| e.redacted().to_string())
                 .and_then(|s| {
                     config_data::from_secret(&s, Scope::Api, origin).map_err(|e| {
                         e.iter()

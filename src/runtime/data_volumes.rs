@@ -89,22 +89,25 @@ pub fn setup(
             message,
         };
         let payload = payload(pod, volume, objects, node).map_err(fail)?;
+        mounts::make_pod_data_dirs(root_dir, &pod.metadata.uid).map_err(|e| fail(e.to_string()))?;
         mounts::ensure_dir(&dir, 0o755).map_err(|e| fail(e.to_string()))?;
-        let on_tmpfs = plugin_dir(volume).is_some_and(|(_, t)| t);
-        if on_tmpfs && !mounts::is_mount_point(&dir) {
-            // kubelet: secret volumes wrap a Memory emptyDir; sized like one.
-            let size = mounts::memory_medium_size(pod, None, node.memory_capacity);
-            tmpfs
-                .mount(&dir, size)
-                .map_err(|e| fail(format!("mount tmpfs on {}: {e}", dir.display())))?;
-        }
-        let first = std::fs::symlink_metadata(dir.join("..data")).is_err();
         let fs_group = pod
             .spec
             .security_context
             .as_ref()
             .and_then(|sc| sc.fs_group)
             .and_then(|g| u32::try_from(g).ok());
+        let on_tmpfs = plugin_dir(volume).is_some_and(|(_, t)| t);
+        if on_tmpfs && !mounts::is_mount_point(&dir) {
+            // kubelet: secret volumes wrap a Memory emptyDir; sized like one. Its root is
+            // not world-writable (an emptyDir's is): 0755, or 2750 for the fsGroup.
+            let size = mounts::memory_medium_size(pod, None, node.memory_capacity);
+            let access = mounts::TmpfsAccess::Private { fs_group };
+            tmpfs
+                .mount(&dir, size, access)
+                .map_err(|e| fail(format!("mount tmpfs on {}: {e}", dir.display())))?;
+        }
+        let first = std::fs::symlink_metadata(dir.join("..data")).is_err();
         let changed = atomic_writer::write(&dir, &payload, stamp, fs_group)
             .map_err(|e| fail(e.to_string()))?;
         if changed && !first {
@@ -537,6 +540,18 @@ mod tests {
             .map(|m| m.0.clone())
             .collect();
         assert_eq!(mounted, std::slice::from_ref(&db_dir));
+        // The Secret's tmpfs is private (no fsGroup: 0755 root's), the pod's directories
+        // 0750 (kubelet: makePodDataDirs).
+        assert_eq!(
+            *tmpfs.access.lock().unwrap(),
+            [mounts::TmpfsAccess::Private { fs_group: None }]
+        );
+        let mode = |p: &Path| {
+            std::os::unix::fs::MetadataExt::mode(&std::fs::metadata(p).unwrap()) & 0o7777
+        };
+        for d in ["pods/u1", "pods/u1/volumes", "pods/u1/plugins"] {
+            assert_eq!(mode(&root.path().join(d)), 0o750, "{d}");
+        }
         // Nothing changed: nothing reported.
         assert!(
             setup(root.path(), &p, &objects, &tmpfs, node(), "s2")

@@ -76,21 +76,44 @@ fn io_err(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> MountError
 /// `emptydir` with `StorageMediumMemory`), so what a pod keeps there never reaches the SD
 /// card. A trait because mounting needs root: tests use [`FakeTmpfs`].
 pub trait Tmpfs: Send + Sync {
-    /// Mounts a tmpfs of `size` bytes (None: the kernel's default, half the RAM) on `dir`.
-    fn mount(&self, dir: &Path, size: Option<u64>) -> io::Result<()>;
+    /// Mounts a tmpfs of `size` bytes (None: the kernel's default, half the RAM) on `dir`,
+    /// its root directory of `access`.
+    fn mount(&self, dir: &Path, size: Option<u64>, access: TmpfsAccess) -> io::Result<()>;
     /// Lazily unmounts `dir` (`MNT_DETACH`).
     fn unmount(&self, dir: &Path) -> io::Result<()>;
+}
+
+/// Who may use a tmpfs's root directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TmpfsAccess {
+    /// `1777`: an emptyDir any container user writes to (kubelet: emptyDir is 0777).
+    Shared,
+    /// A Secret's or projected volume's: `0755` root-owned, or `2750` owned by the pod's
+    /// `fsGroup` when it has one. Never writable by others; the host's other users are kept
+    /// out by the 0750 pod directories above it (see [`make_pod_data_dirs`]).
+    Private { fs_group: Option<u32> },
+}
+
+impl TmpfsAccess {
+    /// The tmpfs mount options for this access (`mode=`, `gid=`).
+    pub fn options(self) -> String {
+        match self {
+            TmpfsAccess::Shared => "mode=1777".to_string(),
+            TmpfsAccess::Private { fs_group: None } => "mode=0755".to_string(),
+            TmpfsAccess::Private { fs_group: Some(g) } => format!("mode=2750,gid={g}"),
+        }
+    }
 }
 
 /// `mount(2)` and `umount2(2)`.
 pub struct SysTmpfs;
 
 impl Tmpfs for SysTmpfs {
-    fn mount(&self, dir: &Path, size: Option<u64>) -> io::Result<()> {
+    fn mount(&self, dir: &Path, size: Option<u64>, access: TmpfsAccess) -> io::Result<()> {
         use nix::mount::{MsFlags, mount};
         let data = match size {
-            Some(bytes) => format!("mode=1777,size={bytes}"),
-            None => "mode=1777".to_string(),
+            Some(bytes) => format!("{},size={bytes}", access.options()),
+            None => access.options(),
         };
         mount(
             Some("tmpfs"),
@@ -111,14 +134,20 @@ impl Tmpfs for SysTmpfs {
 #[derive(Default)]
 pub struct FakeTmpfs {
     pub mounted: std::sync::Mutex<Vec<(PathBuf, Option<u64>)>>,
+    /// The access of each mount, in the same order.
+    pub access: std::sync::Mutex<Vec<TmpfsAccess>>,
 }
 
 impl Tmpfs for FakeTmpfs {
-    fn mount(&self, dir: &Path, size: Option<u64>) -> io::Result<()> {
+    fn mount(&self, dir: &Path, size: Option<u64>, access: TmpfsAccess) -> io::Result<()> {
         self.mounted
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push((dir.to_path_buf(), size));
+        self.access
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(access);
         Ok(())
     }
 
@@ -209,6 +238,77 @@ pub fn empty_dir_path(root_dir: &Path, uid: &str, volume: &str) -> PathBuf {
         .join("volumes")
         .join("kubernetes.io~empty-dir")
         .join(volume)
+}
+
+/// The mode of picolet's own directories: the root directory, `pods/`, each pod's
+/// directory and its `volumes/` and `plugins/` (kubelet: `setupDataDirs`, `makePodDataDirs`).
+/// With them, no other user of the host reaches a pod's volumes: a Secret's files are read
+/// by the containers (through their bind mounts) and root only.
+pub const DATA_DIR_MODE: u32 = 0o750;
+
+/// kubelet: `setupDataDirs` — `<root_dir>` and `<root_dir>/pods`, 0750. Deliberate
+/// difference: an existing directory that group can write or others can enter (an earlier
+/// picolet made them 0755, or a caller's umask did) loses those bits, with one INFO line;
+/// the kubelet leaves an existing directory as it finds it.
+pub fn setup_data_dirs(root_dir: &Path) -> Result<(), MountError> {
+    private_dir(root_dir)?;
+    private_dir(&root_dir.join("pods"))
+}
+
+fn private_dir(dir: &Path) -> Result<(), MountError> {
+    match fs::metadata(dir) {
+        Ok(meta) => {
+            let mode = meta.mode() & 0o7777;
+            if mode & 0o027 != 0 {
+                let tight = mode & !0o027;
+                fs::set_permissions(dir, fs::Permissions::from_mode(tight))
+                    .map_err(io_err("chmod", dir))?;
+                log::info!(
+                    "{}: mode {mode:o} → {tight:o}: no other user may enter picolet's directories",
+                    dir.display()
+                );
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => create_private(dir),
+        Err(e) => Err(io_err("stat", dir)(e)),
+    }
+}
+
+/// Creates `dir` DATA_DIR_MODE whatever the umask, and its missing parents 0755 (a parent
+/// such as `/var/lib` on a fresh OpenWrt serves other daemons too).
+fn create_private(dir: &Path) -> Result<(), MountError> {
+    use std::os::unix::fs::DirBuilderExt;
+    if let Some(parent) = dir.parent() {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(parent)
+            .map_err(io_err("create directory", parent))?;
+    }
+    fs::DirBuilder::new()
+        .mode(DATA_DIR_MODE)
+        .create(dir)
+        .or_else(|e| match e.kind() {
+            io::ErrorKind::AlreadyExists if dir.is_dir() => Ok(()),
+            _ => Err(e),
+        })
+        .map_err(io_err("create directory", dir))?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(DATA_DIR_MODE))
+        .map_err(io_err("chmod", dir))
+}
+
+/// kubelet: `makePodDataDirs` — `pods/<uid>`, `volumes/` and `plugins/` in it, 0750, made
+/// before the pod's volumes (every sync; a stat when they exist).
+pub fn make_pod_data_dirs(root_dir: &Path, uid: &str) -> Result<(), MountError> {
+    let pod = pod_dir(root_dir, uid);
+    for dir in [pod.join("volumes"), pod.join("plugins")] {
+        if !dir.is_dir() {
+            create_private(&pod)?;
+            create_private(&dir)?;
+        }
+    }
+    Ok(())
 }
 
 /// Create `dir` (and parents) if missing, then set `mode` on it (not on the parents),
@@ -327,7 +427,7 @@ fn volume_host_path(
             "Memory" if !is_mount_point(&dir) => {
                 let size = memory_medium_size(pod, ed.size_limit.as_ref(), memory_capacity);
                 tmpfs
-                    .mount(&dir, size)
+                    .mount(&dir, size, TmpfsAccess::Shared)
                     .map_err(io_err("mount tmpfs on", &dir))?;
                 log::info!(
                     "pod {}: emptyDir {:?} is a tmpfs of {}",
@@ -845,6 +945,53 @@ mod tests {
         assert_eq!(
             prepare_mounts(&root, &p, &c, &[], &FakeTmpfs::default(), 0).unwrap()[0].propagation,
             MountPropagation::Bidirectional
+        );
+    }
+
+    #[test]
+    fn data_dirs_are_private_whatever_they_were() {
+        let t = tempfile::tempdir().unwrap();
+        // Missing: made 0750, its missing parents 0755 (they are not picolet's).
+        let root = t.path().join("var/lib/picolet");
+        setup_data_dirs(&root).unwrap();
+        assert_eq!(mode(&root), 0o750);
+        assert_eq!(mode(&root.join("pods")), 0o750);
+        assert_eq!(mode(&t.path().join("var/lib")), 0o755);
+        // Made by someone else: group-write and others' bits go, the rest stays.
+        fs::set_permissions(&root, fs::Permissions::from_mode(0o775)).unwrap();
+        fs::set_permissions(root.join("pods"), fs::Permissions::from_mode(0o700)).unwrap();
+        setup_data_dirs(&root).unwrap();
+        assert_eq!(mode(&root), 0o750);
+        assert_eq!(mode(&root.join("pods")), 0o700);
+        // A pod's directories: 0750, made once.
+        make_pod_data_dirs(&root, "u1").unwrap();
+        for d in ["pods/u1", "pods/u1/volumes", "pods/u1/plugins"] {
+            assert_eq!(mode(&root.join(d)), 0o750, "{d}");
+        }
+        make_pod_data_dirs(&root, "u1").unwrap();
+        // A file in the way is an error naming it.
+        let file = t.path().join("file");
+        fs::write(&file, "").unwrap();
+        let err = setup_data_dirs(&file).unwrap_err().to_string();
+        assert!(
+            err.contains(&file.join("pods").display().to_string()),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn tmpfs_access_options() {
+        assert_eq!(TmpfsAccess::Shared.options(), "mode=1777");
+        assert_eq!(
+            TmpfsAccess::Private { fs_group: None }.options(),
+            "mode=0755"
+        );
+        assert_eq!(
+            TmpfsAccess::Private {
+                fs_group: Some(2000)
+            }
+            .options(),
+            "mode=2750,gid=2000"
         );
     }
 

@@ -745,6 +745,10 @@ impl Scanner {
         } else {
             match result {
                 Ok(docs) => {
+                    // Once per file version taken, however it arrived (written and closed,
+                    // renamed into place, chmod, present at start, edited): a version is
+                    // read once and cached, so the check lives where it is taken.
+                    warn_if_secret_readable(&path, &meta, &docs);
                     let items = self.take_documents(&path, docs, prev_items);
                     if was_broken && !failed {
                         log::info!("{}: the manifest is valid again", path.display());
@@ -899,18 +903,8 @@ impl Scanner {
             });
         }
         let shown = path.to_string_lossy();
-        let docs = manifest::load_documents(&shown, &bytes, &self.node_name, SOURCE, now)
-            .map_err(|e: ManifestError| SourceError::Manifest(e))?;
-        let has_secret = docs.iter().any(|d| {
-            matches!(d, Ok(manifest::Document::Object(o)) if o.key.kind == config_data::Kind::Secret)
-        });
-        if has_secret && meta.mode() & 0o044 != 0 && !self.tentative {
-            log::warn!(
-                "{shown}: holds a Secret but is readable by others than its owner (mode {:o}); chmod 600 it",
-                meta.mode() & 0o777
-            );
-        }
-        Ok(docs)
+        manifest::load_documents(&shown, &bytes, &self.node_name, SOURCE, now)
+            .map_err(|e: ManifestError| SourceError::Manifest(e))
     }
 
     /// The pods and objects in file-name order, skipping duplicate pod full names and UIDs
@@ -961,6 +955,25 @@ impl Scanner {
         }
         self.duplicates = duplicates;
         out
+    }
+}
+
+/// kubelet has no such check (its Secrets come from the apiserver): a local file holding a
+/// Secret should be as private as the Secret. The mode is the one stat'ed before the read.
+fn warn_if_secret_readable(
+    path: &Path,
+    meta: &Metadata,
+    docs: &[Result<manifest::Document, ManifestError>],
+) {
+    let has_secret = docs.iter().any(|d| {
+        matches!(d, Ok(manifest::Document::Object(o)) if o.key.kind == config_data::Kind::Secret)
+    });
+    if has_secret && meta.mode() & 0o044 != 0 {
+        log::warn!(
+            "{}: holds a Secret but is readable by others than its owner (mode {:o}); chmod 600 it",
+            path.display(),
+            meta.mode() & 0o777
+        );
     }
 }
 
