@@ -257,12 +257,39 @@ pub struct Sysctl {
 }
 
 /// A port given by number or by the name of one of the container's ports
-/// (`intstr.IntOrString`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// (`intstr.IntOrString`). `null` is its zero value, `Int(0)`, as upstream's decoder reads it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum IntOrString {
     Int(i64),
     String(String),
+}
+
+impl<'de> Deserialize<'de> for IntOrString {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = IntOrString;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an integer or a string")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<IntOrString, E> {
+                Ok(IntOrString::Int(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<IntOrString, E> {
+                i64::try_from(v)
+                    .map(IntOrString::Int)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Unsigned(v), &self))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<IntOrString, E> {
+                Ok(IntOrString::String(v.to_string()))
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<IntOrString, E> {
+                Ok(IntOrString::Int(0))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 impl Default for IntOrString {

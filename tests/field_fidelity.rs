@@ -219,3 +219,84 @@ fn policy_counts() {
     }
     println!("field policy: {counts:?}");
 }
+
+/// `null` at a path of `base` (segments `a`, `b[]`: an existing list's first element, or a
+/// new list of one empty object).
+fn null_at(base: &serde_json::Value, path: &str) -> serde_json::Value {
+    use serde_json::{Value, json};
+    let mut doc = base.clone();
+    let segs: Vec<&str> = path.split('.').collect();
+    let mut at = &mut doc;
+    for (i, seg) in segs.iter().enumerate() {
+        let last = i + 1 == segs.len();
+        let (name, list) = match seg.strip_suffix("[]") {
+            Some(n) => (n, true),
+            None => (*seg, false),
+        };
+        let obj = at.as_object_mut().expect("an object on the way");
+        if last && !list {
+            obj.insert(name.to_string(), Value::Null);
+            break;
+        }
+        if list {
+            let entry = obj.entry(name).or_insert_with(|| json!([{}]));
+            if !entry.as_array().is_some_and(|a| !a.is_empty()) {
+                *entry = json!([{}]);
+            }
+            if last {
+                entry.as_array_mut().unwrap()[0] = Value::Null;
+                break;
+            }
+            at = &mut entry.as_array_mut().unwrap()[0];
+        } else {
+            let entry = obj.entry(name).or_insert_with(|| json!({}));
+            if !entry.is_object() {
+                *entry = json!({});
+            }
+            at = entry;
+        }
+    }
+    doc
+}
+
+/// Upstream's decoder reads `null` as the zero value of every field (`helm template` leaves
+/// bare `envFrom:`, `labels:` …): every field of the upstream v1 Pod, set to `null` in a
+/// valid pod, in JSON and in YAML (a bare `key:`), decodes — no type error; what remains is
+/// validation (a list element that is null lacks its required name, say).
+#[test]
+fn null_reads_as_empty_at_every_upstream_field() {
+    use picolet::manifest::{self, ManifestError};
+    let base = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}
+    });
+    let mut type_errors = Vec::new();
+    let mut checked = 0;
+    for path in upstream() {
+        if path.starts_with("status") || path == "apiVersion" || path == "kind" {
+            continue;
+        }
+        let doc = null_at(&base, &path);
+        let json = serde_json::to_vec(&doc).unwrap();
+        let yaml = serde_yaml_ng::to_string(&doc).unwrap();
+        for (form, bytes) in [("json", json), ("yaml", yaml.into_bytes())] {
+            checked += 1;
+            // A type error at the null itself (one at its parent, a list element made up
+            // here that lacks a required field, is not about null).
+            let at = path.replace("[]", "[0]");
+            if let Err(ManifestError::InFile { error, .. }) =
+                manifest::load("/m/p.yaml", &bytes, "n", manifest::SOURCE_FILE, 0)
+                && let ManifestError::Type { field, .. } = &*error
+                && *field == at
+            {
+                type_errors.push(format!("{path} ({form}): {error}"));
+            }
+        }
+    }
+    assert!(checked > 500, "only {checked} checks");
+    assert!(
+        type_errors.is_empty(),
+        "null is not read as empty: {type_errors:#?}"
+    );
+}

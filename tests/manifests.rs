@@ -892,3 +892,73 @@ fn acronym_fields_are_read_as_the_api_spells_them() {
         "127.0.0.1"
     );
 }
+
+/// What `helm template` leaves: bare keys (YAML null) for every list and map it had nothing
+/// for. Upstream reads them as empty; so does picolet, for the pod and for the ConfigMap and
+/// Secret beside it, and nothing is reported as unknown.
+#[test]
+fn bare_keys_from_helm_template_read_as_empty() {
+    let file = "\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: frigate
+  labels:
+  annotations:
+spec:
+  nodeSelector:
+  volumes:
+  imagePullSecrets:
+  initContainers:
+  hostAliases:
+  tolerations:
+  affinity:
+  securityContext:
+  containers:
+  - name: frigate
+    image: busybox
+    command:
+    args:
+    env:
+    envFrom:
+    ports:
+    volumeMounts:
+    resources:
+    securityContext:
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: cfg
+  labels:
+data:
+binaryData:
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: s}
+data:
+stringData:
+";
+    let docs = manifest::load_documents("/m/frigate.yaml", file.as_bytes(), "n", "file", SEEN)
+        .expect("the file reads");
+    assert_eq!(docs.len(), 3);
+    for d in &docs {
+        assert!(d.is_ok(), "{:?}", d.as_ref().err().map(ToString::to_string));
+    }
+    let Ok(manifest::Document::Pod(loaded)) = &docs[0] else {
+        panic!("not a pod");
+    };
+    assert!(
+        loaded.unknown_fields.is_empty(),
+        "{:?}",
+        loaded.unknown_fields
+    );
+    let c = &loaded.pod.spec.containers[0];
+    assert!(c.env_from.is_empty() && c.command.is_empty() && c.ports.is_empty());
+    assert!(loaded.pod.spec.volumes.is_empty() && loaded.pod.spec.init_containers.is_empty());
+    // The same in JSON.
+    let json = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"j","labels":null},
+        "spec":{"volumes":null,"containers":[{"name":"c","image":"busybox","env":null,"envFrom":null}]}}"#;
+    manifest::load("/m/j.json", json.as_bytes(), "n", "file", SEEN).expect("null in JSON reads");
+}

@@ -272,9 +272,15 @@ impl<'de> Deserializer<'de> for De<'de> {
         }
     }
 
+    // kubelet (the apiserver's decoder, Go's encoding/json): `null` is the zero value of
+    // whatever the field is — an empty list or map, "", false, 0, an empty struct. `helm
+    // template` leaves bare `envFrom:`, `labels:` … in its output and kubectl accepts them.
+    // Option fields read `null` as None (`deserialize_option`).
+
     fn deserialize_bool<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
         match self.0 {
             Value::Bool(b) => visitor.visit_bool(*b),
+            Value::Null => visitor.visit_bool(false),
             other => Err(type_error(other, &visitor)),
         }
     }
@@ -282,6 +288,7 @@ impl<'de> Deserializer<'de> for De<'de> {
     fn deserialize_i64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
         match self.0 {
             Value::Number(n) => Self::number(n, visitor),
+            Value::Null => visitor.visit_u64(0),
             other => Err(type_error(other, &visitor)),
         }
     }
@@ -289,6 +296,7 @@ impl<'de> Deserializer<'de> for De<'de> {
     fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
         match self.0 {
             Value::String(s) => visitor.visit_borrowed_str(s),
+            Value::Null => visitor.visit_borrowed_str(""),
             other => Err(type_error(other, &visitor)),
         }
     }
@@ -296,13 +304,17 @@ impl<'de> Deserializer<'de> for De<'de> {
     fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
         match self.0 {
             Value::Array(items) => Self::seq(items, visitor),
+            Value::Null => Self::seq(&[], visitor),
             other => Err(type_error(other, &visitor)),
         }
     }
 
     fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        static EMPTY: std::sync::LazyLock<serde_json::Map<String, Value>> =
+            std::sync::LazyLock::new(serde_json::Map::new);
         match self.0 {
             Value::Object(map) => Self::map(map, visitor),
+            Value::Null => Self::map(&EMPTY, visitor),
             other => Err(type_error(other, &visitor)),
         }
     }

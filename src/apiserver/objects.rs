@@ -243,7 +243,7 @@ impl<C: Clock> KeyWorker<C> {
                             .join(", ")
                     })
                 }),
-            _ => serde_json::from_value::<api::ConfigMap>(v.clone())
+            _ => api::from_value::<api::ConfigMap>(v)
                 .map_err(|e| e.to_string())
                 .and_then(|c| {
                     config_data::from_config_map(&c, Scope::Api, origin).map_err(|e| {
