@@ -240,7 +240,7 @@ fn null_at(base: &serde_json::Value, path: &str) -> serde_json::Value {
         }
         if list {
             let entry = obj.entry(name).or_insert_with(|| json!([{}]));
-            if !entry.as_array().is_some_and(|a| !a.is_empty()) {
+            if entry.as_array().is_none_or(|a| a.is_empty()) {
                 *entry = json!([{}]);
             }
             if last {
