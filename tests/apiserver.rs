@@ -1271,15 +1271,20 @@ async fn api_pods_get_config_maps_secrets_and_service_account_tokens() {
                 .unwrap();
             assert_eq!(req.body["spec"]["boundObjectRef"]["uid"], json!(uid));
             assert_eq!(req.body["spec"]["expirationSeconds"], 3607);
-            // Single-object watches, as the kubelet's Watch strategy.
-            let watched: Vec<String> = mock
-                .requests()
-                .into_iter()
-                .filter(|r| r.query.contains("watch=true") && !r.path.ends_with("/pods"))
-                .map(|r| r.path)
-                .collect();
-            assert!(watched.iter().any(|p| p.ends_with("/configmaps")), "{watched:?}");
-            assert!(watched.iter().any(|p| p.ends_with("/secrets")), "{watched:?}");
+            // Single-object watches, as the kubelet's Watch strategy. Each starts after its
+            // object's first list answered: wait for them, do not catch them.
+            wait_until("a watch of the ConfigMap and one of the Secret", 15, || {
+                let watched: Vec<String> = mock
+                    .requests()
+                    .into_iter()
+                    .filter(|r| r.query.contains("watch=true") && !r.path.ends_with("/pods"))
+                    .map(|r| r.path)
+                    .collect();
+                (watched.iter().any(|p| p.ends_with("/configmaps"))
+                    && watched.iter().any(|p| p.ends_with("/secrets")))
+                .then_some(())
+            })
+            .await;
 
             // The ConfigMap changes in the apiserver: the file follows, no restart.
             mock.put_object(
