@@ -823,6 +823,13 @@ async fn refused_and_unmatched_pods_fail_without_starting_anything() {
             std::fs::write(dir.join("web.yaml"), web).unwrap();
             let users = manifest("users", "1").replace("spec:\n", "spec:\n  hostUsers: false\n");
             std::fs::write(dir.join("users.yaml"), users).unwrap();
+            // A volume kind picolet does not implement: the same policy (refused at
+            // admission, the volume named), not a broken file.
+            let claim = manifest("claim", "1").replace(
+                "spec:\n",
+                "spec:\n  volumes: [{name: data, persistentVolumeClaim: {claimName: pvc}}]\n",
+            );
+            std::fs::write(dir.join("claim.yaml"), claim).unwrap();
             let sel =
                 manifest("sel", "1").replace("spec:\n", "spec:\n  nodeSelector: {disk: ssd}\n");
             std::fs::write(dir.join("sel.yaml"), sel).unwrap();
@@ -843,6 +850,14 @@ async fn refused_and_unmatched_pods_fail_without_starting_anything() {
             assert_eq!(users.reason.as_deref(), Some("UnsupportedField"));
             let msg = users.message.as_deref().unwrap_or_default();
             assert!(msg.contains("spec.hostUsers"), "{msg}");
+            let claim = &last["claim-node1"];
+            assert_eq!(claim.phase, Some(picolet::api::PodPhase::Failed));
+            assert_eq!(claim.reason.as_deref(), Some("UnsupportedField"));
+            let msg = claim.message.as_deref().unwrap_or_default();
+            assert!(
+                msg.contains("spec.volumes[0].persistentVolumeClaim of volume \"data\""),
+                "{msg}"
+            );
             let sel = &last["sel-node1"];
             assert_eq!(sel.phase, Some(picolet::api::PodPhase::Failed));
             assert_eq!(sel.reason.as_deref(), Some("NodeAffinity"));

@@ -378,10 +378,10 @@ fn validation_names_every_field() {
                 p.spec.volumes[1].empty_dir = None;
                 p.spec.volumes[1]
                     .other
-                    .insert("nfs".into(), serde_json::json!({"server": "x"}));
+                    .insert("hostPth".into(), serde_json::json!({"path": "/x"}));
             },
             "spec.volumes[1] (scratch)",
-            "spec.volumes[1] (scratch): volume type nfs is not supported by picolet yet (supported: hostPath, emptyDir, configMap, secret, downwardAPI, projected, csi)",
+            "spec.volumes[1] (scratch): \"hostPth\" is not a volume type (supported: hostPath, emptyDir, configMap, secret, downwardAPI, projected, csi)",
         ),
         (
             |p| {

@@ -119,3 +119,37 @@ fn hostile_corpus_gets_one_line_per_file_and_nothing_hangs() {
     }
     assert!(lines.last().unwrap().ends_with("): OK"), "{text}");
 }
+
+/// A volume kind picolet does not implement is refused like any refused field, naming the
+/// volume and its kind (the same in text and JSON); a typo of a kind is the file's error.
+#[test]
+fn unsupported_volume_kinds_are_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let pod = |name: &str, volume: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  volumes: [{{name: data, {volume}}}]\n  containers: [{{name: a, image: busybox}}]\n"
+        )
+    };
+    let nfs = dir.path().join("nfs.yaml");
+    std::fs::write(&nfs, pod("nfs", "nfs: {server: x, path: /y}")).unwrap();
+    let typo = dir.path().join("typo.yaml");
+    std::fs::write(&typo, pod("typo", "hostPth: {path: /y}")).unwrap();
+    let (nfs, typo) = (nfs.to_str().unwrap(), typo.to_str().unwrap());
+    let out = validate(&[nfs, typo]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(
+            "REFUSED\n  refused  spec.volumes[0].nfs of volume \"data\" (network volumes"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "typo.yaml: REJECTED: spec.volumes[0] (data): \"hostPth\" is not a volume type"
+        ),
+        "{text}"
+    );
+    let json: Value = serde_json::from_slice(&validate(&["-o", "json", nfs]).stdout).unwrap();
+    assert_eq!(json[0]["fields"][0]["volume"], "data");
+    assert_eq!(json[0]["fields"][0]["path"], "spec.volumes[0].nfs");
+}

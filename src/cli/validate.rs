@@ -45,6 +45,8 @@ pub struct Field {
     /// `refused`, `warned`, `ignored`, or `unknown` (not a field of v1.Pod: a typo?).
     pub policy: &'static str,
     pub why: String,
+    /// The volume's name for a field of one (`spec.volumes[0].nfs`).
+    pub volume: Option<String>,
 }
 
 /// The report for a set of files.
@@ -141,6 +143,7 @@ impl Report {
                             path: f.path,
                             policy: f.policy.as_str(),
                             why: f.why.to_string(),
+                            volume: f.volume,
                         });
                     }
                     for u in fields::classify_unknown(&loaded.unknown_fields) {
@@ -154,7 +157,12 @@ impl Report {
                                 (p, "unknown", "not a field of v1.Pod: a typo?".to_string())
                             }
                         };
-                        out.push(Field { path, policy, why });
+                        out.push(Field {
+                            path,
+                            policy,
+                            why,
+                            volume: None,
+                        });
                     }
                     // refused, warned, unknown, ignored: a stable order without a sort.
                     let out: Vec<Field> = ["refused", "warned", "unknown", "ignored"]
@@ -232,6 +240,9 @@ impl Report {
                     m.insert("path".into(), text(&f.path));
                     m.insert("policy".into(), text(f.policy));
                     m.insert("why".into(), text(&f.why));
+                    if let Some(v) = &f.volume {
+                        m.insert("volume".into(), text(v));
+                    }
                     Value::Object(m)
                 });
                 o.insert("fields".into(), fields.collect());
@@ -268,7 +279,13 @@ impl Report {
             }
             out.push('\n');
             for f in &e.fields {
-                out.push_str(&format!("  {:<8} {} ({})\n", f.policy, f.path, f.why));
+                match &f.volume {
+                    Some(v) => out.push_str(&format!(
+                        "  {:<8} {} of volume {v:?} ({})\n",
+                        f.policy, f.path, f.why
+                    )),
+                    None => out.push_str(&format!("  {:<8} {} ({})\n", f.policy, f.path, f.why)),
+                }
             }
         }
         out

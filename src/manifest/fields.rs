@@ -477,11 +477,16 @@ pub struct Finding {
     pub path: String,
     pub policy: Policy,
     pub why: &'static str,
+    /// The volume's name, for a field of `spec.volumes[i]`: what a user looks for.
+    pub volume: Option<String>,
 }
 
 impl std::fmt::Display for Finding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({})", self.path, self.why)
+        match &self.volume {
+            Some(name) => write!(f, "{} of volume {name:?} ({})", self.path, self.why),
+            None => write!(f, "{} ({})", self.path, self.why),
+        }
     }
 }
 
@@ -574,14 +579,14 @@ pub fn findings(pod: &Value) -> Vec<Finding> {
                 if let Some(Value::Array(items)) = lookup(pod, &prefix) {
                     for (i, item) in items.iter().enumerate() {
                         let rest = rest.strip_prefix('.').unwrap_or(rest);
-                        collect(item, rest, format!("{prefix}[{i}]"), rule, &mut out);
+                        collect(item, rest, format!("{prefix}[{i}]"), rule, None, &mut out);
                     }
                 }
             }
             continue;
         }
         let (path, prefix) = roots.remove(0);
-        collect(pod, path, prefix, rule, &mut out);
+        collect(pod, path, prefix, rule, None, &mut out);
     }
     out
 }
@@ -590,8 +595,16 @@ fn lookup<'a>(v: &'a Value, dotted: &str) -> Option<&'a Value> {
     dotted.split('.').try_fold(v, |v, key| v.get(key))
 }
 
-/// Walks `path` (segments, `[]` over lists) below `v`, recording set values.
-fn collect(v: &Value, path: &str, at: String, rule: &'static Rule, out: &mut Vec<Finding>) {
+/// Walks `path` (segments, `[]` over lists) below `v`, recording set values; below
+/// `spec.volumes[i]`, `volume` is that volume's name.
+fn collect(
+    v: &Value,
+    path: &str,
+    at: String,
+    rule: &'static Rule,
+    volume: Option<&str>,
+    out: &mut Vec<Finding>,
+) {
     let (head, rest) = match path.split_once('.') {
         Some((h, r)) => (h, Some(r)),
         None => (path, None),
@@ -611,19 +624,24 @@ fn collect(v: &Value, path: &str, at: String, rule: &'static Rule, out: &mut Vec
     if list {
         if let (Value::Array(items), Some(rest)) = (child, rest) {
             for (i, item) in items.iter().enumerate() {
-                collect(item, rest, format!("{here}[{i}]"), rule, out);
+                let volume = match here.as_str() {
+                    "spec.volumes" => item.get("name").and_then(Value::as_str),
+                    _ => volume,
+                };
+                collect(item, rest, format!("{here}[{i}]"), rule, volume, out);
             }
         }
         return;
     }
     match rest {
-        Some(rest) => collect(child, rest, here, rule, out),
+        Some(rest) => collect(child, rest, here, rule, volume, out),
         None if is_unset(child) => {}
         None if rule.allowed.contains(&child.to_string().as_str()) => {}
         None => out.push(Finding {
             path: here,
             policy: rule.policy,
             why: rule.why,
+            volume: volume.map(str::to_string),
         }),
     }
 }
