@@ -1616,11 +1616,18 @@ fn pod_sandbox_stats(s: proto::PodSandboxStats) -> super::PodSandboxStats {
 fn image_info(method: &'static str, i: proto::Image) -> Result<ImageInfo, CriError> {
     // kubelet: "Id or size of image %q is not set" (a zero size is tolerated here).
     let id = non_empty(method, i.id, "image.id")?;
+    // kubelet: getImageUser — the uid if the runtime gives one, else the user name.
+    let user = match (i.uid, i.username) {
+        (Some(u), _) => super::ImageUser::Uid(u.value),
+        (None, name) if !name.is_empty() => super::ImageUser::Name(name),
+        _ => super::ImageUser::Unset,
+    };
     Ok(ImageInfo {
         id,
         repo_tags: i.repo_tags,
         size: i.size,
         pinned: i.pinned,
+        user,
     })
 }
 

@@ -17,8 +17,9 @@ use crate::api::{self, PullPolicy};
 use crate::config_data::{self, ConfigObjects, Kind, ObjectKey, Scope};
 use crate::runtime::labels;
 use crate::runtime::{
-    ContainerConfig, ContainerSecurity, DnsConfig, Mount, NamespaceMode, NamespaceOptions,
-    PortMapping, ProfileKind, Protocol, Resources, SandboxConfig, SecurityProfile,
+    ContainerConfig, ContainerSecurity, DnsConfig, ImageUser, Mount, NamespaceMode,
+    NamespaceOptions, PortMapping, ProfileKind, Protocol, Resources, SandboxConfig,
+    SecurityProfile,
 };
 
 /// Why a container config cannot be built: the container waits with
@@ -39,12 +40,21 @@ pub enum ConfigError {
     ConfigData(String),
     #[error("resources.{field}: invalid quantity {value:?}")]
     InvalidQuantity { field: String, value: String },
-    #[error("container's runAsUser breaks non-root policy (container {container}, runAsUser 0)")]
-    RunAsNonRootUid0 { container: String },
+    /// kubelet: verifyRunAsNonRoot's messages; `pod` is `name_namespace(uid)`.
+    #[error("container's runAsUser breaks non-root policy (pod: {pod:?}, container: {container})")]
+    RunAsNonRootUid0 { pod: String, container: String },
     #[error(
-        "container {container} has runAsNonRoot but no runAsUser: picolet cannot verify the image's user, set runAsUser"
+        "container has runAsNonRoot and image will run as root (pod: {pod:?}, container: {container})"
     )]
-    RunAsNonRootUnverifiable { container: String },
+    RunAsNonRootImageRoot { pod: String, container: String },
+    #[error(
+        "container has runAsNonRoot and image has non-numeric user ({user}), cannot verify user is non-root (pod: {pod:?}, container: {container})"
+    )]
+    RunAsNonRootUnverifiable {
+        pod: String,
+        container: String,
+        user: String,
+    },
     #[error("invalid image name {image:?}: {reason}")]
     InvalidImageName { image: String, reason: &'static str },
     #[error("{field}: {message}")]
@@ -342,6 +352,7 @@ pub fn container_config(
     pod_ip: &str,
     mounts: Vec<Mount>,
     node: NodeParams<'_>,
+    image_user: &ImageUser,
 ) -> Result<ContainerConfig, ConfigError> {
     let envs = container_env(pod, container, pod_ip, node)?;
     let (command, args) = expand_command_and_args(container, &envs);
@@ -361,7 +372,7 @@ pub fn container_config(
         stdin_once: container.stdin_once,
         tty: container.tty,
         resources: resources(pod, container, node.memory_capacity)?,
-        security: security(pod, container, node)?,
+        security: security(pod, container, node, image_user)?,
     })
 }
 
@@ -795,6 +806,74 @@ pub use crate::api::parse_quantity;
 // ---------------------------------------------------------------------------------------
 // Security context
 
+/// Whether the container asks to run as non-root (container over pod).
+pub fn needs_non_root(pod: &api::Pod, container: &api::Container) -> bool {
+    let pod_says = pod
+        .spec
+        .security_context
+        .as_ref()
+        .and_then(|s| s.run_as_non_root);
+    let container_says = container
+        .security_context
+        .as_ref()
+        .and_then(|s| s.run_as_non_root);
+    container_says.or(pod_says) == Some(true)
+}
+
+/// Whether [`security`] needs the image's user: runAsNonRoot without a runAsUser.
+pub fn needs_image_user(pod: &api::Pod, container: &api::Container) -> bool {
+    let run_as_user = container
+        .security_context
+        .as_ref()
+        .and_then(|s| s.run_as_user)
+        .or(pod
+            .spec
+            .security_context
+            .as_ref()
+            .and_then(|s| s.run_as_user));
+    needs_non_root(pod, container) && run_as_user.is_none()
+}
+
+/// kubelet: `verifyRunAsNonRoot` — an explicit runAsUser decides; without one, the image's
+/// user: a numeric non-zero uid runs, root (or no USER) and a name that cannot be checked
+/// are refused (CreateContainerConfigError, upstream's messages).
+fn verify_run_as_non_root(
+    pod: &api::Pod,
+    container: &api::Container,
+    run_as_user: Option<i64>,
+    image_user: &ImageUser,
+) -> Result<(), ConfigError> {
+    let who = || {
+        (
+            format!(
+                "{}_{}({})",
+                pod.metadata.name, pod.metadata.namespace, pod.metadata.uid
+            ),
+            container.name.clone(),
+        )
+    };
+    match (run_as_user, image_user) {
+        (Some(0), _) => {
+            let (pod, container) = who();
+            Err(ConfigError::RunAsNonRootUid0 { pod, container })
+        }
+        (Some(_), _) => Ok(()),
+        (None, ImageUser::Uid(uid)) if *uid != 0 => Ok(()),
+        (None, ImageUser::Name(user)) => {
+            let (pod, container) = who();
+            Err(ConfigError::RunAsNonRootUnverifiable {
+                pod,
+                container,
+                user: user.clone(),
+            })
+        }
+        (None, ImageUser::Uid(_) | ImageUser::Unset) => {
+            let (pod, container) = who();
+            Err(ConfigError::RunAsNonRootImageRoot { pod, container })
+        }
+    }
+}
+
 /// The container's effective security settings (kubelet:
 /// `determineEffectiveSecurityContext`): container fields override pod fields; the pod's
 /// namespace options always apply.
@@ -802,27 +881,14 @@ pub fn security(
     pod: &api::Pod,
     container: &api::Container,
     node: NodeParams<'_>,
+    image_user: &ImageUser,
 ) -> Result<ContainerSecurity, ConfigError> {
     let psc = pod.spec.security_context.clone().unwrap_or_default();
     let csc = container.security_context.clone().unwrap_or_default();
     let run_as_user = csc.run_as_user.or(psc.run_as_user);
     let run_as_group = csc.run_as_group.or(psc.run_as_group);
-    // kubelet: verifyRunAsNonRoot. picolet does not know the image's USER, so it insists
-    // on an explicit non-zero runAsUser rather than risk running as root.
-    if csc.run_as_non_root.or(psc.run_as_non_root) == Some(true) {
-        match run_as_user {
-            Some(0) => {
-                return Err(ConfigError::RunAsNonRootUid0 {
-                    container: container.name.clone(),
-                });
-            }
-            None => {
-                return Err(ConfigError::RunAsNonRootUnverifiable {
-                    container: container.name.clone(),
-                });
-            }
-            Some(_) => {}
-        }
+    if needs_non_root(pod, container) {
+        verify_run_as_non_root(pod, container, run_as_user, image_user)?;
     }
     let mut supplemental_groups = psc.supplemental_groups.clone();
     if let Some(fs_group) = psc.fs_group {
@@ -1795,7 +1861,7 @@ mod tests {
             })),
             ..Default::default()
         };
-        let s = security(&p, &c, sc()).unwrap();
+        let s = security(&p, &c, sc(), &ImageUser::Unset).unwrap();
         assert_eq!(
             s,
             ContainerSecurity {
@@ -1827,19 +1893,54 @@ mod tests {
             ..Default::default()
         };
         let plain = pod();
-        assert!(security(&plain, &non_root(Some(1)), sc()).is_ok());
-        assert_eq!(
-            security(&plain, &non_root(Some(0)), sc()),
-            Err(ConfigError::RunAsNonRootUid0 {
-                container: "c".into()
-            })
+        // kubelet: verifyRunAsNonRoot — an explicit runAsUser decides, else the image's user.
+        let who = format!(
+            "{}_{}({})",
+            plain.metadata.name, plain.metadata.namespace, plain.metadata.uid
         );
-        assert_eq!(
-            security(&plain, &non_root(None), sc()),
-            Err(ConfigError::RunAsNonRootUnverifiable {
-                container: "c".into()
-            })
-        );
+        let cases: [(Option<i64>, ImageUser, Result<(), String>); 7] = [
+            (Some(1), ImageUser::Unset, Ok(())),
+            (Some(1), ImageUser::Uid(0), Ok(())),
+            (
+                Some(0),
+                ImageUser::Uid(1000),
+                Err(format!(
+                    "container's runAsUser breaks non-root policy (pod: {who:?}, container: c)"
+                )),
+            ),
+            (None, ImageUser::Uid(1000), Ok(())),
+            (
+                None,
+                ImageUser::Uid(0),
+                Err(format!(
+                    "container has runAsNonRoot and image will run as root (pod: {who:?}, container: c)"
+                )),
+            ),
+            (
+                None,
+                ImageUser::Unset,
+                Err(format!(
+                    "container has runAsNonRoot and image will run as root (pod: {who:?}, container: c)"
+                )),
+            ),
+            (
+                None,
+                ImageUser::Name("app".into()),
+                Err(format!(
+                    "container has runAsNonRoot and image has non-numeric user (app), cannot verify user is non-root (pod: {who:?}, container: c)"
+                )),
+            ),
+        ];
+        for (user, image, want) in cases {
+            let got = security(&plain, &non_root(user), sc(), &image)
+                .map(|_| ())
+                .map_err(|e| e.to_string());
+            assert_eq!(got, want, "runAsUser {user:?}, image {image:?}");
+            assert_eq!(needs_image_user(&plain, &non_root(user)), user.is_none());
+        }
+        // Without runAsNonRoot the image's user is not needed, whoever it is.
+        assert!(!needs_image_user(&plain, &api::Container::default()));
+        assert!(security(&plain, &api::Container::default(), sc(), &ImageUser::Uid(0)).is_ok());
     }
 
     #[test]
@@ -1858,7 +1959,16 @@ mod tests {
             readonly: true,
             ..Default::default()
         }];
-        let cfg = container_config(&p, &c, 4, "10.0.0.2", mounts.clone(), sc()).unwrap();
+        let cfg = container_config(
+            &p,
+            &c,
+            4,
+            "10.0.0.2",
+            mounts.clone(),
+            sc(),
+            &ImageUser::Unset,
+        )
+        .unwrap();
         assert_eq!(cfg.name, "app");
         assert_eq!(cfg.attempt, 4);
         assert_eq!(cfg.image, "busybox:1.36");

@@ -201,6 +201,11 @@ impl FakeRuntime {
         self.model().add_image(image);
     }
 
+    /// Sets a present image's `USER` (false when absent).
+    pub fn set_image_user(&self, image: &str, user: super::ImageUser) -> bool {
+        self.model().set_image_user(image, user)
+    }
+
     /// Sets a present image's size and pin (false when absent).
     pub fn set_image(&self, image: &str, size: u64, pinned: bool) -> bool {
         self.model().set_image(image, size, pinned)

@@ -990,9 +990,18 @@ impl FakeContainerd {
                 repo_tags: vec![name],
                 size: 4 * 1024 * 1024,
                 pinned: false,
+                user: Default::default(),
             },
         );
         id
+    }
+
+    /// Sets the `USER` of a present image (its uid, or a name); false if it is absent.
+    pub fn set_image_user(&mut self, image: &str, user: crate::runtime::ImageUser) -> bool {
+        let Some(id) = self.resolve_image(image) else {
+            return false;
+        };
+        self.images.get_mut(&id).map(|i| i.user = user).is_some()
     }
 
     /// The id of the image `image` names: an id, or a (normalised) reference.

@@ -289,6 +289,11 @@ impl FakeCriHandle {
         self.with(|m| m.images().cloned().collect())
     }
 
+    /// Sets a present image's `USER` (false when absent).
+    pub fn set_image_user(&self, image: &str, user: crate::runtime::ImageUser) -> bool {
+        self.with(|m| m.set_image_user(image, user))
+    }
+
     /// Every accepted `ReopenContainerLog`, by container id.
     pub fn log_reopens(&self) -> Vec<String> {
         self.with(|m| m.log_reopens().to_vec())
@@ -1459,8 +1464,14 @@ fn encode_image(i: &ImageInfo) -> proto::Image {
         repo_tags: i.repo_tags.clone(),
         repo_digests: Vec::new(),
         size: i.size,
-        uid: None,
-        username: String::new(),
+        uid: match &i.user {
+            crate::runtime::ImageUser::Uid(u) => Some(proto::Int64Value { value: *u }),
+            _ => None,
+        },
+        username: match &i.user {
+            crate::runtime::ImageUser::Name(n) => n.clone(),
+            _ => String::new(),
+        },
         spec: None,
         pinned: i.pinned,
     }

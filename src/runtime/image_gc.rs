@@ -464,6 +464,7 @@ mod tests {
             repo_tags: vec![tag.into()],
             size,
             pinned,
+            user: Default::default(),
         }
     }
 

@@ -337,6 +337,19 @@ pub struct ImageInfo {
     /// The runtime will not let it be removed (containerd >= 1.7 pins its sandbox image);
     /// image GC skips it (kubelet: `image.Pinned`).
     pub pinned: bool,
+    /// The image's `USER` as the runtime reads it (CRI `Image.uid`, `Image.username`).
+    pub user: ImageUser,
+}
+
+/// Who an image runs as (kubelet: `getImageUser`): a numeric uid, a user name the runtime
+/// could not turn into one, or nobody named — which the kubelet treats as root.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ImageUser {
+    /// No `USER` in the image: root.
+    #[default]
+    Unset,
+    Uid(i64),
+    Name(String),
 }
 
 /// Usage of one image filesystem (CRI `FilesystemUsage`), for image GC.

@@ -37,8 +37,8 @@ use crate::runtime::labels;
 use crate::runtime::mounts;
 use crate::runtime::plan::{self, ContainerToKill, KillReason, PodActions};
 use crate::runtime::{
-    ContainerInfo, ContainerState, CriError, DnsConfig, ListFilter, PodRuntimeStatus, Runtime,
-    Sandbox, SandboxConfig, SandboxState,
+    ContainerInfo, ContainerState, CriError, DnsConfig, ImageUser, ListFilter, PodRuntimeStatus,
+    Runtime, Sandbox, SandboxConfig, SandboxState,
 };
 
 pub const DEFAULT_ROOT_DIR: &str = "/var/lib/picolet";
@@ -981,11 +981,29 @@ async fn try_start_container<R: Runtime, C: Clock>(
         return waiting(WaitingReason::CrashLoopBackOff, w.message);
     }
 
-    if let Err(outcome) =
-        ensure_image(env, cx, c, field_path, &mut backoff.image_pull, result).await
-    {
-        return outcome;
-    }
+    let (image_ref, image_user) =
+        match ensure_image(env, cx, c, field_path, &mut backoff.image_pull, result).await {
+            Ok(found) => found,
+            Err(outcome) => return outcome,
+        };
+    // kubelet: getImageUser, for verifyRunAsNonRoot — read only when it decides (runAsNonRoot
+    // without a runAsUser), and again only after a pull.
+    let image_user = match image_user {
+        Some(user) => user,
+        None if cri_config::needs_image_user(pod, c) => {
+            match env.runtime.image_status(&image_ref).await {
+                Ok(Some(img)) => img.user,
+                Ok(None) => ImageUser::Unset,
+                Err(e) => {
+                    return waiting(
+                        WaitingReason::CreateContainerConfigError,
+                        format!("failed to get image user of {:?}: {e}", c.image),
+                    );
+                }
+            }
+        }
+        None => ImageUser::Unset,
+    };
 
     // Restart count: the newest instance's + 1; with no instance left (removed, or the
     // runtime lost its state in a reboot) continue after the newest log file.
@@ -1067,14 +1085,21 @@ async fn try_start_container<R: Runtime, C: Clock>(
             ),
         );
     }
-    let cfg =
-        match cri_config::container_config(pod, c, restart_count, &cx.pod_ip, mount_list, node) {
-            Ok(cfg) => cfg,
-            Err(e) => {
-                log::warn!("pod {pod_name}: container {:?}: {e}", c.name);
-                return waiting(WaitingReason::CreateContainerConfigError, e.to_string());
-            }
-        };
+    let cfg = match cri_config::container_config(
+        pod,
+        c,
+        restart_count,
+        &cx.pod_ip,
+        mount_list,
+        node,
+        &image_user,
+    ) {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            log::warn!("pod {pod_name}: container {:?}: {e}", c.name);
+            return waiting(WaitingReason::CreateContainerConfigError, e.to_string());
+        }
+    };
 
     let id = match env
         .runtime
@@ -1144,7 +1169,8 @@ async fn try_start_container<R: Runtime, C: Clock>(
 }
 
 /// kubelet: `EnsureImageExists` — pull policy, `Never` without the image, pull back-off
-/// per pod + image. Returns the image reference.
+/// per pod + image. Returns the image reference, and its user when it was already present
+/// (the status read says; after a pull it is not known).
 async fn ensure_image<R: Runtime, C: Clock>(
     env: &SyncEnv<R, C>,
     cx: &StartContext<'_>,
@@ -1152,7 +1178,7 @@ async fn ensure_image<R: Runtime, C: Clock>(
     field_path: &str,
     pull_backoff: &mut Backoff,
     result: &mut PodSyncResult,
-) -> Result<String, StartOutcome> {
+) -> Result<(String, Option<ImageUser>), StartOutcome> {
     let pod = cx.pod;
     let fp = Some(field_path);
     let image = cri_config::image_with_default_tag(&c.image).map_err(|e| {
@@ -1186,7 +1212,7 @@ async fn ensure_image<R: Runtime, C: Clock>(
                     recorder::PULLED_IMAGE,
                     format!("Container image {:?} already present on machine", c.image),
                 );
-                Ok(img.id)
+                Ok((img.id, Some(img.user)))
             }
             None => {
                 let message = format!(
@@ -1258,7 +1284,7 @@ async fn ensure_image<R: Runtime, C: Clock>(
                     c.image
                 ),
             );
-            Ok(image_ref)
+            Ok((image_ref, None))
         }
         Err(e) => {
             let now = env.clock.now();

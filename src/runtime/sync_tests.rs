@@ -1498,3 +1498,58 @@ async fn refresh_of_a_container_gone_already_reads_the_pod_whole() {
     assert!(r.is_modelled(&st));
     assert_eq!(refresh_after_sync(&h.rt, &st, &r).await.unwrap(), None);
 }
+
+/// kubelet: verifyRunAsNonRoot against the image's user — a numeric non-root USER runs, an
+/// image without USER (root) or with a name waits as CreateContainerConfigError with
+/// upstream's message; the user is read from the present image's status, or once more
+/// after a pull.
+#[tokio::test(start_paused = true)]
+async fn run_as_non_root_checks_the_image_user() {
+    let non_root = |image: &str| {
+        let mut p = one_container_pod(image);
+        p.spec.security_context = Some(api::PodSecurityContext {
+            run_as_non_root: Some(true),
+            ..Default::default()
+        });
+        p
+    };
+    let who = "web-node1_default(uid-1)";
+    for (user, want) in [
+        (ImageUser::Uid(1000), None),
+        (
+            ImageUser::Unset,
+            Some(format!(
+                "container has runAsNonRoot and image will run as root (pod: {who:?}, container: web)"
+            )),
+        ),
+        (
+            ImageUser::Name("app".into()),
+            Some(format!(
+                "container has runAsNonRoot and image has non-numeric user (app), cannot verify user is non-root (pod: {who:?}, container: web)"
+            )),
+        ),
+    ] {
+        let mut h = harness();
+        h.rt.add_image("app:1");
+        h.rt.set_image_user("app:1", user.clone());
+        let (r, _) = h.sync(&non_root("app:1")).await;
+        match want {
+            None => {
+                started(&r, "web");
+            }
+            Some(message) => assert_eq!(
+                r.waiting("web"),
+                Some((WaitingReason::CreateContainerConfigError, message.as_str())),
+                "{user:?}"
+            ),
+        }
+    }
+    // Pulled (absent before): the user is read after the pull, and decides.
+    let mut h = harness();
+    let (r, _) = h.sync(&non_root("app:1")).await;
+    assert_eq!(
+        r.waiting("web").map(|w| w.0),
+        Some(WaitingReason::CreateContainerConfigError),
+        "the pulled image has no USER: root"
+    );
+}
