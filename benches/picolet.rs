@@ -2050,8 +2050,9 @@ async fn raw_start(rt: &CriRuntime, n: usize) -> Res<RawStart> {
             let sb_cfg = rtconfig::sandbox_config(pod, 0, params);
             fs::create_dir_all(&sb_cfg.log_directory).map_err(|e| e.to_string())?;
             let c = &pod.spec.containers[0];
-            let c_cfg = rtconfig::container_config(pod, c, 0, "", Vec::new(), node)
-                .map_err(|e| e.to_string())?;
+            let c_cfg =
+                rtconfig::container_config(pod, c, 0, "", Vec::new(), node, &Default::default())
+                    .map_err(|e| e.to_string())?;
             let t = Instant::now();
             let sb = rt
                 .run_pod_sandbox(&sb_cfg)
