@@ -539,7 +539,29 @@ fn unknown_fields(raw: &Value, pod: &Pod) -> Vec<String> {
     if let Ok(model) = serde_json::to_value(pod) {
         walk_unknown(raw, &model, "", &mut out);
     }
+    affinity_not_read(pod, &mut out);
     out
+}
+
+/// `spec.affinity` is kept whole (a JSON value) but only its required node affinity is read:
+/// the rest — pod (anti-)affinity, preferred terms — is reported as the other fields picolet
+/// does not read (ignored on purpose, `validate` lists it), not silently kept.
+fn affinity_not_read(pod: &Pod, out: &mut Vec<String>) {
+    const READ: &str = "requiredDuringSchedulingIgnoredDuringExecution";
+    let Some(Value::Object(affinity)) = &pod.spec.affinity else {
+        return;
+    };
+    for (key, value) in affinity {
+        match (key.as_str(), value) {
+            (_, v) if is_empty_value(v) => {}
+            ("nodeAffinity", Value::Object(node)) => out.extend(
+                node.iter()
+                    .filter(|(k, v)| *k != READ && !is_empty_value(v))
+                    .map(|(k, _)| format!("spec.affinity.nodeAffinity.{k}")),
+            ),
+            _ => out.push(format!("spec.affinity.{key}")),
+        }
+    }
 }
 
 fn walk_unknown(input: &Value, model: &Value, path: &str, out: &mut Vec<String>) {

@@ -153,3 +153,65 @@ fn unsupported_volume_kinds_are_refused_by_name() {
     assert_eq!(json[0]["fields"][0]["volume"], "data");
     assert_eq!(json[0]["fields"][0]["path"], "spec.volumes[0].nfs");
 }
+
+/// What a user needs before dropping files in: a directory reads as the file source reads
+/// it, the node name is said, a ConfigMap or Secret no file provides is named (the pod would
+/// wait; an optional one is not), pod anti-affinity is listed as ignored like tolerations,
+/// and an extended resource is warned about (no device plugin).
+#[test]
+fn a_directory_with_what_the_pods_wait_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("app.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: app}\nspec:\n  tolerations: [{operator: Exists}]\n  affinity:\n    podAntiAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: x}]\n  containers:\n  - name: a\n    image: busybox\n    resources: {limits: {nvidia.com/gpu: 1}}\n    envFrom: [{configMapRef: {name: there}}, {configMapRef: {name: maybe, optional: true}}]\n    env: [{name: P, valueFrom: {secretKeyRef: {name: missing, key: k}}}]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("there.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: there}\ndata: {a: b}\n",
+    )
+    .unwrap();
+    std::fs::write(d.join(".hidden.yaml"), "junk").unwrap();
+    std::fs::create_dir(d.join("sub")).unwrap();
+    let out = validate(&[d.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("pods named for node \"pi\" (--hostname-override)"),
+        "{err}"
+    );
+    let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with(' ')).collect();
+    assert_eq!(
+        lines.len(),
+        2,
+        "the two files, nothing hidden or below: {text}"
+    );
+    assert!(
+        lines[0].contains("Pod default/app-pi (uid ") && lines[0].ends_with("): WARNED"),
+        "{text}"
+    );
+    assert!(
+        lines[1].contains("ConfigMap default/there: used by default/app-pi"),
+        "{text}"
+    );
+    for want in [
+        "  waits    for Secret default/missing: in none of these files",
+        "  ignored  spec.affinity.podAntiAffinity (scheduling",
+        "  ignored  spec.tolerations (scheduling)",
+        "  warned   spec.containers[0].resources.limits[nvidia.com/gpu] (an extended resource",
+    ] {
+        assert!(text.contains(want), "missing {want:?}:\n{text}");
+    }
+    assert!(
+        !text.contains("default/maybe") && !text.contains("for ConfigMap default/there"),
+        "{text}"
+    );
+    let json: Value =
+        serde_json::from_slice(&validate(&["-o", "json", d.to_str().unwrap()]).stdout).unwrap();
+    assert_eq!(
+        json[0]["waitsFor"],
+        serde_json::json!(["Secret default/missing"])
+    );
+    assert_eq!(json[0]["verdict"], "warned");
+}

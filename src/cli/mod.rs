@@ -26,10 +26,12 @@ pub const VERBS: [&str; 4] = ["validate", "get", "describe", "logs"];
 pub const HELP: &str = "\
 USAGE:
     picolet validate [-o json] [--pod-manifest-path DIR] [--hostname-override NAME]
-                     [--node-labels k=v,...] FILE...
-        what picolet would do with each manifest: OK, or every field refused, warned about
-        or ignored, with its path; which pods use each ConfigMap and Secret. The static pod
-        name and UID are those the file gets in --pod-manifest-path on this node.
+                     [--node-labels k=v,...] FILE|DIR...
+        what picolet would do with each manifest (a DIR: the files picolet would read in
+        it): OK, or every field refused, warned about or ignored, with its path; which
+        pods use each ConfigMap and Secret, and each one a pod waits for that none of the
+        files provides. The static pod name and UID are those the file gets in
+        --pod-manifest-path on this node (the node name used is said on stderr).
         Exit status 1 if a pod would be refused or a document rejected.
 
     picolet get pods|nodes|events [NAME] [-n NS | -A] [-o wide|json|yaml|name]
@@ -205,9 +207,21 @@ fn run_validate(a: &Args) -> u8 {
         .unwrap_or_else(|| crate::options::Options::default().pod_manifest_path);
     let max = crate::source::file::FileSourceOptions::default().max_file_size;
     let now = SystemClock.now();
+    // Which node name the static pods are named after (`<name>-<node>`): said once, on
+    // stderr, so that the report stays one line per file.
+    eprintln!(
+        "picolet validate: pods named for node {:?} ({})",
+        node.node_name,
+        if a.hostname_override.is_some() {
+            "--hostname-override"
+        } else {
+            "this host's name; --hostname-override NAME for another board's"
+        }
+    );
     let mut report = validate::Report::default();
     let mut refs = Vec::new();
-    for file in &a.positional {
+    for file in expand_dirs(&a.positional) {
+        let file = &file;
         let path = std::path::Path::new(file);
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
         let name = name.unwrap_or_default();
@@ -234,6 +248,36 @@ fn run_validate(a: &Args) -> u8 {
         out(&report.text());
     }
     u8::from(report.failed())
+}
+
+/// The files to validate: each FILE, and for a DIR the names the file source would read in
+/// it (sorted; hidden, backup and temporary names and subdirectories skipped, as in
+/// `--pod-manifest-path`). A directory with none is named as such (one line, rejected).
+fn expand_dirs(args: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for arg in args {
+        let path = std::path::Path::new(arg);
+        let Ok(entries) = std::fs::read_dir(path) else {
+            out.push(arg.clone());
+            continue;
+        };
+        let mut names: Vec<String> = entries
+            .flatten()
+            .filter(|e| e.path().is_file())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| !crate::source::file::is_ignored_name(n))
+            .collect();
+        crate::sort::sort(&mut names);
+        if names.is_empty() {
+            out.push(arg.clone());
+        }
+        out.extend(
+            names
+                .iter()
+                .map(|n| path.join(n).to_string_lossy().into_owned()),
+        );
+    }
+    out
 }
 
 /// Writes to stdout; a closed pipe (`| head`) is not an error worth a panic.

@@ -36,6 +36,9 @@ pub struct Entry {
     pub error: String,
     /// ConfigMap/Secret: the pods (namespace/name) among the files that reference it.
     pub used_by: Option<Vec<String>>,
+    /// Pod: the ConfigMaps and Secrets it cannot start without that none of the files
+    /// provides (`ConfigMap default/app`): it would wait for them.
+    pub waits_for: Vec<String>,
 }
 
 /// A field picolet does not simply run with.
@@ -75,6 +78,7 @@ impl Report {
             fields: Vec::new(),
             error,
             used_by: None,
+            waits_for: Vec::new(),
         });
     }
 
@@ -125,6 +129,7 @@ impl Report {
                     fields: Vec::new(),
                     error: String::new(),
                     used_by: Some(Vec::new()),
+                    waits_for: Vec::new(),
                 }),
                 Ok(Document::Pod(loaded)) => {
                     let pod = &loaded.pod;
@@ -132,6 +137,12 @@ impl Report {
                     for key in config_data::references(pod) {
                         refs.push((key, who.clone()));
                     }
+                    // What it cannot start without; `link` keeps those no file provides.
+                    let waits_for = config_data::required_references(pod)
+                        .into_iter()
+                        .filter(|k| matches!(k.kind.as_str(), "ConfigMap" | "Secret"))
+                        .map(|k| format!("{} {}/{}", k.kind.as_str(), k.namespace, k.name))
+                        .collect();
                     let verdict = admission::admit(pod, node, &[]);
                     let mut out = Vec::new();
                     let findings = match serde_json::to_value(pod) {
@@ -191,6 +202,7 @@ impl Report {
                         fields: out,
                         error,
                         used_by: None,
+                        waits_for,
                     });
                 }
             }
@@ -198,9 +210,20 @@ impl Report {
         refs
     }
 
-    /// Fills in `usedBy` of the ConfigMaps and Secrets from every pod's references.
+    /// Fills in `usedBy` of the ConfigMaps and Secrets from every pod's references, and
+    /// `waitsFor` of the pods from what no file provides.
     pub fn link(&mut self, refs: &[(ObjectKey, String)]) {
+        let provided: BTreeSet<String> = self
+            .entries
+            .iter()
+            .filter(|e| e.used_by.is_some())
+            .map(|e| format!("{} {}/{}", e.kind, e.namespace, e.name))
+            .collect();
         for e in &mut self.entries {
+            e.waits_for.retain(|w| !provided.contains(w));
+            if !e.waits_for.is_empty() && e.verdict == "ok" {
+                e.verdict = "warned";
+            }
             if let Some(used) = &mut e.used_by {
                 let users: BTreeSet<&String> = crate::sort::collect_set(
                     refs.iter()
@@ -250,6 +273,12 @@ impl Report {
             if let Some(users) = &e.used_by {
                 o.insert("usedBy".into(), users.iter().map(|u| text(u)).collect());
             }
+            if !e.waits_for.is_empty() {
+                o.insert(
+                    "waitsFor".into(),
+                    e.waits_for.iter().map(|u| text(u)).collect(),
+                );
+            }
             Value::Object(o)
         });
         entries.collect()
@@ -286,6 +315,11 @@ impl Report {
                     )),
                     None => out.push_str(&format!("  {:<8} {} ({})\n", f.policy, f.path, f.why)),
                 }
+            }
+            for w in &e.waits_for {
+                out.push_str(&format!(
+                    "  waits    for {w}: in none of these files (the pod would not start until it appears)\n"
+                ));
             }
         }
         out

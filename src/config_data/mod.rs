@@ -404,30 +404,52 @@ impl ConfigObjects {
 /// Every object `pod` references: volumes (configMap, secret, projected sources), env
 /// `valueFrom` refs and `envFrom`, in the pod's scope and namespace.
 pub fn references(pod: &api::Pod) -> BTreeSet<ObjectKey> {
+    let mut out = BTreeSet::new();
+    each_reference(pod, |key, _| {
+        out.insert(key);
+    });
+    out
+}
+
+/// The objects a container waits for (kubelet: a missing ConfigMap or Secret that is not
+/// `optional` keeps it in ContainerCreating or CreateContainerConfigError): the references
+/// but the optional ones and `imagePullSecrets` (a missing one is a warning).
+pub fn required_references(pod: &api::Pod) -> BTreeSet<ObjectKey> {
+    let mut out = BTreeSet::new();
+    each_reference(pod, |key, required| {
+        if required {
+            out.insert(key);
+        }
+    });
+    out
+}
+
+/// Calls `f(key, required)` for each reference of `pod` (see [`required_references`]).
+fn each_reference(pod: &api::Pod, mut f: impl FnMut(ObjectKey, bool)) {
     let scope = Scope::of(pod);
     let ns = pod.metadata.namespace.as_str();
     let key = |kind, name: &str| ObjectKey::new(scope, kind, ns, name);
-    let mut out = BTreeSet::new();
+    let required = |optional: Option<bool>| optional != Some(true);
     for s in &pod.spec.image_pull_secrets {
-        out.insert(key(Kind::Secret, &s.name));
+        f(key(Kind::Secret, &s.name), false);
     }
     for v in &pod.spec.volumes {
         if let Some(cm) = &v.config_map {
-            out.insert(key(Kind::ConfigMap, &cm.name));
+            f(key(Kind::ConfigMap, &cm.name), required(cm.optional));
         }
         if let Some(s) = &v.secret {
-            out.insert(key(Kind::Secret, &s.secret_name));
+            f(key(Kind::Secret, &s.secret_name), required(s.optional));
         }
         if let Some(p) = &v.projected {
             for src in &p.sources {
                 if let Some(cm) = &src.config_map {
-                    out.insert(key(Kind::ConfigMap, &cm.name));
+                    f(key(Kind::ConfigMap, &cm.name), required(cm.optional));
                 }
                 if let Some(s) = &src.secret {
-                    out.insert(key(Kind::Secret, &s.name));
+                    f(key(Kind::Secret, &s.name), required(s.optional));
                 }
                 if let Some(t) = &src.service_account_token {
-                    out.insert(token_key(pod, t));
+                    f(token_key(pod, t), true);
                 }
             }
         }
@@ -435,19 +457,18 @@ pub fn references(pod: &api::Pod) -> BTreeSet<ObjectKey> {
     for c in pod.spec.init_containers.iter().chain(&pod.spec.containers) {
         for e in &c.env_from {
             if let Some(r) = &e.config_map_ref {
-                out.insert(key(Kind::ConfigMap, &r.name));
+                f(key(Kind::ConfigMap, &r.name), required(r.optional));
             }
             if let Some(r) = &e.secret_ref {
-                out.insert(key(Kind::Secret, &r.name));
+                f(key(Kind::Secret, &r.name), required(r.optional));
             }
         }
         for e in &c.env {
             if let Some((kind, sel)) = env_key_ref(e) {
-                out.insert(key(kind, &sel.name));
+                f(key(kind, &sel.name), required(sel.optional));
             }
         }
     }
-    out
 }
 
 /// An env var's `valueFrom.configMapKeyRef` / `secretKeyRef`, if it has one.

@@ -588,7 +588,45 @@ pub fn findings(pod: &Value) -> Vec<Finding> {
         let (path, prefix) = roots.remove(0);
         collect(pod, path, prefix, rule, None, &mut out);
     }
+    extended_resources(pod, &mut out);
     out
+}
+
+/// Why an extended resource is warned about.
+pub const EXTENDED_RESOURCE: &str = "an extended resource: admitted as the kubelet admits a static pod's, but no device plugin serves it on picolet, so the container runs without the device";
+
+/// kubelet: `IsExtendedResourceName` — a qualified name outside `kubernetes.io/`
+/// (`nvidia.com/gpu`, `smarter-devices/ttyUSB0`), not a `requests.` quota name.
+pub fn is_extended_resource(name: &str) -> bool {
+    name.contains('/') && !name.contains("kubernetes.io/") && !name.starts_with("requests.")
+}
+
+/// A Warned finding per extended resource a container asks for (its limit, else its
+/// request): nothing would tell the user that no device is given.
+fn extended_resources(pod: &Value, out: &mut Vec<Finding>) {
+    for list in ["spec.containers", "spec.initContainers"] {
+        let Some(Value::Array(items)) = lookup(pod, list) else {
+            continue;
+        };
+        for (i, c) in items.iter().enumerate() {
+            let mut seen = std::collections::BTreeSet::new();
+            for kind in ["limits", "requests"] {
+                let Some(Value::Object(map)) = c.get("resources").and_then(|r| r.get(kind)) else {
+                    continue;
+                };
+                for name in map.keys().filter(|n| is_extended_resource(n)) {
+                    if seen.insert(name.as_str()) {
+                        out.push(Finding {
+                            path: format!("{list}[{i}].resources.{kind}[{name}]"),
+                            policy: Policy::Warned,
+                            why: EXTENDED_RESOURCE,
+                            volume: None,
+                        });
+                    }
+                }
+            }
+        }
+    }
 }
 
 fn lookup<'a>(v: &'a Value, dotted: &str) -> Option<&'a Value> {
