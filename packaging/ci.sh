@@ -35,7 +35,7 @@ step() {
 	timings+=("$(printf '%-24s %5ds  %s' "$name" "$(($(date +%s) - start))" "$([ $rc -eq 0 ] && echo ok || echo FAILED)")")
 	# Under tests/ci.sh, its table shows this step too.
 	if [ -n "${PICOLET_CI_TIMINGS:-}" ]; then
-		printf '  %-42s %6ds  %s\n' "$name" "$(($(date +%s) - start))" \
+		printf '  %-50s %6ds  %s\n' "$name" "$(($(date +%s) - start))" \
 			"$([ $rc -eq 0 ] && echo ok || echo FAILED)" >>"$PICOLET_CI_TIMINGS"
 	fi
 	if [ $rc -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi

@@ -15,7 +15,7 @@ export PICOLET_CI_TIMINGS
 PICOLET_CI_TIMINGS=$(mktemp)
 step_end() {
 	[[ -n $step_name ]] || return 0
-	timings+=("$(printf '%-44s %6ds  %s' "$step_name" "$(($(date +%s) - step_start))" "$1")")
+	timings+=("$(printf '%-52s %6ds  %s' "$step_name" "$(($(date +%s) - step_start))" "$1")")
 	# packaging/ci.sh writes its own steps' times here: shown under its step.
 	if [[ -s $PICOLET_CI_TIMINGS ]]; then
 		mapfile -t -O "${#timings[@]}" timings <"$PICOLET_CI_TIMINGS"
@@ -32,9 +32,9 @@ step() {
 ci_summary() {
 	local rc=$? t
 	step_end "$( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)")"
-	printf '\n%-44s %7s  %s\n' step time status
+	printf '\n%-52s %7s  %s\n' step time status
 	for t in "${timings[@]}"; do echo "$t"; done
-	printf '%-44s %6ds  %s\n' total "$(($(date +%s) - ci_start))" "$( ((rc == 0)) && echo ok || echo FAILED)"
+	printf '%-52s %6ds  %s\n' total "$(($(date +%s) - ci_start))" "$( ((rc == 0)) && echo ok || echo FAILED)"
 	rm -f "$PICOLET_CI_TIMINGS"
 }
 trap ci_summary EXIT

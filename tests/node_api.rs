@@ -418,3 +418,176 @@ async fn a_client_certificate_of_the_client_ca_is_admitted() {
         })
         .await;
 }
+
+/// An attack without a token from other loopback addresses: from 127.0.0.2, 200 connections
+/// that send half a TLS record and then nothing; from 127.0.0.3, a reconnect storm of at most
+/// 200 open connections, each reconnecting as soon as the server closes it. Meanwhile 100
+/// authenticated requests are made one after the other: at least 99 are answered. Counts,
+/// not timings: the storm is known to be running by the server's own eviction counter
+/// (`/metrics`) before and after the requests; the server's connections stay within the caps.
+#[tokio::test]
+async fn an_unauthenticated_storm_does_not_lock_out_the_token() {
+    // From other addresses (the per-address cap keeps them to 8 each) and from the client's
+    // own address: there the client's connection, once authenticated, is kept; a brand-new
+    // connection of a client could still lose its place to a storm from its own address
+    // before it authenticates (kubectl keeps its connection).
+    storm([127, 0, 0, 2], [127, 0, 0, 3]).await;
+    storm([127, 0, 0, 1], [127, 0, 0, 1]).await;
+}
+
+async fn storm(half_open_from: [u8; 4], storm_from: [u8; 4]) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    LocalSet::new()
+        .run_until(async {
+            let (tmp, cfg) = agent_dir("node1");
+            let node = start(tmp.path(), &cfg).await;
+            let target: std::net::SocketAddr =
+                format!("127.0.0.1:{}", node.opts.port).parse().unwrap();
+            let stop = Arc::new(AtomicBool::new(false));
+            let reconnects = Arc::new(AtomicU64::new(0));
+            let rss = |what: &str| {
+                let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+                let rss = status
+                    .lines()
+                    .find(|l| l.starts_with("VmRSS"))
+                    .unwrap_or("");
+                let fds = std::fs::read_dir("/proc/self/fd")
+                    .map(|d| d.count())
+                    .unwrap_or(0);
+                eprintln!(
+                    "node API storm from {half_open_from:?}/{storm_from:?}: {what}: {rss}, {fds} fds in the test process"
+                );
+            };
+            rss("before");
+            // One thread of attackers, on a runtime of its own: it truly competes.
+            let attack = {
+                let (stop, reconnects) = (Arc::clone(&stop), Arc::clone(&reconnects));
+                std::thread::spawn(move || {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .unwrap();
+                    rt.block_on(async move {
+                        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+                        let mut tasks = Vec::new();
+                        // 200 half-open connections, held.
+                        for _ in 0..200 {
+                            let stop = Arc::clone(&stop);
+                            tasks.push(tokio::spawn(async move {
+                                let held = half_open(target, half_open_from).await;
+                                while !stop.load(Ordering::Relaxed)
+                                    && tokio::time::Instant::now() < deadline
+                                {
+                                    tokio::time::sleep(Duration::from_millis(100)).await;
+                                }
+                                drop(held);
+                            }));
+                        }
+                        // The storm: 200 loops, each one connection at a time.
+                        for _ in 0..200 {
+                            let (stop, reconnects) = (Arc::clone(&stop), Arc::clone(&reconnects));
+                            tasks.push(tokio::spawn(async move {
+                                use tokio::io::AsyncReadExt as _;
+                                while !stop.load(Ordering::Relaxed)
+                                    && tokio::time::Instant::now() < deadline
+                                {
+                                    let Some(mut c) = half_open(target, storm_from).await
+                                    else {
+                                        tokio::time::sleep(Duration::from_millis(10)).await;
+                                        continue;
+                                    };
+                                    reconnects.fetch_add(1, Ordering::Relaxed);
+                                    let mut buf = [0u8; 64];
+                                    // Until the server closes it (or the storm ends).
+                                    let _ = tokio::time::timeout(
+                                        Duration::from_secs(1),
+                                        c.read(&mut buf),
+                                    )
+                                    .await;
+                                }
+                            }));
+                        }
+                        for t in tasks {
+                            let _ = t.await;
+                        }
+                    });
+                })
+            };
+            let metric = |text: &str, name: &str| -> u64 {
+                text.lines()
+                    .find(|l| l.starts_with(&format!("{name} ")))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .map_or(0, |v| v as u64)
+            };
+            let metrics = || async {
+                let bytes = node.client.get_bytes("/metrics", 1 << 20).await.ok()?;
+                Some(String::from_utf8_lossy(&bytes).into_owned())
+            };
+            // The storm is on: the server has closed hundreds of its connections.
+            let mut before = 0;
+            for _ in 0..3000 {
+                if let Some(m) = metrics().await {
+                    before = metric(&m, "picolet_node_api_connections_evicted_total");
+                    if before >= 300 {
+                        break;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            assert!(
+                before >= 300,
+                "the storm never got going ({before} evictions)"
+            );
+            rss("storm on");
+            let mut answered = 0;
+            let mut max_open = 0;
+            for i in 0..100 {
+                match node.client.get::<Value>("/api/v1/pods").await {
+                    Ok(v) if v["kind"] == "PodList" => answered += 1,
+                    Ok(v) => eprintln!("request {i}: {v}"),
+                    Err(e) => eprintln!("request {i}: {e}"),
+                }
+                if i % 10 == 0
+                    && let Some(m) = metrics().await
+                {
+                    max_open = max_open.max(metric(&m, "picolet_node_api_connections"));
+                }
+            }
+            let after = metrics().await.map_or(0, |m| {
+                metric(&m, "picolet_node_api_connections_evicted_total")
+            });
+            rss("after 100 requests");
+            stop.store(true, Ordering::Relaxed);
+            attack.join().unwrap();
+            eprintln!(
+                "node API storm from {half_open_from:?}/{storm_from:?}: {answered}/100 answered; evictions {before} → {after}; \
+                 {} reconnects; at most {max_open} connections open on the server",
+                reconnects.load(Ordering::Relaxed)
+            );
+            assert!(
+                answered >= 99,
+                "{answered} of 100 authenticated requests answered"
+            );
+            assert!(
+                after > before,
+                "the storm stopped before the requests were made"
+            );
+            // 32 unauthenticated at most, the client's own, the /metrics one.
+            assert!(max_open <= 40, "{max_open} connections open on the server");
+            node.shutdown.cancel();
+            node.handle.await.unwrap();
+        })
+        .await;
+}
+
+/// A connection from `from` (another loopback address) that sends half a TLS ClientHello's
+/// record header, then nothing.
+async fn half_open(target: std::net::SocketAddr, from: [u8; 4]) -> Option<tokio::net::TcpStream> {
+    let s = tokio::net::TcpSocket::new_v4().ok()?;
+    s.bind((std::net::Ipv4Addr::from(from), 0).into()).ok()?;
+    let mut c = s.connect(target).await.ok()?;
+    c.write_all(&[0x16, 0x03, 0x01]).await.ok()?;
+    Some(c)
+}

@@ -48,7 +48,12 @@ impl Token {
 
     /// The `Authorization` header value matches, compared in constant time.
     pub fn accepts(&self, authorization: Option<&str>) -> bool {
-        let Some(given) = authorization.and_then(|h| h.strip_prefix("Bearer ")) else {
+        // RFC 7235: the scheme is case-insensitive (`bearer`, `BEARER`).
+        let given = authorization.and_then(|h| {
+            let (scheme, rest) = h.split_at_checked(7)?;
+            scheme.eq_ignore_ascii_case("bearer ").then_some(rest)
+        });
+        let Some(given) = given else {
             return false;
         };
         let (a, b) = (self.0.as_bytes(), given.trim().as_bytes());
@@ -81,7 +86,16 @@ mod tests {
         assert!(!format!("{t:?}").contains(t.as_str()));
         let header = format!("Bearer {}", t.as_str());
         assert!(t.accepts(Some(&header)));
+        // RFC 7235: the scheme in any case.
+        for scheme in ["bearer", "BEARER", "bEaReR"] {
+            assert!(
+                t.accepts(Some(&format!("{scheme} {}", t.as_str()))),
+                "{scheme}"
+            );
+        }
         for bad in [
+            Some("Bé"),
+            Some(&format!("Bearer\t{}", t.as_str())),
             None,
             Some(""),
             Some(t.as_str()),

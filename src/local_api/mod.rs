@@ -22,6 +22,7 @@
 //! streams into running pods that `kubectl exec`, `attach` and `port-forward` open.
 
 pub mod certs;
+pub mod conns;
 pub mod credentials;
 pub mod logs;
 pub mod printers;

@@ -6,15 +6,17 @@
 //! the runtime ([`super::stream`]).
 //!
 //! Runs on the agent's one thread: every connection is a local task. A slow or hostile
-//! client never stalls the agent: at most [`MAX_CONNECTIONS`] at once (more are closed at
-//! once), the TLS handshake and each request's headers have [`HANDSHAKE_TIMEOUT`], bodies
-//! are not read (every route is a GET, the streams' POSTs carry none), a watch that falls
-//! behind is cut off, and at most [`super::stream::MAX_STREAMS`] streams are proxied.
+//! client never stalls the agent nor locks others out: connections without an
+//! authenticated request yet are capped per address and in all, the oldest of them going
+//! when a cap is full, and authenticated ones are capped apart ([`super::conns`]); the TLS
+//! handshake has [`TLS_HANDSHAKE_TIMEOUT`] and each request's headers [`HANDSHAKE_TIMEOUT`];
+//! bodies are not read (every route is a GET, the streams' POSTs carry none), a watch that
+//! falls behind is cut off, and at most [`super::stream::MAX_STREAMS`] streams are proxied.
 //!
 //! Must never: serve without the bearer token (only `/healthz` is open), serve a Secret, or
 //! compute per request what the agent already holds (pods are rendered once per change).
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -46,10 +48,11 @@ use crate::clock::{self, Clock, UnixNanos};
 use crate::json::object;
 use crate::runtime::{Runtime, RuntimeHealth};
 
-/// Connections served at once; more are closed as soon as they are accepted.
-pub const MAX_CONNECTIONS: usize = 64;
-/// The TLS handshake and each request's headers must arrive within this.
+/// Each request's headers must arrive within this.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The TLS handshake must end within this (a client on a slow LAN link needs two round
+/// trips; anything longer is holding a place).
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// A watch without `timeoutSeconds` ends after this (the apiserver's `min-request-timeout`).
 const WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
 /// How long the runtime's health is trusted for the Node served.
@@ -116,7 +119,7 @@ pub struct Api<R: Runtime, C: Clock> {
     pub pressure: Option<tokio::sync::watch::Receiver<crate::eviction::Conditions>>,
     node: RefCell<NodeCache>,
     stats: Stats,
-    active: Cell<usize>,
+    conns: RefCell<super::conns::Conns>,
     streams: stream::Slots,
 }
 
@@ -152,14 +155,24 @@ impl<R: Runtime, C: Clock> Api<R, C> {
             // The machine's own /proc: the figures of the node the API runs on (the
             // collector's tests inject another root into `Stats`).
             stats: Stats::new(PathBuf::from("/proc")),
-            active: Cell::new(0),
+            conns: RefCell::default(),
             streams: stream::Slots::default(),
         })
     }
 
     /// Connections open now.
     pub fn connections(&self) -> usize {
-        self.active.get()
+        self.conns.borrow().len()
+    }
+
+    /// Connections that have not made an authenticated request yet.
+    pub fn unauthenticated_connections(&self) -> usize {
+        self.conns.borrow().unauthenticated()
+    }
+
+    /// Unauthenticated connections closed to make room so far.
+    pub fn evicted_connections(&self) -> u64 {
+        self.conns.borrow().evicted()
     }
 
     /// Streams (exec, attach, port-forward) proxied now.
@@ -189,19 +202,20 @@ pub async fn serve<R: Runtime, C: Clock>(
                 }
             },
         };
-        if api.active.get() >= MAX_CONNECTIONS {
-            log::debug!("node API: {peer}: too many connections, closed");
-            drop(stream);
-            continue;
-        }
+        // Never the newcomer: the caps close older unauthenticated connections instead.
+        let (id, close) = api.conns.borrow_mut().open(peer.ip(), super::conns::LIMITS);
         let _ = stream.set_nodelay(true);
-        api.active.set(api.active.get() + 1);
         let api = Rc::clone(&api);
         let acceptor = acceptor.clone();
         let shutdown = shutdown.clone();
         tokio::task::spawn_local(async move {
-            connection(stream, peer, acceptor, Rc::clone(&api), shutdown).await;
-            api.active.set(api.active.get() - 1);
+            tokio::select! {
+                () = connection(stream, peer, id, acceptor, Rc::clone(&api), shutdown) => {}
+                () = close.cancelled() => {
+                    log::debug!("node API: {peer}: closed to make room (no authenticated request)");
+                }
+            }
+            api.conns.borrow_mut().close(id);
         });
     }
 }
@@ -209,11 +223,12 @@ pub async fn serve<R: Runtime, C: Clock>(
 async fn connection<R: Runtime, C: Clock>(
     stream: tokio::net::TcpStream,
     peer: SocketAddr,
+    id: u64,
     acceptor: tokio_rustls::TlsAcceptor,
     api: Rc<Api<R, C>>,
     shutdown: CancellationToken,
 ) {
-    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+    let tls = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => {
             log::debug!("node API: {peer}: TLS handshake failed: {e}");
@@ -235,7 +250,7 @@ async fn connection<R: Runtime, C: Clock>(
     let svc = service_fn(move |req: Request<Incoming>| {
         let api = Rc::clone(&api);
         let shutdown = conn_shutdown.clone();
-        async move { Ok::<_, Infallible>(handle(&api, req, client_cert, &shutdown).await) }
+        async move { Ok::<_, Infallible>(handle(&api, req, id, client_cert, &shutdown).await) }
     });
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
@@ -375,6 +390,7 @@ fn wants_table(req: &Request<Incoming>) -> bool {
 async fn handle<R: Runtime, C: Clock>(
     api: &Rc<Api<R, C>>,
     req: Request<Incoming>,
+    conn: u64,
     client_cert: bool,
     shutdown: &CancellationToken,
 ) -> Response<Out> {
@@ -390,6 +406,24 @@ async fn handle<R: Runtime, C: Clock>(
     // token, or a client certificate of `--client-ca-file`.
     if !client_cert && !api.token.accepts(authorization) {
         return status_error(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized");
+    }
+    // From now on this connection is kept (no unauthenticated one can close it), within
+    // the authenticated connections' own cap.
+    if !api
+        .conns
+        .borrow_mut()
+        .authenticate(conn, super::conns::LIMITS)
+    {
+        let mut r = status_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailable",
+            "too many connections to the node API",
+        );
+        r.headers_mut().insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
+        return r;
     }
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     if let Some(route) = stream::route(&segments) {
@@ -490,7 +524,14 @@ async fn handle<R: Runtime, C: Clock>(
                 "picolet_node_api_connections",
                 "gauge",
                 "Connections open to the node API",
-                api.active.get(),
+                api.connections(),
+            );
+            crate::metrics::render_single(
+                &mut out,
+                "picolet_node_api_connections_evicted_total",
+                "counter",
+                "Connections without an authenticated request closed to make room",
+                api.evicted_connections(),
             );
             crate::metrics::render_process(&mut out, std::path::Path::new("/proc/self"));
             response(

@@ -74,8 +74,10 @@ fi
 ok "CRI ImageStatus does not resolve a bare name (use localhost/...)"
 
 # The same runtime through a CRI client that is not ours.
-crictl_() { timeout 20 "$PICOLET_CRICTL" --runtime-endpoint "$EP" --image-endpoint "$EP" "$@"; }
+# Its own config file, so that it reads no /etc/crictl.yaml (and does not warn about one).
+crictl_() { timeout 20 "$PICOLET_CRICTL" --config "$LAB/crictl.yaml" "$@"; }
 if [[ -n "${PICOLET_CRICTL:-}" ]]; then
+	printf 'runtime-endpoint: %s\nimage-endpoint: %s\ntimeout: 10\n' "$EP" "$EP" >"$LAB/crictl.yaml"
 	cv=$(crictl_ version) || fail "crictl version: $cv"
 	grep -q '^RuntimeName: *containerd$' <<<"$cv" || fail "crictl version: $cv"
 	crictl_ inspecti localhost/busybox:edge >/dev/null || fail "crictl inspecti localhost/busybox:edge"

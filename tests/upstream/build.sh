@@ -45,17 +45,25 @@ component_spec() {
 	*) return 1 ;;
 	esac
 }
+
+# The -ldflags a component's own release build sets (its version string).
+component_ldflags() {
+	case "$1" in
+	crictl) echo "-X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" ;;
+	esac
+}
 COMPONENTS=(crictl)
 
 # build NAME: prints the binary's path on stdout.
 build() {
-	local name=$1 spec module pkg version cgo dir bin stamp want start
+	local name=$1 spec module pkg version cgo dir bin stamp want start ldflags
 	spec=$(component_spec "$name") || die "unknown component '$name' (known: ${COMPONENTS[*]})"
 	read -r module pkg version cgo <<<"$spec"
 	dir="$CACHE/$name-$version"
 	bin="$dir/bin/$name"
 	stamp="$dir/built"
-	want="$pkg@$version $(go env GOVERSION) $(go env GOOS)/$(go env GOARCH) cgo=$cgo"
+	ldflags=$(component_ldflags "$name")
+	want="$pkg@$version $(go env GOVERSION) $(go env GOOS)/$(go env GOARCH) cgo=$cgo ldflags=$ldflags"
 	if [[ -x "$bin" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
 		say "$name $version: cached ($bin)"
 		echo "$bin"
@@ -66,7 +74,7 @@ build() {
 	rm -rf "$dir"
 	mkdir -p "$dir/bin"
 	# go install pkg@version: the module's own go.mod and go.sum, outside any module of ours.
-	(cd "$dir" && GOBIN="$dir/bin" CGO_ENABLED=$cgo go install "$pkg@$version") ||
+	(cd "$dir" && GOBIN="$dir/bin" CGO_ENABLED=$cgo go install -ldflags "$ldflags" "$pkg@$version") ||
 		die "$name $version: go install $pkg@$version failed"
 	[[ -x "$bin" ]] || die "$name $version: built, but no $bin"
 	echo "$want" >"$stamp"
