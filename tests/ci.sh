@@ -101,7 +101,7 @@ step "cargo clippy -D warnings"
 cargo clippy --all-targets --all-features -- -D warnings
 
 step "shellcheck"
-shellcheck -x .ci/run tests/*.sh tests/e2e/*.sh tests/upstream/*.sh benches/run.sh
+shellcheck -x .ci/run tests/*.sh tests/e2e/*.sh tests/upstream/*.sh tests/fuzz/*.sh benches/run.sh
 
 step "unit and fake-CRI tests"
 cargo test --all-features
@@ -112,6 +112,10 @@ step "upstream: Go and crictl from the Go module proxy"
 go version
 PICOLET_CRICTL=$(tests/upstream/build.sh --path crictl)
 export PICOLET_CRICTL
+
+# The fuzz targets for a short while each (the long runs are tests/fuzz/run.sh 600).
+step "fuzz smoke: manifest loader and node API requests, 30 s each"
+tests/fuzz/run.sh 30
 
 step "end-to-end against a real containerd"
 bash tests/e2e/run.sh

@@ -246,6 +246,24 @@ async fn connection<R: Runtime, C: Clock>(
         .1
         .peer_certificates()
         .is_some_and(|c| !c.is_empty());
+    if let Err(e) = serve_http(tls, id, client_cert, api, shutdown).await {
+        log::debug!("node API: {peer}: {e}");
+    }
+}
+
+/// HTTP/1 on a connection whose TLS is done: hyper's request parser, then [`handle`].
+async fn serve_http<R, C, IO>(
+    io: IO,
+    id: u64,
+    client_cert: bool,
+    api: Rc<Api<R, C>>,
+    shutdown: CancellationToken,
+) -> Result<(), hyper::Error>
+where
+    R: Runtime,
+    C: Clock,
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let conn_shutdown = shutdown.clone();
     let svc = service_fn(move |req: Request<Incoming>| {
         let api = Rc::clone(&api);
@@ -256,16 +274,36 @@ async fn connection<R: Runtime, C: Clock>(
         .timer(TokioTimer::new())
         .header_read_timeout(HANDSHAKE_TIMEOUT)
         .max_buf_size(64 * 1024)
-        .serve_connection(TokioIo::new(tls), svc)
+        .serve_connection(TokioIo::new(io), svc)
         // exec, attach and port-forward take the connection over (`hyper::upgrade::on`).
         .with_upgrades();
     tokio::pin!(conn);
     tokio::select! {
-        res = conn.as_mut() => if let Err(e) = res {
-            log::debug!("node API: {peer}: {e}");
-        },
-        _ = shutdown.cancelled() => {}
+        res = conn.as_mut() => res,
+        _ = shutdown.cancelled() => Ok(()),
     }
+}
+
+/// One plain HTTP/1 connection (no TLS, no listener) through the request parser, the
+/// authentication and the routes, registered as a connection from `peer` would be: for
+/// the request fuzzer (`tests/fuzz`, target `node_api`) and tests. Nothing reaches it from
+/// the network.
+#[doc(hidden)]
+pub async fn serve_plain<R, C, IO>(
+    io: IO,
+    peer: std::net::IpAddr,
+    api: Rc<Api<R, C>>,
+    shutdown: CancellationToken,
+) -> Result<(), hyper::Error>
+where
+    R: Runtime,
+    C: Clock,
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (id, _close) = api.conns.borrow_mut().open(peer, super::conns::LIMITS);
+    let r = serve_http(io, id, false, Rc::clone(&api), shutdown).await;
+    api.conns.borrow_mut().close(id);
+    r
 }
 
 /// A `metav1.Status` failure (kubectl prints `Error from server (Reason): message`).
