@@ -335,11 +335,38 @@ struct ConfigFile {
     pod_infra_container_image: Option<String>,
 }
 
+/// `--root-dir X`, `--kubeconfig X` (or `--flag=X`) and then a board command: that
+/// command's own command line (verb first, the flags after it).
+fn cli_after_shared_flags(args: &[String]) -> Option<Vec<String>> {
+    const SHARED: [&str; 2] = ["--root-dir", "--kubeconfig"];
+    let mut i = 0;
+    while let Some(arg) = args.get(i) {
+        match arg.split_once('=') {
+            Some((f, _)) if SHARED.contains(&f) => i += 1,
+            None if SHARED.contains(&arg.as_str()) => i += 2,
+            _ => break,
+        }
+    }
+    let verb = args.get(i)?;
+    if i == 0 || !crate::cli::VERBS.contains(&verb.as_str()) {
+        return None;
+    }
+    let mut cli = vec![verb.clone()];
+    cli.extend(args[i + 1..].iter().cloned());
+    cli.extend(args[..i].iter().cloned());
+    Some(cli)
+}
+
 /// Parses `args` (without the program name).
 pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
     let Some(first) = args.first() else {
         return Ok(Command::Help);
     };
+    // `picolet --root-dir X get pods`: the board commands after the flags they share with
+    // `run` (the command line a user has in mind from `picolet --root-dir X run`).
+    if let Some(cli) = cli_after_shared_flags(args) {
+        return Ok(Command::Cli(cli));
+    }
     let (kind, rest) = match first.as_str() {
         "--version" | "-V" | "version" => return Ok(Command::Version),
         "--help" | "-h" | "help" => return Ok(Command::Help),
@@ -986,6 +1013,20 @@ mod tests {
         assert!(matches!(
             parse(&args("frobnicate")),
             Err(OptionsError::UnknownCommand(_))
+        ));
+        // The board commands after the flags they share with run.
+        assert_eq!(
+            parse(&args("--root-dir /x get pods -A")).unwrap(),
+            Command::Cli(args("get pods -A --root-dir /x"))
+        );
+        assert_eq!(
+            parse(&args("--kubeconfig=/k --root-dir /x logs web")).unwrap(),
+            Command::Cli(args("logs web --kubeconfig=/k --root-dir /x"))
+        );
+        // Not a board command: run's flags as before.
+        assert!(matches!(
+            parse(&args("--root-dir /x --pod-manifest-path /m")).unwrap(),
+            Command::Run(_)
         ));
     }
 

@@ -38,8 +38,9 @@ USAGE:
     picolet describe pod NAME [-n NS]
     picolet logs NAME [-n NS] [-c CONTAINER] [-f] [--tail N] [-p] [--timestamps]
         what kubectl prints for the same commands, from this node's API. The kubeconfig is
-        ROOT-DIR/kubeconfig (written by picolet run; --root-dir [/var/lib/picolet]) unless
-        --kubeconfig FILE is given. The namespace is `default` unless -n is given.
+        found as kubectl finds one: --kubeconfig FILE, else $KUBECONFIG, else
+        ROOT-DIR/kubeconfig (written by picolet run; --root-dir [/var/lib/picolet]).
+        The namespace is `default` unless -n is given.
 ";
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -311,19 +312,62 @@ fn read_limited(path: &std::path::Path, max: u64) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
+/// The kubeconfig, found as kubectl finds one: `--kubeconfig`, else the first file of
+/// `$KUBECONFIG` that exists, else `<--root-dir>/kubeconfig` (what `picolet run` writes).
+/// `Err`: what was tried and why each did not do.
+pub fn find_kubeconfig(a: &Args, env: Option<std::ffi::OsString>) -> Result<PathBuf, Vec<String>> {
+    if let Some(k) = &a.kubeconfig {
+        return Ok(k.clone());
+    }
+    let mut tried = Vec::new();
+    match env.filter(|v| !v.is_empty()) {
+        Some(list) => {
+            for p in std::env::split_paths(&list) {
+                if p.is_file() {
+                    return Ok(p);
+                }
+                tried.push(format!("$KUBECONFIG's {} (no such file)", p.display()));
+            }
+        }
+        None => tried.push("$KUBECONFIG (unset)".to_string()),
+    }
+    let root = a
+        .root_dir
+        .clone()
+        .unwrap_or_else(|| crate::options::Options::default().root_dir);
+    let p = root.join("kubeconfig");
+    if p.is_file() {
+        return Ok(p);
+    }
+    tried.push(format!(
+        "{} (no such file{})",
+        p.display(),
+        if a.root_dir.is_some() {
+            ""
+        } else {
+            "; the default --root-dir"
+        }
+    ));
+    Err(tried)
+}
+
 #[cfg(feature = "apiserver")]
 fn client_main(a: &Args) -> u8 {
     use crate::apiserver::{Client, ClientConfig};
-    let kubeconfig = a.kubeconfig.clone().unwrap_or_else(|| {
-        a.root_dir
-            .clone()
-            .unwrap_or_else(|| crate::options::Options::default().root_dir)
-            .join("kubeconfig")
-    });
+    let kubeconfig = match find_kubeconfig(a, std::env::var_os("KUBECONFIG")) {
+        Ok(path) => path,
+        Err(tried) => {
+            eprintln!(
+                "picolet: no kubeconfig; tried {}. `picolet run` writes ROOT-DIR/kubeconfig when its node API starts: give --root-dir DIR (or --kubeconfig FILE)",
+                tried.join(", ")
+            );
+            return 1;
+        }
+    };
     let client = match ClientConfig::from_kubeconfig(&kubeconfig).and_then(|c| Client::new(&c)) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("picolet: {e} (picolet run writes it when the node API starts)");
+            eprintln!("picolet: {}: {e}", kubeconfig.display());
             return 1;
         }
     };
@@ -391,6 +435,41 @@ mod tests {
 
     fn args(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn the_kubeconfig_is_found_as_kubectl_finds_it() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        let env_file = t.path().join("env-config");
+        std::fs::write(&env_file, "").unwrap();
+        let with = |s: &str| parse(&args(s)).unwrap();
+        let env =
+            |p: &std::path::Path| Some(std::ffi::OsString::from(format!("/nope:{}", p.display())));
+        // --kubeconfig wins, whatever it names.
+        assert_eq!(
+            find_kubeconfig(&with("get pods --kubeconfig /k"), env(&env_file)),
+            Ok("/k".into())
+        );
+        // Then the first existing file of $KUBECONFIG.
+        let a = with(&format!("get pods --root-dir {}", root.display()));
+        assert_eq!(find_kubeconfig(&a, env(&env_file)), Ok(env_file.clone()));
+        // Then the root dir's; without one, what was tried.
+        let tried = find_kubeconfig(&a, None).unwrap_err();
+        assert_eq!(tried[0], "$KUBECONFIG (unset)");
+        assert!(
+            tried[1].contains(&root.join("kubeconfig").display().to_string()),
+            "{tried:?}"
+        );
+        std::fs::write(root.join("kubeconfig"), "").unwrap();
+        assert_eq!(find_kubeconfig(&a, None), Ok(root.join("kubeconfig")));
+        let tried = find_kubeconfig(
+            &with("get pods --root-dir /nonexistent"),
+            env(&t.path().join("x")),
+        )
+        .unwrap_err();
+        assert_eq!(tried.len(), 3, "{tried:?}");
     }
 
     #[test]
