@@ -203,7 +203,9 @@ pub async fn serve<R: Runtime, C: Clock>(
             },
         };
         // Never the newcomer: the caps close older unauthenticated connections instead.
+        let evicted = api.conns.borrow().evicted();
         let (id, close) = api.conns.borrow_mut().open(peer.ip(), super::conns::LIMITS);
+        let evicting = api.conns.borrow().evicted() != evicted;
         let _ = stream.set_nodelay(true);
         let api = Rc::clone(&api);
         let acceptor = acceptor.clone();
@@ -217,6 +219,11 @@ pub async fn serve<R: Runtime, C: Clock>(
             }
             api.conns.borrow_mut().close(id);
         });
+        // Under a storm, let the closed connections' tasks end (and drop their sockets)
+        // before the next accept: the open descriptors stay near the caps.
+        if evicting {
+            tokio::task::yield_now().await;
+        }
     }
 }
 
