@@ -4,7 +4,7 @@
     cri.py -e unix:///path/containerd.sock version
     cri.py -e ... status                 # exit 1 unless RuntimeReady and NetworkReady
     cri.py -e ... image localhost/busybox:edge
-    cri.py -e ... run-pod NAME [--log-dir DIR] [--cmd 'echo hi; sleep 3600']
+    cri.py -e ... run-pod NAME [--log-dir DIR] [--cgroup-parent /x] [--cmd 'echo hi; sleep 3600']
     cri.py -e ... pods                   # id, state, namespace/name, ip
     cri.py -e ... rm-pods [--label k=v]  # StopPodSandbox + RemovePodSandbox
 
@@ -179,11 +179,13 @@ def call(endpoint, method, request, timeout=30.0):
 POD, CONTAINER, NODE = 0, 1, 2
 
 
-def sandbox_config(name, namespace, uid, log_dir):
+def sandbox_config(name, namespace, uid, log_dir, cgroup_parent=""):
     labels = {"io.kubernetes.pod.name": name, "io.kubernetes.pod.namespace": namespace,
               "io.kubernetes.pod.uid": uid, "picolet.test/owner": "cri.py"}
     metadata = f_str(1, name) + f_str(2, uid) + f_str(3, namespace)
     linux = f_bytes(2, f_bytes(1, f_int(2, POD)))  # security_context.namespace_options
+    if cgroup_parent:
+        linux = f_str(1, cgroup_parent) + linux  # LinuxPodSandboxConfig.cgroup_parent
     return (f_bytes(1, metadata) + f_str(2, name) + f_str(3, log_dir) + f_map(6, labels)
             + f_bytes(8, linux))
 
@@ -246,7 +248,7 @@ def cmd_run_pod(ep, args):
     ns = args.namespace
     log_dir = os.path.join(os.path.abspath(args.log_dir), f"{ns}_{args.name}_{uid}")
     os.makedirs(log_dir, exist_ok=True)
-    sb = sandbox_config(args.name, ns, uid, log_dir)
+    sb = sandbox_config(args.name, ns, uid, log_dir, args.cgroup_parent)
     t0 = time.monotonic()
     sid = text(call(ep, "RunPodSandbox", f_bytes(1, sb)), 1)
     t1 = time.monotonic()
@@ -290,6 +292,7 @@ def main():
     s.add_argument("--image", default="localhost/busybox:edge")
     s.add_argument("--cmd", default="echo hello from $(hostname); exec sleep 3600")
     s.add_argument("--log-dir", default=".")
+    s.add_argument("--cgroup-parent", default="", help="the sandbox's cgroup parent (cgroupfs path)")
     sub.add_parser("pods")
     s = sub.add_parser("rm-pods")
     s.add_argument("--label", action="append", default=[], help="k=v (repeatable)")

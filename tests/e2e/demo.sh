@@ -29,31 +29,58 @@ fi
 BIN=${CARGO_TARGET_DIR:-$REPO/target}/$PROFILE/picolet
 
 picolet_pid=
-# shellcheck disable=SC2317 # called by the EXIT trap
+torn_down=
+# shellcheck disable=SC2317 # called by the traps
 teardown() {
+	# Whatever ended the demo (Ctrl-C, SIGTERM, a failed start, a pipe closed by `| tee`
+	# getting the same Ctrl-C), the lab goes: no signal or failed write stops this.
+	trap '' INT TERM PIPE HUP
+	set +e
+	[[ -z "$torn_down" ]] || return 0
+	torn_down=1
 	if [[ -n "$picolet_pid" ]] && kill -0 "$picolet_pid" 2>/dev/null; then
-		kill -TERM "$picolet_pid" 2>/dev/null || true
-		wait "$picolet_pid" 2>/dev/null || true
+		kill -TERM "$picolet_pid" 2>/dev/null
+		wait "$picolet_pid" 2>/dev/null
 	fi
-	echo
-	echo "demo: tearing the lab down (this removes the pods picolet left running)"
-	"$SCRIPT_DIR/lab.sh" down "$LAB" || echo "demo: lab.sh down FAILED" >&2
+	say "demo: tearing the lab down (this removes the pods picolet left running)"
+	"$SCRIPT_DIR/lab.sh" down "$LAB" >>"$LAB.down.log" 2>&1 ||
+		say "demo: lab.sh down FAILED (see $LAB.down.log)"
+	say "demo: lab removed (log: $LAB.down.log)"
 }
+# Messages that must not kill the teardown when stdout is gone.
+say() { printf '%s\n' "$*" 2>/dev/null || true; }
 trap teardown EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+BRIDGE=${PICOLET_LAB_BRIDGE:-picolet0}
+# The node API's port: 10250 (the kubelet's) unless something holds it, then a free one;
+# DEMO_PORT=N to choose.
+port_free() { ! (: </dev/tcp/127.0.0.1/"$1") 2>/dev/null; }
+PORT=${DEMO_PORT:-10250}
+if ! port_free "$PORT"; then
+	held=$PORT
+	PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	say "demo: port $held is taken (a kubelet, another picolet?): the node API listens on $PORT"
+fi
 
 endpoint=$("$SCRIPT_DIR/lab.sh" up "$LAB" | tail -n 1)
 mkdir -p "$LAB/manifests"
 cp examples/*.yaml "$LAB/manifests/"
+KUBECONFIG_PATH=$LAB/picolet/kubeconfig
 
 cat <<TXT
 
 demo: picolet runs the pods in $LAB/manifests against $endpoint
+demo:   look at them with kubectl (the kubeconfig appears once picolet's node API is up):
+demo:       export KUBECONFIG=$KUBECONFIG_PATH
+demo:       kubectl get pods -o wide
+demo:   or with picolet itself:
+demo:       $BIN --root-dir $LAB/picolet get pods
 demo:   container logs:   $LAB/pod-logs/<namespace>_<pod>_<uid>/<container>/<n>.log
-demo:   containers:       ctr -a ${endpoint#unix://} -n k8s.io containers ls
 demo:   try:              rm $LAB/manifests/hello.yaml   (the pod stops gracefully)
-demo: Ctrl-C to stop.
+demo: Ctrl-C to stop; the lab is torn down, pods and all.
 
 TXT
 
@@ -61,18 +88,21 @@ TXT
 	--root-dir "$LAB/picolet" --pod-log-dir "$LAB/pod-logs" || true
 echo
 
+# Its own cgroup root (lab.sh removes what is left under it, and only that).
 "$BIN" run \
 	--pod-manifest-path "$LAB/manifests" \
 	--container-runtime-endpoint "$endpoint" \
 	--root-dir "$LAB/picolet" \
 	--pod-log-dir "$LAB/pod-logs" \
+	--cgroup-root "/picolet-demo-$BRIDGE" \
+	--port "$PORT" \
 	--hostname-override demo &
 picolet_pid=$!
 
 if [[ -n "${DEMO_SECONDS:-}" ]]; then
 	sleep "$DEMO_SECONDS"
 	echo "demo: $DEMO_SECONDS s are up; pods now:"
-	ctr -a "${endpoint#unix://}" -n k8s.io containers ls 2>/dev/null || true
+	"$BIN" --root-dir "$LAB/picolet" get pods -o wide || true
 	exit 0
 fi
 wait "$picolet_pid"

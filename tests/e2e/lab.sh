@@ -21,7 +21,9 @@
 # What `up` changes outside $LAB, and `down` puts back:
 #   - net.ipv4.ip_forward (the bridge plugin turns it on): saved at the first `up`, restored;
 #   - the bridge interface and the pods' veths: deleted;
-#   - cgroup directories created while the lab ran (runc, cgroupfs): removed when empty;
+#   - cgroup directories under the lab's own cgroup roots (`cgroup_roots`: picolet-e2e-,
+#     picolet-demo-, picolet-smoke-<bridge>, where its users put their pods): removed when
+#     empty — never another lab's or a real node's;
 #   - /run/containerd/s: containerd 1.6 shims put their sockets there whatever the config
 #     says; stale ones of our shims are removed, the directory too if `up` created it;
 #   - missing Debian packages are installed and stay installed.
@@ -110,7 +112,17 @@ lab_mounts() {
 	}' /proc/self/mountinfo
 }
 
-cgroup_dirs() { find /sys/fs/cgroup -mindepth 1 -type d 2>/dev/null | LC_ALL=C sort; }
+# The cgroup roots the lab's users put their pods under, by bridge so that two labs never
+# share one: e2e's picolet (`--cgroup-root`, tests/common/lab.rs), the demo's, the smoke
+# test's sandboxes. The lab owns these and nothing else.
+cgroup_roots() { printf '%s\n' "picolet-e2e-$BRIDGE" "picolet-demo-$BRIDGE" "picolet-smoke-$BRIDGE"; }
+
+# Directories under the lab's cgroup roots, in every hierarchy (v1 controllers or v2).
+lab_cgroup_dirs() {
+	local pattern
+	pattern="/($(cgroup_roots | paste -sd'|'))(/|\$)"
+	find /sys/fs/cgroup -mindepth 1 -type d 2>/dev/null | grep -E "$pattern" || true
+}
 
 # ---------------------------------------------------------------------------------------
 # up
@@ -239,7 +251,6 @@ write_if_changed() {
 # What must be put back by `down`, recorded once (a second `up` must not overwrite it).
 save_host_state() {
 	[[ -f "$LAB/saved/ip_forward" ]] || cat /proc/sys/net/ipv4/ip_forward >"$LAB/saved/ip_forward"
-	[[ -f "$LAB/saved/cgroups" ]] || cgroup_dirs >"$LAB/saved/cgroups"
 	if [[ ! -f "$LAB/saved/run_containerd" ]]; then
 		if [[ -d /run/containerd ]]; then echo existed; else echo absent; fi >"$LAB/saved/run_containerd"
 	fi
@@ -460,16 +471,17 @@ remove_network() {
 	fi
 }
 
-# Remove cgroup directories that appeared since `up` (deepest first). rmdir only: a cgroup
-# that still holds a process is left alone and reported.
+# Remove the cgroup directories under the lab's own roots (deepest first) — never another
+# lab's, a real node's or the system's. rmdir only: a cgroup that still holds a process is
+# left alone and reported.
 remove_cgroups() {
-	[[ -f "$LAB/saved/cgroups" ]] || return 0
 	local dir n=0 busy=0
 	while IFS= read -r dir; do
+		[[ -n "$dir" ]] || continue
 		if rmdir "$dir" 2>/dev/null; then n=$((n + 1)); else busy=$((busy + 1)); fi
-	done < <(cgroup_dirs | LC_ALL=C comm -13 "$LAB/saved/cgroups" - | awk '{ print length($0) " " $0 }' | sort -rn | cut -d' ' -f2-)
-	((n == 0)) || log "removed $n cgroup dir(s)"
-	((busy == 0)) || log "warning: $busy new cgroup dir(s) not empty, left in place"
+	done < <(lab_cgroup_dirs | awk '{ print length($0) " " $0 }' | sort -rn | cut -d' ' -f2-)
+	((n == 0)) || log "removed $n cgroup dir(s) under $(cgroup_roots | paste -sd' ')"
+	((busy == 0)) || log "warning: $busy cgroup dir(s) not empty, left in place"
 }
 
 cmd_down() {
