@@ -23,12 +23,33 @@ cd "$REPO"
 cargo test --features fake-cri --test e2e --no-run
 cargo test --features mock-apiserver --test e2e_api --no-run
 
+# A neighbour's empty cgroup (another lab, a real node's pod): `down` must leave it.
+neighbour=
+for d in /sys/fs/cgroup/memory /sys/fs/cgroup/unified /sys/fs/cgroup; do
+	if [[ -d $d && -w $d ]]; then
+		neighbour=$d/picolet-neighbour-$$/kubepods/pod-x
+		break
+	fi
+done
+
 # shellcheck disable=SC2317 # called by the EXIT trap
 teardown() {
 	if [[ "${PICOLET_LAB_KEEP:-}" == 1 ]]; then
 		echo "run.sh: lab left running (PICOLET_LAB_KEEP=1): $SCRIPT_DIR/lab.sh down $LAB" >&2
-	else
-		"$SCRIPT_DIR/lab.sh" down "$LAB" || echo "run.sh: lab.sh down FAILED: the machine may need cleaning" >&2
+		return
+	fi
+	[[ -z $neighbour ]] || mkdir -p "$neighbour" 2>/dev/null || neighbour=
+	"$SCRIPT_DIR/lab.sh" down "$LAB" || echo "run.sh: lab.sh down FAILED: the machine may need cleaning" >&2
+	if [[ -n $neighbour ]]; then
+		local ok=1
+		[[ -d $neighbour ]] || ok=0
+		rmdir "$neighbour" "${neighbour%/*}" "${neighbour%/*/*}" 2>/dev/null
+		if ((ok)); then
+			echo "run.sh: lab.sh down left a neighbour's empty cgroup alone" >&2
+		else
+			echo "run.sh: FAILED: lab.sh down removed a neighbour's cgroup ($neighbour)" >&2
+			exit 1
+		fi
 	fi
 }
 trap teardown EXIT
