@@ -158,6 +158,13 @@ fn err(e: ApiError) -> String {
             "" => format!("Error from server: {message}"),
             r => format!("Error from server ({r}): {message}"),
         },
+        // Nothing (of picolet's) answers: say where to look, not only what failed.
+        e @ (ApiError::Connect { .. } | ApiError::Timeout { .. }) => format!(
+            "{e}\npicolet's node API does not answer there: is `picolet run` running with this --root-dir? Its log says \"node API: serving …\" once it listens, or \"cannot listen on …\" and who holds the port"
+        ),
+        ApiError::Status { code: 401, .. } => format!(
+            "{e}\nthe server refused this kubeconfig's token: another program may hold the node API's port (its log names it), or the kubeconfig is an old one"
+        ),
         e => e.to_string(),
     }
 }

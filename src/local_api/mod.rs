@@ -349,7 +349,15 @@ pub fn start<R: Runtime, C: Clock>(
             match tokio::net::TcpListener::bind(addr).await {
                 Ok(l) => break l,
                 Err(e) if !warned => {
-                    log::warn!("node API: cannot listen on {addr}: {e}; retrying every 30s");
+                    // Loud, once: kubectl and `picolet get` cannot reach this node until
+                    // the address is free. picolet keeps running its pods (the kubelet
+                    // exits at start instead: a board's pods matter more than its API).
+                    let holder = listening_process(std::path::Path::new("/proc"), addr.port())
+                        .map(|h| format!(" (held by {h})"))
+                        .unwrap_or_default();
+                    log::error!(
+                        "node API: cannot listen on {addr}: {e}{holder}; kubectl and `picolet get` cannot reach this node until it is free (retrying every 30s; --port chooses another, 0 turns the API off)"
+                    );
                     warned = true;
                 }
                 Err(_) => {}
@@ -366,6 +374,56 @@ pub fn start<R: Runtime, C: Clock>(
         server::serve(listener, tls, api, shutdown).await;
     });
     Ok(tx)
+}
+
+/// The process that listens on TCP `port` (`name (pid N)`), read from `proc`: the sockets
+/// in LISTEN state of `net/tcp` and `net/tcp6`, then the process whose descriptors hold one.
+/// Only on a failed listen; `None` when it cannot be told (another network namespace, no
+/// permission).
+fn listening_process(proc: &Path, port: u16) -> Option<String> {
+    let mut inodes = Vec::new();
+    for table in ["net/tcp", "net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(proc.join(table)) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // sl local_address rem_address st … inode (field 9)
+            let listening = f.get(3) == Some(&"0A");
+            let local_port = f
+                .get(1)
+                .and_then(|a| a.rsplit_once(':'))
+                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
+            if listening
+                && local_port == Some(port)
+                && let Some(inode) = f.get(9)
+            {
+                inodes.push(format!("socket:[{inode}]"));
+            }
+        }
+    }
+    if inodes.is_empty() {
+        return None;
+    }
+    for entry in std::fs::read_dir(proc).ok()?.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().filter(|n| n.bytes().all(|b| b.is_ascii_digit())) else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            let held = std::fs::read_link(fd.path())
+                .ok()
+                .is_some_and(|t| inodes.iter().any(|i| t.as_os_str() == i.as_str()));
+            if held {
+                let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+                return Some(format!("{} (pid {pid})", comm.trim()));
+            }
+        }
+    }
+    None
 }
 
 /// The view follows the agent's pod events until the agent is gone, and lets its watch
@@ -405,6 +463,20 @@ const HISTORY_TRIM_AFTER: usize = 64;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_holder_of_a_port_is_named() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let holder = listening_process(Path::new("/proc"), port).expect("found");
+        assert!(
+            holder.ends_with(&format!("(pid {})", std::process::id())),
+            "{holder}"
+        );
+        drop(l);
+        assert_eq!(listening_process(Path::new("/proc"), port), None);
+        assert_eq!(listening_process(Path::new("/nonexistent"), port), None);
+    }
 
     fn options(dir: &Path) -> LocalApiOptions {
         LocalApiOptions {
