@@ -1813,6 +1813,17 @@ async fn m_node_api() {
         row.len() >= 9 && row[5].parse::<std::net::IpAddr>().is_ok() && row[6] == NODE,
         || format!("get pods -o wide row: {row:?}\n{wide}"),
     );
+    // `get all` lists the pods (the `all` category); an unknown namespace is named as the
+    // apiserver names it.
+    let all = kubectl(&["get", "all", "-n", NS]).unwrap_or_else(|e| lab.fail(&e));
+    lab.check(all.contains(&format!("pod/{api}")), || {
+        format!("get all: {all}")
+    });
+    let nons = kubectl(&["get", "pod", &api, "-n", "nosuchns"]).unwrap_err();
+    lab.check(
+        nons.contains("Error from server (NotFound): namespaces \"nosuchns\" not found"),
+        || format!("get pod -n nosuchns: {nons}"),
+    );
     // -o yaml: the object as served.
     let yaml =
         kubectl(&["get", "pod", &api, "-n", NS, "-o", "yaml"]).unwrap_or_else(|e| lab.fail(&e));

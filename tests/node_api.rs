@@ -157,6 +157,23 @@ async fn serves_pods_nodes_and_refuses_a_wrong_token() {
                 .await
                 .unwrap_err();
             assert_eq!(missing.code(), Some(404), "{missing}");
+            // Namespaces as the apiserver answers them: kubectl asks after a 404 to say
+            // `namespaces "nosuchns" not found`; `get all` finds the pods by category.
+            let ns: Value = node.client.get("/api/v1/namespaces/default").await.unwrap();
+            assert_eq!(ns["status"]["phase"], "Active");
+            let none = node
+                .client
+                .get::<Value>("/api/v1/namespaces/nosuchns")
+                .await
+                .unwrap_err();
+            assert_eq!(none.code(), Some(404), "{none}");
+            assert!(
+                none.to_string()
+                    .contains("namespaces \"nosuchns\" not found"),
+                "{none}"
+            );
+            let v1: Value = node.client.get("/api/v1").await.unwrap();
+            assert_eq!(v1["resources"][0]["categories"], serde_json::json!(["all"]));
             let selected: Value = node
                 .client
                 .get("/api/v1/pods?labelSelector=app%3Dother")

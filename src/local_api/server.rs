@@ -544,6 +544,26 @@ async fn handle<R: Runtime, C: Clock>(
             )
         }
         ["api", "v1"] => json_response(StatusCode::OK, &resources()),
+        // The namespaces of the pods served, and `default`: kubectl asks for one after a
+        // 404 to tell "no such pod" from "no such namespace" (as the apiserver answers).
+        ["api", "v1", "namespaces"] => {
+            let created = api.node.borrow().created;
+            let items: Vec<Value> = namespaces(api)
+                .iter()
+                .map(|n| namespace(n, created))
+                .collect();
+            json_response(
+                StatusCode::OK,
+                &list("NamespaceList", "v1", "1".into(), items),
+            )
+        }
+        ["api", "v1", "namespaces", ns] => {
+            if namespaces(api).iter().any(|n| n == ns) {
+                json_response(StatusCode::OK, &namespace(ns, api.node.borrow().created))
+            } else {
+                not_found("namespaces", ns)
+            }
+        }
         ["version"] => json_response(StatusCode::OK, &version()),
         ["pods"] => {
             // kubelet: `/pods` — the pods this kubelet runs, as a PodList.
@@ -1151,15 +1171,36 @@ fn resources() -> Value {
         json!({"name": name, "singularName": kind.to_lowercase(), "namespaced": namespaced,
                "kind": kind, "verbs": verbs, "shortNames": short})
     };
+    let mut pods = r("pods", true, "Pod", &["get", "list", "watch"], &["po"]);
+    // The apiserver's category: `kubectl get all` lists the pods.
+    pods["categories"] = json!(["all"]);
     json!({
         "kind": "APIResourceList", "groupVersion": "v1",
         "resources": [
-            r("pods", true, "Pod", &["get", "list", "watch"], &["po"]),
+            pods,
             r("pods/log", true, "Pod", &["get"], &[]),
             r("nodes", false, "Node", &["get", "list"], &["no"]),
             r("events", true, "Event", &["get", "list", "watch"], &["ev"]),
+            r("namespaces", false, "Namespace", &["get", "list"], &["ns"]),
         ],
     })
+}
+
+/// `default` and the namespace of every pod served, sorted.
+fn namespaces<R: Runtime, C: Clock>(api: &Api<R, C>) -> Vec<String> {
+    let (_, pods) = api.view.pods();
+    let mut out: Vec<String> = pods.iter().map(|p| p.namespace().to_string()).collect();
+    out.push("default".to_string());
+    crate::sort::sort(&mut out);
+    out.dedup();
+    out
+}
+
+/// A Namespace, created when the node API started (picolet keeps no namespace objects).
+fn namespace(name: &str, created: UnixNanos) -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace",
+           "metadata": {"name": name, "creationTimestamp": clock::rfc3339(created)},
+           "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
 }
 
 /// `GET /version`: the API level picolet's node API follows, and picolet's own version.
