@@ -830,7 +830,7 @@ fn a_readable_secret_warns_once_however_it_arrives() {
         // chmod of a private file: no new snapshot (same content), so wait for the line.
         assert_eq!(warns(&h, "private.yaml"), 0, "a private file");
         fs::set_permissions(h.path("private.yaml"), fs::Permissions::from_mode(0o604)).unwrap();
-        for _ in 0..100 {
+        for _ in 0..300 {
             if warns(&h, "private.yaml") > 0 {
                 break;
             }

@@ -558,6 +558,7 @@ async fn storm(half_open_from: [u8; 4], storm_from: [u8; 4]) {
                 "the storm never got going ({before} evictions)"
             );
             rss("storm on");
+            let requests_began = std::time::Instant::now();
             let mut answered = 0;
             let mut max_open = 0;
             for i in 0..100 {
