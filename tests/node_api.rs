@@ -588,10 +588,11 @@ async fn storm(half_open_from: [u8; 4], storm_from: [u8; 4]) {
                 answered >= 99,
                 "{answered} of 100 authenticated requests answered"
             );
-            assert!(
-                after > before,
-                "the storm stopped before the requests were made"
-            );
+            // Still storming while the requests ran (unless they outlasted the storm's 60 s
+            // bound on a very loaded machine: then this says nothing either way).
+            if requests_began.elapsed() < Duration::from_secs(45) {
+                assert!(after > before, "the storm stopped before the requests were made");
+            }
             // 32 unauthenticated at most, the client's own, the /metrics one.
             assert!(max_open <= 40, "{max_open} connections open on the server");
             node.shutdown.cancel();

@@ -80,6 +80,8 @@ pub fn setup(
     stamp: &str,
 ) -> Result<Vec<String>, VolumeError> {
     let mut updated = Vec::new();
+    // kubelet: makePodDataDirs, once per sync of a pod with data volumes.
+    let mut dirs_made = false;
     for volume in &pod.spec.volumes {
         let Some(dir) = volume_dir(root_dir, &pod.metadata.uid, volume) else {
             continue;
@@ -89,7 +91,11 @@ pub fn setup(
             message,
         };
         let payload = payload(pod, volume, objects, node).map_err(fail)?;
-        mounts::make_pod_data_dirs(root_dir, &pod.metadata.uid).map_err(|e| fail(e.to_string()))?;
+        if !dirs_made {
+            mounts::make_pod_data_dirs(root_dir, &pod.metadata.uid)
+                .map_err(|e| fail(e.to_string()))?;
+            dirs_made = true;
+        }
         mounts::ensure_dir(&dir, 0o755).map_err(|e| fail(e.to_string()))?;
         let fs_group = pod
             .spec
