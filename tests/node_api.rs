@@ -606,7 +606,12 @@ async fn storm(half_open_from: [u8; 4], storm_from: [u8; 4]) {
 async fn half_open(target: std::net::SocketAddr, from: [u8; 4]) -> Option<tokio::net::TcpStream> {
     let s = tokio::net::TcpSocket::new_v4().ok()?;
     s.bind((std::net::Ipv4Addr::from(from), 0).into()).ok()?;
-    let mut c = s.connect(target).await.ok()?;
+    // Bounded: with the listen backlog full a connect waits for SYN retries (minutes),
+    // which would keep the storm going after it was told to stop.
+    let mut c = tokio::time::timeout(Duration::from_secs(2), s.connect(target))
+        .await
+        .ok()?
+        .ok()?;
     c.write_all(&[0x16, 0x03, 0x01]).await.ok()?;
     Some(c)
 }
