@@ -85,9 +85,9 @@ if [[ -n "${PICOLET_CRICTL:-}" ]]; then
 fi
 
 uid="smoke-$$"
-# shellcheck disable=SC2016 # $(hostname) is for the container's shell
 # Under the lab's own cgroup root (lab.sh cgroup_roots): `down` removes what it made there.
 BRIDGE=${BRIDGE:-${PICOLET_LAB_BRIDGE:-picolet0}}
+# shellcheck disable=SC2016 # $(hostname) is for the container's shell
 out=$(cri run-pod smoke --namespace lab-smoke --uid "$uid" --log-dir "$LAB/smoke-logs" \
 	--cgroup-parent "/picolet-smoke-$BRIDGE/pod$uid" \
 	--cmd 'echo "hello from $(hostname)"; exec sleep 3600') || fail "RunPodSandbox/CreateContainer/StartContainer: $out"
