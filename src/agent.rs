@@ -374,6 +374,15 @@ struct Shared {
     /// New pods the runtime holds nothing of (the relister's view, taken before any source
     /// update is handled, has no such UID): their first sync needs no status read.
     known_absent: HashSet<String>,
+    /// Pods whose worker finished and was forgotten in this process's life (deleted, or
+    /// stopped to be started again): if such a UID is wanted again (a static manifest put
+    /// back with the same content has the same UID), it is a new pod, and its first sync
+    /// removes what the runtime still holds of the old one — exited containers with their
+    /// log files, sandboxes not ready — so that its restart counts and logs start over, as
+    /// its age does. Upstream leaves them to the next container GC pass (≤ 1 min, or
+    /// `--minimum-container-ttl-duration`), and a pod back sooner shows the old restarts
+    /// beside a new age. Dropped once the runtime holds nothing of the UID.
+    ended: HashSet<String>,
     /// apiserver mode: status changes go to the status syncer.
     events: Option<PodEventSender>,
 }
@@ -1041,8 +1050,18 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             shared.pod_cache.remove(&uid);
             shared.changed.remove(&uid);
             shared.recheck.remove(&uid);
-            if !pods.contains(&uid) {
-                shared.statuses.remove(&uid);
+            // Deleted, or about to start again as a new pod: either way the old status
+            // (its startTime, its restart counts) is not the next one's.
+            shared.statuses.remove(&uid);
+            if self.runtime_pods.contains_key(&uid) {
+                shared.ended.insert(uid);
+            }
+        }
+        {
+            let runtime_pods = &self.runtime_pods;
+            let mut shared = self.shared.borrow_mut();
+            if !shared.ended.is_empty() {
+                shared.ended.retain(|uid| runtime_pods.contains_key(uid));
             }
         }
         self.compact();
@@ -1421,6 +1440,47 @@ impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
     }
 }
 
+impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
+    /// A pod wanted again after its worker finished: what the runtime holds of the old
+    /// incarnation goes first (see `Shared::ended`), as a container GC pass for a pod no
+    /// source wants would remove it (`gc::plan` with every dead object removable; nothing
+    /// running is touched). A failure is logged; the sync goes on and counts on.
+    async fn remove_old_incarnation(
+        &self,
+        pod: &Pod,
+        cancel: &CancellationToken,
+    ) -> Result<(), SyncFailure> {
+        let old = tokio::select! {
+            r = sync::get_pod_status(&self.env.runtime, pod.uid()) => r.map_err(failure)?,
+            _ = cancel.cancelled() => return Err(SyncFailure::new("cancelled")),
+        };
+        let now = self.env.clock.now();
+        let plan = gc::plan(std::iter::once(&old), |_| true, now, &GcPolicy::default());
+        if plan.is_empty() {
+            return Ok(());
+        }
+        let report = gc::execute(
+            &self.env.runtime,
+            &plan,
+            &self.env.pod_log_dir,
+            HashSet::new(),
+            now,
+            false,
+        )
+        .await;
+        log::info!(
+            "pod {}: back after it was stopped; removed {} container(s) and {} sandbox(es) of its previous run",
+            pod.full_name(),
+            report.containers,
+            report.sandboxes
+        );
+        for e in &report.errors {
+            log::warn!("pod {}: previous run: {e}", pod.full_name());
+        }
+        Ok(())
+    }
+}
+
 impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
     async fn sync_pod(
         &self,
@@ -1429,6 +1489,10 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
         cancel: CancellationToken,
     ) -> Result<SyncPodOk, SyncFailure> {
         let uid = pod.uid().to_string();
+        let ended = update == UpdateType::Create && self.shared.borrow_mut().ended.remove(&uid);
+        if ended {
+            self.remove_old_incarnation(&pod, &cancel).await?;
+        }
         let cached = if update == UpdateType::Create {
             // A UID the runtime has never held: nothing to read (start latency).
             let absent = self.shared.borrow_mut().known_absent.remove(&uid);

@@ -36,6 +36,11 @@ pub struct Pod {
     pub spec: PodSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<PodStatus>,
+    /// Where a static pod was read: its manifest file, or the manifest URL. Not part of the
+    /// object (never serialized or decoded): the node API names it when asked to delete the
+    /// pod, which only removing or editing that file can do.
+    #[serde(skip)]
+    pub origin: Option<String>,
 }
 
 /// The one way a `Pod` is decoded — manifests, the apiserver's lists and watch events, the

@@ -347,6 +347,9 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
         ),
     }
 
+    let recorder = ext
+        .recorder
+        .unwrap_or_else(|| new_recorder(&cfg.node_name, clock.clone()));
     let (src_tx, src_rx) = ext.source_channel.unwrap_or_else(|| mpsc::channel(16));
     let mut sources = vec![file::SOURCE];
     sources.extend(ext.sources.iter().copied());
@@ -358,7 +361,8 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
     .with_options(FileSourceOptions {
         relist_interval: cfg.file_check_frequency,
         ..FileSourceOptions::default()
-    });
+    })
+    .with_recorder(recorder.clone());
     tokio::task::spawn_local(file_source.run(src_tx, relist_now, shutdown.child_token()));
 
     // The container log manager and the image manager: tasks of their own over the
@@ -390,9 +394,6 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
         }))
     });
 
-    let recorder = ext
-        .recorder
-        .unwrap_or_else(|| new_recorder(&cfg.node_name, clock.clone()));
     let channels = Channels {
         sources,
         updates: src_rx,

@@ -233,11 +233,13 @@ fn load_inner(
     seen: UnixNanos,
 ) -> Result<Loaded, (ManifestError, Vec<String>)> {
     let raw = to_value(bytes).map_err(|e| (e, Vec::new()))?;
-    load_value(path, raw, node_name, source, seen)
+    load_value(path, path, raw, node_name, source, seen)
 }
 
+/// `path`: the source path hashed into the UID; `origin`: the file or URL it came from.
 fn load_value(
     path: &str,
+    origin: &str,
     raw: Value,
     node_name: &str,
     source: &str,
@@ -259,6 +261,7 @@ fn load_value(
         return Err((error, unknown_fields));
     }
     let mut pod = make_static(pod, &raw, node_name, source, path, seen);
+    pod.origin = Some(origin.to_string());
     apply_defaults(&mut pod);
     if let Err(error) = validate(&pod) {
         return Err((error, unknown_fields));
@@ -329,7 +332,7 @@ pub fn load_documents(
                     format!("{path}#{pods}")
                 };
                 pods += 1;
-                load_value(&source_path, value, node_name, source, seen)
+                load_value(&source_path, path, value, node_name, source, seen)
                     .map(|l| Document::Pod(Box::new(l)))
                     .map_err(|(e, unknown)| in_file(file.clone(), e, unknown))
             }

@@ -58,6 +58,9 @@ pub const PROBE_WARNING: &str = "ProbeWarning";
 pub const FAILED_MOUNT: &str = "FailedMount";
 pub const FAILED_CREATE_POD_SANDBOX: &str = "FailedCreatePodSandBox";
 pub const SANDBOX_CHANGED: &str = "SandboxChanged";
+/// A source's pod that could not be taken (kubelet: `FailedValidation`, "Error validating
+/// pod … from …"); picolet records it on the pod it keeps when an edit breaks its manifest.
+pub const FAILED_VALIDATION: &str = "FailedValidation";
 pub const FAILED_POST_START_HOOK: &str = "FailedPostStartHook";
 pub const FAILED_PRE_STOP_HOOK: &str = "FailedPreStopHook";
 pub const EXCEEDED_GRACE_PERIOD: &str = "ExceededGracePeriod";

@@ -357,6 +357,65 @@ async fn container_gc_honours_the_minimum_ttl() {
         .await;
 }
 
+/// A manifest removed and put back with the same content is the same UID, but a new pod:
+/// its containers start at restart count 0 (the old ones, kept here by a long
+/// `--minimum-container-ttl-duration`, are removed first), as its age starts over.
+#[tokio::test(start_paused = true)]
+async fn a_manifest_put_back_is_a_new_pod_with_no_old_restarts() {
+    LocalSet::new()
+        .run_until(async {
+            let (_tmp, mut cfg) = agent_dir("node1");
+            cfg.gc_policy.min_age = Duration::from_secs(3600);
+            let file = cfg.pod_manifest_path.join("web.yaml");
+            std::fs::write(&file, manifest("web", "1")).unwrap();
+            let (clock, rt) = fake_runtime();
+            let agent = start(&rt, clock, &cfg);
+            settle(3).await;
+            let app = rt.running("app")[0].clone();
+            rt.exit_container(&app, 1);
+            settle(3).await;
+            let attempts = |name: &str| -> Vec<u32> {
+                rt.containers()
+                    .into_iter()
+                    .filter(|c| c.name == name && c.state == ContainerState::Running)
+                    .map(|c| c.attempt)
+                    .collect()
+            };
+            assert_eq!(attempts("app"), vec![1]);
+
+            std::fs::remove_file(&file).unwrap();
+            let_inotify_deliver();
+            settle(INOTIFY_OR_RELIST).await;
+            assert!(running_ids(&rt).is_empty());
+            assert_eq!(rt.containers().len(), 3, "kept by the TTL");
+
+            rt.take_calls();
+            std::fs::write(&file, manifest("web", "1")).unwrap();
+            let_inotify_deliver();
+            settle(INOTIFY_OR_RELIST).await;
+            assert_eq!(attempts("app"), vec![0], "{:?}", rt.containers());
+            assert_eq!(attempts("side"), vec![0]);
+            assert_eq!(rt.containers().len(), 2, "{:?}", rt.containers());
+            let ready: Vec<_> = rt
+                .sandboxes()
+                .into_iter()
+                .filter(|s| s.state == SandboxState::Ready)
+                .collect();
+            assert_eq!(rt.sandboxes().len(), 1, "{:?}", rt.sandboxes());
+            assert_eq!(ready[0].attempt, 0);
+
+            // A picolet restart is not a new pod: nothing is removed, counts go on.
+            agent.stop().await;
+            let app = rt.running("app")[0].clone();
+            rt.exit_container(&app, 1);
+            let agent = start(&rt, clock, &cfg);
+            settle(5).await;
+            assert_eq!(attempts("app"), vec![1], "{:?}", rt.containers());
+            agent.stop().await;
+        })
+        .await;
+}
+
 /// Counts of calls of one kind.
 fn count(calls: &[Call], f: impl Fn(&Call) -> bool) -> usize {
     calls.iter().filter(|c| f(c)).count()
@@ -962,6 +1021,72 @@ async fn a_started_pod_records_its_events_and_an_idle_node_none() {
                 "{:?}",
                 agent.recorder.list()
             );
+            agent.stop().await;
+        })
+        .await;
+}
+
+/// A broken edit keeps the running pod (picolet's deliberate difference) and says so where
+/// kubectl looks: one `FailedValidation` warning on that pod naming the file and the field,
+/// once per broken version (the 20 s re-lists add nothing); a broken document of a
+/// multi-document file likewise; a Secret's value never in it.
+#[tokio::test(start_paused = true)]
+async fn a_broken_edit_is_an_event_on_the_pod_it_keeps() {
+    LocalSet::new()
+        .run_until(async {
+            let (_tmp, cfg) = agent_dir("node1");
+            let file = cfg.pod_manifest_path.join("web.yaml");
+            std::fs::write(&file, manifest("web", "1")).unwrap();
+            let (clock, rt) = fake_runtime();
+            let agent = start_with_events(&rt, clock, &cfg);
+            settle(5).await;
+            let before = running_ids(&rt);
+            assert_eq!(before.len(), 2);
+
+            std::fs::write(&file, manifest("web", "1").replace("  - name: side\n", "  - name: 7\n  - name: side\n"))
+                .unwrap();
+            let_inotify_deliver();
+            settle(INOTIFY_OR_RELIST * 3).await;
+            assert_eq!(running_ids(&rt), before, "the running pod was kept");
+            let warnings: Vec<_> = agent
+                .pod_events("web-node1")
+                .into_iter()
+                .filter(|(t, reason, _, _)| t == "Warning" && reason == "FailedValidation")
+                .collect();
+            assert_eq!(warnings.len(), 1, "{warnings:?}");
+            let (_, _, message, count) = &warnings[0];
+            assert_eq!(*count, 1, "once per broken version, not per re-list");
+            assert!(message.contains(&file.display().to_string()), "{message}");
+            assert!(message.contains("spec.containers[1].name"), "{message}");
+            assert!(message.contains("keeps running as it was"), "{message}");
+
+            // A second file: a pod and a Secret; the Secret breaks with a value in it.
+            let two = cfg.pod_manifest_path.join("two.yaml");
+            let secret = |v: &str| {
+                format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: s}}\nstringData: {{pin: {v}}}\n")
+            };
+            let pod = manifest("db", "1");
+            std::fs::write(&two, format!("{pod}---\n{}", secret("\"1\""))).unwrap();
+            let_inotify_deliver();
+            settle(INOTIFY_OR_RELIST).await;
+            std::fs::write(&two, format!("{pod}---\n{}", secret("98765432123"))).unwrap();
+            let_inotify_deliver();
+            settle(INOTIFY_OR_RELIST).await;
+            let all = format!("{:?}", agent.recorder.list());
+            assert!(!all.contains("98765432123"), "{all}");
+            // Now its pod document breaks: the warning is on db's pod.
+            let broken = pod.replace("terminationGracePeriodSeconds: 5", "terminationGracePeriodSeconds: x");
+            std::fs::write(&two, format!("{broken}---\n{}", secret("\"1\""))).unwrap();
+            let_inotify_deliver();
+            settle(INOTIFY_OR_RELIST).await;
+            let db: Vec<_> = agent
+                .pod_events("db-node1")
+                .into_iter()
+                .filter(|(_, reason, _, _)| reason == "FailedValidation")
+                .collect();
+            assert_eq!(db.len(), 1, "{db:?}");
+            assert!(db[0].2.contains("terminationGracePeriodSeconds"), "{db:?}");
+            assert_eq!(rt.running("app").len(), 2, "both pods still run");
             agent.stop().await;
         })
         .await;

@@ -520,6 +520,38 @@ async fn f_deleted_manifest_stops_the_pod_gracefully() {
         }
     })
     .await;
+
+    // Put back with the same content: the same UID, but a new pod — its container starts
+    // at restart count 0 and the old one is gone (kubectl shows RESTARTS 0 beside its
+    // new age).
+    lab.write_manifest(
+        "graceful.yaml",
+        &manifest("graceful", 10, &[container("trapper", script, &[])]),
+    );
+    let view = lab
+        .wait_for("pod graceful running again", secs(60), || {
+            lab.running_pod(NS, "graceful", &["trapper"])
+        })
+        .await;
+    let sb2 = view.sandboxes[0].clone();
+    lab.check(sb2.uid == sb.uid, || {
+        format!("UID {} then {}: same content, same UID", sb.uid, sb2.uid)
+    });
+    let c2 = view.running(&sb2.id, "trapper").expect("running").clone();
+    let count = c2
+        .annotations
+        .get("io.kubernetes.container.restartCount")
+        .cloned();
+    lab.check(count.as_deref() == Some("0"), || {
+        format!("restart count of the pod put back: {count:?}, want \"0\"")
+    });
+    match lab.rt.container_status(&c.id).await {
+        Err(e) if e.is_not_found() => {}
+        other => lab.fail(&format!(
+            "the old container {} is still there: {other:?}",
+            c.id
+        )),
+    }
     lab.finish().await;
 }
 

@@ -209,6 +209,41 @@ async fn serves_pods_nodes_and_refuses_a_wrong_token() {
                 .await
                 .unwrap_err();
             assert_eq!(secrets.code(), Some(403));
+            // `kubectl delete pod` of a static pod: refused, naming the file to remove; a
+            // pod that is not there answers 404 as for a GET.
+            let opts = picolet::apiserver::DeleteOptions::default();
+            let refused = node
+                .client
+                .delete("/api/v1/namespaces/default/pods/web-node1", &opts)
+                .await
+                .unwrap_err();
+            assert_eq!(refused.code(), Some(405), "{refused}");
+            let file = cfg.pod_manifest_path.join("web.yaml");
+            assert!(
+                refused
+                    .to_string()
+                    .contains(&format!("run from the manifest file {}", file.display())),
+                "{refused}"
+            );
+            let patched = node
+                .client
+                .patch::<Value>(
+                    "/api/v1/namespaces/default/pods/web-node1",
+                    picolet::apiserver::PatchKind::Merge,
+                    &serde_json::json!({"metadata": {"labels": {"a": "b"}}}),
+                )
+                .await
+                .unwrap_err();
+            assert!(
+                patched.to_string().contains("edit it to change the pod"),
+                "{patched}"
+            );
+            let gone = node
+                .client
+                .delete("/api/v1/namespaces/default/pods/nope", &opts)
+                .await
+                .unwrap_err();
+            assert_eq!(gone.code(), Some(404), "{gone}");
 
             // A watch from now: a new pod arrives as ADDED.
             let rv = node.client.get::<Value>("/api/v1/pods").await.unwrap()["metadata"]

@@ -327,6 +327,49 @@ pub fn status_error(code: StatusCode, reason: &str, message: &str) -> Response<O
     json_response(code, &body)
 }
 
+/// A write to the read-only node API. On a pod's path (`kubectl delete/edit/label pod`)
+/// the answer says how that pod is changed: a static pod through its manifest file (or the
+/// manifest URL), named; an apiserver's pod through the apiserver. A pod that is not there
+/// answers as a GET would.
+fn read_only<R: Runtime, C: Clock>(api: &Api<R, C>, segments: &[&str]) -> Response<Out> {
+    let not_allowed =
+        |message: &str| status_error(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", message);
+    let ["api", "v1", "namespaces", ns, "pods", name, ..] = segments else {
+        return not_allowed(
+            "the server does not allow this method on the requested resource \
+             (picolet's node API is read-only)",
+        );
+    };
+    let Some(entry) = api.view.get(ns, name) else {
+        return not_found("pods", name);
+    };
+    let pod = &entry.pod;
+    let message = match (
+        pod.annotation(crate::api::ANNOTATION_CONFIG_SOURCE),
+        &pod.origin,
+    ) {
+        (Some(crate::manifest::SOURCE_FILE), Some(file)) => format!(
+            "pod \"{name}\" is a static pod, run from the manifest file {file}: remove that \
+             file to delete the pod, or edit it to change the pod (picolet's node API is \
+             read-only)"
+        ),
+        (Some(crate::manifest::SOURCE_HTTP), Some(url)) => format!(
+            "pod \"{name}\" is a static pod, run from the manifest URL {url} (--manifest-url): \
+             change what it serves to delete or change the pod (picolet's node API is \
+             read-only)"
+        ),
+        (Some(source), _) if pod.is_static() => format!(
+            "pod \"{name}\" is a static pod from the {source} source: change its manifest \
+             to delete or change it (picolet's node API is read-only)"
+        ),
+        _ => format!(
+            "pod \"{name}\" is bound to this node by the apiserver: delete or change it \
+             through the apiserver (picolet's node API is read-only)"
+        ),
+    };
+    not_allowed(&message)
+}
+
 fn not_found(kind: &str, name: &str) -> Response<Out> {
     let mut r = object(&mut [
         ("kind", "Status".into()),
@@ -494,12 +537,7 @@ async fn handle<R: Runtime, C: Clock>(
         .await;
     }
     if req.method() != Method::GET {
-        return status_error(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "MethodNotAllowed",
-            "the server does not allow this method on the requested resource \
-             (picolet's node API is read-only)",
-        );
+        return read_only(api, &segments);
     }
     let query = Query(query_pairs(req.uri().query().unwrap_or("")));
     let table = wants_table(&req);

@@ -65,6 +65,7 @@ use crate::clock::{Clock, UnixNanos};
 use crate::config_data::{self, Object};
 use crate::events::SourceUpdate;
 use crate::manifest::{self, ManifestError, fields};
+use crate::recorder::{self, Recorder};
 
 /// The `source` of this source's updates.
 pub const SOURCE: &str = manifest::SOURCE_FILE;
@@ -140,6 +141,7 @@ pub struct FileSource<C: Clock> {
     node_name: String,
     clock: C,
     options: FileSourceOptions,
+    recorder: Option<Recorder>,
 }
 
 impl<C: Clock> FileSource<C> {
@@ -149,7 +151,15 @@ impl<C: Clock> FileSource<C> {
             node_name,
             clock,
             options: FileSourceOptions::default(),
+            recorder: None,
         }
+    }
+
+    /// Records a `FailedValidation` warning on each pod a broken edit leaves running as it
+    /// was, so `kubectl describe pod` and `kubectl get events` show what the log says.
+    pub fn with_recorder(mut self, recorder: Recorder) -> Self {
+        self.recorder = Some(recorder);
+        self
     }
 
     pub fn with_options(mut self, options: FileSourceOptions) -> Self {
@@ -170,6 +180,7 @@ impl<C: Clock> FileSource<C> {
             node_name,
             clock,
             options,
+            recorder,
         } = self;
         let (ev_tx, mut ev_rx) = mpsc::channel::<WatchMsg>(64);
         let mut watch = Watch::new(&options);
@@ -205,7 +216,12 @@ impl<C: Clock> FileSource<C> {
                 _ = shutdown.cancelled() => return,
             };
             let scanned = match scanned {
-                Ok((s, scanned)) => {
+                Ok((mut s, scanned)) => {
+                    for (pod, message) in s.kept_warnings.drain(..) {
+                        if let Some(r) = &recorder {
+                            r.warning(&pod, None, recorder::FAILED_VALIDATION, message);
+                        }
+                    }
                     // A file that did not parse in a tentative pass is read again after the
                     // debounce (then its problem is logged, if it is still there).
                     if tentative && s.deferred {
@@ -572,6 +588,10 @@ struct Scanner {
     /// The cache changed since the last snapshot was built (a file loaded, dropped, or
     /// its stat failed): the next pass builds one. At idle a pass only stats the files.
     changed: bool,
+    /// The problems this pass logged for pods it keeps (see
+    /// [`FileSource::with_recorder`]); the run loop records them (the scan runs on the
+    /// blocking pool, the recorder lives on the loop's thread).
+    kept_warnings: Vec<(Arc<Pod>, String)>,
 }
 
 impl Scanner {
@@ -587,6 +607,23 @@ impl Scanner {
             tentative: false,
             deferred: false,
             changed: true,
+            kept_warnings: Vec::new(),
+        }
+    }
+
+    /// A problem logged for a file (or one of its documents) whose previous good pods stay:
+    /// a `FailedValidation` warning on each of them.
+    fn warn_kept<'a>(
+        warnings: &mut Vec<(Arc<Pod>, String)>,
+        kept: impl IntoIterator<Item = &'a Item>,
+        error: &str,
+    ) {
+        for item in kept {
+            if let Item::Pod(pod) = item {
+                let message =
+                    format!("{error}; the pod keeps running as it was until the manifest is fixed");
+                warnings.push((Arc::clone(pod), message));
+            }
         }
     }
 
@@ -697,6 +734,9 @@ impl Scanner {
                 let error = SourceError::Stat { path, error }.to_string();
                 if self.stat_errors.get(name) != Some(&error) {
                     log::error!("{error}{}", self.keeping(name));
+                    if let Some(entry) = self.cache.get(name) {
+                        Self::warn_kept(&mut self.kept_warnings, entry.good(), &error);
+                    }
                     self.stat_errors.insert(name.to_os_string(), error);
                 }
                 self.changed = true;
@@ -749,7 +789,9 @@ impl Scanner {
                     // renamed into place, chmod, present at start, edited): a version is
                     // read once and cached, so the check lives where it is taken.
                     warn_if_secret_readable(&path, &meta, &docs);
-                    let items = self.take_documents(&path, docs, prev_items);
+                    let mut warnings = std::mem::take(&mut self.kept_warnings);
+                    let items = self.take_documents(&path, docs, prev_items, &mut warnings);
+                    self.kept_warnings = warnings;
                     if was_broken && !failed {
                         log::info!("{}: the manifest is valid again", path.display());
                     }
@@ -768,6 +810,11 @@ impl Scanner {
                         log::error!(
                             "{error}; keeping the previous version of {} until the file is fixed",
                             kept.join(", ")
+                        );
+                        Self::warn_kept(
+                            &mut self.kept_warnings,
+                            prev_items.iter().flatten(),
+                            &error.to_string(),
                         );
                     }
                     Entry {
@@ -802,6 +849,7 @@ impl Scanner {
         path: &Path,
         docs: Vec<Result<manifest::Document, ManifestError>>,
         mut prev: Vec<Option<Item>>,
+        warnings: &mut Vec<(Arc<Pod>, String)>,
     ) -> Vec<Option<Item>> {
         let shown = path.display().to_string();
         let mut items = Vec::with_capacity(docs.len());
@@ -844,10 +892,13 @@ impl Scanner {
                 }
                 Err(error) => {
                     match &prev_item {
-                        Some(p) => log::error!(
-                            "{error}; keeping the previous version of {} until the document is fixed",
-                            p.describe()
-                        ),
+                        Some(p) => {
+                            log::error!(
+                                "{error}; keeping the previous version of {} until the document is fixed",
+                                p.describe()
+                            );
+                            Self::warn_kept(warnings, std::iter::once(p), &error.to_string());
+                        }
                         None => {
                             log::error!("{error}; nothing from this document until it is fixed")
                         }
