@@ -2120,6 +2120,42 @@ async fn m_node_api() {
         !out.status.success() && stderr.contains("Unauthorized") && out.stdout.is_empty(),
         || format!("wrong token: {} {stderr}", out.status),
     );
+
+    // `kubectl delete pod` of a static pod names the file to remove; the pod stays.
+    let refused = kubectl(&["delete", "pod", &api, "-n", NS]).unwrap_err();
+    let file = lab.manifests().join("api.yaml");
+    lab.check(
+        refused.contains(&format!(
+            "is a static pod, run from the manifest file {}",
+            file.display()
+        )),
+        || format!("delete pod: {refused}"),
+    );
+    // A broken edit keeps the pod and is a FailedValidation event `describe` shows.
+    let broken = fs::read_to_string(&file).expect("read api.yaml").replacen(
+        "terminationGracePeriodSeconds: 2",
+        "terminationGracePeriodSeconds: two",
+        1,
+    );
+    lab.write_manifest("api.yaml", &broken);
+    lab.wait_for(
+        "describe pod shows the broken edit as a FailedValidation event",
+        secs(60),
+        || async {
+            let out = kubectl(&["describe", "pod", &api, "-n", NS])?;
+            let events = out.split("Events:").nth(1).unwrap_or("");
+            if events.contains("FailedValidation") && events.contains("keeps running as it was") {
+                Ok(())
+            } else {
+                Err(out)
+            }
+        },
+    )
+    .await;
+    let still = kubectl(&["get", "pod", &api, "-n", NS]).unwrap_or_else(|e| lab.fail(&e));
+    lab.check(still.contains("Running"), || {
+        format!("get pod after a broken edit: {still}")
+    });
     lab.finish().await;
 }
 
