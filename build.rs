@@ -36,8 +36,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_transport(false)
         // Domain types use BTreeMap for labels/annotations: no conversion needed.
         .btree_map(".")
-        // tonic-prost's codec with 1 KiB first buffers instead of 8 KiB (src/grpc_codec.rs).
-        .codec_path("crate::grpc_codec::SmallBufferCodec")
+        // tonic-prost's codec with 1 KiB first buffers instead of 8 KiB (src/grpc.rs).
+        .codec_path("crate::grpc::SmallBufferCodec")
         .compile_fds(descriptors)?;
 
     // Static musl executables are linked without RELRO. musl applies PT_GNU_RELRO only in

@@ -28,7 +28,7 @@
 //!  status, runtime       → api, clock; runtime's hooks → probe
 //!  runtime, prober, agent, apiserver's event sink → recorder
 //!  runtime (sync), agent  → csi (→ api, config_data)
-//!  leaves                api, clock, events, grpc_codec, manifest, node, options, shrink, probe (its https
+//!  leaves                api, clock, events, grpc, manifest, node, options, shrink, probe (its https
 //!                        borrows the rustls config of `apiserver::tls`), recorder (→ api,
 //!                        clock)
 //! ```
@@ -80,7 +80,7 @@
 //!   `describe pod`, `logs` (kubectl's output, as clients of `local_api`)
 //! - [`clock`]        injected wall-clock time
 //! - [`sort`]         stable sorting with one copy of the sort code (binary size; a leaf)
-//! - [`grpc_codec`]   the protobuf codec of the generated gRPC code (1 KiB first buffers; a leaf)
+//! - [`grpc`]   the protobuf codec of the generated gRPC code (1 KiB first buffers; a leaf)
 //! - [`json`]         JSON objects built out of line, for `json!` at many keys (binary size; a leaf)
 
 pub mod admission;
@@ -96,7 +96,7 @@ pub mod csi;
 pub mod daemon;
 pub mod events;
 pub mod eviction;
-pub mod grpc_codec;
+pub mod grpc;
 pub mod json;
 #[cfg(feature = "apiserver")]
 pub mod local_api;

@@ -337,6 +337,9 @@ struct ConfigFile {
 
 /// `--root-dir X`, `--kubeconfig X` (or `--flag=X`) and then a board command: that
 /// command's own command line (verb first, the flags after it).
+/// The board's own commands (`picolet validate|get|describe|logs`, answered by `cli`).
+pub const CLI_VERBS: [&str; 4] = ["validate", "get", "describe", "logs"];
+
 fn cli_after_shared_flags(args: &[String]) -> Option<Vec<String>> {
     const SHARED: [&str; 2] = ["--root-dir", "--kubeconfig"];
     let mut i = 0;
@@ -348,7 +351,7 @@ fn cli_after_shared_flags(args: &[String]) -> Option<Vec<String>> {
         }
     }
     let verb = args.get(i)?;
-    if i == 0 || !crate::cli::VERBS.contains(&verb.as_str()) {
+    if i == 0 || !CLI_VERBS.contains(&verb.as_str()) {
         return None;
     }
     let mut cli = vec![verb.clone()];

@@ -20,8 +20,8 @@ use std::path::PathBuf;
 use crate::admission::NodeFacts;
 use crate::clock::{Clock, SystemClock};
 
-/// The verbs this module answers.
-pub const VERBS: [&str; 4] = ["validate", "get", "describe", "logs"];
+/// The verbs this module answers (the command line knows them: `options::CLI_VERBS`).
+pub use crate::options::CLI_VERBS as VERBS;
 
 pub const HELP: &str = "\
 USAGE:

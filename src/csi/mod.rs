@@ -188,7 +188,7 @@ impl Registry {
 /// A lazy tonic channel over the unix socket `path` (the CRI client's: one connector type
 /// in the binary).
 pub(crate) fn unix_channel(path: &Path) -> Channel {
-    crate::runtime::cri::unix_channel(Arc::from(path))
+    crate::grpc::unix_channel(Arc::from(path))
 }
 
 /// The gRPC paths of the calls picolet makes.

@@ -23,8 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::rt::TokioIo;
-use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::transport::Channel;
 
 use super::{
     ContainerConfig, ContainerInfo, ContainerState, CriError, ExecResult, ImageInfo, ListFilter,
@@ -140,25 +139,6 @@ pub fn parse_endpoint(endpoint: &str) -> Result<PathBuf, CriError> {
     Ok(PathBuf::from(path))
 }
 
-/// A lazy tonic channel over the unix socket `path`: dialled by the first call, and again by
-/// the call after a broken connection. Every unix-socket gRPC client uses it (the CRI, the
-/// CSI plugins): one connector type, one copy of the connection machinery in the binary.
-///
-/// # Panics
-/// Outside a tokio runtime: the channel spawns its worker task on the current one.
-pub fn unix_channel(path: Arc<Path>) -> Channel {
-    // The URI is a placeholder (it becomes the :authority); the connector ignores it.
-    Endpoint::from_static("http://localhost").connect_with_connector_lazy(tower::service_fn(
-        move |_: Uri| {
-            let path = Arc::clone(&path);
-            async move {
-                let stream = tokio::net::UnixStream::connect(&*path).await?;
-                Ok::<_, std::io::Error>(TokioIo::new(stream))
-            }
-        },
-    ))
-}
-
 impl CriRuntime {
     /// Prepares a client for `endpoint` (see [`parse_endpoint`]) with the kubelet's
     /// deadlines. Does not dial: the first call does, and the call after a broken
@@ -168,7 +148,7 @@ impl CriRuntime {
     /// Outside a tokio runtime: the channel spawns its worker task on the current one.
     pub fn connect(endpoint: &str) -> Result<CriRuntime, CriError> {
         let socket: Arc<Path> = Arc::from(parse_endpoint(endpoint)?);
-        let channel = unix_channel(Arc::clone(&socket));
+        let channel = crate::grpc::unix_channel(Arc::clone(&socket));
         let runtime = RuntimeServiceClient::new(channel.clone())
             .max_decoding_message_size(MAX_MESSAGE_SIZE)
             .max_encoding_message_size(MAX_MESSAGE_SIZE);

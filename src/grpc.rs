@@ -8,8 +8,16 @@
 //! call was the largest single allocation of a burst: 500 pods deleted at once held ~2.5 MB
 //! of `StopContainer` encode buffers (heaptrack, `benches/picolet.rs fake-rss
 //! --then-delete`). A larger message costs a few reallocations, nothing else.
+//!
+//! Also the one unix-socket channel every gRPC client dials through ([`unix_channel`]: the
+//! CRI, the CSI plugins). A leaf: it imports nothing of picolet.
 
 use std::marker::PhantomData;
+use std::path::Path;
+use std::sync::Arc;
+
+use hyper_util::rt::TokioIo;
+use tonic::transport::{Channel, Endpoint, Uri};
 
 use tonic::codec::{BufferSettings, Codec};
 use tonic_prost::{ProstCodec, ProstDecoder, ProstEncoder};
@@ -50,4 +58,23 @@ where
     fn decoder(&mut self) -> Self::Decoder {
         ProstCodec::<T, U>::raw_decoder(settings())
     }
+}
+
+/// A lazy tonic channel over the unix socket `path`: dialled by the first call, and again by
+/// the call after a broken connection. Every unix-socket gRPC client uses it (the CRI, the
+/// CSI plugins): one connector type, one copy of the connection machinery in the binary.
+///
+/// # Panics
+/// Outside a tokio runtime: the channel spawns its worker task on the current one.
+pub fn unix_channel(path: Arc<Path>) -> Channel {
+    // The URI is a placeholder (it becomes the :authority); the connector ignores it.
+    Endpoint::from_static("http://localhost").connect_with_connector_lazy(tower::service_fn(
+        move |_: Uri| {
+            let path = Arc::clone(&path);
+            async move {
+                let stream = tokio::net::UnixStream::connect(&*path).await?;
+                Ok::<_, std::io::Error>(TokioIo::new(stream))
+            }
+        },
+    ))
 }
