@@ -47,10 +47,8 @@ pub use eviction::EvictionConfig;
 use crate::admission::{self, NodeFacts};
 use crate::api::Pod;
 use crate::clock::Clock;
-use crate::config_data::{self, ConfigObjects, Scope};
-use crate::events::{
-    ObjectChannels, ObjectsUpdate, PodEvent, PodEventSender, RunningContainers, SourceUpdate,
-};
+use crate::config_data::{self, ConfigObjects, ObjectChannels, ObjectsUpdate, Scope};
+use crate::events::{PodEvent, PodEventSender, RunningContainers, SourceUpdate};
 use crate::manifest::SOURCE_FILE;
 use crate::node;
 use crate::pleg::{self, PlegMessage};

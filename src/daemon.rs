@@ -71,7 +71,7 @@ pub struct Extensions {
     /// Where pod events go.
     pub events: Option<PodEventSender>,
     /// The API objects (ConfigMaps, Secrets, tokens) of API pods.
-    pub objects: Option<crate::events::ObjectChannels>,
+    pub objects: Option<crate::config_data::ObjectChannels>,
     /// The event recorder the agent records into (apiserver mode: the one the event sink
     /// reads); `None`: [`run_with_extensions`] creates one.
     pub recorder: Option<Recorder>,
@@ -421,12 +421,12 @@ pub fn start_apiserver_mode<R: Runtime, C: Clock>(
     clock: C,
     shutdown: &CancellationToken,
 ) -> Result<Extensions, crate::apiserver::ApiError> {
-    use crate::apiserver::checkpoint::Checkpoint;
-    use crate::apiserver::node::{NodeAgent, NodeOptions};
-    use crate::apiserver::status_sync::StatusSyncer;
     use crate::apiserver::{Client, ClientConfig, HttpClient};
+    use crate::checkpoint::Checkpoint;
+    use crate::node::status::{NodeAgent, NodeOptions};
     use crate::source::apiserver::{self as api_source, ApiSource};
     use crate::source::http::{self as http_source, HttpSource};
+    use crate::status::status_sync::StatusSyncer;
 
     if opts.kubeconfig.is_none() && opts.manifest_url.is_none() {
         return Ok(Extensions::default());
@@ -483,13 +483,13 @@ pub fn start_apiserver_mode<R: Runtime, C: Clock>(
         // kubelet: the secret, configMap and token managers.
         let (wanted_tx, wanted_rx) = tokio::sync::watch::channel(Default::default());
         let (objects_tx, objects_rx) = mpsc::channel(4);
-        let manager = crate::apiserver::objects::ObjectManager::new(
+        let manager = crate::config_data::objects::ObjectManager::new(
             client.clone(),
             clock.clone(),
             Some(&cfg.root_dir),
         );
         tokio::task::spawn_local(manager.run(wanted_rx, objects_tx, shutdown.child_token()));
-        ext.objects = Some(crate::events::ObjectChannels {
+        ext.objects = Some(crate::config_data::ObjectChannels {
             wanted: wanted_tx,
             updates: objects_rx,
         });
@@ -501,7 +501,7 @@ pub fn start_apiserver_mode<R: Runtime, C: Clock>(
 
         // kubelet: the event broadcaster's sink (eventRecordQPS 50, eventBurst 100).
         let recorder = new_recorder(&cfg.node_name, clock.clone());
-        let sink = crate::apiserver::event_sink::EventSink::new(client, recorder.clone());
+        let sink = crate::recorder::event_sink::EventSink::new(client, recorder.clone());
         tokio::task::spawn_local(sink.run(shutdown.child_token()));
         ext.recorder = Some(recorder);
     }

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 
 use crate::api::{Pod, PodStatus};
-use crate::config_data::{Object, ObjectKey};
+use crate::config_data::Object;
 
 /// A full snapshot of one pod source. The first one a source emits (even empty) marks the
 /// source as seen (kubelet: `sourcesReady`).
@@ -35,21 +35,6 @@ pub struct SourceUpdate {
     /// The local ConfigMaps and Secrets of the file source (its full set); `None` for the
     /// sources that carry none.
     pub objects: Option<Vec<Object>>,
-}
-
-/// Cluster mode: the full set of API objects (ConfigMaps, Secrets, tokens) the object
-/// manager holds for the keys the agent wants.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ObjectsUpdate {
-    pub objects: Vec<Object>,
-}
-
-/// Cluster mode: the agent says which API objects its pods reference (`wanted`), the object
-/// manager answers with them (`updates`).
-#[derive(Debug)]
-pub struct ObjectChannels {
-    pub wanted: tokio::sync::watch::Sender<BTreeSet<ObjectKey>>,
-    pub updates: tokio::sync::mpsc::Receiver<ObjectsUpdate>,
 }
 
 /// The IDs of the containers the agent's runtime view (the relister's, kept current by the

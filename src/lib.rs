@@ -88,6 +88,8 @@ pub mod agent;
 pub mod api;
 #[cfg(feature = "apiserver")]
 pub mod apiserver;
+#[cfg(feature = "apiserver")]
+pub mod checkpoint;
 pub mod cli;
 pub mod clock;
 pub mod cm;

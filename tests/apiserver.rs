@@ -350,8 +350,8 @@ async fn https_with_a_client_certificate() {
 // ---------------------------------------------------------------------------------------
 // Node and lease
 
-use picolet::apiserver::node::{NodeAgent, NodeOptions};
 use picolet::clock::SystemClock;
+use picolet::node::status::{NodeAgent, NodeOptions};
 use picolet::runtime::RuntimeHealth;
 use picolet::runtime::fake::FakeRuntime;
 use tokio_util::sync::CancellationToken;
@@ -472,7 +472,7 @@ async fn node_registers_reports_status_and_renews_its_lease() {
 // ---------------------------------------------------------------------------------------
 // API source
 
-use picolet::apiserver::checkpoint::Checkpoint;
+use picolet::checkpoint::Checkpoint;
 use picolet::events::SourceUpdate;
 use picolet::source::apiserver::{ApiSource, ApiSourceOptions};
 
@@ -1049,8 +1049,8 @@ async fn http_source_pod_podlist_errors_and_identical_bytes() {
 // Status syncer on its own
 
 use picolet::api::{Pod, PodPhase, PodStatus};
-use picolet::apiserver::status_sync::StatusSyncer;
 use picolet::events::PodEvent;
+use picolet::status::status_sync::StatusSyncer;
 use std::sync::Arc;
 
 fn status_patches(mock: &MockApiServer, name: &str) -> Vec<Value> {
@@ -1430,9 +1430,9 @@ async fn service_account_tokens_are_refreshed_into_the_volume() {
 
 // ---- the event sink
 
-use picolet::apiserver::event_sink::{EventSink, EventSinkOptions};
 use picolet::clock::TokioClock;
 use picolet::recorder::Recorder;
+use picolet::recorder::event_sink::{EventSink, EventSinkOptions};
 
 const EVENT_T0: i64 = 1_796_000_000 * 1_000_000_000;
 
@@ -1457,7 +1457,7 @@ fn start_sink(
     options: EventSinkOptions,
 ) -> (
     Recorder,
-    std::rc::Rc<picolet::apiserver::event_sink::SinkStats>,
+    std::rc::Rc<picolet::recorder::event_sink::SinkStats>,
     CancellationToken,
 ) {
     let recorder = Recorder::new("pi-1", 100).with_clock(TokioClock::new(EVENT_T0));

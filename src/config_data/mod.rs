@@ -21,6 +21,8 @@ use std::sync::{Arc, PoisonError, RwLock};
 use crate::api;
 
 pub mod atomic_writer;
+#[cfg(feature = "apiserver")]
+pub mod objects;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
@@ -484,6 +486,21 @@ pub fn env_key_ref(e: &api::EnvVar) -> Option<(Kind, api::KeySelector)> {
     serde_json::from_value(v.clone())
         .ok()
         .map(|sel| (kind, sel))
+}
+
+/// Cluster mode: the full set of API objects (ConfigMaps, Secrets, tokens) the object
+/// manager holds for the keys the agent wants.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectsUpdate {
+    pub objects: Vec<Object>,
+}
+
+/// Cluster mode: the agent says which API objects its pods reference (`wanted`), the object
+/// manager answers with them (`updates`).
+#[derive(Debug)]
+pub struct ObjectChannels {
+    pub wanted: tokio::sync::watch::Sender<std::collections::BTreeSet<ObjectKey>>,
+    pub updates: tokio::sync::mpsc::Receiver<ObjectsUpdate>,
 }
 
 #[cfg(test)]

@@ -317,12 +317,12 @@ pub fn start<R: Runtime, C: Clock>(
     let (tx, rx) = crate::events::pod_events();
     let view = view::View::new();
     tokio::task::spawn_local(feed(view.clone(), rx, clock.clone()));
-    let mut node_opts = crate::apiserver::node::NodeOptions::new(opts.node_name.clone());
+    let mut node_opts = crate::node::status::NodeOptions::new(opts.node_name.clone());
     node_opts.max_pods = opts.max_pods;
     node_opts.kubelet_port = opts.port;
     node_opts.node_ip = opts.node_ip;
     node_opts.allocatable = opts.allocatable;
-    let facts = crate::apiserver::node::NodeFacts::read(&node_opts);
+    let facts = crate::node::status::NodeFacts::read(&node_opts);
     let mut api = server::Api::new(
         creds.token,
         view,

@@ -43,9 +43,9 @@ use super::select::Selector;
 use super::stats::{self, Stats};
 use super::stream;
 use super::view::{Change, ChangeKind, View};
-use crate::apiserver::node::{self as node_status, NodeFacts};
 use crate::clock::{self, Clock, UnixNanos};
 use crate::json::object;
+use crate::node::status::{self as node_status, NodeFacts};
 use crate::runtime::{Runtime, RuntimeHealth};
 
 /// Each request's headers must arrive within this.

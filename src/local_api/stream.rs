@@ -928,7 +928,7 @@ mod tests {
             view,
             runtime.clone(),
             SystemClock,
-            crate::apiserver::node::NodeFacts::default(),
+            crate::node::status::NodeFacts::default(),
             Default::default(),
             std::path::PathBuf::from("/nonexistent"),
         );

@@ -7,6 +7,9 @@
 //! Must never: change the system. The preflight's only write is a probe file in the root
 //! dir that it removes at once.
 
+#[cfg(feature = "apiserver")]
+pub mod status;
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};

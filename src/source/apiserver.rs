@@ -36,9 +36,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{ANNOTATION_CONFIG_SOURCE, Pod};
-use crate::apiserver::checkpoint::Checkpoint;
 use crate::apiserver::types::{ObjectList, Status, WatchEvent};
 use crate::apiserver::{ApiError, Backoff, Client, query};
+use crate::checkpoint::Checkpoint;
 use crate::events::SourceUpdate;
 
 /// The `source` of this source's updates.

@@ -50,6 +50,8 @@ mod conditions;
 mod containers;
 mod manager;
 mod phase;
+#[cfg(feature = "apiserver")]
+pub mod status_sync;
 
 pub use crate::qos::{QosClass, pod_qos};
 pub use conditions::owned_by_kubelet;

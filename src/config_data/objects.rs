@@ -2,7 +2,7 @@
 //! `pkg/kubelet/secret` with the default `Watch` strategy, `pkg/kubelet/token`).
 //!
 //! Owns: one task per API object the agent's pods reference (the agent publishes the set,
-//! [`ObjectChannels::wanted`]):
+//! [`ObjectChannels::wanted`](super::ObjectChannels::wanted)):
 //! - a ConfigMap or Secret: list `…/configmaps?fieldSelector=metadata.name=<name>`, then
 //!   watch from that resourceVersion (a single-object watch: the NodeRestriction admission
 //!   lets a node read only what its pods reference); resumed after its timeout, relisted on
@@ -31,8 +31,8 @@ use crate::api;
 use crate::apiserver::types::{ObjectList, WatchEvent};
 use crate::apiserver::{ApiError, Backoff, Client, query};
 use crate::clock::{self, Clock, UnixNanos};
+use crate::config_data::ObjectsUpdate;
 use crate::config_data::{self, Kind, Object, ObjectKey, Scope};
-use crate::events::ObjectsUpdate;
 
 /// kubelet token manager: refresh a token older than 80 % of its lifetime, or 24 h.
 pub fn refresh_at(issued: UnixNanos, expires: UnixNanos) -> UnixNanos {
@@ -514,7 +514,7 @@ fn write_checkpoint(path: &Path, held: &BTreeMap<ObjectKey, Object>) {
         Ok(b) => b,
         Err(_) => return,
     };
-    if let Err(e) = crate::apiserver::checkpoint::write_private(path, &bytes) {
+    if let Err(e) = crate::checkpoint::write_private(path, &bytes) {
         log::warn!(
             "{}: cannot write the objects checkpoint: {e}",
             path.display()

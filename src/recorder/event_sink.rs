@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{ApiError, Backoff, Client, PatchKind};
+use crate::apiserver::{ApiError, Backoff, Client, PatchKind};
 use crate::clock;
 use crate::recorder::{RecordedEvent, Recorder};
 

@@ -24,6 +24,9 @@
 //! (a spam filter); picolet keeps only the identical-event aggregation, the ring bounds the
 //! memory and the sink has the `eventRecordQPS` limit.
 
+#[cfg(feature = "apiserver")]
+pub mod event_sink;
+
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;

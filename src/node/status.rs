@@ -27,11 +27,11 @@ use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
-use super::types::{
+use crate::api::{ObjectMeta, OwnerReference};
+use crate::apiserver::types::{
     Lease, LeaseSpec, Node, NodeAddress, NodeCondition, NodeStatus, NodeSystemInfo,
 };
-use super::{ApiError, Backoff, Client, PatchKind};
-use crate::api::{ObjectMeta, OwnerReference};
+use crate::apiserver::{ApiError, Backoff, Client, PatchKind};
 use crate::clock::{self, Clock, UnixNanos};
 use crate::runtime::{Runtime, RuntimeHealth, RuntimeVersion};
 

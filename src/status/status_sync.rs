@@ -36,10 +36,10 @@ use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
-use super::{ApiError, Client, DeleteOptions, PatchKind, pod_path};
 use crate::api::{
     ANNOTATION_CONFIG_HASH, ANNOTATION_CONFIG_MIRROR, OwnerReference, Pod, PodStatus,
 };
+use crate::apiserver::{ApiError, Client, DeleteOptions, PatchKind, pod_path};
 use crate::events::{PodEvent, PodEventReceiver};
 use crate::pod_manager::is_mirror_pod;
 use crate::status;
