@@ -38,7 +38,7 @@ use crate::source::file::{self, FileSource, FileSourceOptions};
 /// The log targets of the lines that were the agent's and `apiserver::start`'s.
 const AGENT_LOG: &str = "picolet::agent";
 #[cfg(feature = "apiserver")]
-const APISERVER_LOG: &str = "picolet::apiserver";
+const APISERVER_LOG: &str = "picolet::kube";
 
 /// Why `picolet run` could not start.
 #[derive(Debug, thiserror::Error)]
@@ -51,7 +51,7 @@ pub enum DaemonError {
     Runtime(#[from] CriError),
     #[cfg(feature = "apiserver")]
     #[error(transparent)]
-    Api(#[from] crate::apiserver::ApiError),
+    Api(#[from] crate::kube::ApiError),
     #[cfg(feature = "apiserver")]
     #[error(transparent)]
     LocalApi(#[from] crate::local_api::LocalApiError),
@@ -420,9 +420,9 @@ pub fn start_apiserver_mode<R: Runtime, C: Clock>(
     runtime: R,
     clock: C,
     shutdown: &CancellationToken,
-) -> Result<Extensions, crate::apiserver::ApiError> {
-    use crate::apiserver::{Client, ClientConfig, HttpClient};
+) -> Result<Extensions, crate::kube::ApiError> {
     use crate::checkpoint::Checkpoint;
+    use crate::kube::{Client, ClientConfig, HttpClient};
     use crate::node::status::{NodeAgent, NodeOptions};
     use crate::source::apiserver::{self as api_source, ApiSource};
     use crate::source::http::{self as http_source, HttpSource};

@@ -29,7 +29,7 @@
 //!  runtime, prober, agent, apiserver's event sink → recorder
 //!  runtime (sync), agent  → csi (→ api, config_data)
 //!  leaves                api, clock, events, grpc, manifest, node, options, shrink, probe (its https
-//!                        borrows the rustls config of `apiserver::tls`), recorder (→ api,
+//!                        borrows the rustls config of `kube::tls`), recorder (→ api,
 //!                        clock)
 //! ```
 //!
@@ -38,7 +38,7 @@
 //! injected clock, events, stats) ← `runtime::fake` (a `Runtime`, called directly, paused
 //! time) and `runtime::fake_cri` (feature `fake-cri`: a CRI gRPC server that only decodes,
 //! calls the model, encodes, and adds transport faults). The API server:
-//! `apiserver::mock` (feature `mock-apiserver`). Time: `clock::TokioClock`.
+//! `kube::mock` (feature `mock-apiserver`). Time: `clock::TokioClock`.
 //!
 //! Layout:
 //! - [`api`]          the `v1/Pod` subset (serde types), nothing else
@@ -87,8 +87,6 @@ pub mod admission;
 pub mod agent;
 pub mod api;
 #[cfg(feature = "apiserver")]
-pub mod apiserver;
-#[cfg(feature = "apiserver")]
 pub mod checkpoint;
 pub mod cli;
 pub mod clock;
@@ -100,6 +98,8 @@ pub mod events;
 pub mod eviction;
 pub mod grpc;
 pub mod json;
+#[cfg(feature = "apiserver")]
+pub mod kube;
 #[cfg(feature = "apiserver")]
 pub mod local_api;
 pub mod manifest;

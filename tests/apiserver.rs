@@ -7,9 +7,9 @@ use std::time::Duration;
 mod common;
 
 use common::{IMAGE, phase, wait_until};
-use picolet::apiserver::mock::{MockApiServer, MockTls};
-use picolet::apiserver::types::{ObjectList, WatchEvent};
-use picolet::apiserver::{
+use picolet::kube::mock::{MockApiServer, MockTls};
+use picolet::kube::types::{ObjectList, WatchEvent};
+use picolet::kube::{
     ApiError, Client, ClientConfig, DeleteOptions, PatchKind, WatchStream, pod_path, query,
 };
 use serde_json::{Value, json};
@@ -987,7 +987,7 @@ async fn no_apiserver_and_no_checkpoint_static_pods_still_start() {
 // ---------------------------------------------------------------------------------------
 // HTTP source
 
-use picolet::apiserver::HttpClient;
+use picolet::kube::HttpClient;
 use picolet::source::http::{HttpSource, HttpSourceOptions};
 
 #[tokio::test]

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use picolet::apiserver::mock::MockApiServer;
+use picolet::kube::mock::MockApiServer;
 use picolet::runtime::cri::CriRuntime;
 use picolet::runtime::{ContainerState, ListFilter, Runtime, SandboxState};
 use serde_json::{Value, json};

@@ -8,8 +8,8 @@ mod common;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt as _;
 
-use picolet::apiserver::{Client, ClientConfig};
 use picolet::clock::TokioClock;
+use picolet::kube::{Client, ClientConfig};
 use picolet::local_api::{self, LocalApiOptions};
 use picolet::runtime::fake::FakeRuntime;
 use serde_json::Value;
@@ -211,7 +211,7 @@ async fn serves_pods_nodes_and_refuses_a_wrong_token() {
             assert_eq!(secrets.code(), Some(403));
             // `kubectl delete pod` of a static pod: refused, naming the file to remove; a
             // pod that is not there answers 404 as for a GET.
-            let opts = picolet::apiserver::DeleteOptions::default();
+            let opts = picolet::kube::DeleteOptions::default();
             let refused = node
                 .client
                 .delete("/api/v1/namespaces/default/pods/web-node1", &opts)
@@ -229,7 +229,7 @@ async fn serves_pods_nodes_and_refuses_a_wrong_token() {
                 .client
                 .patch::<Value>(
                     "/api/v1/namespaces/default/pods/web-node1",
-                    picolet::apiserver::PatchKind::Merge,
+                    picolet::kube::PatchKind::Merge,
                     &serde_json::json!({"metadata": {"labels": {"a": "b"}}}),
                 )
                 .await

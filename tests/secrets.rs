@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::{IMAGE, wait_until};
-use picolet::apiserver::{Client, ClientConfig};
+use picolet::kube::{Client, ClientConfig};
 use picolet::runtime::ContainerState;
 use picolet::runtime::fake_cri::FakeCri;
 use serde_json::Value;

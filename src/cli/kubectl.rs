@@ -17,8 +17,8 @@ use std::io::Write as _;
 use serde_json::Value;
 
 use super::tabwriter::align;
-use crate::apiserver::{ApiError, Client};
 use crate::clock::{self, UnixNanos};
+use crate::kube::{ApiError, Client};
 use crate::local_api::printers::age;
 
 /// What kubectl's `get` sends: a `Table`, else plain JSON.
@@ -313,7 +313,7 @@ pub async fn describe_pod(
     let path = format!(
         "{}{}",
         collection(Resource::Events, req, None),
-        crate::apiserver::query(&[("fieldSelector", &selector)])
+        crate::kube::query(&[("fieldSelector", &selector)])
     );
     let events = match client.get_as(&path, "application/json").await {
         Ok(b) => serde_json::from_slice::<Value>(&b).ok(),

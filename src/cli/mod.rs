@@ -353,7 +353,7 @@ pub fn find_kubeconfig(a: &Args, env: Option<std::ffi::OsString>) -> Result<Path
 
 #[cfg(feature = "apiserver")]
 fn client_main(a: &Args) -> u8 {
-    use crate::apiserver::{Client, ClientConfig};
+    use crate::kube::{Client, ClientConfig};
     let kubeconfig = match find_kubeconfig(a, std::env::var_os("KUBECONFIG")) {
         Ok(path) => path,
         Err(tried) => {

@@ -117,11 +117,11 @@ mod tests {
         let ca = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
         let text = kubeconfig("pi-4", "https://127.0.0.1:10250", ca, &t);
         let path = std::path::Path::new("/var/lib/picolet/kubeconfig");
-        let cfg = crate::apiserver::ClientConfig::from_kubeconfig_str(&text, path, path).unwrap();
+        let cfg = crate::kube::ClientConfig::from_kubeconfig_str(&text, path, path).unwrap();
         assert_eq!(cfg.server, "https://127.0.0.1:10250");
         assert_eq!(
             cfg.credentials,
-            crate::apiserver::Credentials::Token(t.as_str().to_string())
+            crate::kube::Credentials::Token(t.as_str().to_string())
         );
         assert_eq!(cfg.tls.ca_pem.as_deref(), Some(ca.as_bytes()));
     }

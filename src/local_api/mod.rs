@@ -256,10 +256,10 @@ fn server_tls(
     key: &[u8],
     client_ca: Option<&[u8]>,
 ) -> Result<Arc<rustls::ServerConfig>, LocalApiError> {
-    let tls = |e: crate::apiserver::ApiError| LocalApiError::Tls(e.to_string());
+    let tls = |e: crate::kube::ApiError| LocalApiError::Tls(e.to_string());
     let other = |e: &dyn std::fmt::Display| LocalApiError::Tls(e.to_string());
-    let certs = crate::apiserver::tls::certificates(chain, "serving certificate").map_err(tls)?;
-    let key = crate::apiserver::tls::private_key(key, "serving key").map_err(tls)?;
+    let certs = crate::kube::tls::certificates(chain, "serving certificate").map_err(tls)?;
+    let key = crate::kube::tls::private_key(key, "serving key").map_err(tls)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -268,7 +268,7 @@ fn server_tls(
         None => builder.with_no_client_auth(),
         Some(pem) => {
             let mut roots = rustls::RootCertStore::empty();
-            for c in crate::apiserver::tls::certificates(pem, "--client-ca-file").map_err(tls)? {
+            for c in crate::kube::tls::certificates(pem, "--client-ca-file").map_err(tls)? {
                 roots.add(c).map_err(|e| other(&e))?;
             }
             // Optional: kubectl with the token presents no certificate.

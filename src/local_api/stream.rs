@@ -917,12 +917,11 @@ mod tests {
             None,
         )
         .unwrap();
-        let client_tls =
-            crate::apiserver::tls::client_config(&crate::apiserver::tls::TlsSettings {
-                ca_pem: Some(certs.ca_pem.into_bytes()),
-                ..Default::default()
-            })
-            .unwrap();
+        let client_tls = crate::kube::tls::client_config(&crate::kube::tls::TlsSettings {
+            ca_pem: Some(certs.ca_pem.into_bytes()),
+            ..Default::default()
+        })
+        .unwrap();
         let api = Api::new(
             Token::parse(TOKEN).unwrap(),
             view,

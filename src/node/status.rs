@@ -28,11 +28,11 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{ObjectMeta, OwnerReference};
-use crate::apiserver::types::{
+use crate::clock::{self, Clock, UnixNanos};
+use crate::kube::types::{
     Lease, LeaseSpec, Node, NodeAddress, NodeCondition, NodeStatus, NodeSystemInfo,
 };
-use crate::apiserver::{ApiError, Backoff, Client, PatchKind};
-use crate::clock::{self, Clock, UnixNanos};
+use crate::kube::{ApiError, Backoff, Client, PatchKind};
 use crate::runtime::{Runtime, RuntimeHealth, RuntimeVersion};
 
 pub use crate::node::{LABEL_ARCH, LABEL_HOSTNAME, LABEL_OS, go_arch, parse_meminfo};

@@ -454,7 +454,7 @@ mod tls {
     use tokio_rustls::TlsConnector;
 
     use super::{Conn, FetchError};
-    use crate::apiserver::tls::{TlsSettings, client_config};
+    use crate::kube::tls::{TlsSettings, client_config};
 
     /// Built once: the same for every probe.
     fn config() -> Result<Arc<rustls::ClientConfig>, FetchError> {
@@ -1191,7 +1191,7 @@ mod tests {
     #[cfg(feature = "apiserver")]
     mod https {
         use super::*;
-        use crate::apiserver::tls::{certificates, private_key};
+        use crate::kube::tls::{certificates, private_key};
 
         async fn serve_tls() -> (u16, mpsc::UnboundedReceiver<Option<String>>) {
             let certs = certificates(include_bytes!("../../tests/data/tls/server.crt"), "cert");

@@ -1,6 +1,6 @@
 //! Probe and hook handlers that talk to the network (upstream `pkg/probe/{http,tcp,grpc}`):
 //! a leaf module — it imports nothing of picolet but `api` (and, for https, the rustls
-//! configuration of `apiserver::tls` when that feature is built), so both the prober
+//! configuration of `kube::tls` when that feature is built), so both the prober
 //! (probes) and the runtime sync (lifecycle hooks) use it.
 //!
 //! Owns: dialing the pod (IP or name), one HTTP/1.1 GET with its redirects, the TLS

@@ -33,8 +33,8 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::apiserver::{ApiError, Backoff, Client, PatchKind};
 use crate::clock;
+use crate::kube::{ApiError, Backoff, Client, PatchKind};
 use crate::recorder::{RecordedEvent, Recorder};
 
 /// kubelet: `eventRecordQPS` default.

@@ -36,10 +36,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{ANNOTATION_CONFIG_SOURCE, Pod};
-use crate::apiserver::types::{ObjectList, Status, WatchEvent};
-use crate::apiserver::{ApiError, Backoff, Client, query};
 use crate::checkpoint::Checkpoint;
 use crate::events::SourceUpdate;
+use crate::kube::types::{ObjectList, Status, WatchEvent};
+use crate::kube::{ApiError, Backoff, Client, query};
 
 /// The `source` of this source's updates.
 pub const SOURCE: &str = "api";
@@ -65,7 +65,7 @@ impl Default for ApiSourceOptions {
             backoff_max: Duration::from_secs(30),
             watch_timeout: Duration::from_secs(300),
             initial_list_timeout: Duration::from_secs(5),
-            max_list_bytes: crate::apiserver::MAX_RESPONSE_BYTES,
+            max_list_bytes: crate::kube::MAX_RESPONSE_BYTES,
         }
     }
 }

@@ -22,9 +22,9 @@ use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::Pod;
-use crate::apiserver::{ApiError, HttpClient};
 use crate::clock::Clock;
 use crate::events::SourceUpdate;
+use crate::kube::{ApiError, HttpClient};
 use crate::manifest::{self, fields};
 
 /// The `source` of this source's updates.
