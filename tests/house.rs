@@ -420,7 +420,6 @@ fn picture(g: &Graph) {
 }
 
 #[test]
-#[ignore = "issue 33: on once the cuts are done"]
 fn no_file_imports_round_a_loop() {
     let g = graph();
     picture(&g);
@@ -432,7 +431,6 @@ fn no_file_imports_round_a_loop() {
 }
 
 #[test]
-#[ignore = "issue 33: on once the cuts are done"]
 fn no_module_imports_one_that_imports_it_back() {
     let g = graph();
     let c = cycles(&g.tops);

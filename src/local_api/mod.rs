@@ -26,6 +26,7 @@ pub mod conns;
 pub mod credentials;
 pub mod logs;
 pub mod printers;
+mod response;
 pub mod select;
 pub mod server;
 pub mod stats;

@@ -20,15 +20,14 @@ use std::cell::RefCell;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
-use hyper::body::{Body, Frame, Incoming};
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -39,6 +38,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::credentials::Token;
 use super::printers::{self, Kind};
+use super::response::{Out, json_response, not_found, response, status_error};
 use super::select::Selector;
 use super::stats::{self, Stats};
 use super::stream;
@@ -57,39 +57,6 @@ pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 const WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
 /// How long the runtime's health is trusted for the Node served.
 const HEALTH_TTL: Duration = Duration::from_secs(10);
-
-/// A response body: all at once, or streamed (watches, followed logs).
-pub enum Out {
-    Full(Option<Bytes>),
-    Stream(mpsc::Receiver<Bytes>),
-}
-
-impl Body for Out {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        match self.get_mut() {
-            Out::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
-            Out::Stream(rx) => rx.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b)))),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        matches!(self, Out::Full(None))
-    }
-
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        match self {
-            Out::Full(Some(b)) => hyper::body::SizeHint::with_exact(b.len() as u64),
-            Out::Full(None) => hyper::body::SizeHint::with_exact(0),
-            Out::Stream(_) => hyper::body::SizeHint::default(),
-        }
-    }
-}
 
 /// The Node object served: machine facts read once, the runtime's health at most every
 /// [`HEALTH_TTL`].
@@ -313,20 +280,6 @@ where
     r
 }
 
-/// A `metav1.Status` failure (kubectl prints `Error from server (Reason): message`).
-pub fn status_error(code: StatusCode, reason: &str, message: &str) -> Response<Out> {
-    let body = object(&mut [
-        ("kind", "Status".into()),
-        ("apiVersion", "v1".into()),
-        ("metadata", object(&mut [])),
-        ("status", "Failure".into()),
-        ("message", message.into()),
-        ("reason", reason.into()),
-        ("code", code.as_u16().into()),
-    ]);
-    json_response(code, &body)
-}
-
 /// A write to the read-only node API. On a pod's path (`kubectl delete/edit/label pod`)
 /// the answer says how that pod is changed: a static pod through its manifest file (or the
 /// manifest URL), named; an apiserver's pod through the apiserver. A pod that is not there
@@ -368,41 +321,6 @@ fn read_only<R: Runtime, C: Clock>(api: &Api<R, C>, segments: &[&str]) -> Respon
         ),
     };
     not_allowed(&message)
-}
-
-fn not_found(kind: &str, name: &str) -> Response<Out> {
-    let mut r = object(&mut [
-        ("kind", "Status".into()),
-        ("apiVersion", "v1".into()),
-        ("metadata", object(&mut [])),
-        ("status", "Failure".into()),
-        ("message", format!("{kind} \"{name}\" not found").into()),
-        ("reason", "NotFound".into()),
-        ("code", 404.into()),
-        (
-            "details",
-            object(&mut [("name", name.into()), ("kind", kind.into())]),
-        ),
-    ]);
-    if kind.is_empty() {
-        r["message"] = "the server could not find the requested resource".into();
-        r["details"] = object(&mut []);
-    }
-    json_response(StatusCode::NOT_FOUND, &r)
-}
-
-pub fn json_response(code: StatusCode, body: &Value) -> Response<Out> {
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
-    response(code, "application/json", Bytes::from(bytes))
-}
-
-fn response(code: StatusCode, content_type: &str, body: Bytes) -> Response<Out> {
-    let mut r = Response::new(Out::Full(Some(body)));
-    *r.status_mut() = code;
-    if let Ok(v) = header::HeaderValue::from_str(content_type) {
-        r.headers_mut().insert(header::CONTENT_TYPE, v);
-    }
-    r
 }
 
 /// `application/x-www-form-urlencoded` decoding of one query value.

@@ -34,7 +34,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio_util::sync::CancellationToken;
 
-use super::server::{Out, status_error};
+use super::response::{Out, status_error};
 use super::view::PodEntry;
 use crate::api::{Pod, PodStatus};
 use crate::runtime::labels::POD_UID_LABEL;

@@ -11,7 +11,7 @@
 //! writer compares first), or let a static pod read an API object or the reverse (the
 //! lookup is scoped by [`Scope::of`]).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::api;
 use crate::config_data::atomic_writer::{self, FileProjection, Payload};
@@ -31,35 +31,7 @@ pub struct VolumeError {
     pub message: String,
 }
 
-/// The plugin directory of a data volume and whether it is a tmpfs; `None` for other kinds.
-pub fn plugin_dir(volume: &api::Volume) -> Option<(&'static str, bool)> {
-    if volume.config_map.is_some() {
-        Some(("kubernetes.io~configmap", false))
-    } else if volume.secret.is_some() {
-        Some(("kubernetes.io~secret", true))
-    } else if volume.downward_api.is_some() {
-        Some(("kubernetes.io~downward-api", false))
-    } else if volume.projected.is_some() {
-        Some(("kubernetes.io~projected", true))
-    } else {
-        None
-    }
-}
-
-/// The plugin directories that may hold tmpfs mounts (unmounted before a pod directory is
-/// removed).
-pub const TMPFS_PLUGIN_DIRS: [&str; 2] = ["kubernetes.io~secret", "kubernetes.io~projected"];
-
-/// `<root>/pods/<uid>/volumes/<plugin>/<name>` of a data volume.
-pub fn volume_dir(root_dir: &Path, uid: &str, volume: &api::Volume) -> Option<PathBuf> {
-    let (plugin, _) = plugin_dir(volume)?;
-    Some(
-        mounts::pod_dir(root_dir, uid)
-            .join("volumes")
-            .join(plugin)
-            .join(&volume.name),
-    )
-}
+pub use crate::runtime::mounts::{TMPFS_PLUGIN_DIRS, plugin_dir, volume_dir};
 
 /// The name of a new volume version (kubelet: `..2006_01_02_15_04_05.<random>`), from the
 /// wall clock: `2026_12_01_19_30_00.123456789`.
@@ -538,7 +510,7 @@ mod tests {
             std::fs::read_to_string(db_dir.join("password")).unwrap(),
             "s3cret"
         );
-        let mounted: Vec<PathBuf> = tmpfs
+        let mounted: Vec<std::path::PathBuf> = tmpfs
             .mounted
             .lock()
             .unwrap()

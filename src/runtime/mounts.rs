@@ -19,7 +19,6 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 use crate::api;
-use crate::runtime::data_volumes;
 use crate::runtime::labels;
 use crate::runtime::{Mount, MountPropagation};
 
@@ -179,7 +178,7 @@ pub fn unmount_pod_volumes(
     let volumes = pod_dir(root_dir, uid).join("volumes");
     let plugins = ["kubernetes.io~empty-dir"]
         .into_iter()
-        .chain(data_volumes::TMPFS_PLUGIN_DIRS);
+        .chain(TMPFS_PLUGIN_DIRS);
     for plugin in plugins {
         let Ok(entries) = fs::read_dir(volumes.join(plugin)) else {
             continue;
@@ -230,6 +229,35 @@ pub fn memory_medium_size(
 /// `<root_dir>/pods/<uid>` (kubelet: `getPodDir`): everything picolet writes for a pod.
 pub fn pod_dir(root_dir: &Path, uid: &str) -> PathBuf {
     root_dir.join("pods").join(uid)
+}
+/// The plugin directory of a data volume and whether it is a tmpfs; `None` for other kinds.
+pub fn plugin_dir(volume: &api::Volume) -> Option<(&'static str, bool)> {
+    if volume.config_map.is_some() {
+        Some(("kubernetes.io~configmap", false))
+    } else if volume.secret.is_some() {
+        Some(("kubernetes.io~secret", true))
+    } else if volume.downward_api.is_some() {
+        Some(("kubernetes.io~downward-api", false))
+    } else if volume.projected.is_some() {
+        Some(("kubernetes.io~projected", true))
+    } else {
+        None
+    }
+}
+
+/// The plugin directories that may hold tmpfs mounts (unmounted before a pod directory is
+/// removed).
+pub const TMPFS_PLUGIN_DIRS: [&str; 2] = ["kubernetes.io~secret", "kubernetes.io~projected"];
+
+/// `<root>/pods/<uid>/volumes/<plugin>/<name>` of a data volume.
+pub fn volume_dir(root_dir: &Path, uid: &str, volume: &api::Volume) -> Option<PathBuf> {
+    let (plugin, _) = plugin_dir(volume)?;
+    Some(
+        pod_dir(root_dir, uid)
+            .join("volumes")
+            .join(plugin)
+            .join(&volume.name),
+    )
 }
 
 /// `<root_dir>/pods/<uid>/volumes/kubernetes.io~empty-dir/<name>`.
@@ -345,7 +373,7 @@ pub fn prepare_mounts(
         };
         // configMap, secret, downwardAPI, projected: set up by `data_volumes` before the
         // containers start, always read-only (kubelet: their mounters report ReadOnly).
-        let data_dir = data_volumes::volume_dir(root_dir, &pod.metadata.uid, volume);
+        let data_dir = volume_dir(root_dir, &pod.metadata.uid, volume);
         let is_data = data_dir.is_some();
         let base = match data_dir {
             Some(dir) => dir,
