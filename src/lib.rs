@@ -96,6 +96,7 @@ pub mod csi;
 pub mod daemon;
 pub mod events;
 pub mod eviction;
+pub mod fieldpath;
 pub mod grpc;
 pub mod json;
 #[cfg(feature = "apiserver")]

@@ -14,7 +14,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::api::{self, PullPolicy};
-use crate::config_data::{self, ConfigObjects, Kind, ObjectKey, Scope};
+use crate::config_data::{self, Kind, ObjectKey, Scope};
+pub use crate::fieldpath::{NodeParams, expand, metadata_subscript};
 use crate::runtime::labels;
 use crate::runtime::{
     ContainerConfig, ContainerSecurity, DnsConfig, ImageUser, Mount, NamespaceMode,
@@ -59,25 +60,6 @@ pub enum ConfigError {
     InvalidImageName { image: String, reason: &'static str },
     #[error("{field}: {message}")]
     SecurityProfile { field: String, message: String },
-}
-
-/// The node's facts a container's config depends on.
-#[derive(Debug, Clone, Copy)]
-pub struct NodeParams<'a> {
-    /// `<root-dir>/seccomp`: `Localhost` seccomp profiles are relative to it (kubelet:
-    /// `seccompProfileRoot`).
-    pub seccomp_root: &'a Path,
-    /// `--seccomp-default`: `RuntimeDefault` instead of `Unconfined` when nothing is asked.
-    pub seccomp_default: bool,
-    /// The node's memory (`MemTotal`, bytes): Burstable containers' `oom_score_adj`, and
-    /// `resourceFieldRef` `limits.memory` of a container without a limit.
-    pub memory_capacity: u64,
-    /// The node's CPUs in millicores: `resourceFieldRef` `limits.cpu` without a limit.
-    pub cpu_capacity_milli: i64,
-    /// The node's IP (`status.hostIP`); "" if unknown.
-    pub host_ip: &'a str,
-    /// The ConfigMaps and Secrets env refs read (`None`: none known).
-    pub objects: Option<&'a ConfigObjects>,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -542,7 +524,12 @@ fn env_value_from(
         return Err(ConfigError::EnvValueFromInvalid { env: env.into() });
     };
     if let Some(rf) = obj.get("resourceFieldRef") {
-        return resource_field_ref(pod, container, env, rf, node);
+        return crate::fieldpath::resource_field_value(pod, container, rf, node).map_err(
+            |message| ConfigError::EnvResourceFieldRef {
+                env: env.into(),
+                message,
+            },
+        );
     }
     let Some(field_ref) = obj.get("fieldRef") else {
         return Err(match obj.keys().next() {
@@ -574,102 +561,6 @@ fn env_value_from(
     })
 }
 
-/// `metadata.labels['key']` / `metadata.annotations['key']` (double quotes too): the value,
-/// "" when the key is not set; `None` for any other path.
-pub fn metadata_subscript(pod: &api::Pod, path: &str) -> Option<String> {
-    let m = &pod.metadata;
-    let (map, rest) = if let Some(rest) = path.strip_prefix("metadata.labels") {
-        (&m.labels, rest)
-    } else if let Some(rest) = path.strip_prefix("metadata.annotations") {
-        (&m.annotations, rest)
-    } else {
-        return None;
-    };
-    let key = rest
-        .strip_prefix("['")
-        .and_then(|r| r.strip_suffix("']"))
-        .or_else(|| rest.strip_prefix("[\"").and_then(|r| r.strip_suffix("\"]")))?;
-    Some(map.get(key).cloned().unwrap_or_default())
-}
-
-/// A `resourceFieldRef` value (env and downwardAPI volume items); `name` names the item in
-/// errors.
-pub fn resource_field_value(
-    pod: &api::Pod,
-    container: &api::Container,
-    name: &str,
-    rf: &serde_json::Value,
-    node: NodeParams<'_>,
-) -> Result<String, ConfigError> {
-    resource_field_ref(pod, container, name, rf, node)
-}
-
-/// kubelet: `resource.ExtractContainerResourceValue` over the container's resources merged
-/// with the node's allocatable (`MergeContainerResourceLimits`: a missing cpu or memory limit
-/// is the node's). The value is divided by `divisor` (default 1) and rounded up.
-fn resource_field_ref(
-    pod: &api::Pod,
-    container: &api::Container,
-    env: &str,
-    rf: &serde_json::Value,
-    node: NodeParams<'_>,
-) -> Result<String, ConfigError> {
-    let invalid = |why: String| ConfigError::EnvResourceFieldRef {
-        env: env.into(),
-        message: why,
-    };
-    let resource = rf.get("resource").and_then(|v| v.as_str()).unwrap_or("");
-    let target = match rf.get("containerName").and_then(|v| v.as_str()) {
-        None | Some("") => container,
-        Some(name) => pod
-            .spec
-            .containers
-            .iter()
-            .chain(&pod.spec.init_containers)
-            .find(|c| c.name == name)
-            .ok_or_else(|| invalid(format!("no container named {name:?}")))?,
-    };
-    let (which, name) = resource
-        .split_once('.')
-        .ok_or_else(|| invalid(format!("unsupported resource {resource:?}")))?;
-    // cpu in millicores, everything else in units.
-    let scale = if name == "cpu" { 3 } else { 0 };
-    let divisor = match rf.get("divisor") {
-        None | Some(serde_json::Value::Null) => 10i64.pow(scale as u32),
-        Some(d) => {
-            let q: api::Quantity = serde_json::from_value(d.clone())
-                .map_err(|_| invalid(format!("divisor {d} is not a quantity")))?;
-            q.scaled(scale)
-                .filter(|v| *v > 0)
-                .ok_or_else(|| invalid(format!("divisor {d} must be a positive quantity")))?
-        }
-    };
-    let res = target.resources.clone().unwrap_or_default();
-    let get = |map: &BTreeMap<String, api::Quantity>| -> Result<Option<i64>, ConfigError> {
-        map.get(name)
-            .map(|q| {
-                q.scaled(scale)
-                    .ok_or_else(|| invalid(format!("{which}.{name} is not a quantity")))
-            })
-            .transpose()
-    };
-    let value = match (which, name) {
-        ("limits", "cpu") => get(&res.limits)?.unwrap_or(node.cpu_capacity_milli),
-        ("limits", "memory") => {
-            get(&res.limits)?.unwrap_or(i64::try_from(node.memory_capacity).unwrap_or(i64::MAX))
-        }
-        ("requests", "cpu" | "memory") => get(&res.requests)?.or(get(&res.limits)?).unwrap_or(0),
-        ("limits" | "requests", "ephemeral-storage") => match which {
-            "limits" => get(&res.limits)?.unwrap_or(0),
-            _ => get(&res.requests)?.unwrap_or(0),
-        },
-        _ => return Err(invalid(format!("unsupported resource {resource:?}"))),
-    };
-    // ceil(value / divisor)
-    let out = value / divisor + i64::from(value % divisor != 0);
-    Ok(out.to_string())
-}
-
 /// Expand `$(VAR)` in command and args with the container's environment (kubelet:
 /// `ExpandContainerCommandAndArgs`).
 pub fn expand_command_and_args(
@@ -685,53 +576,6 @@ pub fn expand_command_and_args(
             .collect(),
         container.args.iter().map(|s| expand(s, lookup)).collect(),
     )
-}
-
-/// Kubernetes variable expansion (kubelet: `third_party/forked/golang/expansion`):
-/// `$(NAME)` is replaced when `lookup` knows NAME and kept verbatim otherwise; `$$` is an
-/// escaped `$`; a `$` followed by anything else, or an unclosed `$(`, stays as written.
-pub fn expand(input: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
-    let mut out = String::with_capacity(input.len());
-    let mut rest = input;
-    while let Some(pos) = rest.find('$') {
-        out.push_str(&rest[..pos]);
-        let after = &rest[pos + 1..];
-        match after.chars().next() {
-            Some('$') => {
-                out.push('$');
-                rest = &after[1..];
-            }
-            Some('(') => match after[1..].find(')') {
-                Some(end) => {
-                    let name = &after[1..1 + end];
-                    match lookup(name) {
-                        Some(v) => out.push_str(&v),
-                        None => {
-                            out.push_str("$(");
-                            out.push_str(name);
-                            out.push(')');
-                        }
-                    }
-                    rest = &after[1 + end + 1..];
-                }
-                None => {
-                    out.push_str("$(");
-                    rest = &after[1..];
-                }
-            },
-            Some(c) => {
-                out.push('$');
-                out.push(c);
-                rest = &after[c.len_utf8()..];
-            }
-            None => {
-                out.push('$');
-                rest = after;
-            }
-        }
-    }
-    out.push_str(rest);
-    out
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1148,6 +992,7 @@ pub fn pull_policy(container: &api::Container) -> PullPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config_data::ConfigObjects;
 
     fn sc() -> NodeParams<'static> {
         NodeParams {

@@ -16,7 +16,7 @@ use std::path::Path;
 use crate::api;
 use crate::config_data::atomic_writer::{self, FileProjection, Payload};
 use crate::config_data::{self, ConfigObjects, Kind, Object, ObjectKey, Scope};
-use crate::runtime::cri_config::{self, NodeParams};
+use crate::fieldpath::NodeParams;
 use crate::runtime::mounts::{self, Tmpfs};
 
 /// upstream: `ConfigMapVolumeSourceDefaultMode`, `SecretVolumeSourceDefaultMode`, … (0644).
@@ -262,8 +262,10 @@ fn downward(
                 .first()
                 .ok_or_else(|| "the pod has no containers".to_string())?;
             let rf = serde_json::to_value(r).map_err(|e| e.to_string())?;
-            cri_config::resource_field_value(pod, container, &item.path, &rf, node)
-                .map_err(|e| e.to_string())?
+            crate::fieldpath::resource_field_value(pod, container, &rf, node).map_err(|m| {
+                // (the message the container config's error gave before, item named)
+                format!("env {:?}: resourceFieldRef: {m}", item.path)
+            })?
         } else {
             return Err(format!(
                 "item {:?}: no fieldRef or resourceFieldRef",
@@ -290,7 +292,7 @@ fn field_value(pod: &api::Pod, path: &str) -> Result<String, String> {
         "metadata.uid" => m.uid.clone(),
         "metadata.labels" => format_map(&m.labels),
         "metadata.annotations" => format_map(&m.annotations),
-        _ => cri_config::metadata_subscript(pod, path)
+        _ => crate::fieldpath::metadata_subscript(pod, path)
             .ok_or_else(|| format!("unsupported fieldPath {path:?}"))?,
     })
 }

@@ -386,7 +386,7 @@ pub fn prepare_mounts(
             .as_deref()
             .filter(|s| !s.is_empty())
             .map(|expr| {
-                crate::runtime::cri_config::expand(expr, |name| {
+                crate::fieldpath::expand(expr, |name| {
                     envs.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
                 })
             });
