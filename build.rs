@@ -1,8 +1,8 @@
 //! Compiles the protos (`proto/`) into Rust without a `protoc` binary: `protox` parses them
 //! into a `FileDescriptorSet`, `tonic-prost-build` generates the prost messages, the clients,
-//! and the servers (compiled only with the `fake-cri` feature, see `src/runtime/fake_cri.rs`
+//! and the servers (compiled only with the `fake-cri` feature, see `src/cri/fake_cri.rs`
 //! and the grpc probe tests). The outputs: `$OUT_DIR/runtime.v1.rs` (the CRI), included by
-//! `src/runtime/cri.rs` only, and `$OUT_DIR/grpc.health.v1.rs` (the gRPC health protocol),
+//! `src/cri/client.rs` only, and `$OUT_DIR/grpc.health.v1.rs` (the gRPC health protocol),
 //! included by `src/probe/grpc.rs` only; `$OUT_DIR/csi.v1.rs` (the CSI Node service) and
 //! `$OUT_DIR/pluginregistration.rs` (the kubelet's plugin registration), included by
 //! `src/csi/proto.rs` only (their servers: the fake CSI plugin of the tests).

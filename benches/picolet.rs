@@ -26,7 +26,7 @@
 //! The fake serves `GetContainerEvents` (evented PLEG, as containerd ≥ 1.7); `--no-events`
 //! makes it answer Unimplemented, as containerd 1.6 does (picolet then relists every 1 s).
 //!
-//! The fake CRI server (`picolet::runtime::fake_cri`) runs in THIS process, on its own
+//! The fake CRI server (`picolet::cri::fake_cri`) runs in THIS process, on its own
 //! current-thread tokio runtime, so its memory and CPU are never counted as picolet's; the
 //! measured binary is a separate `picolet run` child process.
 //!
@@ -45,12 +45,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use futures_util::future::join_all;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use picolet::cri::client::CriRuntime;
+use picolet::cri::fake_cri::{FakeCri, FakeCriHandle, Fault, Method};
+use picolet::cri::{ContainerState, ListFilter, Runtime, SandboxState};
+use picolet::kuberuntime::cri_config as rtconfig;
+use picolet::kuberuntime::cri_config::SandboxParams;
+use picolet::kuberuntime::labels::{POD_NAMESPACE_LABEL, POD_UID_LABEL};
 use picolet::manifest;
-use picolet::runtime::cri::CriRuntime;
-use picolet::runtime::cri_config::{self as rtconfig, SandboxParams};
-use picolet::runtime::fake_cri::{FakeCri, FakeCriHandle, Fault, Method};
-use picolet::runtime::labels::{POD_NAMESPACE_LABEL, POD_UID_LABEL};
-use picolet::runtime::{ContainerState, ListFilter, Runtime, SandboxState};
 
 #[path = "../tests/common/hostile.rs"]
 mod hostile;
@@ -716,7 +717,7 @@ fn events_per_flag(fake: &FakeCriHandle, args: &Args) -> &'static str {
         fake.inject(
             Method::GetContainerEvents,
             Fault::fail(
-                picolet::runtime::fake_cri::Code::Unimplemented,
+                picolet::cri::fake_cri::Code::Unimplemented,
                 "unknown method GetContainerEvents",
             ),
         );

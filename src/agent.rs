@@ -48,7 +48,14 @@ use crate::admission::{self, NodeFacts};
 use crate::api::Pod;
 use crate::clock::Clock;
 use crate::config_data::{self, ConfigObjects, ObjectChannels, ObjectsUpdate, Scope};
+use crate::cri::{
+    ContainerEvent, ContainerState, CriError, PodRuntimeStatus, Runtime, SandboxState,
+};
 use crate::events::{PodEvent, PodEventSender, RunningContainers, SourceUpdate};
+use crate::kuberuntime::backoff::PodBackoffs;
+use crate::kuberuntime::gc::{self, GcPolicy};
+use crate::kuberuntime::plan::KillReason;
+use crate::kuberuntime::sync::{self, PodSyncResult, StartOutcome, SyncEnv};
 use crate::manifest::SOURCE_FILE;
 use crate::node;
 use crate::pleg::{self, PlegMessage};
@@ -61,16 +68,9 @@ use crate::pod_workers::{
 };
 use crate::prober::{ProbeHandle, Prober};
 use crate::recorder::{self, Recorder};
-use crate::runtime::backoff::PodBackoffs;
-use crate::runtime::gc::{self, GcPolicy};
-use crate::runtime::mounts::Tmpfs;
-use crate::runtime::plan::KillReason;
-use crate::runtime::sync::{self, PodSyncResult, StartOutcome, SyncEnv};
-use crate::runtime::{
-    ContainerEvent, ContainerState, CriError, PodRuntimeStatus, Runtime, SandboxState,
-};
 use crate::shrink::ShrinkSparse;
 use crate::status::{self, StatusManager, WaitingReasons};
+use crate::volume::mounts::Tmpfs;
 
 /// A burst of at least this many pod syncs at once is followed by a heap trim.
 const BURST_TRIM_THRESHOLD: usize = 16;
@@ -137,10 +137,10 @@ pub struct AgentConfig {
     pub gc_policy: GcPolicy,
     /// `--container-log-max-size`, `--container-log-max-files`; `None`: no log rotation.
     /// The daemon runs the log manager beside the loop.
-    pub log_rotation: Option<crate::runtime::log_rotation::LogRotatePolicy>,
+    pub log_rotation: Option<crate::logs::LogRotatePolicy>,
     /// The image GC settings; `None`: no image GC. The daemon runs the image manager
     /// beside the loop.
-    pub image_gc: Option<crate::runtime::image_gc::ImageGcPolicy>,
+    pub image_gc: Option<crate::images::ImageGcPolicy>,
     /// The node's IP: every pod's `status.hostIP`, and the `podIP` of host-network pods
     /// (`--node-ip`, else the default route's source address).
     pub node_ip: Option<std::net::IpAddr>,
@@ -177,7 +177,7 @@ pub async fn run<R: Runtime, C: Clock>(
         ..Shared::default()
     }));
     let config_objects = ConfigObjects::default();
-    let tmpfs: Arc<dyn Tmpfs> = Arc::new(crate::runtime::mounts::SysTmpfs);
+    let tmpfs: Arc<dyn Tmpfs> = Arc::new(crate::volume::mounts::SysTmpfs);
     // kubelet: the plugin manager watches <root-dir>/plugins_registry for CSI drivers.
     let csi = crate::csi::Registry::default();
     let (csi_tx, mut csi_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -220,7 +220,7 @@ pub async fn run<R: Runtime, C: Clock>(
             cpu_capacity_milli: node::cpu_capacity_milli(),
             host_ip: cfg.node_ip.map(|ip| ip.to_string()).unwrap_or_default(),
             tmpfs: tmpfs.clone(),
-            credential_paths: crate::runtime::credentials::default_paths(&cfg.root_dir),
+            credential_paths: crate::cri::credentials::default_paths(&cfg.root_dir),
             config: config_objects.clone(),
             recorder: recorder.clone(),
             csi: csi.clone(),
@@ -1190,8 +1190,8 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
 /// The removal of orphaned pod directories (on the blocking pool).
 fn remove_pod_dirs(root: &std::path::Path, orphans: Vec<String>, tmpfs: &dyn Tmpfs) {
     for uid in orphans {
-        let dir = crate::runtime::mounts::pod_dir(root, &uid);
-        let result = crate::runtime::mounts::unmount_pod_volumes(root, &uid, tmpfs)
+        let dir = crate::volume::mounts::pod_dir(root, &uid);
+        let result = crate::volume::mounts::unmount_pod_volumes(root, &uid, tmpfs)
             .map_err(|e| e.to_string())
             .and_then(|()| std::fs::remove_dir_all(&dir).map_err(|e| e.to_string()));
         match result {

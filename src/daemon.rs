@@ -24,15 +24,15 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::{self, AgentConfig, Channels};
 use crate::clock::{Clock, SystemClock};
+use crate::cri::client::{CriRuntime, CriTimeouts};
+use crate::cri::{CriError, Runtime};
 use crate::events::{PodEventSender, SourceUpdate};
+use crate::images::{ImageGcPolicy, ImageManager};
+use crate::kuberuntime::gc::GcPolicy;
+use crate::logs::{LogManager, LogRotatePolicy};
 use crate::node::{self, NodeError};
 use crate::options::Options;
 use crate::recorder::{self, Recorder};
-use crate::runtime::cri::{CriRuntime, CriTimeouts};
-use crate::runtime::gc::GcPolicy;
-use crate::runtime::image_gc::{ImageGcPolicy, ImageManager};
-use crate::runtime::log_rotation::{LogManager, LogRotatePolicy};
-use crate::runtime::{CriError, Runtime};
 use crate::source::file::{self, FileSource, FileSourceOptions};
 
 /// The log targets of the lines that were the agent's and `apiserver::start`'s.
@@ -46,7 +46,7 @@ pub enum DaemonError {
     #[error(transparent)]
     NodeName(#[from] NodeError),
     #[error("--root-dir: {0}")]
-    DataDirs(#[from] crate::runtime::mounts::MountError),
+    DataDirs(#[from] crate::volume::mounts::MountError),
     #[error(transparent)]
     Runtime(#[from] CriError),
     #[cfg(feature = "apiserver")]
@@ -91,7 +91,7 @@ pub async fn run(
 ) -> Result<(), DaemonError> {
     let node_name = node::node_name(opts.hostname_override.as_deref())?;
     // kubelet: setupDataDirs, before anything writes under the root directory.
-    crate::runtime::mounts::setup_data_dirs(&opts.root_dir)?;
+    crate::volume::mounts::setup_data_dirs(&opts.root_dir)?;
     // kubelet: the instrumented runtime service — every CRI call counted for `/metrics`.
     let runtime_metrics = std::sync::Arc::new(crate::metrics::RuntimeMetrics::default());
     let runtime = cri_runtime(&opts)?.with_metrics(std::sync::Arc::clone(&runtime_metrics));

@@ -34,9 +34,9 @@
 //! ```
 //!
 //! Fakes: one per external boundary, and each boundary's fake is one model with thin
-//! fronts. containerd: `runtime::fake_containerd` (the in-memory containerd: state, IDs,
-//! injected clock, events, stats) ← `runtime::fake` (a `Runtime`, called directly, paused
-//! time) and `runtime::fake_cri` (feature `fake-cri`: a CRI gRPC server that only decodes,
+//! fronts. containerd: `cri::fake_containerd` (the in-memory containerd: state, IDs,
+//! injected clock, events, stats) ← `cri::fake` (a `Runtime`, called directly, paused
+//! time) and `cri::fake_cri` (feature `fake-cri`: a CRI gRPC server that only decodes,
 //! calls the model, encodes, and adds transport faults). The API server:
 //! `kube::mock` (feature `mock-apiserver`). Time: `clock::TokioClock`.
 //!
@@ -92,17 +92,21 @@ pub mod cli;
 pub mod clock;
 pub mod cm;
 pub mod config_data;
+pub mod cri;
 pub mod csi;
 pub mod daemon;
 pub mod events;
 pub mod eviction;
 pub mod fieldpath;
 pub mod grpc;
+pub mod images;
 pub mod json;
 #[cfg(feature = "apiserver")]
 pub mod kube;
+pub mod kuberuntime;
 #[cfg(feature = "apiserver")]
 pub mod local_api;
+pub mod logs;
 pub mod manifest;
 pub mod metrics;
 pub mod node;
@@ -115,8 +119,8 @@ pub mod probe;
 pub mod prober;
 pub mod qos;
 pub mod recorder;
-pub mod runtime;
 pub mod shrink;
 pub mod sort;
 pub mod source;
 pub mod status;
+pub mod volume;

@@ -6,10 +6,10 @@ use std::process::ExitCode;
 use std::rc::Rc;
 use std::time::Duration;
 
+use picolet::cri::Runtime;
+use picolet::cri::client::CriRuntime;
 use picolet::node::{self, Preflight, Verdict};
 use picolet::options::{self, Command, Options};
-use picolet::runtime::Runtime;
-use picolet::runtime::cri::CriRuntime;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 

@@ -182,7 +182,7 @@ impl Default for Options {
             image_gc_high_threshold: 85,
             image_gc_low_threshold: 80,
             minimum_image_ttl_duration: Duration::from_secs(120),
-            pod_infra_container_image: crate::runtime::image_gc::DEFAULT_SANDBOX_IMAGE.into(),
+            pod_infra_container_image: crate::images::DEFAULT_SANDBOX_IMAGE.into(),
             kubeconfig: None,
             node_labels: BTreeMap::new(),
             max_pods: 110,
@@ -941,7 +941,7 @@ fn check_log_and_image_gc(opts: &Options) -> Result<(), OptionsError> {
             format!("{} must be at least 2", opts.container_log_max_files),
         ));
     }
-    let policy = crate::runtime::image_gc::ImageGcPolicy {
+    let policy = crate::images::ImageGcPolicy {
         high_threshold_percent: opts.image_gc_high_threshold,
         low_threshold_percent: opts.image_gc_low_threshold,
         ..Default::default()

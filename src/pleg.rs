@@ -47,11 +47,11 @@ use tokio_util::sync::CancellationToken;
 
 mod exits;
 
-use crate::runtime::sync;
-use crate::runtime::{
+use crate::cri::{
     ContainerEvent, ContainerEventKind, ContainerEvents, ContainerState, CriError,
     PodRuntimeStatus, RelistDigest, Runtime, SandboxState,
 };
+use crate::kuberuntime::sync;
 
 /// kubelet: genericPlegRelistPeriod.
 pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
@@ -465,7 +465,7 @@ pub fn apply_event(
         return Some((uid, Applied::Changed));
     };
     let uid = if sandbox.uid.is_empty() {
-        crate::runtime::labels::pod_uid(&sandbox.labels)?.to_string()
+        crate::kuberuntime::labels::pod_uid(&sandbox.labels)?.to_string()
     } else {
         sandbox.uid.clone()
     };
@@ -484,19 +484,15 @@ pub fn apply_event(
         // The view holds what the relist's lists hold: no annotations (the status calls
         // carry them, and the syncs' own views keep them). An event's copy with them
         // would cost a second full runtime view per pod.
-        pod.sandboxes.push(crate::runtime::Sandbox {
+        pod.sandboxes.push(crate::cri::Sandbox {
             annotations: Default::default(),
             ..sandbox.clone()
         });
-        pod.containers.extend(
-            event
-                .containers
-                .iter()
-                .map(|c| crate::runtime::ContainerInfo {
-                    annotations: Default::default(),
-                    ..c.clone()
-                }),
-        );
+        pod.containers
+            .extend(event.containers.iter().map(|c| crate::cri::ContainerInfo {
+                annotations: Default::default(),
+                ..c.clone()
+            }));
     }
     sync::regroup(pod);
     compact(pod);
@@ -532,7 +528,7 @@ pub fn apply_event(
 /// A container's annotations stay: its hash, restart count, grace periods and preStop hook
 /// are read from them. Everything a view is read for gives the same answer after this.
 pub fn compact(p: &mut PodRuntimeStatus) {
-    use crate::runtime::labels::{
+    use crate::kuberuntime::labels::{
         CONTAINER_NAME_LABEL, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL,
     };
     // A label that is absent or empty reads as `field`, or says the same.
@@ -553,7 +549,7 @@ pub fn compact(p: &mut PodRuntimeStatus) {
     let named_by_sandboxes = !p.name.is_empty()
         && !p.sandboxes.is_empty()
         && p.sandboxes.iter().all(|s| {
-            let i = crate::runtime::labels::sandbox_info(s);
+            let i = crate::kuberuntime::labels::sandbox_info(s);
             i.pod_name == p.name && i.pod_namespace == p.namespace
         });
     if named_by_sandboxes {
@@ -665,7 +661,7 @@ pub fn is_behind(seen: &[(Box<str>, u8)], cached: &PodRuntimeStatus) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::{ContainerInfo, ContainerState, Sandbox};
+    use crate::cri::{ContainerInfo, ContainerState, Sandbox};
     use std::collections::BTreeMap;
 
     fn sandbox(id: &str, uid: &str, state: SandboxState) -> Sandbox {
@@ -713,7 +709,7 @@ mod tests {
     /// A view as picolet's own objects give it: identity labels on both, the pod's own
     /// labels and annotations on the sandbox, the contract's annotations on the container.
     fn labelled_view() -> PodRuntimeStatus {
-        use crate::runtime::labels::*;
+        use crate::kuberuntime::labels::*;
         let identity = |extra: &[(&str, &str)]| -> BTreeMap<String, String> {
             [
                 (POD_UID_LABEL, "u1"),
@@ -749,7 +745,7 @@ mod tests {
 
     /// What the readers of a held view read from it.
     fn as_read(p: &PodRuntimeStatus) -> impl PartialEq + std::fmt::Debug + use<> {
-        use crate::runtime::labels;
+        use crate::kuberuntime::labels;
         let mut copy = p.clone();
         sync::regroup(&mut copy);
         (
@@ -809,7 +805,7 @@ mod tests {
 
     #[test]
     fn compacting_keeps_labels_that_say_more_than_the_fields() {
-        use crate::runtime::labels::*;
+        use crate::kuberuntime::labels::*;
         // A sandbox whose name label differs from its metadata name keeps its labels.
         let mut p = labelled_view();
         p.sandboxes[0].name = "other".into();

@@ -11,9 +11,9 @@ use common::IMAGE;
 use common::agent::{agent_dir, running_ids, start_with_events};
 use picolet::agent::AgentConfig;
 use picolet::clock::TokioClock;
+use picolet::cri::fake::{Call, FakeRuntime};
+use picolet::cri::{ContainerState, Runtime as _, SandboxState};
 use picolet::daemon::run_with;
-use picolet::runtime::fake::{Call, FakeRuntime};
-use picolet::runtime::{ContainerState, Runtime as _, SandboxState};
 use tokio::sync::Notify;
 use tokio::task::LocalSet;
 use tokio_util::sync::CancellationToken;
@@ -1181,7 +1181,7 @@ async fn log_rotation_follows_the_runtime_view_without_listing() {
     LocalSet::new()
         .run_until(async {
             let (_tmp, mut cfg) = agent_dir("node1");
-            cfg.log_rotation = Some(picolet::runtime::log_rotation::LogRotatePolicy::default());
+            cfg.log_rotation = Some(picolet::logs::LogRotatePolicy::default());
             std::fs::write(cfg.pod_manifest_path.join("web.yaml"), manifest("web", "1")).unwrap();
             let (clock, rt) = fake_runtime();
             rt.serve_events(true);

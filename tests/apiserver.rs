@@ -351,9 +351,9 @@ async fn https_with_a_client_certificate() {
 // Node and lease
 
 use picolet::clock::SystemClock;
+use picolet::cri::RuntimeHealth;
+use picolet::cri::fake::FakeRuntime;
 use picolet::node::status::{NodeAgent, NodeOptions};
-use picolet::runtime::RuntimeHealth;
-use picolet::runtime::fake::FakeRuntime;
 use tokio_util::sync::CancellationToken;
 
 fn fast_node_options(name: &str) -> NodeOptions {
@@ -681,9 +681,9 @@ async fn api_source_a_list_too_large_is_refused_and_retried() {
 // The whole agent in apiserver mode, over the fake runtime
 
 use common::agent::{agent_config, running_ids};
+use picolet::cri::ContainerState;
 use picolet::daemon::{run_with_extensions, start_apiserver_mode};
 use picolet::options::Options;
-use picolet::runtime::ContainerState;
 
 fn api_pod(name: &str, node: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod",
@@ -745,7 +745,7 @@ fn running_in(rt: &FakeRuntime, pod_name: &str) -> usize {
     let sandboxes: Vec<String> = rt
         .sandboxes()
         .into_iter()
-        .filter(|s| s.name == pod_name && s.state == picolet::runtime::SandboxState::Ready)
+        .filter(|s| s.name == pod_name && s.state == picolet::cri::SandboxState::Ready)
         .map(|s| s.id)
         .collect();
     rt.containers()

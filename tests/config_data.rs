@@ -11,7 +11,7 @@ mod common;
 use common::IMAGE;
 use common::agent::{agent_dir, start_with_events};
 use picolet::clock::TokioClock;
-use picolet::runtime::fake::FakeRuntime;
+use picolet::cri::fake::FakeRuntime;
 use tokio::task::LocalSet;
 
 fn let_inotify_deliver() {

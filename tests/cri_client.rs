@@ -9,9 +9,9 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use picolet::runtime::cri::{CriRuntime, CriTimeouts};
-use picolet::runtime::fake_cri::{Code, FakeCri, FakeCriHandle, Fault, Method};
-use picolet::runtime::{
+use picolet::cri::client::{CriRuntime, CriTimeouts};
+use picolet::cri::fake_cri::{Code, FakeCri, FakeCriHandle, Fault, Method};
+use picolet::cri::{
     ContainerConfig, ContainerSecurity, ContainerState, CriError, DnsConfig, ExecResult,
     ListFilter, Mount, MountPropagation, NamespaceMode, NamespaceOptions, PortMapping, ProfileKind,
     Protocol, Resources, Runtime, SandboxConfig, SandboxState, SecurityProfile, StreamOptions,
@@ -220,7 +220,7 @@ async fn calls_are_counted_for_metrics() {
     rt.version().await.expect("version");
     rt.version().await.expect("version");
     let _ = rt.container_status("no-such-container").await;
-    let mut digest = picolet::runtime::RelistDigest::default();
+    let mut digest = picolet::cri::RelistDigest::default();
     rt.relist(&mut digest).await.expect("relist");
     assert_eq!(metrics.total("Version"), 2);
     assert_eq!(metrics.total("ContainerStatus"), 1);
@@ -320,7 +320,7 @@ async fn list_filters_by_labels_and_id() {
         labels: map(&[("io.kubernetes.pod.name", name)]),
         sandbox_id: None,
     };
-    let ids = |v: Vec<picolet::runtime::Sandbox>| v.into_iter().map(|s| s.id).collect::<Vec<_>>();
+    let ids = |v: Vec<picolet::cri::Sandbox>| v.into_iter().map(|s| s.id).collect::<Vec<_>>();
     assert_eq!(
         ids(e.rt.list_pod_sandboxes(&by_label("b")).await.expect("list")),
         vec![b.clone()]
@@ -350,7 +350,7 @@ async fn list_filters_by_labels_and_id() {
     other.labels = map(&[("role", "side")]);
     let cb = e.rt.create_container(&b, &other, &sb).await.expect("cb");
     let cids =
-        |v: Vec<picolet::runtime::ContainerInfo>| v.into_iter().map(|c| c.id).collect::<Vec<_>>();
+        |v: Vec<picolet::cri::ContainerInfo>| v.into_iter().map(|c| c.id).collect::<Vec<_>>();
     let in_b = ListFilter {
         labels: BTreeMap::new(),
         sandbox_id: Some(b.clone()),
@@ -488,7 +488,7 @@ async fn streaming_calls_answer_a_url() {
             .expect("exec");
     assert_eq!(
         url,
-        format!("{}/exec/{id}", picolet::runtime::fake_cri::STREAM_BASE)
+        format!("{}/exec/{id}", picolet::cri::fake_cri::STREAM_BASE)
     );
     let url = e.rt.attach(&id, out).await.expect("attach");
     assert!(url.ends_with(&format!("/attach/{id}")), "{url}");
@@ -649,7 +649,7 @@ async fn images() {
             .await
             .expect("pull");
     // Credentials travel in PullImageRequest.auth.
-    let auth = picolet::runtime::credentials::AuthConfig {
+    let auth = picolet::cri::credentials::AuthConfig {
         username: "pi".into(),
         password: "s3cret".into(),
         server_address: "registry.local:5000".into(),
@@ -1198,7 +1198,7 @@ async fn lab_smoke_against_real_containerd() {
 #[tokio::test]
 async fn relist_is_none_while_nothing_changes() {
     let e = env().await;
-    let mut digest = picolet::runtime::RelistDigest::default();
+    let mut digest = picolet::cri::RelistDigest::default();
     let first = e.rt.relist(&mut digest).await.expect("relist");
     assert_eq!(first.map(|(s, c)| (s.len(), c.len())), Some((0, 0)));
     assert!(e.rt.relist(&mut digest).await.expect("relist").is_none());
@@ -1220,7 +1220,7 @@ async fn relist_is_none_while_nothing_changes() {
     assert_eq!(containers[0].state, ContainerState::Exited);
     assert!(e.rt.relist(&mut digest).await.expect("relist").is_none());
     // A fresh digest lists again.
-    let mut fresh = picolet::runtime::RelistDigest::default();
+    let mut fresh = picolet::cri::RelistDigest::default();
     assert!(e.rt.relist(&mut fresh).await.expect("relist").is_some());
 }
 
@@ -1229,9 +1229,7 @@ async fn relist_is_none_while_nothing_changes() {
 // ---------------------------------------------------------------------------------------
 
 /// The next event of the stream, within 5 s.
-async fn next_event(
-    events: &mut picolet::runtime::ContainerEvents,
-) -> picolet::runtime::ContainerEvent {
+async fn next_event(events: &mut picolet::cri::ContainerEvents) -> picolet::cri::ContainerEvent {
     use futures_util::StreamExt as _;
     tokio::time::timeout(Duration::from_secs(5), events.next())
         .await
@@ -1242,7 +1240,7 @@ async fn next_event(
 
 #[tokio::test]
 async fn container_events_stream_each_change_with_the_sandbox_after_it() {
-    use picolet::runtime::ContainerEventKind as Kind;
+    use picolet::cri::ContainerEventKind as Kind;
     let e = env().await;
     let mut events = e.rt.container_events().await.expect("stream opens");
     let sb = sandbox_config("web");

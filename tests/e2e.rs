@@ -29,8 +29,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use picolet::runtime::cri::CriRuntime;
-use picolet::runtime::{ContainerInfo, ContainerState, ListFilter, Runtime, Sandbox, SandboxState};
+use picolet::cri::client::CriRuntime;
+use picolet::cri::{ContainerInfo, ContainerState, ListFilter, Runtime, Sandbox, SandboxState};
 use tokio::time::{Instant, sleep};
 
 mod common;

@@ -20,9 +20,9 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use picolet::cri::client::CriRuntime;
+use picolet::cri::{ContainerState, ListFilter, Runtime, SandboxState};
 use picolet::kube::mock::MockApiServer;
-use picolet::runtime::cri::CriRuntime;
-use picolet::runtime::{ContainerState, ListFilter, Runtime, SandboxState};
 use serde_json::{Value, json};
 use tokio::time::{Instant, sleep};
 

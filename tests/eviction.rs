@@ -13,10 +13,10 @@ use common::agent::agent_dir;
 use picolet::agent::EvictionConfig;
 use picolet::api::{Pod, PodPhase};
 use picolet::clock::TokioClock;
+use picolet::cri::ContainerState;
+use picolet::cri::fake::FakeRuntime;
 use picolet::eviction::observe::{FsStats, Sources};
 use picolet::eviction::{self, Conditions};
-use picolet::runtime::ContainerState;
-use picolet::runtime::fake::FakeRuntime;
 use tokio::task::LocalSet;
 use tokio_util::sync::CancellationToken;
 

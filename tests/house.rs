@@ -438,7 +438,6 @@ fn no_module_imports_one_that_imports_it_back() {
 }
 
 #[test]
-#[ignore = "issue 33: on once the cuts are done"]
 fn no_module_holds_more_than_15_percent() {
     let g = graph();
     let big: Vec<_> = g

@@ -9,9 +9,9 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt as _;
 
 use picolet::clock::TokioClock;
+use picolet::cri::fake::FakeRuntime;
 use picolet::kube::{Client, ClientConfig};
 use picolet::local_api::{self, LocalApiOptions};
-use picolet::runtime::fake::FakeRuntime;
 use serde_json::Value;
 use tokio::task::LocalSet;
 

@@ -12,8 +12,8 @@ use common::IMAGE;
 use common::agent::{EventedAgent, agent_dir, start_with_events};
 use picolet::api::PodStatus;
 use picolet::clock::TokioClock;
-use picolet::runtime::ContainerState;
-use picolet::runtime::fake::{Call, FakeRuntime};
+use picolet::cri::ContainerState;
+use picolet::cri::fake::{Call, FakeRuntime};
 use tokio::task::LocalSet;
 
 fn fake_runtime() -> (TokioClock, FakeRuntime) {

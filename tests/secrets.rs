@@ -13,9 +13,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::{IMAGE, wait_until};
+use picolet::cri::ContainerState;
+use picolet::cri::fake_cri::FakeCri;
 use picolet::kube::{Client, ClientConfig};
-use picolet::runtime::ContainerState;
-use picolet::runtime::fake_cri::FakeCri;
 use serde_json::Value;
 
 /// The values that must never be printed: each appears in a Secret below, as written in the

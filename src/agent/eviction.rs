@@ -13,11 +13,11 @@ use super::Loop;
 use crate::admission::Rejection;
 use crate::api::Pod;
 use crate::clock::Clock;
+use crate::cri::Runtime;
 use crate::eviction::observe::{self, Observed, PodUsage};
 use crate::eviction::{self, Action, Candidate, Conditions, Manager, ReclaimStep, Threshold};
 use crate::pod_manager::is_mirror_pod;
 use crate::pod_workers::UpdatePodOptions;
-use crate::runtime::Runtime;
 
 /// kubelet: `podCleanupTimeout` — how long the next eviction waits for the last one.
 const POD_CLEANUP_TIMEOUT: Duration = Duration::from_secs(30);

@@ -28,7 +28,8 @@ use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use super::{Observation, Observations, Signal};
-use crate::runtime::{ListFilter, Runtime, labels};
+use crate::cri::{ListFilter, Runtime};
+use crate::kuberuntime::labels;
 
 /// `statfs` figures of one file system.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -292,7 +293,7 @@ pub struct Observed {
 }
 
 /// Per pod: the summed working sets of its containers (CRI `ListContainerStats`).
-pub fn pod_memory(stats: &[crate::runtime::ContainerStats]) -> HashMap<String, (PodRef, u64)> {
+pub fn pod_memory(stats: &[crate::cri::ContainerStats]) -> HashMap<String, (PodRef, u64)> {
     let mut out: HashMap<String, (PodRef, u64)> = HashMap::new();
     for s in stats {
         let Some(uid) = s.labels.get(labels::POD_UID_LABEL) else {
@@ -532,7 +533,7 @@ mod tests {
 
     #[test]
     fn pod_usage_from_stats_and_directories() {
-        use crate::runtime::{ContainerStats, MemoryUsage};
+        use crate::cri::{ContainerStats, MemoryUsage};
         let stat = |uid: &str, ws: Option<u64>| ContainerStats {
             labels: [
                 (labels::POD_UID_LABEL.to_string(), uid.to_string()),

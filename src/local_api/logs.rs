@@ -301,7 +301,7 @@ impl LogFiles {
 }
 
 /// The instances of `container` under a pod's log directory (`<pod-log-dir>/<ns>_<name>_<uid>`,
-/// [`crate::runtime::cri_config::pod_log_directory`]): the files `<container>/<N>.log` and
+/// [`crate::kuberuntime::cri_config::pod_log_directory`]): the files `<container>/<N>.log` and
 /// their rotated `<N>.log.<timestamp>` (kubelet: `buildContainerLogsPath`; rotated names from
 /// `logs.ContainerLogManager`). `.gz` and `.tmp` files are skipped. A missing directory is no
 /// instance, not an error; a container name that is not a single path component is

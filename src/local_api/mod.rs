@@ -43,8 +43,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
+use crate::cri::Runtime;
 use crate::events::{PodEventReceiver, PodEventSender};
-use crate::runtime::Runtime;
 use credentials::Token;
 
 #[derive(Debug, thiserror::Error)]

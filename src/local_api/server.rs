@@ -44,9 +44,9 @@ use super::stats::{self, Stats};
 use super::stream;
 use super::view::{Change, ChangeKind, View};
 use crate::clock::{self, Clock, UnixNanos};
+use crate::cri::{Runtime, RuntimeHealth};
 use crate::json::object;
 use crate::node::status::{self as node_status, NodeFacts};
-use crate::runtime::{Runtime, RuntimeHealth};
 
 /// Each request's headers must arrive within this.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -687,7 +687,7 @@ fn pod_log<R: Runtime, C: Clock>(
             );
         }
     };
-    let dir = crate::runtime::cri_config::pod_log_directory(&api.pod_log_dir, &entry.pod);
+    let dir = crate::kuberuntime::cri_config::pod_log_directory(&api.pod_log_dir, &entry.pod);
     let log = match logs::log_files(&dir, &container).and_then(|f| f.select(opts.previous).cloned())
     {
         Ok(l) => l,

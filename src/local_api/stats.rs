@@ -26,9 +26,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::clock::{self, Clock, UnixNanos};
-use crate::runtime::{
-    ContainerState, CpuUsage, CriError, ListFilter, MemoryUsage, Runtime, labels,
-};
+use crate::cri::{ContainerState, CpuUsage, CriError, ListFilter, MemoryUsage, Runtime};
+use crate::kuberuntime::labels;
 
 /// A snapshot answers every request within this (kubelet: the summary is cached by
 /// cAdvisor's housekeeping, ~10 s; metrics-server scrapes every 15 s).
@@ -256,8 +255,8 @@ fn cpu_of(c: CpuUsage) -> Cpu {
 /// Groups container stats by pod (labels) and fills each pod's own figures from `sandboxes`
 /// when the runtime gave them, else as the sum of its containers'.
 pub fn pods_from(
-    containers: Vec<crate::runtime::ContainerStats>,
-    sandboxes: Option<Vec<crate::runtime::PodSandboxStats>>,
+    containers: Vec<crate::cri::ContainerStats>,
+    sandboxes: Option<Vec<crate::cri::PodSandboxStats>>,
 ) -> Vec<PodUsage> {
     let mut pods: BTreeMap<String, PodUsage> = BTreeMap::new();
     for c in containers {
@@ -279,7 +278,7 @@ pub fn pods_from(
             memory: c.memory.map(Memory::from),
         });
     }
-    let by_uid: HashMap<String, crate::runtime::PodSandboxStats> = sandboxes
+    let by_uid: HashMap<String, crate::cri::PodSandboxStats> = sandboxes
         .unwrap_or_default()
         .into_iter()
         .map(|s| (s.uid.clone(), s))
@@ -819,8 +818,8 @@ pub fn metrics_group() -> Value {
 mod tests {
     use super::*;
     use crate::clock::TokioClock;
-    use crate::runtime::fake::{Call, FakeRuntime};
-    use crate::runtime::{ContainerConfig, SandboxConfig};
+    use crate::cri::fake::{Call, FakeRuntime};
+    use crate::cri::{ContainerConfig, SandboxConfig};
 
     const T0: UnixNanos = 1_800_000_000_000_000_000;
 
@@ -886,8 +885,8 @@ mod tests {
         uid: &str,
         cpu: u64,
         ws: u64,
-    ) -> crate::runtime::ContainerStats {
-        crate::runtime::ContainerStats {
+    ) -> crate::cri::ContainerStats {
+        crate::cri::ContainerStats {
             id: id.into(),
             name: name.into(),
             attempt: 0,
@@ -937,7 +936,7 @@ mod tests {
         assert_eq!(p.memory.unwrap().working_set_bytes, Some(4 << 20));
 
         // The pod cgroup's own figures win (they include the sandbox).
-        let sandbox = crate::runtime::PodSandboxStats {
+        let sandbox = crate::cri::PodSandboxStats {
             uid: "u1".into(),
             cpu: Some(CpuUsage {
                 timestamp: T0,
@@ -1184,9 +1183,9 @@ mod tests {
         let stats = Stats::new(dir.path().to_path_buf());
         rt.serve_pod_stats(true);
         rt.fail_once(
-            crate::runtime::fake::Method::ListPodSandboxStats,
+            crate::cri::fake::Method::ListPodSandboxStats,
             FakeRuntime::rpc_error(
-                crate::runtime::fake::Method::ListPodSandboxStats,
+                crate::cri::fake::Method::ListPodSandboxStats,
                 "cgroupPath is empty",
             ),
         );

@@ -37,8 +37,8 @@ use tokio_util::sync::CancellationToken;
 use super::response::{Out, status_error};
 use super::view::PodEntry;
 use crate::api::{Pod, PodStatus};
-use crate::runtime::labels::POD_UID_LABEL;
-use crate::runtime::{CriError, ListFilter, Runtime, SandboxState, StreamOptions};
+use crate::cri::{CriError, ListFilter, Runtime, SandboxState, StreamOptions};
+use crate::kuberuntime::labels::POD_UID_LABEL;
 
 /// Proxied streams at once; more are answered 429.
 pub const MAX_STREAMS: usize = 8;
@@ -608,12 +608,12 @@ mod tests {
 
     use crate::api::{Container, ContainerStateRunning, ContainerStatus};
     use crate::clock::SystemClock;
+    use crate::cri::fake::FakeRuntime;
+    use crate::cri::{ContainerConfig, SandboxConfig};
     use crate::events::PodEvent;
     use crate::local_api::credentials::Token;
     use crate::local_api::server::{Api, serve as serve_api};
     use crate::local_api::view::View;
-    use crate::runtime::fake::FakeRuntime;
-    use crate::runtime::{ContainerConfig, SandboxConfig};
 
     const SPDY_101: &str = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n\
                             Upgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: v4.channel.k8s.io\r\n\r\n";

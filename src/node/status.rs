@@ -29,11 +29,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{ObjectMeta, OwnerReference};
 use crate::clock::{self, Clock, UnixNanos};
+use crate::cri::{Runtime, RuntimeHealth, RuntimeVersion};
 use crate::kube::types::{
     Lease, LeaseSpec, Node, NodeAddress, NodeCondition, NodeStatus, NodeSystemInfo,
 };
 use crate::kube::{ApiError, Backoff, Client, PatchKind};
-use crate::runtime::{Runtime, RuntimeHealth, RuntimeVersion};
 
 pub use crate::node::{LABEL_ARCH, LABEL_HOSTNAME, LABEL_OS, go_arch, parse_meminfo};
 pub const LEASE_NAMESPACE: &str = "kube-node-lease";

@@ -1,6 +1,6 @@
 //! The exit watch: picolet's own addition to the generic PLEG for runtimes without
 //! container events (containerd 1.6). Every running container and sandbox the relist saw
-//! is opened as a pidfd ([`crate::runtime::process`]); the moment one exits, the PLEG
+//! is opened as a pidfd ([`crate::cri::process`]); the moment one exits, the PLEG
 //! relists at once. While every running process is watched, nothing can change in the
 //! runtime that picolet does not either do itself (and then it asks for a relist, see
 //! `pleg::spawn`'s poke) or hear of at once, so the relist slows from 1 s to
@@ -25,8 +25,8 @@ use futures_util::stream::FuturesUnordered;
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
-use crate::runtime::process::ExitHandle;
-use crate::runtime::{ContainerState, PodRuntimeStatus, SandboxState};
+use crate::cri::process::ExitHandle;
+use crate::cri::{ContainerState, PodRuntimeStatus, SandboxState};
 
 /// At most this many processes are opened per relist round (each is one verbose status
 /// call): a burst of new pods is covered over a few rounds without a long stall.
@@ -152,7 +152,7 @@ fn watch(id: String, fd: OwnedFd) -> Option<LocalBoxFuture<'static, String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::{ContainerInfo, Sandbox};
+    use crate::cri::{ContainerInfo, Sandbox};
 
     fn pod(
         sandbox: (&str, SandboxState),
@@ -240,7 +240,7 @@ mod tests {
         )]);
         w.opened("s1", ExitHandle::Unknown);
         for (id, child) in [("a", &a), ("b", &b)] {
-            match crate::runtime::process::open(child.id(), None) {
+            match crate::cri::process::open(child.id(), None) {
                 ExitHandle::Unsupported => return, // an old kernel
                 handle => w.opened(id, handle),
             }

@@ -36,11 +36,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, Pod, PodStatus};
 use crate::clock::{self, Clock, UnixNanos};
+use crate::cri::{ContainerState, CriError, PodRuntimeStatus, Runtime};
+use crate::kuberuntime::plan::ProbeVerdicts;
 use crate::metrics::ProbeResultLabel;
 use crate::probe::{self, Verdict};
 use crate::recorder::{self, Recorder};
-use crate::runtime::plan::ProbeVerdicts;
-use crate::runtime::{ContainerState, CriError, PodRuntimeStatus, Runtime};
 use crate::status;
 
 use worker::{Observation, Params, Publish, RunOutcome, Step, WorkerState};
@@ -324,7 +324,7 @@ impl<R: Runtime, C: Clock> Prober<R, C> {
             .init_containers
             .iter()
             .enumerate()
-            .filter(|(_, c)| crate::runtime::plan::is_restartable_init_container(c))
+            .filter(|(_, c)| crate::kuberuntime::plan::is_restartable_init_container(c))
             .map(|(i, c)| (i, true, c))
             .chain(
                 pod.spec
@@ -441,7 +441,7 @@ impl<R: Runtime, C: Clock> WorkerCtx<R, C> {
             running_since: cv.and_then(|v| v.running_since),
             terminated: cv.is_some_and(|v| v.terminated),
             restart_never: view.restart_never
-                && !(self.init && crate::runtime::plan::is_restartable_init_container(c)),
+                && !(self.init && crate::kuberuntime::plan::is_restartable_init_container(c)),
             started,
         };
         let step = state.before(&obs, self.clock.now(), publish);
@@ -712,7 +712,7 @@ pub async fn exec_probe<R: Runtime>(
 
 /// A fixed point inside the period, from the probe's identity.
 fn jitter(uid: &str, container: &str, kind: Kind, period: Duration) -> Duration {
-    let mut h = crate::runtime::labels::Fnv1a::new();
+    let mut h = crate::kuberuntime::labels::Fnv1a::new();
     h.write(uid.as_bytes());
     h.write(container.as_bytes());
     h.write(kind.as_str().as_bytes());

@@ -8,7 +8,7 @@ use crate::api::{
     ContainerStatus, Pod, RestartPolicy,
 };
 use crate::clock;
-use crate::runtime::{ContainerInfo, ContainerState as CriState, PodRuntimeStatus};
+use crate::cri::{ContainerInfo, ContainerState as CriState, PodRuntimeStatus};
 
 use super::ProbeResults;
 

@@ -44,7 +44,7 @@ use std::collections::BTreeMap;
 
 use crate::api::{self, Pod, PodIp, PodStatus};
 use crate::clock::{self, UnixNanos};
-use crate::runtime::{NamespaceMode, PodRuntimeStatus, Sandbox, SandboxState};
+use crate::cri::{NamespaceMode, PodRuntimeStatus, Sandbox, SandboxState};
 
 mod conditions;
 mod containers;

@@ -6,7 +6,7 @@ use super::*;
 use crate::api::{
     ContainerStateTerminated, ContainerStatus, PodCondition, PodPhase, RestartPolicy,
 };
-use crate::runtime::ContainerState as Cri;
+use crate::cri::ContainerState as Cri;
 
 const HOST: &str = "192.168.1.10";
 
@@ -482,7 +482,7 @@ fn default_restart_policy_is_always() {
 struct StateCase {
     name: &'static str,
     pod: Pod,
-    instances: Vec<crate::runtime::ContainerInfo>,
+    instances: Vec<crate::cri::ContainerInfo>,
     reasons: Vec<(&'static str, &'static str, &'static str)>,
     state: &'static str,
     last: &'static str,
@@ -1137,7 +1137,7 @@ fn phase_reason_is_kept_while_the_phase_holds() {
 fn phase_end_to_end() {
     use RestartPolicy::*;
     let none = WaitingReasons::new();
-    let cases: Vec<(&str, Pod, Vec<crate::runtime::ContainerInfo>, PodPhase)> = vec![
+    let cases: Vec<(&str, Pod, Vec<crate::cri::ContainerInfo>, PodPhase)> = vec![
         ("fresh pod", pod(&["app"]), vec![], PodPhase::Pending),
         (
             "running",

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use crate::api::{self, Pod, RestartPolicy};
 use crate::clock::UnixNanos;
-use crate::runtime::{
+use crate::cri::{
     ContainerInfo, ContainerState, NamespaceMode, PodRuntimeStatus, Sandbox, SandboxState,
 };
 

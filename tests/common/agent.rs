@@ -4,8 +4,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use picolet::agent::AgentConfig;
-use picolet::runtime::ContainerState;
-use picolet::runtime::fake::FakeRuntime;
+use picolet::cri::ContainerState;
+use picolet::cri::fake::FakeRuntime;
 
 /// The agent's configuration for node `node`, everything under `dir`: `manifests/`,
 /// `root/`, `logs/`, `resolv.conf`; a 20 s file re-list, a 60 s resync.

@@ -3,8 +3,8 @@
 
 use std::fs;
 
-use picolet::runtime::Runtime;
-use picolet::runtime::cri::CriRuntime;
+use picolet::cri::Runtime;
+use picolet::cri::client::CriRuntime;
 
 /// The lab's CRI socket (`tests/e2e/run.sh` sets it); without it every lab test skips.
 pub const ENDPOINT_VAR: &str = "PICOLET_E2E_ENDPOINT";

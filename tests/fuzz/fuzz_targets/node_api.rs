@@ -14,7 +14,7 @@ use picolet::events::PodEvent;
 use picolet::local_api::credentials::Token;
 use picolet::local_api::server::{Api, serve_plain};
 use picolet::local_api::view::View;
-use picolet::runtime::fake::FakeRuntime;
+use picolet::cri::fake::FakeRuntime;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The token in the seeds (`seeds/node_api/*`).

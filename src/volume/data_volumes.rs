@@ -17,7 +17,7 @@ use crate::api;
 use crate::config_data::atomic_writer::{self, FileProjection, Payload};
 use crate::config_data::{self, ConfigObjects, Kind, Object, ObjectKey, Scope};
 use crate::fieldpath::NodeParams;
-use crate::runtime::mounts::{self, Tmpfs};
+use crate::volume::mounts::{self, Tmpfs};
 
 /// upstream: `ConfigMapVolumeSourceDefaultMode`, `SecretVolumeSourceDefaultMode`, … (0644).
 pub const DEFAULT_MODE: i32 = 0o644;
@@ -31,7 +31,7 @@ pub struct VolumeError {
     pub message: String,
 }
 
-pub use crate::runtime::mounts::{TMPFS_PLUGIN_DIRS, plugin_dir, volume_dir};
+pub use crate::volume::mounts::{TMPFS_PLUGIN_DIRS, plugin_dir, volume_dir};
 
 /// The name of a new volume version (kubelet: `..2006_01_02_15_04_05.<random>`), from the
 /// wall clock: `2026_12_01_19_30_00.123456789`.

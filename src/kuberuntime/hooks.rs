@@ -15,8 +15,8 @@
 use std::time::Duration;
 
 use crate::api::{Container, LifecycleHandler};
+use crate::cri::Runtime;
 use crate::probe;
-use crate::runtime::Runtime;
 
 /// `User-Agent` of HTTP hooks (kubelet: `kube-lifecycle/<major>.<minor>`).
 pub const HOOK_USER_AGENT: &str = "kube-lifecycle/1.34";
@@ -93,8 +93,8 @@ mod tests {
     use super::*;
     use crate::api::{ExecAction, SleepAction, TcpSocketAction};
     use crate::clock::TokioClock;
-    use crate::runtime::fake::FakeRuntime;
-    use crate::runtime::{ContainerConfig, SandboxConfig};
+    use crate::cri::fake::FakeRuntime;
+    use crate::cri::{ContainerConfig, SandboxConfig};
 
     fn exec(cmd: &[&str]) -> LifecycleHandler {
         LifecycleHandler {

@@ -43,8 +43,8 @@ use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::{Clock, UnixNanos};
+use crate::cri::{CriError, Runtime};
 use crate::events::RunningContainers;
-use crate::runtime::{CriError, Runtime};
 
 /// kubelet: `containerLogMonitorInterval` (`--container-log-monitor-interval`, 10 s).
 pub const MONITOR_PERIOD: Duration = Duration::from_secs(10);
@@ -576,8 +576,8 @@ mod tests {
     // ----- the manager over the fake runtime and a real directory ------------------------
 
     use crate::clock::TokioClock;
-    use crate::runtime::fake::{Call, FakeRuntime, Method};
-    use crate::runtime::{ContainerConfig, SandboxConfig};
+    use crate::cri::fake::{Call, FakeRuntime, Method};
+    use crate::cri::{ContainerConfig, SandboxConfig};
 
     /// A running container whose log is `<dir>/app/0.log`, in a sandbox named after `dir`.
     async fn running_container(rt: &FakeRuntime, dir: &Path) -> (String, PathBuf) {

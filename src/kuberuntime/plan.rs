@@ -28,11 +28,11 @@ use std::time::Duration;
 
 use crate::api::{self, RestartPolicy};
 use crate::clock::UnixNanos;
-use crate::runtime::backoff::{self, Backoff};
-use crate::runtime::labels;
-use crate::runtime::{
+use crate::cri::{
     ContainerInfo, ContainerState, NamespaceMode, PodRuntimeStatus, Sandbox, SandboxState,
 };
+use crate::kuberuntime::backoff::{self, Backoff};
+use crate::kuberuntime::labels;
 
 /// Why a container is killed (kubelet: `containerKillReason`); probe kills use the
 /// probe's grace period once probes exist.

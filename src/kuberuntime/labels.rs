@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 
 use crate::api;
-use crate::runtime::{ContainerInfo, Sandbox};
+use crate::cri::{ContainerInfo, Sandbox};
 
 /// Labels on sandboxes and containers (kubelet: `k8s.io/kubelet/pkg/types/labels.go`).
 pub const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
@@ -303,7 +303,7 @@ pub fn restart_count(c: &ContainerInfo) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::{ContainerState, SandboxState};
+    use crate::cri::{ContainerState, SandboxState};
 
     fn pod() -> api::Pod {
         let mut p = api::Pod::default();

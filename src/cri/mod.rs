@@ -1,8 +1,8 @@
-//! The container runtime boundary (kubelet: `kuberuntime`, `kubecontainer.Runtime`).
+//! The CRI boundary (kubelet: `kubecontainer.Runtime`, `cri-client`).
 //!
 //! Owns: the `Runtime` trait — the CRI operations picolet issues, expressed in domain types —
-//! and those domain types. `cri.rs` implements it over tonic/prost. Nothing outside `cri.rs`
-//! (and `fake_cri.rs`, its server-side mirror for tests) ever sees a prost type.
+//! and those domain types. `client.rs` implements it over tonic/prost. Nothing outside
+//! `client.rs` (and `fake_cri.rs`, its server-side mirror for tests) ever sees a prost type.
 //!
 //! One fake for this boundary: `fake_containerd.rs` is the one in-memory model of containerd
 //! (state, IDs, clock-driven timestamps, events, stats); `fake.rs` (a `Runtime`, called
@@ -14,20 +14,16 @@
 //! own — failures are returned and become pod-worker state (retry with back-off).
 //!
 //! Layout:
-//! - `cri.rs`    the tonic client over a unix socket, with per-call deadlines
+//! - `client.rs` the tonic client over a unix socket, with per-call deadlines
 //! - `fake_containerd.rs` the in-memory containerd both fakes front (tests and test tooling only)
 //! - `fake.rs`   a `Runtime` over it for unit and agent tests: call log, injected `CriError`s
 //! - `fake_cri.rs` (feature `fake-cri`) a CRI gRPC server on a unix socket over it, for
 //!   client, fault and load tests: call log, latency, faults, restarts
-//! - `labels.rs` the CRI labels/annotations contract (how pods are adopted after a restart)
-//! - `plan.rs`   pure `compute_pod_actions` (kubelet: `computePodActions`)
-//! - `backoff.rs` crash-loop and image-pull back-off
-//! - `cri_config.rs` pure translation of a pod into `SandboxConfig` / `ContainerConfig`
-//! - `mounts.rs` host side of volume mounts (hostPath checks, emptyDir, subPath)
-//! - `sync.rs`   executes a plan: SyncPod / KillPod against a `Runtime`
-//! - `gc.rs`     container GC: which dead containers, sandboxes and pod log dirs go, and going
-//! - `log_rotation.rs` the container log manager: rotates running containers' logs
-//! - `image_gc.rs` the image manager's GC: unused images go, least recently used first
+//! - `credentials.rs` image pull credentials (docker config, pull secrets) as CRI auth
+//! - `process.rs` the runtime's processes (for the node's stats)
+//!
+//! Imports only leaves (`api`, `clock`, `metrics`, `grpc`): the runtime manager
+//! (`kuberuntime`), the volumes, the PLEG, the GC managers and the node API build on it.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -35,24 +31,13 @@ use std::time::Duration;
 
 use crate::clock::UnixNanos;
 
-pub mod backoff;
+pub mod client;
 pub mod credentials;
-pub mod cri;
-pub mod cri_config;
-pub mod data_volumes;
 pub mod fake;
 pub mod fake_containerd;
 #[cfg(feature = "fake-cri")]
 pub mod fake_cri;
-pub mod gc;
-pub mod hooks;
-pub mod image_gc;
-pub mod labels;
-pub mod log_rotation;
-pub mod mounts;
-pub mod plan;
 pub mod process;
-pub mod sync;
 
 /// Errors at the CRI boundary. The variants are what callers branch on: `NotFound` is
 /// fine on the kill path, `Unavailable` means the runtime is down (retry later).

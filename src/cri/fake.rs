@@ -1,5 +1,5 @@
 //! An in-memory `Runtime` for unit and agent tests: a front over the in-memory containerd
-//! ([`super::fake_containerd`]), called directly, on the caller's (paused) tokio clock.
+//! ([`crate::cri::fake_containerd`]), called directly, on the caller's (paused) tokio clock.
 //!
 //! Owns: a log of every call in order and the hooks to steer calls: inject errors per
 //! method, delay the relister's unfiltered lists, turn container events and pod stats on.
@@ -22,18 +22,18 @@ use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 use std::time::Duration;
 
-use super::fake_containerd::{
+use crate::clock::Clock;
+use crate::cri::fake_containerd::{
     ContainerFilter, FakeContainerd, IdStyle, Refusal, SandboxFilter, StreamBroken, Streaming,
 };
-use crate::clock::Clock;
-use crate::runtime::{
+use crate::cri::{
     ContainerConfig, ContainerEvent, ContainerEvents, ContainerInfo, ContainerState,
     ContainerStats, CriError, ExecResult, ImageFsUsage, ImageInfo, ListFilter, PodSandboxStats,
     Runtime, RuntimeHealth, RuntimeVersion, Sandbox, SandboxConfig, SandboxState, StreamOptions,
 };
 
 /// A CRI method, for error injection.
-pub use super::fake_containerd::Method;
+pub use crate::cri::fake_containerd::Method;
 
 /// One recorded call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,7 +132,7 @@ impl std::fmt::Debug for FakeRuntime {
 
 /// The model's refusal as the CRI client reports it.
 fn refused(method: &'static str, r: Refusal) -> CriError {
-    super::cri::map_status(
+    crate::cri::client::map_status(
         method,
         Duration::ZERO,
         &tonic::Status::new(r.code, r.message),
@@ -202,7 +202,7 @@ impl FakeRuntime {
     }
 
     /// Sets a present image's `USER` (false when absent).
-    pub fn set_image_user(&self, image: &str, user: super::ImageUser) -> bool {
+    pub fn set_image_user(&self, image: &str, user: crate::cri::ImageUser) -> bool {
         self.model().set_image_user(image, user)
     }
 
@@ -570,7 +570,7 @@ impl Runtime for FakeRuntime {
         &self,
         id: &str,
         sandbox: bool,
-    ) -> Result<super::process::ExitHandle, CriError> {
+    ) -> Result<crate::cri::process::ExitHandle, CriError> {
         // Read from the model without a recorded call: tests count the status reads the
         // syncs make, and the exit watch is not one of them.
         let running = if sandbox {
@@ -584,8 +584,8 @@ impl Runtime for FakeRuntime {
         };
         let pid = self.state.borrow().processes.get(id).copied();
         Ok(match pid {
-            Some(pid) if running => super::process::open(pid, None),
-            _ => super::process::ExitHandle::Unknown,
+            Some(pid) if running => crate::cri::process::open(pid, None),
+            _ => crate::cri::process::ExitHandle::Unknown,
         })
     }
 
@@ -663,7 +663,7 @@ impl Runtime for FakeRuntime {
     async fn pull_image(
         &self,
         image: &str,
-        auth: Option<&super::credentials::AuthConfig>,
+        auth: Option<&crate::cri::credentials::AuthConfig>,
         _sandbox: &SandboxConfig,
     ) -> Result<String, CriError> {
         let call = Call::PullImage(image.into());

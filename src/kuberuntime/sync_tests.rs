@@ -7,9 +7,9 @@ use std::time::Duration;
 use super::*;
 use crate::api::{self, RestartPolicy};
 use crate::clock::TokioClock;
-use crate::runtime::NamespaceMode;
-use crate::runtime::fake::{Call, FakeRuntime, Method};
-use crate::runtime::gc;
+use crate::cri::NamespaceMode;
+use crate::cri::fake::{Call, FakeRuntime, Method};
+use crate::kuberuntime::gc;
 
 const T0: i64 = 1_700_000_000 * 1_000_000_000;
 
@@ -42,7 +42,7 @@ fn harness() -> Harness {
         memory_capacity: 1 << 30,
         cpu_capacity_milli: 4000,
         host_ip: String::new(),
-        tmpfs: std::sync::Arc::new(crate::runtime::mounts::FakeTmpfs::default()),
+        tmpfs: std::sync::Arc::new(crate::volume::mounts::FakeTmpfs::default()),
         credential_paths: vec![tmp.path().join("config.json")],
         config: Default::default(),
         recorder: crate::recorder::Recorder::new("node1", 100).with_clock(clock),
@@ -455,7 +455,7 @@ async fn kill_pod_override_and_not_found() {
     // the container vanished in the meantime: NotFound is fine
     h.rt.fail_once(
         Method::StopContainer,
-        crate::runtime::CriError::NotFound {
+        crate::cri::CriError::NotFound {
             method: "StopContainer",
             message: "gone".into(),
         },
@@ -506,7 +506,7 @@ async fn adoption_after_restart_kills_from_labels_alone() {
         memory_capacity: 1 << 30,
         cpu_capacity_milli: 4000,
         host_ip: String::new(),
-        tmpfs: std::sync::Arc::new(crate::runtime::mounts::FakeTmpfs::default()),
+        tmpfs: std::sync::Arc::new(crate::volume::mounts::FakeTmpfs::default()),
         credential_paths: h.env.credential_paths.clone(),
         config: h.env.config.clone(),
         recorder: h.env.recorder.clone(),
@@ -1109,8 +1109,12 @@ fn termination_messages_come_from_the_file_or_the_log_tail() {
         ..Default::default()
     };
     // instance 0 wrote its message file; instance 1 failed without one: the log tail.
-    std::fs::write(dir.join(mounts::termination_log_file_id(0)), "bye: done").unwrap();
-    std::fs::write(dir.join(mounts::termination_log_file_id(1)), "").unwrap();
+    std::fs::write(
+        dir.join(container_mounts::termination_log_file_id(0)),
+        "bye: done",
+    )
+    .unwrap();
+    std::fs::write(dir.join(container_mounts::termination_log_file_id(1)), "").unwrap();
     let mut st = PodRuntimeStatus {
         uid: "uid-t".into(),
         containers: vec![exited(0, 0), exited(1, 2), exited(2, 0)],
@@ -1125,7 +1129,7 @@ fn termination_messages_come_from_the_file_or_the_log_tail() {
     );
     // a big file is capped at 4 KiB
     std::fs::write(
-        dir.join(mounts::termination_log_file_id(3)),
+        dir.join(container_mounts::termination_log_file_id(3)),
         "x".repeat(10_000),
     )
     .unwrap();

@@ -37,7 +37,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::clock::{UnixNanos, nanos};
-use crate::runtime::{ContainerState, PodRuntimeStatus, Runtime, SandboxState, labels};
+use crate::cri::{ContainerState, PodRuntimeStatus, Runtime, SandboxState};
+use crate::kuberuntime::labels;
 
 /// kubelet: `ContainerGCPeriod`.
 pub const GC_PERIOD: Duration = Duration::from_secs(60);
@@ -100,7 +101,7 @@ pub fn plan<'a>(
     for pod in pods {
         let remove_all = removable(&pod.uid);
         // Newest first (as the relister sorts them), grouped by container name.
-        let mut by_name: BTreeMap<&str, Vec<&crate::runtime::ContainerInfo>> = BTreeMap::new();
+        let mut by_name: BTreeMap<&str, Vec<&crate::cri::ContainerInfo>> = BTreeMap::new();
         for c in &pod.containers {
             if c.state == ContainerState::Running || c.created_at > newest_gc_time {
                 continue;
@@ -135,7 +136,7 @@ pub fn plan<'a>(
             .filter(|c| !gone.contains(c.id.as_str()))
             .map(|c| c.sandbox_id.as_str())
             .collect();
-        let mut sandboxes: Vec<&crate::runtime::Sandbox> = pod.sandboxes.iter().collect();
+        let mut sandboxes: Vec<&crate::cri::Sandbox> = pod.sandboxes.iter().collect();
         crate::sort::sort_by_key(&mut sandboxes, |s| std::cmp::Reverse(s.created_at));
         let keep = usize::from(!remove_all);
         let mut removed_sandboxes = 0;
@@ -270,7 +271,7 @@ pub async fn execute<R: Runtime>(
         let mut errors = Vec::new();
         // kubelet: ContainerLogManager.Clean — the live file and its rotated files.
         for log in &log_files {
-            let rotated = match crate::runtime::log_rotation::rotated_logs(log) {
+            let rotated = match crate::logs::rotated_logs(log) {
                 Ok(r) => r,
                 Err(e) => {
                     errors.push(format!("list rotated files of {}: {e}", log.display()));
@@ -336,7 +337,7 @@ fn read_log_dirs(dir: &Path) -> Vec<(String, UnixNanos)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::{ContainerInfo, Sandbox};
+    use crate::cri::{ContainerInfo, Sandbox};
 
     const S: i64 = 1_000_000_000;
 
@@ -639,8 +640,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_removed_container_takes_its_rotated_logs_along() {
         use crate::clock::TokioClock;
-        use crate::runtime::fake::FakeRuntime;
-        use crate::runtime::{ContainerConfig, SandboxConfig};
+        use crate::cri::fake::FakeRuntime;
+        use crate::cri::{ContainerConfig, SandboxConfig};
         let dir = tempfile::tempdir().unwrap();
         let rt = FakeRuntime::new(TokioClock::new(1_000 * S));
         let sandbox = SandboxConfig {

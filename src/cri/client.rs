@@ -5,7 +5,7 @@
 //! channel to the runtime's socket, per-call deadlines, the mapping of gRPC failures to
 //! [`CriError`], and the conversions between domain types and CRI messages.
 //!
-//! Must never: let a prost type out of `runtime::cri` / `runtime::fake_cri`, retry a call
+//! Must never: let a prost type out of `cri::client` / `cri::fake_cri`, retry a call
 //! (failures are returned; the pod worker backs off), or hold state between calls besides
 //! the channel.
 //!
@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use tonic::transport::Channel;
 
-use super::{
+use crate::cri::{
     ContainerConfig, ContainerInfo, ContainerState, CriError, ExecResult, ImageInfo, ListFilter,
     Mount, MountPropagation, NamespaceMode, NamespaceOptions, ProfileKind, Protocol, RelistDigest,
     Runtime, RuntimeHealth, RuntimeVersion, Sandbox, SandboxConfig, SandboxState, SecurityProfile,
@@ -33,7 +33,7 @@ use super::{
 };
 
 /// The generated CRI v1 messages, clients and (with feature `fake-cri`) servers.
-/// Visible to `runtime::fake_cri` only.
+/// Visible to `cri::fake_cri` only.
 pub(super) mod proto {
     #![allow(
         missing_docs,
@@ -101,7 +101,7 @@ impl CriTimeouts {
     }
 }
 
-pub use super::ImageFsUsage;
+pub use crate::cri::ImageFsUsage;
 
 /// A CRI runtime reached over a unix socket. Cheap to clone: clones share one channel.
 #[derive(Debug, Clone)]
@@ -195,7 +195,7 @@ impl CriRuntime {
     async fn relist_lists(
         &self,
         digest: &mut RelistDigest,
-    ) -> Result<Option<super::Lists>, CriError> {
+    ) -> Result<Option<crate::cri::Lists>, CriError> {
         let timeout = self.timeouts.query;
         let sandboxes_req = proto::ListPodSandboxRequest {
             filter: Some(proto::PodSandboxFilter::default()),
@@ -243,7 +243,10 @@ impl CriRuntime {
 impl Runtime for CriRuntime {
     /// The two unfiltered list calls with their answers kept as bytes: when the digest of
     /// both equals the last one, nothing is decoded (the idle case, every second).
-    async fn relist(&self, digest: &mut RelistDigest) -> Result<Option<super::Lists>, CriError> {
+    async fn relist(
+        &self,
+        digest: &mut RelistDigest,
+    ) -> Result<Option<crate::cri::Lists>, CriError> {
         let start = tokio::time::Instant::now();
         let res = self.relist_lists(digest).await;
         // kubelet: `kubelet_pleg_relist_duration_seconds` — the relist's CRI part.
@@ -258,7 +261,7 @@ impl Runtime for CriRuntime {
 
     /// The stream's opening is bounded by the query deadline; the stream itself has none
     /// (no gRPC deadline is sent: it lasts as long as the connection).
-    async fn container_events(&self) -> Result<super::ContainerEvents, CriError> {
+    async fn container_events(&self) -> Result<crate::cri::ContainerEvents, CriError> {
         use futures_util::StreamExt as _;
         const METHOD: &str = "GetContainerEvents";
         let timeout = self.timeouts.query;
@@ -537,12 +540,12 @@ impl Runtime for CriRuntime {
     }
 
     /// One verbose status call (containerd and CRI-O name the PID under `info`), then the
-    /// process opened and checked (see [`super::process`]). Not running: `Unknown`.
+    /// process opened and checked (see [`crate::cri::process`]). Not running: `Unknown`.
     async fn exit_handle(
         &self,
         id: &str,
         sandbox: bool,
-    ) -> Result<super::process::ExitHandle, CriError> {
+    ) -> Result<crate::cri::process::ExitHandle, CriError> {
         let timeout = self.timeouts.query;
         let mut client = self.runtime.clone();
         let (running, info) = if sandbox {
@@ -578,9 +581,9 @@ impl Runtime for CriRuntime {
                 .is_some_and(|s| s.state == proto::ContainerState::ContainerRunning as i32);
             (running, resp.info)
         };
-        Ok(match super::process::verbose_pid(&info) {
-            Some(pid) if running => super::process::open(pid, Some(id)),
-            _ => super::process::ExitHandle::Unknown,
+        Ok(match crate::cri::process::verbose_pid(&info) {
+            Some(pid) if running => crate::cri::process::open(pid, Some(id)),
+            _ => crate::cri::process::ExitHandle::Unknown,
         })
     }
 
@@ -795,7 +798,7 @@ impl Runtime for CriRuntime {
     async fn pull_image(
         &self,
         image: &str,
-        auth: Option<&super::credentials::AuthConfig>,
+        auth: Option<&crate::cri::credentials::AuthConfig>,
         sandbox: &SandboxConfig,
     ) -> Result<String, CriError> {
         const METHOD: &str = "PullImage";
@@ -826,7 +829,7 @@ impl Runtime for CriRuntime {
     async fn list_container_stats(
         &self,
         filter: &ListFilter,
-    ) -> Result<Vec<super::ContainerStats>, CriError> {
+    ) -> Result<Vec<crate::cri::ContainerStats>, CriError> {
         const METHOD: &str = "ListContainerStats";
         let timeout = self.timeouts.query;
         let mut client = self.runtime.clone();
@@ -850,7 +853,7 @@ impl Runtime for CriRuntime {
     async fn list_pod_sandbox_stats(
         &self,
         filter: &ListFilter,
-    ) -> Result<Vec<super::PodSandboxStats>, CriError> {
+    ) -> Result<Vec<crate::cri::PodSandboxStats>, CriError> {
         const METHOD: &str = "ListPodSandboxStats";
         let timeout = self.timeouts.query;
         let mut client = self.runtime.clone();
@@ -1512,8 +1515,8 @@ fn container_from_status(
 /// An event with what of it is well-formed: a sandbox status or container status without
 /// the CRI's required fields is left out, not an error (kubelet: evented PLEG ignores an
 /// event without a sandbox status; the next relist sees the truth).
-fn container_event(e: proto::ContainerEventResponse) -> super::ContainerEvent {
-    use super::ContainerEventKind as Kind;
+fn container_event(e: proto::ContainerEventResponse) -> crate::cri::ContainerEvent {
+    use crate::cri::ContainerEventKind as Kind;
     const METHOD: &str = "GetContainerEvents";
     let kind = match proto::ContainerEventType::try_from(e.container_event_type) {
         Ok(proto::ContainerEventType::ContainerCreatedEvent) => Kind::Created,
@@ -1535,7 +1538,7 @@ fn container_event(e: proto::ContainerEventResponse) -> super::ContainerEvent {
             c
         })
         .collect();
-    super::ContainerEvent {
+    crate::cri::ContainerEvent {
         container_id: e.container_id,
         kind,
         created_at: e.created_at,
@@ -1544,16 +1547,16 @@ fn container_event(e: proto::ContainerEventResponse) -> super::ContainerEvent {
     }
 }
 
-fn cpu_usage(c: proto::CpuUsage) -> super::CpuUsage {
-    super::CpuUsage {
+fn cpu_usage(c: proto::CpuUsage) -> crate::cri::CpuUsage {
+    crate::cri::CpuUsage {
         timestamp: c.timestamp,
         usage_core_nano_seconds: c.usage_core_nano_seconds.map(|v| v.value),
         usage_nano_cores: c.usage_nano_cores.map(|v| v.value),
     }
 }
 
-fn memory_usage(m: proto::MemoryUsage) -> super::MemoryUsage {
-    super::MemoryUsage {
+fn memory_usage(m: proto::MemoryUsage) -> crate::cri::MemoryUsage {
+    crate::cri::MemoryUsage {
         timestamp: m.timestamp,
         working_set_bytes: m.working_set_bytes.map(|v| v.value),
         usage_bytes: m.usage_bytes.map(|v| v.value),
@@ -1564,10 +1567,10 @@ fn memory_usage(m: proto::MemoryUsage) -> super::MemoryUsage {
     }
 }
 
-fn container_stats(s: proto::ContainerStats) -> super::ContainerStats {
+fn container_stats(s: proto::ContainerStats) -> crate::cri::ContainerStats {
     let attributes = s.attributes.unwrap_or_default();
     let meta = attributes.metadata.unwrap_or_default();
-    super::ContainerStats {
+    crate::cri::ContainerStats {
         id: attributes.id,
         name: meta.name,
         attempt: meta.attempt,
@@ -1577,11 +1580,11 @@ fn container_stats(s: proto::ContainerStats) -> super::ContainerStats {
     }
 }
 
-fn pod_sandbox_stats(s: proto::PodSandboxStats) -> super::PodSandboxStats {
+fn pod_sandbox_stats(s: proto::PodSandboxStats) -> crate::cri::PodSandboxStats {
     let attributes = s.attributes.unwrap_or_default();
     let meta = attributes.metadata.unwrap_or_default();
     let linux = s.linux.unwrap_or_default();
-    super::PodSandboxStats {
+    crate::cri::PodSandboxStats {
         id: attributes.id,
         name: meta.name,
         namespace: meta.namespace,
@@ -1598,9 +1601,9 @@ fn image_info(method: &'static str, i: proto::Image) -> Result<ImageInfo, CriErr
     let id = non_empty(method, i.id, "image.id")?;
     // kubelet: getImageUser — the uid if the runtime gives one, else the user name.
     let user = match (i.uid, i.username) {
-        (Some(u), _) => super::ImageUser::Uid(u.value),
-        (None, name) if !name.is_empty() => super::ImageUser::Name(name),
-        _ => super::ImageUser::Unset,
+        (Some(u), _) => crate::cri::ImageUser::Uid(u.value),
+        (None, name) if !name.is_empty() => crate::cri::ImageUser::Name(name),
+        _ => crate::cri::ImageUser::Unset,
     };
     Ok(ImageInfo {
         id,

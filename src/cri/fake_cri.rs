@@ -1,6 +1,6 @@
 //! A fake CRI runtime: a real tonic gRPC server (CRI v1 `RuntimeService` + `ImageService`)
 //! on a unix socket, a thin encoder over the in-memory containerd
-//! ([`super::fake_containerd`]). Feature `fake-cri` only; never in a release build.
+//! ([`crate::cri::fake_containerd`]). Feature `fake-cri` only; never in a release build.
 //!
 //! Owns: the transport — the server task, its socket and connections — the decoding of
 //! requests and the encoding of answers, the call log and the transport-level fault
@@ -64,18 +64,18 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tonic::codegen::{BoxFuture, Service, http};
 use tonic::{Request, Response, Status};
 
-use super::cri::{self, CriRuntime, MAX_MESSAGE_SIZE, proto};
-use super::fake_containerd::{
+use crate::clock::SystemClock;
+use crate::cri::client::{self, CriRuntime, MAX_MESSAGE_SIZE, proto};
+use crate::cri::fake_containerd::{
     ContainerFilter, ContainerRec, Event, FakeContainerd, IdStyle, Refusal, SandboxFilter,
     SandboxRec, StreamBroken, Streaming,
 };
-use super::{
+use crate::cri::{
     ContainerConfig, ContainerEventKind, ContainerInfo, ContainerSecurity, ContainerState,
     ContainerStats, CpuUsage, CriError, DnsConfig, ExecResult, ImageInfo, MemoryUsage, Mount,
     MountPropagation, NamespaceOptions, PodSandboxStats, PortMapping, ProfileKind, Protocol,
     Resources, Sandbox, SandboxConfig, SandboxState, SecurityProfile,
 };
-use crate::clock::SystemClock;
 use proto::image_service_server::{ImageService, ImageServiceServer};
 use proto::runtime_service_server::{RuntimeService, RuntimeServiceServer};
 
@@ -83,7 +83,7 @@ use proto::runtime_service_server::{RuntimeService, RuntimeServiceServer};
 pub use tonic::Code;
 
 /// The CRI methods the fake serves.
-pub use super::fake_containerd::Method;
+pub use crate::cri::fake_containerd::Method;
 
 /// What an injected fault does to a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -290,7 +290,7 @@ impl FakeCriHandle {
     }
 
     /// Sets a present image's `USER` (false when absent).
-    pub fn set_image_user(&self, image: &str, user: crate::runtime::ImageUser) -> bool {
+    pub fn set_image_user(&self, image: &str, user: crate::cri::ImageUser) -> bool {
         self.with(|m| m.set_image_user(image, user))
     }
 
@@ -1150,9 +1150,9 @@ impl ImageService for FakeService {
 fn decode_namespace_options(o: Option<proto::NamespaceOption>) -> NamespaceOptions {
     let o = o.unwrap_or_default();
     NamespaceOptions {
-        network: cri::from_namespace_mode(o.network),
-        pid: cri::from_namespace_mode(o.pid),
-        ipc: cri::from_namespace_mode(o.ipc),
+        network: client::from_namespace_mode(o.network),
+        pid: client::from_namespace_mode(o.pid),
+        ipc: client::from_namespace_mode(o.ipc),
     }
 }
 
@@ -1382,7 +1382,7 @@ fn encode_sandbox_status(s: &SandboxRec) -> proto::PodSandboxStatus {
         }),
         linux: Some(proto::LinuxPodSandboxStatus {
             namespaces: Some(proto::Namespace {
-                options: Some(cri::namespace_option(&s.config.namespace_options)),
+                options: Some(client::namespace_option(&s.config.namespace_options)),
             }),
         }),
         labels: s.info.labels.clone(),
@@ -1433,7 +1433,7 @@ fn encode_container_status(c: &ContainerRec) -> proto::ContainerStatus {
         message: i.message.clone(),
         labels: i.labels.clone(),
         annotations: i.annotations.clone(),
-        mounts: c.config.mounts.iter().map(cri::mount).collect(),
+        mounts: c.config.mounts.iter().map(client::mount).collect(),
         log_path: i.log_path.clone(),
         image_id: i.image_ref.clone(),
     }
@@ -1465,11 +1465,11 @@ fn encode_image(i: &ImageInfo) -> proto::Image {
         repo_digests: Vec::new(),
         size: i.size,
         uid: match &i.user {
-            crate::runtime::ImageUser::Uid(u) => Some(proto::Int64Value { value: *u }),
+            crate::cri::ImageUser::Uid(u) => Some(proto::Int64Value { value: *u }),
             _ => None,
         },
         username: match &i.user {
-            crate::runtime::ImageUser::Name(n) => n.clone(),
+            crate::cri::ImageUser::Name(n) => n.clone(),
             _ => String::new(),
         },
         spec: None,

@@ -27,19 +27,20 @@ use futures_util::future::join_all;
 use crate::api::{self, PullPolicy};
 use crate::clock::Clock;
 use crate::config_data::ConfigObjects;
-use crate::recorder::{self, Recorder};
-use crate::runtime::backoff::{self, Backoff, PodBackoffs};
-use crate::runtime::credentials;
-use crate::runtime::cri_config::{self, SandboxParams};
-use crate::runtime::data_volumes;
-use crate::runtime::hooks;
-use crate::runtime::labels;
-use crate::runtime::mounts;
-use crate::runtime::plan::{self, ContainerToKill, KillReason, PodActions};
-use crate::runtime::{
+use crate::cri::credentials;
+use crate::cri::{
     ContainerInfo, ContainerState, CriError, DnsConfig, ImageUser, ListFilter, PodRuntimeStatus,
     Runtime, Sandbox, SandboxConfig, SandboxState,
 };
+use crate::kuberuntime::backoff::{self, Backoff, PodBackoffs};
+use crate::kuberuntime::container_mounts;
+use crate::kuberuntime::cri_config::{self, SandboxParams};
+use crate::kuberuntime::hooks;
+use crate::kuberuntime::labels;
+use crate::kuberuntime::plan::{self, ContainerToKill, KillReason, PodActions};
+use crate::recorder::{self, Recorder};
+use crate::volume::data_volumes;
+use crate::volume::mounts;
 
 pub const DEFAULT_ROOT_DIR: &str = "/var/lib/picolet";
 pub const DEFAULT_POD_LOG_DIR: &str = "/var/log/pods";
@@ -483,7 +484,7 @@ pub async fn list_runtime_pods<R: Runtime>(rt: &R) -> Result<Vec<PodRuntimeStatu
 /// since `digest` (nothing decoded, nothing grouped: the idle case).
 pub async fn relist_runtime_pods<R: Runtime>(
     rt: &R,
-    digest: &mut crate::runtime::RelistDigest,
+    digest: &mut crate::cri::RelistDigest,
 ) -> Result<Option<Vec<PodRuntimeStatus>>, CriError> {
     Ok(rt
         .relist(digest)
@@ -493,7 +494,7 @@ pub async fn relist_runtime_pods<R: Runtime>(
 
 /// The two lists grouped by pod UID (see [`list_runtime_pods`]).
 fn group_runtime_pods(
-    sandboxes: Vec<crate::runtime::Sandbox>,
+    sandboxes: Vec<crate::cri::Sandbox>,
     containers: Vec<ContainerInfo>,
 ) -> Vec<PodRuntimeStatus> {
     let mut pods: std::collections::BTreeMap<String, PodRuntimeStatus> = Default::default();
@@ -1052,12 +1053,12 @@ async fn try_start_container<R: Runtime, C: Clock>(
         }
     };
     // kubelet: makeMounts adds the managed /etc/hosts.
-    match mounts::etc_hosts_mount(
+    match container_mounts::etc_hosts_mount(
         &env.root_dir,
         pod,
         c,
         &cx.pod_ip,
-        Path::new(mounts::NODE_HOSTS_FILE),
+        Path::new(container_mounts::NODE_HOSTS_FILE),
     ) {
         Ok(Some(m)) => mount_list.push(m),
         Ok(None) => {}
@@ -1068,8 +1069,8 @@ async fn try_start_container<R: Runtime, C: Clock>(
     }
     // One file per container instance, named after its restart count, so that the
     // message can be found again from the runtime's view alone (after a picolet restart too).
-    let file_id = mounts::termination_log_file_id(restart_count);
-    match mounts::termination_log_mount(&env.root_dir, pod, c, &file_id) {
+    let file_id = container_mounts::termination_log_file_id(restart_count);
+    match container_mounts::termination_log_mount(&env.root_dir, pod, c, &file_id) {
         Ok(m) => mount_list.push(m),
         Err(e) => log::warn!(
             "pod {pod_name}: container {:?}: termination log: {e}",
@@ -1431,7 +1432,9 @@ pub fn fill_termination_messages(root_dir: &Path, pod: &api::Pod, status: &mut P
         let file = mounts::pod_dir(root_dir, &pod.metadata.uid)
             .join("containers")
             .join(&c.name)
-            .join(mounts::termination_log_file_id(labels::restart_count(c)));
+            .join(container_mounts::termination_log_file_id(
+                labels::restart_count(c),
+            ));
         let mut text = String::new();
         if let Ok(f) = std::fs::File::open(&file) {
             use std::io::Read as _;

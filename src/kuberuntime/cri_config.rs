@@ -15,13 +15,13 @@ use std::path::{Path, PathBuf};
 
 use crate::api::{self, PullPolicy};
 use crate::config_data::{self, Kind, ObjectKey, Scope};
-pub use crate::fieldpath::{NodeParams, expand, metadata_subscript};
-use crate::runtime::labels;
-use crate::runtime::{
+use crate::cri::{
     ContainerConfig, ContainerSecurity, DnsConfig, ImageUser, Mount, NamespaceMode,
     NamespaceOptions, PortMapping, ProfileKind, Protocol, Resources, SandboxConfig,
     SecurityProfile,
 };
+pub use crate::fieldpath::{NodeParams, expand, metadata_subscript};
+use crate::kuberuntime::labels;
 
 /// Why a container config cannot be built: the container waits with
 /// `CreateContainerConfigError` (or `InvalidImageName`) and this message.

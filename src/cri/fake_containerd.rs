@@ -5,8 +5,8 @@
 //! knobs that change how "containerd" behaves (a container that ignores SIGTERM, one that
 //! crashes at start, an image that cannot be pulled, the IP new sandboxes get).
 //!
-//! Fronts: [`super::fake::FakeRuntime`] calls it directly (a `Runtime` for unit and agent
-//! tests on paused tokio time); `super::fake_cri` (feature `fake-cri`) decodes gRPC
+//! Fronts: [`crate::cri::fake::FakeRuntime`] calls it directly (a `Runtime` for unit and agent
+//! tests on paused tokio time); `crate::cri::fake_cri` (feature `fake-cri`) decodes gRPC
 //! requests, calls it and encodes its answers. Each front keeps its own call log and its
 //! own fault injection (errors, delays, hangs, broken streams) on top. The model keeps no
 //! call log (only the arguments tests read back: pull credentials, exec commands, streaming
@@ -73,12 +73,12 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tonic::Code;
 
-use super::{
+use crate::clock::{Clock, UnixNanos};
+use crate::cri::{
     ContainerConfig, ContainerEventKind, ContainerInfo, ContainerState, ContainerStats, CpuUsage,
     ExecResult, ImageInfo, MemoryUsage, NamespaceMode, PodSandboxStats, RuntimeHealth, Sandbox,
     SandboxConfig, SandboxState,
 };
-use crate::clock::{Clock, UnixNanos};
 
 /// Where the model says its images live (`ImageFsInfo`).
 pub const IMAGE_FS_MOUNTPOINT: &str = "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs";
@@ -997,7 +997,7 @@ impl FakeContainerd {
     }
 
     /// Sets the `USER` of a present image (its uid, or a name); false if it is absent.
-    pub fn set_image_user(&mut self, image: &str, user: crate::runtime::ImageUser) -> bool {
+    pub fn set_image_user(&mut self, image: &str, user: crate::cri::ImageUser) -> bool {
         let Some(id) = self.resolve_image(image) else {
             return false;
         };
@@ -1056,9 +1056,9 @@ impl FakeContainerd {
 
     /// `ImageFsInfo`, stamped now: the images' sizes summed on containerd's overlayfs
     /// snapshotter directory.
-    pub fn image_fs_info(&mut self) -> super::ImageFsUsage {
+    pub fn image_fs_info(&mut self) -> crate::cri::ImageFsUsage {
         let timestamp = self.stamp();
-        super::ImageFsUsage {
+        crate::cri::ImageFsUsage {
             timestamp,
             mountpoint: IMAGE_FS_MOUNTPOINT.to_string(),
             used_bytes: self.images.values().map(|i| i.size).sum(),

@@ -40,8 +40,8 @@ use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::{Clock, UnixNanos, nanos};
-use crate::runtime::credentials::image_location;
-use crate::runtime::{ContainerInfo, CriError, ImageInfo, ListFilter, Runtime};
+use crate::cri::credentials::image_location;
+use crate::cri::{ContainerInfo, CriError, ImageInfo, ListFilter, Runtime};
 
 /// kubelet: `ImageGCPeriod`.
 pub const GC_PERIOD: Duration = Duration::from_secs(5 * 60);
@@ -453,7 +453,7 @@ impl<R: Runtime, C: Clock> ImageManager<R, C> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::ContainerState;
+    use crate::cri::ContainerState;
 
     const S: i64 = 1_000_000_000;
     const MI: u64 = 1024 * 1024;
@@ -631,8 +631,8 @@ mod tests {
     // ----- the manager over the fake runtime ----------------------------------------------
 
     use crate::clock::TokioClock;
-    use crate::runtime::fake::{Call, FakeRuntime};
-    use crate::runtime::{ContainerConfig, SandboxConfig};
+    use crate::cri::fake::{Call, FakeRuntime};
+    use crate::cri::{ContainerConfig, SandboxConfig};
     use std::sync::Mutex;
 
     /// A fake runtime with `app` (used by a running container), `old`, `older` (unused),
@@ -665,7 +665,7 @@ mod tests {
         let statfs: StatFs = Arc::new(move |path: &Path| {
             assert_eq!(
                 path,
-                Path::new(crate::runtime::fake_containerd::IMAGE_FS_MOUNTPOINT)
+                Path::new(crate::cri::fake_containerd::IMAGE_FS_MOUNTPOINT)
             );
             Ok(FsCapacity {
                 capacity: 1000 * MI,

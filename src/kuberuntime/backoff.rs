@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use crate::api;
 use crate::clock::{UnixNanos, nanos};
-use crate::runtime::labels;
+use crate::kuberuntime::labels;
 
 /// kubelet: `backOffPeriod` / `MaxContainerBackOff` (also the image pull back-off).
 pub const INITIAL_BACKOFF: Duration = Duration::from_secs(10);

@@ -1,0 +1,29 @@
+//! The runtime manager (kubelet: `kuberuntime`): what a pod's containers should be and
+//! making it so through the CRI.
+//!
+//! Owns: the CRI labels/annotations contract by which pods are adopted after a restart, the
+//! pure plan (`computePodActions`), the translation of a pod into CRI configs, the sync that
+//! executes a plan (SyncPod / KillPod), crash-loop and image-pull back-off, lifecycle hooks,
+//! the mounts the kubelet makes for every container, and container GC.
+//!
+//! Must never: import the loop (`agent`), the status, the prober or the PLEG; hold pod state
+//! between syncs (the event loop owns it).
+//!
+//! Layout:
+//! - `labels.rs` the CRI labels/annotations contract (how pods are adopted after a restart)
+//! - `plan.rs`   pure `compute_pod_actions` (kubelet: `computePodActions`)
+//! - `backoff.rs` crash-loop and image-pull back-off
+//! - `cri_config.rs` pure translation of a pod into `SandboxConfig` / `ContainerConfig`
+//! - `container_mounts.rs` the termination-message file and the managed `/etc/hosts`
+//! - `hooks.rs`  postStart / preStop handlers
+//! - `sync.rs`   executes a plan: SyncPod / KillPod against a `Runtime`
+//! - `gc.rs`     container GC: which dead containers, sandboxes and pod log dirs go, and going
+
+pub mod backoff;
+pub mod container_mounts;
+pub mod cri_config;
+pub mod gc;
+pub mod hooks;
+pub mod labels;
+pub mod plan;
+pub mod sync;

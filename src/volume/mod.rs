@@ -1,0 +1,16 @@
+//! Volumes (kubelet: `volumemanager` and its plugins): the host side of what a pod mounts.
+//!
+//! Owns: the pod's directories and their modes, hostPath checks, emptyDir (disk and
+//! `Memory` tmpfs), subPath resolution, and the data volumes picolet writes (configMap,
+//! secret, downwardAPI, projected, via the atomic writer).
+//!
+//! Must never: talk to the runtime beyond its mount types, or import the runtime manager
+//! (`kuberuntime` builds on this).
+//!
+//! Layout:
+//! - `mounts.rs` host side of volume mounts (hostPath checks, emptyDir, subPath), the pod
+//!   directory layout and the tmpfs helper
+//! - `data_volumes.rs` configMap, secret, downwardAPI and projected volumes
+
+pub mod data_volumes;
+pub mod mounts;
