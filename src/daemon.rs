@@ -1,6 +1,8 @@
 //! Wiring (kubelet: `RunKubelet`, `makePodSourceConfig`): builds a running picolet from
-//! [`Options`] — the CRI client, the pod sources, the apiserver-mode tasks and the agent's
-//! loop — and the channels between them.
+//! [`Options`] — the CRI client, the pod sources, the apiserver-mode tasks, the tasks
+//! beside the loop (CSI registration, the prober, the cgroup worker, the PLEG, eviction
+//! measuring, image GC, log rotation) and the agent's loop — and the channels between
+//! them. Every long-running task of picolet is spawned here.
 //!
 //! Startup order: the node name and the CRI client (configuration errors fail here, before
 //! anything runs); in apiserver mode the HTTP source, the node task, the API source, the
@@ -405,7 +407,68 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
         reclaim_images,
         running_containers,
     };
-    agent::run(runtime, clock, cfg, channels, shutdown).await
+    let tasks = start_tasks(&runtime, &clock, &cfg, &shutdown);
+    agent::run(runtime, clock, cfg, channels, tasks, shutdown).await
+}
+
+/// The tasks beside the loop (see [`agent::Tasks`]), started here so that every
+/// long-running task of picolet is spawned in this one file.
+fn start_tasks<R: Runtime, C: Clock>(
+    runtime: &R,
+    clock: &C,
+    cfg: &AgentConfig,
+    shutdown: &CancellationToken,
+) -> agent::Tasks<R, C> {
+    // kubelet: the plugin manager watches <root-dir>/plugins_registry for CSI drivers.
+    let csi = crate::csi::Registry::default();
+    let (csi_tx, csi_drivers) = tokio::sync::mpsc::unbounded_channel();
+    tokio::task::spawn_local(crate::csi::registration::run(
+        cfg.root_dir.join(crate::csi::REGISTRY_DIR),
+        csi.clone(),
+        csi_tx,
+        shutdown.child_token(),
+    ));
+    let (prober, probe_results) =
+        crate::prober::Prober::new(runtime.clone(), clock.clone(), shutdown.child_token());
+    let pod_cgroups = cfg
+        .pod_cgroups
+        .clone()
+        .map(crate::cm::manager::PodCgroups::start);
+    // The PLEG is a task of its own: the loop gets its lists and events as messages and
+    // never waits on the runtime; the syncs ring `pleg_poke` when they changed it.
+    let pleg_poke = Rc::new(tokio::sync::Notify::new());
+    let pleg = crate::pleg::spawn(
+        runtime.clone(),
+        shutdown.child_token(),
+        Rc::clone(&pleg_poke),
+    );
+    // The eviction manager's measuring task (none without thresholds: nothing to measure).
+    let eviction_observed = cfg
+        .eviction
+        .as_ref()
+        .filter(|e| !e.thresholds.is_empty())
+        .map(|e| {
+            let (tx, rx) = tokio::sync::mpsc::channel(1);
+            tokio::task::spawn_local(crate::eviction::observe::run(
+                runtime.clone(),
+                e.sources.clone(),
+                e.statfs,
+                e.thresholds.clone(),
+                tx,
+                shutdown.child_token(),
+            ));
+            rx
+        });
+    agent::Tasks {
+        csi,
+        csi_drivers,
+        prober,
+        probe_results,
+        pod_cgroups,
+        pleg,
+        pleg_poke,
+        eviction_observed,
+    }
 }
 
 /// Starts the apiserver-mode tasks `opts` asks for (`--kubeconfig`: node, API source,

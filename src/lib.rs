@@ -114,6 +114,7 @@ pub mod options;
 pub mod pleg;
 pub mod pod_config;
 pub mod pod_manager;
+pub mod pod_sync;
 pub mod pod_workers;
 pub mod probe;
 pub mod prober;

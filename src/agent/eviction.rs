@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
-use tokio_util::sync::CancellationToken;
 
 use super::Loop;
 use crate::admission::Rejection;
@@ -46,18 +45,13 @@ pub(super) struct EvictionState {
     reclaim_images: Option<eviction::ImageReclaim>,
 }
 
-/// Starts the measuring task; `None` without thresholds (nothing to measure for).
-pub(super) fn start<R: Runtime>(
-    runtime: &R,
+/// The eviction manager's state in the loop; `None` without thresholds.
+pub(super) fn loop_state(
     cfg: Option<EvictionConfig>,
     pressure: Option<watch::Sender<Conditions>>,
     reclaim_images: Option<eviction::ImageReclaim>,
-    shutdown: &CancellationToken,
-) -> (Option<EvictionState>, Option<mpsc::Receiver<Observed>>) {
-    let Some(cfg) = cfg.filter(|c| !c.thresholds.is_empty()) else {
-        return (None, None);
-    };
-    let (tx, rx) = mpsc::channel(1);
+) -> Option<EvictionState> {
+    let cfg = cfg.filter(|c| !c.thresholds.is_empty())?;
     let mut manager = Manager::new(cfg.thresholds.clone(), cfg.transition_period);
     manager.dedicated_imagefs = cfg.sources.imagefs.is_some();
     let list: Vec<String> = cfg
@@ -73,23 +67,14 @@ pub(super) fn start<R: Runtime>(
         list.join(","),
         eviction::MONITORING_PERIOD
     );
-    tokio::task::spawn_local(observe::run(
-        runtime.clone(),
-        cfg.sources,
-        cfg.statfs,
-        cfg.thresholds,
-        tx,
-        shutdown.child_token(),
-    ));
-    let state = EvictionState {
+    Some(EvictionState {
         manager,
         conditions: Conditions::default(),
         pressure,
         evicted: None,
         no_victim_logged: false,
         reclaim_images,
-    };
-    (Some(state), Some(rx))
+    })
 }
 
 /// `rx.recv()`, or pending forever without a receiver.
