@@ -39,6 +39,13 @@ pub mod fake_containerd;
 pub mod fake_cri;
 pub mod process;
 
+/// The pod's identity on its sandboxes and containers (kubelet: `k8s.io/kubelet/pkg/types/labels.go`;
+/// the rest of the contract is `kuberuntime::labels`).
+pub const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
+pub const POD_NAMESPACE_LABEL: &str = "io.kubernetes.pod.namespace";
+pub const POD_UID_LABEL: &str = "io.kubernetes.pod.uid";
+pub const CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
+
 /// Errors at the CRI boundary. The variants are what callers branch on: `NotFound` is
 /// fine on the kill path, `Unavailable` means the runtime is down (retry later).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -28,8 +28,8 @@ use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use super::{Observation, Observations, Signal};
+use crate::cri;
 use crate::cri::{ListFilter, Runtime};
-use crate::kuberuntime::labels;
 
 /// `statfs` figures of one file system.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -296,7 +296,7 @@ pub struct Observed {
 pub fn pod_memory(stats: &[crate::cri::ContainerStats]) -> HashMap<String, (PodRef, u64)> {
     let mut out: HashMap<String, (PodRef, u64)> = HashMap::new();
     for s in stats {
-        let Some(uid) = s.labels.get(labels::POD_UID_LABEL) else {
+        let Some(uid) = s.labels.get(cri::POD_UID_LABEL) else {
             continue;
         };
         let label = |k: &str| s.labels.get(k).cloned().unwrap_or_default();
@@ -304,8 +304,8 @@ pub fn pod_memory(stats: &[crate::cri::ContainerStats]) -> HashMap<String, (PodR
             (
                 PodRef {
                     uid: uid.clone(),
-                    namespace: label(labels::POD_NAMESPACE_LABEL),
-                    name: label(labels::POD_NAME_LABEL),
+                    namespace: label(cri::POD_NAMESPACE_LABEL),
+                    name: label(cri::POD_NAME_LABEL),
                 },
                 0,
             )
@@ -536,9 +536,9 @@ mod tests {
         use crate::cri::{ContainerStats, MemoryUsage};
         let stat = |uid: &str, ws: Option<u64>| ContainerStats {
             labels: [
-                (labels::POD_UID_LABEL.to_string(), uid.to_string()),
-                (labels::POD_NAMESPACE_LABEL.to_string(), "ns".to_string()),
-                (labels::POD_NAME_LABEL.to_string(), format!("pod-{uid}")),
+                (cri::POD_UID_LABEL.to_string(), uid.to_string()),
+                (cri::POD_NAMESPACE_LABEL.to_string(), "ns".to_string()),
+                (cri::POD_NAME_LABEL.to_string(), format!("pod-{uid}")),
             ]
             .into(),
             memory: Some(MemoryUsage {

@@ -14,11 +14,9 @@ use std::collections::BTreeMap;
 use crate::api;
 use crate::cri::{ContainerInfo, Sandbox};
 
-/// Labels on sandboxes and containers (kubelet: `k8s.io/kubelet/pkg/types/labels.go`).
-pub const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
-pub const POD_NAMESPACE_LABEL: &str = "io.kubernetes.pod.namespace";
-pub const POD_UID_LABEL: &str = "io.kubernetes.pod.uid";
-pub const CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
+/// Labels on sandboxes and containers: the keys live with the CRI types, where every
+/// reader of the runtime (PLEG, eviction, the node API's stats) finds them.
+pub use crate::cri::{CONTAINER_NAME_LABEL, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL};
 
 /// Annotations on containers (kubelet: `kuberuntime/labels.go`).
 pub const POD_DELETION_GRACE_PERIOD_ANNOTATION: &str = "io.kubernetes.pod.deletionGracePeriod";

@@ -26,8 +26,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::clock::{self, Clock, UnixNanos};
+use crate::cri;
 use crate::cri::{ContainerState, CpuUsage, CriError, ListFilter, MemoryUsage, Runtime};
-use crate::kuberuntime::labels;
 
 /// A snapshot answers every request within this (kubelet: the summary is cached by
 /// cAdvisor's housekeeping, ~10 s; metrics-server scrapes every 15 s).
@@ -261,13 +261,13 @@ pub fn pods_from(
     let mut pods: BTreeMap<String, PodUsage> = BTreeMap::new();
     for c in containers {
         let label = |k: &str| c.labels.get(k).cloned().unwrap_or_default();
-        let uid = label(labels::POD_UID_LABEL);
+        let uid = label(cri::POD_UID_LABEL);
         if uid.is_empty() {
             continue; // not a Kubernetes container
         }
         let pod = pods.entry(uid.clone()).or_insert_with(|| PodUsage {
-            name: label(labels::POD_NAME_LABEL),
-            namespace: label(labels::POD_NAMESPACE_LABEL),
+            name: label(cri::POD_NAME_LABEL),
+            namespace: label(cri::POD_NAMESPACE_LABEL),
             uid,
             ..Default::default()
         });
@@ -891,9 +891,9 @@ mod tests {
             name: name.into(),
             attempt: 0,
             labels: [
-                (labels::POD_UID_LABEL, uid),
-                (labels::POD_NAME_LABEL, "web"),
-                (labels::POD_NAMESPACE_LABEL, "default"),
+                (cri::POD_UID_LABEL, uid),
+                (cri::POD_NAME_LABEL, "web"),
+                (cri::POD_NAMESPACE_LABEL, "default"),
             ]
             .into_iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -1082,9 +1082,9 @@ mod tests {
             ..Default::default()
         };
         sb.labels = [
-            (labels::POD_NAME_LABEL, "web"),
-            (labels::POD_NAMESPACE_LABEL, "default"),
-            (labels::POD_UID_LABEL, "u1"),
+            (cri::POD_NAME_LABEL, "web"),
+            (cri::POD_NAMESPACE_LABEL, "default"),
+            (cri::POD_UID_LABEL, "u1"),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -1095,7 +1095,7 @@ mod tests {
             image: "busybox".into(),
             labels: {
                 let mut l = sb.labels.clone();
-                l.insert(labels::CONTAINER_NAME_LABEL.into(), "app".into());
+                l.insert(cri::CONTAINER_NAME_LABEL.into(), "app".into());
                 l
             },
             ..Default::default()

@@ -37,8 +37,8 @@ use tokio_util::sync::CancellationToken;
 use super::response::{Out, status_error};
 use super::view::PodEntry;
 use crate::api::{Pod, PodStatus};
+use crate::cri::POD_UID_LABEL;
 use crate::cri::{CriError, ListFilter, Runtime, SandboxState, StreamOptions};
-use crate::kuberuntime::labels::POD_UID_LABEL;
 
 /// Proxied streams at once; more are answered 429.
 pub const MAX_STREAMS: usize = 8;
