@@ -21,9 +21,10 @@ use std::collections::BTreeMap;
 use crate::api::Pod;
 use crate::manifest::fields::{self, Finding, Policy};
 
-/// The node facts admission reads.
+/// What admission reads of the node (kubelet: the admit handlers' `nodeInfo`; not the
+/// machine facts of `node::status::NodeFacts`).
 #[derive(Debug, Clone, Default)]
-pub struct NodeFacts {
+pub struct NodeInfo {
     pub node_name: String,
     /// `node::node_labels`: the defaults and `--node-labels`.
     pub labels: BTreeMap<String, String>,
@@ -64,7 +65,7 @@ pub const REASON_NODE_PORTS: &str = "NodePorts";
 
 /// kubelet: `canAdmitPod`. `admitted`: the pods admitted before and still active (kubelet:
 /// `filterOutInactivePods`), for resources and host ports.
-pub fn admit(pod: &Pod, node: &NodeFacts, admitted: &[&Pod]) -> Admission {
+pub fn admit(pod: &Pod, node: &NodeInfo, admitted: &[&Pod]) -> Admission {
     let findings = match serde_json::to_value(pod) {
         Ok(json) => fields::findings(&json),
         Err(_) => Vec::new(),
@@ -88,7 +89,7 @@ pub fn admit(pod: &Pod, node: &NodeFacts, admitted: &[&Pod]) -> Admission {
 }
 
 /// kubelet: `generalFilter` — the first failing predicate.
-fn general_predicates(pod: &Pod, node: &NodeFacts, admitted: &[&Pod]) -> Option<Rejection> {
+fn general_predicates(pod: &Pod, node: &NodeInfo, admitted: &[&Pod]) -> Option<Rejection> {
     let others: Vec<&&Pod> = admitted.iter().filter(|p| p.uid() != pod.uid()).collect();
     if !crate::qos::is_critical(pod) {
         if let Some(r) = resources(pod, node, &others) {
@@ -145,7 +146,7 @@ fn general_predicates(pod: &Pod, node: &NodeFacts, admitted: &[&Pod]) -> Option<
 /// `matchExpressions` (In, NotIn, Exists, DoesNotExist, Gt, Lt on the node's labels) and
 /// `matchFields` (`metadata.name`) of a term ANDed; an empty term list matches no node.
 /// `Err` says why the node does not match (or what in the terms is malformed).
-fn required_node_affinity(pod: &Pod, node: &NodeFacts) -> Result<(), String> {
+fn required_node_affinity(pod: &Pod, node: &NodeInfo) -> Result<(), String> {
     let Some(required) = pod
         .spec
         .affinity
@@ -173,7 +174,7 @@ fn required_node_affinity(pod: &Pod, node: &NodeFacts) -> Result<(), String> {
     Err(why.join("; "))
 }
 
-fn term_matches(term: &serde_json::Value, node: &NodeFacts) -> Result<(), String> {
+fn term_matches(term: &serde_json::Value, node: &NodeInfo) -> Result<(), String> {
     let list = |key: &str| {
         term.get(key)
             .and_then(|v| v.as_array())
@@ -234,7 +235,7 @@ fn requirement(r: &serde_json::Value, have: Option<&str>) -> Result<(), String> 
 }
 
 /// kubelet: the `NodeResourcesFit` check — pods, cpu and memory requests.
-fn resources(pod: &Pod, node: &NodeFacts, others: &[&&Pod]) -> Option<Rejection> {
+fn resources(pod: &Pod, node: &NodeInfo, others: &[&&Pod]) -> Option<Rejection> {
     let insufficient = |resource: &str, what: String| Rejection {
         reason: match resource {
             "cpu" => "OutOfcpu",
@@ -351,7 +352,7 @@ fn host_ports(pod: &Pod) -> Vec<HostPort> {
 
 /// The `nodeSelector` entries the node's labels do not satisfy (`key=value`, or
 /// `key=value (node has other)`).
-fn node_selector_mismatch(pod: &Pod, node: &NodeFacts) -> Option<Vec<String>> {
+fn node_selector_mismatch(pod: &Pod, node: &NodeInfo) -> Option<Vec<String>> {
     let missing: Vec<String> = pod
         .spec
         .node_selector
@@ -381,8 +382,8 @@ mod tests {
         p
     }
 
-    fn node() -> NodeFacts {
-        NodeFacts {
+    fn node() -> NodeInfo {
+        NodeInfo {
             node_name: "edge-1".into(),
             labels: crate::node::node_labels(
                 "edge-1",

@@ -46,17 +46,17 @@ use tokio_util::sync::CancellationToken;
 mod eviction;
 pub use eviction::EvictionConfig;
 
-use crate::admission::{self, NodeFacts};
+use crate::admission::{self, NodeInfo};
 use crate::api::Pod;
 use crate::clock::Clock;
 use crate::config_data::{self, ConfigObjects, ObjectChannels, ObjectsUpdate, Scope};
 use crate::cri::{
     ContainerEvent, ContainerState, CriError, PodRuntimeStatus, Runtime, SandboxState,
 };
-use crate::events::{PodEvent, PodEventSender, RunningContainers, SourceUpdate};
 use crate::kuberuntime::gc::{self, GcPolicy};
 use crate::kuberuntime::sync::SyncEnv;
 use crate::manifest::SOURCE_FILE;
+use crate::messages::{PodEvent, PodEventSender, RunningContainers, SourceUpdate};
 use crate::node;
 use crate::pleg::{self, PlegMessage};
 use crate::pod_config::{PodConfig, PodOp, PodUpdate};
@@ -109,7 +109,7 @@ pub struct Channels {
 /// cgroup worker, the PLEG and the eviction manager's measuring task.
 pub struct Tasks<R: Runtime, C: Clock> {
     /// The registered CSI drivers, and each new registration's driver name.
-    pub csi: crate::csi::Registry,
+    pub csi: crate::volume::csi::Registry,
     pub csi_drivers: mpsc::UnboundedReceiver<String>,
     /// The probe manager, and the UIDs whose probe results changed.
     pub prober: Prober<R, C>,
@@ -239,7 +239,7 @@ pub async fn run<R: Runtime, C: Clock>(
     };
     let mut state = Loop {
         runtime,
-        config: PodConfig::new(&sources),
+        pod_config: PodConfig::new(&sources),
         pods: PodManager::default(),
         workers: PodWorkers::new(syncer)
             .with_resync_interval(cfg.sync_frequency)
@@ -260,7 +260,7 @@ pub async fn run<R: Runtime, C: Clock>(
         gc_task: None,
         stopped_at: HashMap::new(),
         burst: 0,
-        node: NodeFacts {
+        node: NodeInfo {
             node_name: cfg.node_name.clone(),
             labels: cfg.node_labels.clone(),
             cpu_milli: cpu_allocatable,
@@ -303,7 +303,7 @@ pub async fn run<R: Runtime, C: Clock>(
                 if let Some(objects) = update.objects.take() {
                     state.on_objects(Scope::Local, objects);
                 }
-                for u in state.config.merge(update) {
+                for u in state.pod_config.merge(update) {
                     state.handle(u);
                 }
                 state.publish_pods();
@@ -325,7 +325,7 @@ pub async fn run<R: Runtime, C: Clock>(
         // make systemd give up on picolet (k3s#1686).
         if !state.notified_ready && state.relisted_once && state.file_seen {
             state.notified_ready = true;
-            if state.config.sources_ready() {
+            if state.pod_config.sources_ready() {
                 log::info!("all pod sources seen and runtime relisted: ready");
             } else {
                 log::info!("static pods seen and runtime relisted: ready (other sources pending)");
@@ -348,7 +348,7 @@ async fn recv_opt(rx: &mut Option<mpsc::Receiver<ObjectsUpdate>>) -> Option<Obje
 
 struct Loop<R: Runtime, C: Clock> {
     runtime: R,
-    config: PodConfig,
+    pod_config: PodConfig,
     pods: PodManager,
     workers: PodWorkers<AgentSyncer<R, C>>,
     shared: Rc<RefCell<Shared>>,
@@ -378,7 +378,7 @@ struct Loop<R: Runtime, C: Clock> {
     /// The container GC pass in flight, if any (one at a time).
     gc_task: Option<tokio::task::JoinHandle<()>>,
     /// What admission checks pods against.
-    node: NodeFacts,
+    node: NodeInfo,
     node_ip: Option<String>,
     /// Pods admission rejected: Failed, never started (kubelet: `rejectPod`).
     rejected: HashSet<String>,
@@ -396,7 +396,7 @@ struct Loop<R: Runtime, C: Clock> {
     /// (their driver not registered yet): check again at the next housekeeping.
     orphan_csi_left: Rc<std::cell::Cell<bool>>,
     /// The registered CSI drivers (orphaned csi volumes are unpublished through them).
-    csi: crate::csi::Registry,
+    csi: crate::volume::csi::Registry,
     /// apiserver mode: which API objects the pods reference (the object manager watches them).
     wanted_tx:
         Option<tokio::sync::watch::Sender<std::collections::BTreeSet<config_data::ObjectKey>>>,
@@ -434,7 +434,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             tx.send(PodEvent::Pods {
                 pods: self.pods.pods(),
                 mirrors: self.pods.mirror_pods(),
-                sources_ready: self.config.sources_ready(),
+                sources_ready: self.pod_config.sources_ready(),
             });
         }
     }
@@ -930,7 +930,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// source has been seen (k8s#112814) and the runtime has been listed.
     fn housekeeping(&mut self) {
         self.publish_running();
-        if !self.config.sources_ready() || !self.relisted_once {
+        if !self.pod_config.sources_ready() || !self.relisted_once {
             return;
         }
         // Every 2 s: at idle nothing here allocates (lookups only).
@@ -1065,7 +1065,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         tokio::task::spawn_local(async move {
             let mut removable = Vec::new();
             for uid in orphans {
-                match crate::csi::unpublish_pod_volumes(&root, &uid, &csi).await {
+                match crate::volume::csi::unpublish_pod_volumes(&root, &uid, &csi).await {
                     Ok(()) => removable.push(uid),
                     Err(e) => {
                         log::warn!("housekeeping: orphaned pod {uid}: csi volume: {e}");
@@ -1125,7 +1125,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         if !self.relisted_once || self.gc_task.as_ref().is_some_and(|t| !t.is_finished()) {
             return false;
         }
-        let sources_ready = self.config.sources_ready();
+        let sources_ready = self.pod_config.sources_ready();
         let desired = self.pods.uids();
         if sources_ready {
             self.remove_orphaned_pod_cgroups(&desired);

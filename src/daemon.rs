@@ -28,10 +28,10 @@ use crate::agent::{self, AgentConfig, Channels};
 use crate::clock::{Clock, SystemClock};
 use crate::cri::client::{CriRuntime, CriTimeouts};
 use crate::cri::{CriError, Runtime};
-use crate::events::{PodEventSender, SourceUpdate};
 use crate::images::{ImageGcPolicy, ImageManager};
 use crate::kuberuntime::gc::GcPolicy;
 use crate::logs::{LogManager, LogRotatePolicy};
+use crate::messages::{PodEventSender, SourceUpdate};
 use crate::node::{self, NodeError};
 use crate::options::Options;
 use crate::recorder::{self, Recorder};
@@ -420,10 +420,10 @@ fn start_tasks<R: Runtime, C: Clock>(
     shutdown: &CancellationToken,
 ) -> agent::Tasks<R, C> {
     // kubelet: the plugin manager watches <root-dir>/plugins_registry for CSI drivers.
-    let csi = crate::csi::Registry::default();
+    let csi = crate::volume::csi::Registry::default();
     let (csi_tx, csi_drivers) = tokio::sync::mpsc::unbounded_channel();
-    tokio::task::spawn_local(crate::csi::registration::run(
-        cfg.root_dir.join(crate::csi::REGISTRY_DIR),
+    tokio::task::spawn_local(crate::volume::csi::registration::run(
+        cfg.root_dir.join(crate::volume::csi::REGISTRY_DIR),
         csi.clone(),
         csi_tx,
         shutdown.child_token(),
@@ -557,7 +557,7 @@ pub fn start_apiserver_mode<R: Runtime, C: Clock>(
             updates: objects_rx,
         });
 
-        let (ev_tx, ev_rx) = crate::events::pod_events();
+        let (ev_tx, ev_rx) = crate::messages::pod_events();
         let syncer = StatusSyncer::new(client.clone(), cfg.node_name.clone(), uid_rx, ev_rx);
         tokio::task::spawn_local(syncer.run(shutdown.child_token()));
         ext.events = Some(ev_tx);

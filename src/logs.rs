@@ -44,7 +44,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::{Clock, UnixNanos};
 use crate::cri::{CriError, Runtime};
-use crate::events::RunningContainers;
+use crate::messages::RunningContainers;
 
 /// kubelet: `containerLogMonitorInterval` (`--container-log-monitor-interval`, 10 s).
 pub const MONITOR_PERIOD: Duration = Duration::from_secs(10);

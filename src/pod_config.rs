@@ -23,7 +23,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::api::{ANNOTATION_CONFIG_MIRROR, ANNOTATION_CONFIG_SEEN, ANNOTATION_CONFIG_SOURCE, Pod};
-use crate::events::SourceUpdate;
+use crate::messages::SourceUpdate;
 
 /// The kind of a merged change (kubelet: `kubetypes.PodOperation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -765,7 +765,7 @@ async fn a_shorter_grace_period_cuts_a_termination_short() {
             let send = |pod| {
                 let tx = tx.clone();
                 async move {
-                    tx.send(picolet::events::SourceUpdate {
+                    tx.send(picolet::messages::SourceUpdate {
                         source: "api",
                         pods: vec![std::sync::Arc::new(pod)],
                         objects: None,

@@ -473,7 +473,7 @@ async fn node_registers_reports_status_and_renews_its_lease() {
 // API source
 
 use picolet::checkpoint::Checkpoint;
-use picolet::events::SourceUpdate;
+use picolet::messages::SourceUpdate;
 use picolet::source::apiserver::{ApiSource, ApiSourceOptions};
 
 fn fast_source_options() -> ApiSourceOptions {
@@ -1049,7 +1049,7 @@ async fn http_source_pod_podlist_errors_and_identical_bytes() {
 // Status syncer on its own
 
 use picolet::api::{Pod, PodPhase, PodStatus};
-use picolet::events::PodEvent;
+use picolet::messages::PodEvent;
 use picolet::status::status_sync::StatusSyncer;
 use std::sync::Arc;
 
@@ -1073,7 +1073,7 @@ async fn status_syncer_retries_coalesces_and_keeps_terminal_phases() {
         .annotations
         .insert("kubernetes.io/config.source".into(), "api".into());
     let pod = Arc::new(pod);
-    let (tx, rx) = picolet::events::pod_events();
+    let (tx, rx) = picolet::messages::pod_events();
     let (_uid_tx, uid_rx) = tokio::sync::watch::channel(Some("node-uid".to_string()));
     let syncer = StatusSyncer::new(plain_client(&mock), "pi-1".into(), uid_rx, rx)
         .with_reconcile_period(Duration::from_millis(300));

@@ -1619,7 +1619,7 @@ spec:
 #[cfg(feature = "fake-cri")]
 #[tokio::test(flavor = "current_thread")]
 async fn p_csi_inline_volume() {
-    use picolet::csi::fake::FakeCsiPlugin;
+    use picolet::volume::csi::fake::FakeCsiPlugin;
     let Some(lab) = Lab::new("n-csi").await else {
         return;
     };
@@ -1662,7 +1662,7 @@ async fn p_csi_inline_volume() {
         publishes.len() == 1 && publishes[0].target_path == target.to_string_lossy(),
         || format!("publishes: {publishes:?}"),
     );
-    lab.check(picolet::csi::is_mounted(&target), || {
+    lab.check(picolet::volume::csi::is_mounted(&target), || {
         format!("{} is not mounted", target.display())
     });
 

@@ -94,7 +94,7 @@ async fn memory_pressure_evicts_ranked_pods_and_spares_critical_ones() {
             let rt = FakeRuntime::new(clock);
             rt.add_image(IMAGE);
             let (src_tx, src_rx) = tokio::sync::mpsc::channel(16);
-            let (ev_tx, mut events) = picolet::events::pod_events();
+            let (ev_tx, mut events) = picolet::messages::pod_events();
             let recorder = picolet::daemon::new_recorder("node1", clock);
             let (pressure_tx, pressure_rx) = tokio::sync::watch::channel(Conditions::default());
             let ext = picolet::daemon::Extensions {
@@ -121,7 +121,7 @@ async fn memory_pressure_evicts_ranked_pods_and_spares_critical_ones() {
                 Arc::new(api_pod("critical", None, Some(2_000_000_000))),
             ];
             src_tx
-                .send(picolet::events::SourceUpdate {
+                .send(picolet::messages::SourceUpdate {
                     source: "api",
                     pods: pods.clone(),
                     objects: None,
@@ -161,7 +161,7 @@ async fn memory_pressure_evicts_ranked_pods_and_spares_critical_ones() {
             assert!(pressure_rx.borrow().memory_pressure, "MemoryPressure published");
             let mut statuses = std::collections::HashMap::new();
             for ev in events.try_recv() {
-                if let picolet::events::PodEvent::Status { pod, status } = ev {
+                if let picolet::messages::PodEvent::Status { pod, status } = ev {
                     statuses.insert(pod.metadata.name.clone(), status);
                 }
             }
@@ -191,7 +191,7 @@ async fn memory_pressure_evicts_ranked_pods_and_spares_critical_ones() {
             let mut all = pods.clone();
             all.push(Arc::new(api_pod("late", None, None)));
             src_tx
-                .send(picolet::events::SourceUpdate {
+                .send(picolet::messages::SourceUpdate {
                     source: "api",
                     pods: all,
                     objects: None,
@@ -201,7 +201,7 @@ async fn memory_pressure_evicts_ranked_pods_and_spares_critical_ones() {
             settle(5).await;
             let mut late = None;
             for ev in events.try_recv() {
-                if let picolet::events::PodEvent::Status { pod, status } = ev
+                if let picolet::messages::PodEvent::Status { pod, status } = ev
                     && pod.metadata.name == "late"
                 {
                     late = Some(status);
@@ -266,7 +266,7 @@ async fn disk_pressure_reclaims_dead_containers_then_evicts() {
             let rt = FakeRuntime::new(clock);
             rt.add_image(IMAGE);
             let (src_tx, src_rx) = tokio::sync::mpsc::channel(16);
-            let (ev_tx, mut events) = picolet::events::pod_events();
+            let (ev_tx, mut events) = picolet::messages::pod_events();
             let (pressure_tx, pressure_rx) = tokio::sync::watch::channel(Conditions::default());
             let ext = picolet::daemon::Extensions {
                 sources: vec!["api"],
@@ -288,7 +288,7 @@ async fn disk_pressure_reclaims_dead_containers_then_evicts() {
             done.spec.restart_policy = Some(picolet::api::RestartPolicy::Never);
             let pods = vec![Arc::new(done), Arc::new(api_pod("spender", None, None))];
             src_tx
-                .send(picolet::events::SourceUpdate {
+                .send(picolet::messages::SourceUpdate {
                     source: "api",
                     pods,
                     objects: None,
@@ -315,7 +315,7 @@ async fn disk_pressure_reclaims_dead_containers_then_evicts() {
             settle(15).await;
             let mut spender = None;
             for ev in events.try_recv() {
-                if let picolet::events::PodEvent::Status { pod, status } = ev
+                if let picolet::messages::PodEvent::Status { pod, status } = ev
                     && pod.metadata.name == "spender"
                 {
                     spender = Some(status);

@@ -10,7 +10,7 @@ mod common;
 
 use common::hostile;
 use picolet::clock::SystemClock;
-use picolet::events::SourceUpdate;
+use picolet::messages::SourceUpdate;
 use picolet::source::file::{FileSource, FileSourceOptions};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;

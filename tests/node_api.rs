@@ -668,7 +668,7 @@ async fn the_fuzz_seeds_reach_the_routes() {
             )
             .unwrap();
             view.apply(
-                vec![picolet::events::PodEvent::Pods {
+                vec![picolet::messages::PodEvent::Pods {
                     pods: vec![Arc::new(pod)],
                     mirrors: vec![],
                     sources_ready: true,

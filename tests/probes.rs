@@ -327,7 +327,7 @@ async fn failing_post_start_kills_the_container() {
             for _ in 0..30 {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 for ev in agent.events.try_recv() {
-                    if let picolet::events::PodEvent::Status { status, .. } = ev {
+                    if let picolet::messages::PodEvent::Status { status, .. } = ev {
                         waiting.extend(status.container_statuses[0].state.waiting.clone());
                     }
                 }

@@ -9,13 +9,13 @@ mod readme;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use picolet::admission::{self, NodeFacts};
+use picolet::admission::{self, NodeInfo};
 use picolet::manifest::{self, fields};
 
 const SEEN: i64 = 1_800_000_000_000_000_000;
 
-fn node() -> NodeFacts {
-    NodeFacts {
+fn node() -> NodeInfo {
+    NodeInfo {
         node_name: "pi".into(),
         labels: picolet::node::node_labels("pi", &BTreeMap::new()),
         cpu_milli: 4000,

@@ -265,7 +265,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         if shared.statuses.set(uid, &pod.full_name(), status)
             && let (Some(tx), Some(status)) = (&shared.events, shared.statuses.get_shared(uid))
         {
-            tx.send(crate::events::PodEvent::Status {
+            tx.send(crate::messages::PodEvent::Status {
                 pod: Arc::clone(pod),
                 status,
             });

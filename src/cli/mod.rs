@@ -17,7 +17,7 @@ pub mod kubectl;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::admission::NodeFacts;
+use crate::admission::NodeInfo;
 use crate::clock::{Clock, SystemClock};
 
 /// The verbs this module answers (the command line knows them: `options::CLI_VERBS`).
@@ -197,10 +197,10 @@ fn run_validate(a: &Args) -> u8 {
             return 2;
         }
     };
-    let node = NodeFacts {
+    let node = NodeInfo {
         labels: crate::node::node_labels(&node_name, &a.node_labels),
         node_name,
-        ..NodeFacts::default()
+        ..NodeInfo::default()
     };
     let dir = a
         .pod_manifest_path

@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
 
-use crate::admission::{self, NodeFacts};
+use crate::admission::{self, NodeInfo};
 use crate::clock::UnixNanos;
 use crate::config_data::{self, ObjectKey};
 use crate::manifest::fields::{self, Policy, Unknown};
@@ -89,7 +89,7 @@ impl Report {
         shown: &str,
         source_path: &str,
         bytes: &[u8],
-        node: &NodeFacts,
+        node: &NodeInfo,
         now: UnixNanos,
     ) -> Vec<(ObjectKey, String)> {
         let mut refs = Vec::new();
@@ -345,8 +345,8 @@ fn split_error(e: &manifest::ManifestError, source_path: &str, shown: &str) -> (
 mod tests {
     use super::*;
 
-    fn node() -> NodeFacts {
-        NodeFacts {
+    fn node() -> NodeInfo {
+        NodeInfo {
             node_name: "board".into(),
             labels: crate::node::node_labels("board", &Default::default()),
             ..Default::default()

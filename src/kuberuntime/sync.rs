@@ -85,7 +85,7 @@ pub struct SyncEnv<R: Runtime, C: Clock> {
     /// Where the sync records the kubelet's events (Pulling, Created, Killing, …).
     pub recorder: Recorder,
     /// The registered CSI drivers (the plugin watcher fills it).
-    pub csi: crate::csi::Registry,
+    pub csi: crate::volume::csi::Registry,
 }
 
 impl<R: Runtime, C: Clock> SyncEnv<R, C> {
@@ -118,7 +118,7 @@ impl<R: Runtime, C: Clock> SyncEnv<R, C> {
             credential_paths: credentials::default_paths(Path::new(DEFAULT_ROOT_DIR)),
             config: ConfigObjects::default(),
             recorder: Recorder::new("", recorder::DEFAULT_CAPACITY).with_clock(clock),
-            csi: crate::csi::Registry::default(),
+            csi: crate::volume::csi::Registry::default(),
         }
     }
 }
@@ -157,7 +157,7 @@ pub enum SyncError {
     Unpublish {
         uid: String,
         #[source]
-        source: crate::csi::CsiError,
+        source: crate::volume::csi::CsiError,
     },
 }
 
@@ -645,12 +645,13 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
     if volumes.is_ok() {
         // kubelet: inline csi volumes are mounted by the volume manager like the others:
         // NodePublishVolume before the containers start (once per picolet run).
-        volumes = crate::csi::publish_pod_volumes(&env.root_dir, pod, &env.csi, &env.config)
-            .await
-            .map_err(|e| data_volumes::VolumeError {
-                volume: e.volume,
-                message: e.message,
-            });
+        volumes =
+            crate::volume::csi::publish_pod_volumes(&env.root_dir, pod, &env.csi, &env.config)
+                .await
+                .map_err(|e| data_volumes::VolumeError {
+                    volume: e.volume,
+                    message: e.message,
+                });
     }
     if let Err(e) = volumes {
         // The pod worker's WARN carries it (once, not at every retry).
@@ -1896,7 +1897,7 @@ pub async fn cleanup_pod<R: Runtime, C: Clock>(
     // kubelet: the volume manager unmounts (NodeUnpublishVolume) the csi volumes once the
     // containers stopped; the pod is not cleaned up, and stays not finished, until every one
     // is unpublished and nothing is mounted on its target any more (retried by the worker).
-    crate::csi::unpublish_pod_volumes(&env.root_dir, uid, &env.csi)
+    crate::volume::csi::unpublish_pod_volumes(&env.root_dir, uid, &env.csi)
         .await
         .map_err(|source| SyncError::Unpublish {
             uid: uid.to_string(),

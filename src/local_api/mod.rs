@@ -44,7 +44,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::cri::Runtime;
-use crate::events::{PodEventReceiver, PodEventSender};
+use crate::messages::{PodEventReceiver, PodEventSender};
 use credentials::Token;
 
 #[derive(Debug, thiserror::Error)]
@@ -315,7 +315,7 @@ pub fn start<R: Runtime, C: Clock>(
     // The certificate's validity is checked by clients against their own clock, never
     // picolet's injected one.
     let creds = prepare(opts, crate::clock::Clock::now(&crate::clock::SystemClock))?;
-    let (tx, rx) = crate::events::pod_events();
+    let (tx, rx) = crate::messages::pod_events();
     let view = view::View::new();
     tokio::task::spawn_local(feed(view.clone(), rx, clock.clone()));
     let mut node_opts = crate::node::status::NodeOptions::new(opts.node_name.clone());

@@ -610,10 +610,10 @@ mod tests {
     use crate::clock::SystemClock;
     use crate::cri::fake::FakeRuntime;
     use crate::cri::{ContainerConfig, SandboxConfig};
-    use crate::events::PodEvent;
     use crate::local_api::credentials::Token;
     use crate::local_api::server::{Api, serve as serve_api};
     use crate::local_api::view::View;
+    use crate::messages::PodEvent;
 
     const SPDY_101: &str = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n\
                             Upgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: v4.channel.k8s.io\r\n\r\n";

@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 
 use crate::api::{Pod, PodStatus};
 use crate::clock::{self, UnixNanos};
-use crate::events::PodEvent;
+use crate::messages::PodEvent;
 use crate::metrics::Histogram;
 
 /// Changes kept for watches that start from an older resource version (kubectl lists, then

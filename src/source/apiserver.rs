@@ -37,9 +37,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{ANNOTATION_CONFIG_SOURCE, Pod};
 use crate::checkpoint::Checkpoint;
-use crate::events::SourceUpdate;
 use crate::kube::types::{ObjectList, Status, WatchEvent};
 use crate::kube::{ApiError, Backoff, Client, query};
+use crate::messages::SourceUpdate;
 
 /// The `source` of this source's updates.
 pub const SOURCE: &str = "api";

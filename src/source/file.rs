@@ -63,8 +63,8 @@ use super::SourceError;
 use crate::api::{self, Pod};
 use crate::clock::{Clock, UnixNanos};
 use crate::config_data::{self, Object};
-use crate::events::SourceUpdate;
 use crate::manifest::{self, ManifestError, fields};
+use crate::messages::SourceUpdate;
 use crate::recorder::{self, Recorder};
 
 /// The `source` of this source's updates.

@@ -23,9 +23,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::Pod;
 use crate::clock::Clock;
-use crate::events::SourceUpdate;
 use crate::kube::{ApiError, HttpClient};
 use crate::manifest::{self, fields};
+use crate::messages::SourceUpdate;
 
 /// The `source` of this source's updates.
 pub const SOURCE: &str = manifest::SOURCE_HTTP;

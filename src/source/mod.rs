@@ -1,7 +1,7 @@
 //! Pod sources: where desired pods come from.
 //!
 //! Owns: the errors sources report. What every source sends — a
-//! [`SourceUpdate`](crate::events::SourceUpdate), always the FULL snapshot of that source's
+//! [`SourceUpdate`](crate::messages::SourceUpdate), always the FULL snapshot of that source's
 //! pods (kubelet: `kubetypes.SET` updates) — is a message of the leaf `events`. The merge
 //! (`pod_config.rs`) diffs snapshots; a source never emits deltas.
 //!

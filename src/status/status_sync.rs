@@ -39,8 +39,8 @@ use tokio_util::sync::CancellationToken;
 use crate::api::{
     ANNOTATION_CONFIG_HASH, ANNOTATION_CONFIG_MIRROR, OwnerReference, Pod, PodStatus,
 };
-use crate::events::{PodEvent, PodEventReceiver};
 use crate::kube::{ApiError, Client, DeleteOptions, PatchKind, pod_path};
+use crate::messages::{PodEvent, PodEventReceiver};
 use crate::pod_manager::is_mirror_pod;
 use crate::status;
 

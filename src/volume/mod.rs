@@ -11,6 +11,9 @@
 //! - `mounts.rs` host side of volume mounts (hostPath checks, emptyDir, subPath), the pod
 //!   directory layout and the tmpfs helper
 //! - `data_volumes.rs` configMap, secret, downwardAPI and projected volumes
+//! - `csi/` CSI node plugins: the registration watcher, the registered drivers, inline
+//!   `csi:` volumes published and unpublished through their Node service
 
+pub mod csi;
 pub mod data_volumes;
 pub mod mounts;

@@ -438,7 +438,7 @@ fn volume_host_path(
     }
     if volume.csi.is_some() {
         // Published by its driver before the containers start (`csi::publish_pod_volumes`).
-        return Ok(crate::csi::target_path(
+        return Ok(crate::volume::csi::target_path(
             root_dir,
             &pod.metadata.uid,
             &volume.name,

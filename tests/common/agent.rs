@@ -58,7 +58,7 @@ pub fn running_ids(rt: &FakeRuntime) -> Vec<String> {
 pub struct EventedAgent {
     pub shutdown: tokio_util::sync::CancellationToken,
     pub handle: tokio::task::JoinHandle<()>,
-    pub events: picolet::events::PodEventReceiver,
+    pub events: picolet::messages::PodEventReceiver,
     /// The events the agent recorded.
     pub recorder: picolet::recorder::Recorder,
 }
@@ -68,7 +68,7 @@ pub fn start_with_events(
     clock: picolet::clock::TokioClock,
     cfg: &AgentConfig,
 ) -> EventedAgent {
-    let (tx, events) = picolet::events::pod_events();
+    let (tx, events) = picolet::messages::pod_events();
     let recorder = picolet::daemon::new_recorder(&cfg.node_name, clock);
     let ext = picolet::daemon::Extensions {
         events: Some(tx),
@@ -116,7 +116,7 @@ impl EventedAgent {
     ) -> std::collections::HashMap<String, std::sync::Arc<picolet::api::PodStatus>> {
         let mut last = std::collections::HashMap::new();
         for ev in self.events.try_recv() {
-            if let picolet::events::PodEvent::Status { pod, status } = ev {
+            if let picolet::messages::PodEvent::Status { pod, status } = ev {
                 last.insert(pod.metadata.name.clone(), status);
             }
         }

@@ -13,7 +13,7 @@ literals, the response read from DATA frames. Response headers and trailers are 
 decoded (that would need HPACK Huffman); a call that returns no message is reported as
 failed and containerd.log has the reason. Protobuf is encoded by hand with the field
 numbers of k8s.io/cri-api runtime/v1 api.proto. picolet's real client is
-src/runtime/cri.rs; this exists only so the lab can be proven without it.
+src/cri/client.rs; this exists only so the lab can be proven without it.
 """
 
 import argparse
