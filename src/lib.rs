@@ -15,73 +15,101 @@
 //!                                                  (CRI over a unix socket: containerd, CRI-O)
 //! ```
 //!
-//! Layers: they import one way. A module never imports the module that wires it, and
-//! messages that cross layers live in the leaf `events`.
+//! Layers: every module imports only modules of lower layers (the table below, checked
+//! against the code by `tests/house.rs`: a module's imports are a subset of its line, and
+//! a line names only modules of lower layers). A module never imports the module that
+//! wires it (`daemon`), messages that cross layers live in `messages`, and each manager
+//! that talks to the apiserver sits beside what it manages, over the leaf client `kube`.
 //!
 //! ```text
-//!  main.rs → daemon      wiring: builds everything from `Options`, starts the tasks
-//!  main.rs → cli         validate → manifest, admission; get/describe/logs → the apiserver client
-//!  daemon  → agent       the loop → pod_config, pod_manager, pod_workers, pleg, prober, status, runtime
-//!  agent   → prober      → runtime, status, probe
-//!  daemon  → source      file, http, api → the apiserver client
-//!  daemon  → apiserver   the client; the node and status_sync tasks → runtime
-//!  status, runtime       → api, clock; runtime's hooks → probe
-//!  runtime, prober, agent, apiserver's event sink → recorder
-//!  runtime (sync), agent  → csi (→ api, config_data)
-//!  leaves                api, clock, events, grpc, manifest, node, options, shrink, probe (its https
-//!                        borrows the rustls config of `kube::tls`), recorder (→ api,
-//!                        clock)
+//! layer  module        may import
+//! 0      api           -
+//! 0      clock         -
+//! 0      grpc          -
+//! 0      json          -
+//! 0      metrics       -
+//! 0      shrink        -
+//! 0      sort          -
+//! 1      checkpoint    api
+//! 1      cri           api clock grpc metrics
+//! 1      kube          api clock
+//! 1      pod_manager   api shrink sort
+//! 1      pod_workers   api metrics shrink sort
+//! 1      qos           api
+//! 2      cm            api qos sort
+//! 2      config_data   api checkpoint clock kube sort
+//! 2      eviction      api cri qos sort
+//! 2      images        clock cri sort
+//! 2      probe         api kube
+//! 2      recorder      api clock json kube
+//! 3      fieldpath     api config_data
+//! 3      manifest      api clock config_data sort
+//! 3      messages      api config_data
+//! 3      node          api clock cm cri eviction kube sort
+//! 3      options       api cm eviction images
+//! 4      admission     api manifest qos
+//! 4      logs          clock cri messages sort
+//! 4      pod_config    api messages
+//! 4      source        api checkpoint clock config_data kube manifest messages recorder sort
+//! 4      status        api clock cri kube messages pod_manager qos sort
+//! 4      volume        api clock config_data cri fieldpath grpc sort
+//! 5      kuberuntime   api clock cm config_data cri fieldpath logs probe qos recorder sort volume
+//! 6      local_api     api clock cm cri eviction json kube kuberuntime manifest messages metrics node recorder shrink sort
+//! 6      pleg          cri kuberuntime sort
+//! 6      prober        api clock cri kuberuntime metrics probe recorder shrink status
+//! 7      cli           admission clock config_data kube local_api manifest node options sort source
+//! 7      pod_sync      api clock cri kuberuntime messages pleg pod_workers prober recorder shrink status
+//! 8      agent         admission api clock cm config_data cri eviction images kuberuntime logs manifest messages metrics node pleg pod_config pod_manager pod_sync pod_workers prober qos recorder shrink sort volume
+//! 9      daemon        agent checkpoint clock cm config_data cri eviction images kube kuberuntime local_api logs messages metrics node options pleg prober recorder source status volume
 //! ```
 //!
 //! Fakes: one per external boundary, and each boundary's fake is one model with thin
 //! fronts. containerd: `cri::fake_containerd` (the in-memory containerd: state, IDs,
 //! injected clock, events, stats) ← `cri::fake` (a `Runtime`, called directly, paused
 //! time) and `cri::fake_cri` (feature `fake-cri`: a CRI gRPC server that only decodes,
-//! calls the model, encodes, and adds transport faults). The API server:
-//! `kube::mock` (feature `mock-apiserver`). Time: `clock::TokioClock`.
+//! calls the model, encodes, and adds transport faults). The API server: `kube::mock`
+//! (feature `mock-apiserver`). CSI: `volume::csi::fake` (feature `fake-cri`). Time:
+//! `clock::TokioClock`.
 //!
-//! Layout:
-//! - [`api`]          the `v1/Pod` subset (serde types), nothing else
-//! - `apiserver`      (feature `apiserver`) the API server client, and the tasks that use
-//!   it besides the sources: node and lease, status sync and mirror pods; the offline
-//!   checkpoint
-//! - [`manifest`]     pre-scan (cost limits), parse, default, validate a manifest; static pod identity
-//! - [`source`]       pod sources; [`source::file`] is the static pod directory (with the
-//!   feature `apiserver` also `source::apiserver` and `source::http`)
-//! - [`pod_config`]   PodConfig: merges source snapshots into ordered `PodUpdate`s
+//! Layout — what each module owns (its own docs say what it must never do):
+//! - [`api`]          the `v1/Pod` subset (serde types) and its one decoder, nothing else
+//! - [`clock`]        injected wall-clock time
+//! - [`grpc`]         the protobuf codec of the generated gRPC code and the unix-socket channel
+//! - [`json`]         JSON objects built out of line, for `json!` at many keys (binary size)
+//! - [`metrics`]      Prometheus text rendering and the agent's counters
+//! - [`shrink`]       giving memory back after a burst (sparse maps, heap trim)
+//! - [`sort`]         stable sorting with one copy of the sort code (binary size)
+//! - `checkpoint`     (feature `apiserver`) the last-seen API pods and objects on disk (offline autonomy)
+//! - [`cri`]          the CRI boundary: the `Runtime` trait, its types, the tonic client, the fakes
+//! - `kube`           (feature `apiserver`) the apiserver client: HTTP(S), kubeconfig, typed calls, watches
 //! - [`pod_manager`]  the desired pods, by UID and by full name
 //! - [`pod_workers`]  the per-pod lifecycle state machine and its scheduling
-//! - [`pleg`]         the pod lifecycle event generator's runtime half: the relist, and the
-//!   runtime's container events where it has them (evented PLEG)
-//! - [`runtime`]      the CRI boundary, the pure plan, the sync that executes it, container
-//!   GC, log rotation and image GC (tasks of their own beside the loop); and its fake, the in-memory containerd with its two fronts (see Fakes above)
-//! - [`probe`]        the network probe and hook handlers (tcpSocket, httpGet, grpc); a leaf
-//! - [`prober`]       the probe manager: one worker task per probe, results by container
-//!   ID for the plan (liveness/startup kills) and the status (ready, started)
-//! - [`recorder`]     the event recorder: Kubernetes Events of what picolet did to pods, a
-//!   bounded in-memory ring with aggregation of identical events (a leaf: `api`, `clock`)
-//! - [`csi`]          CSI node plugins: the registration watcher on `<root-dir>/plugins_registry`,
-//!   the registered drivers, and inline `csi:` volumes published / unpublished through their
-//!   Node service (and, with `fake-cri`, the fake CSI plugin of the tests)
-//! - [`qos`]          QoS class and OOM score of a pod (pure; status and the CRI config use it)
-//! - [`status`]       pod status (phase, conditions, container states) from runtime state
-//! - [`node`]         node checks (cgroups, preflight)
-//! - [`cm`]           the container manager's cgroups: kubepods, QoS and pod cgroups,
-//!   node allocatable (a leaf: `api`, `qos`; its worker thread does the file system)
-//! - [`eviction`]     the eviction manager: thresholds, node pressure conditions, pod ranking
-//!   (pure), and the task measuring the signals (`eviction::observe`)
-//! - [`daemon`]       wiring: builds the sources, the apiserver tasks and the agent from
-//!   the options, and the channels between them
-//! - [`agent`]        the one event loop; shutdown order
-//! - [`events`]       messages between layers (source snapshots, pod events) and the
-//!   coalescing mailbox of pod events
+//! - [`qos`]          QoS class and OOM score of a pod (pure)
+//! - [`cm`]           the container manager's cgroups: kubepods, QoS and pod cgroups, allocatable
+//! - [`config_data`]  ConfigMaps/Secrets of the node (local files, and the apiserver's watches)
+//! - [`eviction`]     the eviction manager: thresholds, pressure conditions, ranking, measuring
+//! - [`images`]       the image manager's GC: unused images go, least recently used first
+//! - [`probe`]        the network probe and hook handlers (tcpSocket, httpGet, grpc)
+//! - [`recorder`]     Kubernetes Events of what picolet did to pods (a bounded ring), and their sink
+//! - [`fieldpath`]    values pod fields give containers and volumes: subscripts, resourceFieldRef, `$(VAR)`
+//! - [`manifest`]     pre-scan (cost limits), parse, default, validate a manifest; static pod identity
+//! - [`messages`]     messages between layers (source snapshots, pod events) and the coalescing mailbox
+//! - [`node`]         node facts and checks; the Node object, its status and Lease (cluster mode)
 //! - [`options`]      command-line flags and config file
-//! - [`cli`]          the board's own commands: `validate` (manifests, offline) and `get`,
-//!   `describe pod`, `logs` (kubectl's output, as clients of `local_api`)
-//! - [`clock`]        injected wall-clock time
-//! - [`sort`]         stable sorting with one copy of the sort code (binary size; a leaf)
-//! - [`grpc`]   the protobuf codec of the generated gRPC code (1 KiB first buffers; a leaf)
-//! - [`json`]         JSON objects built out of line, for `json!` at many keys (binary size; a leaf)
+//! - [`admission`]    the kubelet's admit handlers (node selector, affinity, resources, max pods)
+//! - [`logs`]         the container log manager: rotates running containers' logs
+//! - [`pod_config`]   PodConfig: merges source snapshots into ordered `PodUpdate`s
+//! - [`source`]       pod sources: the static pod directory; the apiserver and `--manifest-url`
+//! - [`status`]       pod status from runtime state; its sync to the apiserver (cluster mode)
+//! - [`volume`]       the host side of volumes: pod directories, mounts, data volumes, CSI
+//! - [`kuberuntime`]  the runtime manager: labels, plan, CRI configs, sync, hooks, container GC
+//! - `local_api`      (feature `apiserver`) the node's own API, which the real kubectl uses
+//! - [`pleg`]         the PLEG's relist and the runtime's container events
+//! - [`prober`]       the probe manager: one worker task per probe, results by container ID
+//! - [`cli`]          the board's commands: `validate`, `get`, `describe pod`, `logs`
+//! - [`pod_sync`]     the pod syncer the pod workers call, with the pod cache it shares with the loop
+//! - [`agent`]        the one event loop; it owns pod state and starts no long-running task
+//! - [`daemon`]       wiring: builds everything from the options and spawns every task
 
 pub mod admission;
 pub mod agent;

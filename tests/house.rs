@@ -447,3 +447,67 @@ fn no_module_holds_more_than_15_percent() {
         .collect();
     assert!(big.is_empty(), "over 15 % of {} lines: {big:?}", g.total);
 }
+
+/// The layer table of `src/lib.rs`: (layer, module, modules it may import).
+fn declared() -> Vec<(usize, String, BTreeSet<String>)> {
+    let lib = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"))
+        .unwrap();
+    let mut out = Vec::new();
+    let mut inside = false;
+    for line in lib.lines() {
+        let Some(l) = line.strip_prefix("//!") else {
+            continue;
+        };
+        let l = l.trim();
+        if l.starts_with("layer  module") {
+            inside = true;
+            continue;
+        }
+        if inside && l.starts_with("```") {
+            break;
+        }
+        if inside {
+            let mut words = l.split_whitespace();
+            let layer: usize = words.next().unwrap().parse().unwrap();
+            let module = words.next().unwrap().to_string();
+            let may: BTreeSet<String> = words.filter(|w| *w != "-").map(str::to_string).collect();
+            out.push((layer, module, may));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_layer_table_of_lib_rs_is_what_the_code_imports() {
+    let g = graph();
+    let table = declared();
+    assert!(!table.is_empty(), "no layer table in src/lib.rs");
+    let layer_of: BTreeMap<&str, usize> =
+        table.iter().map(|(l, m, _)| (m.as_str(), *l)).collect();
+    let mut problems = Vec::new();
+    // every module of src/ has its line, and nothing else does
+    for m in g.tops.keys().filter(|m| !m.is_empty()) {
+        if !layer_of.contains_key(m.as_str()) {
+            problems.push(format!("{m}: no line in lib.rs's layer table"));
+        }
+    }
+    for (layer, m, may) in &table {
+        let Some(actual) = g.tops.get(m) else {
+            problems.push(format!("{m}: in the table but not a module of src/"));
+            continue;
+        };
+        for a in actual.difference(may) {
+            problems.push(format!("{m} imports {a}, which its line does not name"));
+        }
+        for d in may {
+            match layer_of.get(d.as_str()) {
+                Some(l) if l < layer => {}
+                Some(l) => problems.push(format!(
+                    "{m} (layer {layer}) may import {d} (layer {l}): not a lower layer"
+                )),
+                None => problems.push(format!("{m} names {d}, which has no line")),
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+}
