@@ -33,7 +33,9 @@ use crate::clock::UnixNanos;
 
 pub mod client;
 pub mod credentials;
+#[cfg(any(test, feature = "fakes"))]
 pub mod fake;
+#[cfg(any(test, feature = "fakes"))]
 pub mod fake_containerd;
 #[cfg(feature = "fake-cri")]
 pub mod fake_cri;

@@ -10,6 +10,7 @@
 
 #![allow(dead_code)]
 
+#[cfg(feature = "fakes")]
 pub mod agent;
 pub mod hostile;
 pub mod lab;
