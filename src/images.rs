@@ -294,16 +294,12 @@ impl<R: Runtime, C: Clock> ImageManager<R, C> {
         }
     }
 
+    #[cfg(test)]
     /// Replaces statfs (tests).
     #[must_use]
     pub fn with_statfs(mut self, statfs: StatFs) -> Self {
         self.statfs = statfs;
         self
-    }
-
-    /// A copy of the records (tests, diagnostics).
-    pub fn records(&self) -> ImageRecords {
-        self.records.borrow().clone()
     }
 
     fn start(&self) -> Result<Running, ImageGcError> {

@@ -71,43 +71,45 @@
 //! (feature `mock-apiserver`). CSI: `volume::csi::fake` (feature `fake-cri`). Time:
 //! `clock::TokioClock`.
 //!
-//! Layout — what each module owns (its own docs say what it must never do):
+//! Layout — what each module owns (its own docs say what it must never do). Modules in
+//! links are the library's API (what `main.rs`, the tests and the benches use); the
+//! others are private to the crate:
 //! - [`api`]          the `v1/Pod` subset (serde types) and its one decoder, nothing else
 //! - [`clock`]        injected wall-clock time
-//! - [`grpc`]         the protobuf codec of the generated gRPC code and the unix-socket channel
-//! - [`json`]         JSON objects built out of line, for `json!` at many keys (binary size)
+//! - `grpc`           the protobuf codec of the generated gRPC code and the unix-socket channel
+//! - `json`           JSON objects built out of line, for `json!` at many keys (binary size)
 //! - [`metrics`]      Prometheus text rendering and the agent's counters
-//! - [`shrink`]       giving memory back after a burst (sparse maps, heap trim)
-//! - [`sort`]         stable sorting with one copy of the sort code (binary size)
+//! - `shrink`         giving memory back after a burst (sparse maps, heap trim)
+//! - `sort`           stable sorting with one copy of the sort code (binary size)
 //! - `checkpoint`     (feature `apiserver`) the last-seen API pods and objects on disk (offline autonomy)
 //! - [`cri`]          the CRI boundary: the `Runtime` trait, its types, the tonic client, the fakes
 //! - `kube`           (feature `apiserver`) the apiserver client: HTTP(S), kubeconfig, typed calls, watches
-//! - [`pod_manager`]  the desired pods, by UID and by full name
-//! - [`pod_workers`]  the per-pod lifecycle state machine and its scheduling
-//! - [`qos`]          QoS class and OOM score of a pod (pure)
+//! - `pod_manager`    the desired pods, by UID and by full name
+//! - `pod_workers`    the per-pod lifecycle state machine and its scheduling
+//! - `qos`            QoS class and OOM score of a pod (pure)
 //! - [`cm`]           the container manager's cgroups: kubepods, QoS and pod cgroups, allocatable
-//! - [`config_data`]  ConfigMaps/Secrets of the node (local files, and the apiserver's watches)
+//! - `config_data`    ConfigMaps/Secrets of the node (local files, and the apiserver's watches)
 //! - [`eviction`]     the eviction manager: thresholds, pressure conditions, ranking, measuring
-//! - [`images`]       the image manager's GC: unused images go, least recently used first
-//! - [`probe`]        the network probe and hook handlers (tcpSocket, httpGet, grpc)
+//! - `images`         the image manager's GC: unused images go, least recently used first
+//! - `probe`          the network probe and hook handlers (tcpSocket, httpGet, grpc)
 //! - [`recorder`]     Kubernetes Events of what picolet did to pods (a bounded ring), and their sink
-//! - [`fieldpath`]    values pod fields give containers and volumes: subscripts, resourceFieldRef, `$(VAR)`
+//! - `fieldpath`      values pod fields give containers and volumes: subscripts, resourceFieldRef, `$(VAR)`
 //! - [`manifest`]     pre-scan (cost limits), parse, default, validate a manifest; static pod identity
 //! - [`messages`]     messages between layers (source snapshots, pod events) and the coalescing mailbox
 //! - [`node`]         node facts and checks; the Node object, its status and Lease (cluster mode)
 //! - [`options`]      command-line flags and config file
 //! - [`admission`]    the kubelet's admit handlers (node selector, affinity, resources, max pods)
 //! - [`logs`]         the container log manager: rotates running containers' logs
-//! - [`pod_config`]   PodConfig: merges source snapshots into ordered `PodUpdate`s
+//! - `pod_config`     PodConfig: merges source snapshots into ordered `PodUpdate`s
 //! - [`source`]       pod sources: the static pod directory; the apiserver and `--manifest-url`
 //! - [`status`]       pod status from runtime state; its sync to the apiserver (cluster mode)
 //! - [`volume`]       the host side of volumes: pod directories, mounts, data volumes, CSI
 //! - [`kuberuntime`]  the runtime manager: labels, plan, CRI configs, sync, hooks, container GC
 //! - `local_api`      (feature `apiserver`) the node's own API, which the real kubectl uses
-//! - [`pleg`]         the PLEG's relist and the runtime's container events
-//! - [`prober`]       the probe manager: one worker task per probe, results by container ID
+//! - `pleg`           the PLEG's relist and the runtime's container events
+//! - `prober`         the probe manager: one worker task per probe, results by container ID
 //! - [`cli`]          the board's commands: `validate`, `get`, `describe pod`, `logs`
-//! - [`pod_sync`]     the pod syncer the pod workers call, with the pod cache it shares with the loop
+//! - `pod_sync`       the pod syncer the pod workers call, with the pod cache it shares with the loop
 //! - [`agent`]        the one event loop; it owns pod state and starts no long-running task
 //! - [`daemon`]       wiring: builds everything from the options and spawns every task
 
@@ -119,14 +121,14 @@ pub mod checkpoint;
 pub mod cli;
 pub mod clock;
 pub mod cm;
-pub mod config_data;
+mod config_data;
 pub mod cri;
 pub mod daemon;
 pub mod eviction;
-pub mod fieldpath;
-pub mod grpc;
-pub mod images;
-pub mod json;
+mod fieldpath;
+mod grpc;
+mod images;
+mod json;
 #[cfg(feature = "apiserver")]
 pub mod kube;
 pub mod kuberuntime;
@@ -138,17 +140,17 @@ pub mod messages;
 pub mod metrics;
 pub mod node;
 pub mod options;
-pub mod pleg;
-pub mod pod_config;
-pub mod pod_manager;
-pub mod pod_sync;
-pub mod pod_workers;
-pub mod probe;
-pub mod prober;
-pub mod qos;
+mod pleg;
+mod pod_config;
+mod pod_manager;
+mod pod_sync;
+mod pod_workers;
+mod probe;
+mod prober;
+mod qos;
 pub mod recorder;
-pub mod shrink;
-pub mod sort;
+mod shrink;
+mod sort;
 pub mod source;
 pub mod status;
 pub mod volume;

@@ -41,6 +41,7 @@ impl PodManager {
         self.mirror_by_full_name.shrink_sparse();
     }
 
+    #[cfg(test)]
     pub fn new() -> Self {
         Self::default()
     }
@@ -92,6 +93,7 @@ impl PodManager {
         self.by_uid.get(uid)
     }
 
+    #[cfg(test)]
     /// The regular (non-mirror) pod holding `full_name` (`namespace/name`).
     pub fn get_by_full_name(&self, full_name: &str) -> Option<&Arc<Pod>> {
         self.by_full_name
@@ -99,6 +101,7 @@ impl PodManager {
             .and_then(|uid| self.by_uid.get(uid))
     }
 
+    #[cfg(test)]
     /// The mirror pod of a static pod, found by full name (kubelet: `GetMirrorPodByPod`).
     pub fn mirror_pod_of(&self, pod: &Pod) -> Option<&Arc<Pod>> {
         self.mirror_by_full_name
@@ -106,6 +109,7 @@ impl PodManager {
             .and_then(|uid| self.mirror_by_uid.get(uid))
     }
 
+    #[cfg(test)]
     /// The static pod a mirror pod stands for (kubelet: `GetPodByMirrorPod`).
     pub fn pod_of_mirror(&self, mirror: &Pod) -> Option<&Arc<Pod>> {
         self.get_by_full_name(&mirror.full_name())
@@ -143,10 +147,12 @@ impl PodManager {
         self.by_uid.keys().cloned().collect()
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.by_uid.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.by_uid.is_empty()
     }

@@ -450,8 +450,8 @@ fn no_module_holds_more_than_15_percent() {
 
 /// The layer table of `src/lib.rs`: (layer, module, modules it may import).
 fn declared() -> Vec<(usize, String, BTreeSet<String>)> {
-    let lib = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"))
-        .unwrap();
+    let lib =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();
     let mut out = Vec::new();
     let mut inside = false;
     for line in lib.lines() {
@@ -482,8 +482,7 @@ fn the_layer_table_of_lib_rs_is_what_the_code_imports() {
     let g = graph();
     let table = declared();
     assert!(!table.is_empty(), "no layer table in src/lib.rs");
-    let layer_of: BTreeMap<&str, usize> =
-        table.iter().map(|(l, m, _)| (m.as_str(), *l)).collect();
+    let layer_of: BTreeMap<&str, usize> = table.iter().map(|(l, m, _)| (m.as_str(), *l)).collect();
     let mut problems = Vec::new();
     // every module of src/ has its line, and nothing else does
     for m in g.tops.keys().filter(|m| !m.is_empty()) {

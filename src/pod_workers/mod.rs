@@ -50,9 +50,9 @@ use tokio_util::sync::CancellationToken;
 use crate::api::Pod;
 
 use state::Effect;
-pub use state::{
-    Outcome, PodWorkerState, UpdatePodOptions, UpdateType, Work, WorkKind, WorkerStates,
-};
+#[cfg(test)]
+pub use state::PodWorkerState;
+pub use state::{Outcome, UpdatePodOptions, UpdateType, Work, WorkKind, WorkerStates};
 
 /// How many SyncPods run at once (see the module doc). A board's usual burst — its
 /// static pods at boot, 20 pods in the bench — stays below it and never waits.
@@ -88,6 +88,7 @@ impl SyncFailure {
         }
     }
 
+    #[cfg(test)]
     pub fn network_not_ready(message: impl Into<String>) -> Self {
         SyncFailure {
             network_not_ready: true,
@@ -251,6 +252,7 @@ impl<S: PodSyncer> PodWorkers<S> {
         self
     }
 
+    #[cfg(test)]
     /// At most `n` SyncPods at once (at least 1).
     #[must_use]
     pub fn with_max_syncs_in_flight(mut self, n: usize) -> Self {
@@ -327,15 +329,12 @@ impl<S: PodSyncer> PodWorkers<S> {
         self.states.is_finished(uid)
     }
 
-    /// kubelet: `CouldHaveRunningContainers` (for a known UID).
-    pub fn could_have_running_containers(&self, uid: &str) -> bool {
-        self.states.could_have_running_containers(uid)
-    }
-
+    #[cfg(test)]
     pub fn state(&self, uid: &str) -> Option<PodWorkerState> {
         self.states.state(uid)
     }
 
+    #[cfg(test)]
     /// A static pod waiting for the previous UID with its full name to finish.
     pub fn is_waiting_to_start(&self, uid: &str) -> bool {
         self.states.is_waiting_to_start(uid)
@@ -351,6 +350,7 @@ impl<S: PodSyncer> PodWorkers<S> {
         self.tasks.len()
     }
 
+    #[cfg(test)]
     /// How many SyncPods wait for a slot.
     pub fn queued(&self) -> usize {
         self.tasks
@@ -359,11 +359,13 @@ impl<S: PodSyncer> PodWorkers<S> {
             .count()
     }
 
+    #[cfg(test)]
     /// When the requeue timer of `uid` fires, if one is armed.
     pub fn requeue_at(&self, uid: &str) -> Option<Instant> {
         self.deadlines.get(uid).copied()
     }
 
+    #[cfg(test)]
     /// Cancels and aborts all work in flight and drops all timers. Containers keep
     /// running: stopping the agent never stops pods.
     pub fn shutdown(&mut self) {

@@ -451,6 +451,7 @@ impl WorkerStates {
         out
     }
 
+    #[cfg(test)]
     /// kubelet: the tail of `podWorkerLoop` — `completeSync`, `completeTerminating`,
     /// `completeTerminated`, `completeWork`. The work in flight for `uid` ended.
     pub fn complete(&mut self, uid: &str, outcome: Outcome) -> Vec<Effect> {
@@ -627,6 +628,7 @@ impl WorkerStates {
         self.state(uid) == Some(PodWorkerState::Finished)
     }
 
+    #[cfg(test)]
     /// Containers of this UID may be running (kubelet: `CouldHaveRunningContainers`).
     pub fn could_have_running_containers(&self, uid: &str) -> bool {
         matches!(
@@ -635,6 +637,7 @@ impl WorkerStates {
         )
     }
 
+    #[cfg(test)]
     /// A static pod waiting for another UID with its full name to finish.
     pub fn is_waiting_to_start(&self, uid: &str) -> bool {
         self.workers.get(uid).is_some_and(|w| {
@@ -642,6 +645,7 @@ impl WorkerStates {
         })
     }
 
+    #[cfg(test)]
     /// The kind of work in flight for `uid`.
     pub fn work_in_flight(&self, uid: &str) -> Option<WorkKind> {
         self.workers
@@ -649,6 +653,7 @@ impl WorkerStates {
             .and_then(|w| w.in_flight.map(|f| f.kind))
     }
 
+    #[cfg(test)]
     /// The effective grace period once termination was requested.
     pub fn grace_secs(&self, uid: &str) -> Option<i64> {
         self.workers.get(uid).and_then(|w| w.grace)
