@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 
 use crate::clock::{self, Clock, UnixNanos};
 use crate::cri;
-use crate::cri::{ContainerState, CpuUsage, CriError, ListFilter, MemoryUsage, Runtime};
+use crate::cri::{ContainerState, CriError, ListFilter, Runtime};
 
 /// A snapshot answers every request within this (kubelet: the summary is cached by
 /// cAdvisor's housekeeping, ~10 s; metrics-server scrapes every 15 s).
@@ -45,39 +45,9 @@ pub const POD_STATS_RETRY: Duration = Duration::from_secs(10 * 60);
 /// `/proc/stat` counts in USER_HZ, which the kernel ABI fixes at 100 on every Linux arch.
 const NANOS_PER_TICK: u64 = 10_000_000;
 
-/// CPU of one thing at one time: cumulative and the rate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Cpu {
-    pub time: UnixNanos,
-    pub usage_core_nano_seconds: Option<u64>,
-    pub usage_nano_cores: Option<u64>,
-}
-
-/// Memory of one thing at one time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Memory {
-    pub time: UnixNanos,
-    pub working_set_bytes: Option<u64>,
-    pub usage_bytes: Option<u64>,
-    pub available_bytes: Option<u64>,
-    pub rss_bytes: Option<u64>,
-    pub page_faults: Option<u64>,
-    pub major_page_faults: Option<u64>,
-}
-
-impl From<MemoryUsage> for Memory {
-    fn from(m: MemoryUsage) -> Self {
-        Memory {
-            time: m.timestamp,
-            working_set_bytes: m.working_set_bytes,
-            usage_bytes: m.usage_bytes,
-            available_bytes: m.available_bytes,
-            rss_bytes: m.rss_bytes,
-            page_faults: m.page_faults,
-            major_page_faults: m.major_page_faults,
-        }
-    }
-}
+/// CPU and memory of one thing at one time: the CRI's own sample types (a node's figures
+/// read from `/proc` fill the same).
+pub use crate::cri::{CpuUsage as Cpu, MemoryUsage as Memory};
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ContainerUsage {
@@ -169,7 +139,7 @@ pub fn parse_meminfo(text: &str, time: UnixNanos) -> Option<Memory> {
     let usage = total.saturating_sub(free);
     let working_set = usage.saturating_sub(field("Inactive(file)").unwrap_or(0));
     Some(Memory {
-        time,
+        timestamp: time,
         working_set_bytes: Some(working_set),
         usage_bytes: Some(usage),
         available_bytes: Some(total.saturating_sub(working_set)),
@@ -215,10 +185,13 @@ fn with_rate(cpu: &mut Cpu, key: String, prev: &Samples, next: &mut Samples) {
     let Some(total) = cpu.usage_core_nano_seconds else {
         return;
     };
-    if let Some(r) = prev.get(&key).and_then(|p| rate(*p, (cpu.time, total))) {
+    if let Some(r) = prev
+        .get(&key)
+        .and_then(|p| rate(*p, (cpu.timestamp, total)))
+    {
         cpu.usage_nano_cores = Some(r);
     }
-    next.insert(key, (cpu.time, total));
+    next.insert(key, (cpu.timestamp, total));
 }
 
 /// Computes every rate of `snap` against `prev`; returns the samples to keep.
@@ -244,14 +217,6 @@ pub fn apply_rates(snap: &mut Snapshot, prev: &Samples) -> Samples {
 // Collection
 // ---------------------------------------------------------------------------------------
 
-fn cpu_of(c: CpuUsage) -> Cpu {
-    Cpu {
-        time: c.timestamp,
-        usage_core_nano_seconds: c.usage_core_nano_seconds,
-        usage_nano_cores: c.usage_nano_cores,
-    }
-}
-
 /// Groups container stats by pod (labels) and fills each pod's own figures from `sandboxes`
 /// when the runtime gave them, else as the sum of its containers'.
 pub fn pods_from(
@@ -274,8 +239,8 @@ pub fn pods_from(
         pod.containers.push(ContainerUsage {
             id: c.id,
             name: c.name,
-            cpu: c.cpu.map(cpu_of),
-            memory: c.memory.map(Memory::from),
+            cpu: c.cpu,
+            memory: c.memory,
         });
     }
     let by_uid: HashMap<String, crate::cri::PodSandboxStats> = sandboxes
@@ -287,8 +252,8 @@ pub fn pods_from(
         crate::sort::sort_by(&mut pod.containers, |a, b| a.name.cmp(&b.name));
         match by_uid.get(&pod.uid) {
             Some(sb) if sb.cpu.is_some() || sb.memory.is_some() => {
-                pod.cpu = sb.cpu.map(cpu_of);
-                pod.memory = sb.memory.map(Memory::from);
+                pod.cpu = sb.cpu;
+                pod.memory = sb.memory;
             }
             _ => {
                 pod.cpu = sum_cpu(&pod.containers);
@@ -315,7 +280,7 @@ fn sum(values: impl Iterator<Item = Option<u64>>) -> Option<u64> {
 fn sum_cpu(cs: &[ContainerUsage]) -> Option<Cpu> {
     let cpus: Vec<Cpu> = cs.iter().filter_map(|c| c.cpu).collect();
     (!cpus.is_empty()).then(|| Cpu {
-        time: cpus.iter().map(|c| c.time).max().unwrap_or(0),
+        timestamp: cpus.iter().map(|c| c.timestamp).max().unwrap_or(0),
         usage_core_nano_seconds: sum(cpus.iter().map(|c| c.usage_core_nano_seconds)),
         usage_nano_cores: sum(cpus.iter().map(|c| c.usage_nano_cores)),
     })
@@ -324,7 +289,7 @@ fn sum_cpu(cs: &[ContainerUsage]) -> Option<Cpu> {
 fn sum_memory(cs: &[ContainerUsage]) -> Option<Memory> {
     let ms: Vec<Memory> = cs.iter().filter_map(|c| c.memory).collect();
     (!ms.is_empty()).then(|| Memory {
-        time: ms.iter().map(|m| m.time).max().unwrap_or(0),
+        timestamp: ms.iter().map(|m| m.timestamp).max().unwrap_or(0),
         working_set_bytes: sum(ms.iter().map(|m| m.working_set_bytes)),
         usage_bytes: sum(ms.iter().map(|m| m.usage_bytes)),
         available_bytes: None,
@@ -456,7 +421,7 @@ impl Stats {
             node: NodeUsage {
                 boot_time,
                 cpu: cpu.map(|total| Cpu {
-                    time: now,
+                    timestamp: now,
                     usage_core_nano_seconds: Some(total),
                     usage_nano_cores: None,
                 }),
@@ -486,7 +451,7 @@ fn time(t: UnixNanos) -> Value {
 }
 
 fn cpu_json(c: &Cpu) -> Value {
-    let mut v = json!({"time": time(c.time)});
+    let mut v = json!({"time": time(c.timestamp)});
     if let Some(x) = c.usage_nano_cores {
         v["usageNanoCores"] = json!(x);
     }
@@ -497,7 +462,7 @@ fn cpu_json(c: &Cpu) -> Value {
 }
 
 fn memory_json(m: &Memory) -> Value {
-    let mut v = json!({"time": time(m.time)});
+    let mut v = json!({"time": time(m.timestamp)});
     for (k, x) in [
         ("availableBytes", m.available_bytes),
         ("usageBytes", m.usage_bytes),
@@ -604,11 +569,14 @@ pub fn resource_metrics(snap: &Snapshot) -> String {
     let cpu = |c: &Option<Cpu>| {
         c.and_then(|c| {
             c.usage_core_nano_seconds
-                .map(|v| (seconds(v), millis(c.time)))
+                .map(|v| (seconds(v), millis(c.timestamp)))
         })
     };
     let ws = |m: &Option<Memory>| {
-        m.and_then(|m| m.working_set_bytes.map(|v| (v.to_string(), millis(m.time))))
+        m.and_then(|m| {
+            m.working_set_bytes
+                .map(|v| (v.to_string(), millis(m.timestamp)))
+        })
     };
     let containers = || {
         snap.pods
@@ -756,7 +724,7 @@ fn usage(cpu: &Option<Cpu>, memory: &Option<Memory>) -> Value {
 
 /// The sample time a metrics object reports: its CPU sample's, else now.
 fn stamp(cpu: &Option<Cpu>, now: UnixNanos) -> Value {
-    time(cpu.map_or(now, |c| c.time))
+    time(cpu.map_or(now, |c| c.timestamp))
 }
 
 /// metrics-server's `NodeMetrics` for this node (usage: CPU rate, memory working set).
@@ -820,6 +788,7 @@ mod tests {
     use crate::clock::TokioClock;
     use crate::cri::fake::{Call, FakeRuntime};
     use crate::cri::{ContainerConfig, SandboxConfig};
+    use crate::cri::{CpuUsage, MemoryUsage};
 
     const T0: UnixNanos = 1_800_000_000_000_000_000;
 
@@ -835,7 +804,7 @@ mod tests {
         let meminfo = "MemTotal:       1000 kB\nMemFree:         200 kB\n\
                        MemAvailable:    600 kB\nInactive(file):  300 kB\nAnonPages: 100 kB\n";
         let m = parse_meminfo(meminfo, 7).unwrap();
-        assert_eq!(m.time, 7);
+        assert_eq!(m.timestamp, 7);
         assert_eq!(m.usage_bytes, Some(800 * 1024));
         assert_eq!(m.working_set_bytes, Some(500 * 1024));
         assert_eq!(m.available_bytes, Some(500 * 1024));
@@ -960,7 +929,7 @@ mod tests {
             node: NodeUsage {
                 boot_time: Some(T0 - 3_600_000_000_000),
                 cpu: Some(Cpu {
-                    time: T0,
+                    timestamp: T0,
                     usage_core_nano_seconds: Some(2_500_000_000),
                     usage_nano_cores: Some(250_000_000),
                 }),
