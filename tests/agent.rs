@@ -8,12 +8,12 @@ use std::time::Duration;
 mod common;
 
 use common::IMAGE;
-use common::agent::{agent_dir, running_ids, start_with_events};
+use common::agent::{
+    Agent, agent_dir, fake_runtime, running_ids, settle, start, start_with_events,
+};
 use picolet::agent::AgentConfig;
-use picolet::clock::TokioClock;
 use picolet::cri::fake::{Call, FakeRuntime};
 use picolet::cri::{ContainerState, Runtime as _, SandboxState};
-use picolet::daemon::run_with;
 use tokio::sync::Notify;
 use tokio::task::LocalSet;
 use tokio_util::sync::CancellationToken;
@@ -37,38 +37,6 @@ spec:
     )
 }
 
-/// The in-memory runtime with the test image, on a paused clock.
-fn fake_runtime() -> (TokioClock, FakeRuntime) {
-    let clock = TokioClock::new(1_800_000_000_000_000_000);
-    let rt = FakeRuntime::new(clock);
-    rt.add_image(IMAGE);
-    (clock, rt)
-}
-
-struct Agent {
-    shutdown: CancellationToken,
-    handle: tokio::task::JoinHandle<()>,
-}
-
-fn start(rt: &FakeRuntime, clock: TokioClock, cfg: &AgentConfig) -> Agent {
-    let shutdown = CancellationToken::new();
-    let handle = tokio::task::spawn_local(run_with(
-        rt.clone(),
-        clock,
-        cfg.clone(),
-        shutdown.clone(),
-        Rc::new(Notify::new()),
-    ));
-    Agent { shutdown, handle }
-}
-
-impl Agent {
-    async fn stop(self) {
-        self.shutdown.cancel();
-        self.handle.await.expect("agent task");
-    }
-}
-
 /// inotify events come from notify's own thread in real time, while the test's clock is
 /// paused and jumps ahead: give the event real time to arrive before virtual time moves.
 fn let_inotify_deliver() {
@@ -80,12 +48,6 @@ fn let_inotify_deliver() {
 /// depends on inotify delivering within the real 300 ms above (on a loaded machine it may
 /// not). Paused time makes the wait cost nothing.
 const INOTIFY_OR_RELIST: u64 = 25;
-
-async fn settle(secs: u64) {
-    for _ in 0..secs * 10 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 #[tokio::test(start_paused = true)]
 async fn start_crash_restart_adopt_edit_delete() {

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 mod common;
 
+use common::agent::settle;
+
 use common::IMAGE;
 use common::agent::{agent_dir, start_with_events};
 use picolet::clock::TokioClock;
@@ -22,12 +24,6 @@ fn let_inotify_deliver() {
 /// does not depend on inotify delivering within the real 300 ms (on a loaded machine it may
 /// not); paused time makes the wait cost nothing.
 const SAFETY: u64 = 25;
-
-async fn settle(secs: u64) {
-    for _ in 0..secs * 10 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 const POD: &str = r#"apiVersion: v1
 kind: Pod

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 mod common;
 
+use common::agent::settle;
+
 use common::IMAGE;
 use common::agent::agent_dir;
 use picolet::agent::EvictionConfig;
@@ -19,12 +21,6 @@ use picolet::eviction::observe::{FsStats, Sources};
 use picolet::eviction::{self, Conditions};
 use tokio::task::LocalSet;
 use tokio_util::sync::CancellationToken;
-
-async fn settle(secs: u64) {
-    for _ in 0..secs * 10 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 fn roomy_statfs(_: &Path) -> std::io::Result<FsStats> {
     Ok(FsStats {

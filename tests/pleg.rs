@@ -3,21 +3,16 @@
 //! `GetContainerEvents` with Unimplemented (containerd 1.6) unless told to serve events.
 //! Counts of relists over windows of virtual time, never wall-clock timings.
 
-use std::rc::Rc;
 use std::time::Duration;
 
 mod common;
 
 use common::IMAGE;
-use common::agent::{agent_dir, running_ids};
-use picolet::agent::AgentConfig;
+use common::agent::{Agent, agent_dir, running_ids, settle, start};
 use picolet::clock::TokioClock;
 use picolet::cri::fake::{Call, FakeRuntime, Method};
 use picolet::cri::{ContainerState, CriError};
-use picolet::daemon::run_with;
-use tokio::sync::Notify;
 use tokio::task::LocalSet;
-use tokio_util::sync::CancellationToken;
 
 fn manifest(name: &str) -> String {
     format!(
@@ -34,41 +29,9 @@ spec:
 }
 
 fn fake_runtime(events: bool) -> (TokioClock, FakeRuntime) {
-    let clock = TokioClock::new(1_800_000_000_000_000_000);
-    let rt = FakeRuntime::new(clock);
-    rt.add_image(IMAGE);
+    let (clock, rt) = common::agent::fake_runtime();
     rt.serve_events(events);
     (clock, rt)
-}
-
-struct Agent {
-    shutdown: CancellationToken,
-    handle: tokio::task::JoinHandle<()>,
-}
-
-fn start(rt: &FakeRuntime, clock: TokioClock, cfg: &AgentConfig) -> Agent {
-    let shutdown = CancellationToken::new();
-    let handle = tokio::task::spawn_local(run_with(
-        rt.clone(),
-        clock,
-        cfg.clone(),
-        shutdown.clone(),
-        Rc::new(Notify::new()),
-    ));
-    Agent { shutdown, handle }
-}
-
-impl Agent {
-    async fn stop(self) {
-        self.shutdown.cancel();
-        self.handle.await.expect("agent task");
-    }
-}
-
-async fn settle(secs: u64) {
-    for _ in 0..secs * 10 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 fn count(calls: &[Call], f: impl Fn(&Call) -> bool) -> usize {

@@ -8,20 +8,14 @@ use std::time::Duration;
 
 mod common;
 
+use common::agent::{fake_runtime, settle};
+
 use common::IMAGE;
 use common::agent::{EventedAgent, agent_dir, start_with_events};
 use picolet::api::PodStatus;
-use picolet::clock::TokioClock;
 use picolet::cri::ContainerState;
 use picolet::cri::fake::{Call, FakeRuntime};
 use tokio::task::LocalSet;
-
-fn fake_runtime() -> (TokioClock, FakeRuntime) {
-    let clock = TokioClock::new(1_800_000_000_000_000_000);
-    let rt = FakeRuntime::new(clock);
-    rt.add_image(IMAGE);
-    (clock, rt)
-}
 
 /// A pod with one container `app` and the given container-level YAML lines (indented 4).
 fn pod(name: &str, container_yaml: &str) -> String {
@@ -37,12 +31,6 @@ spec:
     image: {IMAGE}
 {container_yaml}"#
     )
-}
-
-async fn settle(secs: u64) {
-    for _ in 0..secs * 10 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// The newest status of each pod, kept across calls.

@@ -128,3 +128,43 @@ impl EventedAgent {
         self.handle.await.expect("agent task");
     }
 }
+
+/// The in-memory runtime with the test image, on a paused clock.
+pub fn fake_runtime() -> (picolet::clock::TokioClock, FakeRuntime) {
+    let clock = picolet::clock::TokioClock::new(1_800_000_000_000_000_000);
+    let rt = FakeRuntime::new(clock);
+    rt.add_image(super::IMAGE);
+    (clock, rt)
+}
+
+/// The whole agent (`daemon::run_with`) on the current `LocalSet`.
+pub struct Agent {
+    pub shutdown: tokio_util::sync::CancellationToken,
+    pub handle: tokio::task::JoinHandle<()>,
+}
+
+pub fn start(rt: &FakeRuntime, clock: picolet::clock::TokioClock, cfg: &AgentConfig) -> Agent {
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let handle = tokio::task::spawn_local(picolet::daemon::run_with(
+        rt.clone(),
+        clock,
+        cfg.clone(),
+        shutdown.clone(),
+        std::rc::Rc::new(tokio::sync::Notify::new()),
+    ));
+    Agent { shutdown, handle }
+}
+
+impl Agent {
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        self.handle.await.expect("agent task");
+    }
+}
+
+/// Virtual seconds go by in 100 ms steps (paused time: every timer due in between fires).
+pub async fn settle(secs: u64) {
+    for _ in 0..secs * 10 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
