@@ -44,7 +44,7 @@ for t in "${targets[@]}"; do
 	# on any ARMv7 instruction — see the Tag_CPU_arch note in build-all.sh.
 	if [[ "$t" == arm-* && "$status" == ok ]]; then
 		log "cargo +$tc test --test apiserver https --target $t (ARM1176)"
-		(cd "$PICOLET_ROOT" && cargo "+$tc" test --locked --features mock-apiserver \
+		(cd "$PICOLET_ROOT" && cargo "+$tc" test --locked --features mock-apiserver,fakes \
 			--test apiserver --target "$t" -- https) || { status=FAILED; failed=1; }
 	fi
 	rows+=("$(printf '%-32s %-7s %6ds  %s' "$t" "$tc" "$(($(date +%s) - start))" "$status")")
