@@ -38,7 +38,12 @@ for t in "${targets[@]}"; do
 	log "cargo +$tc test --lib --target $t (runner: $(qemu_for "$t"))"
 	start=$(date +%s)
 	status=ok
-	(cd "$PICOLET_ROOT" && cargo "+$tc" test --locked --lib --target "$t" -- "${harness[@]}") ||
+	# qemu-user can deadlock the fork of a multi-threaded process (the child never reaches
+	# exec): the exit-watch test, which spawns `sleep` twice, hung so on armv7 once. It
+	# runs natively in `cargo test`; under qemu it is skipped until it spawns in a way
+	# qemu-user survives.
+	(cd "$PICOLET_ROOT" && cargo "+$tc" test --locked --lib --target "$t" -- \
+		--skip pleg::exits::tests::an_exit_is_seen_and_a_forgotten_one_ignored "${harness[@]}") ||
 		{ status=FAILED; failed=1; }
 	# ARMv6: also a real TLS handshake (ring's code) on the emulated ARM1176, which traps
 	# on any ARMv7 instruction — see the Tag_CPU_arch note in build-all.sh.
