@@ -20,7 +20,7 @@
 //! `PodWorkers`), kill a runtime pod before every source delivered its first snapshot
 //! (k8s#112814), or stop pods on shutdown (pods outlive picolet, as with the kubelet).
 //!
-//! In and out are messages of `events`, on the [`Channels`] the daemon hands [`run`]: the
+//! In and out are messages of `messages`, on the [`Channels`] the daemon hands [`run`]: the
 //! snapshots of every source on one channel (`file`; in apiserver mode also `api`,
 //! `http`), and in apiserver mode a sender of [`PodEvent`]s (statuses, the desired and
 //! mirror pods, finished workers) for the status syncer: messages out, no shared state.

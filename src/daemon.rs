@@ -8,13 +8,13 @@
 //! anything runs); in apiserver mode the HTTP source, the node task, the API source, the
 //! status syncer and the event sink; then the runtime's version is logged, the file source
 //! starts, and the agent's loop runs until shutdown. Every source sends its snapshots on one
-//! channel the loop reads; the loop tells the status syncer about pods through one `events`
+//! channel the loop reads; the loop tells the status syncer about pods through one `messages`
 //! mailbox. The node has one event [`Recorder`]: created here (`Extensions::recorder`), the
 //! agent records into it, its readers (the event sink) get clones.
 //!
 //! Must never: hold pod state or decide anything about a pod (the agent does), or be
 //! imported by what it builds: the agent, the sources and the apiserver tasks know only
-//! the messages of `events`, never this module or each other.
+//! the messages of `messages`, never this module or each other.
 //!
 //! Log lines that moved here from `agent.rs` and `apiserver/mod.rs` keep the target of the
 //! module they came from, so picolet's output reads as before.

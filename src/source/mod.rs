@@ -2,7 +2,7 @@
 //!
 //! Owns: the errors sources report. What every source sends — a
 //! [`SourceUpdate`](crate::messages::SourceUpdate), always the FULL snapshot of that source's
-//! pods (kubelet: `kubetypes.SET` updates) — is a message of the leaf `events`. The merge
+//! pods (kubelet: `kubetypes.SET` updates) — is a message of the leaf `messages`. The merge
 //! (`pod_config.rs`) diffs snapshots; a source never emits deltas.
 //!
 //! Must never: talk to the runtime or hold pod state beyond its own last snapshot.
