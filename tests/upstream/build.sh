@@ -178,6 +178,20 @@ build_module() {
 	echo "$bdir"
 }
 
+# check_pins GOMOD: in the build module (the current directory), each module GOMOD requires
+# (placeholders aside) is selected at exactly that version: the build uses the dependency
+# versions upstream pins, none newer.
+check_pins() {
+	local diff
+	diff=$(go list -m all | awk '
+		NR == FNR { if ($2 ~ /^v/) sel[$1] = $2; next }
+		/^(require[ \t]+|\t)[^ \t]+ v[0-9]/ {
+			m = $1; v = $2; if (m == "require") { m = $2; v = $3 }
+			if (v != "v0.0.0" && (m in sel) && sel[m] != v) print m, "pinned", v, "selected", sel[m]
+		}' - "$1")
+	[[ -z $diff ]] || die "the build module does not select what $1 pins:"$'\n'"$diff"
+}
+
 # compile NAME PKG VERSION CGO TAGS LDFLAGS DEST MODULE: go install pkg@version when the module
 # allows it, else a build module that requires it.
 compile() {
@@ -193,6 +207,7 @@ compile() {
 	(
 		cd "$bdir"
 		go get "$pkg@$version"
+		check_pins "$gomod"
 		CGO_ENABLED=$cgo go build -tags "$tags" -ldflags "$ldflags" -o "$dest/bin/$name" "$pkg"
 	)
 }
