@@ -51,14 +51,15 @@ need() {
 # ---------------------------------------------------------------------------------------------
 # Processes of DIR: every command line we start names a path under DIR.
 
-# dir_pids: PIDs (other than this script and its parents) whose command line holds "$DIR/".
+# dir_pids: PIDs (other than this script and its parents) whose command line holds a path
+# under DIR ("$DIR/" and more: a bare "DIR/" argument, as a script given DIR may have, is not).
 dir_pids() {
 	local p cmd self=" $$ $BASHPID $PPID "
 	for p in /proc/[0-9]*; do
 		p=${p#/proc/}
 		[[ $self == *" $p "* ]] && continue
 		cmd=$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) || continue
-		[[ $cmd == *"$DIR/"* ]] && echo "$p"
+		[[ $cmd == *"$DIR/"[!\ ]* ]] && echo "$p"
 	done
 	return 0
 }
