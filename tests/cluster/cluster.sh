@@ -54,11 +54,12 @@ need() {
 # dir_pids: PIDs (other than this script and its parents) whose command line holds a path
 # under DIR ("$DIR/" and more: a bare "DIR/" argument, as a script given DIR may have, is not).
 dir_pids() {
-	local p cmd self=" $$ $BASHPID $PPID "
+	local p args cmd self=" $$ $BASHPID $PPID "
 	for p in /proc/[0-9]*; do
 		p=${p#/proc/}
 		[[ $self == *" $p "* ]] && continue
-		cmd=$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) || continue
+		mapfile -d '' args 2>/dev/null <"/proc/$p/cmdline" || continue # (no fork per process)
+		cmd="${args[*]} "
 		[[ $cmd == *"$DIR/"[!\ ]* ]] && echo "$p"
 	done
 	return 0
@@ -66,11 +67,12 @@ dir_pids() {
 
 # pid_of NAME: the PID in DIR/pids/NAME.pid if that process still runs and is ours.
 pid_of() {
-	local f=$DIR/pids/$1.pid p
+	local f=$DIR/pids/$1.pid p args
 	[[ -f $f ]] || return 1
 	p=$(<"$f")
 	[[ -r /proc/$p/cmdline ]] || return 1
-	[[ $(tr '\0' ' ' <"/proc/$p/cmdline") == *"$DIR/"* ]] || return 1
+	mapfile -d '' args 2>/dev/null <"/proc/$p/cmdline" || return 1
+	[[ "${args[*]}" == *"$DIR/"* ]] || return 1
 	echo "$p"
 }
 
@@ -453,7 +455,7 @@ down() {
 			kill -KILL "$pid" 2>/dev/null || true
 			sleep 0.2
 		fi
-		say "$name (pid $pid) stopped"
+		say "$name (pid $pid) stopped ($(elapsed))"
 	done
 	# Anything else of DIR (a child, a stray from an earlier run): TERM, then KILL.
 	left=$(dir_pids)

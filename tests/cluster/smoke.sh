@@ -59,14 +59,14 @@ expect "/readyz" '^ok$' k get --raw /readyz
 expect "namespaces default, kube-system, kube-public, kube-node-lease" \
 	'default.*kube-node-lease.*kube-public.*kube-system' k get ns -o 'jsonpath={.items[*].metadata.name}'
 expect "ServiceAccount default in default" '^default$' k -n default get sa default -o 'jsonpath={.metadata.name}'
-expect "admin may do anything (system:masters)" '^yes$' k auth can-i '*' '*'
-expect "bootstrap token may create CSRs" '^yes$' \
+expect "admin may do anything (system:masters)" '(^|[[:space:]])yes$' k auth can-i '*' '*'
+expect "bootstrap token may create CSRs" '(^|[[:space:]])yes$' \
 	k auth can-i create certificatesigningrequests --as="system:bootstrap:$TOKEN_ID" \
 	--as-group=system:bootstrappers --as-group="$BOOTSTRAP_GROUP"
-expect "bootstrap token's node-client CSRs are auto-approved" '^yes$' \
+expect "bootstrap token's node-client CSRs are auto-approved" '(^|[[:space:]])yes$' \
 	k auth can-i create certificatesigningrequests --subresource=nodeclient --as="system:bootstrap:$TOKEN_ID" \
 	--as-group=system:bootstrappers --as-group="$BOOTSTRAP_GROUP"
-expect "nodes may renew their own client certificate" '^yes$' \
+expect "nodes may renew their own client certificate" '(^|[[:space:]])yes$' \
 	k auth can-i create certificatesigningrequests --subresource=selfnodeclient --as="system:node:$NODE" \
 	--as-group=system:nodes
 expect "bootstrap token may not read secrets" '^no' \
@@ -75,7 +75,7 @@ expect "bootstrap token may not read secrets" '^no' \
 
 echo "== bootstrap token ($BOOTSTRAP_KUBECONFIG)"
 expect "the token authenticates as system:bootstrap:$TOKEN_ID" "system:bootstrap:$TOKEN_ID.*$BOOTSTRAP_GROUP" kb auth whoami
-expect "the token may create CSRs" '^yes$' kb auth can-i create certificatesigningrequests
+expect "the token may create CSRs" '(^|[[:space:]])yes$' kb auth can-i create certificatesigningrequests
 expect "the token may not list secrets" '^no' kb auth can-i list secrets -A
 
 # A kubelet's TLS bootstrap: an EC P-256 key, a CSR for O=system:nodes, CN=system:node:NAME.
@@ -124,7 +124,17 @@ if [[ -f $WORK/node.crt ]]; then
 	kn config set-context node@lab --cluster=lab --user=node >/dev/null
 	kn config use-context node@lab >/dev/null
 	expect "the certificate authenticates as system:node:$NODE in system:nodes" "system:node:$NODE.*system:nodes" kn auth whoami
-	expect "kubectl get nodes: allowed (Node authorizer)" '^No resources found' kn get nodes
+	# A node registers its own Node object (NodeRestriction admits that, and no other).
+	node_yaml() { printf 'apiVersion: v1\nkind: Node\nmetadata:\n  name: %s\n  labels: {kubernetes.io/hostname: %s}\n' "$1" "$1"; }
+	expect "the node registers its own Node object" "node/$NODE created" kn create -f - < <(node_yaml "$NODE")
+	expect "the node may not register another node (NodeRestriction)" 'Forbidden.*node "'"$NODE"'" is not allowed to modify node "other-node"' \
+		kn create -f - < <(node_yaml other-node)
+	expect "kubectl get node $NODE: allowed (Node authorizer)" "^NAME .*$NODE +(NotReady|Unknown)" kn get node "$NODE"
+	expect "kubectl get nodes --field-selector metadata.name=$NODE: allowed" "$NODE +(NotReady|Unknown)" \
+		kn get nodes --field-selector "metadata.name=$NODE"
+	# Since the Node authorizer's selector-aware rules, a node may list only its own Node.
+	expect "kubectl get nodes (all of them): forbidden, only its own Node" \
+		"Forbidden.*cannot list resource \"nodes\".*only its own Node object" kn get nodes
 	expect "kubectl get secrets -A: forbidden" 'Forbidden.*system:node:'"$NODE"'.*cannot list resource "secrets"' kn get secrets -A
 	expect "the node may not read a secret no pod of it uses" 'Forbidden' kn -n kube-system get secret "bootstrap-token-$TOKEN_ID"
 fi
@@ -143,7 +153,7 @@ say "checks done after $(elapsed)"
 
 echo "== down"
 "$CLUSTER" down "$DIR"
-expect "no process of DIR is left (pgrep -f $DIR)" '^$' pgrep -af -- "$DIR"
+expect "no process of DIR is left (pgrep -af $DIR/)" '^$' pgrep -af -- "$DIR/"
 if [[ ! -e $DIR ]]; then ok "DIR removed"; else bad "$DIR still there"; fi
 say "total $(elapsed)"
 echo "smoke: $passed passed, $failed failed"
