@@ -51,10 +51,25 @@ need() {
 # ---------------------------------------------------------------------------------------------
 # Processes of DIR: every command line we start names a path under DIR.
 
-# dir_pids: PIDs (other than this script and its parents) whose command line holds a path
-# under DIR ("$DIR/" and more: a bare "DIR/" argument, as a script given DIR may have, is not).
+# ancestors: this shell, its subshell and every process above them, one line each.
+ancestors() {
+	local p=$BASHPID stat
+	while [[ -n $p && $p != 0 ]]; do
+		echo "$p"
+		stat=$(<"/proc/$p/stat") || break
+		stat=${stat##*) } # after "pid (comm) ": "state ppid ..."
+		stat=${stat#* }
+		p=${stat%% *}
+	done
+	echo "$$"
+}
+
+# dir_pids: PIDs whose command line holds a path under DIR ("$DIR/" and more: a bare "DIR/"
+# argument, as a script given DIR may have, is not), other than this script and its
+# ancestors (a shell that ran `cluster.sh up DIR; ...; cluster.sh down DIR` names DIR/...).
 dir_pids() {
-	local p args cmd self=" $$ $BASHPID $PPID "
+	local p args cmd self
+	self=" $(ancestors | tr '\n' ' ') "
 	for p in /proc/[0-9]*; do
 		p=${p#/proc/}
 		[[ $self == *" $p "* ]] && continue
