@@ -222,7 +222,7 @@ build() {
 	stamp="$dir/built"
 	ldflags=$(component_ldflags "$name")
 	tags=$(component_tags "$name")
-	want="$pkg@$version $(go env GOVERSION) $(go env GOOS)/$(go env GOARCH) cgo=$cgo tags=$tags ldflags=$ldflags"
+	want="$pkg@$version $(go env GOVERSION) $(go env GOOS)/$(go env GOARCH) cgo=$cgo${tags:+ tags=$tags} ldflags=$ldflags"
 	if [[ -x "$bin" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
 		say "$name $version: cached ($bin)"
 		echo "$bin"
