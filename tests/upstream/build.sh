@@ -7,8 +7,9 @@
 #                                                      each binary's path, one per line
 #   tests/upstream/build.sh --list                     components, versions, cached or not
 #
-# Components: see versions.sh (crictl today; the control plane, the kubelet, e2e.test,
-# containerd 2.x and CRI-O join it with their issues).
+# Components: see versions.sh (crictl; the control plane: etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, kubectl; the kubelet, e2e.test, containerd 2.x and
+# CRI-O join it with their issues).
 #
 # Cache: $PICOLET_UPSTREAM_CACHE (default ~/.cache/picolet/upstream)/<component>-<version>/.
 # Go's own caches stay where Go keeps them (GOMODCACHE ~/go/pkg/mod, GOCACHE ~/.cache/go-build),
@@ -16,6 +17,7 @@
 # Go fails loudly instead of fetching one behind our back (set PICOLET_GOTOOLCHAIN to allow it).
 # Never part of picolet: these binaries are test peers only.
 set -euo pipefail
+shopt -s inherit_errexit
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tests/upstream/versions.sh
@@ -30,55 +32,215 @@ say() { printf 'upstream: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
 command -v go >/dev/null 2>&1 || die "no 'go' on PATH (Go >= 1.26 is part of the build machine)"
-# Go's caches must not land in a checkout (a clean tree stays clean).
-for v in GOMODCACHE GOCACHE; do
-	d=$(go env "$v")
+# Go's caches, and ours, must not land in a checkout (a clean tree stays clean).
+CHECKOUT=$(cd "$SCRIPT_DIR/../.." && pwd)
+for v in GOMODCACHE GOCACHE CACHE; do
+	if [[ $v == CACHE ]]; then d=$CACHE; else d=$(go env "$v"); fi
 	case "$d" in
-	"$(cd "$SCRIPT_DIR/../.." && pwd)"/*) die "$v=$d is inside the checkout; point it elsewhere" ;;
+	"$CHECKOUT" | "$CHECKOUT"/*) die "$v=$d is inside the checkout; point it elsewhere" ;;
 	esac
 done
+
+KUBE_COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+COMPONENTS=(crictl etcd "${KUBE_COMPONENTS[@]}")
+
+is_kube() {
+	local c
+	for c in "${KUBE_COMPONENTS[@]}"; do [[ $c == "$1" ]] && return 0; done
+	return 1
+}
 
 # component_spec NAME → "module package version cgo" (one line) or fails.
 component_spec() {
 	case "$1" in
 	crictl) echo "sigs.k8s.io/cri-tools sigs.k8s.io/cri-tools/cmd/crictl $CRICTL_VERSION 0" ;;
+	# etcd's main package is the root of its server module (server/main.go calls etcdmain.Main).
+	etcd) echo "go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 $ETCD_VERSION 0" ;;
+	*)
+		is_kube "$1" || return 1
+		echo "k8s.io/kubernetes k8s.io/kubernetes/cmd/$1 $KUBERNETES_VERSION 0"
+		;;
+	esac
+}
+
+# mod_info MODULE VERSION FIELD: a field (Dir, GoMod, Info, ...) of `go mod download -json`
+# (downloads the module into GOMODCACHE the first time; offline after that).
+mod_info() {
+	local json
+	json=$(cd "$CACHE" && go mod download -json "$1@$2") || die "go mod download $1@$2 failed: $json"
+	sed -n "s/^[[:space:]]*\"$3\": \"\(.*\)\",\{0,1\}\$/\1/p" <<<"$json" | head -n1
+}
+
+# The -ldflags a component's own release build sets (its version string; for Kubernetes what
+# hack/lib/version.sh sets, with the module's publication time as the build date, and the
+# release build's -s -w).
+component_ldflags() {
+	case "$1" in
+	crictl) echo "-X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" ;;
+	etcd) echo "" ;; # etcd's version is a constant of go.etcd.io/etcd/api/v3/version
+	*)
+		is_kube "$1" || return 0
+		local v=$KUBERNETES_VERSION major minor date pkg flags="-s -w"
+		major=${v#v}
+		major=${major%%.*}
+		minor=${v#v"$major".}
+		minor=${minor%%.*}
+		date=$(sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' "$(mod_info k8s.io/kubernetes "$v" Info)")
+		for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
+			flags+=" -X $pkg.gitVersion=$v -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+			flags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date"
+		done
+		echo "$flags"
+		;;
+	esac
+}
+
+# The build tags of a component's release build (hack/lib/golang.sh for Kubernetes).
+component_tags() {
+	if is_kube "$1"; then echo "selinux,notest,grpcnotrace"; fi
+}
+
+# local_replaces GOMOD → "module required-version" per line, for each replace directive of
+# that go.mod whose target is a directory (=> ./x or ../x) and whose module it requires. Such
+# a go.mod is one `go install pkg@version` refuses, and whose requirements may be placeholders
+# (Kubernetes requires its staging modules at v0.0.0).
+local_replaces() {
+	awk '
+	function strip(s) { sub(/^[ \t]+/, "", s); sub(/[ \t]*(\/\/.*)?$/, "", s); return s }
+	/^require[ \t]*\(/ { blk = "require"; next }
+	/^replace[ \t]*\(/ { blk = "replace"; next }
+	blk != "" && /^\)/ { blk = ""; next }
+	{
+		kind = blk; line = $0
+		if (kind == "" && line ~ /^(require|replace)[ \t]/) { kind = $1; sub(/^[a-z]+/, "", line) }
+		if (kind == "") next
+		n = split(strip(line), f, /[ \t]+/)
+		if (kind == "require" && n >= 2) req[f[1]] = f[2]
+		if (kind == "replace") {
+			for (i = 1; i < n; i++) if (f[i] == "=>" && f[i + 1] ~ /^\.\.?\//) loc[f[1]] = 1
+		}
+	}
+	END { for (m in loc) if (m in req) print m, req[m] }
+	' "$1" | sort
+}
+
+# published_version MODULE VERSION DEP: the published version of DEP, a module MODULE@VERSION
+# requires at a placeholder and takes from its own tree. Kubernetes vX.Y.Z's staging modules
+# are published as vX-1.Y.Z, i.e. v0.Y.Z.
+published_version() {
+	case "$1" in
+	k8s.io/kubernetes) echo "v0.${2#v1.}" ;;
 	*) return 1 ;;
 	esac
 }
 
-# The -ldflags a component's own release build sets (its version string).
-component_ldflags() {
-	case "$1" in
-	crictl) echo "-X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" ;;
-	esac
+# build_module MODULE VERSION → prints a directory holding a Go module, under the cache, that
+# requires MODULE@VERSION and replaces each module MODULE takes from its own tree with its
+# published version (when MODULE requires it at v0.0.0). Builds there use MODULE's go.sum-
+# checked dependencies at MODULE's versions (minimal version selection keeps them).
+build_module() {
+	local module=$1 version=$2 gomod bdir dep req pub replaces=""
+	gomod=$(mod_info "$module" "$version" GoMod)
+	[[ -f $gomod ]] || die "$module@$version: no go.mod from the proxy"
+	bdir="$CACHE/.gomod/${module//\//_}@$version"
+	mkdir -p "$bdir"
+	while read -r dep req; do
+		[[ -n $dep ]] || continue
+		[[ $req == v0.0.0 ]] || continue # a real requirement: MVS takes it as it is
+		pub=$(published_version "$module" "$version" "$dep") ||
+			die "$module@$version requires $dep at $req from its own tree; no published version known"
+		replaces+=$'\t'"$dep => $dep $pub"$'\n'
+	done < <(local_replaces "$gomod")
+	{
+		echo "// Generated by picolet's tests/upstream/build.sh: builds $module $version as a dependency."
+		echo "module picolet.invalid/upstream-build"
+		echo
+		# The same language version and GODEBUG defaults as the module's own builds.
+		grep -E '^go [0-9]' "$gomod"
+		awk '/^godebug[ \t]*\(/ { b = 1 } b || /^godebug[ \t]/ { print } b && /^\)/ { b = 0 }' "$gomod"
+		echo
+		echo "require $module $version"
+		if [[ -n $replaces ]]; then
+			echo
+			echo "replace ("
+			printf '%s' "$replaces"
+			echo ")"
+		fi
+	} >"$bdir/go.mod.new"
+	# Keep go.mod and go.sum from an earlier build when nothing changed.
+	if ! cmp -s "$bdir/go.mod.new" "$bdir/go.mod.in" 2>/dev/null; then
+		mv "$bdir/go.mod.new" "$bdir/go.mod.in"
+		cp "$bdir/go.mod.in" "$bdir/go.mod"
+		rm -f "$bdir/go.sum"
+	else
+		rm -f "$bdir/go.mod.new"
+	fi
+	echo "$bdir"
 }
-COMPONENTS=(crictl)
+
+# check_pins GOMOD: in the build module (the current directory), each module GOMOD requires
+# (placeholders aside) is selected at exactly that version: the build uses the dependency
+# versions upstream pins, none newer.
+check_pins() {
+	local diff
+	diff=$(go list -m all | awk '
+		NR == FNR { if ($2 ~ /^v/) sel[$1] = $2; next }
+		/^(require[ \t]+|\t)[^ \t]+ v[0-9]/ {
+			m = $1; v = $2; if (m == "require") { m = $2; v = $3 }
+			if (v != "v0.0.0" && (m in sel) && sel[m] != v) print m, "pinned", v, "selected", sel[m]
+		}' - "$1")
+	[[ -z $diff ]] || die "the build module does not select what $1 pins:"$'\n'"$diff"
+}
+
+# compile NAME PKG VERSION CGO TAGS LDFLAGS DEST MODULE: go install pkg@version when the module
+# allows it, else a build module that requires it.
+compile() {
+	local name=$1 pkg=$2 version=$3 cgo=$4 tags=$5 ldflags=$6 dest=$7 module=$8 gomod bdir
+	gomod=$(mod_info "$module" "$version" GoMod)
+	if [[ -z "$(local_replaces "$gomod")" ]] && ! grep -qE '^replace[[:space:]]' "$gomod"; then
+		# go install pkg@version: the module's own go.mod and go.sum, outside any module of ours.
+		(cd "$dest" && GOBIN="$dest/bin" CGO_ENABLED=$cgo go install -tags "$tags" -ldflags "$ldflags" "$pkg@$version")
+		return
+	fi
+	bdir=$(build_module "$module" "$version")
+	say "$name $version: building in $bdir (its go.mod has replace directives)"
+	(
+		cd "$bdir"
+		go get "$pkg@$version"
+		check_pins "$gomod"
+		CGO_ENABLED=$cgo go build -tags "$tags" -ldflags "$ldflags" -o "$dest/bin/$name" "$pkg"
+	)
+}
 
 # build NAME: prints the binary's path on stdout.
 build() {
-	local name=$1 spec module pkg version cgo dir bin stamp want start ldflags
+	local name=$1 spec module pkg version cgo dir bin stamp want start secs ldflags tags timer=()
 	spec=$(component_spec "$name") || die "unknown component '$name' (known: ${COMPONENTS[*]})"
 	read -r module pkg version cgo <<<"$spec"
 	dir="$CACHE/$name-$version"
 	bin="$dir/bin/$name"
 	stamp="$dir/built"
 	ldflags=$(component_ldflags "$name")
-	want="$pkg@$version $(go env GOVERSION) $(go env GOOS)/$(go env GOARCH) cgo=$cgo ldflags=$ldflags"
+	tags=$(component_tags "$name")
+	want="$pkg@$version $(go env GOVERSION) $(go env GOOS)/$(go env GOARCH) cgo=$cgo${tags:+ tags=$tags} ldflags=$ldflags"
 	if [[ -x "$bin" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
 		say "$name $version: cached ($bin)"
 		echo "$bin"
 		return 0
 	fi
-	say "$name $version: go install $pkg@$version (module $module)"
+	say "$name $version: building $pkg@$version (module $module)"
 	start=$(date +%s)
 	rm -rf "$dir"
 	mkdir -p "$dir/bin"
-	# go install pkg@version: the module's own go.mod and go.sum, outside any module of ours.
-	(cd "$dir" && GOBIN="$dir/bin" CGO_ENABLED=$cgo go install -ldflags "$ldflags" "$pkg@$version") ||
-		die "$name $version: go install $pkg@$version failed"
+	# GNU time, where present, records the largest process's peak memory (compiler or linker).
+	[[ -x /usr/bin/time ]] && timer=(/usr/bin/time -o "$dir/build-maxrss-kib" -f '%M')
+	"${timer[@]}" "$SCRIPT_DIR/build.sh" --compile "$name" "$pkg" "$version" "$cgo" "$tags" "$ldflags" "$dir" "$module" ||
+		die "$name $version: build of $pkg@$version failed"
 	[[ -x "$bin" ]] || die "$name $version: built, but no $bin"
+	secs=$(($(date +%s) - start))
 	echo "$want" >"$stamp"
-	say "$name $version: built in $(($(date +%s) - start)) s ($bin, $(du -h "$bin" | cut -f1))"
+	echo "$secs" >"$dir/build-seconds"
+	say "$name $version: built in $secs s ($bin, $(du -h "$bin" | cut -f1)$([[ -f $dir/build-maxrss-kib ]] && echo ", peak RSS $(($(cat "$dir/build-maxrss-kib") / 1024)) MiB"))"
 	echo "$bin"
 }
 
@@ -88,8 +250,11 @@ list() {
 		spec=$(component_spec "$name")
 		read -r module pkg version cgo <<<"$spec"
 		state="not built"
-		[[ -x "$CACHE/$name-$version/bin/$name" ]] && state="cached"
-		printf '%-10s %-10s %-40s %s\n' "$name" "$version" "$module" "$state"
+		if [[ -x "$CACHE/$name-$version/bin/$name" ]]; then
+			state="cached"
+			[[ -f "$CACHE/$name-$version/build-seconds" ]] && state+=" (built in $(cat "$CACHE/$name-$version/build-seconds") s)"
+		fi
+		printf '%-24s %-9s %-26s %s\n' "$name" "$version" "$module" "$state"
 	done
 }
 
@@ -97,8 +262,10 @@ only_path=0
 case "${1:-}" in
 --list) list; exit 0 ;;
 --path) only_path=1; shift ;;
-"" | -h | --help) sed -n '2,18p' "$0"; exit 0 ;;
+--compile) shift; compile "$@"; exit 0 ;; # internal: one build, under /usr/bin/time
+"" | -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
 esac
+mkdir -p "$CACHE"
 [[ $only_path == 1 ]] || say "$(go version); cache $CACHE"
 for c in "$@"; do
 	build "$c"

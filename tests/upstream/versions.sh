@@ -7,3 +7,16 @@
 # runtime from outside. v1.35.0 is not served by the proxy; v1.37.0 is.
 # shellcheck disable=SC2034  # used by build.sh
 CRICTL_VERSION=v1.37.0
+
+# The lab's control plane (tests/cluster/): kube-apiserver, kube-controller-manager,
+# kube-scheduler and kubectl, all from module k8s.io/kubernetes at this version; its staging
+# modules (k8s.io/api, k8s.io/client-go, ...) are taken at the matching v0.MINOR.PATCH.
+# v1.37.2 is the newest patch of the newest minor the proxy serves (v1.38.0-beta.0 is a
+# pre-release); its go.mod says `go 1.26.0`, so Go 1.26 builds it.
+# shellcheck disable=SC2034  # used by build.sh
+KUBERNETES_VERSION=v1.37.2
+
+# etcd (main package go.etcd.io/etcd/server/v3, built as `etcd`): the version the Kubernetes
+# release above pins (its build/dependencies.yaml, and go.etcd.io/etcd/*/v3 in its go.mod).
+# shellcheck disable=SC2034  # used by build.sh
+ETCD_VERSION=v3.7.0
