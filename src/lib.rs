@@ -109,7 +109,7 @@
 //! - `pleg`           the PLEG's relist and the runtime's container events
 //! - `prober`         the probe manager: one worker task per probe, results by container ID
 //! - [`cli`]          the board's commands: `validate`, `get`, `describe pod`, `logs`
-//! - `pod_sync`       the pod syncer the pod workers call, with the pod cache it shares with the loop
+//! - `pod_sync`       the pod syncer the pod workers call, and the pod state (cache, back-offs, statuses) the loop owns and answers its requests from
 //! - [`agent`]        the one event loop; it owns pod state and starts no long-running task
 //! - [`daemon`]       wiring: builds everything from the options and spawns every task
 
