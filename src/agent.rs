@@ -125,22 +125,16 @@ pub struct Tasks<R: Runtime, C: Clock> {
     pub eviction_observed: Option<mpsc::Receiver<crate::eviction::observe::Observed>>,
 }
 
-/// What the agent needs besides the runtime and the clock (the daemon builds it from the
-/// options; the file source it starts with the loop reads it too).
+/// What the loop reads besides the runtime and the clock (the daemon builds it from the
+/// options, inside its [`crate::daemon::DaemonConfig`]).
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
     pub node_name: String,
-    /// The static pod directory (the file source's).
-    pub pod_manifest_path: PathBuf,
-    /// The file source's re-list period.
-    pub file_check_frequency: Duration,
     pub sync_frequency: Duration,
     pub root_dir: PathBuf,
     pub pod_log_dir: PathBuf,
     pub resolv_conf: PathBuf,
     pub cgroup_parent: String,
-    /// `--cgroups-per-qos`: the pod cgroups' layout and `kubepods`' limits (None: off).
-    pub pod_cgroups: Option<crate::cm::manager::PodCgroupsConfig>,
     /// Reserved resources: admission checks requests against capacity minus them.
     pub allocatable: crate::cm::NodeAllocatable,
     /// `--seccomp-default`.
@@ -152,12 +146,6 @@ pub struct AgentConfig {
     pub max_pods: u32,
     /// `--minimum-container-ttl-duration`, `--maximum-dead-containers-per-container`.
     pub gc_policy: GcPolicy,
-    /// `--container-log-max-size`, `--container-log-max-files`; `None`: no log rotation.
-    /// The daemon runs the log manager beside the loop.
-    pub log_rotation: Option<crate::logs::LogRotatePolicy>,
-    /// The image GC settings; `None`: no image GC. The daemon runs the image manager
-    /// beside the loop.
-    pub image_gc: Option<crate::images::ImageGcPolicy>,
     /// The node's IP: every pod's `status.hostIP`, and the `podIP` of host-network pods
     /// (`--node-ip`, else the default route's source address).
     pub node_ip: Option<std::net::IpAddr>,
