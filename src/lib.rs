@@ -74,7 +74,7 @@
 //! Layout — what each module owns (its own docs say what it must never do). Modules in
 //! links are the library's API (what `main.rs`, the tests and the benches use); the
 //! others are private to the crate:
-//! - [`api`]          the `v1/Pod` subset (serde types) and its one decoder, nothing else
+//! - [`api`]          the Kubernetes types (the `v1/Pod` subset, ConfigMap, Secret; `cluster`: Node, Lease, lists, watch events, `Status`) and the Pod decoder, nothing else
 //! - [`clock`]        injected wall-clock time
 //! - `grpc`           the protobuf codec of the generated gRPC code and the unix-socket channel
 //! - `json`           JSON objects built out of line, for `json!` at many keys (binary size)

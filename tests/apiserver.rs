@@ -7,8 +7,8 @@ use std::time::Duration;
 mod common;
 
 use common::{IMAGE, phase, wait_until};
+use picolet::api::cluster::{ObjectList, WatchEvent};
 use picolet::kube::mock::{MockApiServer, MockTls};
-use picolet::kube::types::{ObjectList, WatchEvent};
 use picolet::kube::{
     ApiError, Client, ClientConfig, DeleteOptions, PatchKind, WatchStream, pod_path, query,
 };
