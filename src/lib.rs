@@ -51,7 +51,7 @@
 //! 4      logs          clock cri messages sort
 //! 4      pod_config    api messages
 //! 4      source        api checkpoint clock config_data kube manifest messages recorder sort
-//! 4      status        api clock cri kube messages pod_manager qos sort
+//! 4      status        api clock config_data cri kube messages pod_manager qos sort
 //! 4      volume        api clock config_data cri fieldpath grpc sort
 //! 5      kuberuntime   api clock cm config_data cri fieldpath logs probe qos recorder sort volume
 //! 6      local_api     api clock cm cri eviction json kube kuberuntime manifest messages metrics node recorder shrink sort
