@@ -217,7 +217,7 @@ impl StatusSyncer {
             "{}/status",
             pod_path(&target.metadata.namespace, Some(&target.metadata.name))
         );
-        let body = json!({"metadata": {"uid": target.uid()}, "status": status});
+        let body = json!({"metadata": {"uid": target.uid()}, "status": status_patch(&status)});
         match self
             .client
             .patch::<serde_json::Value>(&path, PatchKind::StrategicMerge, &body)
@@ -471,6 +471,34 @@ impl SyncState {
             }
         }
     }
+}
+
+/// The status as a strategic merge patch that leaves the apiserver's copy equal to it in
+/// what the kubelet owns (kubelet: the status manager sends a two-way merge patch from the
+/// apiserver's status to its own, in which a field it no longer has is `null`, i.e.
+/// deleted). Conditions merge by type, so a condition's `reason` and `message` that ours
+/// lack now are sent as `null`: else a Ready condition back to True kept "containers with
+/// unready status" from its False days, and never matched ours again — a PATCH of every
+/// pod's status at every 10 s reconcile, found against the real apiserver. The pod's own
+/// `reason` and `message` likewise; container statuses are replaced whole by the server.
+fn status_patch(status: &PodStatus) -> serde_json::Value {
+    use serde_json::Value;
+    let mut v = serde_json::to_value(status).unwrap_or_default();
+    let fill = |o: &mut serde_json::Map<String, Value>| {
+        for k in ["reason", "message"] {
+            o.entry(k).or_insert(Value::Null);
+        }
+    };
+    if let Some(o) = v.as_object_mut() {
+        fill(o);
+        if let Some(conditions) = o.get_mut("conditions").and_then(Value::as_array_mut) {
+            conditions
+                .iter_mut()
+                .filter_map(Value::as_object_mut)
+                .for_each(fill);
+        }
+    }
+    v
 }
 
 /// kubelet: `needsReconcile` — does the apiserver's status say what ours says? The one
@@ -836,6 +864,41 @@ mod tests {
                 assert_eq!(plan_mirrors(&s, now, true).len(), 1);
             }
         }
+    }
+
+    /// What the apiserver keeps after our patch shows what we sent (conditions merged by
+    /// type), so the next reconcile finds nothing to send.
+    #[cfg(feature = "mock-apiserver")]
+    #[test]
+    fn a_condition_back_to_true_loses_its_old_reason_and_message() {
+        let cond = |s: &'static str, why: Option<&str>| PodCondition {
+            type_: "Ready".into(),
+            status: s.into(),
+            last_transition_time: Some("t".into()),
+            reason: why.map(|_| "ContainersNotReady".to_string()),
+            message: why.map(str::to_string),
+        };
+        let before = PodStatus {
+            phase: Some(PodPhase::Pending),
+            message: Some("old".into()),
+            conditions: vec![cond("False", Some("containers with unready status: [app]"))],
+            ..PodStatus::default()
+        };
+        let after = PodStatus {
+            phase: Some(PodPhase::Running),
+            conditions: vec![cond("True", None)],
+            ..PodStatus::default()
+        };
+        let mut server = serde_json::to_value(&before).unwrap();
+        crate::kube::mock::merge(&mut server, &status_patch(&after), true);
+        let kept: PodStatus = serde_json::from_value(server).unwrap();
+        assert!(api_shows(&kept, &after), "{kept:#?}");
+        assert_eq!(kept.conditions[0].message, None);
+        assert_eq!(kept.message, None);
+        // The patch of an unchanged status is a no-op on the server's copy.
+        let mut again = serde_json::to_value(&kept).unwrap();
+        crate::kube::mock::merge(&mut again, &status_patch(&after), true);
+        assert_eq!(serde_json::from_value::<PodStatus>(again).unwrap(), kept);
     }
 
     #[test]

@@ -26,6 +26,12 @@
 #               the node converges after
 #   restart     picolet restarted: every pod adopted (same containers, no restarts)
 #   node-api    logs (-f), exec with stdin, port-forward and stats through the apiserver
+# and, after them, that the apiserver refused nothing the node asked (its audit log: no 401 or
+# 403 for system:node:<node>: NodeRestriction and the Node authorizer let every request pass).
+# Named only (not in the default run):
+#   idle        10 pods and nothing changing for 5 minutes: picolet's requests to the apiserver
+#               by verb and resource (its audit log), its watches, the apiserver_request_total
+#               counts, picolet's RSS; written to DIR/idle.md (kept) and printed
 #
 # Environment: PICOLET_CLUSTER_E2E_DIR (default /tmp/picolet-cluster-e2e), PICOLET_LAB_BRIDGE
 # (default picoce2e), PICOLET_LAB_SUBNET (default 10.88.63.0/24), PICOLET_CLUSTER_E2E_PORT (the
@@ -47,6 +53,7 @@ IMAGE=localhost/busybox:edge
 T0=$(date +%s.%N)
 passed=0 failed=0 skipped=0
 ALL=(join deploy config token static grace drain outage restart node-api)
+OPTIONAL=(idle) # named only: `tests/cluster/e2e.sh join idle`
 
 say() { printf 'cluster-e2e: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -79,7 +86,9 @@ wait_for() {
 [[ $(id -u) == 0 ]] || die "run as root (the lab's containerd needs it)"
 scenarios=("$@")
 ((${#scenarios[@]})) || scenarios=("${ALL[@]}")
-for s in "${scenarios[@]}"; do [[ " ${ALL[*]} " == *" $s "* ]] || die "unknown scenario '$s' (known: ${ALL[*]})"; done
+for s in "${scenarios[@]}"; do
+	[[ " ${ALL[*]} ${OPTIONAL[*]} " == *" $s "* ]] || die "unknown scenario '$s' (known: ${ALL[*]} ${OPTIONAL[*]})"
+done
 want() { [[ " ${scenarios[*]} " == *" $1 "* ]]; }
 
 # ---------------------------------------------------------------------------------------------
@@ -228,6 +237,7 @@ said_once() {
 	awk -v re="$1" '/^===== cluster-e2e: picolet start/ { n = 0 } $0 ~ re { n++; if (n > max) max = n } END { print max + 0 }' \
 		"$DIR/node/picolet.log"
 }
+idle_ready() { [[ $(jp deploy idle -o 'jsonpath={.status.availableReplicas}') == 10 ]]; }
 running_web() { [[ $(jp deploy web -o 'jsonpath={.status.availableReplicas}') == 3 ]]; }
 wait_terminated_message() { # POD: its first container's termination message, once Succeeded
 	local end=$((SECONDS + 120))
@@ -469,9 +479,54 @@ scenario_node_api() {
 	k -n "$NS" delete pod talker --wait=false >/dev/null 2>&1 || true
 }
 
+scenario_idle() {
+	echo "== idle"
+	local window=${PICOLET_IDLE_SECS:-300} t0 t1 m0 m1 rss
+	k create deployment idle --image="$IMAGE" --replicas=10 -- sleep 100000 >/dev/null
+	wait_for "Deployment idle: 10 pods available" 240 idle_ready
+	# Settle: the first status reconciles and token requests of the new pods pass.
+	sleep 60
+	t0=$(date -u +%FT%T.000000Z)
+	m0=$(k get --raw /metrics | grep '^apiserver_request_total{' || true)
+	say "measuring $window s of an idle node with 10 pods"
+	sleep "$window"
+	t1=$(date -u +%FT%T.000000Z)
+	m1=$(k get --raw /metrics | grep '^apiserver_request_total{' || true)
+	rss=$(awk '/^VmRSS/ { print $2 " " $3 }' "/proc/$picolet_pid/status")
+	{
+		echo "### picolet idle in cluster mode: 10 pods, $window s ($t0 – $t1), Kubernetes $KUBERNETES_VERSION"
+		echo
+		echo "picolet RSS at the end: $rss (VmHWM $(awk '/^VmHWM/ { print $2 " " $3 }' "/proc/$picolet_pid/status"))"
+		echo
+		echo "Requests of system:node:$NODE (the apiserver's audit log), per verb and resource:"
+		echo
+		echo '| requests | per minute | verb | resource |'
+		echo '|---|---|---|---|'
+		python3 "$SCRIPT_DIR/audit.py" "$DIR/cluster/logs/audit.log" "system:node:$NODE" --since "$t0" --until "$t1" |
+			awk -F'\t' -v w="$window" '{ printf "| %d | %.2f | %s | %s |\n", $1, $1 * 60 / w, $2, $3 }'
+		echo
+		echo "Watches open at the end (kube-apiserver's apiserver_longrunning_requests of all clients, resource: count):"
+		echo
+		k get --raw /metrics | awk -F'[{}]' '/^apiserver_longrunning_requests\{/ && /verb="WATCH"/ {
+			match($2, /resource="[^"]*"/); r = substr($2, RSTART + 10, RLENGTH - 11); split($3, v, " "); n[r] += v[2] }
+			END { for (r in n) if (n[r] > 0) printf "%s: %d; ", r, n[r]; print "" }'
+		echo
+		echo "apiserver_request_total over the window, all clients (controllers and scheduler included), top 15:"
+		echo
+		join -t $'\t' <(awk '{ print $1 "\t" $2 }' <<<"$m0" | sort) <(awk '{ print $1 "\t" $2 }' <<<"$m1" | sort) |
+			awk -F'\t' '$3 - $2 > 0 { printf "%d\t%s\n", $3 - $2, $1 }' | sort -rn | head -n 15 | sed 's/^/    /'
+	} >"$DIR/idle.md"
+	cat "$DIR/idle.md"
+	cp "$DIR/idle.md" "${PICOLET_IDLE_OUT:-/tmp/picolet-cluster-idle.md}"
+	ok "idle figures written to ${PICOLET_IDLE_OUT:-/tmp/picolet-cluster-idle.md}"
+	k delete deployment idle >/dev/null
+}
+
 for s in "${scenarios[@]}"; do
 	"scenario_${s//-/_}"
 done
+check "the apiserver refused nothing the node asked (audit log: no 401/403 for system:node:$NODE)" '^$' \
+	python3 "$SCRIPT_DIR/audit.py" "$DIR/cluster/logs/audit.log" "system:node:$NODE" --refused
 if want static; then
 	# Many status reconciles later: still said once.
 	check "the refused mirror pod was said once by each picolet process" '^1$' said_once 'static-cm.*no mirror pod'
