@@ -508,7 +508,7 @@ scenario_idle() {
 		echo "Watches open at the end (kube-apiserver's apiserver_longrunning_requests of all clients, resource: count):"
 		echo
 		k get --raw /metrics | awk -F'[{}]' '/^apiserver_longrunning_requests\{/ && /verb="WATCH"/ {
-			match($2, /resource="[^"]*"/); r = substr($2, RSTART + 10, RLENGTH - 11); split($3, v, " "); n[r] += v[2] }
+			match($2, /resource="[^"]*"/); r = substr($2, RSTART + 10, RLENGTH - 11); split($3, v, " "); n[r] += v[1] }
 			END { for (r in n) if (n[r] > 0) printf "%s: %d; ", r, n[r]; print "" }'
 		echo
 		echo "apiserver_request_total over the window, all clients (controllers and scheduler included), top 15:"
