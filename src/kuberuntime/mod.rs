@@ -16,7 +16,9 @@
 //! - `cri_config.rs` pure translation of a pod into `SandboxConfig` / `ContainerConfig`
 //! - `container_mounts.rs` the termination-message file and the managed `/etc/hosts`
 //! - `hooks.rs`  postStart / preStop handlers
-//! - `sync.rs`   executes a plan: SyncPod / KillPod against a `Runtime`
+//! - `sync/`     executes a plan: SyncPod (`mod.rs`) against a `Runtime`, with the runtime
+//!   view it reads (`status.rs`), the sandbox (`sandbox.rs`), images (`image.rs`), container
+//!   start and what a dead one leaves (`container.rs`), KillPod and cleanup (`kill.rs`)
 //! - `gc.rs`     container GC: which dead containers, sandboxes and pod log dirs go, and going
 
 pub mod backoff;

@@ -9,7 +9,9 @@ use crate::api::{self, RestartPolicy};
 use crate::clock::TokioClock;
 use crate::cri::NamespaceMode;
 use crate::cri::fake::{Call, FakeRuntime, Method};
+use crate::cri::{ContainerInfo, ContainerState, ImageUser, SandboxConfig};
 use crate::kuberuntime::gc;
+use crate::kuberuntime::{container_mounts, labels};
 
 const T0: i64 = 1_700_000_000 * 1_000_000_000;
 

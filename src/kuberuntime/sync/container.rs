@@ -1,0 +1,432 @@
+//! Starting a container (kubelet: `startContainer`: its image, config, CreateContainer,
+//! StartContainer, postStart) and what a dead one leaves: its termination message, restart
+//! counts from its log directory, init containers pruned.
+
+use std::path::Path;
+
+use crate::api;
+use crate::clock::Clock;
+use crate::cri::{
+    ContainerInfo, ContainerState, ImageUser, PodRuntimeStatus, Runtime, SandboxConfig,
+};
+use crate::kuberuntime::backoff::PodBackoffs;
+use crate::kuberuntime::container_mounts;
+use crate::kuberuntime::cri_config;
+use crate::kuberuntime::hooks;
+use crate::kuberuntime::labels;
+use crate::kuberuntime::plan::{self, ContainerToKill, KillReason};
+use crate::recorder;
+use crate::volume::mounts;
+
+use super::*;
+
+pub(super) struct StartContext<'a> {
+    pub(super) pod: &'a api::Pod,
+    pub(super) status: &'a PodRuntimeStatus,
+    pub(super) sandbox_id: String,
+    pub(super) sandbox_config: &'a SandboxConfig,
+    pub(super) pod_ip: String,
+}
+
+pub(super) fn waiting(reason: WaitingReason, message: impl Into<String>) -> StartOutcome {
+    StartOutcome::Waiting {
+        reason,
+        message: message.into(),
+    }
+}
+
+/// kubelet: `SyncPod`'s `start` closure + `startContainer`: back-off check → image →
+/// config → CreateContainer → StartContainer; a start that failed is recorded as the
+/// container's `Failed` event (`Error: …`), as upstream's `startContainer` does.
+pub(super) async fn start_container<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    cx: &StartContext<'_>,
+    c: &api::Container,
+    backoff: &mut PodBackoffs,
+    result: &mut PodSyncResult,
+) -> StartOutcome {
+    let field_path = recorder::container_field_path(cx.pod, &c.name);
+    let outcome = try_start_container(env, cx, c, &field_path, backoff, result).await;
+    if let StartOutcome::Waiting { reason, message } = &outcome {
+        // kubelet: startContainer — events.FailedToCreateContainer / FailedToStartContainer
+        // with "Error: <err>"; the image errors are the reasons themselves (ErrImagePull).
+        let message = match reason {
+            WaitingReason::ErrImagePull
+            | WaitingReason::ImagePullBackOff
+            | WaitingReason::ErrImageNeverPull
+            | WaitingReason::InvalidImageName
+            | WaitingReason::ImageInspectError => Some(format!("Error: {reason}")),
+            WaitingReason::CreateContainerConfigError
+            | WaitingReason::CreateContainerError
+            | WaitingReason::RunContainerError => Some(format!("Error: {message}")),
+            WaitingReason::ContainerCreating
+            | WaitingReason::CrashLoopBackOff
+            | WaitingReason::PostStartHookError => None,
+        };
+        if let Some(m) = message {
+            env.recorder
+                .warning(cx.pod, Some(&field_path), recorder::FAILED, m);
+        }
+    }
+    outcome
+}
+
+pub(super) async fn try_start_container<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    cx: &StartContext<'_>,
+    c: &api::Container,
+    field_path: &str,
+    backoff: &mut PodBackoffs,
+    result: &mut PodSyncResult,
+) -> StartOutcome {
+    let pod = cx.pod;
+    let pod_name = pod.full_name();
+    if let Some(w) =
+        plan::should_back_off(&mut backoff.crash_loop, pod, c, cx.status, env.clock.now())
+    {
+        log::debug!("pod {pod_name}: {}", w.message);
+        // kubelet: doBackOff — events.BackOffStartContainer, once per sync attempt.
+        env.recorder.warning(
+            pod,
+            Some(field_path),
+            recorder::BACK_OFF,
+            format!(
+                "Back-off restarting failed container {} in pod {}_{}({})",
+                c.name, pod.metadata.name, pod.metadata.namespace, pod.metadata.uid
+            ),
+        );
+        result.note_requeue(w.remaining);
+        return waiting(WaitingReason::CrashLoopBackOff, w.message);
+    }
+
+    let (image_ref, image_user) =
+        match ensure_image(env, cx, c, field_path, &mut backoff.image_pull, result).await {
+            Ok(found) => found,
+            Err(outcome) => return outcome,
+        };
+    // kubelet: getImageUser, for verifyRunAsNonRoot — read only when it decides (runAsNonRoot
+    // without a runAsUser), and again only after a pull.
+    let image_user = match image_user {
+        Some(user) => user,
+        None if cri_config::needs_image_user(pod, c) => {
+            match env.runtime.image_status(&image_ref).await {
+                Ok(Some(img)) => img.user,
+                Ok(None) => ImageUser::Unset,
+                Err(e) => {
+                    return waiting(
+                        WaitingReason::CreateContainerConfigError,
+                        format!("failed to get image user of {:?}: {e}", c.image),
+                    );
+                }
+            }
+        }
+        None => ImageUser::Unset,
+    };
+
+    // Restart count: the newest instance's + 1; with no instance left (removed, or the
+    // runtime lost its state in a reboot) continue after the newest log file.
+    let log_dir = cri_config::pod_log_directory(&env.pod_log_dir, pod).join(&c.name);
+    let restart_count = match plan::newest_container(cx.status, &c.name) {
+        Some(s) => labels::restart_count(s).saturating_add(1),
+        None => restart_count_from_log_dir(&log_dir),
+    };
+
+    // The environment first: subPathExpr expands against it (kubelet: makeMounts gets the
+    // container's env).
+    let seccomp_root = env.root_dir.join("seccomp");
+    let node = env.node_params(&seccomp_root);
+    // kubelet: envFrom keys that are not valid names are skipped, with an event
+    // (InvalidEnvironmentVariableNames); here a WARN.
+    if let Ok(from) = cri_config::env_from(pod, c, node) {
+        for (kind, object, keys) in from.skipped {
+            log::warn!(
+                "pod {pod_name}: container {:?}: keys [{}] from the EnvFrom {} {object} were skipped since they are considered invalid environment variable names",
+                c.name,
+                keys.join(", "),
+                kind.resource()
+            );
+        }
+    }
+    let envs = match cri_config::container_env(pod, c, &cx.pod_ip, node) {
+        Ok(envs) => envs,
+        Err(e) => {
+            // Often a ConfigMap or Secret not there yet: the pod worker's WARN says it once.
+            log::debug!("pod {pod_name}: container {:?}: {e}", c.name);
+            return waiting(WaitingReason::CreateContainerConfigError, e.to_string());
+        }
+    };
+    let mut mount_list = match mounts::prepare_mounts(
+        &env.root_dir,
+        pod,
+        c,
+        &envs,
+        env.tmpfs.as_ref(),
+        env.memory_capacity,
+    ) {
+        Ok(m) => m,
+        Err(e) => {
+            log::warn!("pod {pod_name}: container {:?}: {e}", c.name);
+            return waiting(WaitingReason::CreateContainerConfigError, e.to_string());
+        }
+    };
+    // kubelet: makeMounts adds the managed /etc/hosts.
+    match container_mounts::etc_hosts_mount(
+        &env.root_dir,
+        pod,
+        c,
+        &cx.pod_ip,
+        Path::new(container_mounts::NODE_HOSTS_FILE),
+    ) {
+        Ok(Some(m)) => mount_list.push(m),
+        Ok(None) => {}
+        Err(e) => {
+            log::warn!("pod {pod_name}: container {:?}: /etc/hosts: {e}", c.name);
+            return waiting(WaitingReason::CreateContainerConfigError, e.to_string());
+        }
+    }
+    // One file per container instance, named after its restart count, so that the
+    // message can be found again from the runtime's view alone (after a picolet restart too).
+    let file_id = container_mounts::termination_log_file_id(restart_count);
+    match container_mounts::termination_log_mount(&env.root_dir, pod, c, &file_id) {
+        Ok(m) => mount_list.push(m),
+        Err(e) => log::warn!(
+            "pod {pod_name}: container {:?}: termination log: {e}",
+            c.name
+        ),
+    }
+    if let Err(e) = mounts::ensure_dir(&log_dir, 0o755) {
+        return waiting(
+            WaitingReason::CreateContainerConfigError,
+            format!(
+                "create container log directory for container {} failed: {e}",
+                c.name
+            ),
+        );
+    }
+    let cfg = match cri_config::container_config(
+        pod,
+        c,
+        restart_count,
+        &cx.pod_ip,
+        mount_list,
+        node,
+        &image_user,
+    ) {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            log::warn!("pod {pod_name}: container {:?}: {e}", c.name);
+            return waiting(WaitingReason::CreateContainerConfigError, e.to_string());
+        }
+    };
+
+    let id = match env
+        .runtime
+        .create_container(&cx.sandbox_id, &cfg, cx.sandbox_config)
+        .await
+    {
+        Ok(id) => id,
+        Err(e) => {
+            log::warn!("pod {pod_name}: create container {:?}: {e}", c.name);
+            return waiting(WaitingReason::CreateContainerError, e.to_string());
+        }
+    };
+    // kubelet: startContainer — events.CreatedContainer ("Created container: web" since v1.32).
+    env.recorder.normal(
+        pod,
+        Some(field_path),
+        recorder::CREATED_CONTAINER,
+        format!("Created container: {}", c.name),
+    );
+    if let Err(e) = env.runtime.start_container(&id).await {
+        log::warn!("pod {pod_name}: start container {:?} ({id}): {e}", c.name);
+        return waiting(WaitingReason::RunContainerError, e.to_string());
+    }
+    log::info!(
+        "pod {pod_name}: started container {:?} ({id}, restart {restart_count})",
+        c.name
+    );
+    // kubelet: startContainer — events.StartedContainer.
+    env.recorder.normal(
+        pod,
+        Some(field_path),
+        recorder::STARTED_CONTAINER,
+        format!("Started container {}", c.name),
+    );
+    // kubelet: startContainer runs the postStart hook right after the start; a failure
+    // kills the container (FailedPostStartHook) and the start counts as failed.
+    if let Some(h) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) {
+        if let Err(e) = hooks::run(&env.runtime, c, &id, h, &cx.pod_ip, None).await {
+            let message = format!("PostStartHook failed: {e}");
+            log::warn!(
+                "pod {pod_name}: container {:?}: postStart hook failed: {e}; killing the container (FailedPostStartHook)",
+                c.name
+            );
+            // kubelet: the hook's output stays out of the event (it may hold secrets).
+            env.recorder.warning(
+                pod,
+                Some(field_path),
+                recorder::FAILED_POST_START_HOOK,
+                "PostStartHook failed",
+            );
+            let kill = ContainerToKill {
+                name: c.name.clone(),
+                message: "FailedPostStartHook".into(),
+                reason: KillReason::Unknown,
+            };
+            if let Err(e) = kill_container(env, pod, cx.status, &id, &kill).await {
+                log::warn!("pod {pod_name}: {e}");
+            }
+            return waiting(WaitingReason::PostStartHookError, message);
+        }
+        log::info!(
+            "pod {pod_name}: container {:?}: postStart hook done",
+            c.name
+        );
+    }
+    StartOutcome::Started { id, restart_count }
+}
+
+/// kubelet: `getTerminationMessage` / `readLastStringFromContainerLogs` — an exited
+/// container without a runtime message gets the content of its termination-message file
+/// (at most 4 KiB), or, with `terminationMessagePolicy: FallbackToLogsOnError` and a
+/// failure, the tail of its log (80 lines, at most 2 KiB). Small local reads; nothing is
+/// read for running containers.
+pub fn fill_termination_messages(root_dir: &Path, pod: &api::Pod, status: &mut PodRuntimeStatus) {
+    const MAX_MESSAGE: u64 = 4 * 1024;
+    const MAX_LOG_TAIL: usize = 2 * 1024;
+    const LOG_LINES: usize = 80;
+    for c in status
+        .containers
+        .iter_mut()
+        .filter(|c| c.state == ContainerState::Exited && c.message.is_empty())
+    {
+        let Some(spec) = pod
+            .spec
+            .containers
+            .iter()
+            .chain(&pod.spec.init_containers)
+            .find(|s| s.name == c.name)
+        else {
+            continue;
+        };
+        let file = mounts::pod_dir(root_dir, &pod.metadata.uid)
+            .join("containers")
+            .join(&c.name)
+            .join(container_mounts::termination_log_file_id(
+                labels::restart_count(c),
+            ));
+        let mut text = String::new();
+        if let Ok(f) = std::fs::File::open(&file) {
+            use std::io::Read as _;
+            let mut buf = Vec::new();
+            let _ = f.take(MAX_MESSAGE).read_to_end(&mut buf);
+            text = String::from_utf8_lossy(&buf).into_owned();
+        }
+        let fallback = spec.termination_message_policy.as_deref() == Some("FallbackToLogsOnError");
+        if text.is_empty() && fallback && c.exit_code != 0 && !c.log_path.is_empty() {
+            text = log_tail(Path::new(&c.log_path), LOG_LINES, MAX_LOG_TAIL);
+        }
+        c.message = text;
+    }
+}
+
+/// The message part of the last `lines` CRI log lines (`<time> <stream> <tag> <text>`),
+/// at most `max` bytes from the end.
+pub(super) fn log_tail(path: &Path, lines: usize, max: usize) -> String {
+    let Ok(content) = std::fs::read_to_string(path) else {
+        return String::new();
+    };
+    let all: Vec<&str> = content.lines().collect();
+    let start = all.len().saturating_sub(lines);
+    let mut out = String::new();
+    for line in &all[start..] {
+        let msg = line.splitn(4, ' ').nth(3).unwrap_or("");
+        out.push_str(msg);
+        out.push('\n');
+    }
+    if out.len() > max {
+        let mut cut = out.len() - max;
+        while !out.is_char_boundary(cut) {
+            cut += 1;
+        }
+        out = out[cut..].to_string();
+    }
+    out
+}
+
+/// The next restart count after the newest `<n>.log` (rotated `<n>.log.*` included) in a
+/// container's log directory; 0 when there is none (kubelet: `calcRestartCountByLogDir`).
+pub fn restart_count_from_log_dir(dir: &Path) -> u32 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let (n, rest) = name.split_once('.')?;
+            if !rest.starts_with("log") || (rest.len() > 3 && !rest[3..].starts_with('.')) {
+                return None;
+            }
+            n.parse::<u32>().ok()?.checked_add(1)
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Remove every instance of the pod's init containers (after the sandbox was killed for
+/// re-creation: initialisation starts over) (kubelet: `purgeInitContainers`).
+pub(super) async fn purge_init_containers<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    pod: &api::Pod,
+    status: &PodRuntimeStatus,
+) {
+    for c in &status.containers {
+        let name = labels::container_name(c);
+        if pod.spec.init_containers.iter().any(|i| i.name == name) {
+            remove_container_logged(env, pod, c).await;
+        }
+    }
+}
+
+/// Keep only the newest exited instance of each init container (kubelet:
+/// `pruneInitContainersBeforeStart`).
+/// Returns whether it removed any.
+pub(super) async fn prune_init_containers<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    pod: &api::Pod,
+    status: &PodRuntimeStatus,
+) -> bool {
+    let mut removed = false;
+    for init in &pod.spec.init_containers {
+        let dead = status.containers.iter().filter(|c| {
+            labels::container_name(c) == init.name
+                && matches!(c.state, ContainerState::Exited | ContainerState::Unknown)
+        });
+        for c in dead.skip(1) {
+            remove_container_logged(env, pod, c).await;
+            removed = true;
+        }
+    }
+    removed
+}
+
+pub(super) async fn remove_container_logged<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    pod: &api::Pod,
+    c: &ContainerInfo,
+) {
+    match env.runtime.remove_container(&c.id).await {
+        Ok(()) => {}
+        Err(e) if e.is_not_found() => {}
+        Err(e) => log::warn!(
+            "pod {}: remove container {:?} ({}): {e}",
+            pod.full_name(),
+            labels::container_name(c),
+            c.id
+        ),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Kill
