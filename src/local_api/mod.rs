@@ -21,6 +21,7 @@
 //! The API is read-only (a static pod is changed by editing its manifest), except for the
 //! streams into running pods that `kubectl exec`, `attach` and `port-forward` open.
 
+pub mod auth;
 pub mod certs;
 pub mod conns;
 pub mod credentials;
