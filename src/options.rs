@@ -148,6 +148,22 @@ pub struct Options {
     /// `--client-ca-file` (kubelet `authentication.x509.clientCAFile`): client certificates
     /// it signed may use the node API (the apiserver's kubelet-client certificate).
     pub client_ca_file: Option<PathBuf>,
+    /// `--anonymous-auth` (kubelet `authentication.anonymous.enabled`): requests without
+    /// credentials are `system:anonymous`. Off by default (the kubelet's flag default is on,
+    /// its config file's off).
+    pub anonymous_auth: bool,
+    /// `--authentication-token-webhook` (`authentication.webhook.enabled`): bearer tokens
+    /// are checked with the apiserver's TokenReview.
+    pub authentication_token_webhook: bool,
+    /// `--authentication-token-webhook-cache-ttl` (`authentication.webhook.cacheTTL`, 2m).
+    pub authentication_token_webhook_cache_ttl: Duration,
+    /// `--authorization-mode=Webhook` (`authorization.mode`; default AlwaysAllow): each
+    /// request is a SubjectAccessReview.
+    pub authorization_webhook: bool,
+    /// `--authorization-webhook-cache-authorized-ttl` (5m).
+    pub authorization_webhook_cache_authorized_ttl: Duration,
+    /// `--authorization-webhook-cache-unauthorized-ttl` (30s).
+    pub authorization_webhook_cache_unauthorized_ttl: Duration,
 }
 
 impl Default for Options {
@@ -196,6 +212,12 @@ impl Default for Options {
             tls_cert_file: None,
             tls_private_key_file: None,
             client_ca_file: None,
+            anonymous_auth: false,
+            authentication_token_webhook: false,
+            authentication_token_webhook_cache_ttl: Duration::from_secs(120),
+            authorization_webhook: false,
+            authorization_webhook_cache_authorized_ttl: Duration::from_secs(300),
+            authorization_webhook_cache_unauthorized_ttl: Duration::from_secs(30),
         }
     }
 }
@@ -277,10 +299,62 @@ The node API (builds with the `apiserver` feature; kubectl works against it):
     --tls-private-key-file FILE         its key
     --client-ca-file FILE               also admit client certificates this CA signed
                                         (the apiserver's kubelet-client certificate)
+    --anonymous-auth[=BOOL]             no credentials = system:anonymous [false]
+    --authentication-token-webhook[=BOOL]  check bearer tokens with TokenReview [false]
+    --authentication-token-webhook-cache-ttl D   [2m]
+    --authorization-mode MODE           AlwaysAllow or Webhook (SubjectAccessReview) [AlwaysAllow]
+    --authorization-webhook-cache-authorized-ttl D   [5m]
+    --authorization-webhook-cache-unauthorized-ttl D [30s]
     (picolet writes ROOT-DIR/kubeconfig, mode 0600; `picolet kubeconfig` prints it)
 
 Logging: RUST_LOG=debug|info|warn (default info).
 ";
+
+/// KubeletConfiguration `authentication:` (x509, webhook, anonymous).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AuthenticationConfig {
+    x509: Option<X509Config>,
+    webhook: Option<WebhookAuthnConfig>,
+    anonymous: Option<Enabled>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct X509Config {
+    #[serde(rename = "clientCAFile")]
+    client_ca_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WebhookAuthnConfig {
+    enabled: Option<bool>,
+    #[serde(rename = "cacheTTL")]
+    cache_ttl: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Enabled {
+    enabled: Option<bool>,
+}
+
+/// KubeletConfiguration `authorization:` (mode, webhook caches).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AuthorizationConfig {
+    mode: Option<String>,
+    webhook: Option<WebhookAuthzConfig>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WebhookAuthzConfig {
+    #[serde(rename = "cacheAuthorizedTTL")]
+    cache_authorized_ttl: Option<String>,
+    #[serde(rename = "cacheUnauthorizedTTL")]
+    cache_unauthorized_ttl: Option<String>,
+}
 
 /// The config file, KubeletConfiguration-style field names (plus picolet's flag names as
 /// aliases). Unknown keys are logged and ignored, so a kubelet config can be reused.
@@ -324,6 +398,8 @@ struct ConfigFile {
     port: Option<u16>,
     tls_cert_file: Option<PathBuf>,
     tls_private_key_file: Option<PathBuf>,
+    authentication: Option<AuthenticationConfig>,
+    authorization: Option<AuthorizationConfig>,
     container_log_max_size: Option<String>,
     container_log_max_files: Option<usize>,
     #[serde(rename = "imageGCHighThresholdPercent")]
@@ -562,8 +638,43 @@ pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
             "--tls-cert-file" => opts.tls_cert_file = Some(value()?.into()),
             "--tls-private-key-file" => opts.tls_private_key_file = Some(value()?.into()),
             "--client-ca-file" => opts.client_ca_file = Some(value()?.into()),
+            "--anonymous-auth" => opts.anonymous_auth = bool_flag(flag, raw_value.as_deref())?,
+            "--authentication-token-webhook" => {
+                opts.authentication_token_webhook = bool_flag(flag, raw_value.as_deref())?
+            }
+            "--authentication-token-webhook-cache-ttl" => {
+                opts.authentication_token_webhook_cache_ttl = duration_flag(flag, &value()?)?
+            }
+            "--authorization-mode" => {
+                opts.authorization_webhook = authorization_mode(&value()?).map_err(|reason| {
+                    OptionsError::BadValue {
+                        flag: flag.clone(),
+                        reason,
+                    }
+                })?
+            }
+            "--authorization-webhook-cache-authorized-ttl" => {
+                opts.authorization_webhook_cache_authorized_ttl = duration_flag(flag, &value()?)?
+            }
+            "--authorization-webhook-cache-unauthorized-ttl" => {
+                opts.authorization_webhook_cache_unauthorized_ttl =
+                    duration_flag(flag, &value()?)?
+            }
             other => return Err(OptionsError::UnknownFlag(other.to_string())),
         }
+    }
+    // kubelet: "no client provided, cannot use webhook authentication/authorization".
+    if (opts.authentication_token_webhook || opts.authorization_webhook)
+        && opts.kubeconfig.is_none()
+    {
+        return Err(OptionsError::BadValue {
+            flag: if opts.authorization_webhook {
+                "--authorization-mode".into()
+            } else {
+                "--authentication-token-webhook".into()
+            },
+            reason: "the webhooks ask the apiserver: --kubeconfig is needed".into(),
+        });
     }
     if opts.tls_cert_file.is_some() != opts.tls_private_key_file.is_some() {
         return Err(OptionsError::BadValue {
@@ -761,6 +872,41 @@ fn apply_config_file(opts: &mut Options, path: &str) -> Result<(), OptionsError>
     if let Some(v) = cfg.tls_private_key_file {
         opts.tls_private_key_file = Some(v);
     }
+    // Only the keys given: the kubelet's config-file defaults (webhooks on) would close
+    // a standalone board's API, so picolet keeps its flag defaults (a deliberate difference).
+    if let Some(a) = cfg.authentication {
+        if let Some(v) = a.x509.and_then(|x| x.client_ca_file) {
+            opts.client_ca_file = Some(v);
+        }
+        if let Some(v) = a.anonymous.and_then(|x| x.enabled) {
+            opts.anonymous_auth = v;
+        }
+        if let Some(w) = a.webhook {
+            if let Some(v) = w.enabled {
+                opts.authentication_token_webhook = v;
+            }
+            if let Some(v) = w.cache_ttl {
+                opts.authentication_token_webhook_cache_ttl =
+                    dur("authentication.webhook.cacheTTL", &v)?;
+            }
+        }
+    }
+    if let Some(a) = cfg.authorization {
+        if let Some(v) = a.mode {
+            opts.authorization_webhook =
+                authorization_mode(&v).map_err(|e| bad(format!("authorization.mode: {e}")))?;
+        }
+        if let Some(w) = a.webhook {
+            if let Some(v) = w.cache_authorized_ttl {
+                opts.authorization_webhook_cache_authorized_ttl =
+                    dur("authorization.webhook.cacheAuthorizedTTL", &v)?;
+            }
+            if let Some(v) = w.cache_unauthorized_ttl {
+                opts.authorization_webhook_cache_unauthorized_ttl =
+                    dur("authorization.webhook.cacheUnauthorizedTTL", &v)?;
+            }
+        }
+    }
     if let Some(v) = cfg.container_log_max_size {
         opts.container_log_max_size =
             size_value(&v).map_err(|reason| OptionsError::ConfigParse {
@@ -791,6 +937,15 @@ fn apply_config_file(opts: &mut Options, path: &str) -> Result<(), OptionsError>
         }
     }
     Ok(())
+}
+
+/// `--authorization-mode`: `Webhook` (true) or `AlwaysAllow` (false).
+fn authorization_mode(v: &str) -> Result<bool, String> {
+    match v {
+        "Webhook" => Ok(true),
+        "AlwaysAllow" => Ok(false),
+        _ => Err(format!("{v:?} is not AlwaysAllow or Webhook")),
+    }
 }
 
 /// `true`/`false`, or a bare flag (true).
@@ -901,6 +1056,8 @@ const KNOWN_CONFIG_KEYS: &[&str] = &[
     "port",
     "tlsCertFile",
     "tlsPrivateKeyFile",
+    "authentication",
+    "authorization",
     "containerLogMaxSize",
     "containerLogMaxFiles",
     "imageGCHighThresholdPercent",
@@ -1077,6 +1234,55 @@ mod tests {
             parse(&args("--pod-manifest-path /m")).unwrap(),
             Command::Run(_)
         ));
+    }
+
+    #[test]
+    fn the_node_apis_authentication_and_authorization_as_the_kubelets() {
+        let Command::Run(o) = parse(&args("run")).unwrap() else {
+            panic!()
+        };
+        // picolet's defaults: today's all-or-nothing (no anonymous, no webhooks).
+        assert!(!o.anonymous_auth && !o.authentication_token_webhook && !o.authorization_webhook);
+        assert_eq!(o.authentication_token_webhook_cache_ttl, Duration::from_secs(120));
+        let Command::Run(o) = parse(&args(
+            "run --kubeconfig /k --anonymous-auth=true --authentication-token-webhook \
+             --authentication-token-webhook-cache-ttl 1m --authorization-mode Webhook \
+             --authorization-webhook-cache-authorized-ttl 10s \
+             --authorization-webhook-cache-unauthorized-ttl 1s",
+        ))
+        .unwrap() else {
+            panic!()
+        };
+        assert!(o.anonymous_auth && o.authentication_token_webhook && o.authorization_webhook);
+        assert_eq!(o.authentication_token_webhook_cache_ttl, Duration::from_secs(60));
+        assert_eq!(o.authorization_webhook_cache_authorized_ttl, Duration::from_secs(10));
+        assert_eq!(o.authorization_webhook_cache_unauthorized_ttl, Duration::from_secs(1));
+        let err = parse(&args("run --authorization-mode Webhook")).unwrap_err();
+        assert!(err.to_string().contains("--kubeconfig"), "{err}");
+        let err = parse(&args("run --kubeconfig /k --authorization-mode RBAC")).unwrap_err();
+        assert!(err.to_string().contains("AlwaysAllow"), "{err}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.yaml");
+        std::fs::write(
+            &path,
+            "kubeconfig: /k\nauthentication:\n  x509: {clientCAFile: /ca.crt}\n  \
+             anonymous: {enabled: false}\n  webhook: {enabled: true, cacheTTL: 30s}\n\
+             authorization:\n  mode: Webhook\n  webhook: {cacheAuthorizedTTL: 1m, cacheUnauthorizedTTL: 2s}\n",
+        )
+        .unwrap();
+        let p = path.display().to_string();
+        let Command::Run(o) = parse(&args(&format!("run --config {p}"))).unwrap() else {
+            panic!()
+        };
+        assert_eq!(o.client_ca_file, Some(PathBuf::from("/ca.crt")));
+        assert!(o.authentication_token_webhook && o.authorization_webhook && !o.anonymous_auth);
+        assert_eq!(o.authentication_token_webhook_cache_ttl, Duration::from_secs(30));
+        assert_eq!(o.authorization_webhook_cache_authorized_ttl, Duration::from_secs(60));
+        assert_eq!(o.authorization_webhook_cache_unauthorized_ttl, Duration::from_secs(2));
+        std::fs::write(&path, "authorization: {mode: Node}\n").unwrap();
+        let err = parse(&args(&format!("run --config {p}"))).unwrap_err();
+        assert!(err.to_string().contains("authorization.mode"), "{err}");
     }
 
     #[test]

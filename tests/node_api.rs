@@ -58,6 +58,7 @@ async fn start_with(
         tls_cert_file: None,
         tls_private_key_file: None,
         client_ca_file: client_ca.map(std::path::Path::to_path_buf),
+        auth: Default::default(),
         kubeconfig_path: dir.join("root/kubeconfig"),
         node_ip: None,
         pod_log_dir: cfg.pod_log_dir.clone(),

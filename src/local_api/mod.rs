@@ -85,6 +85,8 @@ pub struct LocalApiOptions {
     pub tls_private_key_file: Option<PathBuf>,
     /// `--client-ca-file`: client certificates it signed are admitted like the token.
     pub client_ca_file: Option<PathBuf>,
+    /// `authentication:` / `authorization:` (anonymous, webhooks, caches).
+    pub auth: auth::AuthConfig,
     /// Where the kubeconfig goes (`<root-dir>/kubeconfig`).
     pub kubeconfig_path: PathBuf,
     /// Names and addresses the self-signed certificate is for, besides localhost.
@@ -295,6 +297,8 @@ fn server_tls(
 /// event recorder, the agent's metrics (any may be absent: tests).
 #[derive(Default)]
 pub struct Sources {
+    /// The node's apiserver client, for the webhooks (None: standalone).
+    pub client: Option<crate::kube::Client>,
     pub runtime_metrics: Option<std::sync::Arc<crate::metrics::RuntimeMetrics>>,
     pub recorder: Option<crate::recorder::Recorder>,
     /// The pod workers' and the probes' metrics (`/metrics`).
@@ -335,6 +339,7 @@ pub fn start<R: Runtime, C: Clock>(
         opts.pod_log_dir.clone(),
     );
     if let Some(api) = std::rc::Rc::get_mut(&mut api) {
+        api.auth = auth::Auth::new(opts.auth.clone(), opts.node_name.clone(), sources.client);
         api.runtime_metrics = sources.runtime_metrics;
         api.recorder = sources.recorder;
         api.agent_metrics = sources.agent_metrics;
@@ -492,6 +497,7 @@ mod tests {
             tls_cert_file: None,
             tls_private_key_file: None,
             client_ca_file: None,
+            auth: Default::default(),
             kubeconfig_path: dir.join("root/kubeconfig"),
             node_ip: None,
             pod_log_dir: dir.join("logs"),
