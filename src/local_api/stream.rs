@@ -92,8 +92,13 @@ pub fn route<'a>(segments: &[&'a str]) -> Option<Route<'a>> {
         [sub @ ("exec" | "attach"), ns, pod, uid, c] => {
             Some(r(kind(sub)?, ns, pod, Some(uid), Some(c)))
         }
-        ["portforward", ns, pod] => Some(r(Kind::PortForward, ns, pod, None, None)),
-        ["portforward", ns, pod, uid] => Some(r(Kind::PortForward, ns, pod, Some(uid), None)),
+        // kubelet: `/portForward/{podNamespace}/{podID}[/{uid}]` (what the apiserver asks).
+        ["portforward" | "portForward", ns, pod] => {
+            Some(r(Kind::PortForward, ns, pod, None, None))
+        }
+        ["portforward" | "portForward", ns, pod, uid] => {
+            Some(r(Kind::PortForward, ns, pod, Some(uid), None))
+        }
         _ => None,
     }
 }
@@ -187,7 +192,7 @@ pub fn is_upgrade(headers: &HeaderMap) -> bool {
 }
 
 /// What a stream's query asks for: the streams (`stdin`, `stdout`, `stderr`, `tty`; kubectl
-/// sends `true`, the apiserver `1`), the command (`command`, repeated), the container and
+/// sends `true`, the apiserver `input`, `output`, `error` = `1`), the command (`command`, repeated), the container and
 /// the ports (`ports` from kubectl, `port` from the apiserver's WebSocket form).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Params {
@@ -206,9 +211,11 @@ impl Params {
         };
         let mut p = Params {
             streams: StreamOptions {
-                stdin: flag("stdin"),
-                stdout: flag("stdout"),
-                stderr: flag("stderr"),
+                // kubelet: the apiserver's `input`/`output`/`error` (api.ExecStdinParam, …)
+                // or kubectl's `stdin`/`stdout`/`stderr` when it talks to the node.
+                stdin: flag("stdin") || flag("input"),
+                stdout: flag("stdout") || flag("output"),
+                stderr: flag("stderr") || flag("error"),
                 tty: flag("tty"),
             },
             ..Params::default()
@@ -1194,6 +1201,11 @@ mod tests {
             r("/portforward/ns/web").map(|r| (r.kind, r.uid)),
             Some((Kind::PortForward, None))
         );
+        // What the apiserver asks (kubelet's path is camel-case).
+        assert_eq!(
+            r("/portForward/ns/web").map(|r| (r.kind, r.uid)),
+            Some((Kind::PortForward, None))
+        );
         assert_eq!(r("/exec/ns/web"), None);
     }
 
@@ -1244,6 +1256,9 @@ mod tests {
         let p = Params::parse(&q("stdout=1&ports=80,8080&port=9")).unwrap();
         assert!(p.streams.stdout && !p.streams.stdin && !p.streams.tty);
         assert_eq!(p.ports, [80, 8080, 9]);
+        // The apiserver's names (api.ExecStdinParam = "input", …).
+        let p = Params::parse(&q("command=cat&input=1&output=1&error=1")).unwrap();
+        assert!(p.streams.stdin && p.streams.stdout && p.streams.stderr && !p.streams.tty);
         assert!(Params::parse(&q("ports=0")).is_err());
         assert!(Params::parse(&q("ports=x")).is_err());
     }
