@@ -646,19 +646,17 @@ pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
                 opts.authentication_token_webhook_cache_ttl = duration_flag(flag, &value()?)?
             }
             "--authorization-mode" => {
-                opts.authorization_webhook = authorization_mode(&value()?).map_err(|reason| {
-                    OptionsError::BadValue {
+                opts.authorization_webhook =
+                    authorization_mode(&value()?).map_err(|reason| OptionsError::BadValue {
                         flag: flag.clone(),
                         reason,
-                    }
-                })?
+                    })?
             }
             "--authorization-webhook-cache-authorized-ttl" => {
                 opts.authorization_webhook_cache_authorized_ttl = duration_flag(flag, &value()?)?
             }
             "--authorization-webhook-cache-unauthorized-ttl" => {
-                opts.authorization_webhook_cache_unauthorized_ttl =
-                    duration_flag(flag, &value()?)?
+                opts.authorization_webhook_cache_unauthorized_ttl = duration_flag(flag, &value()?)?
             }
             other => return Err(OptionsError::UnknownFlag(other.to_string())),
         }
@@ -1243,7 +1241,10 @@ mod tests {
         };
         // picolet's defaults: today's all-or-nothing (no anonymous, no webhooks).
         assert!(!o.anonymous_auth && !o.authentication_token_webhook && !o.authorization_webhook);
-        assert_eq!(o.authentication_token_webhook_cache_ttl, Duration::from_secs(120));
+        assert_eq!(
+            o.authentication_token_webhook_cache_ttl,
+            Duration::from_secs(120)
+        );
         let Command::Run(o) = parse(&args(
             "run --kubeconfig /k --anonymous-auth=true --authentication-token-webhook \
              --authentication-token-webhook-cache-ttl 1m --authorization-mode Webhook \
@@ -1254,9 +1255,18 @@ mod tests {
             panic!()
         };
         assert!(o.anonymous_auth && o.authentication_token_webhook && o.authorization_webhook);
-        assert_eq!(o.authentication_token_webhook_cache_ttl, Duration::from_secs(60));
-        assert_eq!(o.authorization_webhook_cache_authorized_ttl, Duration::from_secs(10));
-        assert_eq!(o.authorization_webhook_cache_unauthorized_ttl, Duration::from_secs(1));
+        assert_eq!(
+            o.authentication_token_webhook_cache_ttl,
+            Duration::from_secs(60)
+        );
+        assert_eq!(
+            o.authorization_webhook_cache_authorized_ttl,
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            o.authorization_webhook_cache_unauthorized_ttl,
+            Duration::from_secs(1)
+        );
         let err = parse(&args("run --authorization-mode Webhook")).unwrap_err();
         assert!(err.to_string().contains("--kubeconfig"), "{err}");
         let err = parse(&args("run --kubeconfig /k --authorization-mode RBAC")).unwrap_err();
@@ -1277,9 +1287,18 @@ mod tests {
         };
         assert_eq!(o.client_ca_file, Some(PathBuf::from("/ca.crt")));
         assert!(o.authentication_token_webhook && o.authorization_webhook && !o.anonymous_auth);
-        assert_eq!(o.authentication_token_webhook_cache_ttl, Duration::from_secs(30));
-        assert_eq!(o.authorization_webhook_cache_authorized_ttl, Duration::from_secs(60));
-        assert_eq!(o.authorization_webhook_cache_unauthorized_ttl, Duration::from_secs(2));
+        assert_eq!(
+            o.authentication_token_webhook_cache_ttl,
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            o.authorization_webhook_cache_authorized_ttl,
+            Duration::from_secs(60)
+        );
+        assert_eq!(
+            o.authorization_webhook_cache_unauthorized_ttl,
+            Duration::from_secs(2)
+        );
         std::fs::write(&path, "authorization: {mode: Node}\n").unwrap();
         let err = parse(&args(&format!("run --config {p}"))).unwrap_err();
         assert!(err.to_string().contains("authorization.mode"), "{err}");

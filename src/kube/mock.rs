@@ -689,8 +689,10 @@ impl MockApiServer {
                         "user": {"username": user, "uid": format!("uid-{user}"), "groups": groups}}),
                     None => json!({"authenticated": false, "error": "token not found"}),
                 };
-                Ok(json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
-                          "status": status}))
+                Ok(
+                    json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                          "status": status}),
+                )
             }
             (&Method::POST, ["apis", "authorization.k8s.io", "v1", "subjectaccessreviews"]) => {
                 let spec = &body_json["spec"];
@@ -701,8 +703,10 @@ impl MockApiServer {
                             && ra["verb"] == v.as_str()
                             && ra["subresource"] == s.as_str()
                     });
-                Ok(json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-                          "status": {"allowed": allowed}}))
+                Ok(
+                    json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                          "status": {"allowed": allowed}}),
+                )
             }
             // ---- events
             (&Method::GET, ["api", "v1", "events"]) => Ok(list_events(&st, None)),

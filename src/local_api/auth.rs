@@ -226,7 +226,9 @@ fn tlv(b: &[u8]) -> Option<(u8, &[u8], &[u8])> {
         if n == 0 || n > 4 || b.len() < n {
             return None;
         }
-        let len = b[..n].iter().fold(0usize, |a, &x| (a << 8) | usize::from(x));
+        let len = b[..n]
+            .iter()
+            .fold(0usize, |a, &x| (a << 8) | usize::from(x));
         b = &b[n..];
         len
     };
@@ -309,7 +311,11 @@ pub fn token_review_user(answer: &Value) -> Option<User> {
     let groups = user
         .get("groups")
         .and_then(Value::as_array)
-        .map(|g| g.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+        .map(|g| {
+            g.iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default();
     let uid = user
         .get("uid")

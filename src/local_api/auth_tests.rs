@@ -48,7 +48,11 @@ fn der(tag: u8, content: &[u8]) -> Vec<u8> {
 }
 
 fn attr(oid_last: u8, tag: u8, value: &str) -> Vec<u8> {
-    let atv = [der(0x06, &[0x55, 0x04, oid_last]), der(tag, value.as_bytes())].concat();
+    let atv = [
+        der(0x06, &[0x55, 0x04, oid_last]),
+        der(tag, value.as_bytes()),
+    ]
+    .concat();
     der(0x31, &der(0x30, &atv))
 }
 
@@ -64,7 +68,10 @@ fn cert(subject: &[Vec<u8>], with_version: bool) -> Vec<u8> {
     tbs.extend(der(0x30, &[0u8; 200])); // validity (long form length)
     tbs.extend(der(0x30, &subject.concat()));
     tbs.extend(der(0x30, &[])); // spki
-    der(0x30, &[der(0x30, &tbs), der(0x30, &[]), der(0x03, &[0])].concat())
+    der(
+        0x30,
+        &[der(0x30, &tbs), der(0x30, &[]), der(0x03, &[0])].concat(),
+    )
 }
 
 #[test]

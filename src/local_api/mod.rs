@@ -11,7 +11,9 @@
 //! - [`printers`], [`select`]: server-side `Table`s and selectors.
 //! - [`stats`]: resource usage — `/stats/summary`, `/metrics/resource` and
 //!   `metrics.k8s.io` for `kubectl top` — read from the runtime and `/proc` per request.
-//! - [`server`]: the listener, TLS, authentication and the routes.
+//! - [`auth`]: who calls and may they (kubelet: x509, TokenReview, anonymous;
+//!   `AlwaysAllow` or SubjectAccessReview), with the webhooks' caches.
+//! - [`server`]: the listener, TLS and the routes.
 //! - [`stream`]: `exec`, `attach` and `port-forward`, proxied to the runtime's streaming
 //!   server.
 //!
@@ -83,7 +85,7 @@ pub struct LocalApiOptions {
     /// `--tls-cert-file` / `--tls-private-key-file`: bring your own.
     pub tls_cert_file: Option<PathBuf>,
     pub tls_private_key_file: Option<PathBuf>,
-    /// `--client-ca-file`: client certificates it signed are admitted like the token.
+    /// `--client-ca-file`: client certificates it signed authenticate (user = CN, groups = O).
     pub client_ca_file: Option<PathBuf>,
     /// `authentication:` / `authorization:` (anonymous, webhooks, caches).
     pub auth: auth::AuthConfig,

@@ -13,7 +13,8 @@
 //! bodies are not read (every route is a GET, the streams' POSTs carry none), a watch that
 //! falls behind is cut off, and at most [`super::stream::MAX_STREAMS`] streams are proxied.
 //!
-//! Must never: serve without the bearer token (only `/healthz` is open), serve a Secret, or
+//! Must never: serve a request [`super::auth`] did not allow (only `/healthz` is open), serve
+//! a Secret, or
 //! compute per request what the agent already holds (pods are rendered once per change).
 
 use std::cell::RefCell;

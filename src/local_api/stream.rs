@@ -93,9 +93,7 @@ pub fn route<'a>(segments: &[&'a str]) -> Option<Route<'a>> {
             Some(r(kind(sub)?, ns, pod, Some(uid), Some(c)))
         }
         // kubelet: `/portForward/{podNamespace}/{podID}[/{uid}]` (what the apiserver asks).
-        ["portforward" | "portForward", ns, pod] => {
-            Some(r(Kind::PortForward, ns, pod, None, None))
-        }
+        ["portforward" | "portForward", ns, pod] => Some(r(Kind::PortForward, ns, pod, None, None)),
         ["portforward" | "portForward", ns, pod, uid] => {
             Some(r(Kind::PortForward, ns, pod, Some(uid), None))
         }

@@ -209,6 +209,8 @@ check "the node's own certificate (system:node:$NODE, not granted nodes/proxy) â
 msg=$("$KUBECTL" --kubeconfig /dev/null --server "$APISERVER_URL" --certificate-authority "$CLUSTER_CA" \
 	--token "$nobody" logs node-api 2>&1 || true)
 check "through the apiserver, the token without RBAC is refused: $msg" grep -q Forbidden <<<"$msg"
+can=$(kc auth can-i create subjectaccessreviews.authorization.k8s.io --as "system:node:$NODE" --as-group system:nodes 2>&1 || true)
+check "the Node authorizer lets the node create SubjectAccessReviews (no RBAC binding): $can" test "$can" = yes
 leaks=0
 for t in "$nobody" "$reader"; do grep -qF "$t" "$WORK/picolet.log" && leaks=1; done
 check "no token in picolet's log" test "$leaks" = 0
