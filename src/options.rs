@@ -310,52 +310,6 @@ The node API (builds with the `apiserver` feature; kubectl works against it):
 Logging: RUST_LOG=debug|info|warn (default info).
 ";
 
-/// KubeletConfiguration `authentication:` (x509, webhook, anonymous).
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct AuthenticationConfig {
-    x509: Option<X509Config>,
-    webhook: Option<WebhookAuthnConfig>,
-    anonymous: Option<Enabled>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct X509Config {
-    #[serde(rename = "clientCAFile")]
-    client_ca_file: Option<PathBuf>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct WebhookAuthnConfig {
-    enabled: Option<bool>,
-    #[serde(rename = "cacheTTL")]
-    cache_ttl: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct Enabled {
-    enabled: Option<bool>,
-}
-
-/// KubeletConfiguration `authorization:` (mode, webhook caches).
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct AuthorizationConfig {
-    mode: Option<String>,
-    webhook: Option<WebhookAuthzConfig>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct WebhookAuthzConfig {
-    #[serde(rename = "cacheAuthorizedTTL")]
-    cache_authorized_ttl: Option<String>,
-    #[serde(rename = "cacheUnauthorizedTTL")]
-    cache_unauthorized_ttl: Option<String>,
-}
-
 /// The config file, KubeletConfiguration-style field names (plus picolet's flag names as
 /// aliases). Unknown keys are logged and ignored, so a kubelet config can be reused.
 #[derive(Debug, Default, Deserialize)]
@@ -398,8 +352,9 @@ struct ConfigFile {
     port: Option<u16>,
     tls_cert_file: Option<PathBuf>,
     tls_private_key_file: Option<PathBuf>,
-    authentication: Option<AuthenticationConfig>,
-    authorization: Option<AuthorizationConfig>,
+    /// Read by key ([`yaml_at`]): seven derived structs cost the ARMv6 binary ~10 KB.
+    authentication: Option<serde_yaml_ng::Value>,
+    authorization: Option<serde_yaml_ng::Value>,
     container_log_max_size: Option<String>,
     container_log_max_files: Option<usize>,
     #[serde(rename = "imageGCHighThresholdPercent")]
@@ -872,38 +827,47 @@ fn apply_config_file(opts: &mut Options, path: &str) -> Result<(), OptionsError>
     }
     // Only the keys given: the kubelet's config-file defaults (webhooks on) would close
     // a standalone board's API, so picolet keeps its flag defaults (a deliberate difference).
-    if let Some(a) = cfg.authentication {
-        if let Some(v) = a.x509.and_then(|x| x.client_ca_file) {
-            opts.client_ca_file = Some(v);
-        }
-        if let Some(v) = a.anonymous.and_then(|x| x.enabled) {
-            opts.anonymous_auth = v;
-        }
-        if let Some(w) = a.webhook {
-            if let Some(v) = w.enabled {
-                opts.authentication_token_webhook = v;
-            }
-            if let Some(v) = w.cache_ttl {
-                opts.authentication_token_webhook_cache_ttl =
-                    dur("authentication.webhook.cacheTTL", &v)?;
-            }
+    let auth = (cfg.authentication, cfg.authorization);
+    let yaml_bool = |key: &str| match yaml_at(&auth, key) {
+        None => Ok(None),
+        Some(serde_yaml_ng::Value::Bool(b)) => Ok(Some(*b)),
+        Some(_) => Err(bad(format!("{key}: not true or false"))),
+    };
+    let yaml_str = |key: &str| match yaml_at(&auth, key) {
+        None => Ok(None),
+        Some(serde_yaml_ng::Value::String(v)) => Ok(Some(v.clone())),
+        Some(_) => Err(bad(format!("{key}: not a string"))),
+    };
+    if let Some(v) = yaml_str("authentication.x509.clientCAFile")? {
+        opts.client_ca_file = Some(v.into());
+    }
+    if let Some(v) = yaml_bool("authentication.anonymous.enabled")? {
+        opts.anonymous_auth = v;
+    }
+    if let Some(v) = yaml_bool("authentication.webhook.enabled")? {
+        opts.authentication_token_webhook = v;
+    }
+    for (key, field) in [
+        (
+            "authentication.webhook.cacheTTL",
+            &mut opts.authentication_token_webhook_cache_ttl,
+        ),
+        (
+            "authorization.webhook.cacheAuthorizedTTL",
+            &mut opts.authorization_webhook_cache_authorized_ttl,
+        ),
+        (
+            "authorization.webhook.cacheUnauthorizedTTL",
+            &mut opts.authorization_webhook_cache_unauthorized_ttl,
+        ),
+    ] {
+        if let Some(v) = yaml_str(key)? {
+            *field = dur(key, &v)?;
         }
     }
-    if let Some(a) = cfg.authorization {
-        if let Some(v) = a.mode {
-            opts.authorization_webhook =
-                authorization_mode(&v).map_err(|e| bad(format!("authorization.mode: {e}")))?;
-        }
-        if let Some(w) = a.webhook {
-            if let Some(v) = w.cache_authorized_ttl {
-                opts.authorization_webhook_cache_authorized_ttl =
-                    dur("authorization.webhook.cacheAuthorizedTTL", &v)?;
-            }
-            if let Some(v) = w.cache_unauthorized_ttl {
-                opts.authorization_webhook_cache_unauthorized_ttl =
-                    dur("authorization.webhook.cacheUnauthorizedTTL", &v)?;
-            }
-        }
+    if let Some(v) = yaml_str("authorization.mode")? {
+        opts.authorization_webhook =
+            authorization_mode(&v).map_err(|e| bad(format!("authorization.mode: {e}")))?;
     }
     if let Some(v) = cfg.container_log_max_size {
         opts.container_log_max_size =
@@ -935,6 +899,23 @@ fn apply_config_file(opts: &mut Options, path: &str) -> Result<(), OptionsError>
         }
     }
     Ok(())
+}
+
+/// The value at a dotted `key` (`authentication.webhook.enabled`) of the config file's
+/// `authentication:` / `authorization:` blocks.
+fn yaml_at<'a>(
+    blocks: &'a (Option<serde_yaml_ng::Value>, Option<serde_yaml_ng::Value>),
+    key: &str,
+) -> Option<&'a serde_yaml_ng::Value> {
+    let mut parts = key.split('.');
+    let mut v = match parts.next()? {
+        "authentication" => blocks.0.as_ref()?,
+        _ => blocks.1.as_ref()?,
+    };
+    for p in parts {
+        v = v.get(p)?;
+    }
+    Some(v)
 }
 
 /// `--authorization-mode`: `Webhook` (true) or `AlwaysAllow` (false).

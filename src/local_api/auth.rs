@@ -29,7 +29,9 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
+
+use crate::json::object;
 use tokio::time::Instant;
 
 /// `--authorization-mode` (kubelet: `authorization.mode`).
@@ -278,7 +280,13 @@ impl<V: Clone> TtlCache<V> {
 /// The cache key of a token: its SHA-256 (the token itself is never kept).
 pub fn token_key(token: &str) -> String {
     let d = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
-    d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    // A letter per half byte (a..p): a key, not for display.
+    let mut key = String::with_capacity(64);
+    for b in d.as_ref() {
+        key.push(char::from(b'a' + (b >> 4)));
+        key.push(char::from(b'a' + (b & 15)));
+    }
+    key
 }
 
 /// The cache key of a decision: who, verb, subresource.
@@ -293,8 +301,11 @@ pub fn decision_key(user: &User, verb: &str, subresource: &str) -> String {
 
 /// The TokenReview to POST (authentication.k8s.io/v1).
 pub fn token_review(token: &str) -> Value {
-    json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
-           "spec": {"token": token}})
+    object(&mut [
+        ("apiVersion", "authentication.k8s.io/v1".into()),
+        ("kind", "TokenReview".into()),
+        ("spec", object(&mut [("token", token.into())])),
+    ])
 }
 
 /// The user a TokenReview's answer names, `None` if it was not authenticated.
@@ -327,16 +338,32 @@ pub fn token_review_user(answer: &Value) -> Option<User> {
 
 /// The SubjectAccessReview to POST (authorization.k8s.io/v1) for one subresource.
 pub fn access_review(user: &User, verb: &str, subresource: &str, node: &str) -> Value {
-    let mut spec = json!({
-        "user": user.name, "groups": user.groups,
-        "resourceAttributes": {"verb": verb, "group": "", "version": "v1",
-                               "resource": "nodes", "subresource": subresource, "name": node},
-    });
+    let attributes = object(&mut [
+        ("verb", verb.into()),
+        ("group", "".into()),
+        ("version", "v1".into()),
+        ("resource", "nodes".into()),
+        ("subresource", subresource.into()),
+        ("name", node.into()),
+    ]);
+    let groups = user
+        .groups
+        .iter()
+        .map(|g| Value::from(g.as_str()))
+        .collect();
+    let mut spec = object(&mut [
+        ("user", user.name.as_str().into()),
+        ("groups", Value::Array(groups)),
+        ("resourceAttributes", attributes),
+    ]);
     if !user.uid.is_empty() {
-        spec["uid"] = json!(user.uid);
+        spec["uid"] = user.uid.as_str().into();
     }
-    json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-           "spec": spec})
+    object(&mut [
+        ("apiVersion", "authorization.k8s.io/v1".into()),
+        ("kind", "SubjectAccessReview".into()),
+        ("spec", spec),
+    ])
 }
 
 /// A SubjectAccessReview's answer: allowed (`status.allowed` and not `denied`).

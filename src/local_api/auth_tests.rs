@@ -1,4 +1,5 @@
 use super::*;
+use serde_json::json;
 
 /// kubelet: `GetRequestAttributes` (server/auth.go) with fine-grained authz on.
 #[test]
