@@ -38,13 +38,13 @@ struct Node {
 }
 
 /// The agent and the node API over the fake runtime, as `daemon::run` wires them.
-async fn start(dir: &std::path::Path, cfg: &picolet::agent::AgentConfig) -> Node {
+async fn start(dir: &std::path::Path, cfg: &picolet::daemon::DaemonConfig) -> Node {
     start_with(dir, cfg, None).await
 }
 
 async fn start_with(
     dir: &std::path::Path,
-    cfg: &picolet::agent::AgentConfig,
+    cfg: &picolet::daemon::DaemonConfig,
     client_ca: Option<&std::path::Path>,
 ) -> Node {
     start_auth(dir, cfg, client_ca, Default::default(), None).await
@@ -62,7 +62,7 @@ async fn start_auth(
     let rt = FakeRuntime::new(clock);
     rt.add_image(IMAGE);
     let opts = LocalApiOptions {
-        node_name: cfg.node_name.clone(),
+        node_name: cfg.agent.node_name.clone(),
         address: "127.0.0.1".parse().expect("ip"),
         port: free_port(),
         cert_dir: dir.join("root/pki"),
@@ -72,8 +72,8 @@ async fn start_auth(
         auth,
         kubeconfig_path: dir.join("root/kubeconfig"),
         node_ip: None,
-        pod_log_dir: cfg.pod_log_dir.clone(),
-        labels: cfg.node_labels.clone(),
+        pod_log_dir: cfg.agent.pod_log_dir.clone(),
+        labels: cfg.agent.node_labels.clone(),
         max_pods: 110,
         allocatable: Default::default(),
     };

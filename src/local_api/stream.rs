@@ -68,7 +68,7 @@ pub struct Route<'a> {
 }
 
 /// The streaming paths: the API's `…/pods/{name}/exec|attach|portforward` and the kubelet's
-/// own `/exec/{ns}/{pod}[/{uid}]/{container}`, `/attach/…`, `/portforward/{ns}/{pod}[/{uid}]`.
+/// own `/exec/{ns}/{pod}[/{uid}]/{container}`, `/attach/…`, `/portForward/{ns}/{pod}[/{uid}]`.
 pub fn route<'a>(segments: &[&'a str]) -> Option<Route<'a>> {
     let kind = |s: &str| match s {
         "exec" => Some(Kind::Exec),
@@ -92,9 +92,10 @@ pub fn route<'a>(segments: &[&'a str]) -> Option<Route<'a>> {
         [sub @ ("exec" | "attach"), ns, pod, uid, c] => {
             Some(r(kind(sub)?, ns, pod, Some(uid), Some(c)))
         }
-        // kubelet: `/portForward/{podNamespace}/{podID}[/{uid}]` (what the apiserver asks).
-        ["portforward" | "portForward", ns, pod] => Some(r(Kind::PortForward, ns, pod, None, None)),
-        ["portforward" | "portForward", ns, pod, uid] => {
+        // kubelet: `/portForward/{podNamespace}/{podID}[/{uid}]` (what the apiserver's
+        // proxy asks for); the lower-case form too, as picolet has always served it.
+        ["portForward" | "portforward", ns, pod] => Some(r(Kind::PortForward, ns, pod, None, None)),
+        ["portForward" | "portforward", ns, pod, uid] => {
             Some(r(Kind::PortForward, ns, pod, Some(uid), None))
         }
         _ => None,
@@ -190,7 +191,7 @@ pub fn is_upgrade(headers: &HeaderMap) -> bool {
 }
 
 /// What a stream's query asks for: the streams (`stdin`, `stdout`, `stderr`, `tty`; kubectl
-/// sends `true`, the apiserver `input`, `output`, `error` = `1`), the command (`command`, repeated), the container and
+/// sends `true`, the apiserver `1`), the command (`command`, repeated), the container and
 /// the ports (`ports` from kubectl, `port` from the apiserver's WebSocket form).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Params {
@@ -208,9 +209,10 @@ impl Params {
                 .any(|(k, v)| k == key && matches!(v.as_str(), "1" | "true" | "True" | ""))
         };
         let mut p = Params {
+            // kubelet: `remotecommandserver.NewOptions` reads `input`, `output`, `error`
+            // (what the apiserver's exec/attach proxy sends); kubectl talking to the node
+            // directly, as to an apiserver, says `stdin`, `stdout`, `stderr`.
             streams: StreamOptions {
-                // kubelet: the apiserver's `input`/`output`/`error` (api.ExecStdinParam, …)
-                // or kubectl's `stdin`/`stdout`/`stderr` when it talks to the node.
                 stdin: flag("stdin") || flag("input"),
                 stdout: flag("stdout") || flag("output"),
                 stderr: flag("stderr") || flag("error"),
@@ -1195,13 +1197,13 @@ mod tests {
             })
         );
         assert_eq!(r("/attach/ns/web/app").map(|r| r.kind), Some(Kind::Attach));
+        // What the apiserver's port-forward proxy asks for (the kubelet's own spelling).
+        assert_eq!(
+            r("/portForward/ns/web").map(|r| (r.kind, r.pod)),
+            Some((Kind::PortForward, "web"))
+        );
         assert_eq!(
             r("/portforward/ns/web").map(|r| (r.kind, r.uid)),
-            Some((Kind::PortForward, None))
-        );
-        // What the apiserver asks (kubelet's path is camel-case).
-        assert_eq!(
-            r("/portForward/ns/web").map(|r| (r.kind, r.uid)),
             Some((Kind::PortForward, None))
         );
         assert_eq!(r("/exec/ns/web"), None);
@@ -1254,8 +1256,8 @@ mod tests {
         let p = Params::parse(&q("stdout=1&ports=80,8080&port=9")).unwrap();
         assert!(p.streams.stdout && !p.streams.stdin && !p.streams.tty);
         assert_eq!(p.ports, [80, 8080, 9]);
-        // The apiserver's names (api.ExecStdinParam = "input", …).
-        let p = Params::parse(&q("command=cat&input=1&output=1&error=1")).unwrap();
+        // The apiserver's exec proxy names the streams as the kubelet reads them.
+        let p = Params::parse(&q("command=tr&input=1&output=1&error=1")).unwrap();
         assert!(p.streams.stdin && p.streams.stdout && p.streams.stderr && !p.streams.tty);
         assert!(Params::parse(&q("ports=0")).is_err());
         assert!(Params::parse(&q("ports=x")).is_err());

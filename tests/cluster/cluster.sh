@@ -401,9 +401,22 @@ up() {
 		--peer-client-cert-auth --peer-trusted-ca-file="$pki/ca.crt"
 	wait_for etcd 60 etcd_health
 
+	# An audit log of what nodes (and bootstrapping nodes) ask, at Metadata level: the tests
+	# count a node's requests by verb and resource and find any it was refused.
+	cat >"$DIR/audit-policy.yaml" <<-EOF
+		apiVersion: audit.k8s.io/v1
+		kind: Policy
+		omitStages: [RequestReceived]
+		rules:
+		- level: Metadata
+		  userGroups: ["system:nodes", "system:bootstrappers"]
+		- level: None
+	EOF
 	# --endpoint-reconciler-type=none: the `kubernetes` Service gets no Endpoints, since an
 	# Endpoints address may not be a loopback one and this apiserver listens on 127.0.0.1 only.
 	start kube-apiserver "$apiserver" \
+		--audit-policy-file="$DIR/audit-policy.yaml" --audit-log-path="$DIR/logs/audit.log" \
+		--audit-log-maxsize=200 --audit-log-maxbackup=1 \
 		--bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$APISERVER_PORT" \
 		--endpoint-reconciler-type=none \
 		--etcd-servers="https://127.0.0.1:$ETCD_CLIENT_PORT" --etcd-cafile="$pki/ca.crt" \
