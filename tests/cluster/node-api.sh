@@ -172,6 +172,7 @@ after=$(wc -l <"$WORK/follow.txt")
 last=$(tail -n 1 "$WORK/follow.txt")
 check "kubectl logs -f: $after lines, ending $last (plain logs had $before)" \
 	test "$after" -ge $((before + 3))
+# shellcheck disable=SC2016 # $x is the container's
 out=$(printf 'hello-stdin\n' | kc exec -i node-api -- sh -c 'read x; echo "got:$x"' 2>&1 || true)
 check "kubectl exec -i (stdin): $out" test "$out" = "got:hello-stdin"
 pf_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
