@@ -53,7 +53,7 @@ async fn start_with(
 /// … with the authentication and authorization settings and the apiserver client.
 async fn start_auth(
     dir: &std::path::Path,
-    cfg: &picolet::agent::AgentConfig,
+    cfg: &picolet::daemon::DaemonConfig,
     client_ca: Option<&std::path::Path>,
     auth: local_api::auth::AuthConfig,
     apiserver: Option<Client>,
