@@ -83,6 +83,9 @@ pub struct Extensions {
     /// Where the eviction manager publishes the node's pressure conditions (the node
     /// status and the node API subscribe).
     pub pressure: Option<tokio::sync::watch::Sender<crate::eviction::Conditions>>,
+    /// The node's apiserver client (apiserver mode): the node API's webhooks use it.
+    #[cfg(feature = "apiserver")]
+    pub client: Option<crate::kube::Client>,
 }
 
 /// `picolet run`: the real CRI client and the system clock.
@@ -128,6 +131,7 @@ pub async fn run(
                     runtime.clone(),
                     SystemClock,
                     crate::local_api::Sources {
+                        client: ext.client.clone(),
                         runtime_metrics: Some(runtime_metrics),
                         recorder: Some(recorder),
                         agent_metrics: Some(agent_metrics),
@@ -304,6 +308,18 @@ pub fn local_api_options(opts: &Options, cfg: &AgentConfig) -> crate::local_api:
         tls_cert_file: opts.tls_cert_file.clone(),
         tls_private_key_file: opts.tls_private_key_file.clone(),
         client_ca_file: opts.client_ca_file.clone(),
+        auth: crate::local_api::auth::AuthConfig {
+            anonymous: opts.anonymous_auth,
+            token_webhook: opts.authentication_token_webhook,
+            token_ttl: opts.authentication_token_webhook_cache_ttl,
+            mode: if opts.authorization_webhook {
+                crate::local_api::auth::Mode::Webhook
+            } else {
+                crate::local_api::auth::Mode::AlwaysAllow
+            },
+            authorized_ttl: opts.authorization_webhook_cache_authorized_ttl,
+            unauthorized_ttl: opts.authorization_webhook_cache_unauthorized_ttl,
+        },
         kubeconfig_path: opts.root_dir.join("kubeconfig"),
         node_ip: cfg.node_ip,
         pod_log_dir: opts.pod_log_dir.clone(),
@@ -541,6 +557,7 @@ pub fn start_apiserver_mode<R: Runtime, C: Clock>(
     if let Some(path) = &opts.kubeconfig {
         let config = ClientConfig::from_kubeconfig(path)?;
         let client = Client::new(&config)?;
+        ext.client = Some(client.clone());
         log::info!(
             target: APISERVER_LOG,
             "apiserver mode: node {} joins {} (kubeconfig {})",

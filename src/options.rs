@@ -148,6 +148,22 @@ pub struct Options {
     /// `--client-ca-file` (kubelet `authentication.x509.clientCAFile`): client certificates
     /// it signed may use the node API (the apiserver's kubelet-client certificate).
     pub client_ca_file: Option<PathBuf>,
+    /// `--anonymous-auth` (kubelet `authentication.anonymous.enabled`): requests without
+    /// credentials are `system:anonymous`. Off by default (the kubelet's flag default is on,
+    /// its config file's off).
+    pub anonymous_auth: bool,
+    /// `--authentication-token-webhook` (`authentication.webhook.enabled`): bearer tokens
+    /// are checked with the apiserver's TokenReview.
+    pub authentication_token_webhook: bool,
+    /// `--authentication-token-webhook-cache-ttl` (`authentication.webhook.cacheTTL`, 2m).
+    pub authentication_token_webhook_cache_ttl: Duration,
+    /// `--authorization-mode=Webhook` (`authorization.mode`; default AlwaysAllow): each
+    /// request is a SubjectAccessReview.
+    pub authorization_webhook: bool,
+    /// `--authorization-webhook-cache-authorized-ttl` (5m).
+    pub authorization_webhook_cache_authorized_ttl: Duration,
+    /// `--authorization-webhook-cache-unauthorized-ttl` (30s).
+    pub authorization_webhook_cache_unauthorized_ttl: Duration,
 }
 
 impl Default for Options {
@@ -196,6 +212,12 @@ impl Default for Options {
             tls_cert_file: None,
             tls_private_key_file: None,
             client_ca_file: None,
+            anonymous_auth: false,
+            authentication_token_webhook: false,
+            authentication_token_webhook_cache_ttl: Duration::from_secs(120),
+            authorization_webhook: false,
+            authorization_webhook_cache_authorized_ttl: Duration::from_secs(300),
+            authorization_webhook_cache_unauthorized_ttl: Duration::from_secs(30),
         }
     }
 }
@@ -277,6 +299,12 @@ The node API (builds with the `apiserver` feature; kubectl works against it):
     --tls-private-key-file FILE         its key
     --client-ca-file FILE               also admit client certificates this CA signed
                                         (the apiserver's kubelet-client certificate)
+    --anonymous-auth[=BOOL]             no credentials = system:anonymous [false]
+    --authentication-token-webhook[=BOOL]  check bearer tokens with TokenReview [false]
+    --authentication-token-webhook-cache-ttl D   [2m]
+    --authorization-mode MODE           AlwaysAllow or Webhook (SubjectAccessReview) [AlwaysAllow]
+    --authorization-webhook-cache-authorized-ttl D   [5m]
+    --authorization-webhook-cache-unauthorized-ttl D [30s]
     (picolet writes ROOT-DIR/kubeconfig, mode 0600; `picolet kubeconfig` prints it)
 
 Logging: RUST_LOG=debug|info|warn (default info).
@@ -324,6 +352,9 @@ struct ConfigFile {
     port: Option<u16>,
     tls_cert_file: Option<PathBuf>,
     tls_private_key_file: Option<PathBuf>,
+    /// Read by key ([`yaml_at`]): seven derived structs cost the ARMv6 binary ~10 KB.
+    authentication: Option<serde_yaml_ng::Value>,
+    authorization: Option<serde_yaml_ng::Value>,
     container_log_max_size: Option<String>,
     container_log_max_files: Option<usize>,
     #[serde(rename = "imageGCHighThresholdPercent")]
@@ -562,8 +593,41 @@ pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
             "--tls-cert-file" => opts.tls_cert_file = Some(value()?.into()),
             "--tls-private-key-file" => opts.tls_private_key_file = Some(value()?.into()),
             "--client-ca-file" => opts.client_ca_file = Some(value()?.into()),
+            "--anonymous-auth" => opts.anonymous_auth = bool_flag(flag, raw_value.as_deref())?,
+            "--authentication-token-webhook" => {
+                opts.authentication_token_webhook = bool_flag(flag, raw_value.as_deref())?
+            }
+            "--authentication-token-webhook-cache-ttl" => {
+                opts.authentication_token_webhook_cache_ttl = duration_flag(flag, &value()?)?
+            }
+            "--authorization-mode" => {
+                opts.authorization_webhook =
+                    authorization_mode(&value()?).map_err(|reason| OptionsError::BadValue {
+                        flag: flag.clone(),
+                        reason,
+                    })?
+            }
+            "--authorization-webhook-cache-authorized-ttl" => {
+                opts.authorization_webhook_cache_authorized_ttl = duration_flag(flag, &value()?)?
+            }
+            "--authorization-webhook-cache-unauthorized-ttl" => {
+                opts.authorization_webhook_cache_unauthorized_ttl = duration_flag(flag, &value()?)?
+            }
             other => return Err(OptionsError::UnknownFlag(other.to_string())),
         }
+    }
+    // kubelet: "no client provided, cannot use webhook authentication/authorization".
+    if (opts.authentication_token_webhook || opts.authorization_webhook)
+        && opts.kubeconfig.is_none()
+    {
+        return Err(OptionsError::BadValue {
+            flag: if opts.authorization_webhook {
+                "--authorization-mode".into()
+            } else {
+                "--authentication-token-webhook".into()
+            },
+            reason: "the webhooks ask the apiserver: --kubeconfig is needed".into(),
+        });
     }
     if opts.tls_cert_file.is_some() != opts.tls_private_key_file.is_some() {
         return Err(OptionsError::BadValue {
@@ -765,6 +829,50 @@ fn apply_config_file(opts: &mut Options, path: &str) -> Result<(), OptionsError>
     if let Some(v) = cfg.tls_private_key_file {
         opts.tls_private_key_file = Some(v);
     }
+    // Only the keys given: the kubelet's config-file defaults (webhooks on) would close
+    // a standalone board's API, so picolet keeps its flag defaults (a deliberate difference).
+    let auth = (cfg.authentication, cfg.authorization);
+    let yaml_bool = |key: &str| match yaml_at(&auth, key) {
+        None => Ok(None),
+        Some(serde_yaml_ng::Value::Bool(b)) => Ok(Some(*b)),
+        Some(_) => Err(bad(format!("{key}: not true or false"))),
+    };
+    let yaml_str = |key: &str| match yaml_at(&auth, key) {
+        None => Ok(None),
+        Some(serde_yaml_ng::Value::String(v)) => Ok(Some(v.clone())),
+        Some(_) => Err(bad(format!("{key}: not a string"))),
+    };
+    if let Some(v) = yaml_str("authentication.x509.clientCAFile")? {
+        opts.client_ca_file = Some(v.into());
+    }
+    if let Some(v) = yaml_bool("authentication.anonymous.enabled")? {
+        opts.anonymous_auth = v;
+    }
+    if let Some(v) = yaml_bool("authentication.webhook.enabled")? {
+        opts.authentication_token_webhook = v;
+    }
+    for (key, field) in [
+        (
+            "authentication.webhook.cacheTTL",
+            &mut opts.authentication_token_webhook_cache_ttl,
+        ),
+        (
+            "authorization.webhook.cacheAuthorizedTTL",
+            &mut opts.authorization_webhook_cache_authorized_ttl,
+        ),
+        (
+            "authorization.webhook.cacheUnauthorizedTTL",
+            &mut opts.authorization_webhook_cache_unauthorized_ttl,
+        ),
+    ] {
+        if let Some(v) = yaml_str(key)? {
+            *field = dur(key, &v)?;
+        }
+    }
+    if let Some(v) = yaml_str("authorization.mode")? {
+        opts.authorization_webhook =
+            authorization_mode(&v).map_err(|e| bad(format!("authorization.mode: {e}")))?;
+    }
     if let Some(v) = cfg.container_log_max_size {
         opts.container_log_max_size =
             size_value(&v).map_err(|reason| OptionsError::ConfigParse {
@@ -795,6 +903,32 @@ fn apply_config_file(opts: &mut Options, path: &str) -> Result<(), OptionsError>
         }
     }
     Ok(())
+}
+
+/// The value at a dotted `key` (`authentication.webhook.enabled`) of the config file's
+/// `authentication:` / `authorization:` blocks.
+fn yaml_at<'a>(
+    blocks: &'a (Option<serde_yaml_ng::Value>, Option<serde_yaml_ng::Value>),
+    key: &str,
+) -> Option<&'a serde_yaml_ng::Value> {
+    let mut parts = key.split('.');
+    let mut v = match parts.next()? {
+        "authentication" => blocks.0.as_ref()?,
+        _ => blocks.1.as_ref()?,
+    };
+    for p in parts {
+        v = v.get(p)?;
+    }
+    Some(v)
+}
+
+/// `--authorization-mode`: `Webhook` (true) or `AlwaysAllow` (false).
+fn authorization_mode(v: &str) -> Result<bool, String> {
+    match v {
+        "Webhook" => Ok(true),
+        "AlwaysAllow" => Ok(false),
+        _ => Err(format!("{v:?} is not AlwaysAllow or Webhook")),
+    }
 }
 
 /// `true`/`false`, or a bare flag (true).
@@ -958,6 +1092,8 @@ const KNOWN_CONFIG_KEYS: &[&str] = &[
     "port",
     "tlsCertFile",
     "tlsPrivateKeyFile",
+    "authentication",
+    "authorization",
     "containerLogMaxSize",
     "containerLogMaxFiles",
     "imageGCHighThresholdPercent",
@@ -1134,6 +1270,76 @@ mod tests {
             parse(&args("--pod-manifest-path /m")).unwrap(),
             Command::Run(_)
         ));
+    }
+
+    #[test]
+    fn the_node_apis_authentication_and_authorization_as_the_kubelets() {
+        let Command::Run(o) = parse(&args("run")).unwrap() else {
+            panic!()
+        };
+        // picolet's defaults: today's all-or-nothing (no anonymous, no webhooks).
+        assert!(!o.anonymous_auth && !o.authentication_token_webhook && !o.authorization_webhook);
+        assert_eq!(
+            o.authentication_token_webhook_cache_ttl,
+            Duration::from_secs(120)
+        );
+        let Command::Run(o) = parse(&args(
+            "run --kubeconfig /k --anonymous-auth=true --authentication-token-webhook \
+             --authentication-token-webhook-cache-ttl 1m --authorization-mode Webhook \
+             --authorization-webhook-cache-authorized-ttl 10s \
+             --authorization-webhook-cache-unauthorized-ttl 1s",
+        ))
+        .unwrap() else {
+            panic!()
+        };
+        assert!(o.anonymous_auth && o.authentication_token_webhook && o.authorization_webhook);
+        assert_eq!(
+            o.authentication_token_webhook_cache_ttl,
+            Duration::from_secs(60)
+        );
+        assert_eq!(
+            o.authorization_webhook_cache_authorized_ttl,
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            o.authorization_webhook_cache_unauthorized_ttl,
+            Duration::from_secs(1)
+        );
+        let err = parse(&args("run --authorization-mode Webhook")).unwrap_err();
+        assert!(err.to_string().contains("--kubeconfig"), "{err}");
+        let err = parse(&args("run --kubeconfig /k --authorization-mode RBAC")).unwrap_err();
+        assert!(err.to_string().contains("AlwaysAllow"), "{err}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.yaml");
+        std::fs::write(
+            &path,
+            "kubeconfig: /k\nauthentication:\n  x509: {clientCAFile: /ca.crt}\n  \
+             anonymous: {enabled: false}\n  webhook: {enabled: true, cacheTTL: 30s}\n\
+             authorization:\n  mode: Webhook\n  webhook: {cacheAuthorizedTTL: 1m, cacheUnauthorizedTTL: 2s}\n",
+        )
+        .unwrap();
+        let p = path.display().to_string();
+        let Command::Run(o) = parse(&args(&format!("run --config {p}"))).unwrap() else {
+            panic!()
+        };
+        assert_eq!(o.client_ca_file, Some(PathBuf::from("/ca.crt")));
+        assert!(o.authentication_token_webhook && o.authorization_webhook && !o.anonymous_auth);
+        assert_eq!(
+            o.authentication_token_webhook_cache_ttl,
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            o.authorization_webhook_cache_authorized_ttl,
+            Duration::from_secs(60)
+        );
+        assert_eq!(
+            o.authorization_webhook_cache_unauthorized_ttl,
+            Duration::from_secs(2)
+        );
+        std::fs::write(&path, "authorization: {mode: Node}\n").unwrap();
+        let err = parse(&args(&format!("run --config {p}"))).unwrap_err();
+        assert!(err.to_string().contains("authorization.mode"), "{err}");
     }
 
     #[test]

@@ -709,11 +709,7 @@ async fn a_shorter_grace_period_cuts_a_termination_short() {
             let ext = picolet::daemon::Extensions {
                 sources: vec!["api"],
                 source_channel: Some((tx.clone(), rx)),
-                events: None,
-                objects: None,
-                recorder: None,
-                metrics: None,
-                pressure: None,
+                ..Default::default()
             };
             let shutdown = CancellationToken::new();
             let handle = tokio::task::spawn_local(picolet::daemon::run_with_extensions(

@@ -47,6 +47,17 @@ async fn start_with(
     cfg: &picolet::daemon::DaemonConfig,
     client_ca: Option<&std::path::Path>,
 ) -> Node {
+    start_auth(dir, cfg, client_ca, Default::default(), None).await
+}
+
+/// … with the authentication and authorization settings and the apiserver client.
+async fn start_auth(
+    dir: &std::path::Path,
+    cfg: &picolet::daemon::DaemonConfig,
+    client_ca: Option<&std::path::Path>,
+    auth: local_api::auth::AuthConfig,
+    apiserver: Option<Client>,
+) -> Node {
     let clock = TokioClock::new(1_800_000_000_000_000_000);
     let rt = FakeRuntime::new(clock);
     rt.add_image(IMAGE);
@@ -58,6 +69,7 @@ async fn start_with(
         tls_cert_file: None,
         tls_private_key_file: None,
         client_ca_file: client_ca.map(std::path::Path::to_path_buf),
+        auth,
         kubeconfig_path: dir.join("root/kubeconfig"),
         node_ip: None,
         pod_log_dir: cfg.agent.pod_log_dir.clone(),
@@ -68,6 +80,7 @@ async fn start_with(
     let shutdown = tokio_util::sync::CancellationToken::new();
     let metrics = std::rc::Rc::new(picolet::metrics::AgentMetrics::default());
     let sources = local_api::Sources {
+        client: apiserver,
         agent_metrics: Some(std::rc::Rc::clone(&metrics)),
         ..Default::default()
     };
@@ -465,6 +478,89 @@ async fn a_client_certificate_of_the_client_ca_is_admitted() {
             let anonymous = Client::new(&ClientConfig::from_kubeconfig(&path).unwrap()).unwrap();
             let denied = anonymous.get::<Value>("/api/v1/pods").await.unwrap_err();
             assert_eq!(denied.code(), Some(401), "{denied}");
+            node.shutdown.cancel();
+            node.handle.await.unwrap();
+        })
+        .await;
+}
+
+/// `--authentication-token-webhook --authorization-mode Webhook` against the mock apiserver,
+/// through the real listener: a token the apiserver does not know is 401, a known user
+/// without rights 403 (the kubelet's message), one with rights 200; picolet's own token
+/// needs no review. Request counts, not timings, show the caches.
+#[cfg(feature = "mock-apiserver")]
+#[tokio::test]
+async fn webhook_authn_and_authz_through_the_listener() {
+    use picolet::kube::mock::MockApiServer;
+    LocalSet::new()
+        .run_until(async {
+            let mock = MockApiServer::start_new().await.expect("mock");
+            mock.accept_token("tok-alice", "alice", &["dev"]);
+            mock.accept_token("tok-eve", "eve", &[]);
+            mock.allow("alice", "get", "proxy");
+            let mut mc = ClientConfig::new(mock.url());
+            mc.timeout = Duration::from_secs(5);
+            let auth = local_api::auth::AuthConfig {
+                token_webhook: true,
+                mode: local_api::auth::Mode::Webhook,
+                ..Default::default()
+            };
+            let tmp = tempfile::tempdir().expect("tempdir");
+            let (_agent_tmp, cfg) = agent_dir("node1");
+            let node = start_auth(
+                tmp.path(),
+                &cfg,
+                None,
+                auth,
+                Some(Client::new(&mc).unwrap()),
+            )
+            .await;
+            // picolet's own token (start_auth waited on it): a local admin, never reviewed.
+            let pods: Value = node.client.get("/api/v1/pods").await.expect("local token");
+            assert!(pods["items"].is_array());
+            assert!(mock.requests().is_empty(), "{:?}", mock.requests());
+            let text = std::fs::read_to_string(&node.opts.kubeconfig_path).unwrap();
+            let token_line = text
+                .lines()
+                .find(|l| l.trim_start().starts_with("token:"))
+                .unwrap()
+                .to_string();
+            let with_token = |t: &str| {
+                let path = tmp.path().join(format!("{t}.kubeconfig"));
+                std::fs::write(&path, text.replace(&token_line, &format!("    token: {t}")))
+                    .unwrap();
+                Client::new(&ClientConfig::from_kubeconfig(&path).unwrap()).unwrap()
+            };
+            let e = with_token("not-a-token")
+                .get::<Value>("/api/v1/pods")
+                .await
+                .unwrap_err();
+            assert_eq!(e.code(), Some(401), "{e}");
+            let eve = with_token("tok-eve");
+            for _ in 0..2 {
+                let e = eve.get::<Value>("/api/v1/pods").await.unwrap_err();
+                assert_eq!(e.code(), Some(403), "{e}");
+                assert!(
+                    e.to_string().contains(
+                        "Forbidden (user=eve, verb=get, resource=nodes, subresource=proxy)"
+                    ),
+                    "{e}"
+                );
+            }
+            let alice = with_token("tok-alice");
+            for _ in 0..3 {
+                let pods: Value = alice.get("/api/v1/pods").await.expect("alice may");
+                assert!(pods["items"].is_array());
+            }
+            let count = |what: &str| {
+                mock.requests()
+                    .iter()
+                    .filter(|r| r.path.ends_with(what))
+                    .count()
+            };
+            // One TokenReview per token, one SubjectAccessReview per user: the rest are hits.
+            assert_eq!(count("tokenreviews"), 3);
+            assert_eq!(count("subjectaccessreviews"), 2);
             node.shutdown.cancel();
             node.handle.await.unwrap();
         })

@@ -75,6 +75,14 @@ struct Inner {
     token_cache: RefCell<Option<(Instant, String)>>,
 }
 
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("server", &self.server())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Client {
     pub fn new(config: &ClientConfig) -> Result<Self, ApiError> {
         let tls_config = if config.server.starts_with("https://") {

@@ -25,6 +25,8 @@
 //!   resumed from `resourceVersion`), set by [`MockApiServer::put_object`] /
 //!   [`MockApiServer::delete_object`]; `serviceaccounts/<sa>/token` (TokenRequest) answers
 //!   `mock-token.<ns>.<sa>.<pod>.<uid>.<n>`;
+//! - TokenReview and SubjectAccessReview of `nodes` subresources, answered from
+//!   [`MockApiServer::accept_token`] and [`MockApiServer::allow`];
 //! - a bearer token, if set, is required (401 otherwise).
 //!
 //! Faults: [`MockApiServer::fail_next`] (answer N requests with an error code),
@@ -122,6 +124,10 @@ struct State {
     object_watchers: Vec<(String, String, String, mpsc::UnboundedSender<WatchMsg>)>,
     /// TokenRequests answered so far.
     tokens_issued: u64,
+    /// TokenReview: token → (user, groups).
+    reviewed_tokens: BTreeMap<String, (String, Vec<String>)>,
+    /// SubjectAccessReview: the (user, verb, subresource) allowed on nodes.
+    access: Vec<(String, String, String)>,
     /// Events by (namespace, name).
     events: BTreeMap<(String, String), Value>,
 }
@@ -279,6 +285,23 @@ impl MockApiServer {
     /// Require `Authorization: Bearer <token>`.
     pub fn require_token(&self, token: &str) {
         self.lock().token = Some(token.to_string());
+    }
+
+    /// TokenReview (authentication.k8s.io/v1) answers `token` as `user` in `groups`;
+    /// other tokens are not authenticated.
+    pub fn accept_token(&self, token: &str, user: &str, groups: &[&str]) {
+        let groups = groups.iter().map(|g| g.to_string()).collect();
+        self.lock()
+            .reviewed_tokens
+            .insert(token.to_string(), (user.to_string(), groups));
+    }
+
+    /// SubjectAccessReview (authorization.k8s.io/v1) allows `user` to `verb` the nodes'
+    /// `subresource`; everything else is not allowed.
+    pub fn allow(&self, user: &str, verb: &str, subresource: &str) {
+        self.lock()
+            .access
+            .push((user.into(), verb.into(), subresource.into()));
     }
 
     /// Cut every open watch connection mid-stream.
@@ -658,6 +681,33 @@ impl MockApiServer {
                     "token",
                 ],
             ) => Ok(issue_token(&mut st, ns, sa, &body_json)),
+            // ---- reviews
+            (&Method::POST, ["apis", "authentication.k8s.io", "v1", "tokenreviews"]) => {
+                let token = body_json["spec"]["token"].as_str().unwrap_or("");
+                let status = match st.reviewed_tokens.get(token) {
+                    Some((user, groups)) => json!({"authenticated": true,
+                        "user": {"username": user, "uid": format!("uid-{user}"), "groups": groups}}),
+                    None => json!({"authenticated": false, "error": "token not found"}),
+                };
+                Ok(
+                    json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                          "status": status}),
+                )
+            }
+            (&Method::POST, ["apis", "authorization.k8s.io", "v1", "subjectaccessreviews"]) => {
+                let spec = &body_json["spec"];
+                let ra = &spec["resourceAttributes"];
+                let allowed = ra["resource"] == "nodes"
+                    && st.access.iter().any(|(u, v, s)| {
+                        spec["user"] == u.as_str()
+                            && ra["verb"] == v.as_str()
+                            && ra["subresource"] == s.as_str()
+                    });
+                Ok(
+                    json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                          "status": {"allowed": allowed}}),
+                )
+            }
             // ---- events
             (&Method::GET, ["api", "v1", "events"]) => Ok(list_events(&st, None)),
             (&Method::GET, ["api", "v1", "namespaces", ns, "events"]) => {

@@ -11,7 +11,9 @@
 //! - [`printers`], [`select`]: server-side `Table`s and selectors.
 //! - [`stats`]: resource usage — `/stats/summary`, `/metrics/resource` and
 //!   `metrics.k8s.io` for `kubectl top` — read from the runtime and `/proc` per request.
-//! - [`server`]: the listener, TLS, authentication and the routes.
+//! - [`auth`]: who calls and may they (kubelet: x509, TokenReview, anonymous;
+//!   `AlwaysAllow` or SubjectAccessReview), with the webhooks' caches.
+//! - [`server`]: the listener, TLS and the routes.
 //! - [`stream`]: `exec`, `attach` and `port-forward`, proxied to the runtime's streaming
 //!   server.
 //!
@@ -21,6 +23,7 @@
 //! The API is read-only (a static pod is changed by editing its manifest), except for the
 //! streams into running pods that `kubectl exec`, `attach` and `port-forward` open.
 
+pub mod auth;
 pub mod certs;
 pub mod conns;
 pub mod credentials;
@@ -82,8 +85,10 @@ pub struct LocalApiOptions {
     /// `--tls-cert-file` / `--tls-private-key-file`: bring your own.
     pub tls_cert_file: Option<PathBuf>,
     pub tls_private_key_file: Option<PathBuf>,
-    /// `--client-ca-file`: client certificates it signed are admitted like the token.
+    /// `--client-ca-file`: client certificates it signed authenticate (user = CN, groups = O).
     pub client_ca_file: Option<PathBuf>,
+    /// `authentication:` / `authorization:` (anonymous, webhooks, caches).
+    pub auth: auth::AuthConfig,
     /// Where the kubeconfig goes (`<root-dir>/kubeconfig`).
     pub kubeconfig_path: PathBuf,
     /// Names and addresses the self-signed certificate is for, besides localhost.
@@ -294,6 +299,8 @@ fn server_tls(
 /// event recorder, the agent's metrics (any may be absent: tests).
 #[derive(Default)]
 pub struct Sources {
+    /// The node's apiserver client, for the webhooks (None: standalone).
+    pub client: Option<crate::kube::Client>,
     pub runtime_metrics: Option<std::sync::Arc<crate::metrics::RuntimeMetrics>>,
     pub recorder: Option<crate::recorder::Recorder>,
     /// The pod workers' and the probes' metrics (`/metrics`).
@@ -334,6 +341,7 @@ pub fn start<R: Runtime, C: Clock>(
         opts.pod_log_dir.clone(),
     );
     if let Some(api) = std::rc::Rc::get_mut(&mut api) {
+        api.auth = auth::Auth::new(opts.auth.clone(), opts.node_name.clone(), sources.client);
         api.runtime_metrics = sources.runtime_metrics;
         api.recorder = sources.recorder;
         api.agent_metrics = sources.agent_metrics;
@@ -491,6 +499,7 @@ mod tests {
             tls_cert_file: None,
             tls_private_key_file: None,
             client_ca_file: None,
+            auth: Default::default(),
             kubeconfig_path: dir.join("root/kubeconfig"),
             node_ip: None,
             pod_log_dir: dir.join("logs"),

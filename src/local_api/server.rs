@@ -13,7 +13,8 @@
 //! bodies are not read (every route is a GET, the streams' POSTs carry none), a watch that
 //! falls behind is cut off, and at most [`super::stream::MAX_STREAMS`] streams are proxied.
 //!
-//! Must never: serve without the bearer token (only `/healthz` is open), serve a Secret, or
+//! Must never: serve a request [`super::auth`] did not allow (only `/healthz` is open), serve
+//! a Secret, or
 //! compute per request what the agent already holds (pods are rendered once per change).
 
 use std::cell::RefCell;
@@ -71,6 +72,8 @@ struct NodeCache {
 /// Everything the routes read.
 pub struct Api<R: Runtime, C: Clock> {
     pub token: Token,
+    /// Who may call, and what (kubelet: `authentication`/`authorization`).
+    pub auth: super::auth::Auth,
     pub node_name: String,
     pub view: View,
     pub runtime: R,
@@ -103,6 +106,7 @@ impl<R: Runtime, C: Clock> Api<R, C> {
         let created = clock.now();
         Rc::new(Api {
             token,
+            auth: super::auth::Auth::new(Default::default(), facts.hostname.clone(), None),
             node_name: facts.hostname.clone(),
             view,
             runtime,
@@ -215,11 +219,21 @@ async fn connection<R: Runtime, C: Clock>(
     };
     // kubelet: `--client-ca-file` — a client certificate the CA signed authenticates the
     // connection (the apiserver's kubelet-client certificate); rustls has verified it.
+    // The user is the leaf's CN, its groups the O's (kubelet: x509 authenticator).
     let client_cert = tls
         .get_ref()
         .1
         .peer_certificates()
-        .is_some_and(|c| !c.is_empty());
+        .and_then(|c| c.first())
+        .map(|leaf| super::auth::cert_user(leaf.as_ref()));
+    let client_cert = match client_cert {
+        Some(None) => {
+            log::debug!("node API: {peer}: client certificate without a common name");
+            None
+        }
+        Some(Some(u)) => Some(u),
+        None => None,
+    };
     if let Err(e) = serve_http(tls, id, client_cert, api, shutdown).await {
         log::debug!("node API: {peer}: {e}");
     }
@@ -229,7 +243,7 @@ async fn connection<R: Runtime, C: Clock>(
 async fn serve_http<R, C, IO>(
     io: IO,
     id: u64,
-    client_cert: bool,
+    client_cert: Option<super::auth::User>,
     api: Rc<Api<R, C>>,
     shutdown: CancellationToken,
 ) -> Result<(), hyper::Error>
@@ -242,6 +256,7 @@ where
     let svc = service_fn(move |req: Request<Incoming>| {
         let api = Rc::clone(&api);
         let shutdown = conn_shutdown.clone();
+        let client_cert = client_cert.clone();
         async move { Ok::<_, Infallible>(handle(&api, req, id, client_cert, &shutdown).await) }
     });
     let conn = http1::Builder::new()
@@ -275,7 +290,7 @@ where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let (id, _close) = api.conns.borrow_mut().open(peer, super::conns::LIMITS);
-    let r = serve_http(io, id, false, Rc::clone(&api), shutdown).await;
+    let r = serve_http(io, id, None, Rc::clone(&api), shutdown).await;
     api.conns.borrow_mut().close(id);
     r
 }
@@ -397,7 +412,7 @@ async fn handle<R: Runtime, C: Clock>(
     api: &Rc<Api<R, C>>,
     req: Request<Incoming>,
     conn: u64,
-    client_cert: bool,
+    client_cert: Option<super::auth::User>,
     shutdown: &CancellationToken,
 ) -> Response<Out> {
     let path = req.uri().path().to_string();
@@ -408,10 +423,33 @@ async fn handle<R: Runtime, C: Clock>(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    // Authorization is all-or-nothing (kubelet: `--authorization-mode=AlwaysAllow`): the
-    // token, or a client certificate of `--client-ca-file`.
-    if !client_cert && !api.token.accepts(authorization) {
-        return status_error(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized");
+    // kubelet: `InstallAuthFilter` — authenticate (certificate, token, anonymous), then
+    // authorize the request's attributes. picolet's own token is a local admin.
+    let bearer = authorization.and_then(|h| {
+        let (scheme, rest) = h.split_at_checked(7)?;
+        scheme.eq_ignore_ascii_case("bearer ").then(|| rest.trim())
+    });
+    let verdict = api
+        .auth
+        .check(
+            req.method().as_str(),
+            &path,
+            client_cert,
+            bearer,
+            api.token.accepts(authorization),
+        )
+        .await;
+    match verdict {
+        super::auth::Verdict::Allowed => {}
+        super::auth::Verdict::Unauthenticated => {
+            return status_error(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized");
+        }
+        super::auth::Verdict::Forbidden(m) => {
+            return status_error(StatusCode::FORBIDDEN, "Forbidden", &m);
+        }
+        super::auth::Verdict::Error(m) => {
+            return status_error(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", &m);
+        }
     }
     // From now on this connection is kept (no unauthenticated one can close it), within
     // the authenticated connections' own cap.
