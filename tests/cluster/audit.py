@@ -3,7 +3,9 @@
 writes DIR/logs/audit.log at Metadata level for nodes and bootstrapping nodes).
 
   audit.py LOG USER [--since T] [--until T]     requests by verb and resource, one line each
-  audit.py LOG USER --refused                   the requests answered 401 or 403, one line each
+  audit.py LOG USER --refused                   the requests answered 401 or 403 and never
+                                                granted after (same verb and URI), one a line
+  audit.py LOG USER --watches                   the watches it opened: path and field selector
 
 T is RFC 3339 (requestReceivedTimestamp is compared as text, which orders RFC 3339 UTC).
 A request counts once (by auditID), whatever stages the log holds for it; a watch counts when
@@ -21,7 +23,8 @@ def main(argv):
     since = opts[opts.index("--since") + 1] if "--since" in opts else ""
     until = opts[opts.index("--until") + 1] if "--until" in opts else "~"
     refused = "--refused" in opts
-    seen, counts, bad = set(), {}, []
+    watches = "--watches" in opts
+    seen, counts, bad, granted, opened = set(), {}, [], {}, {}
     with open(log, encoding="utf-8") as f:
         for line in f:
             try:
@@ -39,8 +42,19 @@ def main(argv):
             if ref.get("subresource"):
                 what += "/" + ref["subresource"]
             if refused:
+                key = (ev.get("verb"), ev.get("requestURI"))
                 if code in (401, 403) and ev.get("stage") != "ResponseStarted":
-                    bad.append(f"{at} {ev.get('verb')} {ev.get('requestURI')} {code}")
+                    bad.append((at, key, code))
+                elif 200 <= code < 300:
+                    granted[key] = max(granted.get(key, ""), at)
+                continue
+            if watches:
+                if ev.get("verb") == "watch":
+                    uri = ev.get("requestURI", "")
+                    path, _, query = uri.partition("?")
+                    sel = [q for q in query.split("&") if q.startswith("fieldSelector=")]
+                    name = path + (" " + sel[0] if sel else "")
+                    opened[name] = opened.get(name, 0) + 1
                 continue
             if ev["auditID"] in seen:
                 continue
@@ -48,7 +62,15 @@ def main(argv):
             key = (ev.get("verb", "?"), what)
             counts[key] = counts.get(key, 0) + 1
     if refused:
-        print("\n".join(bad))
+        # A refusal the same request later got past is the authorizer's graph catching up
+        # (a TokenRequest for a pod bound a moment ago), not a request it forbids.
+        for at, key, code in bad:
+            if granted.get(key, "") <= at:
+                print(f"{at} {key[0]} {key[1]} {code}")
+        return
+    if watches:
+        for name, n in sorted(opened.items()):
+            print(f"{n}\t{name}")
         return
     for (verb, what), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
         print(f"{n}\t{verb}\t{what}")
