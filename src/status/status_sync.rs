@@ -642,15 +642,18 @@ fn plan_mirrors(state: &SyncState, now: Instant, retry_all: bool) -> Vec<MirrorA
                 mirror: Arc::clone(m),
                 why: "stale (its static pod changed)",
             }),
-            None if let Some(why) = mirror_forbidden(pod) => {
-                if state.mirror_refused.get(&name).map(String::as_str) != Some(config_hash(pod)) {
-                    out.push(MirrorAction::Refused {
-                        pod: Arc::clone(pod),
-                        why,
-                    });
-                }
-            }
+            // (No `if let` guard here: the 32-bit ARM builds use Rust 1.90.)
             None => {
+                if let Some(why) = mirror_forbidden(pod) {
+                    if state.mirror_refused.get(&name).map(String::as_str) != Some(config_hash(pod))
+                    {
+                        out.push(MirrorAction::Refused {
+                            pod: Arc::clone(pod),
+                            why,
+                        });
+                    }
+                    continue;
+                }
                 let held = state.mirror_created.get(&name).is_some_and(|(hash, at)| {
                     hash == config_hash(pod) && now.duration_since(*at) < MIRROR_CREATE_HOLD
                 });
