@@ -9,6 +9,7 @@
 use std::cell::RefCell;
 use std::path::Path;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -67,7 +68,9 @@ pub struct Client {
 }
 
 struct Inner {
-    http: HttpClient,
+    /// Replaced by [`Client::renew_connections`] (a rotated client certificate).
+    http: RefCell<HttpClient>,
+    tls: Option<(Arc<rustls::ClientConfig>, Option<String>)>,
     server: String,
     credentials: Credentials,
     timeout: Duration,
@@ -87,16 +90,33 @@ impl Client {
                 reason: "the server must be an http:// or https:// URL",
             });
         };
-        let http = HttpClient::new(tls_config, config.tls_server_name.as_deref())?;
+        let http = HttpClient::new(tls_config.clone(), config.tls_server_name.as_deref())?;
         Ok(Client {
             inner: Rc::new(Inner {
-                http,
+                http: RefCell::new(http),
+                tls: tls_config.map(|t| (t, config.tls_server_name.clone())),
                 server: config.server.clone(),
                 credentials: config.credentials.clone(),
                 timeout: config.timeout,
                 token_cache: RefCell::new(None),
             }),
         })
+    }
+
+    /// New requests open new connections (and so present the slot's current client
+    /// certificate); requests and watches under way finish on theirs.
+    /// kubelet: the transport closes every connection when the certificate rotates
+    /// (certificate/transport.go); picolet lets open watches run to their own end.
+    pub fn renew_connections(&self) {
+        if let Some((tls, name)) = &self.inner.tls
+            && let Ok(http) = HttpClient::new(Some(tls.clone()), name.as_deref())
+        {
+            *self.inner.http.borrow_mut() = http;
+        }
+    }
+
+    fn http(&self) -> HttpClient {
+        self.inner.http.borrow().clone()
     }
 
     /// The server URL, for logs.
@@ -223,8 +243,7 @@ impl Client {
         let url = format!("{}{path_and_query}", self.inner.server);
         let headers = self.headers(None, "application/json")?;
         let (status, _, body) = self
-            .inner
-            .http
+            .http()
             .stream(Method::GET, &url, &headers, self.inner.timeout)
             .await?;
         if !(200..300).contains(&status) {
@@ -265,8 +284,7 @@ impl Client {
         let url = format!("{}{path}", self.inner.server);
         let headers = self.headers(None, accept)?;
         let resp = self
-            .inner
-            .http
+            .http()
             .request(
                 Method::GET,
                 &url,
@@ -306,8 +324,7 @@ impl Client {
         let content_type = body.as_ref().map(|(_, ct)| *ct);
         let headers = self.headers(content_type, "application/json")?;
         let resp = self
-            .inner
-            .http
+            .http()
             .request(
                 method.clone(),
                 &url,

@@ -25,6 +25,10 @@
 //!   resumed from `resourceVersion`), set by [`MockApiServer::put_object`] /
 //!   [`MockApiServer::delete_object`]; `serviceaccounts/<sa>/token` (TokenRequest) answers
 //!   `mock-token.<ns>.<sa>.<pod>.<uid>.<n>`;
+//! - certificatesigningrequests (`certificates.k8s.io/v1`): create (409 `AlreadyExists`;
+//!   `generateName`), get, list; what happens to a new one is the test's
+//!   [`MockApiServer::on_csr`] hook (approve with a certificate, deny, or leave it pending),
+//!   as a signer and an approver would;
 //! - a bearer token, if set, is required (401 otherwise).
 //!
 //! Faults: [`MockApiServer::fail_next`] (answer N requests with an error code),
@@ -124,7 +128,21 @@ struct State {
     tokens_issued: u64,
     /// Events by (namespace, name).
     events: BTreeMap<(String, String), Value>,
+    /// CertificateSigningRequests by name.
+    csrs: BTreeMap<String, Value>,
+    csr_hook: Option<Arc<CsrHook>>,
 }
+
+/// What the approver and signer do with a new CSR.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CsrAnswer {
+    Pending,
+    /// Approved, and this certificate chain (PEM) issued.
+    Issue(String),
+    Denied(String),
+}
+
+type CsrHook = dyn Fn(&Value) -> CsrAnswer + Send + Sync;
 
 /// TLS for the mock: PEM certificate chain and key.
 #[derive(Clone)]
@@ -429,6 +447,23 @@ impl MockApiServer {
     }
 
     /// How many TokenRequests the mock answered.
+    /// Decides each new CSR (none: they stay pending).
+    pub fn on_csr(&self, hook: impl Fn(&Value) -> CsrAnswer + Send + Sync + 'static) {
+        self.lock().csr_hook = Some(Arc::new(hook));
+    }
+
+    /// The CSRs, by name.
+    pub fn csrs(&self) -> BTreeMap<String, Value> {
+        self.lock().csrs.clone()
+    }
+
+    /// Answers a CSR later (an operator's `kubectl certificate approve`, then the signer).
+    pub fn answer_csr(&self, name: &str, answer: CsrAnswer) {
+        if let Some(csr) = self.lock().csrs.get_mut(name) {
+            apply_csr_answer(csr, answer);
+        }
+    }
+
     pub fn tokens_issued(&self) -> u64 {
         self.lock().tokens_issued
     }
@@ -579,161 +614,240 @@ impl MockApiServer {
         let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
         let strategic = content_type.contains("strategic-merge-patch");
         let watch = query.get("watch").is_some_and(|v| v == "true" || v == "1");
-        let result: Result<Value, (u16, String)> = match (&method, segs.as_slice()) {
-            // ---- pods
-            (&Method::GET, ["api", "v1", "pods"]) if watch => {
-                return start_watch(&mut st, None, &query);
-            }
-            (&Method::GET, ["api", "v1", "namespaces", ns, "pods"]) if watch => {
-                return start_watch(&mut st, Some(ns), &query);
-            }
-            (&Method::GET, ["api", "v1", "pods"]) => Ok(list_pods(&st, None, &query)),
-            (&Method::GET, ["api", "v1", "namespaces", ns, "pods"]) => {
-                Ok(list_pods(&st, Some(ns), &query))
-            }
-            (&Method::POST, ["api", "v1", "namespaces", ns, "pods"]) => {
-                create_pod(&mut st, ns, body_json)
-            }
-            (&Method::GET, ["api", "v1", "namespaces", ns, "pods", name]) => st
-                .pods
-                .get(&(ns.to_string(), name.to_string()))
-                .cloned()
-                .ok_or_else(|| not_found("pods", name)),
-            (&Method::PATCH, ["api", "v1", "namespaces", ns, "pods", name]) => {
-                patch_pod(&mut st, ns, name, &body_json, strategic, false)
-            }
-            (&Method::PATCH, ["api", "v1", "namespaces", ns, "pods", name, "status"]) => {
-                patch_pod(&mut st, ns, name, &body_json, strategic, true)
-            }
-            (&Method::DELETE, ["api", "v1", "namespaces", ns, "pods", name]) => {
-                delete_pod(&mut st, ns, name, &body_json)
-            }
-            // ---- configmaps and secrets (single-object list and watch), tokens
-            (
-                &Method::GET,
-                [
-                    "api",
-                    "v1",
-                    "namespaces",
-                    ns,
-                    plural @ ("configmaps" | "secrets"),
-                ],
-            ) if watch => {
-                return watch_object(&mut st, plural, ns, &query);
-            }
-            (
-                &Method::GET,
-                [
-                    "api",
-                    "v1",
-                    "namespaces",
-                    ns,
-                    plural @ ("configmaps" | "secrets"),
-                ],
-            ) => Ok(list_objects(&st, plural, ns, &query)),
-            (
-                &Method::GET,
-                [
-                    "api",
-                    "v1",
-                    "namespaces",
-                    ns,
-                    plural @ ("configmaps" | "secrets"),
-                    name,
-                ],
-            ) => st
-                .objects
-                .get(&(plural.to_string(), ns.to_string(), name.to_string()))
-                .cloned()
-                .ok_or_else(|| not_found(plural, name)),
-            (
-                &Method::POST,
-                [
-                    "api",
-                    "v1",
-                    "namespaces",
-                    ns,
-                    "serviceaccounts",
-                    sa,
-                    "token",
-                ],
-            ) => Ok(issue_token(&mut st, ns, sa, &body_json)),
-            // ---- events
-            (&Method::GET, ["api", "v1", "events"]) => Ok(list_events(&st, None)),
-            (&Method::GET, ["api", "v1", "namespaces", ns, "events"]) => {
-                Ok(list_events(&st, Some(ns)))
-            }
-            (&Method::POST, ["api", "v1", "namespaces", ns, "events"]) => {
-                create_event(&mut st, ns, body_json)
-            }
-            (&Method::GET, ["api", "v1", "namespaces", ns, "events", name]) => st
-                .events
-                .get(&(ns.to_string(), name.to_string()))
-                .cloned()
-                .ok_or_else(|| not_found("events", name)),
-            (&Method::PATCH, ["api", "v1", "namespaces", ns, "events", name]) => {
-                patch_event(&mut st, ns, name, &body_json, strategic)
-            }
-            // ---- nodes
-            (&Method::POST, ["api", "v1", "nodes"]) => create_node(&mut st, body_json),
-            (&Method::GET, ["api", "v1", "nodes", name]) => st
-                .nodes
-                .get(*name)
-                .cloned()
-                .ok_or_else(|| not_found("nodes", name)),
-            (&Method::PATCH, ["api", "v1", "nodes", name]) => {
-                patch_node(&mut st, name, &body_json, strategic, false)
-            }
-            (&Method::PATCH, ["api", "v1", "nodes", name, "status"]) => {
-                patch_node(&mut st, name, &body_json, strategic, true)
-            }
-            // ---- leases
-            (
-                &Method::POST,
-                [
-                    "apis",
-                    "coordination.k8s.io",
-                    "v1",
-                    "namespaces",
-                    ns,
-                    "leases",
-                ],
-            ) => create_lease(&mut st, ns, body_json),
-            (
-                &Method::GET,
-                [
-                    "apis",
-                    "coordination.k8s.io",
-                    "v1",
-                    "namespaces",
-                    ns,
-                    "leases",
-                    name,
-                ],
-            ) => st
-                .leases
-                .get(&(ns.to_string(), name.to_string()))
-                .cloned()
-                .ok_or_else(|| not_found("leases.coordination.k8s.io", name)),
-            (
-                &Method::PUT,
-                [
-                    "apis",
-                    "coordination.k8s.io",
-                    "v1",
-                    "namespaces",
-                    ns,
-                    "leases",
-                    name,
-                ],
-            ) => update_lease(&mut st, ns, name, body_json),
-            _ => Err((404, format!("the server could not find {method} {path}"))),
-        };
+        let result: Result<Value, (u16, String)> =
+            match (&method, segs.as_slice()) {
+                // ---- pods
+                (&Method::GET, ["api", "v1", "pods"]) if watch => {
+                    return start_watch(&mut st, None, &query);
+                }
+                (&Method::GET, ["api", "v1", "namespaces", ns, "pods"]) if watch => {
+                    return start_watch(&mut st, Some(ns), &query);
+                }
+                (&Method::GET, ["api", "v1", "pods"]) => Ok(list_pods(&st, None, &query)),
+                (&Method::GET, ["api", "v1", "namespaces", ns, "pods"]) => {
+                    Ok(list_pods(&st, Some(ns), &query))
+                }
+                (&Method::POST, ["api", "v1", "namespaces", ns, "pods"]) => {
+                    create_pod(&mut st, ns, body_json)
+                }
+                (&Method::GET, ["api", "v1", "namespaces", ns, "pods", name]) => st
+                    .pods
+                    .get(&(ns.to_string(), name.to_string()))
+                    .cloned()
+                    .ok_or_else(|| not_found("pods", name)),
+                (&Method::PATCH, ["api", "v1", "namespaces", ns, "pods", name]) => {
+                    patch_pod(&mut st, ns, name, &body_json, strategic, false)
+                }
+                (&Method::PATCH, ["api", "v1", "namespaces", ns, "pods", name, "status"]) => {
+                    patch_pod(&mut st, ns, name, &body_json, strategic, true)
+                }
+                (&Method::DELETE, ["api", "v1", "namespaces", ns, "pods", name]) => {
+                    delete_pod(&mut st, ns, name, &body_json)
+                }
+                // ---- configmaps and secrets (single-object list and watch), tokens
+                (
+                    &Method::GET,
+                    [
+                        "api",
+                        "v1",
+                        "namespaces",
+                        ns,
+                        plural @ ("configmaps" | "secrets"),
+                    ],
+                ) if watch => {
+                    return watch_object(&mut st, plural, ns, &query);
+                }
+                (
+                    &Method::GET,
+                    [
+                        "api",
+                        "v1",
+                        "namespaces",
+                        ns,
+                        plural @ ("configmaps" | "secrets"),
+                    ],
+                ) => Ok(list_objects(&st, plural, ns, &query)),
+                (
+                    &Method::GET,
+                    [
+                        "api",
+                        "v1",
+                        "namespaces",
+                        ns,
+                        plural @ ("configmaps" | "secrets"),
+                        name,
+                    ],
+                ) => st
+                    .objects
+                    .get(&(plural.to_string(), ns.to_string(), name.to_string()))
+                    .cloned()
+                    .ok_or_else(|| not_found(plural, name)),
+                (
+                    &Method::POST,
+                    [
+                        "api",
+                        "v1",
+                        "namespaces",
+                        ns,
+                        "serviceaccounts",
+                        sa,
+                        "token",
+                    ],
+                ) => Ok(issue_token(&mut st, ns, sa, &body_json)),
+                // ---- events
+                (&Method::GET, ["api", "v1", "events"]) => Ok(list_events(&st, None)),
+                (&Method::GET, ["api", "v1", "namespaces", ns, "events"]) => {
+                    Ok(list_events(&st, Some(ns)))
+                }
+                (&Method::POST, ["api", "v1", "namespaces", ns, "events"]) => {
+                    create_event(&mut st, ns, body_json)
+                }
+                (&Method::GET, ["api", "v1", "namespaces", ns, "events", name]) => st
+                    .events
+                    .get(&(ns.to_string(), name.to_string()))
+                    .cloned()
+                    .ok_or_else(|| not_found("events", name)),
+                (&Method::PATCH, ["api", "v1", "namespaces", ns, "events", name]) => {
+                    patch_event(&mut st, ns, name, &body_json, strategic)
+                }
+                // ---- nodes
+                (&Method::POST, ["api", "v1", "nodes"]) => create_node(&mut st, body_json),
+                (&Method::GET, ["api", "v1", "nodes", name]) => st
+                    .nodes
+                    .get(*name)
+                    .cloned()
+                    .ok_or_else(|| not_found("nodes", name)),
+                (&Method::PATCH, ["api", "v1", "nodes", name]) => {
+                    patch_node(&mut st, name, &body_json, strategic, false)
+                }
+                (&Method::PATCH, ["api", "v1", "nodes", name, "status"]) => {
+                    patch_node(&mut st, name, &body_json, strategic, true)
+                }
+                // ---- certificatesigningrequests
+                (
+                    &Method::POST,
+                    [
+                        "apis",
+                        "certificates.k8s.io",
+                        "v1",
+                        "certificatesigningrequests",
+                    ],
+                ) => create_csr(&mut st, body_json),
+                (
+                    &Method::GET,
+                    [
+                        "apis",
+                        "certificates.k8s.io",
+                        "v1",
+                        "certificatesigningrequests",
+                        name,
+                    ],
+                ) => st.csrs.get(*name).cloned().ok_or_else(|| {
+                    not_found("certificatesigningrequests.certificates.k8s.io", name)
+                }),
+                (
+                    &Method::GET,
+                    [
+                        "apis",
+                        "certificates.k8s.io",
+                        "v1",
+                        "certificatesigningrequests",
+                    ],
+                ) => Ok(json!({
+                    "kind": "CertificateSigningRequestList",
+                    "apiVersion": "certificates.k8s.io/v1",
+                    "items": st.csrs.values().cloned().collect::<Vec<_>>(),
+                })),
+                // ---- leases
+                (
+                    &Method::POST,
+                    [
+                        "apis",
+                        "coordination.k8s.io",
+                        "v1",
+                        "namespaces",
+                        ns,
+                        "leases",
+                    ],
+                ) => create_lease(&mut st, ns, body_json),
+                (
+                    &Method::GET,
+                    [
+                        "apis",
+                        "coordination.k8s.io",
+                        "v1",
+                        "namespaces",
+                        ns,
+                        "leases",
+                        name,
+                    ],
+                ) => st
+                    .leases
+                    .get(&(ns.to_string(), name.to_string()))
+                    .cloned()
+                    .ok_or_else(|| not_found("leases.coordination.k8s.io", name)),
+                (
+                    &Method::PUT,
+                    [
+                        "apis",
+                        "coordination.k8s.io",
+                        "v1",
+                        "namespaces",
+                        ns,
+                        "leases",
+                        name,
+                    ],
+                ) => update_lease(&mut st, ns, name, body_json),
+                _ => Err((404, format!("the server could not find {method} {path}"))),
+            };
         match result {
             Ok(v) => json_response(200, &v),
             Err((code, message)) => status_response(code, reason_of(code, &message), &message),
         }
     }
+}
+
+fn create_csr(st: &mut State, mut csr: Value) -> Result<Value, (u16, String)> {
+    let mut name = str_at(&csr, "/metadata/name").to_string();
+    if name.is_empty() {
+        let prefix = str_at(&csr, "/metadata/generateName").to_string();
+        if prefix.is_empty() {
+            return Err((422, "metadata.name or generateName is required".into()));
+        }
+        name = format!("{prefix}{}", st.csrs.len() + st.rv as usize + 1);
+        set_meta(&mut csr, "name", json!(name));
+    }
+    if st.csrs.contains_key(&name) {
+        return Err((
+            409,
+            format!("certificatesigningrequests.certificates.k8s.io \"{name}\" already exists"),
+        ));
+    }
+    let rv = next_rv(st);
+    set_meta(&mut csr, "resourceVersion", json!(rv));
+    let uid = next_uid(st);
+    set_meta(&mut csr, "uid", json!(uid));
+    set_meta(&mut csr, "creationTimestamp", json!(now_rfc3339()));
+    if let Some(hook) = st.csr_hook.clone() {
+        let answer = hook(&csr);
+        apply_csr_answer(&mut csr, answer);
+    }
+    st.csrs.insert(name, csr.clone());
+    Ok(csr)
+}
+
+fn apply_csr_answer(csr: &mut Value, answer: CsrAnswer) {
+    let status = match answer {
+        CsrAnswer::Pending => return,
+        CsrAnswer::Issue(pem) => json!({
+            "conditions": [{"type": "Approved", "status": "True", "reason": "AutoApproved"}],
+            "certificate": crate::api::encode_base64(pem.as_bytes()),
+        }),
+        CsrAnswer::Denied(message) => json!({
+            "conditions": [{"type": "Denied", "status": "True", "reason": "MockDenied", "message": message}],
+        }),
+    };
+    csr["status"] = status;
 }
 
 fn take_fault(st: &mut State, method: &Method, path: &str) -> Option<u16> {

@@ -93,6 +93,11 @@ pub struct LocalApiOptions {
     pub max_pods: u32,
     /// What the Node's allocatable subtracts from the capacity.
     pub allocatable: crate::cm::NodeAllocatable,
+    /// `--rotate-server-certificates`: the serving certificate is the slot's (issued by the
+    /// cluster, rotated), and the written kubeconfig trusts this CA (the cluster's, PEM).
+    /// Until the slot holds one, handshakes fail (kubelet: "no serving certificate
+    /// available for the kubelet").
+    pub serving: Option<(crate::kube::CertSlot, Vec<u8>)>,
 }
 
 impl LocalApiOptions {
@@ -163,6 +168,7 @@ pub fn prepare(
     now: crate::clock::UnixNanos,
 ) -> Result<Credentials, LocalApiError> {
     let (chain, key, ca) = match (&opts.tls_cert_file, &opts.tls_private_key_file) {
+        _ if opts.serving.is_some() => (Vec::new(), Vec::new(), Vec::new()),
         (Some(cert), Some(key)) => {
             let chain = read(cert)?
                 .ok_or_else(|| LocalApiError::Tls(format!("{}: not found", cert.display())))?;
@@ -237,7 +243,11 @@ pub fn prepare(
         ),
         None => None,
     };
-    let tls = server_tls(&chain, &key, client_ca.as_deref())?;
+    let tls = server_tls(&chain, &key, client_ca.as_deref(), opts.serving.as_ref())?;
+    let ca = match &opts.serving {
+        Some((_, cluster_ca)) => cluster_ca.clone(),
+        None => ca,
+    };
     let kubeconfig = credentials::kubeconfig(
         &opts.node_name,
         &opts.server_url(),
@@ -256,11 +266,10 @@ fn server_tls(
     chain: &[u8],
     key: &[u8],
     client_ca: Option<&[u8]>,
+    serving: Option<&(crate::kube::CertSlot, Vec<u8>)>,
 ) -> Result<Arc<rustls::ServerConfig>, LocalApiError> {
     let tls = |e: crate::kube::ApiError| LocalApiError::Tls(e.to_string());
     let other = |e: &dyn std::fmt::Display| LocalApiError::Tls(e.to_string());
-    let certs = crate::kube::tls::certificates(chain, "serving certificate").map_err(tls)?;
-    let key = crate::kube::tls::private_key(key, "serving key").map_err(tls)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -283,9 +292,18 @@ fn server_tls(
             builder.with_client_cert_verifier(verifier)
         }
     };
-    let mut cfg = builder
-        .with_single_cert(certs, key)
-        .map_err(|e| LocalApiError::Tls(e.to_string()))?;
+    let mut cfg = match serving {
+        // kubelet: `tlsConfig.GetCertificate` reads the serving certificate manager's current.
+        Some((slot, _)) => builder.with_cert_resolver(Arc::new(slot.clone())),
+        None => {
+            let certs =
+                crate::kube::tls::certificates(chain, "serving certificate").map_err(tls)?;
+            let key = crate::kube::tls::private_key(key, "serving key").map_err(tls)?;
+            builder
+                .with_single_cert(certs, key)
+                .map_err(|e| LocalApiError::Tls(e.to_string()))?
+        }
+    };
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(cfg))
 }
@@ -497,6 +515,7 @@ mod tests {
             labels: Default::default(),
             max_pods: 110,
             allocatable: Default::default(),
+            serving: None,
         }
     }
 
