@@ -1478,4 +1478,63 @@ mod tests {
             assert_eq!(parse_duration(s).map(|d| d.as_secs_f64()), want, "{s}");
         }
     }
+
+    /// The bootstrap and rotation flags and keys, and the combinations refused at start.
+    #[test]
+    fn certificate_flags_and_keys() {
+        let Command::Run(o) = parse(&args(
+            "run --kubeconfig /k --bootstrap-kubeconfig /b --rotate-certificates \
+             --rotate-server-certificates=true --cert-dir /c",
+        ))
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(o.bootstrap_kubeconfig, Some(PathBuf::from("/b")));
+        assert!(o.rotate_certificates && o.rotate_server_certificates);
+        assert_eq!(o.cert_dir, Some(PathBuf::from("/c")));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.yaml");
+        std::fs::write(
+            &path,
+            "kubeconfig: /k\nrotateCertificates: true\nserverTLSBootstrap: true\n",
+        )
+        .unwrap();
+        let Command::Run(o) = parse(&args(&format!("run --config {}", path.display()))).unwrap()
+        else {
+            panic!()
+        };
+        assert!(o.rotate_certificates && o.rotate_server_certificates);
+        // (command line, the flag the error names, what it says)
+        for (line, flag, says) in [
+            (
+                "run --bootstrap-kubeconfig /b",
+                "--bootstrap-kubeconfig",
+                "needs --kubeconfig",
+            ),
+            (
+                "run --rotate-certificates",
+                "--rotate-certificates",
+                "needs --kubeconfig",
+            ),
+            (
+                "run --rotate-server-certificates",
+                "--rotate-server-certificates",
+                "needs --kubeconfig",
+            ),
+            (
+                "run --kubeconfig /k --rotate-server-certificates --tls-cert-file /a \
+                 --tls-private-key-file /b",
+                "--rotate-server-certificates",
+                "--tls-cert-file",
+            ),
+            (
+                "run --kubeconfig /k --rotate-server-certificates --port 0",
+                "--rotate-server-certificates",
+                "--port is 0",
+            ),
+        ] {
+            let err = parse(&args(line)).unwrap_err().to_string();
+            assert!(err.contains(flag) && err.contains(says), "{line}: {err}");
+        }
+    }
 }

@@ -205,10 +205,9 @@ fn parse_time(tag: u8, content: &[u8]) -> Option<i64> {
     crate::clock::parse_rfc3339(&text).map(|n| n / 1_000_000_000)
 }
 
-/// The parts of a PKCS#10 request a signer copies: (subject Name, SubjectPublicKeyInfo,
-/// the requested extensions' SEQUENCE if any), all DER.
+/// The parts of a PKCS#10 request a signer copies.
 #[cfg(test)]
-pub fn request_parts(der: &[u8]) -> Option<(Vec<u8>, Vec<u8>, Option<Vec<u8>>)> {
+pub fn request_parts(der: &[u8]) -> Option<RequestParts> {
     let (0x30, req, _) = read_tlv(der)? else {
         return None;
     };
@@ -236,7 +235,21 @@ pub fn request_parts(der: &[u8]) -> Option<(Vec<u8>, Vec<u8>, Option<Vec<u8>>)> 
             }
         }
     }
-    Some((subject, spki, extensions))
+    Some(RequestParts {
+        subject,
+        spki,
+        extensions,
+    })
+}
+
+/// The parts of a PKCS#10 request a signer copies, DER.
+#[cfg(test)]
+#[derive(Debug, PartialEq, Eq)]
+pub struct RequestParts {
+    pub subject: Vec<u8>,
+    pub spki: Vec<u8>,
+    /// The requested extensions' SEQUENCE.
+    pub extensions: Option<Vec<u8>>,
 }
 
 /// Signs a certificate for a request, as a cluster signer would (tests: the mock apiserver's
@@ -251,8 +264,11 @@ pub fn issue_for_request(
     usage_server: bool,
 ) -> Result<Vec<u8>, X509Error> {
     let rng = SystemRandom::new();
-    let (subject, spki, requested) =
-        request_parts(request_der).ok_or_else(|| X509Error::Sign("malformed request".into()))?;
+    let RequestParts {
+        subject,
+        spki,
+        extensions: requested,
+    } = request_parts(request_der).ok_or_else(|| X509Error::Sign("malformed request".into()))?;
     let eku = if usage_server {
         ext_key_usage_server()
     } else {
@@ -549,7 +565,11 @@ mod tests {
             let (_, key) = new_key(&rng).unwrap();
             let s = subject(&dns, &ips);
             let der = certificate_request(&s, &key, &rng).unwrap();
-            let (subj, spki, ext) = request_parts(&der).unwrap();
+            let RequestParts {
+                subject: subj,
+                spki,
+                extensions: ext,
+            } = request_parts(&der).unwrap();
             assert_eq!(subj, name_with_orgs("system:node:pi-4", &["system:nodes"]));
             assert_eq!(spki, ec_spki(key.public_key().as_ref()));
             assert_eq!(ext.is_some(), server);

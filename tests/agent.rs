@@ -714,6 +714,7 @@ async fn a_shorter_grace_period_cuts_a_termination_short() {
                 recorder: None,
                 metrics: None,
                 pressure: None,
+                ..Default::default()
             };
             let shutdown = CancellationToken::new();
             let handle = tokio::task::spawn_local(picolet::daemon::run_with_extensions(
