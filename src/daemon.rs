@@ -533,6 +533,17 @@ fn start_certificate_rotation<C: Clock>(
             clock: clock.clone(),
             poll,
         };
+        // kubelet: the certificate manager starts from its store (`kubelet-client-current.pem`)
+        // and falls back to the kubeconfig's certificate: an earlier rotation survives a
+        // restart even when the kubeconfig embeds the first certificate.
+        match rotation.load() {
+            Ok(true) => log::info!(
+                "client certificate: {}",
+                rotation.store.current_path().display()
+            ),
+            Ok(false) => {}
+            Err(e) => log::warn!("{e}; keeping the kubeconfig's client certificate"),
+        }
         tokio::task::spawn_local(rotation.run(shutdown.child_token()));
     }
     if opts.rotate_server_certificates {
