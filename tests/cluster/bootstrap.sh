@@ -16,8 +16,8 @@
 #      issued (openssl s_client);
 #   4. a restart reuses both certificates: no new CSR, the Node Ready;
 #   5. rotation: a second client CSR by the node itself (system:node:<name>), a new serial in
-#      kubelet-client-current.pem, and the node's Lease renewed after it (requests on the new
-#      certificate); the Node Ready.
+#      kubelet-client-current.pem, and the node's Lease renewed after it and after the first
+#      certificate's NotAfter (so on the new certificate); the Node Ready.
 # Everything is torn down at the end (also on failure): picolet, the lab, the cluster (unless
 # the cluster was already running: then only what this script made in it goes).
 #
@@ -103,14 +103,18 @@ teardown() {
 trap teardown EXIT
 
 ready() { [[ $(kc get node "$NODE" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}') == True ]]; }
-# csrs SIGNER USER-PREFIX: names of the CSRs of SIGNER whose requester starts with USER-PREFIX
+# CSRs made before this run (a cluster that was already up) are not this run's.
+old_csrs=" $(kc get csr -o 'jsonpath={.items[*].metadata.name}') "
+# csrs SIGNER USER-PREFIX: names of this run's CSRs of SIGNER whose requester starts with
+# USER-PREFIX
 csrs() {
 	kc get csr -o json | python3 -c '
 import json, sys
-signer, user = sys.argv[1], sys.argv[2]
+signer, user, old = sys.argv[1], sys.argv[2], sys.argv[3].split()
 for c in json.load(sys.stdin)["items"]:
-    if c["spec"]["signerName"] == signer and c["spec"]["username"].startswith(user):
-        print(c["metadata"]["name"])' "$1" "$2"
+    if c["spec"]["signerName"] == signer and c["spec"]["username"].startswith(user) \
+            and c["metadata"]["name"] not in old:
+        print(c["metadata"]["name"])' "$1" "$2" "$old_csrs"
 }
 issued() { # issued NAME: Approved and a certificate
 	[[ $(kc get csr "$1" -o 'jsonpath={.status.conditions[?(@.type=="Approved")].status}') == True &&
@@ -143,6 +147,7 @@ check "the client certificate is the node's, from the cluster CA" \
 	bash -c "openssl x509 -noout -subject -issuer -in '$cur' | tr -d ' ' | grep -q 'subject=O=system:nodes,CN=system:node:$NODE' &&
 		openssl x509 -noout -issuer -in '$cur' | grep -q picolet-lab-ca"
 first_serial=$(serial)
+first_end=$(date -u -d "$(openssl x509 -noout -enddate -in "$cur" | cut -d= -f2)" +%FT%TZ)
 
 # ---- 3. the serving certificate, approved by an operator
 check "a serving CSR from system:node:$NODE" until_ok 60 test -n "$(csrs "$SERVING" "system:node:$NODE")"
@@ -159,13 +164,13 @@ served_serial() { openssl s_client -connect "127.0.0.1:$PORT" </dev/null 2>/dev/
 check "with the serial of kubelet-server-current.pem" test "$(served_serial)" = "$(openssl x509 -noout -serial -in "$W/pki/kubelet-server-current.pem")"
 
 # ---- 4. a restart reuses both
-n_client=$(kc get csr -o name | wc -l)
+n_csrs=$(kc get csr -o name | wc -l)
 stop_picolet
 start_picolet
 check "after a restart the Node is Ready" until_ok 120 ready
 check "the restart logged the reuse" until_ok 30 grep -q 'has a valid client certificate: no bootstrap' "$W/picolet.log"
 check "the restart served the stored serving certificate" until_ok 30 bash -c "$(declare -f served); PORT=$PORT served | grep -q 'issuer=.*picolet-lab-ca'"
-check "no new CSR after the restart" test "$(kc get csr -o name | wc -l)" = "$n_client"
+check "no new CSR after the restart" test "$(kc get csr -o name | wc -l)" = "$n_csrs"
 check "the same client certificate" test "$(serial)" = "$first_serial"
 
 # ---- 5. rotation (10 min certificates, backdated 5 min: the deadline comes 5.5-8.5 min after
@@ -191,6 +196,10 @@ p = lambda s: d.datetime.fromisoformat(s.replace("Z", "+00:00"))
 sys.exit(0 if p(sys.argv[1]) > p(sys.argv[2]) else 1)' "$renew" "$1"
 }
 check "the Lease is renewed after the rotation ($rot_time)" until_ok 60 lease_after "$rot_time"
+# The first certificate expires: a request on it would be refused (401) from then on, so a
+# Lease renewed after its NotAfter was sent with the new one.
+say "waiting for the first client certificate's NotAfter ($first_end)"
+check "the Lease is renewed after the first certificate expired ($first_end)" until_ok 900 lease_after "$first_end"
 check "the Node is Ready after the rotation" ready
 check "picolet is still running" kill -0 "$picolet_pid"
 grep -E 'certificate|CSR|signing request' "$W/picolet.log" | tail -n 12 || true
