@@ -2,10 +2,12 @@
 //! `HandlePodCleanups`, the generic PLEG). `daemon` builds what it reads and who it tells.
 //!
 //! Owns: every piece of pod state, on one thread: `PodConfig` (merge), `PodManager`
-//! (desired pods), `PodWorkers` (lifecycle), the runtime snapshot of the relister, and —
-//! through the syncer (`pod_sync`) — the status manager and the back-off tables.
+//! (desired pods), `PodWorkers` (lifecycle), the runtime snapshot of the relister, and
+//! the [`PodState`] of the syncs (status manager, back-offs, the pod cache).
 //!
-//! The loop `select!`s on: shutdown, source snapshots, worker completions/timers, the
+//! The loop `select!`s on: shutdown, the syncs' requests and reports ([`SyncRequest`]:
+//! answered first, so that a sync's report is applied before its end is seen), source
+//! snapshots, worker completions/timers, the
 //! PLEG's messages (`pleg`, a task of its own: relists every 1 s, kubelet's PLEG period, or
 //! the runtime's container events and a 300 s relist), the housekeeping tick (2 s), the
 //! container GC tick (1 min, its pass a task of its own) and the eviction manager's
@@ -27,12 +29,12 @@
 //! The loop never imports a source or the apiserver. Mirror pods are kept in the pod
 //! manager and never run. `READY=1` waits only for the file source.
 //!
-//! Deliberate difference (for now): the syncer (`pod_sync::AgentSyncer`) shares the status manager and the back-off tables
-//! with the loop through one `Rc<RefCell<_>>`. Each borrow is short and never held across
-//! an `.await`; one sync per UID at a time (a pod-workers invariant) means no two tasks
-//! touch the same pod's entries.
+//! The syncs (`pod_sync::AgentSyncer`, in the pod workers' tasks) hold no pod state: a
+//! sync asks the loop for its cached view and back-offs when it begins and reports the
+//! view after it, which the loop caches and turns into the pod's status (kubelet: the
+//! pod workers read the pod cache and write the status manager, both behind locks; here
+//! one owner answers messages instead).
 
-use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -63,7 +65,7 @@ use crate::pod_config::{PodConfig, PodOp, PodUpdate};
 use crate::pod_manager::PodManager;
 use crate::pod_manager::is_mirror_pod;
 pub use crate::pod_sync::{AgentSyncer, TERMINATION_STEPS_IN_FLIGHT};
-use crate::pod_sync::{Changed, Shared};
+use crate::pod_sync::{Changed, PodState, SyncRequest};
 use crate::pod_workers::{
     Outcome, PodWorkers, UpdatePodOptions, UpdateType, WorkKind, WorkerEvent,
 };
@@ -123,22 +125,16 @@ pub struct Tasks<R: Runtime, C: Clock> {
     pub eviction_observed: Option<mpsc::Receiver<crate::eviction::observe::Observed>>,
 }
 
-/// What the agent needs besides the runtime and the clock (the daemon builds it from the
-/// options; the file source it starts with the loop reads it too).
+/// What the loop reads besides the runtime and the clock (the daemon builds it from the
+/// options, inside its [`crate::daemon::DaemonConfig`]).
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
     pub node_name: String,
-    /// The static pod directory (the file source's).
-    pub pod_manifest_path: PathBuf,
-    /// The file source's re-list period.
-    pub file_check_frequency: Duration,
     pub sync_frequency: Duration,
     pub root_dir: PathBuf,
     pub pod_log_dir: PathBuf,
     pub resolv_conf: PathBuf,
     pub cgroup_parent: String,
-    /// `--cgroups-per-qos`: the pod cgroups' layout and `kubepods`' limits (None: off).
-    pub pod_cgroups: Option<crate::cm::manager::PodCgroupsConfig>,
     /// Reserved resources: admission checks requests against capacity minus them.
     pub allocatable: crate::cm::NodeAllocatable,
     /// `--seccomp-default`.
@@ -150,12 +146,6 @@ pub struct AgentConfig {
     pub max_pods: u32,
     /// `--minimum-container-ttl-duration`, `--maximum-dead-containers-per-container`.
     pub gc_policy: GcPolicy,
-    /// `--container-log-max-size`, `--container-log-max-files`; `None`: no log rotation.
-    /// The daemon runs the log manager beside the loop.
-    pub log_rotation: Option<crate::logs::LogRotatePolicy>,
-    /// The image GC settings; `None`: no image GC. The daemon runs the image manager
-    /// beside the loop.
-    pub image_gc: Option<crate::images::ImageGcPolicy>,
     /// The node's IP: every pod's `status.hostIP`, and the `podIP` of host-network pods
     /// (`--node-ip`, else the default route's source address).
     pub node_ip: Option<std::net::IpAddr>,
@@ -188,10 +178,7 @@ pub async fn run<R: Runtime, C: Clock>(
         Some(ObjectChannels { wanted, updates }) => (Some(wanted), Some(updates)),
         None => (None, None),
     };
-    let shared = Rc::new(RefCell::new(Shared {
-        events: events.clone(),
-        ..Shared::default()
-    }));
+    let (to_loop, mut sync_requests) = mpsc::unbounded_channel::<SyncRequest>();
     let config_objects = ConfigObjects::default();
     let tmpfs: Arc<dyn Tmpfs> = Arc::new(crate::volume::mounts::SysTmpfs);
     let Tasks {
@@ -211,7 +198,15 @@ pub async fn run<R: Runtime, C: Clock>(
         node::cpu_capacity_milli(),
         i64::try_from(node::memory_capacity()).unwrap_or(i64::MAX),
     );
+    let pod_state = PodState {
+        events: events.clone(),
+        probes: prober.handle(),
+        node_ip: cfg.node_ip.map(|ip| ip.to_string()),
+        root_dir: cfg.root_dir.clone(),
+        ..PodState::default()
+    };
     let syncer = AgentSyncer {
+        to_loop,
         pleg_poke: Rc::clone(&pleg_poke),
         kill_steps: Rc::new(tokio::sync::Semaphore::new(TERMINATION_STEPS_IN_FLIGHT)),
         cleanups: Rc::new(tokio::sync::Semaphore::new(TERMINATION_STEPS_IN_FLIGHT)),
@@ -234,8 +229,6 @@ pub async fn run<R: Runtime, C: Clock>(
             recorder: recorder.clone(),
             csi: csi.clone(),
         },
-        shared: shared.clone(),
-        node_ip: cfg.node_ip.map(|ip| ip.to_string()),
     };
     let mut state = Loop {
         runtime,
@@ -244,7 +237,7 @@ pub async fn run<R: Runtime, C: Clock>(
         workers: PodWorkers::new(syncer)
             .with_resync_interval(cfg.sync_frequency)
             .with_metrics(metrics),
-        shared,
+        pod_state,
         runtime_pods: HashMap::new(),
         running_tx: running_containers,
         running_changed: false,
@@ -295,6 +288,12 @@ pub async fn run<R: Runtime, C: Clock>(
         tokio::select! {
             biased;
             _ = shutdown.cancelled() => break,
+            // The syncs' requests and reports before anything else: a sync's report is
+            // applied before its end (`workers.next()`) is seen.
+            Some(req) = sync_requests.recv() => {
+                let now = state.clock.now();
+                state.pod_state.answer(req, now);
+            }
             // Source updates wait for the first relist: deciding whether a static pod may
             // start needs to know what the runtime already runs (see `start_or_hold`).
             Some(mut update) = src_rx.recv(), if state.relisted_once => {
@@ -314,7 +313,7 @@ pub async fn run<R: Runtime, C: Clock>(
             Some(msg) = pleg_rx.recv() => match msg {
                 PlegMessage::Relisted { started, result } => state.on_relist(started, result),
                 PlegMessage::Event { received, event } => state.on_container_event(received, &event),
-                PlegMessage::Watching(since) => state.shared.borrow_mut().watching_since = since,
+                PlegMessage::Watching(since) => state.pod_state.watching_since = since,
             },
             Some(update) = recv_opt(&mut objects_rx) => state.on_objects(Scope::Api, update.objects),
             _ = housekeeping_tick.tick() => state.housekeeping(),
@@ -351,7 +350,9 @@ struct Loop<R: Runtime, C: Clock> {
     pod_config: PodConfig,
     pods: PodManager,
     workers: PodWorkers<AgentSyncer<R, C>>,
-    shared: Rc<RefCell<Shared>>,
+    /// The pods' runtime cache, back-offs and statuses: the loop's alone; the syncs ask
+    /// and report by [`SyncRequest`]s.
+    pod_state: PodState,
     /// The relister's (PLEG) last view of the runtime, by pod UID.
     runtime_pods: HashMap<String, PodRuntimeStatus>,
     /// The log manager's copy of the running containers in `runtime_pods`.
@@ -496,7 +497,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                         && !self.workers.is_known(&uid)
                         && !self.stopped_at.contains_key(&uid)
                     {
-                        self.shared.borrow_mut().known_absent.insert(uid.clone());
+                        self.pod_state.known_absent.insert(uid.clone());
                     }
                     self.pods.add_or_update(pod.clone());
                     if self.admit(&pod) {
@@ -522,7 +523,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                 PodOp::Remove => {
                     log::info!("pod {name} (uid {uid}) removed by source {}", update.source);
                     self.prober.remove_pod(&uid);
-                    self.shared.borrow_mut().known_absent.remove(&uid);
+                    self.pod_state.known_absent.remove(&uid);
                     self.pods.remove(&uid);
                     self.held.remove(&uid);
                     self.rejected.remove(&uid);
@@ -604,16 +605,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                 .collect(),
             ..Default::default()
         };
-        let mut shared = self.shared.borrow_mut();
-        if shared.statuses.set(&uid, &name, status)
-            && let (Some(tx), Some(status)) = (&shared.events, shared.statuses.get_shared(&uid))
-        {
-            tx.send(PodEvent::Status {
-                pod: Arc::clone(pod),
-                status,
-            });
-        }
-        drop(shared);
+        self.pod_state.set_status(pod, status);
         // Something of it already runs (a picolet restart with a newer policy): stop it.
         if self.runtime_pods.contains_key(&uid) {
             self.workers
@@ -748,7 +740,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                     self.relist_failing = false;
                     log::info!("relist: the container runtime answers again");
                 }
-                self.shared.borrow_mut().relisted_at = Some(started);
+                self.pod_state.relisted_at = Some(started);
                 match l {
                     Some(l) => l,
                     // Unchanged since the last list (the idle case): only its time counts.
@@ -834,21 +826,18 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                     began: received,
                     seen: None,
                 };
-                self.shared
-                    .borrow_mut()
-                    .changed
-                    .insert(uid.clone(), changed);
+                self.pod_state.changed.insert(uid.clone(), changed);
             }
         }
         self.sync_changed(vec![uid]);
     }
 
-    /// The pods a sync asked to compare again (see [`Shared::recheck`]) against the view of
+    /// The pods a sync asked to compare again (see [`PodState::recheck`]) against the view of
     /// the relist that began at `began` (those in `changed` are compared already). A
     /// difference is marked as a change; the sync judges it again if that relist, too,
     /// began before the view was read.
     fn recheck(&mut self, began: tokio::time::Instant, changed: &[String]) {
-        let recheck = std::mem::take(&mut self.shared.borrow_mut().recheck);
+        let recheck = std::mem::take(&mut self.pod_state.recheck);
         if recheck.is_empty() {
             return;
         }
@@ -867,13 +856,13 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// their cached views are stale unless they already show the change (a change the pod's
     /// last sync made itself). Returns the pods marked.
     fn mark_changed(
-        &self,
+        &mut self,
         changed: &[String],
         began: tokio::time::Instant,
         at: tokio::time::Instant,
     ) -> Vec<String> {
         let mut marked = Vec::new();
-        let mut shared = self.shared.borrow_mut();
+        let shared = &mut self.pod_state;
         for uid in changed {
             let seen = self.runtime_pods.get(uid);
             let cached_agrees = shared.pod_cache.get(uid).is_some_and(|cached| {
@@ -919,7 +908,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         self.pods.compact();
         self.workers.compact();
         self.prober.compact();
-        self.shared.borrow_mut().compact();
+        self.pod_state.compact();
         self.runtime_pods.shrink_sparse();
         self.held.shrink_sparse();
         self.stopped_at.shrink_sparse();
@@ -937,7 +926,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         let pods = &self.pods;
         for uid in self.workers.sync_known_pods(|uid| pods.contains(uid)) {
             self.prober.remove_pod(&uid);
-            let mut shared = self.shared.borrow_mut();
+            let shared = &mut self.pod_state;
             shared.backoffs.remove(&uid);
             shared.pod_cache.remove(&uid);
             shared.changed.remove(&uid);
@@ -951,7 +940,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         }
         {
             let runtime_pods = &self.runtime_pods;
-            let mut shared = self.shared.borrow_mut();
+            let shared = &mut self.pod_state;
             if !shared.ended.is_empty() {
                 shared.ended.retain(|uid| runtime_pods.contains_key(uid));
             }

@@ -1,7 +1,8 @@
-//! The subset of the Kubernetes `v1` API that picolet acts on.
+//! The subset of the Kubernetes API that picolet acts on: every Kubernetes type of picolet.
 //!
-//! Owns: the serde shapes of `Pod` (spec and status) as they appear in manifests and on the
-//! wire. Field names are the upstream JSON names (camelCase). Unknown fields are tolerated by
+//! Owns: the serde shapes of `Pod` (spec and status), ConfigMap and Secret as they appear in
+//! manifests and on the wire; in [`cluster`] (feature `apiserver`) those of cluster mode
+//! (Node, Lease, lists, watch events, `Status`). Field names are the upstream JSON names (camelCase). Unknown fields are tolerated by
 //! serde (no `deny_unknown_fields`) so real manifests load; `manifest.rs` reports them at
 //! debug level.
 //!
@@ -13,6 +14,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "apiserver")]
+pub mod cluster;
 mod decode;
 pub use decode::{DecodeError, from_value};
 

@@ -106,10 +106,11 @@ pub async fn run(
     // kubelet: the instrumented runtime service — every CRI call counted for `/metrics`.
     let runtime_metrics = std::sync::Arc::new(crate::metrics::RuntimeMetrics::default());
     let runtime = cri_runtime(&opts)?.with_metrics(std::sync::Arc::clone(&runtime_metrics));
-    let cfg = agent_config(&opts, node_name);
+    let daemon_cfg = daemon_config(&opts, node_name);
     let local = tokio::task::LocalSet::new();
     local
         .run_until(async move {
+            let cfg = &daemon_cfg.agent;
             // ---- apiserver mode
             // kubelet: `LoadClientCert` before anything talks to the cluster.
             #[cfg(feature = "apiserver")]
@@ -127,7 +128,7 @@ pub async fn run(
                     .map_err(|e| DaemonError::Bootstrap(e.to_string()))?;
             }
             #[cfg(feature = "apiserver")]
-            let ext = start_apiserver_mode(&opts, &cfg, runtime.clone(), SystemClock, &shutdown)?;
+            let ext = start_apiserver_mode(&opts, cfg, runtime.clone(), SystemClock, &shutdown)?;
             #[cfg(not(feature = "apiserver"))]
             let ext = if opts.kubeconfig.is_some() || opts.manifest_url.is_some() {
                 return Err(DaemonError::NoApiserverFeature);
@@ -146,7 +147,7 @@ pub async fn run(
             // ---- the node API
             #[cfg(feature = "apiserver")]
             if opts.port != 0 {
-                let mut api_opts = local_api_options(&opts, &cfg);
+                let mut api_opts = local_api_options(&opts, cfg);
                 api_opts.serving = ext.serving.take();
                 let tx = crate::local_api::start(
                     &api_opts,
@@ -173,7 +174,7 @@ pub async fn run(
             }
             #[cfg(not(feature = "apiserver"))]
             let _ = (recorder, runtime_metrics, agent_metrics);
-            run_with_extensions(runtime, SystemClock, cfg, ext, shutdown, relist_now).await;
+            run_with_extensions(runtime, SystemClock, daemon_cfg, ext, shutdown, relist_now).await;
             Ok(())
         })
         .await
@@ -184,29 +185,33 @@ pub fn new_recorder<C: Clock>(node_name: &str, clock: C) -> Recorder {
     Recorder::new(node_name, recorder::DEFAULT_CAPACITY).with_clock(clock)
 }
 
-/// What the agent and the file source need of `opts`.
-fn agent_config(opts: &Options, node_name: String) -> AgentConfig {
-    AgentConfig {
-        node_labels: node::node_labels(&node_name, &opts.node_labels),
-        node_name,
+/// What the daemon wires from the options: the loop's [`AgentConfig`], and what the tasks
+/// it starts beside the loop read (the file source, the cgroup worker, the log and image
+/// managers).
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    pub agent: AgentConfig,
+    /// The static pod directory (the file source's).
+    pub pod_manifest_path: std::path::PathBuf,
+    /// The file source's re-list period.
+    pub file_check_frequency: std::time::Duration,
+    /// `--cgroups-per-qos`: the pod cgroups' layout and `kubepods`' limits (None: off).
+    pub pod_cgroups: Option<crate::cm::manager::PodCgroupsConfig>,
+    /// `--container-log-max-size`, `--container-log-max-files`; `None`: no log rotation.
+    pub log_rotation: Option<LogRotatePolicy>,
+    /// The image GC settings; `None`: no image GC.
+    pub image_gc: Option<ImageGcPolicy>,
+}
+
+/// What the loop and the tasks beside it need of `opts`.
+fn daemon_config(opts: &Options, node_name: String) -> DaemonConfig {
+    DaemonConfig {
         // The static pod UID hashes the manifest path: make it absolute so `picolet run
         // --pod-manifest-path manifests` from another directory adopts the same pods.
         pod_manifest_path: std::path::absolute(&opts.pod_manifest_path)
             .unwrap_or_else(|_| opts.pod_manifest_path.clone()),
         file_check_frequency: opts.file_check_frequency,
-        sync_frequency: opts.sync_frequency,
-        root_dir: opts.root_dir.clone(),
-        pod_log_dir: opts.pod_log_dir.clone(),
-        resolv_conf: opts.resolv_conf.clone(),
-        cgroup_parent: opts.cgroup_root.clone(),
         pod_cgroups: pod_cgroups_config(opts),
-        allocatable: node_allocatable(opts),
-        seccomp_default: opts.seccomp_default,
-        max_pods: opts.max_pods,
-        gc_policy: GcPolicy {
-            min_age: opts.minimum_container_ttl_duration,
-            max_per_pod_container: opts.maximum_dead_containers_per_container,
-        },
         log_rotation: Some(LogRotatePolicy {
             max_size: opts.container_log_max_size,
             max_files: opts.container_log_max_files,
@@ -218,6 +223,27 @@ fn agent_config(opts: &Options, node_name: String) -> AgentConfig {
             sandbox_image: opts.pod_infra_container_image.clone(),
         })
         .filter(ImageGcPolicy::enabled),
+        agent: agent_config(opts, node_name),
+    }
+}
+
+/// What the loop needs of `opts`.
+fn agent_config(opts: &Options, node_name: String) -> AgentConfig {
+    AgentConfig {
+        node_labels: node::node_labels(&node_name, &opts.node_labels),
+        node_name,
+        sync_frequency: opts.sync_frequency,
+        root_dir: opts.root_dir.clone(),
+        pod_log_dir: opts.pod_log_dir.clone(),
+        resolv_conf: opts.resolv_conf.clone(),
+        cgroup_parent: opts.cgroup_root.clone(),
+        allocatable: node_allocatable(opts),
+        seccomp_default: opts.seccomp_default,
+        max_pods: opts.max_pods,
+        gc_policy: GcPolicy {
+            min_age: opts.minimum_container_ttl_duration,
+            max_per_pod_container: opts.maximum_dead_containers_per_container,
+        },
         node_ip: opts.node_ip.or_else(node::default_route_ip),
         eviction: Some(crate::agent::EvictionConfig {
             thresholds: opts.eviction_hard.clone(),
@@ -336,7 +362,7 @@ pub fn cri_runtime(opts: &Options) -> Result<CriRuntime, CriError> {
 pub async fn run_with<R: Runtime, C: Clock>(
     runtime: R,
     clock: C,
-    cfg: AgentConfig,
+    cfg: DaemonConfig,
     shutdown: CancellationToken,
     relist_now: Rc<Notify>,
 ) {
@@ -355,17 +381,25 @@ pub async fn run_with<R: Runtime, C: Clock>(
 pub async fn run_with_extensions<R: Runtime, C: Clock>(
     runtime: R,
     clock: C,
-    cfg: AgentConfig,
+    cfg: DaemonConfig,
     ext: Extensions,
     shutdown: CancellationToken,
     relist_now: Rc<Notify>,
 ) {
+    let DaemonConfig {
+        agent: cfg,
+        pod_manifest_path,
+        file_check_frequency,
+        pod_cgroups,
+        log_rotation,
+        image_gc,
+    } = cfg;
     log::info!(
         target: AGENT_LOG,
         "picolet {} starting: node {}, manifests {}",
         env!("CARGO_PKG_VERSION"),
         cfg.node_name,
-        cfg.pod_manifest_path.display()
+        pod_manifest_path.display()
     );
     match runtime.version().await {
         Ok(v) => log::info!(
@@ -387,30 +421,26 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
     let (src_tx, src_rx) = ext.source_channel.unwrap_or_else(|| mpsc::channel(16));
     let mut sources = vec![file::SOURCE];
     sources.extend(ext.sources.iter().copied());
-    let file_source = FileSource::new(
-        cfg.pod_manifest_path.clone(),
-        cfg.node_name.clone(),
-        clock.clone(),
-    )
-    .with_options(FileSourceOptions {
-        relist_interval: cfg.file_check_frequency,
-        ..FileSourceOptions::default()
-    })
-    .with_recorder(recorder.clone());
+    let file_source = FileSource::new(pod_manifest_path, cfg.node_name.clone(), clock.clone())
+        .with_options(FileSourceOptions {
+            relist_interval: file_check_frequency,
+            ..FileSourceOptions::default()
+        })
+        .with_recorder(recorder.clone());
     tokio::task::spawn_local(file_source.run(src_tx, relist_now, shutdown.child_token()));
 
     // The container log manager and the image manager: tasks of their own over the
     // runtime, beside the loop (kubelet: `containerLogManager.Start`,
     // `StartGarbageCollection`'s image loop).
     // The log manager learns which containers run from the loop's runtime view.
-    let running_containers = cfg.log_rotation.map(|policy| {
+    let running_containers = log_rotation.map(|policy| {
         let (tx, rx) = tokio::sync::watch::channel(Vec::new());
         let logs = LogManager::new(runtime.clone(), clock.clone(), policy, rx);
         tokio::task::spawn_local(logs.run(shutdown.child_token()));
         tx
     });
     // The eviction manager's image reclaim calls `delete_unused_images` on a clone.
-    let reclaim_images = cfg.image_gc.clone().map(|policy| {
+    let reclaim_images = image_gc.map(|policy| {
         let images = ImageManager::new(runtime.clone(), clock.clone(), policy);
         tokio::task::spawn_local(images.clone().run(shutdown.child_token()));
         crate::eviction::ImageReclaim(Rc::new(move || {
@@ -439,7 +469,7 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
         reclaim_images,
         running_containers,
     };
-    let tasks = start_tasks(&runtime, &clock, &cfg, &shutdown);
+    let tasks = start_tasks(&runtime, &clock, &cfg, pod_cgroups, &shutdown);
     agent::run(runtime, clock, cfg, channels, tasks, shutdown).await
 }
 
@@ -449,6 +479,7 @@ fn start_tasks<R: Runtime, C: Clock>(
     runtime: &R,
     clock: &C,
     cfg: &AgentConfig,
+    pod_cgroups: Option<crate::cm::manager::PodCgroupsConfig>,
     shutdown: &CancellationToken,
 ) -> agent::Tasks<R, C> {
     // kubelet: the plugin manager watches <root-dir>/plugins_registry for CSI drivers.
@@ -462,10 +493,7 @@ fn start_tasks<R: Runtime, C: Clock>(
     ));
     let (prober, probe_results) =
         crate::prober::Prober::new(runtime.clone(), clock.clone(), shutdown.child_token());
-    let pod_cgroups = cfg
-        .pod_cgroups
-        .clone()
-        .map(crate::cm::manager::PodCgroups::start);
+    let pod_cgroups = pod_cgroups.map(crate::cm::manager::PodCgroups::start);
     // The PLEG is a task of its own: the loop gets its lists and events as messages and
     // never waits on the runtime; the syncs ring `pleg_poke` when they changed it.
     let pleg_poke = Rc::new(tokio::sync::Notify::new());

@@ -53,7 +53,7 @@
 //! 4      logs          clock cri messages sort
 //! 4      pod_config    api messages
 //! 4      source        api checkpoint clock config_data kube manifest messages recorder sort
-//! 4      status        api clock cri kube messages pod_manager qos sort
+//! 4      status        api clock config_data cri kube messages pod_manager qos sort
 //! 4      volume        api clock config_data cri fieldpath grpc sort
 //! 5      kuberuntime   api clock cm config_data cri fieldpath logs probe qos recorder sort volume
 //! 6      local_api     api clock cm cri eviction json kube kuberuntime manifest messages metrics node recorder shrink sort x509
@@ -76,7 +76,7 @@
 //! Layout — what each module owns (its own docs say what it must never do). Modules in
 //! links are the library's API (what `main.rs`, the tests and the benches use); the
 //! others are private to the crate:
-//! - [`api`]          the `v1/Pod` subset (serde types) and its one decoder, nothing else
+//! - [`api`]          the Kubernetes types (the `v1/Pod` subset, ConfigMap, Secret; `cluster`: Node, Lease, lists, watch events, `Status`) and the Pod decoder, nothing else
 //! - [`clock`]        injected wall-clock time
 //! - `grpc`           the protobuf codec of the generated gRPC code and the unix-socket channel
 //! - `json`           JSON objects built out of line, for `json!` at many keys (binary size)
@@ -113,7 +113,7 @@
 //! - `pleg`           the PLEG's relist and the runtime's container events
 //! - `prober`         the probe manager: one worker task per probe, results by container ID
 //! - [`cli`]          the board's commands: `validate`, `get`, `describe pod`, `logs`
-//! - `pod_sync`       the pod syncer the pod workers call, with the pod cache it shares with the loop
+//! - `pod_sync`       the pod syncer the pod workers call, and the pod state (cache, back-offs, statuses) the loop owns and answers its requests from
 //! - [`agent`]        the one event loop; it owns pod state and starts no long-running task
 //! - [`daemon`]       wiring: builds everything from the options and spawns every task
 

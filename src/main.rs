@@ -140,7 +140,8 @@ async fn run(opts: Options) -> ExitCode {
 /// node runs its checkpointed pods offline.
 #[cfg(feature = "apiserver")]
 async fn check_apiserver(kubeconfig: &std::path::Path, node: &str) -> (Verdict, String) {
-    use picolet::kube::{Client, ClientConfig, types::Node};
+    use picolet::api::cluster::Node;
+    use picolet::kube::{Client, ClientConfig};
     let client = match ClientConfig::from_kubeconfig(kubeconfig).and_then(|c| Client::new(&c)) {
         Ok(c) => c,
         Err(e) => return (Verdict::Fail, e.to_string()),

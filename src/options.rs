@@ -603,6 +603,10 @@ pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
     }
     check_log_and_image_gc(&opts)?;
     check_certificates(&opts)?;
+    check_node_labels(&opts.node_labels).map_err(|reason| OptionsError::BadValue {
+        flag: "--node-labels".into(),
+        reason,
+    })?;
     // The systemd driver needs the pod and QoS slices made (and limited) through systemd's
     // D-Bus API; picolet has no D-Bus client (see README, "Pod cgroups"). Without
     // `--cgroups-per-qos` the runtime places the pods itself and the driver only names them.
@@ -946,6 +950,59 @@ pub fn parse_labels(s: &str) -> Result<BTreeMap<String, String>, String> {
         out.insert(k.to_string(), v.trim().to_string());
     }
     Ok(out)
+}
+
+/// The `kubernetes.io` and `k8s.io` labels a node may set on itself (kubelet:
+/// `KubeletLabels` of k8s.io/kubelet's well_known_labels.go; NodeRestriction lets a node set
+/// these and the namespaces below, nothing else of those two domains).
+const KUBELET_LABELS: [&str; 11] = [
+    "kubernetes.io/hostname",
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region",
+    "node.kubernetes.io/instance-type",
+    "beta.kubernetes.io/instance-type",
+    "kubernetes.io/os",
+    "kubernetes.io/arch",
+    "beta.kubernetes.io/os",
+    "beta.kubernetes.io/arch",
+];
+/// kubelet: `kubeletLabelNamespaces`.
+const KUBELET_LABEL_NAMESPACES: [&str; 2] = ["kubelet.kubernetes.io", "node.kubernetes.io"];
+
+/// kubelet: `ValidateKubeletFlags`' check of `--node-labels` — a label of the
+/// `kubernetes.io` or `k8s.io` domain (including `node-role.kubernetes.io/…` and
+/// `node-restriction.kubernetes.io/…`) must be one of [`KUBELET_LABELS`] or in one of
+/// [`KUBELET_LABEL_NAMESPACES`]: NodeRestriction refuses any other on the node's own Node, so
+/// the kubelet refuses them at start, in every mode. Others label the node from outside
+/// (`kubectl label node`).
+pub fn check_node_labels(labels: &BTreeMap<String, String>) -> Result<(), String> {
+    let in_domain = |d: &str, domain: &str| d == domain || d.ends_with(&format!(".{domain}"));
+    let bad: Vec<&str> = labels
+        .keys()
+        .map(String::as_str)
+        .filter(|k| {
+            let Some((domain, _)) = k.split_once('/') else {
+                return false;
+            };
+            let ours = in_domain(domain, "kubernetes.io") || in_domain(domain, "k8s.io");
+            ours && !KUBELET_LABELS.contains(k)
+                && !KUBELET_LABEL_NAMESPACES
+                    .iter()
+                    .any(|ns| in_domain(domain, ns))
+        })
+        .collect();
+    if bad.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "unknown 'kubernetes.io' or 'k8s.io' labels {bad:?}: a node may set on itself only {} \
+         and labels under {} (NodeRestriction refuses others; set them with `kubectl label \
+         node` instead)",
+        KUBELET_LABELS.join(", "),
+        KUBELET_LABEL_NAMESPACES.join(", ")
+    ))
 }
 
 const KNOWN_CONFIG_KEYS: &[&str] = &[
@@ -1535,6 +1592,41 @@ mod tests {
         ] {
             let err = parse(&args(line)).unwrap_err().to_string();
             assert!(err.contains(flag) && err.contains(says), "{line}: {err}");
+        }
+    }
+
+    #[test]
+    fn node_labels_a_node_may_not_set_on_itself_are_refused_at_start() {
+        for (labels, ok) in [
+            ("example.com/site=depot-7,zone=x", true),
+            (
+                "kubernetes.io/arch=arm64,topology.kubernetes.io/zone=a",
+                true,
+            ),
+            (
+                "node.kubernetes.io/exclude-from-external-load-balancers=",
+                true,
+            ),
+            ("kubelet.kubernetes.io/x=1,sub.node.kubernetes.io/y=2", true),
+            ("node-role.kubernetes.io/worker=", false),
+            ("node-restriction.kubernetes.io/pool=a", false),
+            ("kubernetes.io/role=edge", false),
+            ("k8s.io/x=1", false),
+            ("example.k8s.io/x=1", false),
+            ("notkubernetes.io/x=1", true),
+        ] {
+            let r = parse(&args(&format!("run --node-labels {labels}")));
+            match r {
+                Ok(_) => assert!(ok, "{labels} accepted"),
+                Err(e) => {
+                    assert!(!ok, "{labels} refused: {e}");
+                    let e = e.to_string();
+                    assert!(
+                        e.contains("--node-labels") && e.contains("kubectl label"),
+                        "{e}"
+                    );
+                }
+            }
         }
     }
 }

@@ -1,20 +1,27 @@
 //! The pod syncer (kubelet: the `podSyncer` the pod workers call — `SyncPod`,
-//! `SyncTerminatingPod`, `SyncTerminatedPod`) over the runtime manager, and the
-//! bookkeeping it shares with the loop: the PLEG's pod cache, back-offs, statuses.
+//! `SyncTerminatingPod`, `SyncTerminatedPod`) over the runtime manager, and the pod state
+//! the loop owns for it: the PLEG's pod cache, back-offs, statuses ([`PodState`]).
 //!
-//! The loop (`agent`) builds it and hands it to the pod workers; it never imports the
-//! loop.
+//! The loop (`agent`) owns the [`PodState`] alone; the sync tasks never touch it. A sync
+//! asks the loop for what it needs and reports what it did by [`SyncRequest`] messages:
+//! `Begin` (the cached view, the back-offs) when it starts, `Finish` (the view after it,
+//! which the loop caches and turns into the pod's status) when its runtime work is done.
+//! The loop answers them before any other input (its `select!` is biased), so a sync's
+//! report is applied before the loop sees that sync end. The loop builds the syncer and
+//! hands it to the pod workers; this module never imports the loop.
 
-use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::{mpsc, oneshot};
+
 use tokio_util::sync::CancellationToken;
 
 use crate::api::Pod;
-use crate::clock::Clock;
+use crate::clock::{Clock, UnixNanos};
 use crate::cri::{ContainerState, CriError, PodRuntimeStatus, Runtime};
 use crate::kuberuntime::backoff::PodBackoffs;
 use crate::kuberuntime::gc::{self, GcPolicy};
@@ -33,8 +40,10 @@ use crate::status::{self, StatusManager, WaitingReasons};
 /// `updateGlobalCache`).
 const POD_CACHE_TRUST: Duration = Duration::from_secs(10);
 
+/// The pod state the loop owns and the syncs ask for and report to (see the module
+/// comment).
 #[derive(Default)]
-pub(crate) struct Shared {
+pub(crate) struct PodState {
     pub(crate) statuses: StatusManager,
     pub(crate) backoffs: HashMap<String, PodBackoffs>,
     /// Why picolet killed a container, by container ID, for its terminated state's message
@@ -69,6 +78,12 @@ pub(crate) struct Shared {
     pub(crate) ended: HashSet<String>,
     /// apiserver mode: status changes go to the status syncer.
     pub(crate) events: Option<PodEventSender>,
+    /// The prober's status view (its results go into each status; each status goes to it).
+    pub(crate) probes: ProbeHandle,
+    /// Every pod's `status.hostIP`.
+    pub(crate) node_ip: Option<String>,
+    /// `--root-dir`: the pods' termination message files.
+    pub(crate) root_dir: PathBuf,
 }
 
 /// A change the relister saw in a pod.
@@ -126,7 +141,7 @@ impl PodCache {
     }
 }
 
-impl Shared {
+impl PodState {
     /// Gives back the table space a burst of pods left (see [`crate::shrink`]).
     pub(crate) fn compact(&mut self) {
         self.backoffs.shrink_sparse();
@@ -138,14 +153,268 @@ impl Shared {
     }
 }
 
+/// What a sync asks of, or reports to, the loop that owns the [`PodState`]. Each is
+/// answered (or applied) by [`PodState::answer`] on the loop, in the order sent.
+pub(crate) enum SyncRequest {
+    /// A `SyncPod` begins: whether the pod had an earlier run to clear, the runtime view to
+    /// plan on if the cache still holds it, and the pod's back-offs (given back by
+    /// `Backoffs`).
+    Begin {
+        uid: String,
+        create: bool,
+        reply: oneshot::Sender<SyncStart>,
+    },
+    /// The back-offs a `SyncPod` took with `Begin`, after it (also when it failed or was
+    /// cancelled).
+    Backoffs { uid: String, backoffs: PodBackoffs },
+    /// Why a `SyncPod` killed containers (a liveness or startup probe failure), by
+    /// container ID, for their terminated state's message.
+    Killed { messages: Vec<(String, String)> },
+    /// A `SyncPod`'s runtime work is done: cache the view after it and record the pod's
+    /// status from it.
+    Finish {
+        pod: Arc<Pod>,
+        view: SyncedView,
+        reasons: WaitingReasons,
+        reply: oneshot::Sender<Recorded>,
+    },
+    /// A termination's view after the kill: the pod's status from it.
+    Terminated {
+        pod: Arc<Pod>,
+        after: PodRuntimeStatus,
+    },
+    /// A `SyncTerminatedPod` cleaned the pod up: its bookkeeping goes.
+    CleanedUp {
+        uid: String,
+        container_ids: Vec<String>,
+    },
+}
+
+/// The loop's answer to [`SyncRequest::Begin`].
+pub(crate) struct SyncStart {
+    /// The UID's worker finished earlier in this process's life (see [`PodState::ended`]).
+    ended: bool,
+    /// The view to plan on without reading the runtime, and when its read began.
+    cached: Option<(tokio::time::Instant, PodRuntimeStatus)>,
+    backoffs: PodBackoffs,
+}
+
+/// The runtime view a `SyncPod` ended with.
+pub(crate) struct SyncedView {
+    /// When the reads it rests on began.
+    read_at: tokio::time::Instant,
+    /// When they ended; `None`: it is the cached view, unchanged.
+    settled_at: Option<tokio::time::Instant>,
+    status: PodRuntimeStatus,
+}
+
+/// The loop's answer to [`SyncRequest::Finish`].
+pub(crate) struct Recorded {
+    /// The recorded phase is terminal.
+    terminal: bool,
+    /// `spec.activeDeadlineSeconds` (kubelet: the activeDeadlineHandler).
+    deadline: status::ActiveDeadline,
+}
+
+impl PodState {
+    /// Answers or applies a sync's request (see [`SyncRequest`]); `now` is the clock's.
+    pub(crate) fn answer(&mut self, req: SyncRequest, now: UnixNanos) {
+        match req {
+            SyncRequest::Begin { uid, create, reply } => {
+                let ended = create && self.ended.remove(&uid);
+                let cached = if create {
+                    // A UID the runtime has never held: nothing to read (start latency).
+                    self.known_absent.remove(&uid).then(|| {
+                        let empty = PodRuntimeStatus {
+                            uid: uid.clone(),
+                            ..PodRuntimeStatus::default()
+                        };
+                        (tokio::time::Instant::now(), empty)
+                    })
+                } else {
+                    self.cached_status(&uid)
+                };
+                let backoffs = self.backoffs.remove(&uid).unwrap_or_default();
+                let _ = reply.send(SyncStart {
+                    ended,
+                    cached,
+                    backoffs,
+                });
+            }
+            SyncRequest::Backoffs { uid, backoffs } => {
+                self.backoffs.insert(uid, backoffs);
+            }
+            SyncRequest::Killed { messages } => self.kill_messages.extend(messages),
+            SyncRequest::Finish {
+                pod,
+                view,
+                reasons,
+                reply,
+            } => {
+                let _ = reply.send(self.finish(&pod, view, &reasons, now));
+            }
+            SyncRequest::Terminated { pod, after } => {
+                self.record_status(&pod, &after, &WaitingReasons::new(), now);
+            }
+            SyncRequest::CleanedUp { uid, container_ids } => {
+                self.backoffs.remove(&uid);
+                self.pod_cache.remove(&uid);
+                self.changed.remove(&uid);
+                self.recheck.remove(&uid);
+                for id in &container_ids {
+                    self.kill_messages.remove(id);
+                }
+            }
+        }
+    }
+
+    /// The cached runtime view of the pod, if the relister saw no change after its read, or
+    /// only an earlier stage of it (see [`Changed::seen`]).
+    fn cached_status(&mut self, uid: &str) -> Option<(tokio::time::Instant, PodRuntimeStatus)> {
+        let cached = self.pod_cache.get(uid)?;
+        let at = &cached.read_at;
+        // A relister that stopped answering confirms nothing: after a while, read afresh.
+        // A watched event stream confirms every view up to now once a relist began after
+        // it opened (changes before it opened are that relist's).
+        let watched = matches!(
+            (self.relisted_at, self.watching_since),
+            (Some(r), Some(w)) if r >= w
+        );
+        let relisted_since = watched
+            || self
+                .relisted_at
+                .is_some_and(|r| r > *at && r.elapsed() < POD_CACHE_TRUST);
+        if !relisted_since {
+            return None;
+        }
+        let Some(changed) = self.changed.get(uid).filter(|c| c.at >= *at) else {
+            return Some((*at, cached.status.clone()));
+        };
+        // A relist that began before this view's reads ended and saw an earlier stage of
+        // it is no change: keep the view, and have the next relist compare the pod again
+        // (what it did not see may have been removed rather than not created yet).
+        let behind = changed.began < cached.settled_at
+            && changed
+                .seen
+                .as_deref()
+                .is_some_and(|seen| pleg::is_behind(seen, &cached.status));
+        if !behind {
+            return None;
+        }
+        let view = (*at, cached.status.clone());
+        self.changed.remove(uid);
+        self.recheck.insert(uid.to_string());
+        Some(view)
+    }
+
+    /// A sync's view after it: cached, and the pod's status recorded from it; past its
+    /// active deadline the pod is failed.
+    fn finish(
+        &mut self,
+        pod: &Arc<Pod>,
+        view: SyncedView,
+        reasons: &WaitingReasons,
+        now: UnixNanos,
+    ) -> Recorded {
+        let uid = pod.uid();
+        // A change seen before these reads is in them.
+        if self.changed.get(uid).is_some_and(|c| c.at < view.read_at) {
+            self.changed.remove(uid);
+        }
+        // The view's reads ended now, or, reused as it was, when they ended before.
+        let settled_at = view
+            .settled_at
+            .or_else(|| self.pod_cache.get(uid).map(|c| c.settled_at))
+            .unwrap_or_else(tokio::time::Instant::now);
+        let terminal = self.record_status(pod, &view.status, reasons, now);
+        self.pod_cache
+            .insert(uid.to_string(), view.read_at, settled_at, view.status);
+        let deadline = status::active_deadline(pod, self.statuses.get(uid), now);
+        if matches!(deadline, status::ActiveDeadline::Exceeded) && !terminal {
+            log::warn!(
+                "pod {}: {} ({}s): failing it",
+                pod.full_name(),
+                status::MESSAGE_DEADLINE_EXCEEDED,
+                pod.spec.active_deadline_seconds.unwrap_or_default()
+            );
+            self.fail_pod(
+                pod,
+                status::REASON_DEADLINE_EXCEEDED,
+                status::MESSAGE_DEADLINE_EXCEEDED,
+            );
+        }
+        Recorded { terminal, deadline }
+    }
+
+    /// Recomputes the API status from a fresh runtime view and stores it (logged on change).
+    fn record_status(
+        &mut self,
+        pod: &Arc<Pod>,
+        observed: &PodRuntimeStatus,
+        reasons: &WaitingReasons,
+        now: UnixNanos,
+    ) -> bool {
+        let mut observed = observed.clone();
+        sync::fill_termination_messages(&self.root_dir, pod, &mut observed);
+        // The last state says why picolet killed it (the runtime only knows "Error", 137).
+        for c in &mut observed.containers {
+            if c.message.is_empty() {
+                if let Some(m) = self.kill_messages.get(&c.id) {
+                    c.message.clone_from(m);
+                }
+            }
+        }
+        let previous = self.statuses.get(pod.uid());
+        let probe_results = self.probes.status_results(&observed);
+        let st = status::compute_pod_status_with(
+            pod,
+            &observed,
+            reasons,
+            previous,
+            now,
+            self.node_ip.as_deref(),
+            &status::StatusOptions {
+                probes: Some(&probe_results),
+                ..Default::default()
+            },
+        );
+        self.probes.observe(pod, &st);
+        let terminal = st.phase.is_some_and(|p| p.is_terminal());
+        self.set_status(pod, st);
+        terminal
+    }
+
+    /// The pod's status becomes Failed with `reason` and `message` (kubelet: a pod sync
+    /// handler's eviction verdict); terminal phases stick, so later syncs keep it.
+    pub(crate) fn fail_pod(&mut self, pod: &Arc<Pod>, reason: &str, message: &str) {
+        let mut st = self.statuses.get(pod.uid()).cloned().unwrap_or_default();
+        st.phase = Some(crate::api::PodPhase::Failed);
+        st.reason = Some(reason.to_string());
+        st.message = Some(message.to_string());
+        self.set_status(pod, st);
+    }
+
+    /// Stores the pod's status; a change goes on to the status syncer (apiserver mode).
+    pub(crate) fn set_status(&mut self, pod: &Arc<Pod>, st: crate::api::PodStatus) {
+        if self.statuses.set(pod.uid(), &pod.full_name(), st)
+            && let (Some(tx), Some(status)) = (&self.events, self.statuses.get_shared(pod.uid()))
+        {
+            tx.send(PodEvent::Status {
+                pod: Arc::clone(pod),
+                status,
+            });
+        }
+    }
+}
+
 /// kubelet's `podSyncer` (SyncPod / SyncTerminatingPod / SyncTerminatedPod) over the CRI.
 #[derive(Clone)]
 pub struct AgentSyncer<R: Runtime, C: Clock> {
     pub(crate) env: SyncEnv<R, C>,
-    /// The prober's results (plan and status input) and status view (its output).
+    /// The prober's results (the plan's input).
     pub(crate) probes: ProbeHandle,
-    pub(crate) shared: Rc<RefCell<Shared>>,
-    pub(crate) node_ip: Option<String>,
+    /// To the loop, which owns the pod state (see [`SyncRequest`]).
+    pub(crate) to_loop: mpsc::UnboundedSender<SyncRequest>,
     /// Rung after a sync changed the runtime: the PLEG relists soon even while it runs
     /// slower (every running process watched for its exit).
     pub(crate) pleg_poke: Rc<tokio::sync::Notify>,
@@ -174,122 +443,29 @@ async fn step_permit(slots: &tokio::sync::Semaphore) -> Option<tokio::sync::Sema
     slots.acquire().await.ok()
 }
 
-impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
-    /// The cached runtime view of the pod, if the relister saw no change after its read, or
-    /// only an earlier stage of it (see [`Changed::seen`]).
-    fn cached_status(&self, uid: &str) -> Option<(tokio::time::Instant, PodRuntimeStatus)> {
-        let mut shared = self.shared.borrow_mut();
-        let cached = shared.pod_cache.get(uid)?;
-        let at = &cached.read_at;
-        // A relister that stopped answering confirms nothing: after a while, read afresh.
-        // A watched event stream confirms every view up to now once a relist began after
-        // it opened (changes before it opened are that relist's).
-        let watched = matches!(
-            (shared.relisted_at, shared.watching_since),
-            (Some(r), Some(w)) if r >= w
-        );
-        let relisted_since = watched
-            || shared
-                .relisted_at
-                .is_some_and(|r| r > *at && r.elapsed() < POD_CACHE_TRUST);
-        if !relisted_since {
-            return None;
-        }
-        let Some(changed) = shared.changed.get(uid).filter(|c| c.at >= *at) else {
-            return Some((*at, cached.status.clone()));
-        };
-        // A relist that began before this view's reads ended and saw an earlier stage of
-        // it is no change: keep the view, and have the next relist compare the pod again
-        // (what it did not see may have been removed rather than not created yet).
-        let behind = changed.began < cached.settled_at
-            && changed
-                .seen
-                .as_deref()
-                .is_some_and(|seen| pleg::is_behind(seen, &cached.status));
-        if !behind {
-            return None;
-        }
-        let view = (*at, cached.status.clone());
-        shared.changed.remove(uid);
-        shared.recheck.insert(uid.to_string());
-        Some(view)
-    }
-
-    /// Recomputes the API status from a fresh runtime view and stores it (logged on change).
-    fn record_status(
-        &self,
-        pod: &Arc<Pod>,
-        observed: &PodRuntimeStatus,
-        reasons: &WaitingReasons,
-    ) -> bool {
-        let now = self.env.clock.now();
-        let mut observed = observed.clone();
-        sync::fill_termination_messages(&self.env.root_dir, pod, &mut observed);
-        let mut shared = self.shared.borrow_mut();
-        // The last state says why picolet killed it (the runtime only knows "Error", 137).
-        for c in &mut observed.containers {
-            if c.message.is_empty() {
-                if let Some(m) = shared.kill_messages.get(&c.id) {
-                    c.message.clone_from(m);
-                }
-            }
-        }
-        let previous = shared.statuses.get(pod.uid()).cloned();
-        let probe_results = self.probes.status_results(&observed);
-        let st = status::compute_pod_status_with(
-            pod,
-            &observed,
-            reasons,
-            previous.as_ref(),
-            now,
-            self.node_ip.as_deref(),
-            &status::StatusOptions {
-                probes: Some(&probe_results),
-                ..Default::default()
-            },
-        );
-        self.probes.observe(pod, &st);
-        let terminal = st.phase.is_some_and(|p| p.is_terminal());
-        let changed = shared.statuses.set(pod.uid(), &pod.full_name(), st);
-        // apiserver mode: the status syncer sends it on.
-        if let (true, Some(tx), Some(status)) = (
-            changed,
-            &shared.events,
-            shared.statuses.get_shared(pod.uid()),
-        ) {
-            tx.send(PodEvent::Status {
-                pod: Arc::clone(pod),
-                status,
-            });
-        }
-        terminal
-    }
+/// The loop stopped (picolet is shutting down): the sync ends, its work left to the next
+/// picolet, which adopts the pods.
+fn loop_gone<T>(_: T) -> SyncFailure {
+    SyncFailure::new("cancelled: the agent is stopping")
 }
 
 impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
-    /// The pod's status becomes Failed with `reason` and `message` (kubelet: a pod sync
-    /// handler's eviction verdict); terminal phases stick, so later syncs keep it.
-    fn fail_pod(&self, pod: &Arc<Pod>, reason: &str, message: &str) {
-        let mut shared = self.shared.borrow_mut();
-        let mut st = shared.statuses.get(pod.uid()).cloned().unwrap_or_default();
-        st.phase = Some(crate::api::PodPhase::Failed);
-        st.reason = Some(reason.to_string());
-        st.message = Some(message.to_string());
-        if shared.statuses.set(pod.uid(), &pod.full_name(), st)
-            && let (Some(tx), Some(status)) =
-                (&shared.events, shared.statuses.get_shared(pod.uid()))
-        {
-            tx.send(PodEvent::Status {
-                pod: Arc::clone(pod),
-                status,
-            });
-        }
+    /// Sends a report to the loop (dropped when the loop has stopped).
+    fn tell(&self, req: SyncRequest) {
+        let _ = self.to_loop.send(req);
+    }
+
+    /// Asks the loop; its answer, or `None` once it stopped.
+    async fn ask<T>(&self, req: impl FnOnce(oneshot::Sender<T>) -> SyncRequest) -> Option<T> {
+        let (tx, rx) = oneshot::channel();
+        self.to_loop.send(req(tx)).ok()?;
+        rx.await.ok()
     }
 }
 
 impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
     /// A pod wanted again after its worker finished: what the runtime holds of the old
-    /// incarnation goes first (see `Shared::ended`), as a container GC pass for a pod no
+    /// incarnation goes first (see `PodState::ended`), as a container GC pass for a pod no
     /// source wants would remove it (`gc::plan` with every dead object removable; nothing
     /// running is touched). A failure is logged; the sync goes on and counts on.
     async fn remove_old_incarnation(
@@ -328,34 +504,22 @@ impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
     }
 }
 
-impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
-    async fn sync_pod(
+impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
+    /// `SyncPod` with the pod's back-offs, which the caller gives back to the loop.
+    async fn sync_pod_with(
         &self,
-        update: UpdateType,
-        pod: Arc<Pod>,
-        cancel: CancellationToken,
+        pod: &Arc<Pod>,
+        start: SyncStart,
+        backoffs: &mut PodBackoffs,
+        cancel: &CancellationToken,
     ) -> Result<SyncPodOk, SyncFailure> {
         let uid = pod.uid().to_string();
-        let ended = update == UpdateType::Create && self.shared.borrow_mut().ended.remove(&uid);
-        if ended {
-            self.remove_old_incarnation(&pod, &cancel).await?;
+        if start.ended {
+            self.remove_old_incarnation(pod, cancel).await?;
         }
-        let cached = if update == UpdateType::Create {
-            // A UID the runtime has never held: nothing to read (start latency).
-            let absent = self.shared.borrow_mut().known_absent.remove(&uid);
-            absent.then(|| {
-                let empty = PodRuntimeStatus {
-                    uid: uid.clone(),
-                    ..PodRuntimeStatus::default()
-                };
-                (tokio::time::Instant::now(), empty)
-            })
-        } else {
-            self.cached_status(&uid)
-        };
         let mut read_at = tokio::time::Instant::now();
-        let from_cache = cached.is_some();
-        let observed = match cached {
+        let from_cache = start.cached.is_some();
+        let observed = match start.cached {
             Some((at, status)) => {
                 read_at = at;
                 status
@@ -365,21 +529,11 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
                 _ = cancel.cancelled() => return Err(SyncFailure::new("cancelled")),
             },
         };
-        let mut backoffs = self
-            .shared
-            .borrow_mut()
-            .backoffs
-            .remove(&uid)
-            .unwrap_or_default();
         let verdicts = self.probes.verdicts(&observed);
         let result = tokio::select! {
-            r = sync::sync_pod(&self.env, &pod, &observed, &mut backoffs, &verdicts) => Some(r),
+            r = sync::sync_pod(&self.env, pod, &observed, backoffs, &verdicts) => Some(r),
             _ = cancel.cancelled() => None,
         };
-        self.shared
-            .borrow_mut()
-            .backoffs
-            .insert(uid.clone(), backoffs);
         let Some(result) = result else {
             self.pleg_poke.notify_one();
             return Err(SyncFailure::new("cancelled"));
@@ -387,16 +541,23 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
         if !(result.actions.is_noop() && result.containers.is_empty()) {
             self.pleg_poke.notify_one();
         }
-        for (id, k) in &result.actions.containers_to_kill {
-            if matches!(
-                k.reason,
-                KillReason::LivenessProbe | KillReason::StartupProbe
-            ) {
-                self.shared
-                    .borrow_mut()
-                    .kill_messages
-                    .insert(id.clone(), k.message.clone());
-            }
+        let kill_messages: Vec<(String, String)> = result
+            .actions
+            .containers_to_kill
+            .iter()
+            .filter(|(_, k)| {
+                matches!(
+                    k.reason,
+                    KillReason::LivenessProbe | KillReason::StartupProbe
+                )
+            })
+            .map(|(id, k)| (id.clone(), k.message.clone()))
+            .collect();
+        if !kill_messages.is_empty() {
+            // Before the status below is recorded: its last state says why.
+            self.tell(SyncRequest::Killed {
+                messages: kill_messages,
+            });
         }
         // A resync that changed nothing (the common case at idle) reuses what it read; one
         // that only created things reads just those (`refresh_after_sync`: the view keeps
@@ -417,42 +578,27 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
                 .await
                 .map_err(failure)?
         };
-        {
-            let mut shared = self.shared.borrow_mut();
-            // A change seen before these reads is in them.
-            if shared.changed.get(&uid).is_some_and(|c| c.at < read_at) {
-                shared.changed.remove(&uid);
-            }
-            // The view's reads ended now, or, reused as it was, when they ended before.
-            let settled_at = if read_now {
-                None
-            } else {
-                shared.pod_cache.get(&uid).map(|c| c.settled_at)
-            };
-            let settled_at = settled_at.unwrap_or_else(tokio::time::Instant::now);
-            shared
-                .pod_cache
-                .insert(uid.clone(), read_at, settled_at, after.clone());
-        }
+        let view = SyncedView {
+            read_at,
+            settled_at: read_now.then(tokio::time::Instant::now),
+            status: after,
+        };
         let reasons = waiting_reasons(&result);
-        let terminal = self.record_status(&pod, &after, &reasons);
+        let recorded = self
+            .ask(|reply| SyncRequest::Finish {
+                pod: Arc::clone(pod),
+                view,
+                reasons,
+                reply,
+            })
+            .await
+            .ok_or_else(|| loop_gone(()))?;
         // kubelet: the activeDeadlineHandler — past spec.activeDeadlineSeconds the pod is
-        // Failed (DeadlineExceeded) and terminated; before it, sync again when it falls due.
+        // Failed (DeadlineExceeded, recorded by the loop) and terminated; before it, sync
+        // again when it falls due.
         let mut requeue_after = result.requeue_after;
-        let recorded = self.shared.borrow().statuses.get(&uid).cloned();
-        match status::active_deadline(&pod, recorded.as_ref(), self.env.clock.now()) {
-            status::ActiveDeadline::Exceeded if !terminal => {
-                log::warn!(
-                    "pod {}: {} ({}s): failing it",
-                    pod.full_name(),
-                    status::MESSAGE_DEADLINE_EXCEEDED,
-                    pod.spec.active_deadline_seconds.unwrap_or_default()
-                );
-                self.fail_pod(
-                    &pod,
-                    status::REASON_DEADLINE_EXCEEDED,
-                    status::MESSAGE_DEADLINE_EXCEEDED,
-                );
+        match recorded.deadline {
+            status::ActiveDeadline::Exceeded if !recorded.terminal => {
                 return Ok(SyncPodOk {
                     terminal: true,
                     requeue_after: None,
@@ -465,15 +611,41 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
         }
         if result.is_error() {
             return Err(SyncFailure {
-                message: describe_failure(&pod, &result),
+                message: describe_failure(pod, &result),
                 network_not_ready: result.network_not_ready(),
                 runtime_down: result.runtime_down(),
             });
         }
         Ok(SyncPodOk {
-            terminal,
+            terminal: recorded.terminal,
             requeue_after,
         })
+    }
+}
+
+impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
+    async fn sync_pod(
+        &self,
+        update: UpdateType,
+        pod: Arc<Pod>,
+        cancel: CancellationToken,
+    ) -> Result<SyncPodOk, SyncFailure> {
+        let uid = pod.uid().to_string();
+        let mut start = self
+            .ask(|reply| SyncRequest::Begin {
+                uid: uid.clone(),
+                create: update == UpdateType::Create,
+                reply,
+            })
+            .await
+            .ok_or_else(|| loop_gone(()))?;
+        let mut backoffs = std::mem::take(&mut start.backoffs);
+        let result = self
+            .sync_pod_with(&pod, start, &mut backoffs, &cancel)
+            .await;
+        // The back-offs go back whatever the outcome (a failed start counts).
+        self.tell(SyncRequest::Backoffs { uid, backoffs });
+        result
     }
 
     async fn sync_terminating_pod(
@@ -518,7 +690,10 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
             .await
             .map_err(failure)?;
         if let Some(pod) = &pod {
-            self.record_status(pod, &after, &WaitingReasons::new());
+            self.tell(SyncRequest::Terminated {
+                pod: Arc::clone(pod),
+                after: after.clone(),
+            });
         }
         // kubelet: SyncTerminatingPod re-reads the runtime; anything still running is an error.
         if let Some(c) = after
@@ -563,14 +738,10 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
         {
             log::warn!("pod {uid}: cgroup not removed (retried): {e}");
         }
-        let mut shared = self.shared.borrow_mut();
-        shared.backoffs.remove(&uid);
-        shared.pod_cache.remove(&uid);
-        shared.changed.remove(&uid);
-        shared.recheck.remove(&uid);
-        for c in &observed.containers {
-            shared.kill_messages.remove(&c.id);
-        }
+        self.tell(SyncRequest::CleanedUp {
+            uid,
+            container_ids: observed.containers.into_iter().map(|c| c.id).collect(),
+        });
         Ok(())
     }
 }
@@ -625,5 +796,138 @@ fn sync_failure(e: sync::SyncError) -> SyncFailure {
         SyncFailure::runtime_down(e.to_string())
     } else {
         SyncFailure::new(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::testutil;
+
+    fn begin(state: &mut PodState, uid: &str, create: bool) -> SyncStart {
+        let (reply, mut rx) = oneshot::channel();
+        state.answer(
+            SyncRequest::Begin {
+                uid: uid.to_string(),
+                create,
+                reply,
+            },
+            0,
+        );
+        rx.try_recv().expect("Begin is answered at once")
+    }
+
+    fn finish(state: &mut PodState, pod: &Arc<Pod>, read_at: tokio::time::Instant) -> Recorded {
+        let (reply, mut rx) = oneshot::channel();
+        let view = SyncedView {
+            read_at,
+            settled_at: Some(read_at),
+            status: PodRuntimeStatus {
+                uid: pod.uid().to_string(),
+                ..PodRuntimeStatus::default()
+            },
+        };
+        state.answer(
+            SyncRequest::Finish {
+                pod: Arc::clone(pod),
+                view,
+                reasons: WaitingReasons::new(),
+                reply,
+            },
+            1_000_000_000,
+        );
+        rx.try_recv().expect("Finish is answered at once")
+    }
+
+    #[test]
+    fn a_new_pod_starts_from_an_empty_view_once_and_an_ended_one_is_cleared_once() {
+        let mut state = PodState::default();
+        state.known_absent.insert("a".into());
+        state.ended.insert("b".into());
+        let a = begin(&mut state, "a", true);
+        assert!(
+            a.cached
+                .is_some_and(|(_, v)| v.uid == "a" && v.containers.is_empty())
+        );
+        assert!(!a.ended);
+        assert!(
+            begin(&mut state, "a", true).cached.is_none(),
+            "known absent only once"
+        );
+        let b = begin(&mut state, "b", true);
+        assert!(b.ended && b.cached.is_none());
+        assert!(!begin(&mut state, "b", true).ended, "cleared only once");
+        // A resync (not a Create) never takes either.
+        state.known_absent.insert("c".into());
+        assert!(begin(&mut state, "c", false).cached.is_none());
+        assert!(state.known_absent.contains("c"));
+    }
+
+    #[test]
+    fn the_view_a_sync_finished_with_is_reused_only_after_a_relist_that_saw_no_change() {
+        let mut state = PodState::default();
+        let pod = Arc::new(testutil::pod(&["app"]));
+        let t0 = tokio::time::Instant::now();
+        let recorded = finish(&mut state, &pod, t0);
+        assert!(!recorded.terminal);
+        assert!(
+            state.statuses.get("uid-1").is_some(),
+            "the status is recorded"
+        );
+        // No relist since the read: read afresh.
+        assert!(begin(&mut state, "uid-1", false).cached.is_none());
+        // A relist that began after the read and saw no change: reuse.
+        state.relisted_at = Some(t0 + Duration::from_millis(1));
+        assert!(begin(&mut state, "uid-1", false).cached.is_some());
+        // A change it saw after the read: read afresh.
+        state.changed.insert(
+            "uid-1".into(),
+            Changed {
+                at: t0 + Duration::from_millis(2),
+                began: t0 + Duration::from_millis(1),
+                seen: None,
+            },
+        );
+        assert!(begin(&mut state, "uid-1", false).cached.is_none());
+        // The next sync's reads include that change: it is dropped.
+        finish(&mut state, &pod, t0 + Duration::from_millis(3));
+        assert!(!state.changed.contains_key("uid-1"));
+    }
+
+    #[test]
+    fn back_offs_go_out_with_begin_and_back_with_backoffs_and_cleanup_drops_everything() {
+        let mut state = PodState::default();
+        let mut backoffs = PodBackoffs::default();
+        backoffs.crash_loop.next("app", 0, 0);
+        state.answer(
+            SyncRequest::Backoffs {
+                uid: "a".into(),
+                backoffs: backoffs.clone(),
+            },
+            0,
+        );
+        state.answer(
+            SyncRequest::Killed {
+                messages: vec![("c1".into(), "Liveness probe failed".into())],
+            },
+            0,
+        );
+        assert_eq!(begin(&mut state, "a", false).backoffs, backoffs);
+        assert!(!state.backoffs.contains_key("a"), "the sync holds them");
+        state.answer(
+            SyncRequest::Backoffs {
+                uid: "a".into(),
+                backoffs,
+            },
+            0,
+        );
+        state.answer(
+            SyncRequest::CleanedUp {
+                uid: "a".into(),
+                container_ids: vec!["c1".into()],
+            },
+            0,
+        );
+        assert!(state.backoffs.is_empty() && state.kill_messages.is_empty());
     }
 }

@@ -11,9 +11,9 @@ use common::IMAGE;
 use common::agent::{
     Agent, agent_dir, fake_runtime, running_ids, settle, start, start_with_events,
 };
-use picolet::agent::AgentConfig;
 use picolet::cri::fake::{Call, FakeRuntime};
 use picolet::cri::{ContainerState, Runtime as _, SandboxState};
+use picolet::daemon::DaemonConfig;
 use tokio::sync::Notify;
 use tokio::task::LocalSet;
 use tokio_util::sync::CancellationToken;
@@ -299,7 +299,7 @@ async fn container_gc_honours_the_minimum_ttl() {
     LocalSet::new()
         .run_until(async {
             let (_tmp, mut cfg) = agent_dir("node1");
-            cfg.gc_policy.min_age = Duration::from_secs(600);
+            cfg.agent.gc_policy.min_age = Duration::from_secs(600);
             let file = cfg.pod_manifest_path.join("web.yaml");
             std::fs::write(&file, manifest("web", "1")).unwrap();
             let (clock, rt) = fake_runtime();
@@ -327,7 +327,7 @@ async fn a_manifest_put_back_is_a_new_pod_with_no_old_restarts() {
     LocalSet::new()
         .run_until(async {
             let (_tmp, mut cfg) = agent_dir("node1");
-            cfg.gc_policy.min_age = Duration::from_secs(3600);
+            cfg.agent.gc_policy.min_age = Duration::from_secs(3600);
             let file = cfg.pod_manifest_path.join("web.yaml");
             std::fs::write(&file, manifest("web", "1")).unwrap();
             let (clock, rt) = fake_runtime();
@@ -395,7 +395,7 @@ async fn sync_frequency_sets_the_periodic_resync() {
         LocalSet::new()
             .run_until(async {
                 let (_tmp, mut cfg) = agent_dir("node1");
-                cfg.sync_frequency = every;
+                cfg.agent.sync_frequency = every;
                 std::fs::write(cfg.pod_manifest_path.join("web.yaml"), manifest("web", "1"))
                     .unwrap();
                 let (clock, rt) = fake_runtime();
@@ -426,7 +426,7 @@ async fn idle_resyncs_cost_no_status_calls() {
     LocalSet::new()
         .run_until(async {
             let (_tmp, mut cfg) = agent_dir("node1");
-            cfg.sync_frequency = Duration::from_secs(5);
+            cfg.agent.sync_frequency = Duration::from_secs(5);
             std::fs::write(cfg.pod_manifest_path.join("web.yaml"), manifest("web", "1")).unwrap();
             let (clock, rt) = fake_runtime();
             let agent = start(&rt, clock, &cfg);
@@ -506,7 +506,7 @@ async fn until(what: &str, secs: u64, done: impl Fn() -> bool) {
 
 /// An agent running pod "base", whose processes picolet cannot watch (so the relister
 /// lists every second); base's `app` container.
-async fn start_with_base() -> (tempfile::TempDir, AgentConfig, FakeRuntime, Agent, String) {
+async fn start_with_base() -> (tempfile::TempDir, DaemonConfig, FakeRuntime, Agent, String) {
     let (tmp, cfg) = agent_dir("node1");
     std::fs::write(
         cfg.pod_manifest_path.join("base.yaml"),
@@ -808,7 +808,7 @@ async fn statuses_carry_the_node_ip() {
     LocalSet::new()
         .run_until(async {
             let (_tmp, mut cfg) = agent_dir("node1");
-            cfg.node_ip = Some("192.0.2.7".parse().unwrap());
+            cfg.agent.node_ip = Some("192.0.2.7".parse().unwrap());
             std::fs::write(cfg.pod_manifest_path.join("web.yaml"), manifest("web", "1")).unwrap();
             let host = manifest("host", "1").replace("spec:\n", "spec:\n  hostNetwork: true\n");
             std::fs::write(cfg.pod_manifest_path.join("host.yaml"), host).unwrap();
@@ -835,7 +835,7 @@ async fn refused_and_unmatched_pods_fail_without_starting_anything() {
     LocalSet::new()
         .run_until(async {
             let (_tmp, mut cfg) = agent_dir("node1");
-            cfg.node_labels.insert("zone".into(), "garage".into());
+            cfg.agent.node_labels.insert("zone".into(), "garage".into());
             let dir = &cfg.pod_manifest_path;
             // Warned (a probe picolet does not run yet) and a matching selector: runs.
             let web = manifest("web", "1").replace(

@@ -7,8 +7,8 @@ use std::time::Duration;
 mod common;
 
 use common::{IMAGE, phase, wait_until};
+use picolet::api::cluster::{ObjectList, WatchEvent};
 use picolet::kube::mock::{MockApiServer, MockTls};
-use picolet::kube::types::{ObjectList, WatchEvent};
 use picolet::kube::{
     ApiError, Client, ClientConfig, DeleteOptions, PatchKind, WatchStream, pod_path, query,
 };
@@ -719,7 +719,7 @@ fn start_api_agent(rt: &FakeRuntime, dir: &Path, kubeconfig: &Path) -> ApiAgent 
     let rt = rt.clone();
     let stop = shutdown.clone();
     let handle = tokio::task::spawn_local(async move {
-        let ext = start_apiserver_mode(&opts, &cfg, rt.clone(), SystemClock, &stop)
+        let ext = start_apiserver_mode(&opts, &cfg.agent, rt.clone(), SystemClock, &stop)
             .expect("apiserver mode starts");
         run_with_extensions(
             rt,

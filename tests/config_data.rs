@@ -215,6 +215,7 @@ async fn orphaned_pod_directories_are_removed_after_a_restart() {
         .run_until(async {
             let (_tmp, cfg) = agent_dir("node1");
             let orphan = cfg
+                .agent
                 .root_dir
                 .join("pods/0123abcd/volumes/kubernetes.io~configmap/c");
             std::fs::create_dir_all(&orphan).unwrap();
@@ -229,7 +230,7 @@ async fn orphaned_pod_directories_are_removed_after_a_restart() {
             settle(3).await;
             assert_eq!(rt.running("app").len(), 1);
             // The blocking pool works in real time.
-            let gone = cfg.root_dir.join("pods/0123abcd");
+            let gone = cfg.agent.root_dir.join("pods/0123abcd");
             // Up to 30 s of real time: a loaded machine's blocking pool may be slow.
             for _ in 0..1500 {
                 if !gone.exists() {
@@ -238,7 +239,7 @@ async fn orphaned_pod_directories_are_removed_after_a_restart() {
                 std::thread::sleep(Duration::from_millis(20));
             }
             assert!(!gone.exists(), "the orphan's directory is still there");
-            let left: Vec<_> = std::fs::read_dir(cfg.root_dir.join("pods"))
+            let left: Vec<_> = std::fs::read_dir(cfg.agent.root_dir.join("pods"))
                 .unwrap()
                 .collect();
             assert_eq!(left.len(), 1, "the running pod's directory is kept");

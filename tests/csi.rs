@@ -76,7 +76,7 @@ async fn registration_publish_restart_and_unpublish() {
             let (tmp, cfg) = agent_dir("node1");
             std::fs::write(tmp.path().join("resolv.conf"), "nameserver 192.0.2.53\n").unwrap();
             // The plugin is there before picolet: found by the first scan.
-            let registry = cfg.root_dir.join("plugins_registry");
+            let registry = cfg.agent.root_dir.join("plugins_registry");
             std::fs::create_dir_all(&registry).unwrap();
             let endpoint = tmp.path().join("plugin.sock");
             let mut plugin = FakeCsiPlugin::start(DRIVER, &registry, &endpoint)
@@ -123,6 +123,7 @@ async fn registration_publish_restart_and_unpublish() {
             .await;
             let uid = pod_uid(&rt, "web-node1").expect("the pod's sandbox");
             let target = cfg
+                .agent
                 .root_dir
                 .join(format!("pods/{uid}/volumes/kubernetes.io~csi/certs/mount"));
             let publishes = plugin.publishes();
@@ -191,7 +192,7 @@ async fn registration_publish_restart_and_unpublish() {
 
             // 5. The plugin is back: the volume is unpublished, then the directory removed.
             plugin.restart().await.unwrap();
-            let pod_dir = cfg.root_dir.join("pods").join(&uid);
+            let pod_dir = cfg.agent.root_dir.join("pods").join(&uid);
             wait_until("the pod directory removed", 90, || {
                 (!pod_dir.exists()).then_some(())
             })
@@ -226,7 +227,7 @@ async fn a_failing_publish_keeps_the_pod_waiting_and_is_retried() {
             let agent = start_with_events(&rt, TokioClock::new(1_800_000_000_000_000_000), &cfg);
 
             // The plugin comes after picolet: found through the directory watch.
-            let registry = cfg.root_dir.join("plugins_registry");
+            let registry = cfg.agent.root_dir.join("plugins_registry");
             wait_until("picolet created the registry directory", 10, || {
                 registry.is_dir().then_some(())
             })

@@ -75,13 +75,13 @@ async fn memory_pressure_evicts_ranked_pods_and_spares_critical_ones() {
             std::fs::create_dir_all(&cgroup_root).unwrap();
             std::fs::write(cgroup_root.join("cgroup.controllers"), "memory\n").unwrap();
             write_meminfo(&proc_root, 900 * 1024); // plenty
-            cfg.eviction = Some(EvictionConfig {
+            cfg.agent.eviction = Some(EvictionConfig {
                 thresholds: eviction::parse_thresholds("memory.available<100Mi").unwrap(),
                 transition_period: Duration::from_secs(300),
                 sources: Sources {
                     proc_root: proc_root.clone(),
                     cgroup_root,
-                    ..Sources::host(&cfg.root_dir, &cfg.pod_log_dir)
+                    ..Sources::host(&cfg.agent.root_dir, &cfg.agent.pod_log_dir)
                 },
                 statfs: roomy_statfs,
             });
@@ -248,13 +248,13 @@ async fn disk_pressure_reclaims_dead_containers_then_evicts() {
             std::fs::write(cfg.pod_manifest_path.join("keeper.yaml"), STATIC_POD).unwrap();
             let proc_root = tmp.path().join("proc");
             write_meminfo(&proc_root, 900 * 1024);
-            cfg.eviction = Some(EvictionConfig {
+            cfg.agent.eviction = Some(EvictionConfig {
                 thresholds: eviction::parse_thresholds("nodefs.available<10%").unwrap(),
                 transition_period: Duration::from_secs(300),
                 sources: Sources {
                     proc_root,
                     cgroup_root: tmp.path().join("cgroup"),
-                    ..Sources::host(&cfg.root_dir, &cfg.pod_log_dir)
+                    ..Sources::host(&cfg.agent.root_dir, &cfg.agent.pod_log_dir)
                 },
                 statfs: shrinking_statfs,
             });

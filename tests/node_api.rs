@@ -38,20 +38,20 @@ struct Node {
 }
 
 /// The agent and the node API over the fake runtime, as `daemon::run` wires them.
-async fn start(dir: &std::path::Path, cfg: &picolet::agent::AgentConfig) -> Node {
+async fn start(dir: &std::path::Path, cfg: &picolet::daemon::DaemonConfig) -> Node {
     start_with(dir, cfg, None).await
 }
 
 async fn start_with(
     dir: &std::path::Path,
-    cfg: &picolet::agent::AgentConfig,
+    cfg: &picolet::daemon::DaemonConfig,
     client_ca: Option<&std::path::Path>,
 ) -> Node {
     let clock = TokioClock::new(1_800_000_000_000_000_000);
     let rt = FakeRuntime::new(clock);
     rt.add_image(IMAGE);
     let opts = LocalApiOptions {
-        node_name: cfg.node_name.clone(),
+        node_name: cfg.agent.node_name.clone(),
         address: "127.0.0.1".parse().expect("ip"),
         port: free_port(),
         cert_dir: dir.join("root/pki"),
@@ -60,8 +60,8 @@ async fn start_with(
         client_ca_file: client_ca.map(std::path::Path::to_path_buf),
         kubeconfig_path: dir.join("root/kubeconfig"),
         node_ip: None,
-        pod_log_dir: cfg.pod_log_dir.clone(),
-        labels: cfg.node_labels.clone(),
+        pod_log_dir: cfg.agent.pod_log_dir.clone(),
+        labels: cfg.agent.node_labels.clone(),
         max_pods: 110,
         allocatable: Default::default(),
         serving: None,

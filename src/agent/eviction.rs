@@ -241,7 +241,8 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         );
         self.recorder
             .warning(&pod, None, eviction::REASON_EVICTED, message.clone());
-        self.set_failed_status(&pod, eviction::REASON_EVICTED, &message);
+        self.pod_state
+            .fail_pod(&pod, eviction::REASON_EVICTED, &message);
         // Never started again (housekeeping restarts desired pods without a worker).
         self.rejected.insert(victim.uid.clone());
         self.workers.update_pod(UpdatePodOptions::kill(
@@ -250,25 +251,6 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         ));
         if let Some(ev) = self.eviction.as_mut() {
             ev.evicted = Some((victim.uid.clone(), tokio::time::Instant::now()));
-        }
-    }
-
-    /// The pod's status: phase Failed with `reason` and `message` (kept: terminal phases
-    /// stick), sent on in apiserver mode.
-    fn set_failed_status(&self, pod: &Arc<Pod>, reason: &str, message: &str) {
-        let uid = pod.uid();
-        let mut shared = self.shared.borrow_mut();
-        let mut status = shared.statuses.get(uid).cloned().unwrap_or_default();
-        status.phase = Some(crate::api::PodPhase::Failed);
-        status.reason = Some(reason.to_string());
-        status.message = Some(message.to_string());
-        if shared.statuses.set(uid, &pod.full_name(), status)
-            && let (Some(tx), Some(status)) = (&shared.events, shared.statuses.get_shared(uid))
-        {
-            tx.send(crate::messages::PodEvent::Status {
-                pod: Arc::clone(pod),
-                status,
-            });
         }
     }
 }

@@ -28,10 +28,10 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::api;
+use crate::api::cluster::{ObjectList, WatchEvent};
 use crate::clock::{self, Clock, UnixNanos};
 use crate::config_data::ObjectsUpdate;
 use crate::config_data::{self, Kind, Object, ObjectKey, Scope};
-use crate::kube::types::{ObjectList, WatchEvent};
 use crate::kube::{ApiError, Backoff, Client, query};
 
 /// kubelet token manager: refresh a token older than 80 % of its lifetime, or 24 h.

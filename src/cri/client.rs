@@ -240,6 +240,23 @@ impl CriRuntime {
     }
 }
 
+/// One unary call of the runtime or the image service (kubelet: each remote service
+/// method's context with its timeout, the call, the error wrapped): the request carries
+/// the deadline, the call is counted and its failure mapped (see [`unary`]).
+macro_rules! call {
+    ($self:ident, $service:ident, $rpc:ident, $method:expr, $timeout:ident, $req:expr) => {{
+        let timeout = $self.timeouts.$timeout;
+        let mut client = $self.$service.clone();
+        unary(
+            $self.metrics.as_deref(),
+            $method,
+            timeout,
+            client.$rpc(request($req, timeout)),
+        )
+        .await
+    }};
+}
+
 impl Runtime for CriRuntime {
     /// The two unfiltered list calls with their answers kept as bytes: when the digest of
     /// both equals the last one, nothing is decoded (the idle case, every second).
@@ -283,18 +300,10 @@ impl Runtime for CriRuntime {
 
     async fn version(&self) -> Result<RuntimeVersion, CriError> {
         const METHOD: &str = "Version";
-        let timeout = self.timeouts.query;
-        let mut client = self.runtime.clone();
         let req = proto::VersionRequest {
             version: KUBE_RUNTIME_API_VERSION.to_string(),
         };
-        let resp = unary(
-            self.metrics.as_deref(),
-            METHOD,
-            timeout,
-            client.version(request(req, timeout)),
-        )
-        .await?;
+        let resp = call!(self, runtime, version, METHOD, query, req)?;
         Ok(RuntimeVersion {
             runtime_name: resp.runtime_name,
             runtime_version: resp.runtime_version,
@@ -304,88 +313,48 @@ impl Runtime for CriRuntime {
 
     async fn status(&self) -> Result<RuntimeHealth, CriError> {
         const METHOD: &str = "Status";
-        let timeout = self.timeouts.query;
-        let mut client = self.runtime.clone();
         let req = proto::StatusRequest { verbose: false };
-        let resp = unary(
-            self.metrics.as_deref(),
-            METHOD,
-            timeout,
-            client.status(request(req, timeout)),
-        )
-        .await?;
+        let resp = call!(self, runtime, status, METHOD, query, req)?;
         let conditions = resp.status.map(|s| s.conditions).unwrap_or_default();
         Ok(runtime_health(&conditions))
     }
 
     async fn run_pod_sandbox(&self, config: &SandboxConfig) -> Result<String, CriError> {
         const METHOD: &str = "RunPodSandbox";
-        let timeout = self.timeouts.request;
-        let mut client = self.runtime.clone();
         let req = proto::RunPodSandboxRequest {
             config: Some(sandbox_config(config)),
             runtime_handler: config.runtime_handler.clone(),
         };
-        let resp = unary(
-            self.metrics.as_deref(),
-            METHOD,
-            timeout,
-            client.run_pod_sandbox(request(req, timeout)),
-        )
-        .await?;
+        let resp = call!(self, runtime, run_pod_sandbox, METHOD, request, req)?;
         // kubelet: "PodSandboxId is not set for sandbox"
         non_empty(METHOD, resp.pod_sandbox_id, "pod_sandbox_id")
     }
 
     async fn stop_pod_sandbox(&self, id: &str) -> Result<(), CriError> {
         const METHOD: &str = "StopPodSandbox";
-        let timeout = self.timeouts.request;
-        let mut client = self.runtime.clone();
         let req = proto::StopPodSandboxRequest {
             pod_sandbox_id: id.to_string(),
         };
-        unary(
-            self.metrics.as_deref(),
-            METHOD,
-            timeout,
-            client.stop_pod_sandbox(request(req, timeout)),
-        )
-        .await?;
+        call!(self, runtime, stop_pod_sandbox, METHOD, request, req)?;
         Ok(())
     }
 
     async fn remove_pod_sandbox(&self, id: &str) -> Result<(), CriError> {
         const METHOD: &str = "RemovePodSandbox";
-        let timeout = self.timeouts.request;
-        let mut client = self.runtime.clone();
         let req = proto::RemovePodSandboxRequest {
             pod_sandbox_id: id.to_string(),
         };
-        unary(
-            self.metrics.as_deref(),
-            METHOD,
-            timeout,
-            client.remove_pod_sandbox(request(req, timeout)),
-        )
-        .await?;
+        call!(self, runtime, remove_pod_sandbox, METHOD, request, req)?;
         Ok(())
     }
 
     async fn pod_sandbox_status(&self, id: &str) -> Result<Sandbox, CriError> {
         const METHOD: &str = "PodSandboxStatus";
-        let timeout = self.timeouts.query;
-        let mut client = self.runtime.clone();
         let req = proto::PodSandboxStatusRequest {
             pod_sandbox_id: id.to_string(),
             verbose: false,
         };
-        let resp = unary(
-            self.metrics.as_deref(),
-            METHOD,
-            timeout,
-            client.pod_sandbox_status(request(req, timeout)),
-        )
-        .await?;
+        let resp = call!(self, runtime, pod_sandbox_status, METHOD, query, req)?;
         let status = resp
             .status
             .ok_or_else(|| invalid(METHOD, "the response has no status"))?;
@@ -394,8 +363,6 @@ impl Runtime for CriRuntime {
 
     async fn list_pod_sandboxes(&self, filter: &ListFilter) -> Result<Vec<Sandbox>, CriError> {
         const METHOD: &str = "ListPodSandbox";
-        let timeout = self.timeouts.query;
-        let mut client = self.runtime.clone();
         let req = proto::ListPodSandboxRequest {
             filter: Some(proto::PodSandboxFilter {
                 id: filter.sandbox_id.clone().unwrap_or_default(),
@@ -403,13 +370,7 @@ impl Runtime for CriRuntime {
                 label_selector: filter.labels.clone(),
             }),
         };
-        let resp = unary(
-            self.metrics.as_deref(),
-            METHOD,
-            timeout,
-            client.list_pod_sandbox(request(req, timeout)),
-        )
-        .await?;
+        let resp = call!(self, runtime, list_pod_sandbox, METHOD, query, req)?;
         Ok(resp.items.into_iter().map(sandbox_from_list).collect())
     }
 
@@ -420,38 +381,22 @@ impl Runtime for CriRuntime {
         sandbox: &SandboxConfig,
     ) -> Result<String, CriError> {
         const METHOD: &str = "CreateContainer";
-        let timeout = self.timeouts.request;
-        let mut client = self.runtime.clone();
         let req = proto::CreateContainerRequest {
             pod_sandbox_id: sandbox_id.to_string(),
             config: Some(container_config(config)),
             sandbox_config: Some(sandbox_config(sandbox)),
         };
-        let resp = unary(
-            self.metrics.as_deref(),
-            METHOD,
-            timeout,
-            client.create_container(request(req, timeout)),
-        )
-        .await?;
+        let resp = call!(self, runtime, create_container, METHOD, request, req)?;
         // kubelet: "ContainerId is not set for container"
         non_empty(METHOD, resp.container_id, "container_id")
     }
 
     async fn start_container(&self, id: &str) -> Result<(), CriError> {
         const METHOD: &str = "StartContainer";
-        let timeout = self.timeouts.request;
-        let mut client = self.runtime.clone();
         let req = proto::StartContainerRequest {
             container_id: id.to_string(),
         };
-        unary(
-            self.metrics.as_deref(),
-            METHOD,
-            timeout,
-            client.start_container(request(req, timeout)),
-        )
-        .await?;
+        call!(self, runtime, start_container, METHOD, request, req)?;
         Ok(())
     }
 
@@ -477,25 +422,15 @@ impl Runtime for CriRuntime {
 
     async fn remove_container(&self, id: &str) -> Result<(), CriError> {
         const METHOD: &str = "RemoveContainer";
-        let timeout = self.timeouts.request;
-        let mut client = self.runtime.clone();
         let req = proto::RemoveContainerRequest {
             container_id: id.to_string(),
         };
-        unary(
-            self.metrics.as_deref(),
-            METHOD,
-            timeout,
-            client.remove_container(request(req, timeout)),
-        )
-        .await?;
+        call!(self, runtime, remove_container, METHOD, request, req)?;
         Ok(())
     }
 
     async fn list_containers(&self, filter: &ListFilter) -> Result<Vec<ContainerInfo>, CriError> {
         const METHOD: &str = "ListContainers";
-        let timeout = self.timeouts.query;
-        let mut client = self.runtime.clone();
         let req = proto::ListContainersRequest {
             filter: Some(proto::ContainerFilter {
                 id: String::new(),
@@ -504,13 +439,7 @@ impl Runtime for CriRuntime {
                 label_selector: filter.labels.clone(),
             }),
         };
-        let resp = unary(
-            self.metrics.as_deref(),
-            METHOD,
-            timeout,
-            client.list_containers(request(req, timeout)),
-        )
-        .await?;
+        let resp = call!(self, runtime, list_containers, METHOD, query, req)?;
         Ok(resp
             .containers
             .into_iter()
@@ -520,19 +449,11 @@ impl Runtime for CriRuntime {
 
     async fn container_status(&self, id: &str) -> Result<ContainerInfo, CriError> {
         const METHOD: &str = "ContainerStatus";
-        let timeout = self.timeouts.query;
-        let mut client = self.runtime.clone();
         let req = proto::ContainerStatusRequest {
             container_id: id.to_string(),
             verbose: false,
         };
-        let resp = unary(
-            self.metrics.as_deref(),
-            METHOD,
-            timeout,
-            client.container_status(request(req, timeout)),
-        )
-        .await?;
+        let resp = call!(self, runtime, container_status, METHOD, query, req)?;
         let status = resp
             .status
             .ok_or_else(|| invalid(METHOD, "the response has no status"))?;
@@ -638,8 +559,6 @@ impl Runtime for CriRuntime {
         streams: StreamOptions,
     ) -> Result<String, CriError> {
         const METHOD: &str = "Exec";
-        let timeout = self.timeouts.request;
-        let mut client = self.runtime.clone();
         // kubelet: `GetExec` — the runtime only prepares the session; the URL is one-shot.
         let req = proto::ExecRequest {
             container_id: id.to_string(),
@@ -649,20 +568,12 @@ impl Runtime for CriRuntime {
             stdout: streams.stdout,
             stderr: streams.stderr && !streams.tty,
         };
-        let resp = unary(
-            self.metrics.as_deref(),
-            METHOD,
-            timeout,
-            client.exec(request(req, timeout)),
-        )
-        .await?;
+        let resp = call!(self, runtime, exec, METHOD, request, req)?;
         stream_url(METHOD, resp.url)
     }
 
     async fn attach(&self, id: &str, streams: StreamOptions) -> Result<String, CriError> {
         const METHOD: &str = "Attach";
-        let timeout = self.timeouts.request;
-        let mut client = self.runtime.clone();
         let req = proto::AttachRequest {
             container_id: id.to_string(),
             stdin: streams.stdin,
@@ -670,31 +581,17 @@ impl Runtime for CriRuntime {
             stdout: streams.stdout,
             stderr: streams.stderr && !streams.tty,
         };
-        let resp = unary(
-            self.metrics.as_deref(),
-            METHOD,
-            timeout,
-            client.attach(request(req, timeout)),
-        )
-        .await?;
+        let resp = call!(self, runtime, attach, METHOD, request, req)?;
         stream_url(METHOD, resp.url)
     }
 
     async fn port_forward(&self, sandbox_id: &str, ports: &[i32]) -> Result<String, CriError> {
         const METHOD: &str = "PortForward";
-        let timeout = self.timeouts.request;
-        let mut client = self.runtime.clone();
         let req = proto::PortForwardRequest {
             pod_sandbox_id: sandbox_id.to_string(),
             port: ports.to_vec(),
         };
-        let resp = unary(
-            self.metrics.as_deref(),
-            METHOD,
-            timeout,
-            client.port_forward(request(req, timeout)),
-        )
-        .await?;
+        let resp = call!(self, runtime, port_forward, METHOD, request, req)?;
         stream_url(METHOD, resp.url)
     }
 
@@ -717,18 +614,10 @@ impl Runtime for CriRuntime {
 
     async fn remove_image(&self, image: &str) -> Result<(), CriError> {
         const METHOD: &str = "RemoveImage";
-        let timeout = self.timeouts.request;
-        let mut client = self.images.clone();
         let req = proto::RemoveImageRequest {
             image: Some(image_spec(image)),
         };
-        unary(
-            self.metrics.as_deref(),
-            METHOD,
-            timeout,
-            client.remove_image(request(req, timeout)),
-        )
-        .await?;
+        call!(self, images, remove_image, METHOD, request, req)?;
         Ok(())
     }
 
@@ -757,18 +646,10 @@ impl Runtime for CriRuntime {
 
     async fn reopen_container_log(&self, id: &str) -> Result<(), CriError> {
         const METHOD: &str = "ReopenContainerLog";
-        let timeout = self.timeouts.request;
-        let mut client = self.runtime.clone();
         let req = proto::ReopenContainerLogRequest {
             container_id: id.to_string(),
         };
-        unary(
-            self.metrics.as_deref(),
-            METHOD,
-            timeout,
-            client.reopen_container_log(request(req, timeout)),
-        )
-        .await?;
+        call!(self, runtime, reopen_container_log, METHOD, request, req)?;
         Ok(())
     }
 
@@ -802,8 +683,6 @@ impl Runtime for CriRuntime {
         sandbox: &SandboxConfig,
     ) -> Result<String, CriError> {
         const METHOD: &str = "PullImage";
-        let timeout = self.timeouts.pull_image;
-        let mut client = self.images.clone();
         let req = proto::PullImageRequest {
             image: Some(image_spec(image)),
             auth: auth.map(|a| proto::AuthConfig {
@@ -815,13 +694,7 @@ impl Runtime for CriRuntime {
             }),
             sandbox_config: Some(sandbox_config(sandbox)),
         };
-        let resp = unary(
-            self.metrics.as_deref(),
-            METHOD,
-            timeout,
-            client.pull_image(request(req, timeout)),
-        )
-        .await?;
+        let resp = call!(self, images, pull_image, METHOD, pull_image, req)?;
         // kubelet: "imageRef of image %q is not set"
         non_empty(METHOD, resp.image_ref, "image_ref")
     }
@@ -831,8 +704,6 @@ impl Runtime for CriRuntime {
         filter: &ListFilter,
     ) -> Result<Vec<crate::cri::ContainerStats>, CriError> {
         const METHOD: &str = "ListContainerStats";
-        let timeout = self.timeouts.query;
-        let mut client = self.runtime.clone();
         let req = proto::ListContainerStatsRequest {
             filter: Some(proto::ContainerStatsFilter {
                 id: String::new(),
@@ -840,13 +711,7 @@ impl Runtime for CriRuntime {
                 label_selector: filter.labels.clone(),
             }),
         };
-        let resp = unary(
-            self.metrics.as_deref(),
-            METHOD,
-            timeout,
-            client.list_container_stats(request(req, timeout)),
-        )
-        .await?;
+        let resp = call!(self, runtime, list_container_stats, METHOD, query, req)?;
         Ok(resp.stats.into_iter().map(container_stats).collect())
     }
 
@@ -855,21 +720,13 @@ impl Runtime for CriRuntime {
         filter: &ListFilter,
     ) -> Result<Vec<crate::cri::PodSandboxStats>, CriError> {
         const METHOD: &str = "ListPodSandboxStats";
-        let timeout = self.timeouts.query;
-        let mut client = self.runtime.clone();
         let req = proto::ListPodSandboxStatsRequest {
             filter: Some(proto::PodSandboxStatsFilter {
                 id: filter.sandbox_id.clone().unwrap_or_default(),
                 label_selector: filter.labels.clone(),
             }),
         };
-        let resp = unary(
-            self.metrics.as_deref(),
-            METHOD,
-            timeout,
-            client.list_pod_sandbox_stats(request(req, timeout)),
-        )
-        .await?;
+        let resp = call!(self, runtime, list_pod_sandbox_stats, METHOD, query, req)?;
         Ok(resp.stats.into_iter().map(pod_sandbox_stats).collect())
     }
 }

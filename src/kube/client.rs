@@ -25,7 +25,7 @@ use super::ApiError;
 use super::http::HttpClient;
 use super::kubeconfig::{ClientConfig, Credentials};
 use super::tls;
-use super::types::{DeleteOptionsBody, Preconditions, Status, WatchEvent};
+use crate::api::cluster::{DeleteOptionsBody, Preconditions, Status, WatchEvent};
 
 /// Largest answer picolet reads (a list of every pod of a busy node is far smaller).
 pub const MAX_RESPONSE_BYTES: usize = 32 * 1024 * 1024;

@@ -23,7 +23,6 @@
 //! - `tls.rs`        rustls client configuration, PEM, base64
 //! - `http.rs`       the connector (TCP, optional TLS) and [`HttpClient`] (bytes in, bytes out)
 //! - `client.rs`     [`Client`]: typed API calls and the watch stream
-//! - `types.rs`      Node, Lease, watch events, lists, `Status`
 //! - `backoff.rs`    reconnect back-off with deterministic jitter
 //! - `mock.rs`       (feature `mock-apiserver`) an in-process API server for tests
 
@@ -36,7 +35,6 @@ pub mod kubeconfig;
 pub mod mock;
 // The probes reuse its client configuration (https probes skip verification, as upstream).
 pub(crate) mod tls;
-pub mod types;
 
 pub use backoff::Backoff;
 pub use client::{

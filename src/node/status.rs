@@ -27,12 +27,12 @@ use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
+use crate::api::cluster::{
+    Lease, LeaseSpec, Node, NodeAddress, NodeCondition, NodeStatus, NodeSystemInfo,
+};
 use crate::api::{ObjectMeta, OwnerReference};
 use crate::clock::{self, Clock, UnixNanos};
 use crate::cri::{Runtime, RuntimeHealth, RuntimeVersion};
-use crate::kube::types::{
-    Lease, LeaseSpec, Node, NodeAddress, NodeCondition, NodeStatus, NodeSystemInfo,
-};
 use crate::kube::{ApiError, Backoff, Client, PatchKind};
 
 pub use crate::node::{LABEL_ARCH, LABEL_HOSTNAME, LABEL_OS, go_arch, parse_meminfo};

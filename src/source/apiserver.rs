@@ -35,9 +35,9 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::api::cluster::{ObjectList, Status, WatchEvent};
 use crate::api::{ANNOTATION_CONFIG_SOURCE, Pod};
 use crate::checkpoint::Checkpoint;
-use crate::kube::types::{ObjectList, Status, WatchEvent};
 use crate::kube::{ApiError, Backoff, Client, query};
 use crate::messages::SourceUpdate;
 

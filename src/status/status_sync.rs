@@ -87,6 +87,9 @@ struct SyncState {
     mirror_created: HashMap<String, (String, Instant)>,
     /// Mirror pod UIDs deleted and not yet gone from the watch.
     mirror_deleted: HashMap<String, Instant>,
+    /// full name → config hash of static pods whose mirror pod the apiserver would refuse
+    /// (see [`mirror_forbidden`]), said once per version.
+    mirror_refused: HashMap<String, String>,
     /// In a streak of failures (one log line per streak).
     failing: bool,
 }
@@ -255,9 +258,23 @@ impl StatusSyncer {
         };
         let now = Instant::now();
         let plan = plan_mirrors(&self.state, now, reconcile);
+        let pods = &self.state.pods;
+        self.state.mirror_refused.retain(|name, _| {
+            pods.values()
+                .any(|p| p.is_static() && p.full_name() == *name)
+        });
         let mut ok = true;
         for action in plan {
             match action {
+                MirrorAction::Refused { pod, why } => {
+                    log::warn!(
+                        "static pod {}: no mirror pod in the apiserver: {why}, and NodeRestriction lets a node create only mirror pods that reference no service account, Secret, ConfigMap or volume claim (the pod runs; the cluster does not see it)",
+                        pod.full_name()
+                    );
+                    self.state
+                        .mirror_refused
+                        .insert(pod.full_name(), config_hash(&pod).to_string());
+                }
                 MirrorAction::Delete { mirror, why } => {
                     log::info!(
                         "mirror pod {} (uid {}): {why}; deleting it",
@@ -522,8 +539,57 @@ pub fn mirror_pod(pod: &Pod, node_name: &str, node_uid: &str) -> Pod {
 /// What to do about mirror pods.
 #[derive(Debug, Clone, PartialEq)]
 enum MirrorAction {
-    Create { pod: Arc<Pod> },
-    Delete { mirror: Arc<Pod>, why: &'static str },
+    Create {
+        pod: Arc<Pod>,
+    },
+    Delete {
+        mirror: Arc<Pod>,
+        why: &'static str,
+    },
+    /// No mirror pod: the apiserver would refuse it (said once per version of the pod).
+    Refused {
+        pod: Arc<Pod>,
+        why: String,
+    },
+}
+
+/// Why NodeRestriction would refuse this static pod's mirror pod, if it would: a node may
+/// create only mirror pods that reference no service account, Secret, ConfigMap,
+/// PersistentVolumeClaim, ClusterTrustBundle or ResourceClaim (kubelet side: the gate
+/// `PreventStaticPodAPIReferences`, beta since 1.34, rejects such static pods outright with
+/// "static pods may not reference …"). A deliberate difference: picolet runs them — their
+/// ConfigMaps and Secrets are the node's local objects (`config_data`), which the
+/// apiserver does not know — and only leaves out the mirror pod, so the cluster does not
+/// see them.
+pub(crate) fn mirror_forbidden(pod: &Pod) -> Option<String> {
+    use crate::config_data::Kind;
+    if let Some(sa) = pod
+        .spec
+        .service_account_name
+        .as_deref()
+        .filter(|s| !s.is_empty())
+    {
+        return Some(format!("it names service account {sa:?}"));
+    }
+    if let Some(key) = crate::config_data::references(pod).into_iter().next() {
+        return Some(match key.kind {
+            Kind::ConfigMap => format!("it references ConfigMap {:?}", key.name),
+            Kind::Secret => format!("it references Secret {:?}", key.name),
+            Kind::Token => "it projects a service account token".to_string(),
+        });
+    }
+    for v in &pod.spec.volumes {
+        for kind in ["persistentVolumeClaim", "ephemeral"] {
+            if v.other.contains_key(kind) {
+                return Some(format!("volume {:?} is a {kind} volume", v.name));
+            }
+        }
+        let ctb = v.projected.iter().flat_map(|p| &p.sources);
+        if ctb.into_iter().any(|s| s.cluster_trust_bundle.is_some()) {
+            return Some(format!("volume {:?} projects a ClusterTrustBundle", v.name));
+        }
+    }
+    None
 }
 
 /// The mirror-pod plan (pure): create missing ones, replace stale ones, delete orphans.
@@ -548,6 +614,14 @@ fn plan_mirrors(state: &SyncState, now: Instant, retry_all: bool) -> Vec<MirrorA
                 mirror: Arc::clone(m),
                 why: "stale (its static pod changed)",
             }),
+            None if let Some(why) = mirror_forbidden(pod) => {
+                if state.mirror_refused.get(&name).map(String::as_str) != Some(config_hash(pod)) {
+                    out.push(MirrorAction::Refused {
+                        pod: Arc::clone(pod),
+                        why,
+                    });
+                }
+            }
             None => {
                 let held = state.mirror_created.get(&name).is_some_and(|(hash, at)| {
                     hash == config_hash(pod) && now.duration_since(*at) < MIRROR_CREATE_HOLD
@@ -625,6 +699,9 @@ mod tests {
             .map(|a| match a {
                 MirrorAction::Create { pod } => format!("create {}", pod.metadata.name),
                 MirrorAction::Delete { mirror, .. } => format!("delete {}", mirror.uid()),
+                MirrorAction::Refused { pod, why } => {
+                    format!("refuse {}: {why}", pod.metadata.name)
+                }
             })
             .collect()
     }
@@ -697,6 +774,68 @@ mod tests {
             summary(&plan_mirrors(&s, now + MIRROR_CREATE_HOLD, false)),
             ["create a"]
         );
+    }
+
+    #[test]
+    fn a_static_pod_that_references_api_objects_gets_no_mirror_pod_and_it_is_said_once() {
+        let now = Instant::now();
+        let with = |f: &dyn Fn(&mut Pod)| {
+            let mut p = Pod::clone(&static_pod("a", "h1"));
+            f(&mut p);
+            Arc::new(p)
+        };
+        let volume = |v: serde_json::Value| -> crate::api::Volume {
+            serde_json::from_value(v).expect("a volume")
+        };
+        let cases: Vec<(Arc<Pod>, &str)> = vec![
+            (
+                with(&|p| p.spec.service_account_name = Some("robot".into())),
+                "refuse a: it names service account \"robot\"",
+            ),
+            (
+                with(&|p| {
+                    p.spec.volumes.push(volume(
+                        serde_json::json!({"name": "s", "secret": {"secretName": "tls"}}),
+                    ))
+                }),
+                "refuse a: it references Secret \"tls\"",
+            ),
+            (
+                with(&|p| {
+                    p.spec.volumes.push(volume(
+                        serde_json::json!({"name": "c", "configMap": {"name": "conf"}}),
+                    ))
+                }),
+                "refuse a: it references ConfigMap \"conf\"",
+            ),
+            (
+                with(&|p| {
+                    p.spec.volumes.push(volume(serde_json::json!(
+                        {"name": "d", "persistentVolumeClaim": {"claimName": "data"}}
+                    )))
+                }),
+                "refuse a: volume \"d\" is a persistentVolumeClaim volume",
+            ),
+            (
+                with(&|p| {
+                    p.spec
+                        .volumes
+                        .push(volume(serde_json::json!({"name": "e", "emptyDir": {}})))
+                }),
+                "create a",
+            ),
+        ];
+        for (pod, want) in cases {
+            let mut s = state(vec![Arc::clone(&pod)], vec![], true);
+            assert_eq!(summary(&plan_mirrors(&s, now, false)), [want]);
+            if want.starts_with("refuse") {
+                // Said once per version of the pod; an edit says it again.
+                s.mirror_refused.insert("default/a".into(), "h1".into());
+                assert!(plan_mirrors(&s, now, true).is_empty());
+                s.mirror_refused.insert("default/a".into(), "h0".into());
+                assert_eq!(plan_mirrors(&s, now, true).len(), 1);
+            }
+        }
     }
 
     #[test]

@@ -6,35 +6,39 @@ use std::time::Duration;
 use picolet::agent::AgentConfig;
 use picolet::cri::ContainerState;
 use picolet::cri::fake::FakeRuntime;
+use picolet::daemon::DaemonConfig;
 
 /// The agent's configuration for node `node`, everything under `dir`: `manifests/`,
 /// `root/`, `logs/`, `resolv.conf`; a 20 s file re-list, a 60 s resync.
-pub fn agent_config(dir: &Path, node: &str) -> AgentConfig {
-    AgentConfig {
+pub fn agent_config(dir: &Path, node: &str) -> DaemonConfig {
+    let agent = AgentConfig {
         node_name: node.into(),
-        pod_manifest_path: dir.join("manifests"),
-        file_check_frequency: Duration::from_secs(20),
         sync_frequency: Duration::from_secs(60),
         root_dir: dir.join("root"),
         pod_log_dir: dir.join("logs"),
         resolv_conf: dir.join("resolv.conf"),
         cgroup_parent: String::new(),
-        pod_cgroups: None,
         allocatable: Default::default(),
         seccomp_default: false,
         max_pods: 110,
         node_labels: picolet::node::node_labels(node, &Default::default()),
         gc_policy: Default::default(),
-        log_rotation: None,
-        image_gc: None,
         node_ip: None,
         eviction: None,
+    };
+    DaemonConfig {
+        agent,
+        pod_manifest_path: dir.join("manifests"),
+        file_check_frequency: Duration::from_secs(20),
+        pod_cgroups: None,
+        log_rotation: None,
+        image_gc: None,
     }
 }
 
 /// A temporary directory with `manifests/` in it, and the agent's configuration for node
 /// `node` over it (see [`agent_config`]).
-pub fn agent_dir(node: &str) -> (tempfile::TempDir, AgentConfig) {
+pub fn agent_dir(node: &str) -> (tempfile::TempDir, DaemonConfig) {
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = agent_config(dir.path(), node);
     std::fs::create_dir_all(&cfg.pod_manifest_path).expect("mkdir manifests");
@@ -66,10 +70,10 @@ pub struct EventedAgent {
 pub fn start_with_events(
     rt: &FakeRuntime,
     clock: picolet::clock::TokioClock,
-    cfg: &AgentConfig,
+    cfg: &DaemonConfig,
 ) -> EventedAgent {
     let (tx, events) = picolet::messages::pod_events();
-    let recorder = picolet::daemon::new_recorder(&cfg.node_name, clock);
+    let recorder = picolet::daemon::new_recorder(&cfg.agent.node_name, clock);
     let ext = picolet::daemon::Extensions {
         events: Some(tx),
         recorder: Some(recorder.clone()),
@@ -143,7 +147,7 @@ pub struct Agent {
     pub handle: tokio::task::JoinHandle<()>,
 }
 
-pub fn start(rt: &FakeRuntime, clock: picolet::clock::TokioClock, cfg: &AgentConfig) -> Agent {
+pub fn start(rt: &FakeRuntime, clock: picolet::clock::TokioClock, cfg: &DaemonConfig) -> Agent {
     let shutdown = tokio_util::sync::CancellationToken::new();
     let handle = tokio::task::spawn_local(picolet::daemon::run_with(
         rt.clone(),

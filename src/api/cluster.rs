@@ -1,5 +1,7 @@
-//! The API objects picolet exchanges with the apiserver besides `Pod` (in `crate::api`):
-//! Node, Lease (`coordination.k8s.io/v1`), lists, watch events and `Status`.
+//! The API objects of cluster mode besides `Pod` (in [`crate::api`]): Node, Lease
+//! (`coordination.k8s.io/v1`), lists, watch events and `Status`. The apiserver client
+//! (`kube`) and the managers that use it exchange them; they live here, with every other
+//! Kubernetes type, so that one module holds them all.
 //!
 //! Must never: do I/O. Unknown fields are tolerated, as in `crate::api`.
 
@@ -7,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::ObjectMeta;
+use super::ObjectMeta;
 
 /// One line of a watch stream (`metav1.WatchEvent`). `object` stays raw JSON so that one
 /// object that does not decode is logged and skipped, not fatal to the stream.
