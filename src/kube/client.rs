@@ -107,11 +107,17 @@ impl Client {
     /// certificate); requests and watches under way finish on theirs.
     /// kubelet: the transport closes every connection when the certificate rotates
     /// (certificate/transport.go); picolet lets open watches run to their own end.
+    ///
+    /// The new connections get a fresh TLS session cache as well: a resumed TLS session
+    /// keeps the identity of the handshake it resumes, so the apiserver would still see the
+    /// old certificate (and answer 401 once it has expired).
     pub fn renew_connections(&self) {
-        if let Some((tls, name)) = &self.inner.tls
-            && let Ok(http) = HttpClient::new(Some(tls.clone()), name.as_deref())
-        {
-            *self.inner.http.borrow_mut() = http;
+        if let Some((tls, name)) = &self.inner.tls {
+            let mut fresh = rustls::ClientConfig::clone(tls);
+            fresh.resumption = rustls::client::Resumption::default();
+            if let Ok(http) = HttpClient::new(Some(Arc::new(fresh)), name.as_deref()) {
+                *self.inner.http.borrow_mut() = http;
+            }
         }
     }
 
