@@ -248,12 +248,24 @@ pub fn prepare(
         Some((_, cluster_ca)) => cluster_ca.clone(),
         None => ca,
     };
-    let kubeconfig = credentials::kubeconfig(
+    let mut kubeconfig = credentials::kubeconfig(
         &opts.node_name,
         &opts.server_url(),
         &String::from_utf8_lossy(&ca),
         &token,
     );
+    if opts.serving.is_some() {
+        // The cluster's serving certificate names the node and its addresses, not loopback:
+        // local clients verify it against the node name.
+        kubeconfig = kubeconfig.replacen(
+            "    certificate-authority-data:",
+            &format!(
+                "    tls-server-name: {}\n    certificate-authority-data:",
+                opts.node_name
+            ),
+            1,
+        );
+    }
     write_private(&opts.kubeconfig_path, kubeconfig.as_bytes())?;
     Ok(Credentials {
         tls,
@@ -517,6 +529,24 @@ mod tests {
             allocatable: Default::default(),
             serving: None,
         }
+    }
+
+    #[test]
+    fn a_serving_slot_makes_no_self_signed_certificate_and_names_the_node() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut opts = options(tmp.path());
+        let ca = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n".to_vec();
+        opts.serving = Some((crate::kube::CertSlot::default(), ca.clone()));
+        let creds = prepare(&opts, crate::clock::Clock::now(&crate::clock::SystemClock)).unwrap();
+        assert!(!opts.cert_dir.join("kubelet.crt").exists());
+        let cfg = crate::kube::ClientConfig::from_kubeconfig_str(
+            &creds.kubeconfig,
+            Path::new("kubeconfig"),
+            Path::new("."),
+        )
+        .unwrap();
+        assert_eq!(cfg.tls_server_name.as_deref(), Some("board1"));
+        assert_eq!(cfg.tls.ca_pem, Some(ca));
     }
 
     #[test]
