@@ -13,7 +13,7 @@
 #      pointing at it;
 #   3. the serving CSR (kubelet-serving, system:node:<name>), approved as an operator would
 #      (`kubectl certificate approve`): the node API then serves a certificate the cluster CA
-#      issued (openssl s_client);
+#      issued (openssl s_client), which `picolet get` verifies;
 #   4. a restart reuses both certificates: no new CSR, the Node Ready;
 #   5. rotation: a second client CSR by the node itself (system:node:<name>), a new serial in
 #      kubelet-client-current.pem, and the node's Lease renewed after it and after the first
@@ -162,6 +162,8 @@ served || true
 check "the node API serves it (issuer: the cluster CA)" until_ok 30 bash -c "$(declare -f served); PORT=$PORT served | grep -q 'issuer=.*picolet-lab-ca'"
 served_serial() { openssl s_client -connect "127.0.0.1:$PORT" </dev/null 2>/dev/null | openssl x509 -noout -serial; }
 check "with the serial of kubelet-server-current.pem" test "$(served_serial)" = "$(openssl x509 -noout -serial -in "$W/pki/kubelet-server-current.pem")"
+check "picolet get pods verifies it through ROOT-DIR/kubeconfig (tls-server-name $NODE)" \
+	"$BIN" --root-dir "$W/root" get pods -A
 
 # ---- 4. a restart reuses both
 n_csrs=$(kc get csr -o name | wc -l)
