@@ -57,6 +57,11 @@ pub enum DaemonError {
     #[cfg(feature = "apiserver")]
     #[error(transparent)]
     LocalApi(#[from] crate::local_api::LocalApiError),
+    /// `--bootstrap-kubeconfig`: no client certificate could be had (the error names the
+    /// file or the CSR).
+    #[cfg(feature = "apiserver")]
+    #[error("TLS bootstrap: {0}")]
+    Bootstrap(String),
     #[cfg(not(feature = "apiserver"))]
     #[error("--kubeconfig and --manifest-url need a picolet built with the `apiserver` feature")]
     NoApiserverFeature,
@@ -86,6 +91,10 @@ pub struct Extensions {
     /// The node's apiserver client (apiserver mode): the node API's webhooks use it.
     #[cfg(feature = "apiserver")]
     pub client: Option<crate::kube::Client>,
+    /// `--rotate-server-certificates`: the node API's serving certificate slot and the
+    /// cluster's CA.
+    #[cfg(feature = "apiserver")]
+    pub serving: Option<(crate::kube::CertSlot, Vec<u8>)>,
 }
 
 /// `picolet run`: the real CRI client and the system clock.
@@ -106,6 +115,21 @@ pub async fn run(
         .run_until(async move {
             let cfg = &daemon_cfg.agent;
             // ---- apiserver mode
+            // kubelet: `LoadClientCert` before anything talks to the cluster.
+            #[cfg(feature = "apiserver")]
+            if let (Some(boot), Some(kubeconfig)) = (&opts.bootstrap_kubeconfig, &opts.kubeconfig) {
+                let b = crate::certificate::bootstrap::BootstrapOptions {
+                    kubeconfig: kubeconfig.clone(),
+                    bootstrap_kubeconfig: boot.clone(),
+                    cert_dir: cert_dir(&opts),
+                    node_name: cfg.node_name.clone(),
+                    poll: std::time::Duration::from_secs(2),
+                };
+                let now = SystemClock.now() / 1_000_000_000;
+                crate::certificate::bootstrap::load_client_cert(&b, now, &shutdown)
+                    .await
+                    .map_err(|e| DaemonError::Bootstrap(e.to_string()))?;
+            }
             #[cfg(feature = "apiserver")]
             let ext = start_apiserver_mode(&opts, cfg, runtime.clone(), SystemClock, &shutdown)?;
             #[cfg(not(feature = "apiserver"))]
@@ -126,8 +150,10 @@ pub async fn run(
             // ---- the node API
             #[cfg(feature = "apiserver")]
             if opts.port != 0 {
+                let mut api_opts = local_api_options(&opts, cfg);
+                api_opts.serving = ext.serving.take();
                 let tx = crate::local_api::start(
-                    &local_api_options(&opts, cfg),
+                    &api_opts,
                     runtime.clone(),
                     SystemClock,
                     crate::local_api::Sources {
@@ -294,6 +320,14 @@ fn pod_cgroups_config(opts: &Options) -> Option<crate::cm::manager::PodCgroupsCo
     })
 }
 
+/// `--cert-dir` (kubelet: `<root-dir>/pki`).
+#[cfg(feature = "apiserver")]
+pub fn cert_dir(opts: &Options) -> std::path::PathBuf {
+    opts.cert_dir
+        .clone()
+        .unwrap_or_else(|| opts.root_dir.join("pki"))
+}
+
 /// What the node API needs of `opts`.
 #[cfg(feature = "apiserver")]
 pub fn local_api_options(opts: &Options, cfg: &AgentConfig) -> crate::local_api::LocalApiOptions {
@@ -301,10 +335,7 @@ pub fn local_api_options(opts: &Options, cfg: &AgentConfig) -> crate::local_api:
         node_name: cfg.node_name.clone(),
         address: opts.address,
         port: opts.port,
-        cert_dir: opts
-            .cert_dir
-            .clone()
-            .unwrap_or_else(|| opts.root_dir.join("pki")),
+        cert_dir: cert_dir(opts),
         tls_cert_file: opts.tls_cert_file.clone(),
         tls_private_key_file: opts.tls_private_key_file.clone(),
         client_ca_file: opts.client_ca_file.clone(),
@@ -326,6 +357,7 @@ pub fn local_api_options(opts: &Options, cfg: &AgentConfig) -> crate::local_api:
         labels: cfg.node_labels.clone(),
         max_pods: opts.max_pods,
         allocatable: cfg.allocatable,
+        serving: None,
     }
 }
 
@@ -515,6 +547,86 @@ fn start_tasks<R: Runtime, C: Clock>(
     }
 }
 
+/// The certificate managers (`--rotate-certificates`, `--rotate-server-certificates`).
+#[cfg(feature = "apiserver")]
+#[allow(clippy::too_many_arguments)]
+fn start_certificate_rotation<C: Clock>(
+    opts: &Options,
+    cfg: &AgentConfig,
+    config: &crate::kube::ClientConfig,
+    client: &crate::kube::Client,
+    client_slot: Option<crate::kube::CertSlot>,
+    clock: &C,
+    shutdown: &CancellationToken,
+    ext: &mut Extensions,
+) {
+    use crate::certificate::rotation::Rotation;
+    use crate::certificate::store::{CLIENT_PREFIX, SERVER_PREFIX, Store};
+    use crate::certificate::{self as certs, node_subject};
+    let dir = cert_dir(opts);
+    let poll = std::time::Duration::from_secs(2);
+    if let Some(slot) = client_slot {
+        let rotation = Rotation {
+            client: client.clone(),
+            slot,
+            store: Store::new(&dir, CLIENT_PREFIX),
+            subject: node_subject(&cfg.node_name),
+            signer: certs::CLIENT_SIGNER,
+            usages: &certs::CLIENT_USAGES,
+            renew: Some(client.clone()),
+            clock: clock.clone(),
+            poll,
+        };
+        // kubelet: the certificate manager starts from its store (`kubelet-client-current.pem`)
+        // and falls back to the kubeconfig's certificate: an earlier rotation survives a
+        // restart even when the kubeconfig embeds the first certificate.
+        match rotation.load() {
+            Ok(true) => log::info!(
+                "client certificate: {}",
+                rotation.store.current_path().display()
+            ),
+            Ok(false) => {}
+            Err(e) => log::warn!("{e}; keeping the kubeconfig's client certificate"),
+        }
+        tokio::task::spawn_local(rotation.run(shutdown.child_token()));
+    }
+    if opts.rotate_server_certificates {
+        // kubelet: the SANs come from the Node's addresses (its hostname, its InternalIP).
+        let mut subject = node_subject(&cfg.node_name);
+        subject.dns_names = vec![cfg.node_name.clone()];
+        subject.ips = cfg
+            .node_ip
+            .or_else(|| crate::node::status::local_ip_towards(&config.server))
+            .into_iter()
+            .collect();
+        let slot = crate::kube::CertSlot::default();
+        let rotation = Rotation {
+            client: client.clone(),
+            slot: slot.clone(),
+            store: Store::new(&dir, SERVER_PREFIX),
+            subject,
+            signer: certs::SERVING_SIGNER,
+            usages: &certs::SERVING_USAGES,
+            renew: None,
+            clock: clock.clone(),
+            poll,
+        };
+        match rotation.load() {
+            Ok(true) => log::info!(
+                "serving certificate: {}",
+                rotation.store.current_path().display()
+            ),
+            Ok(false) => log::info!(
+                "no serving certificate yet: the node API refuses TLS until a \
+                 kubernetes.io/kubelet-serving CSR is approved and issued"
+            ),
+            Err(e) => log::warn!("{e}; asking for a new serving certificate"),
+        }
+        tokio::task::spawn_local(rotation.run(shutdown.child_token()));
+        ext.serving = Some((slot, config.tls.ca_pem.clone().unwrap_or_default()));
+    }
+}
+
 /// Starts the apiserver-mode tasks `opts` asks for (`--kubeconfig`: node, API source,
 /// status syncer; `--manifest-url`: the HTTP source) on the current `LocalSet`, and returns
 /// what the agent must add: the source names, their channel, the pod-event sender.
@@ -555,9 +667,31 @@ pub fn start_apiserver_mode<R: Runtime, C: Clock>(
     }
 
     if let Some(path) = &opts.kubeconfig {
-        let config = ClientConfig::from_kubeconfig(path)?;
+        let mut config = ClientConfig::from_kubeconfig(path)?;
+        // kubelet: with rotateCertificates the transport presents the certificate manager's
+        // current certificate, starting with the kubeconfig's.
+        let client_slot = if opts.rotate_certificates {
+            let slot = crate::kube::CertSlot::default();
+            if let (Some(c), Some(k)) = (&config.tls.client_cert_pem, &config.tls.client_key_pem) {
+                slot.set_pem(c, k, &format!("{}: client certificate", path.display()))?;
+            }
+            config.tls.client_cert_slot = Some(slot.clone());
+            Some(slot)
+        } else {
+            None
+        };
         let client = Client::new(&config)?;
         ext.client = Some(client.clone());
+        start_certificate_rotation(
+            opts,
+            cfg,
+            &config,
+            &client,
+            client_slot,
+            &clock,
+            shutdown,
+            &mut ext,
+        );
         log::info!(
             target: APISERVER_LOG,
             "apiserver mode: node {} joins {} (kubeconfig {})",

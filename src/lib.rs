@@ -36,6 +36,8 @@
 //! 1      pod_manager   api shrink sort
 //! 1      pod_workers   api metrics shrink sort
 //! 1      qos           api
+//! 1      x509          api clock
+//! 2      certificate   api clock kube x509
 //! 2      cm            api qos sort
 //! 2      config_data   api checkpoint clock kube sort
 //! 2      eviction      api cri qos sort
@@ -54,13 +56,13 @@
 //! 4      status        api clock config_data cri kube messages pod_manager qos sort
 //! 4      volume        api clock config_data cri fieldpath grpc sort
 //! 5      kuberuntime   api clock cm config_data cri fieldpath logs probe qos recorder sort volume
-//! 6      local_api     api clock cm cri eviction json kube kuberuntime manifest messages metrics node recorder shrink sort
+//! 6      local_api     api clock cm cri eviction json kube kuberuntime manifest messages metrics node recorder shrink sort x509
 //! 6      pleg          cri kuberuntime sort
 //! 6      prober        api clock cri kuberuntime metrics probe recorder shrink status
 //! 7      cli           admission clock config_data kube local_api manifest node options sort source
 //! 7      pod_sync      api clock cri kuberuntime messages pleg pod_workers prober recorder shrink status
 //! 8      agent         admission api clock cm config_data cri eviction images kuberuntime logs manifest messages metrics node pleg pod_config pod_manager pod_sync pod_workers prober qos recorder shrink sort volume
-//! 9      daemon        agent checkpoint clock cm config_data cri eviction images kube kuberuntime local_api logs messages metrics node options pleg prober recorder source status volume
+//! 9      daemon        agent certificate checkpoint clock cm config_data cri eviction images kube kuberuntime local_api logs messages metrics node options pleg prober recorder source status volume
 //! ```
 //!
 //! Fakes: one per external boundary, and each boundary's fake is one model with thin
@@ -87,6 +89,8 @@
 //! - `pod_manager`    the desired pods, by UID and by full name
 //! - `pod_workers`    the per-pod lifecycle state machine and its scheduling
 //! - `qos`            QoS class and OOM score of a pod (pure)
+//! - `x509`           (feature `apiserver`) DER: the X.509 certificates and PKCS#10 requests picolet makes and reads
+//! - `certificate`    (feature `apiserver`) TLS bootstrap, client and serving certificate rotation by CSR
 //! - [`cm`]           the container manager's cgroups: kubepods, QoS and pod cgroups, allocatable
 //! - `config_data`    ConfigMaps/Secrets of the node (local files, and the apiserver's watches)
 //! - [`eviction`]     the eviction manager: thresholds, pressure conditions, ranking, measuring
@@ -116,6 +120,8 @@
 pub mod admission;
 pub mod agent;
 pub mod api;
+#[cfg(feature = "apiserver")]
+mod certificate;
 #[cfg(feature = "apiserver")]
 pub mod checkpoint;
 pub mod cli;
@@ -154,3 +160,5 @@ mod sort;
 pub mod source;
 pub mod status;
 pub mod volume;
+#[cfg(feature = "apiserver")]
+mod x509;

@@ -122,6 +122,16 @@ pub struct Options {
     /// `--kubeconfig`: join the cluster this file points at (node, lease, API pods, status,
     /// mirror pods). None: static pods only.
     pub kubeconfig: Option<PathBuf>,
+    /// `--bootstrap-kubeconfig` (kubelet: a flag only): when `--kubeconfig` holds no valid
+    /// client certificate, get one with this kubeconfig's bootstrap token (TLS bootstrapping).
+    pub bootstrap_kubeconfig: Option<PathBuf>,
+    /// `--rotate-certificates` (kubelet `rotateCertificates`, default false): renew the
+    /// client certificate by CSR before it expires.
+    pub rotate_certificates: bool,
+    /// `--rotate-server-certificates` (kubelet `serverTLSBootstrap`, default false): the
+    /// node API's serving certificate by CSR (signer `kubernetes.io/kubelet-serving`),
+    /// renewed before it expires.
+    pub rotate_server_certificates: bool,
     /// `--node-labels k=v,…`: extra labels of the Node.
     pub node_labels: BTreeMap<String, String>,
     /// `--max-pods`: the Node's pod capacity.
@@ -200,6 +210,9 @@ impl Default for Options {
             minimum_image_ttl_duration: Duration::from_secs(120),
             pod_infra_container_image: crate::images::DEFAULT_SANDBOX_IMAGE.into(),
             kubeconfig: None,
+            bootstrap_kubeconfig: None,
+            rotate_certificates: false,
+            rotate_server_certificates: false,
             node_labels: BTreeMap::new(),
             max_pods: 110,
             node_ip: None,
@@ -285,6 +298,13 @@ FLAGS (kubelet names):
 Cluster mode (builds with the `apiserver` feature):
     --kubeconfig FILE                   join the cluster of this kubeconfig: Node, Lease, API
                                         pods (kept running offline), status, mirror pods
+    --bootstrap-kubeconfig FILE         join with a bootstrap token: when --kubeconfig has no
+                                        valid client certificate, get one by CSR, write it to
+                                        CERT-DIR and write --kubeconfig to use it
+    --rotate-certificates[=true|false]  renew the client certificate by CSR (70-90 % of its life)
+    --rotate-server-certificates[=true|false]
+                                        the node API's certificate by CSR (kubelet-serving
+                                        signer; an operator approves it), renewed likewise
     --node-labels k=v,...               extra Node labels
     --max-pods N                        the Node's pod capacity [110]
     --node-status-update-frequency DUR  node status period [10s]
@@ -294,7 +314,7 @@ Cluster mode (builds with the `apiserver` feature):
 The node API (builds with the `apiserver` feature; kubectl works against it):
     --address IP                        listen address [127.0.0.1]
     --port N                            HTTPS port; 0: no node API [10250]
-    --cert-dir DIR                      self-signed certificate and token [ROOT-DIR/pki]
+    --cert-dir DIR                      certificates (self-signed or by CSR) and token [ROOT-DIR/pki]
     --tls-cert-file FILE                serving certificate chain (PEM) instead of a self-signed one
     --tls-private-key-file FILE         its key
     --client-ca-file FILE               also admit client certificates this CA signed
@@ -335,6 +355,9 @@ struct ConfigFile {
     enforce_node_allocatable: Option<Vec<String>>,
     seccomp_default: Option<bool>,
     kubeconfig: Option<PathBuf>,
+    rotate_certificates: Option<bool>,
+    #[serde(rename = "serverTLSBootstrap")]
+    server_tls_bootstrap: Option<bool>,
     node_labels: Option<BTreeMap<String, String>>,
     max_pods: Option<u32>,
     #[serde(rename = "nodeIP")]
@@ -538,6 +561,13 @@ pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
             }
             "--pod-infra-container-image" => opts.pod_infra_container_image = value()?,
             "--kubeconfig" => opts.kubeconfig = Some(value()?.into()),
+            "--bootstrap-kubeconfig" => opts.bootstrap_kubeconfig = Some(value()?.into()),
+            "--rotate-certificates" => {
+                opts.rotate_certificates = bool_flag(flag, raw_value.as_deref())?
+            }
+            "--rotate-server-certificates" => {
+                opts.rotate_server_certificates = bool_flag(flag, raw_value.as_deref())?
+            }
             "--node-labels" => {
                 let labels = parse_labels(&value()?).map_err(|reason| OptionsError::BadValue {
                     flag: flag.clone(),
@@ -636,6 +666,7 @@ pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
         });
     }
     check_log_and_image_gc(&opts)?;
+    check_certificates(&opts)?;
     check_node_labels(&opts.node_labels).map_err(|reason| OptionsError::BadValue {
         flag: "--node-labels".into(),
         reason,
@@ -676,6 +707,51 @@ pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
         "kubeconfig" => Command::Kubeconfig(opts),
         _ => Command::Run(opts),
     })
+}
+
+/// The certificate flags that need others (kubelet: the bootstrap and the managers need a
+/// client of the cluster; picolet refuses at start rather than ignoring a flag).
+fn check_certificates(opts: &Options) -> Result<(), OptionsError> {
+    let refuse = |flag: &str, reason: &str| {
+        Err(OptionsError::BadValue {
+            flag: flag.into(),
+            reason: reason.into(),
+        })
+    };
+    if opts.bootstrap_kubeconfig.is_some() && opts.kubeconfig.is_none() {
+        return refuse(
+            "--bootstrap-kubeconfig",
+            "needs --kubeconfig: the path where the bootstrapped kubeconfig is written",
+        );
+    }
+    if opts.rotate_certificates && opts.kubeconfig.is_none() {
+        return refuse(
+            "--rotate-certificates",
+            "needs --kubeconfig (a client certificate to renew)",
+        );
+    }
+    if opts.rotate_server_certificates {
+        if opts.kubeconfig.is_none() {
+            return refuse(
+                "--rotate-server-certificates",
+                "needs --kubeconfig (the serving certificate is asked of the cluster)",
+            );
+        }
+        if opts.tls_cert_file.is_some() {
+            // kubelet: serverTLSBootstrap wins silently over tlsCertFile; picolet says so.
+            return refuse(
+                "--rotate-server-certificates",
+                "and --tls-cert-file both name the serving certificate: use one",
+            );
+        }
+        if opts.port == 0 {
+            return refuse(
+                "--rotate-server-certificates",
+                "needs the node API (--port is 0)",
+            );
+        }
+    }
+    Ok(())
 }
 
 /// `--flag=value`, `--flag value`, and bare `--flag` (value None) when followed by another
@@ -825,6 +901,12 @@ fn apply_config_file(opts: &mut Options, path: &str) -> Result<(), OptionsError>
     }
     if let Some(v) = cfg.tls_cert_file {
         opts.tls_cert_file = Some(v);
+    }
+    if let Some(v) = cfg.rotate_certificates {
+        opts.rotate_certificates = v;
+    }
+    if let Some(v) = cfg.server_tls_bootstrap {
+        opts.rotate_server_certificates = v;
     }
     if let Some(v) = cfg.tls_private_key_file {
         opts.tls_private_key_file = Some(v);
@@ -1080,6 +1162,8 @@ const KNOWN_CONFIG_KEYS: &[&str] = &[
     "kubeReserved",
     "enforceNodeAllocatable",
     "kubeconfig",
+    "rotateCertificates",
+    "serverTLSBootstrap",
     "nodeLabels",
     "maxPods",
     "nodeIP",
@@ -1655,6 +1739,65 @@ mod tests {
             ("3d", None),
         ] {
             assert_eq!(parse_duration(s).map(|d| d.as_secs_f64()), want, "{s}");
+        }
+    }
+
+    /// The bootstrap and rotation flags and keys, and the combinations refused at start.
+    #[test]
+    fn certificate_flags_and_keys() {
+        let Command::Run(o) = parse(&args(
+            "run --kubeconfig /k --bootstrap-kubeconfig /b --rotate-certificates \
+             --rotate-server-certificates=true --cert-dir /c",
+        ))
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(o.bootstrap_kubeconfig, Some(PathBuf::from("/b")));
+        assert!(o.rotate_certificates && o.rotate_server_certificates);
+        assert_eq!(o.cert_dir, Some(PathBuf::from("/c")));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.yaml");
+        std::fs::write(
+            &path,
+            "kubeconfig: /k\nrotateCertificates: true\nserverTLSBootstrap: true\n",
+        )
+        .unwrap();
+        let Command::Run(o) = parse(&args(&format!("run --config {}", path.display()))).unwrap()
+        else {
+            panic!()
+        };
+        assert!(o.rotate_certificates && o.rotate_server_certificates);
+        // (command line, the flag the error names, what it says)
+        for (line, flag, says) in [
+            (
+                "run --bootstrap-kubeconfig /b",
+                "--bootstrap-kubeconfig",
+                "needs --kubeconfig",
+            ),
+            (
+                "run --rotate-certificates",
+                "--rotate-certificates",
+                "needs --kubeconfig",
+            ),
+            (
+                "run --rotate-server-certificates",
+                "--rotate-server-certificates",
+                "needs --kubeconfig",
+            ),
+            (
+                "run --kubeconfig /k --rotate-server-certificates --tls-cert-file /a \
+                 --tls-private-key-file /b",
+                "--rotate-server-certificates",
+                "--tls-cert-file",
+            ),
+            (
+                "run --kubeconfig /k --rotate-server-certificates --port 0",
+                "--rotate-server-certificates",
+                "--port is 0",
+            ),
+        ] {
+            let err = parse(&args(line)).unwrap_err().to_string();
+            assert!(err.contains(flag) && err.contains(says), "{line}: {err}");
         }
     }
 

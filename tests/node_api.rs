@@ -76,6 +76,7 @@ async fn start_auth(
         labels: cfg.agent.node_labels.clone(),
         max_pods: 110,
         allocatable: Default::default(),
+        serving: None,
     };
     let shutdown = tokio_util::sync::CancellationToken::new();
     let metrics = std::rc::Rc::new(picolet::metrics::AgentMetrics::default());

@@ -9,6 +9,7 @@
 use std::cell::RefCell;
 use std::path::Path;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -67,7 +68,9 @@ pub struct Client {
 }
 
 struct Inner {
-    http: HttpClient,
+    /// Replaced by [`Client::renew_connections`] (a rotated client certificate).
+    http: RefCell<HttpClient>,
+    tls: Option<(Arc<rustls::ClientConfig>, Option<String>)>,
     server: String,
     credentials: Credentials,
     timeout: Duration,
@@ -95,16 +98,39 @@ impl Client {
                 reason: "the server must be an http:// or https:// URL",
             });
         };
-        let http = HttpClient::new(tls_config, config.tls_server_name.as_deref())?;
+        let http = HttpClient::new(tls_config.clone(), config.tls_server_name.as_deref())?;
         Ok(Client {
             inner: Rc::new(Inner {
-                http,
+                http: RefCell::new(http),
+                tls: tls_config.map(|t| (t, config.tls_server_name.clone())),
                 server: config.server.clone(),
                 credentials: config.credentials.clone(),
                 timeout: config.timeout,
                 token_cache: RefCell::new(None),
             }),
         })
+    }
+
+    /// New requests open new connections (and so present the slot's current client
+    /// certificate); requests and watches under way finish on theirs.
+    /// kubelet: the transport closes every connection when the certificate rotates
+    /// (certificate/transport.go); picolet lets open watches run to their own end.
+    ///
+    /// The new connections get a fresh TLS session cache as well: a resumed TLS session
+    /// keeps the identity of the handshake it resumes, so the apiserver would still see the
+    /// old certificate (and answer 401 once it has expired).
+    pub fn renew_connections(&self) {
+        if let Some((tls, name)) = &self.inner.tls {
+            let mut fresh = rustls::ClientConfig::clone(tls);
+            fresh.resumption = rustls::client::Resumption::default();
+            if let Ok(http) = HttpClient::new(Some(Arc::new(fresh)), name.as_deref()) {
+                *self.inner.http.borrow_mut() = http;
+            }
+        }
+    }
+
+    fn http(&self) -> HttpClient {
+        self.inner.http.borrow().clone()
     }
 
     /// The server URL, for logs.
@@ -231,8 +257,7 @@ impl Client {
         let url = format!("{}{path_and_query}", self.inner.server);
         let headers = self.headers(None, "application/json")?;
         let (status, _, body) = self
-            .inner
-            .http
+            .http()
             .stream(Method::GET, &url, &headers, self.inner.timeout)
             .await?;
         if !(200..300).contains(&status) {
@@ -273,8 +298,7 @@ impl Client {
         let url = format!("{}{path}", self.inner.server);
         let headers = self.headers(None, accept)?;
         let resp = self
-            .inner
-            .http
+            .http()
             .request(
                 Method::GET,
                 &url,
@@ -314,8 +338,7 @@ impl Client {
         let content_type = body.as_ref().map(|(_, ct)| *ct);
         let headers = self.headers(content_type, "application/json")?;
         let resp = self
-            .inner
-            .http
+            .http()
             .request(
                 method.clone(),
                 &url,

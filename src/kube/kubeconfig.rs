@@ -195,6 +195,7 @@ impl ClientConfig {
                 "client-certificate",
             )?,
             client_key_pem: data_or_file(&user.client_key_data, &user.client_key, "client-key")?,
+            client_cert_slot: None,
         };
         let credentials = match (&user.token, &user.token_file) {
             (Some(t), _) if !t.is_empty() => Credentials::Token(t.trim().to_string()),

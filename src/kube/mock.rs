@@ -27,6 +27,10 @@
 //!   `mock-token.<ns>.<sa>.<pod>.<uid>.<n>`;
 //! - TokenReview and SubjectAccessReview of `nodes` subresources, answered from
 //!   [`MockApiServer::accept_token`] and [`MockApiServer::allow`];
+//! - certificatesigningrequests (`certificates.k8s.io/v1`): create (409 `AlreadyExists`;
+//!   `generateName`), get, list; what happens to a new one is the test's
+//!   [`MockApiServer::on_csr`] hook (approve with a certificate, deny, or leave it pending),
+//!   as a signer and an approver would;
 //! - a bearer token, if set, is required (401 otherwise).
 //!
 //! Faults: [`MockApiServer::fail_next`] (answer N requests with an error code),
@@ -124,13 +128,27 @@ struct State {
     object_watchers: Vec<(String, String, String, mpsc::UnboundedSender<WatchMsg>)>,
     /// TokenRequests answered so far.
     tokens_issued: u64,
+    /// Events by (namespace, name).
+    events: BTreeMap<(String, String), Value>,
     /// TokenReview: token → (user, groups).
     reviewed_tokens: BTreeMap<String, (String, Vec<String>)>,
     /// SubjectAccessReview: the (user, verb, subresource) allowed on nodes.
     access: Vec<(String, String, String)>,
-    /// Events by (namespace, name).
-    events: BTreeMap<(String, String), Value>,
+    /// CertificateSigningRequests by name.
+    csrs: BTreeMap<String, Value>,
+    csr_hook: Option<Arc<CsrHook>>,
 }
+
+/// What the approver and signer do with a new CSR.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CsrAnswer {
+    Pending,
+    /// Approved, and this certificate chain (PEM) issued.
+    Issue(String),
+    Denied(String),
+}
+
+type CsrHook = dyn Fn(&Value) -> CsrAnswer + Send + Sync;
 
 /// TLS for the mock: PEM certificate chain and key.
 #[derive(Clone)]
@@ -287,23 +305,6 @@ impl MockApiServer {
         self.lock().token = Some(token.to_string());
     }
 
-    /// TokenReview (authentication.k8s.io/v1) answers `token` as `user` in `groups`;
-    /// other tokens are not authenticated.
-    pub fn accept_token(&self, token: &str, user: &str, groups: &[&str]) {
-        let groups = groups.iter().map(|g| g.to_string()).collect();
-        self.lock()
-            .reviewed_tokens
-            .insert(token.to_string(), (user.to_string(), groups));
-    }
-
-    /// SubjectAccessReview (authorization.k8s.io/v1) allows `user` to `verb` the nodes'
-    /// `subresource`; everything else is not allowed.
-    pub fn allow(&self, user: &str, verb: &str, subresource: &str) {
-        self.lock()
-            .access
-            .push((user.into(), verb.into(), subresource.into()));
-    }
-
     /// Cut every open watch connection mid-stream.
     pub fn drop_watches(&self) {
         let mut st = self.lock();
@@ -452,6 +453,40 @@ impl MockApiServer {
     }
 
     /// How many TokenRequests the mock answered.
+    /// TokenReview (authentication.k8s.io/v1) answers `token` as `user` in `groups`;
+    /// other tokens are not authenticated.
+    pub fn accept_token(&self, token: &str, user: &str, groups: &[&str]) {
+        let groups = groups.iter().map(|g| g.to_string()).collect();
+        self.lock()
+            .reviewed_tokens
+            .insert(token.to_string(), (user.to_string(), groups));
+    }
+
+    /// SubjectAccessReview (authorization.k8s.io/v1) allows `user` to `verb` the nodes'
+    /// `subresource`; everything else is not allowed.
+    pub fn allow(&self, user: &str, verb: &str, subresource: &str) {
+        self.lock()
+            .access
+            .push((user.into(), verb.into(), subresource.into()));
+    }
+
+    /// Decides each new CSR (none: they stay pending).
+    pub fn on_csr(&self, hook: impl Fn(&Value) -> CsrAnswer + Send + Sync + 'static) {
+        self.lock().csr_hook = Some(Arc::new(hook));
+    }
+
+    /// The CSRs, by name.
+    pub fn csrs(&self) -> BTreeMap<String, Value> {
+        self.lock().csrs.clone()
+    }
+
+    /// Answers a CSR later (an operator's `kubectl certificate approve`, then the signer).
+    pub fn answer_csr(&self, name: &str, answer: CsrAnswer) {
+        if let Some(csr) = self.lock().csrs.get_mut(name) {
+            apply_csr_answer(csr, answer);
+        }
+    }
+
     pub fn tokens_issued(&self) -> u64 {
         self.lock().tokens_issued
     }
@@ -681,33 +716,6 @@ impl MockApiServer {
                     "token",
                 ],
             ) => Ok(issue_token(&mut st, ns, sa, &body_json)),
-            // ---- reviews
-            (&Method::POST, ["apis", "authentication.k8s.io", "v1", "tokenreviews"]) => {
-                let token = body_json["spec"]["token"].as_str().unwrap_or("");
-                let status = match st.reviewed_tokens.get(token) {
-                    Some((user, groups)) => json!({"authenticated": true,
-                        "user": {"username": user, "uid": format!("uid-{user}"), "groups": groups}}),
-                    None => json!({"authenticated": false, "error": "token not found"}),
-                };
-                Ok(
-                    json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
-                          "status": status}),
-                )
-            }
-            (&Method::POST, ["apis", "authorization.k8s.io", "v1", "subjectaccessreviews"]) => {
-                let spec = &body_json["spec"];
-                let ra = &spec["resourceAttributes"];
-                let allowed = ra["resource"] == "nodes"
-                    && st.access.iter().any(|(u, v, s)| {
-                        spec["user"] == u.as_str()
-                            && ra["verb"] == v.as_str()
-                            && ra["subresource"] == s.as_str()
-                    });
-                Ok(
-                    json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-                          "status": {"allowed": allowed}}),
-                )
-            }
             // ---- events
             (&Method::GET, ["api", "v1", "events"]) => Ok(list_events(&st, None)),
             (&Method::GET, ["api", "v1", "namespaces", ns, "events"]) => {
@@ -736,6 +744,70 @@ impl MockApiServer {
             }
             (&Method::PATCH, ["api", "v1", "nodes", name, "status"]) => {
                 patch_node(&mut st, name, &body_json, strategic, true)
+            }
+            // ---- certificatesigningrequests
+            (
+                &Method::POST,
+                [
+                    "apis",
+                    "certificates.k8s.io",
+                    "v1",
+                    "certificatesigningrequests",
+                ],
+            ) => create_csr(&mut st, body_json),
+            (
+                &Method::GET,
+                [
+                    "apis",
+                    "certificates.k8s.io",
+                    "v1",
+                    "certificatesigningrequests",
+                    name,
+                ],
+            ) => {
+                st.csrs.get(*name).cloned().ok_or_else(|| {
+                    not_found("certificatesigningrequests.certificates.k8s.io", name)
+                })
+            }
+            (
+                &Method::GET,
+                [
+                    "apis",
+                    "certificates.k8s.io",
+                    "v1",
+                    "certificatesigningrequests",
+                ],
+            ) => Ok(json!({
+                "kind": "CertificateSigningRequestList",
+                "apiVersion": "certificates.k8s.io/v1",
+                "items": st.csrs.values().cloned().collect::<Vec<_>>(),
+            })),
+            // ---- reviews
+            (&Method::POST, ["apis", "authentication.k8s.io", "v1", "tokenreviews"]) => {
+                let token = body_json["spec"]["token"].as_str().unwrap_or("");
+                let status = match st.reviewed_tokens.get(token) {
+                    Some((user, groups)) => json!({"authenticated": true,
+                            "user": {"username": user, "uid": format!("uid-{user}"), "groups": groups}}),
+                    None => json!({"authenticated": false, "error": "token not found"}),
+                };
+                Ok(
+                    json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                              "status": status}),
+                )
+            }
+            (&Method::POST, ["apis", "authorization.k8s.io", "v1", "subjectaccessreviews"]) => {
+                let spec = &body_json["spec"];
+                let ra = &spec["resourceAttributes"];
+                let allowed = ra["resource"] == "nodes"
+                    && st.access.iter().any(|(u, v, s)| {
+                        spec["user"] == u.as_str()
+                            && ra["verb"] == v.as_str()
+                            && ra["subresource"] == s.as_str()
+                    });
+                Ok(
+                    json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                              "status": {"allowed": allowed}}),
+                )
             }
             // ---- leases
             (
@@ -784,6 +856,49 @@ impl MockApiServer {
             Err((code, message)) => status_response(code, reason_of(code, &message), &message),
         }
     }
+}
+
+fn create_csr(st: &mut State, mut csr: Value) -> Result<Value, (u16, String)> {
+    let mut name = str_at(&csr, "/metadata/name").to_string();
+    if name.is_empty() {
+        let prefix = str_at(&csr, "/metadata/generateName").to_string();
+        if prefix.is_empty() {
+            return Err((422, "metadata.name or generateName is required".into()));
+        }
+        name = format!("{prefix}{}", st.csrs.len() + st.rv as usize + 1);
+        set_meta(&mut csr, "name", json!(name));
+    }
+    if st.csrs.contains_key(&name) {
+        return Err((
+            409,
+            format!("certificatesigningrequests.certificates.k8s.io \"{name}\" already exists"),
+        ));
+    }
+    let rv = next_rv(st);
+    set_meta(&mut csr, "resourceVersion", json!(rv));
+    let uid = next_uid(st);
+    set_meta(&mut csr, "uid", json!(uid));
+    set_meta(&mut csr, "creationTimestamp", json!(now_rfc3339()));
+    if let Some(hook) = st.csr_hook.clone() {
+        let answer = hook(&csr);
+        apply_csr_answer(&mut csr, answer);
+    }
+    st.csrs.insert(name, csr.clone());
+    Ok(csr)
+}
+
+fn apply_csr_answer(csr: &mut Value, answer: CsrAnswer) {
+    let status = match answer {
+        CsrAnswer::Pending => return,
+        CsrAnswer::Issue(pem) => json!({
+            "conditions": [{"type": "Approved", "status": "True", "reason": "AutoApproved"}],
+            "certificate": crate::api::encode_base64(pem.as_bytes()),
+        }),
+        CsrAnswer::Denied(message) => json!({
+            "conditions": [{"type": "Denied", "status": "True", "reason": "MockDenied", "message": message}],
+        }),
+    };
+    csr["status"] = status;
 }
 
 fn take_fault(st: &mut State, method: &Method, path: &str) -> Option<u16> {

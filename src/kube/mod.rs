@@ -43,4 +43,4 @@ pub use client::{
 pub use error::ApiError;
 pub use http::{HttpClient, HttpResponse};
 pub use kubeconfig::{ClientConfig, Credentials};
-pub use tls::decode_base64;
+pub use tls::{CertSlot, decode_base64};

@@ -27,6 +27,72 @@ pub struct TlsSettings {
     /// `client-key(-data)`).
     pub client_cert_pem: Option<Vec<u8>>,
     pub client_key_pem: Option<Vec<u8>>,
+    /// A client certificate that rotates (`--rotate-certificates`): each new connection
+    /// presents the slot's current one; overrides the PEM fields.
+    pub client_cert_slot: Option<CertSlot>,
+}
+
+/// A certificate and key that may change while a TLS configuration lives (kubelet: the
+/// certificate manager's `Current()`, read by the transport's `GetClientCertificate` and by
+/// the server's `GetCertificate`). New handshakes read the current one; an empty slot
+/// presents nothing (a server then fails the handshake, as the kubelet's "no serving
+/// certificate available").
+#[derive(Clone, Default)]
+pub struct CertSlot(Arc<std::sync::RwLock<Option<Arc<rustls::sign::CertifiedKey>>>>);
+
+impl std::fmt::Debug for CertSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "CertSlot({})",
+            if self.current().is_some() {
+                "set"
+            } else {
+                "empty"
+            }
+        )
+    }
+}
+
+impl CertSlot {
+    /// Puts the chain and key of a PEM document (both in one, or in two) in the slot.
+    pub fn set_pem(&self, chain_pem: &[u8], key_pem: &[u8], what: &str) -> Result<(), ApiError> {
+        let chain = certificates(chain_pem, what)?;
+        let key = private_key(key_pem, what)?;
+        let ck =
+            rustls::sign::CertifiedKey::from_der(chain, key, &provider()).map_err(ApiError::Tls)?;
+        if let Ok(mut slot) = self.0.write() {
+            *slot = Some(Arc::new(ck));
+        }
+        Ok(())
+    }
+
+    pub fn current(&self) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        self.0.read().ok().and_then(|s| s.clone())
+    }
+}
+
+impl rustls::client::ResolvesClientCert for CertSlot {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[SignatureScheme],
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        self.current()
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
+}
+
+impl rustls::server::ResolvesServerCert for CertSlot {
+    fn resolve(
+        &self,
+        _client_hello: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        self.current()
+    }
 }
 
 /// Well-known system CA bundles (Debian/Ubuntu/OpenWrt/Alpine, Fedora/RHEL, others).
@@ -61,6 +127,10 @@ pub fn client_config(settings: &TlsSettings) -> Result<Arc<rustls::ClientConfig>
         builder.with_root_certificates(roots)
     };
     let mut config = match (&settings.client_cert_pem, &settings.client_key_pem) {
+        _ if settings.client_cert_slot.is_some() => {
+            let slot = settings.client_cert_slot.clone().unwrap_or_default();
+            builder.with_client_cert_resolver(Arc::new(slot))
+        }
         (Some(cert), Some(key)) => {
             let chain = certificates(cert, "client certificate")?;
             let key = private_key(key, "client key")?;

@@ -98,6 +98,11 @@ pub struct LocalApiOptions {
     pub max_pods: u32,
     /// What the Node's allocatable subtracts from the capacity.
     pub allocatable: crate::cm::NodeAllocatable,
+    /// `--rotate-server-certificates`: the serving certificate is the slot's (issued by the
+    /// cluster, rotated), and the written kubeconfig trusts this CA (the cluster's, PEM).
+    /// Until the slot holds one, handshakes fail (kubelet: "no serving certificate
+    /// available for the kubelet").
+    pub serving: Option<(crate::kube::CertSlot, Vec<u8>)>,
 }
 
 impl LocalApiOptions {
@@ -168,6 +173,7 @@ pub fn prepare(
     now: crate::clock::UnixNanos,
 ) -> Result<Credentials, LocalApiError> {
     let (chain, key, ca) = match (&opts.tls_cert_file, &opts.tls_private_key_file) {
+        _ if opts.serving.is_some() => (Vec::new(), Vec::new(), Vec::new()),
         (Some(cert), Some(key)) => {
             let chain = read(cert)?
                 .ok_or_else(|| LocalApiError::Tls(format!("{}: not found", cert.display())))?;
@@ -242,13 +248,29 @@ pub fn prepare(
         ),
         None => None,
     };
-    let tls = server_tls(&chain, &key, client_ca.as_deref())?;
-    let kubeconfig = credentials::kubeconfig(
+    let tls = server_tls(&chain, &key, client_ca.as_deref(), opts.serving.as_ref())?;
+    let ca = match &opts.serving {
+        Some((_, cluster_ca)) => cluster_ca.clone(),
+        None => ca,
+    };
+    let mut kubeconfig = credentials::kubeconfig(
         &opts.node_name,
         &opts.server_url(),
         &String::from_utf8_lossy(&ca),
         &token,
     );
+    if opts.serving.is_some() {
+        // The cluster's serving certificate names the node and its addresses, not loopback:
+        // local clients verify it against the node name.
+        kubeconfig = kubeconfig.replacen(
+            "    certificate-authority-data:",
+            &format!(
+                "    tls-server-name: {}\n    certificate-authority-data:",
+                opts.node_name
+            ),
+            1,
+        );
+    }
     write_private(&opts.kubeconfig_path, kubeconfig.as_bytes())?;
     Ok(Credentials {
         tls,
@@ -261,11 +283,10 @@ fn server_tls(
     chain: &[u8],
     key: &[u8],
     client_ca: Option<&[u8]>,
+    serving: Option<&(crate::kube::CertSlot, Vec<u8>)>,
 ) -> Result<Arc<rustls::ServerConfig>, LocalApiError> {
     let tls = |e: crate::kube::ApiError| LocalApiError::Tls(e.to_string());
     let other = |e: &dyn std::fmt::Display| LocalApiError::Tls(e.to_string());
-    let certs = crate::kube::tls::certificates(chain, "serving certificate").map_err(tls)?;
-    let key = crate::kube::tls::private_key(key, "serving key").map_err(tls)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -288,9 +309,18 @@ fn server_tls(
             builder.with_client_cert_verifier(verifier)
         }
     };
-    let mut cfg = builder
-        .with_single_cert(certs, key)
-        .map_err(|e| LocalApiError::Tls(e.to_string()))?;
+    let mut cfg = match serving {
+        // kubelet: `tlsConfig.GetCertificate` reads the serving certificate manager's current.
+        Some((slot, _)) => builder.with_cert_resolver(Arc::new(slot.clone())),
+        None => {
+            let certs =
+                crate::kube::tls::certificates(chain, "serving certificate").map_err(tls)?;
+            let key = crate::kube::tls::private_key(key, "serving key").map_err(tls)?;
+            builder
+                .with_single_cert(certs, key)
+                .map_err(|e| LocalApiError::Tls(e.to_string()))?
+        }
+    };
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(cfg))
 }
@@ -506,7 +536,26 @@ mod tests {
             labels: Default::default(),
             max_pods: 110,
             allocatable: Default::default(),
+            serving: None,
         }
+    }
+
+    #[test]
+    fn a_serving_slot_makes_no_self_signed_certificate_and_names_the_node() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut opts = options(tmp.path());
+        let ca = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n".to_vec();
+        opts.serving = Some((crate::kube::CertSlot::default(), ca.clone()));
+        let creds = prepare(&opts, crate::clock::Clock::now(&crate::clock::SystemClock)).unwrap();
+        assert!(!opts.cert_dir.join("kubelet.crt").exists());
+        let cfg = crate::kube::ClientConfig::from_kubeconfig_str(
+            &creds.kubeconfig,
+            Path::new("kubeconfig"),
+            Path::new("."),
+        )
+        .unwrap();
+        assert_eq!(cfg.tls_server_name.as_deref(), Some("board1"));
+        assert_eq!(cfg.tls.ca_pem, Some(ca));
     }
 
     #[test]

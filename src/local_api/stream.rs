@@ -922,6 +922,7 @@ mod tests {
             certs.chain_pem.as_bytes(),
             certs.key_pem.as_bytes(),
             None,
+            None,
         )
         .unwrap();
         let client_tls = crate::kube::tls::client_config(&crate::kube::tls::TlsSettings {

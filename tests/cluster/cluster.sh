@@ -15,6 +15,9 @@
 # kubeconfigs/ (admin, controller-manager, scheduler), bootstrap-kubeconfig (for a node),
 # logs/<component>.log, pids/<component>.pid, env (the ports, chosen free, and paths).
 # Needs no root; installs openssl and curl from Debian only if they are missing (as root).
+# PICOLET_CLUSTER_SIGNING_DURATION (e.g. 10m): the controller-manager's
+# --cluster-signing-duration, the lifetime of the certificates it signs (default: its own, a
+# year); tests/cluster/bootstrap.sh shortens it to see a rotation.
 set -euo pipefail
 shopt -s inherit_errexit
 
@@ -445,6 +448,7 @@ up() {
 		--leader-elect=false \
 		--cluster-name="$CLUSTER_NAME" \
 		--cluster-signing-cert-file="$pki/ca.crt" --cluster-signing-key-file="$pki/ca.key" \
+		${PICOLET_CLUSTER_SIGNING_DURATION:+--cluster-signing-duration="$PICOLET_CLUSTER_SIGNING_DURATION"} \
 		--controllers='*,bootstrapsigner,tokencleaner' \
 		--use-service-account-credentials=true \
 		--root-ca-file="$pki/ca.crt" \
