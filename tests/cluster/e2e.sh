@@ -232,6 +232,11 @@ pods_view() {
 		'jsonpath={range .items[*]}{.metadata.uid} {.status.containerStatuses[0].containerID} {.status.containerStatuses[0].restartCount}{"\n"}{end}' | sort
 }
 csr_count() { k get csr -o name | wc -l; }
+# Each CSR: requester, signer, conditions, and whether a certificate was issued.
+csr_summary() {
+	k get csr -o 'jsonpath={range .items[*]}{.spec.username} {.spec.signerName} {.status.conditions[*].type} {.status.certificate}{"\n"}{end}' |
+		awk '{ print $1, $2, $3, ($4 != "" ? "issued" : "pending") }'
+}
 web_all_pending() { [[ $(jp -n "$NS" pods -l app=web -o 'jsonpath={.items[*].status.phase}') =~ ^(Pending ?){3}$ ]]; }
 # said_once REGEX: the most times one picolet process logged a line matching REGEX.
 said_once() {
@@ -264,8 +269,8 @@ scenario_join() {
 	check "Lease kube-node-lease/$NODE held by the node" "^$NODE\$" jp -n kube-node-lease lease "$NODE" -o 'jsonpath={.spec.holderIdentity}'
 	wait_for "the Lease is renewed (renewTime moves on from $t)" 90 lease_renewed_after "$t"
 	if [[ $JOIN == bootstrap ]]; then
-		check "a node-client CSR of system:node:$NODE was approved and issued" 'Approved,Issued' \
-			k get csr -o 'jsonpath={range .items[*]}{.spec.username} {.spec.signerName} {.status.conditions[*].type}{"\n"}{end}'
+		check "the bootstrap token's node-client CSR was approved and issued" \
+			'^system:bootstrap:[a-z0-9]+ kubernetes.io/kube-apiserver-client-kubelet Approved issued$' csr_summary
 		check "the client key and certificate are 0600 in --cert-dir" '^600$' \
 			stat -c %a "$(readlink -f "$DIR/node/pki/kubelet-client-current.pem")"
 	fi
