@@ -104,6 +104,8 @@ build() {
 		out="$out-static"
 		budget=$PICOLET_BUDGET_STATIC
 	fi
+	# shellcheck disable=SC2207 # word-split on purpose: flags
+	flags+=($(features_for "$t"))
 	log "cargo +$tc build --release --target $t ${flags[*]}"
 	start=$(date +%s)
 	(cd "$PICOLET_ROOT" && cargo "+$tc" build --locked --release --target "$t" "${flags[@]}")

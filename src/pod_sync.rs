@@ -162,7 +162,7 @@ pub(crate) enum SyncRequest {
     Begin {
         uid: String,
         create: bool,
-        reply: oneshot::Sender<SyncStart>,
+        reply: oneshot::Sender<Answer>,
     },
     /// The back-offs a `SyncPod` took with `Begin`, after it (also when it failed or was
     /// cancelled).
@@ -176,7 +176,7 @@ pub(crate) enum SyncRequest {
         pod: Arc<Pod>,
         view: SyncedView,
         reasons: WaitingReasons,
-        reply: oneshot::Sender<Recorded>,
+        reply: oneshot::Sender<Answer>,
     },
     /// A termination's view after the kill: the pod's status from it.
     Terminated {
@@ -188,6 +188,12 @@ pub(crate) enum SyncRequest {
         uid: String,
         container_ids: Vec<String>,
     },
+}
+
+/// The loop's answers, one type for both questions (one channel type in the binary).
+pub(crate) enum Answer {
+    Start(SyncStart),
+    Recorded(Recorded),
 }
 
 /// The loop's answer to [`SyncRequest::Begin`].
@@ -235,11 +241,11 @@ impl PodState {
                     self.cached_status(&uid)
                 };
                 let backoffs = self.backoffs.remove(&uid).unwrap_or_default();
-                let _ = reply.send(SyncStart {
+                let _ = reply.send(Answer::Start(SyncStart {
                     ended,
                     cached,
                     backoffs,
-                });
+                }));
             }
             SyncRequest::Backoffs { uid, backoffs } => {
                 self.backoffs.insert(uid, backoffs);
@@ -251,7 +257,7 @@ impl PodState {
                 reasons,
                 reply,
             } => {
-                let _ = reply.send(self.finish(&pod, view, &reasons, now));
+                let _ = reply.send(Answer::Recorded(self.finish(&pod, view, &reasons, now)));
             }
             SyncRequest::Terminated { pod, after } => {
                 self.record_status(&pod, &after, &WaitingReasons::new(), now);
@@ -445,7 +451,7 @@ async fn step_permit(slots: &tokio::sync::Semaphore) -> Option<tokio::sync::Sema
 
 /// The loop stopped (picolet is shutting down): the sync ends, its work left to the next
 /// picolet, which adopts the pods.
-fn loop_gone<T>(_: T) -> SyncFailure {
+fn loop_gone() -> SyncFailure {
     SyncFailure::new("cancelled: the agent is stopping")
 }
 
@@ -456,7 +462,10 @@ impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
     }
 
     /// Asks the loop; its answer, or `None` once it stopped.
-    async fn ask<T>(&self, req: impl FnOnce(oneshot::Sender<T>) -> SyncRequest) -> Option<T> {
+    async fn ask(
+        &self,
+        req: impl FnOnce(oneshot::Sender<Answer>) -> SyncRequest,
+    ) -> Option<Answer> {
         let (tx, rx) = oneshot::channel();
         self.to_loop.send(req(tx)).ok()?;
         rx.await.ok()
@@ -584,7 +593,7 @@ impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
             status: after,
         };
         let reasons = waiting_reasons(&result);
-        let recorded = self
+        let Some(Answer::Recorded(recorded)) = self
             .ask(|reply| SyncRequest::Finish {
                 pod: Arc::clone(pod),
                 view,
@@ -592,7 +601,9 @@ impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
                 reply,
             })
             .await
-            .ok_or_else(|| loop_gone(()))?;
+        else {
+            return Err(loop_gone());
+        };
         // kubelet: the activeDeadlineHandler — past spec.activeDeadlineSeconds the pod is
         // Failed (DeadlineExceeded, recorded by the loop) and terminated; before it, sync
         // again when it falls due.
@@ -631,14 +642,16 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
         cancel: CancellationToken,
     ) -> Result<SyncPodOk, SyncFailure> {
         let uid = pod.uid().to_string();
-        let mut start = self
+        let Some(Answer::Start(mut start)) = self
             .ask(|reply| SyncRequest::Begin {
                 uid: uid.clone(),
                 create: update == UpdateType::Create,
                 reply,
             })
             .await
-            .ok_or_else(|| loop_gone(()))?;
+        else {
+            return Err(loop_gone());
+        };
         let mut backoffs = std::mem::take(&mut start.backoffs);
         let result = self
             .sync_pod_with(&pod, start, &mut backoffs, &cancel)
@@ -814,7 +827,10 @@ mod tests {
             },
             0,
         );
-        rx.try_recv().expect("Begin is answered at once")
+        match rx.try_recv() {
+            Ok(Answer::Start(start)) => start,
+            _ => panic!("Begin is answered at once"),
+        }
     }
 
     fn finish(state: &mut PodState, pod: &Arc<Pod>, read_at: tokio::time::Instant) -> Recorded {
@@ -836,7 +852,10 @@ mod tests {
             },
             1_000_000_000,
         );
-        rx.try_recv().expect("Finish is answered at once")
+        match rx.try_recv() {
+            Ok(Answer::Recorded(recorded)) => recorded,
+            _ => panic!("Finish is answered at once"),
+        }
     }
 
     #[test]

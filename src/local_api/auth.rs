@@ -181,6 +181,7 @@ pub fn attributes(method: &str, path: &str) -> Attributes {
 pub fn cert_user(der: &[u8]) -> Option<User> {
     // Certificate ::= SEQ { tbsCertificate SEQ { [0] version?, serial, sigAlg, issuer,
     // validity, subject, … } … }
+    let tlv = crate::x509::read_tlv;
     let (_, cert, _) = tlv(der)?;
     let (_, mut tbs, _) = tlv(cert)?;
     let mut fields = Vec::with_capacity(6);
@@ -215,26 +216,6 @@ pub fn cert_user(der: &[u8]) -> Option<User> {
         uid: String::new(),
         groups,
     })
-}
-
-/// One DER TLV: (tag, content, rest).
-fn tlv(b: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-    let (&tag, b) = b.split_first()?;
-    let (&l0, mut b) = b.split_first()?;
-    let len = if l0 < 0x80 {
-        usize::from(l0)
-    } else {
-        let n = usize::from(l0 & 0x7f);
-        if n == 0 || n > 4 || b.len() < n {
-            return None;
-        }
-        let len = b[..n]
-            .iter()
-            .fold(0usize, |a, &x| (a << 8) | usize::from(x));
-        b = &b[n..];
-        len
-    };
-    (b.len() >= len).then(|| (tag, &b[..len], &b[len..]))
 }
 
 /// A cache of answers with a time to live each, bounded (kubelet: the webhooks' LRU
