@@ -192,7 +192,7 @@ pub(crate) enum SyncRequest {
 
 /// The loop's answers, one type for both questions (one channel type in the binary).
 pub(crate) enum Answer {
-    Start(SyncStart),
+    Start(Box<SyncStart>),
     Recorded(Recorded),
 }
 
@@ -241,11 +241,11 @@ impl PodState {
                     self.cached_status(&uid)
                 };
                 let backoffs = self.backoffs.remove(&uid).unwrap_or_default();
-                let _ = reply.send(Answer::Start(SyncStart {
+                let _ = reply.send(Answer::Start(Box::new(SyncStart {
                     ended,
                     cached,
                     backoffs,
-                }));
+                })));
             }
             SyncRequest::Backoffs { uid, backoffs } => {
                 self.backoffs.insert(uid, backoffs);
@@ -642,7 +642,7 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
         cancel: CancellationToken,
     ) -> Result<SyncPodOk, SyncFailure> {
         let uid = pod.uid().to_string();
-        let Some(Answer::Start(mut start)) = self
+        let Some(Answer::Start(start)) = self
             .ask(|reply| SyncRequest::Begin {
                 uid: uid.clone(),
                 create: update == UpdateType::Create,
@@ -652,6 +652,7 @@ impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
         else {
             return Err(loop_gone());
         };
+        let mut start = *start;
         let mut backoffs = std::mem::take(&mut start.backoffs);
         let result = self
             .sync_pod_with(&pod, start, &mut backoffs, &cancel)
@@ -828,7 +829,7 @@ mod tests {
             0,
         );
         match rx.try_recv() {
-            Ok(Answer::Start(start)) => start,
+            Ok(Answer::Start(start)) => *start,
             _ => panic!("Begin is answered at once"),
         }
     }
