@@ -209,7 +209,8 @@ pub fn checkpoint_form(pod: &Pod) -> Pod {
 }
 
 /// Written whole (a temporary file, fsync, rename, directory fsync), mode 0600 in a 0700
-/// directory: for the object manager's checkpoint too.
+/// directory: for the object manager's checkpoint, the certificate store and the node
+/// API's credentials too.
 pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     write_atomic(path, bytes)
 }
@@ -220,7 +221,10 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .recursive(true)
         .mode(0o700)
         .create(dir)?;
-    let tmp = path.with_extension("json.tmp");
+    // The whole name plus `.tmp`: two files of one stem (`x.pem`, `x.key`) never share one.
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
     {
         let mut f = fs::OpenOptions::new()
             .write(true)

@@ -37,7 +37,7 @@
 //! 1      pod_workers   api metrics shrink sort
 //! 1      qos           api
 //! 1      x509          api clock
-//! 2      certificate   api clock kube x509
+//! 2      certificate   api checkpoint clock kube x509
 //! 2      cm            api qos sort
 //! 2      config_data   api checkpoint clock kube sort
 //! 2      eviction      api cri qos sort
@@ -56,7 +56,7 @@
 //! 4      status        api clock config_data cri kube messages pod_manager qos sort
 //! 4      volume        api clock config_data cri fieldpath grpc sort
 //! 5      kuberuntime   api clock cm config_data cri fieldpath logs probe qos recorder sort volume
-//! 6      local_api     api clock cm cri eviction json kube kuberuntime manifest messages metrics node recorder shrink sort x509
+//! 6      local_api     api checkpoint clock cm cri eviction json kube kuberuntime manifest messages metrics node recorder shrink sort x509
 //! 6      pleg          cri kuberuntime sort
 //! 6      prober        api clock cri kuberuntime metrics probe recorder shrink status
 //! 7      cli           admission clock config_data kube local_api manifest node options sort source

@@ -446,11 +446,7 @@ async fn a_client_certificate_of_the_client_ca_is_admitted() {
             let node = start_with(d, &cfg, Some(&d.join("ca.crt"))).await;
             wait_running(&node.client, "web-node1").await;
             let text = std::fs::read_to_string(&node.opts.kubeconfig_path).unwrap();
-            let token_line = text
-                .lines()
-                .find(|l| l.trim_start().starts_with("token:"))
-                .unwrap()
-                .to_string();
+            let token_line = token_line(&text);
             let with_cert = |ca: &str| {
                 let user = format!(
                     "    client-certificate: {}\n    client-key: {}",
@@ -521,11 +517,7 @@ async fn webhook_authn_and_authz_through_the_listener() {
             assert!(pods["items"].is_array());
             assert!(mock.requests().is_empty(), "{:?}", mock.requests());
             let text = std::fs::read_to_string(&node.opts.kubeconfig_path).unwrap();
-            let token_line = text
-                .lines()
-                .find(|l| l.trim_start().starts_with("token:"))
-                .unwrap()
-                .to_string();
+            let token_line = token_line(&text);
             let with_token = |t: &str| {
                 let path = tmp.path().join(format!("{t}.kubeconfig"));
                 std::fs::write(&path, text.replace(&token_line, &format!("    token: {t}")))
@@ -836,4 +828,13 @@ async fn the_fuzz_seeds_reach_the_routes() {
             }
         })
         .await;
+}
+
+/// The `token:` line of the node API's kubeconfig.
+fn token_line(kubeconfig: &str) -> String {
+    kubeconfig
+        .lines()
+        .find(|l| l.trim_start().starts_with("token:"))
+        .expect("a token line")
+        .to_string()
 }

@@ -7,8 +7,6 @@
 //! Must never: write a key with a mode other than 0600, or half a file (a temporary and a
 //! rename).
 
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use super::{CertificateError, io_err};
@@ -123,29 +121,9 @@ pub fn parse_pair(text: &str, path: &Path) -> Result<Pair, CertificateError> {
 }
 
 /// Writes `bytes` to `path` mode 0600 through a temporary and a rename; a missing
-/// directory is made 0700.
+/// directory is made 0700 (`checkpoint::write_private`).
 pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), CertificateError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    if !dir.exists() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(io_err(dir))?;
-    }
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(io_err(&tmp))?;
-    f.write_all(bytes).map_err(io_err(&tmp))?;
-    f.sync_all().map_err(io_err(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io_err(path))
+    crate::checkpoint::write_private(path, bytes).map_err(io_err(path))
 }
 
 /// What the kubeconfig a bootstrap writes points at.

@@ -36,9 +36,8 @@ pub mod stats;
 pub mod stream;
 pub mod view;
 
-use std::io::Write as _;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -133,29 +132,7 @@ const RENEW_AFTER: Duration = Duration::from_secs(300 * 24 * 3600);
 /// Writes `bytes` to `path` with mode 0600, by a rename (never half a key on disk). A
 /// missing directory is made 0700 (its parents with the default mode).
 fn write_private(path: &Path, bytes: &[u8]) -> Result<(), LocalApiError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    if !dir.exists() {
-        if let Some(parent) = dir.parent() {
-            std::fs::create_dir_all(parent).map_err(io_err(parent))?;
-        }
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(dir)
-            .map_err(io_err(dir))?;
-    }
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(io_err(&tmp))?;
-    f.write_all(bytes).map_err(io_err(&tmp))?;
-    f.sync_all().map_err(io_err(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io_err(path))
+    crate::checkpoint::write_private(path, bytes).map_err(io_err(path))
 }
 
 fn read(path: &Path) -> Result<Option<Vec<u8>>, LocalApiError> {

@@ -258,11 +258,17 @@ impl StatusSyncer {
         };
         let now = Instant::now();
         let plan = plan_mirrors(&self.state, now, reconcile);
-        let pods = &self.state.pods;
-        self.state.mirror_refused.retain(|name, _| {
-            pods.values()
-                .any(|p| p.is_static() && p.full_name() == *name)
-        });
+        // The refusals of static pods that are gone are forgotten (nothing to do, and no
+        // allocation, while there are none).
+        if !self.state.mirror_refused.is_empty() {
+            let statics: HashSet<String> = (self.state.pods.values())
+                .filter(|p| p.is_static())
+                .map(|p| p.full_name())
+                .collect();
+            self.state
+                .mirror_refused
+                .retain(|name, _| statics.contains(name));
+        }
         let mut ok = true;
         for action in plan {
             match action {
