@@ -961,7 +961,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             .clone()
             .filter(|cg| cg.has_pending_removals())
         {
-            tokio::task::spawn_local(async move { cg.retry_removals().await });
+            crate::task::spawn_local(async move { cg.retry_removals().await });
         }
         let orphans: Vec<String> = self
             .runtime_pods
@@ -1051,7 +1051,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         // kubelet: an orphan's csi volumes are unpublished before its directory goes; one
         // that cannot be (its driver not registered yet) keeps the directory for the next
         // housekeeping.
-        tokio::task::spawn_local(async move {
+        crate::task::spawn_local(async move {
             let mut removable = Vec::new();
             for uid in orphans {
                 match crate::volume::csi::unpublish_pod_volumes(&root, &uid, &csi).await {
@@ -1145,7 +1145,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             .collect();
         let runtime = self.runtime.clone();
         let pod_log_dir = self.pod_log_dir.clone();
-        self.gc_task = Some(tokio::task::spawn_local(async move {
+        self.gc_task = Some(crate::task::spawn_local(async move {
             let report = gc::execute(&runtime, &plan, &pod_log_dir, keep, now, sources_ready).await;
             if report.containers + report.sandboxes + report.log_dirs > 0 {
                 log::info!(
