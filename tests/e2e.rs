@@ -685,6 +685,7 @@ async fn i_runtime_outage_changes_nothing() {
         .unwrap_or_else(|e| lab.fail(&e));
     lab.check_same_pods(&after, &last, &names);
     lab.check_outage_lines(2);
+    lab.check_event_stream(2).await;
     lab.finish().await;
 }
 
@@ -2974,6 +2975,38 @@ impl Lab {
                 (lines.1 >= n)
                     .then_some(())
                     .ok_or_else(|| format!("{lines:?}"))
+            },
+        )
+        .await;
+    }
+
+    /// kubelet: evented PLEG. containerd 1.6 answers `GetContainerEvents` Unimplemented:
+    /// picolet says so once and never watches. A runtime with the stream (containerd 2.x,
+    /// CRI-O): picolet watched it from the start, and after each of the `outages` (which
+    /// break it) watches it again — it fell back to relisting and recovered.
+    async fn check_event_stream(&self, outages: usize) {
+        const WATCHING: &str = "container events: watching the runtime's stream";
+        const AGAIN: &str = "container events: watching the runtime's stream again";
+        const UNIMPLEMENTED: &str = "the runtime does not implement GetContainerEvents";
+        let count = |needle: &str| self.stderr().lines().filter(|l| l.contains(needle)).count();
+        if runtime_name() == "containerd" {
+            self.check(count(UNIMPLEMENTED) == 1 && count(WATCHING) == 0, || {
+                format!(
+                    "containerd 1.6: want one {UNIMPLEMENTED:?} line and no {WATCHING:?}, got {} and {}",
+                    count(UNIMPLEMENTED),
+                    count(WATCHING)
+                )
+            });
+            return;
+        }
+        self.wait_for(
+            &format!("the event stream watched again after {outages} outage(s)"),
+            secs(120),
+            || async {
+                let (first, again) = (count(WATCHING) - count(AGAIN), count(AGAIN));
+                (first == 1 && again >= outages)
+                    .then_some(())
+                    .ok_or_else(|| format!("{first} first watch line(s), {again} again line(s)"))
             },
         )
         .await;
