@@ -56,7 +56,7 @@ if is_containerd; then
 	[[ -n "$server" ]] || fail "ctr version: no server version"
 	ok "containerd answers on $SOCK (server $server, runtime $RUNTIME)"
 
-	plugin=$("$CTR" -a "$SOCK" plugins ls | awk '$1 == "io.containerd.grpc.v1" && $2 == "cri" { print $NF }')
+	plugin=$("$CTR" -a "$SOCK" plugins ls 2>/dev/null | awk '$1 == "io.containerd.grpc.v1" && $2 == "cri" { print $NF }')
 	[[ "$plugin" == ok ]] || fail "CRI plugin status '$plugin'"
 	ok "CRI plugin loaded"
 

@@ -275,7 +275,7 @@ rt_status_lines() {
 	pid=$(rt_pid)
 	echo "containerd:  ${pid:-not running} ($(command -v "$CTRD"))"
 	if [[ -n "$pid" ]] && timeout 5 "$CTR" -a "$SOCK" version >/dev/null 2>&1; then
-		echo "cri plugin:  $("$CTR" -a "$SOCK" plugins ls | awk '$2 == "cri" { print $NF }')"
+		echo "cri plugin:  $("$CTR" -a "$SOCK" plugins ls 2>/dev/null | awk '$2 == "cri" { print $NF }')"
 		echo "images:      $(ctr_ images ls -q | tr '\n' ' ')"
 		echo "containers:  $(ctr_ containers ls -q | wc -l)"
 		echo "tasks:       $(ctr_ tasks ls -q | wc -l) ($(ctr_ tasks ls | awk 'NR > 1 && $3 == "RUNNING"' | wc -l) running)"
