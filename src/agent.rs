@@ -811,6 +811,12 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             );
             return;
         };
+        log::debug!(
+            "container event {:?} of {} (runtime's stamp {} ns) for pod {uid}: {applied:?}",
+            event.kind,
+            event.container_id,
+            event.created_at
+        );
         if applied != pleg::Applied::Unchanged {
             self.running_changed = true;
         }

@@ -276,21 +276,48 @@ impl Runtime for CriRuntime {
         res
     }
 
-    /// The stream's opening is bounded by the query deadline; the stream itself has none
-    /// (no gRPC deadline is sent: it lasts as long as the connection).
+    /// The stream's opening waits for the runtime's answer up to the query deadline; the
+    /// stream itself has none (no gRPC deadline is sent: it lasts as long as the connection).
+    ///
+    /// containerd 2.x (and 1.7) send the response headers with the first event, not when
+    /// the stream is accepted: an idle runtime leaves the opening unanswered. A refusal
+    /// (containerd 1.6's Unimplemented, a connection refused) comes at once, so an opening
+    /// still unanswered at the deadline is taken as accepted, and its answer is awaited by
+    /// the stream's first poll (kubelet: grpc-go's `GetContainerEvents` returns the client
+    /// stream without waiting for headers either).
     async fn container_events(&self) -> Result<crate::cri::ContainerEvents, CriError> {
         use futures_util::StreamExt as _;
         const METHOD: &str = "GetContainerEvents";
         let timeout = self.timeouts.query;
         let mut client = self.runtime.clone();
-        let stream = unary(
-            self.metrics.as_deref(),
-            METHOD,
-            timeout,
-            client.get_container_events(tonic::Request::new(proto::GetEventsRequest {})),
-        )
-        .await?;
-        Ok(stream
+        let mut open: CallFuture<'static, tonic::codec::Streaming<proto::ContainerEventResponse>> =
+            Box::pin(async move {
+                client
+                    .get_container_events(tonic::Request::new(proto::GetEventsRequest {}))
+                    .await
+            });
+        let start = tokio::time::Instant::now();
+        let items = match tokio::time::timeout(timeout, &mut open).await {
+            Ok(answer) => {
+                let res = answer.map_err(|status| map_status(METHOD, timeout, &status));
+                record(self.metrics.as_deref(), METHOD, start, res.is_ok());
+                res?.into_inner().left_stream()
+            }
+            Err(_elapsed) => {
+                log::debug!("{METHOD}: no answer within {timeout:?}: taken as accepted");
+                futures_util::stream::once(async move {
+                    match open.await {
+                        Ok(response) => response.into_inner().left_stream(),
+                        Err(status) => {
+                            futures_util::stream::once(async move { Err(status) }).right_stream()
+                        }
+                    }
+                })
+                .flatten()
+                .right_stream()
+            }
+        };
+        Ok(items
             .map(move |item| match item {
                 Ok(event) => Ok(container_event(event)),
                 Err(status) => Err(map_status(METHOD, timeout, &status)),

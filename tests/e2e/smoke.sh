@@ -5,7 +5,7 @@
 #
 # Proves what picolet relies on, with ctr and the stdlib CRI client cri.py, and with upstream's
 # crictl too when PICOLET_CRICTL names one (tests/upstream/build.sh crictl; ci.sh sets it):
-# containerd answers, the CRI plugin is loaded, RuntimeReady + NetworkReady, both local
+# the runtime answers (containerd: its CRI plugin is loaded), RuntimeReady + NetworkReady, both local
 # images are visible to CRI ImageStatus (and a bare name is not: the documented gotcha), and a
 # real pod runs: RunPodSandbox on the CNI bridge, a container whose CRI-format log line
 # appears, then StopPodSandbox + RemovePodSandbox leave no task and no mount behind.
@@ -16,12 +16,17 @@ SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$SCRIPT_DIR/../.." && pwd)
 LAB=$(realpath -m "${1:-$REPO/.lab}")
 SOCK="$LAB/containerd.sock"
-EP="unix://$SOCK"
+RUNTIME=containerd
 SUBNET=${PICOLET_LAB_SUBNET:-10.88.77.0/24}
+# lab.sh's remembered settings: RUNTIME, SOCK, BRIDGE, SUBNET (and CONTAINERD2_BIN_DIR).
 if [[ -f "$LAB/lab.env" ]]; then
 	# shellcheck source=/dev/null
 	. "$LAB/lab.env"
 fi
+EP="unix://$SOCK"
+# The containerds' own client: the lab's build for containerd2, Debian's for containerd.
+CTR=ctr
+[[ -z "${CONTAINERD2_BIN_DIR:-}" ]] || CTR="$CONTAINERD2_BIN_DIR/ctr"
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
 checks=0
@@ -32,31 +37,37 @@ ok() {
 }
 fail() {
 	printf 'smoke: FAIL %s\n' "$*" >&2
-	if [[ -f "$LAB/containerd.log" ]]; then
-		echo "--- last lines of $LAB/containerd.log:" >&2
-		tail -n 15 "$LAB/containerd.log" >&2
+	if [[ -f "$LAB/runtime.log" ]]; then
+		echo "--- last lines of $LAB/runtime.log:" >&2
+		tail -n 15 "$LAB/runtime.log" >&2
 	fi
 	exit 1
 }
 cri() { python3 "$SCRIPT_DIR/cri.py" -e "$EP" "$@"; }
-ctr_() { timeout 20 ctr -a "$SOCK" -n k8s.io "$@"; }
+# containerd 2.x's ctr repeats the daemon's deprecation warnings (cgroup v1): dropped.
+ctr_() { timeout 20 "$CTR" -a "$SOCK" -n k8s.io "$@" 2> >(grep -v 'msg="DEPRECATION: ' >&2 || true); }
+is_containerd() { [[ $RUNTIME == containerd || $RUNTIME == containerd2 ]]; }
 
 [[ -S "$SOCK" ]] || fail "no socket $SOCK (run: tests/e2e/lab.sh up $LAB)"
 
-server=$(ctr -a "$SOCK" version 2>&1 | awk '/^Server:/ { s = 1 } s && /Version:/ { print $2; exit }') ||
-	fail "ctr version"
-[[ -n "$server" ]] || fail "ctr version: no server version"
-ok "containerd answers on $SOCK (server $server)"
+if is_containerd; then
+	server=$("$CTR" -a "$SOCK" version 2>&1 | awk '/^Server:/ { s = 1 } s && /Version:/ { print $2; exit }') ||
+		fail "ctr version"
+	[[ -n "$server" ]] || fail "ctr version: no server version"
+	ok "containerd answers on $SOCK (server $server, runtime $RUNTIME)"
 
-plugin=$(ctr -a "$SOCK" plugins ls | awk '$1 == "io.containerd.grpc.v1" && $2 == "cri" { print $NF }')
-[[ "$plugin" == ok ]] || fail "CRI plugin status '$plugin'"
-ok "CRI plugin loaded"
+	plugin=$("$CTR" -a "$SOCK" plugins ls 2>/dev/null | awk '$1 == "io.containerd.grpc.v1" && $2 == "cri" { print $NF }')
+	[[ "$plugin" == ok ]] || fail "CRI plugin status '$plugin'"
+	ok "CRI plugin loaded"
 
-images=$(ctr_ images ls -q)
-for image in localhost/pause:edge localhost/busybox:edge; do
-	grep -qxF "$image" <<<"$images" || fail "ctr images ls: $image missing"
-done
-ok "ctr images ls: localhost/pause:edge localhost/busybox:edge"
+	images=$(ctr_ images ls -q)
+	for image in localhost/pause:edge localhost/busybox:edge; do
+		grep -qxF "$image" <<<"$images" || fail "ctr images ls: $image missing"
+	done
+	ok "ctr images ls: localhost/pause:edge localhost/busybox:edge"
+else
+	echo "smoke: skip ctr checks (runtime $RUNTIME is not a containerd)"
+fi
 
 version=$(cri version) || fail "CRI Version"
 ok "CRI Version: $version"
@@ -79,7 +90,9 @@ crictl_() { timeout 20 "$PICOLET_CRICTL" --config "$LAB/crictl.yaml" "$@"; }
 if [[ -n "${PICOLET_CRICTL:-}" ]]; then
 	printf 'runtime-endpoint: %s\nimage-endpoint: %s\ntimeout: 10\n' "$EP" "$EP" >"$LAB/crictl.yaml"
 	cv=$(crictl_ version) || fail "crictl version: $cv"
-	grep -q '^RuntimeName: *containerd$' <<<"$cv" || fail "crictl version: $cv"
+	want=containerd
+	[[ $RUNTIME != crio ]] || want=cri-o
+	grep -q "^RuntimeName: *$want\$" <<<"$cv" || fail "crictl version: $cv"
 	crictl_ inspecti localhost/busybox:edge >/dev/null || fail "crictl inspecti localhost/busybox:edge"
 	ok "crictl $("$PICOLET_CRICTL" --version | awk '{print $NF}'): $(tr '\n' ' ' <<<"$cv" | tr -s ' ')"
 fi
@@ -111,7 +124,9 @@ if [[ -n "${PICOLET_CRICTL:-}" ]]; then
 fi
 
 cri rm-pods --label "io.kubernetes.pod.uid=$uid" >/dev/null || fail "StopPodSandbox/RemovePodSandbox"
-[[ -z "$(ctr_ tasks ls -q)" ]] || fail "tasks left after RemovePodSandbox: $(ctr_ tasks ls -q | tr '\n' ' ')"
+if is_containerd; then
+	[[ -z "$(ctr_ tasks ls -q)" ]] || fail "tasks left after RemovePodSandbox: $(ctr_ tasks ls -q | tr '\n' ' ')"
+fi
 left=$(awk -v lab="$LAB/" 'index($5, lab) == 1' /proc/self/mountinfo | wc -l)
 [[ "$left" -eq 0 ]] || fail "$left mount(s) left under $LAB after RemovePodSandbox"
 rm -rf "$LAB/smoke-logs"

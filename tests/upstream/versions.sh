@@ -20,3 +20,12 @@ KUBERNETES_VERSION=v1.37.2
 # release above pins (its build/dependencies.yaml, and go.etcd.io/etcd/*/v3 in its go.mod).
 # shellcheck disable=SC2034  # used by build.sh
 ETCD_VERSION=v3.7.0
+
+# ---- containerd 2.x (issue 35) -------------------------------------------------------------
+# containerd 2.x (module github.com/containerd/containerd/v2; containerd, its runc shim and ctr
+# are built from it, runc comes from Debian): the lab's second runtime (PICOLET_LAB_RUNTIME=
+# containerd2). v2.4.2 is the newest patch the proxy serves; its go.mod says `go 1.26.6` and
+# has no replace directives, so `go install pkg@v2.4.2` builds it with Go 1.26.
+# shellcheck disable=SC2034  # used by build.sh
+CONTAINERD2_VERSION=v2.4.2
+# ---- end containerd 2.x ----------------------------------------------------------------------
