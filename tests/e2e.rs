@@ -2378,7 +2378,6 @@ async fn o_log_rotation_and_image_gc() {
     });
 
     // Image GC: an image nothing uses, built and imported for this scenario.
-    let socket = lab.endpoint.trim_start_matches("unix://").to_string();
     let victim = "localhost/gc-victim:edge";
     let tar = lab.root.join("gc-victim.tar");
     let built = Command::new("python3")
@@ -2389,26 +2388,11 @@ async fn o_log_rotation_and_image_gc() {
         .status()
         .unwrap_or_else(|e| lab.fail(&format!("mkimage.py: {e}")));
     lab.check(built.success(), || format!("mkimage.py {victim}: {built}"));
-    let imported = Command::new("ctr")
-        .args([
-            "-a",
-            &socket,
-            "-n",
-            "k8s.io",
-            "images",
-            "import",
-            "--snapshotter",
-            "overlayfs",
-        ])
-        .arg(&tar)
-        .stdout(Stdio::null())
-        .status()
-        .unwrap_or_else(|e| lab.fail(&format!("ctr images import: {e}")));
-    lab.check(imported.success(), || {
-        format!("ctr images import {victim}: {imported}")
-    });
+    // Into the runtime's own store, not through CRI (containerd: ctr import; CRI-O: skopeo).
+    lab.lab_sh(&["import-image", victim, &tar.to_string_lossy()]);
     // containerd's CRI image store learns of an import from containerd's own image event,
-    // a moment after `ctr` returns: poll (seen missing once on a loaded machine).
+    // a moment after `ctr` returns (CRI-O reads its store on the next lookup): poll (seen
+    // missing once on a loaded machine).
     lab.wait_for(
         &format!("{victim} present in the CRI after import"),
         secs(30),
@@ -2760,7 +2744,7 @@ impl Lab {
             .unwrap_or_default()
     }
 
-    /// Panics with `msg`, the tail of picolet's stderr and of containerd's log.
+    /// Panics with `msg`, the tail of picolet's stderr and of the runtime's log.
     #[track_caller]
     fn fail(&self, msg: &str) -> ! {
         let err = self.stderr();
@@ -2773,12 +2757,12 @@ impl Lab {
             lines.len(),
             self.stderr_path().display()
         );
-        let containerd_log = self
+        let runtime_log = self
             .endpoint
             .trim_start_matches("unix://")
             .rsplit_once('/')
-            .map(|(dir, _)| Path::new(dir).join("containerd.log"));
-        if let Some(log) = containerd_log.filter(|p| p.exists()) {
+            .map(|(dir, _)| Path::new(dir).join("runtime.log"));
+        if let Some(log) = runtime_log.filter(|p| p.exists()) {
             let text = fs::read_to_string(&log).unwrap_or_default();
             let lines: Vec<&str> = text
                 .lines()
@@ -2786,7 +2770,7 @@ impl Lab {
                 .collect();
             let _ = write!(
                 out,
-                "----- containerd log, last 15 lines ({}) -----\n{}\n",
+                "----- runtime log, last 15 lines ({}) -----\n{}\n",
                 log.display(),
                 lines[lines.len().saturating_sub(15)..].join("\n")
             );
@@ -3014,8 +2998,13 @@ impl Lab {
         });
     }
 
-    /// `tests/e2e/lab.sh containerd kill|stop|start` on this scenario's lab.
+    /// `tests/e2e/lab.sh runtime kill|stop|start` on this scenario's lab.
     fn containerd(&self, what: &str) {
+        self.lab_sh(&["runtime", what]);
+    }
+
+    /// `tests/e2e/lab.sh ARGS... LAB_DIR` on this scenario's lab.
+    fn lab_sh(&self, args: &[&str]) {
         let lab_dir = self
             .endpoint
             .trim_start_matches("unix://")
@@ -3025,16 +3014,18 @@ impl Lab {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/lab.sh");
         let out = Command::new("bash")
             .arg(&script)
-            .args(["containerd", what, &lab_dir])
+            .args(args)
+            .arg(&lab_dir)
             .output()
             .unwrap_or_else(|e| self.fail(&format!("{}: {e}", script.display())));
+        let what = args.join(" ");
         eprintln!(
-            "e2e {}: lab.sh containerd {what}: {}",
+            "e2e {}: lab.sh {what}: {}",
             self.scenario,
             String::from_utf8_lossy(&out.stderr).trim()
         );
         self.check(out.status.success(), || {
-            format!("lab.sh containerd {what}: {}", out.status)
+            format!("lab.sh {what}: {}", out.status)
         });
     }
 

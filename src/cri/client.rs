@@ -1145,7 +1145,13 @@ fn container_config(c: &ContainerConfig) -> proto::ContainerConfig {
             name: c.name.clone(),
             attempt: c.attempt,
         }),
-        image: Some(image_spec(&c.image)),
+        // kubelet: generateContainerConfig sets UserSpecifiedImage to the pod's image name.
+        // CRI-O: CreateContainer fails without it ("user specified image not specified,
+        // cannot verify image signature").
+        image: Some(proto::ImageSpec {
+            user_specified_image: c.image.clone(),
+            ..image_spec(&c.image)
+        }),
         command: c.command.clone(),
         args: c.args.clone(),
         working_dir: c.working_dir.clone(),
@@ -1700,6 +1706,17 @@ mod tests {
             from_namespace_mode(proto::NamespaceMode::Target.into()),
             NamespaceMode::Container
         );
+    }
+
+    #[test]
+    fn create_container_names_the_user_specified_image() {
+        let c = ContainerConfig {
+            image: "localhost/busybox:edge".into(),
+            ..Default::default()
+        };
+        let image = container_config(&c).image.expect("image");
+        assert_eq!(image.image, "localhost/busybox:edge");
+        assert_eq!(image.user_specified_image, "localhost/busybox:edge");
     }
 
     #[test]

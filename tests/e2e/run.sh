@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # picolet's end-to-end run, as root:
 #
-#   tests/e2e/run.sh [TEST NAME FILTER...]
+#   tests/e2e/run.sh [--runtime containerd|crio] [TEST NAME FILTER...]
 #
 # builds the e2e test, starts the lab (lab.sh up), checks it (smoke.sh), runs
 # `cargo test --features fake-cri --test e2e` (the CSI scenario serves the fake CSI plugin)
@@ -9,14 +9,19 @@
 # (lab.sh down, also on failure or Ctrl-C). Exits with the test's exit code.
 #
 # Environment: PICOLET_LAB_DIR (default <repo>/.lab), PICOLET_LAB_KEEP=1 to leave the lab
-# running afterwards (then: tests/e2e/lab.sh down), plus lab.sh's PICOLET_LAB_BRIDGE and
-# PICOLET_LAB_SUBNET.
+# running afterwards (then: tests/e2e/lab.sh down), plus lab.sh's PICOLET_LAB_RUNTIME (what
+# --runtime sets), PICOLET_LAB_BRIDGE and PICOLET_LAB_SUBNET.
 
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$SCRIPT_DIR/../.." && pwd)
 LAB=${PICOLET_LAB_DIR:-$REPO/.lab}
+if [[ "${1:-}" == --runtime ]]; then
+	[[ -n "${2:-}" ]] || { echo "run.sh: --runtime needs a name" >&2; exit 2; }
+	export PICOLET_LAB_RUNTIME=$2
+	shift 2
+fi
 
 cd "$REPO"
 # Compile first: a build error needs no lab.
