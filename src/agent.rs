@@ -813,6 +813,11 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         };
         if applied != pleg::Applied::Unchanged {
             self.running_changed = true;
+            log::debug!(
+                "container event {:?} of {}: pod {uid} to sync ({applied:?})",
+                event.kind,
+                event.container_id
+            );
         }
         match applied {
             pleg::Applied::Unchanged => return,

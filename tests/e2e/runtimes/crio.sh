@@ -75,6 +75,9 @@ crio_store() { printf '[%s@%s+%s]' "$CRIO_STORAGE_DRIVER" "$LAB/storage/root" "$
 
 rt_write_config() {
 	mkdir -p "$LAB"/{bin,crio.conf.d,policies,tmp,storage/root,storage/run,lib,run/exits,run/attach,run/ns,pod-logs,runc,crun,cni/net.d,cni/ipam,cni/cache,images}
+	if [[ ! -f "$LAB/saved/crio_hostport_chains" ]]; then
+		if crio_hostport_chains_existed; then echo existed; else echo absent; fi >"$LAB/saved/crio_hostport_chains"
+	fi
 	crio_write_wrappers
 	write_if_changed "$LAB/policy.json" '{ "default": [{ "type": "insecureAcceptAnything" }] }'
 	# No search registries: a short name never resolves (as with containerd, use localhost/...).
@@ -137,11 +140,12 @@ runtime_root = "$LAB/crun"
 monitor_path = "$(command -v conmon)"
 monitor_cgroup = "pod"
 
-# A second handler name for picolet's runtimeClassName test: Debian's crun.
+# A second handler name for picolet's runtimeClassName test: runc again, as in the
+# containerd lab (Debian's crun 1.8.1 refuses CRI-O 1.36's specs: "unknown version specified").
 [crio.runtime.runtimes.edge]
-runtime_path = "$LAB/bin/crun"
+runtime_path = "$LAB/bin/runc"
 runtime_type = "oci"
-runtime_root = "$LAB/crun"
+runtime_root = "$LAB/runc"
 monitor_path = "$(command -v conmon)"
 monitor_cgroup = "pod"
 
@@ -171,10 +175,9 @@ EOC
 }
 
 # The environment every crio and skopeo of the lab runs with: private containers configs.
-crio_env() {
-	env CONTAINERS_STORAGE_CONF="$LAB/storage.conf" CONTAINERS_REGISTRIES_CONF="$LAB/registries.conf" \
-		CONTAINERS_POLICY_JSON="$LAB/policy.json" "$@"
-}
+CRIO_ENV=(CONTAINERS_STORAGE_CONF="$LAB/storage.conf" CONTAINERS_REGISTRIES_CONF="$LAB/registries.conf"
+	CONTAINERS_POLICY_JSON="$LAB/policy.json")
+crio_env() { env "${CRIO_ENV[@]}" "$@"; }
 
 # The pid of the crio serving this lab (empty if none), found by its --config path.
 rt_pid() {
@@ -199,7 +202,9 @@ rt_start() {
 	else
 		rm -f "$SOCK"
 		log "starting crio (log: $LAB/runtime.log)"
-		crio_env setsid "$LAB/bin/crio" --config "$LAB/crio.conf" --config-dir "$LAB/crio.conf.d" \
+		# A simple command (no function) in the background: bash execs it, no shell waits on it
+		# holding the caller's stdout.
+		setsid env "${CRIO_ENV[@]}" "$LAB/bin/crio" --config "$LAB/crio.conf" --config-dir "$LAB/crio.conf.d" \
 			--log-level "${PICOLET_CRIO_LOG_LEVEL:-info}" </dev/null >>"$LAB/runtime.log" 2>&1 &
 	fi
 	for ((i = 0; i < 600; i++)); do
@@ -258,9 +263,17 @@ rt_images() {
 	return 0
 }
 
-# Graceful path while crio answers: every sandbox stopped and removed through CRI.
+# Graceful path while crio answers: every sandbox stopped and removed through CRI, its
+# processes killed first (CRI-O's StopPodSandbox sends SIGTERM and waits out the deadline
+# for what ignores it; conmon reports the SIGKILL to CRI-O as an exit).
 rt_remove_all() {
-	local out
+	local out rt id
+	for rt in runc crun; do
+		[[ -d "$LAB/$rt" ]] || continue
+		for id in $("$rt" --root "$LAB/$rt" list -q 2>/dev/null || true); do
+			"$rt" --root "$LAB/$rt" kill "$id" KILL >/dev/null 2>&1 || true
+		done
+	done
 	out=$(cri_ rm-pods 2>/dev/null || true)
 	[[ -z "$out" ]] || log "removed $(wc -l <<<"$out") sandbox(es) through CRI-O"
 }
@@ -292,14 +305,38 @@ crio_conmon_pids() {
 rt_kill_leftovers() {
 	local pids i
 	pids=$(crio_conmon_pids)
-	[[ -n "$pids" ]] || return 0
-	# shellcheck disable=SC2086 # a list of pids
-	kill -KILL $pids 2>/dev/null || true
-	for ((i = 0; i < 50; i++)); do
-		[[ -n "$(crio_conmon_pids)" ]] || break
-		sleep 0.1
+	if [[ -n "$pids" ]]; then
+		# shellcheck disable=SC2086 # a list of pids
+		kill -KILL $pids 2>/dev/null || true
+		for ((i = 0; i < 50; i++)); do
+			[[ -n "$(crio_conmon_pids)" ]] || break
+			sleep 0.1
+		done
+		log "killed $(wc -w <<<"$pids") leftover conmon(s)"
+	fi
+	crio_remove_hostport_chains
+}
+
+# CRI-O maps host ports itself (not through CNI portmap): nat chains KUBE-HOSTPORTS and
+# CRIO-HOSTPORTS-MASQ with jumps from PREROUTING, OUTPUT and POSTROUTING, made at its first
+# host port and left when it stops (the per-pod KUBE-HP-*/CRIO-MASQ-* chains go with their
+# sandboxes). Removed when `up` did not find them and they are empty again — never while
+# another CRI-O's pods use them.
+crio_hostport_chains_existed() { iptables -t nat -S KUBE-HOSTPORTS >/dev/null 2>&1; }
+crio_remove_hostport_chains() {
+	[[ "$(cat "$LAB/saved/crio_hostport_chains" 2>/dev/null || true)" == absent ]] || return 0
+	command -v iptables >/dev/null || return 0
+	crio_hostport_chains_existed || return 0
+	local chain
+	for chain in KUBE-HOSTPORTS CRIO-HOSTPORTS-MASQ; do
+		[[ "$(iptables -t nat -S "$chain" 2>/dev/null | grep -c '^-A')" == 0 ]] || return 0
 	done
-	log "killed $(wc -w <<<"$pids") leftover conmon(s)"
+	iptables -t nat -D PREROUTING -m comment --comment "kube hostport portals" -m addrtype --dst-type LOCAL -j KUBE-HOSTPORTS 2>/dev/null || true
+	iptables -t nat -D OUTPUT -m comment --comment "kube hostport portals" -m addrtype --dst-type LOCAL -j KUBE-HOSTPORTS 2>/dev/null || true
+	iptables -t nat -D POSTROUTING -m comment --comment "kube hostport masquerading" -m conntrack --ctstate DNAT -j CRIO-HOSTPORTS-MASQ 2>/dev/null || true
+	iptables -t nat -X KUBE-HOSTPORTS 2>/dev/null || true
+	iptables -t nat -X CRIO-HOSTPORTS-MASQ 2>/dev/null || true
+	log "removed CRI-O's host port chains (KUBE-HOSTPORTS, CRIO-HOSTPORTS-MASQ)"
 }
 
 rt_status_lines() {
