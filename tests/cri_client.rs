@@ -1286,6 +1286,25 @@ async fn container_events_stream_each_change_with_the_sandbox_after_it() {
     assert_eq!(last.sandbox, None);
 }
 
+/// CRI-O answers `GetContainerEvents` (its response headers) only with the first event: an
+/// answer later than the query deadline is a stream that opened, and its events arrive.
+#[tokio::test]
+async fn container_events_answered_at_the_first_event_only() {
+    let e = env_with(CriTimeouts::uniform(Duration::from_millis(200))).await;
+    e.fake.inject(
+        Method::GetContainerEvents,
+        Fault::Delay(Duration::from_millis(600)),
+    );
+    let mut events =
+        e.rt.container_events()
+            .await
+            .expect("an open call is a stream");
+    wait_until_streams(&e.fake, 1).await;
+    let sandbox_id = e.rt.run_pod_sandbox(&sandbox_config("late")).await.unwrap();
+    let ev = next_event(&mut events).await;
+    assert_eq!(ev.container_id, sandbox_id);
+}
+
 /// containerd 1.6 answers `GetContainerEvents` with Unimplemented.
 #[tokio::test]
 async fn container_events_unimplemented_is_its_own_error() {

@@ -276,25 +276,51 @@ impl Runtime for CriRuntime {
         res
     }
 
-    /// The stream's opening is bounded by the query deadline; the stream itself has none
-    /// (no gRPC deadline is sent: it lasts as long as the connection).
+    /// The stream's opening waits for the runtime's answer at most the query deadline; the
+    /// stream itself has none (no gRPC deadline is sent: it lasts as long as the connection).
+    ///
+    /// CRI-O: its server sends the response headers with the first event only (grpc-go sends
+    /// them with the first message unless the handler calls `SendHeader`, and CRI-O's
+    /// `GetContainerEvents` does not), so on an idle node the call is answered at the next
+    /// event, not within the deadline. A call still open at the deadline is taken as accepted:
+    /// the stream goes on waiting for the answer (an error then ends the stream, as a break).
+    /// A refusal (containerd 1.6's `Unimplemented`, `Unavailable`) comes at once.
     async fn container_events(&self) -> Result<crate::cri::ContainerEvents, CriError> {
-        use futures_util::StreamExt as _;
+        use futures_util::{FutureExt as _, StreamExt as _};
         const METHOD: &str = "GetContainerEvents";
         let timeout = self.timeouts.query;
         let mut client = self.runtime.clone();
-        let stream = unary(
-            self.metrics.as_deref(),
-            METHOD,
-            timeout,
-            client.get_container_events(tonic::Request::new(proto::GetEventsRequest {})),
-        )
-        .await?;
-        Ok(stream
-            .map(move |item| match item {
-                Ok(event) => Ok(container_event(event)),
-                Err(status) => Err(map_status(METHOD, timeout, &status)),
+        let mut call: futures_util::future::LocalBoxFuture<'static, _> = async move {
+            client
+                .get_container_events(tonic::Request::new(proto::GetEventsRequest {}))
+                .await
+        }
+        .boxed_local();
+        let start = tokio::time::Instant::now();
+        let opened = match tokio::time::timeout(timeout, &mut call).await {
+            Ok(Err(status)) => {
+                record(self.metrics.as_deref(), METHOD, start, false);
+                return Err(map_status(METHOD, timeout, &status));
+            }
+            Ok(Ok(response)) => std::future::ready(Ok(response)).boxed_local(),
+            Err(_still_open) => call,
+        };
+        record(self.metrics.as_deref(), METHOD, start, true);
+        Ok(futures_util::stream::once(opened)
+            .map(move |answer| match answer {
+                Ok(response) => response
+                    .into_inner()
+                    .map(move |item| match item {
+                        Ok(event) => Ok(container_event(event)),
+                        Err(status) => Err(map_status(METHOD, timeout, &status)),
+                    })
+                    .left_stream(),
+                Err(status) => futures_util::stream::once(std::future::ready(Err(map_status(
+                    METHOD, timeout, &status,
+                ))))
+                .right_stream(),
             })
+            .flatten()
             .boxed_local())
     }
 
