@@ -244,7 +244,7 @@ if ((ctrd)); then
 			pm_args=(--podman --image-tar "$LAB_DIR/images/busybox.tar")
 		fi
 		bench containerd containerd --endpoint "$endpoint" --counts 1,20 --reps "$REPS" \
-			--rss-pods 10 --idle-secs "$CTRD_IDLE" --containerd-pid "$(cat "$LAB_DIR/containerd.pid")" \
+			--rss-pods 10 --idle-secs "$CTRD_IDLE" --containerd-pid "$(cat "$LAB_DIR/runtime.pid")" \
 			"${pm_args[@]}"
 	fi
 fi

@@ -811,13 +811,14 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             );
             return;
         };
+        log::debug!(
+            "container event {:?} of {} (runtime's stamp {} ns) for pod {uid}: {applied:?}",
+            event.kind,
+            event.container_id,
+            event.created_at
+        );
         if applied != pleg::Applied::Unchanged {
             self.running_changed = true;
-            log::debug!(
-                "container event {:?} of {}: pod {uid} to sync ({applied:?})",
-                event.kind,
-                event.container_id
-            );
         }
         match applied {
             pleg::Applied::Unchanged => return,
@@ -966,7 +967,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             .clone()
             .filter(|cg| cg.has_pending_removals())
         {
-            tokio::task::spawn_local(async move { cg.retry_removals().await });
+            crate::task::spawn_local(async move { cg.retry_removals().await });
         }
         let orphans: Vec<String> = self
             .runtime_pods
@@ -1056,7 +1057,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         // kubelet: an orphan's csi volumes are unpublished before its directory goes; one
         // that cannot be (its driver not registered yet) keeps the directory for the next
         // housekeeping.
-        tokio::task::spawn_local(async move {
+        crate::task::spawn_local(async move {
             let mut removable = Vec::new();
             for uid in orphans {
                 match crate::volume::csi::unpublish_pod_volumes(&root, &uid, &csi).await {
@@ -1150,7 +1151,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             .collect();
         let runtime = self.runtime.clone();
         let pod_log_dir = self.pod_log_dir.clone();
-        self.gc_task = Some(tokio::task::spawn_local(async move {
+        self.gc_task = Some(crate::task::spawn_local(async move {
             let report = gc::execute(&runtime, &plan, &pod_log_dir, keep, now, sources_ready).await;
             if report.containers + report.sandboxes + report.log_dirs > 0 {
                 log::info!(

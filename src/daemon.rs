@@ -443,7 +443,7 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
             ..FileSourceOptions::default()
         })
         .with_recorder(recorder.clone());
-    tokio::task::spawn_local(file_source.run(src_tx, relist_now, shutdown.child_token()));
+    crate::task::spawn_local(file_source.run(src_tx, relist_now, shutdown.child_token()));
 
     // The container log manager and the image manager: tasks of their own over the
     // runtime, beside the loop (kubelet: `containerLogManager.Start`,
@@ -452,13 +452,13 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
     let running_containers = log_rotation.map(|policy| {
         let (tx, rx) = tokio::sync::watch::channel(Vec::new());
         let logs = LogManager::new(runtime.clone(), clock.clone(), policy, rx);
-        tokio::task::spawn_local(logs.run(shutdown.child_token()));
+        crate::task::spawn_local(logs.run(shutdown.child_token()));
         tx
     });
     // The eviction manager's image reclaim calls `delete_unused_images` on a clone.
     let reclaim_images = image_gc.map(|policy| {
         let images = ImageManager::new(runtime.clone(), clock.clone(), policy);
-        tokio::task::spawn_local(images.clone().run(shutdown.child_token()));
+        crate::task::spawn_local(images.clone().run(shutdown.child_token()));
         crate::eviction::ImageReclaim(Rc::new(move || {
             let images = images.clone();
             Box::pin(async move {
@@ -501,7 +501,7 @@ fn start_tasks<R: Runtime, C: Clock>(
     // kubelet: the plugin manager watches <root-dir>/plugins_registry for CSI drivers.
     let csi = crate::volume::csi::Registry::default();
     let (csi_tx, csi_drivers) = tokio::sync::mpsc::unbounded_channel();
-    tokio::task::spawn_local(crate::volume::csi::registration::run(
+    crate::task::spawn_local(crate::volume::csi::registration::run(
         cfg.root_dir.join(crate::volume::csi::REGISTRY_DIR),
         csi.clone(),
         csi_tx,
@@ -525,7 +525,7 @@ fn start_tasks<R: Runtime, C: Clock>(
         .filter(|e| !e.thresholds.is_empty())
         .map(|e| {
             let (tx, rx) = tokio::sync::mpsc::channel(1);
-            tokio::task::spawn_local(crate::eviction::observe::run(
+            crate::task::spawn_local(crate::eviction::observe::run(
                 runtime.clone(),
                 e.sources.clone(),
                 e.statfs,
@@ -588,7 +588,7 @@ fn start_certificate_rotation<C: Clock>(
             Ok(false) => {}
             Err(e) => log::warn!("{e}; keeping the kubeconfig's client certificate"),
         }
-        tokio::task::spawn_local(rotation.run(shutdown.child_token()));
+        crate::task::spawn_local(rotation.run(shutdown.child_token()));
     }
     if opts.rotate_server_certificates {
         // kubelet: the SANs come from the Node's addresses (its hostname, its InternalIP).
@@ -622,7 +622,7 @@ fn start_certificate_rotation<C: Clock>(
             ),
             Err(e) => log::warn!("{e}; asking for a new serving certificate"),
         }
-        tokio::task::spawn_local(rotation.run(shutdown.child_token()));
+        crate::task::spawn_local(rotation.run(shutdown.child_token()));
         ext.serving = Some((slot, config.tls.ca_pem.clone().unwrap_or_default()));
     }
 }
@@ -662,7 +662,7 @@ pub fn start_apiserver_mode<R: Runtime, C: Clock>(
             clock.clone(),
         )?;
         log::info!(target: APISERVER_LOG, "http source: {url} every 20s");
-        tokio::task::spawn_local(source.run(src_tx.clone(), shutdown.child_token()));
+        crate::task::spawn_local(source.run(src_tx.clone(), shutdown.child_token()));
         ext.sources.push(http_source::SOURCE);
     }
 
@@ -712,14 +712,14 @@ pub fn start_apiserver_mode<R: Runtime, C: Clock>(
         ext.pressure = Some(pressure_tx);
         let node_agent = NodeAgent::new(client.clone(), runtime, clock.clone(), node_opts, uid_tx)
             .with_pressure(pressure_rx);
-        tokio::task::spawn_local(node_agent.run(shutdown.child_token()));
+        crate::task::spawn_local(node_agent.run(shutdown.child_token()));
 
         let source = ApiSource::new(
             client.clone(),
             cfg.node_name.clone(),
             Some(Checkpoint::new(&cfg.root_dir, &cfg.node_name)),
         );
-        tokio::task::spawn_local(source.run(src_tx.clone(), shutdown.child_token()));
+        crate::task::spawn_local(source.run(src_tx.clone(), shutdown.child_token()));
         ext.sources.push(api_source::SOURCE);
 
         // kubelet: the secret, configMap and token managers.
@@ -730,7 +730,7 @@ pub fn start_apiserver_mode<R: Runtime, C: Clock>(
             clock.clone(),
             Some(&cfg.root_dir),
         );
-        tokio::task::spawn_local(manager.run(wanted_rx, objects_tx, shutdown.child_token()));
+        crate::task::spawn_local(manager.run(wanted_rx, objects_tx, shutdown.child_token()));
         ext.objects = Some(crate::config_data::ObjectChannels {
             wanted: wanted_tx,
             updates: objects_rx,
@@ -738,13 +738,13 @@ pub fn start_apiserver_mode<R: Runtime, C: Clock>(
 
         let (ev_tx, ev_rx) = crate::messages::pod_events();
         let syncer = StatusSyncer::new(client.clone(), cfg.node_name.clone(), uid_rx, ev_rx);
-        tokio::task::spawn_local(syncer.run(shutdown.child_token()));
+        crate::task::spawn_local(syncer.run(shutdown.child_token()));
         ext.events = Some(ev_tx);
 
         // kubelet: the event broadcaster's sink (eventRecordQPS 50, eventBurst 100).
         let recorder = new_recorder(&cfg.node_name, clock.clone());
         let sink = crate::recorder::event_sink::EventSink::new(client, recorder.clone());
-        tokio::task::spawn_local(sink.run(shutdown.child_token()));
+        crate::task::spawn_local(sink.run(shutdown.child_token()));
         ext.recorder = Some(recorder);
     }
     ext.source_channel = Some((src_tx, src_rx));

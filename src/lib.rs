@@ -30,16 +30,17 @@
 //! 0      metrics       -
 //! 0      shrink        -
 //! 0      sort          -
+//! 0      task          -
 //! 1      checkpoint    api
 //! 1      cri           api clock grpc metrics
 //! 1      kube          api clock
 //! 1      pod_manager   api shrink sort
-//! 1      pod_workers   api metrics shrink sort
+//! 1      pod_workers   api metrics shrink sort task
 //! 1      qos           api
 //! 1      x509          api clock
 //! 2      certificate   api checkpoint clock kube x509
-//! 2      cm            api qos sort
-//! 2      config_data   api checkpoint clock kube sort
+//! 2      cm            api qos sort task
+//! 2      config_data   api checkpoint clock kube sort task
 //! 2      eviction      api cri qos sort
 //! 2      images        clock cri sort
 //! 2      probe         api kube
@@ -56,13 +57,13 @@
 //! 4      status        api clock config_data cri kube messages pod_manager qos sort
 //! 4      volume        api clock config_data cri fieldpath grpc sort
 //! 5      kuberuntime   api clock cm config_data cri fieldpath logs probe qos recorder sort volume
-//! 6      local_api     api checkpoint clock cm cri eviction json kube kuberuntime manifest messages metrics node recorder shrink sort x509
-//! 6      pleg          cri kuberuntime sort
-//! 6      prober        api clock cri kuberuntime metrics probe recorder shrink status
+//! 6      local_api     api checkpoint clock cm cri eviction json kube kuberuntime manifest messages metrics node recorder shrink sort task x509
+//! 6      pleg          cri kuberuntime sort task
+//! 6      prober        api clock cri kuberuntime metrics probe recorder shrink status task
 //! 7      cli           admission clock config_data kube local_api manifest node options sort source
 //! 7      pod_sync      api clock cri kuberuntime messages pleg pod_workers prober recorder shrink status
-//! 8      agent         admission api clock cm config_data cri eviction images kuberuntime logs manifest messages metrics node pleg pod_config pod_manager pod_sync pod_workers prober qos recorder shrink sort volume
-//! 9      daemon        agent certificate checkpoint clock cm config_data cri eviction images kube kuberuntime local_api logs messages metrics node options pleg prober recorder source status volume
+//! 8      agent         admission api clock cm config_data cri eviction images kuberuntime logs manifest messages metrics node pleg pod_config pod_manager pod_sync pod_workers prober qos recorder shrink sort task volume
+//! 9      daemon        agent certificate checkpoint clock cm config_data cri eviction images kube kuberuntime local_api logs messages metrics node options pleg prober recorder source status task volume
 //! ```
 //!
 //! Fakes: one per external boundary, and each boundary's fake is one model with thin
@@ -83,6 +84,7 @@
 //! - [`metrics`]      Prometheus text rendering and the agent's counters
 //! - `shrink`         giving memory back after a burst (sparse maps, heap trim)
 //! - `sort`           stable sorting with one copy of the sort code (binary size)
+//! - `task`           spawning the agent's tasks with one copy of tokio's task code (binary size)
 //! - `checkpoint`     (feature `apiserver`) the last-seen API pods and objects on disk (offline autonomy)
 //! - [`cri`]          the CRI boundary: the `Runtime` trait, its types, the tonic client, the fakes
 //! - `kube`           (feature `apiserver`) the apiserver client: HTTP(S), kubeconfig, typed calls, watches
@@ -159,6 +161,7 @@ mod shrink;
 mod sort;
 pub mod source;
 pub mod status;
+mod task;
 pub mod volume;
 #[cfg(feature = "apiserver")]
 mod x509;

@@ -1,7 +1,8 @@
-//! End-to-end: the real `picolet` binary against a real containerd.
+//! End-to-end: the real `picolet` binary against a real CRI runtime (the lab: containerd 1.6,
+//! containerd 2.x or CRI-O; `tests/e2e/run.sh --runtime`).
 //!
 //! Run with `tests/e2e/run.sh` (as root): it starts the lab (`tests/e2e/lab.sh up`, a
-//! private containerd with local images), runs this file with `PICOLET_E2E_ENDPOINT` set to
+//! private CRI runtime with local images), runs this file with `PICOLET_E2E_ENDPOINT` set to
 //! the lab's socket, and tears the lab down whatever happens. Without that variable every
 //! lab test prints a skip line and passes, so `cargo test` stays hermetic.
 //!
@@ -13,8 +14,8 @@
 //! removes such sandboxes, so a failed scenario does not leak into the next one.
 //!
 //! When something fails, the panic message says what was awaited, what was last seen, and
-//! ends with the tail of picolet's stderr and of containerd's log; the scenario's directory is
-//! kept and its path printed.
+//! ends with the tail of picolet's stderr and of the runtime's log (`<lab>/runtime.log`); the
+//! scenario's directory is kept and its path printed.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -36,7 +37,10 @@ use tokio::time::{Instant, sleep};
 mod common;
 
 use common::IMAGE;
-use common::lab::{self, CONTAINER_NAME, POD_NAME, POD_NAMESPACE, POD_UID, service_script};
+use common::lab::{
+    self, CONTAINER_NAME, POD_NAME, POD_NAMESPACE, POD_UID, lab_sh, runtime_log, runtime_name,
+    service_script,
+};
 
 const NODE: &str = "e2e-node";
 const NS: &str = "picolet-e2e";
@@ -640,12 +644,12 @@ async fn i_runtime_outage_changes_nothing() {
         .await;
 
     // 1. kill -9, an edit while containerd is down, containerd back.
-    lab.containerd("kill");
+    lab.runtime("kill");
     sleep(secs(3)).await;
     lab.write_manifest("o00.yaml", &pod("o00", "2"));
     sleep(secs(5)).await;
     lab.assert_picolet_alive("the outage");
-    lab.containerd("start");
+    lab.runtime("start");
     let after = lab
         .wait_for(
             "o00 replaced (new UID), the 19 others exactly as before",
@@ -664,13 +668,13 @@ async fn i_runtime_outage_changes_nothing() {
     lab.check_outage_lines(1);
 
     // 2. containerd stopped (SIGTERM) for two minutes, then started.
-    lab.containerd("stop");
+    lab.runtime("stop");
     let t = Instant::now();
     while t.elapsed() < secs(120) {
         sleep(secs(5)).await;
         lab.assert_picolet_alive("the two-minute outage");
     }
-    lab.containerd("start");
+    lab.runtime("start");
     // Give the relister (1 s) and the resyncs (their 10 s retries) time to act, then the
     // runtime must look exactly as before the outage.
     lab.wait_outage_logged(2).await;
@@ -681,6 +685,7 @@ async fn i_runtime_outage_changes_nothing() {
         .unwrap_or_else(|e| lab.fail(&e));
     lab.check_same_pods(&after, &last, &names);
     lab.check_outage_lines(2);
+    lab.check_event_stream(2).await;
     lab.finish().await;
 }
 
@@ -854,7 +859,7 @@ async fn j_fields_are_honoured_or_refused() {
         Some((net, _)) => format!("{net}.1"),
         None => lab.fail(&format!("pod lo has no IPv4 address: {pod_ip:?}")),
     };
-    if lab.is_crio().await {
+    if runtime_name() == "crio" {
         // CRI-O maps host ports itself (iptables DNAT, never CNI portmap) and sets neither
         // route_localnet nor a masquerade for 127.0.0.1 sources: a host port is not reachable
         // through 127.0.0.1 there (cri-o/cri-o#605, containernetworking/plugins#763).
@@ -906,7 +911,7 @@ async fn j_fields_are_honoured_or_refused() {
 
     // The runtime's own words for an unknown handler: containerd `no runtime for "nope" is
     // configured`, CRI-O `failed to find runtime handler nope from runtime list …`.
-    let unknown_handler = if lab.is_crio().await {
+    let unknown_handler = if runtime_name() == "crio" {
         "runtime handler nope"
     } else {
         "\"nope\""
@@ -2405,8 +2410,15 @@ async fn o_log_rotation_and_image_gc() {
         .status()
         .unwrap_or_else(|e| lab.fail(&format!("mkimage.py: {e}")));
     lab.check(built.success(), || format!("mkimage.py {victim}: {built}"));
-    // Into the runtime's own store, not through CRI (containerd: ctr import; CRI-O: skopeo).
-    lab.lab_sh(&["import-image", victim, &tar.to_string_lossy()]);
+    let imported = lab_sh(&lab.endpoint, &["image-import", &tar.to_string_lossy()])
+        .unwrap_or_else(|e| lab.fail(&format!("lab.sh image-import: {e}")));
+    lab.check(imported.status.success(), || {
+        format!(
+            "lab.sh image-import {victim}: {}: {}",
+            imported.status,
+            String::from_utf8_lossy(&imported.stderr).trim()
+        )
+    });
     // containerd's CRI image store learns of an import from containerd's own image event,
     // a moment after `ctr` returns (CRI-O reads its store on the next lookup): poll (seen
     // missing once on a loaded machine).
@@ -2761,7 +2773,7 @@ impl Lab {
             .unwrap_or_default()
     }
 
-    /// Panics with `msg`, the tail of picolet's stderr and of the runtime's log.
+    /// Panics with `msg`, the tail of picolet's stderr and of the lab runtime's log.
     #[track_caller]
     fn fail(&self, msg: &str) -> ! {
         let err = self.stderr();
@@ -2774,12 +2786,7 @@ impl Lab {
             lines.len(),
             self.stderr_path().display()
         );
-        let runtime_log = self
-            .endpoint
-            .trim_start_matches("unix://")
-            .rsplit_once('/')
-            .map(|(dir, _)| Path::new(dir).join("runtime.log"));
-        if let Some(log) = runtime_log.filter(|p| p.exists()) {
+        if let Some(log) = runtime_log(&self.endpoint).filter(|p| p.exists()) {
             let text = fs::read_to_string(&log).unwrap_or_default();
             let lines: Vec<&str> = text
                 .lines()
@@ -2787,7 +2794,8 @@ impl Lab {
                 .collect();
             let _ = write!(
                 out,
-                "----- runtime log, last 15 lines ({}) -----\n{}\n",
+                "----- {} log, last 15 lines ({}) -----\n{}\n",
+                runtime_name(),
                 log.display(),
                 lines[lines.len().saturating_sub(15)..].join("\n")
             );
@@ -2990,6 +2998,38 @@ impl Lab {
         .await;
     }
 
+    /// kubelet: evented PLEG. containerd 1.6 answers `GetContainerEvents` Unimplemented:
+    /// picolet says so once and never watches. A runtime with the stream (containerd 2.x,
+    /// CRI-O): picolet watched it from the start, and after each of the `outages` (which
+    /// break it) watches it again — it fell back to relisting and recovered.
+    async fn check_event_stream(&self, outages: usize) {
+        const WATCHING: &str = "container events: watching the runtime's stream";
+        const AGAIN: &str = "container events: watching the runtime's stream again";
+        const UNIMPLEMENTED: &str = "the runtime does not implement GetContainerEvents";
+        let count = |needle: &str| self.stderr().lines().filter(|l| l.contains(needle)).count();
+        if runtime_name() == "containerd" {
+            self.check(count(UNIMPLEMENTED) == 1 && count(WATCHING) == 0, || {
+                format!(
+                    "containerd 1.6: want one {UNIMPLEMENTED:?} line and no {WATCHING:?}, got {} and {}",
+                    count(UNIMPLEMENTED),
+                    count(WATCHING)
+                )
+            });
+            return;
+        }
+        self.wait_for(
+            &format!("the event stream watched again after {outages} outage(s)"),
+            secs(120),
+            || async {
+                let (first, again) = (count(WATCHING) - count(AGAIN), count(AGAIN));
+                (first == 1 && again >= outages)
+                    .then_some(())
+                    .ok_or_else(|| format!("{first} first watch line(s), {again} again line(s)"))
+            },
+        )
+        .await;
+    }
+
     #[track_caller]
     fn check_outage_lines(&self, outages: usize) {
         let (down, up) = self.outage_lines();
@@ -3015,43 +3055,17 @@ impl Lab {
         });
     }
 
-    /// Whether the lab's runtime is CRI-O (CRI Version's runtime_name `cri-o`): for the few
-    /// checks that differ by runtime, each printing a SKIP line with its reason.
-    async fn is_crio(&self) -> bool {
-        match self.rt.version().await {
-            Ok(v) => v.runtime_name == "cri-o",
-            Err(e) => self.fail(&format!("CRI Version: {e}")),
-        }
-    }
-
     /// `tests/e2e/lab.sh runtime kill|stop|start` on this scenario's lab.
-    fn containerd(&self, what: &str) {
-        self.lab_sh(&["runtime", what]);
-    }
-
-    /// `tests/e2e/lab.sh ARGS... LAB_DIR` on this scenario's lab.
-    fn lab_sh(&self, args: &[&str]) {
-        let lab_dir = self
-            .endpoint
-            .trim_start_matches("unix://")
-            .rsplit_once('/')
-            .map(|(dir, _)| dir.to_string())
-            .unwrap_or_else(|| self.fail("the endpoint has no lab directory"));
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/lab.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .args(args)
-            .arg(&lab_dir)
-            .output()
-            .unwrap_or_else(|e| self.fail(&format!("{}: {e}", script.display())));
-        let what = args.join(" ");
+    fn runtime(&self, what: &str) {
+        let out = lab_sh(&self.endpoint, &["runtime", what])
+            .unwrap_or_else(|e| self.fail(&format!("lab.sh runtime {what}: {e}")));
         eprintln!(
-            "e2e {}: lab.sh {what}: {}",
+            "e2e {}: lab.sh runtime {what}: {}",
             self.scenario,
             String::from_utf8_lossy(&out.stderr).trim()
         );
         self.check(out.status.success(), || {
-            format!("lab.sh {what}: {}", out.status)
+            format!("lab.sh runtime {what}: {}", out.status)
         });
     }
 

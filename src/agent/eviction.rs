@@ -182,7 +182,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                     .and_then(|e| e.reclaim_images.clone())
                 {
                     Some(reclaim) => {
-                        tokio::task::spawn_local((reclaim.0)());
+                        crate::task::spawn_local((reclaim.0)());
                     }
                     None => log::debug!("eviction manager: image GC is off: no images reclaimed"),
                 }

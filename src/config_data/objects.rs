@@ -182,7 +182,7 @@ impl<C: Clock> ObjectManager<C> {
             news,
             stop,
         };
-        tokio::task::spawn_local(worker.run());
+        crate::task::spawn_local(worker.run());
     }
 }
 

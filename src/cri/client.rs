@@ -276,51 +276,54 @@ impl Runtime for CriRuntime {
         res
     }
 
-    /// The stream's opening waits for the runtime's answer at most the query deadline; the
+    /// The stream's opening waits for the runtime's answer up to the query deadline; the
     /// stream itself has none (no gRPC deadline is sent: it lasts as long as the connection).
     ///
-    /// CRI-O: its server sends the response headers with the first event only (grpc-go sends
-    /// them with the first message unless the handler calls `SendHeader`, and CRI-O's
-    /// `GetContainerEvents` does not), so on an idle node the call is answered at the next
-    /// event, not within the deadline. A call still open at the deadline is taken as accepted:
-    /// the stream goes on waiting for the answer (an error then ends the stream, as a break).
-    /// A refusal (containerd 1.6's `Unimplemented`, `Unavailable`) comes at once.
+    /// containerd 2.x (and 1.7) and CRI-O send the response headers with the first event, not
+    /// when the stream is accepted (grpc-go sends them with the first message unless the
+    /// handler calls `SendHeader`; CRI-O's `GetContainerEvents` does not): an idle runtime
+    /// leaves the opening unanswered. A refusal
+    /// (containerd 1.6's Unimplemented, a connection refused) comes at once, so an opening
+    /// still unanswered at the deadline is taken as accepted, and its answer is awaited by
+    /// the stream's first poll (kubelet: grpc-go's `GetContainerEvents` returns the client
+    /// stream without waiting for headers either).
     async fn container_events(&self) -> Result<crate::cri::ContainerEvents, CriError> {
-        use futures_util::{FutureExt as _, StreamExt as _};
+        use futures_util::StreamExt as _;
         const METHOD: &str = "GetContainerEvents";
         let timeout = self.timeouts.query;
         let mut client = self.runtime.clone();
-        let mut call: futures_util::future::LocalBoxFuture<'static, _> = async move {
-            client
-                .get_container_events(tonic::Request::new(proto::GetEventsRequest {}))
-                .await
-        }
-        .boxed_local();
+        let mut open: CallFuture<'static, tonic::codec::Streaming<proto::ContainerEventResponse>> =
+            Box::pin(async move {
+                client
+                    .get_container_events(tonic::Request::new(proto::GetEventsRequest {}))
+                    .await
+            });
         let start = tokio::time::Instant::now();
-        let opened = match tokio::time::timeout(timeout, &mut call).await {
-            Ok(Err(status)) => {
-                record(self.metrics.as_deref(), METHOD, start, false);
-                return Err(map_status(METHOD, timeout, &status));
+        let items = match tokio::time::timeout(timeout, &mut open).await {
+            Ok(answer) => {
+                let res = answer.map_err(|status| map_status(METHOD, timeout, &status));
+                record(self.metrics.as_deref(), METHOD, start, res.is_ok());
+                res?.into_inner().left_stream()
             }
-            Ok(Ok(response)) => std::future::ready(Ok(response)).boxed_local(),
-            Err(_still_open) => call,
+            Err(_elapsed) => {
+                log::debug!("{METHOD}: no answer within {timeout:?}: taken as accepted");
+                futures_util::stream::once(async move {
+                    match open.await {
+                        Ok(response) => response.into_inner().left_stream(),
+                        Err(status) => {
+                            futures_util::stream::once(async move { Err(status) }).right_stream()
+                        }
+                    }
+                })
+                .flatten()
+                .right_stream()
+            }
         };
-        record(self.metrics.as_deref(), METHOD, start, true);
-        Ok(futures_util::stream::once(opened)
-            .map(move |answer| match answer {
-                Ok(response) => response
-                    .into_inner()
-                    .map(move |item| match item {
-                        Ok(event) => Ok(container_event(event)),
-                        Err(status) => Err(map_status(METHOD, timeout, &status)),
-                    })
-                    .left_stream(),
-                Err(status) => futures_util::stream::once(std::future::ready(Err(map_status(
-                    METHOD, timeout, &status,
-                ))))
-                .right_stream(),
+        Ok(items
+            .map(move |item| match item {
+                Ok(event) => Ok(container_event(event)),
+                Err(status) => Err(map_status(METHOD, timeout, &status)),
             })
-            .flatten()
             .boxed_local())
     }
 

@@ -181,7 +181,7 @@ pub async fn serve<R: Runtime, C: Clock>(
         let api = Rc::clone(&api);
         let acceptor = acceptor.clone();
         let shutdown = shutdown.clone();
-        tokio::task::spawn_local(async move {
+        crate::task::spawn_local(async move {
             tokio::select! {
                 () = connection(stream, peer, id, acceptor, Rc::clone(&api), shutdown) => {}
                 () = close.cancelled() => {
@@ -738,7 +738,7 @@ fn pod_log<R: Runtime, C: Clock>(
         let view = api.view.clone();
         let uid = entry.pod.uid().to_string();
         let restart_count = log.restart_count;
-        tokio::task::spawn_local(async move {
+        crate::task::spawn_local(async move {
             let running = |view: &View| {
                 view.get_uid(&uid).is_some_and(|e| {
                     e.status.as_deref().is_some_and(|s| {
@@ -771,7 +771,7 @@ fn pod_log<R: Runtime, C: Clock>(
         });
     }
     let (tx, body) = mpsc::channel(16);
-    tokio::task::spawn_local(async move {
+    crate::task::spawn_local(async move {
         if let Err(e) = logs::follow(log, opts, stopped_rx, tx).await {
             log::debug!("node API: logs: {e}");
         }
@@ -832,7 +832,7 @@ fn events<R: Runtime, C: Clock>(
         let (tx, body) = mpsc::channel(16);
         let clock = api.clock.clone();
         let shutdown = shutdown.clone();
-        tokio::task::spawn_local(async move {
+        crate::task::spawn_local(async move {
             let deadline = tokio::time::sleep(timeout);
             tokio::pin!(deadline);
             loop {
@@ -1003,7 +1003,7 @@ fn pods<R: Runtime, C: Clock>(
         let ns = namespace.map(str::to_string);
         let (tx, body) = mpsc::channel(16);
         let clock = api.clock.clone();
-        tokio::task::spawn_local(watch_pods(
+        crate::task::spawn_local(watch_pods(
             rx,
             tx,
             move |v: &Value| {

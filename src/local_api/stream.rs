@@ -518,7 +518,7 @@ pub async fn proxy(
         Err(e) => return fail(format!("error dialing backend: {e}")),
     };
     // Drives the runtime's side until it is handed over (101) or closed; aborted with it.
-    let conn = tokio::task::spawn_local(async move {
+    let conn = crate::task::spawn_local(async move {
         let _ = conn.with_upgrades().await;
     });
     let abort = conn.abort_handle();
@@ -572,7 +572,7 @@ pub async fn proxy(
     let runtime = hyper::upgrade::on(resp);
     let shutdown = shutdown.clone();
     let addr = target.addr;
-    tokio::task::spawn_local(async move {
+    crate::task::spawn_local(async move {
         let _slot = slot;
         let upgraded =
             tokio::time::timeout(CONNECT_TIMEOUT, async { tokio::try_join!(client, runtime) })

@@ -571,7 +571,7 @@ impl<S: PodSyncer> PodWorkers<S> {
                     .map(|()| (false, None))
             }),
         };
-        let handle = tokio::task::spawn_local(async move {
+        let handle = crate::task::spawn_local(async move {
             let started = Instant::now();
             let result = syncer_work.await;
             if let Some(m) = &metrics {

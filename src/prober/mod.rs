@@ -363,7 +363,7 @@ impl<R: Runtime, C: Clock> Prober<R, C> {
                 recorder: self.recorder.clone(),
                 metrics: self.metrics.clone(),
             };
-            tokio::task::spawn_local(run_worker(ctx, token.clone()));
+            crate::task::spawn_local(run_worker(ctx, token.clone()));
         }
         self.pods.insert(uid.to_string(), token);
     }

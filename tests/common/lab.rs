@@ -2,6 +2,8 @@
 //! finding the lab, a scenario directory, the CRI labels contract, a service container.
 
 use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
 use picolet::cri::Runtime;
 use picolet::cri::client::CriRuntime;
@@ -15,6 +17,39 @@ pub const POD_NAME: &str = "io.kubernetes.pod.name";
 pub const POD_NAMESPACE: &str = "io.kubernetes.pod.namespace";
 pub const POD_UID: &str = "io.kubernetes.pod.uid";
 pub const CONTAINER_NAME: &str = "io.kubernetes.container.name";
+
+/// The lab's runtime (`tests/e2e/run.sh --runtime`, lab.sh's `PICOLET_LAB_RUNTIME`):
+/// `containerd` (1.6, the default), `containerd2` or `crio` — for the rare expectation that
+/// differs between runtimes.
+pub const RUNTIME_VAR: &str = "PICOLET_E2E_RUNTIME";
+
+/// The lab's runtime name (`containerd` unless `PICOLET_E2E_RUNTIME` says otherwise).
+pub fn runtime_name() -> String {
+    std::env::var(RUNTIME_VAR).unwrap_or_else(|_| "containerd".into())
+}
+
+/// The lab directory of an endpoint `unix://<lab>/<socket>`.
+pub fn lab_dir(endpoint: &str) -> Option<PathBuf> {
+    endpoint
+        .trim_start_matches("unix://")
+        .rsplit_once('/')
+        .map(|(dir, _)| PathBuf::from(dir))
+}
+
+/// The lab runtime's log (`lab.sh`: always `<lab>/runtime.log`).
+pub fn runtime_log(endpoint: &str) -> Option<PathBuf> {
+    lab_dir(endpoint).map(|d| d.join("runtime.log"))
+}
+
+/// `tests/e2e/lab.sh ARGS... <lab>` on the endpoint's lab.
+pub fn lab_sh(endpoint: &str, args: &[&str]) -> std::io::Result<Output> {
+    let dir = lab_dir(endpoint).ok_or_else(|| std::io::Error::other("no lab directory"))?;
+    Command::new("bash")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/lab.sh"))
+        .args(args)
+        .arg(dir)
+        .output()
+}
 
 /// The `--cgroup-root` of the lab's picolets: one per lab (named after its bridge,
 /// `PICOLET_LAB_BRIDGE`), so labs running side by side on one machine never share a

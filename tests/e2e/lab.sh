@@ -7,19 +7,22 @@
 #   tests/e2e/lab.sh packages          the Debian packages it needs, one per line
 #   tests/e2e/lab.sh runtime kill|stop|start [LAB_DIR]
 #                                       SIGKILL or stop (SIGTERM) the lab's runtime, leaving
-#                                       its pods running (shims, conmons); start it again
-#                                       (`containerd` is an older name of `runtime`)
-#   tests/e2e/lab.sh import-image NAME FILE [LAB_DIR]
-#                                       an OCI archive (mkimage.py) into the runtime's store
+#                                       its pods' shims running; start it again
+#                                       (`containerd kill|stop|start` is an alias)
+#   tests/e2e/lab.sh image-import FILE [LAB_DIR]
+#                                       an OCI archive made by mkimage.py into the runtime
+#   tests/e2e/lab.sh runtime-name [LAB_DIR]
+#                                       the lab's runtime (containerd, containerd2, crio)
 #
-# LAB_DIR defaults to <repo>/.lab (git-ignored). Needs root. The runtime is a file
-# tests/e2e/runtimes/<name>.sh: containerd (default; docs/containerd-e2e.md of the shared
-# docs: containerd 1.6 with the CRI plugin, runc with cgroupfs, overlayfs) or crio (CRI-O
-# built by tests/upstream/build.sh). Around it: a CNI bridge on a private /24, and two local
-# images built by mkimage.py (nothing is ever pulled: there is no registry).
+# LAB_DIR defaults to <repo>/.lab (git-ignored). Needs root. Follows
+# docs/containerd-e2e.md (shared docs): a CRI runtime, runc with cgroupfs, overlayfs, a CNI
+# bridge on a private /24, and two local images built by mkimage.py (nothing is ever pulled:
+# there is no registry).
 #
-# Environment (read by `up`, remembered in $LAB/lab.env for `down`):
-#   PICOLET_LAB_RUNTIME  containerd | crio     (default containerd)
+# Environment (read by `up`, remembered in $LAB/lab.env for the other verbs):
+#   PICOLET_LAB_RUNTIME  containerd (default: Debian's 1.6) | containerd2 (2.x built by
+#                        tests/upstream/build.sh) | crio; its functions (rt_*) are in
+#                        tests/e2e/runtimes/<runtime>.sh, its log is always $LAB/runtime.log
 #   PICOLET_LAB_BRIDGE   CNI bridge name       (default picolet0)
 #   PICOLET_LAB_SUBNET   pod subnet            (default 10.88.77.0/24)
 #
@@ -29,8 +32,8 @@
 #   - cgroup directories under the lab's own cgroup roots (`cgroup_roots`: picolet-e2e-,
 #     picolet-demo-, picolet-smoke-<bridge>, where its users put their pods): removed when
 #     empty — never another lab's or a real node's;
-#   - containerd: /run/containerd/s: containerd 1.6 shims put their sockets there whatever
-#     the config says; stale ones of our shims are removed, the directory too if `up` made it;
+#   - what the runtime itself leaves outside $LAB (its file says: e.g. containerd 1.6's shim
+#     sockets in /run/containerd/s);
 #   - missing Debian packages are installed and stay installed.
 #
 # `down` must work after anything: a failed test, a killed runtime, shims left behind.
@@ -39,9 +42,10 @@ set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$SCRIPT_DIR/../.." && pwd)
-# Around any runtime (each runtime adds its own: rt_packages).
+# The runtime's own packages come from rt_packages.
 PACKAGES=(containernetworking-plugins busybox-static iptables)
 CNI_BIN_DIR=/usr/lib/cni
+NS=k8s.io
 PAUSE_IMAGE=localhost/pause:edge
 BUSYBOX_IMAGE=localhost/busybox:edge
 MARKER=.picolet-lab
@@ -58,8 +62,8 @@ die() {
 now() { printf '%s' "${EPOCHREALTIME/,/.}"; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f s", b - a }'; }
 
-# Sets LAB, the remembered settings, and the runtime's functions (and SOCK).
-# $1: optional lab directory.
+# Sets LAB, RUNTIME, SOCK and the remembered settings, and loads the runtime's functions
+# (tests/e2e/runtimes/$RUNTIME.sh). $1: optional lab directory.
 init_lab() {
 	LAB=$(realpath -m "${1:-$REPO/.lab}")
 	case "$LAB" in
@@ -74,10 +78,15 @@ init_lab() {
 		# shellcheck source=/dev/null
 		. "$LAB/lab.env"
 	fi
-	[[ -f "$SCRIPT_DIR/runtimes/$RUNTIME.sh" ]] ||
-		die "unknown runtime '$RUNTIME' (no $SCRIPT_DIR/runtimes/$RUNTIME.sh)"
+	load_runtime
+}
+
+# Sources the runtime's file: it defines the rt_* functions and sets SOCK.
+load_runtime() {
+	local f="$SCRIPT_DIR/runtimes/$RUNTIME.sh"
+	[[ -f "$f" ]] || die "unknown runtime '$RUNTIME' (PICOLET_LAB_RUNTIME: containerd, containerd2 or crio)"
 	# shellcheck source=tests/e2e/runtimes/containerd.sh
-	. "$SCRIPT_DIR/runtimes/$RUNTIME.sh"
+	. "$f"
 }
 
 # Process state letter (R, S, Z...) or empty when gone.
@@ -110,7 +119,7 @@ lab_cgroup_dirs() {
 ensure_packages() {
 	local missing=() p
 	if command -v dpkg-query >/dev/null; then
-		for p in "${PACKAGES[@]}" $(rt_packages); do
+		for p in $(packages); do
 			[[ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)" == installed ]] ||
 				missing+=("$p")
 		done
@@ -134,10 +143,18 @@ ensure_packages() {
 	rt_ensure
 }
 
+# The Debian packages the lab needs: the common ones and the runtime's.
+packages() {
+	printf '%s\n' "${PACKAGES[@]}"
+	rt_packages
+}
+
 write_config() {
-	mkdir -p "$LAB"/{cni/net.d,cni/ipam,images}
+	mkdir -p "$LAB"/{cni/net.d,cni/ipam,images,saved}
 	touch "$LAB/$MARKER"
-	printf 'RUNTIME=%q\nBRIDGE=%q\nSUBNET=%q\n' "$RUNTIME" "$BRIDGE" "$SUBNET" >"$LAB/lab.env"
+	printf 'RUNTIME=%q\nBRIDGE=%q\nSUBNET=%q\nSOCK=%q\n' "$RUNTIME" "$BRIDGE" "$SUBNET" "$SOCK" >"$LAB/lab.env"
+	# A runtime may remember more (optional rt_env: lines of NAME=value).
+	if declare -F rt_env >/dev/null; then rt_env >>"$LAB/lab.env"; fi
 	rt_write_config
 
 	write_if_changed "$LAB/cni/net.d/10-picolet-lab.conflist" "$(
@@ -167,7 +184,7 @@ EOF
 	)"
 }
 
-# The runtimes watch the CNI directory and reload on every write: a file rewritten in place
+# containerd watches the CNI directory and reloads on every write: a file rewritten in place
 # is seen half-written ("unexpected end of JSON input"). Write only changes, renamed in whole.
 write_if_changed() {
 	[[ -f "$1" && "$(cat "$1")" == "$2" ]] && return 0
@@ -177,7 +194,6 @@ write_if_changed() {
 
 # What must be put back by `down`, recorded once (a second `up` must not overwrite it).
 save_host_state() {
-	mkdir -p "$LAB/saved"
 	[[ -f "$LAB/saved/ip_forward" ]] || cat /proc/sys/net/ipv4/ip_forward >"$LAB/saved/ip_forward"
 }
 
@@ -213,8 +229,8 @@ cmd_up() {
 	local t0
 	t0=$(now)
 	ensure_packages
-	save_host_state
 	write_config
+	save_host_state
 	rt_start
 	import_images
 	log "up in $(since "$t0"): $RUNTIME $(rt_pid), bridge $BRIDGE, subnet $SUBNET"
@@ -295,9 +311,8 @@ cmd_down() {
 	[[ -f "$LAB/$MARKER" ]] || die "$LAB is not a lab directory (no $MARKER)"
 	local t0
 	t0=$(now)
-	if [[ -n "$(rt_pid)" ]]; then
-		rt_remove_all
-	fi
+	# Graceful while the runtime answers, then by force through the OCI runtime's own root.
+	rt_remove_all
 	rt_force_remove
 	rt_stop
 	rt_kill_leftovers
@@ -317,7 +332,8 @@ cmd_status() {
 		echo "lab $LAB: absent"
 		return 0
 	fi
-	echo "lab:         $LAB ($RUNTIME)"
+	echo "lab:         $LAB"
+	echo "runtime:     $RUNTIME"
 	echo "endpoint:    unix://$SOCK"
 	rt_status_lines
 	echo "mounts:      $(lab_mounts | wc -l)"
@@ -330,15 +346,22 @@ cmd_status() {
 }
 
 # ---------------------------------------------------------------------------------------
-# runtime outages (for picolet's runtime-outage scenario)
+# runtime outages (for picolet's runtime-outage scenario), images, the runtime's name
 
 cmd_runtime() {
 	local what=${1:-}
 	init_lab "${2:-}"
 	[[ -d "$LAB" ]] || die "no lab at $LAB"
+	local pid
+	pid=$(rt_pid)
 	case "$what" in
-	kill) rt_kill ;;
-	stop) rt_stop ;;
+	kill)
+		[[ -n "$pid" ]] || die "$RUNTIME is not running"
+		rt_kill
+		;;
+	stop)
+		rt_stop
+		;;
 	start)
 		rt_start
 		log "$RUNTIME $(rt_pid) started again"
@@ -347,28 +370,40 @@ cmd_runtime() {
 	esac
 }
 
-cmd_import_image() {
-	[[ $# -ge 2 ]] || usage
-	init_lab "${3:-}"
-	[[ -d "$LAB" ]] || die "no lab at $LAB"
-	rt_import_image "$1" "$2"
+# An OCI archive made by mkimage.py, into the runtime's image store (under the name in it).
+cmd_image_import() {
+	local file=${1:-}
+	[[ -f "$file" ]] || die "image-import: no file '$file'"
+	init_lab "${2:-}"
+	local name
+	name=$(python3 -c 'import json, sys, tarfile
+with tarfile.open(sys.argv[1]) as t:
+    idx = json.load(t.extractfile("index.json"))
+print(idx["manifests"][0]["annotations"]["io.containerd.image.name"])' "$file") ||
+		die "image-import: $file is not an OCI archive of mkimage.py"
+	rt_import_image "$name" "$file"
+	log "imported $name"
 }
 
 usage() {
-	sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
 case "${1:-}" in
 packages)
-	init_lab "${2:-}"
-	printf '%s\n' "${PACKAGES[@]}"
-	rt_packages
+	RUNTIME=${PICOLET_LAB_RUNTIME:-containerd}
+	load_runtime
+	packages
 	;;
 up) cmd_up "${2:-}" ;;
 down) cmd_down "${2:-}" ;;
 status) cmd_status "${2:-}" ;;
 runtime | containerd) cmd_runtime "${2:-}" "${3:-}" ;;
-import-image) cmd_import_image "${@:2}" ;;
+image-import) cmd_image_import "${2:-}" "${3:-}" ;;
+runtime-name)
+	init_lab "${2:-}"
+	echo "$RUNTIME"
+	;;
 *) usage ;;
 esac

@@ -1,27 +1,38 @@
 #!/usr/bin/env bash
 # picolet's end-to-end run, as root:
 #
-#   tests/e2e/run.sh [--runtime containerd|crio] [TEST NAME FILTER...]
+#   tests/e2e/run.sh [--runtime NAME] [TEST NAME FILTER...]
 #
 # builds the e2e test, starts the lab (lab.sh up), checks it (smoke.sh), runs
 # `cargo test --features fake-cri --test e2e` (the CSI scenario serves the fake CSI plugin)
 # against it one scenario at a time, and always tears the lab down
 # (lab.sh down, also on failure or Ctrl-C). Exits with the test's exit code.
 #
+# --runtime NAME: the lab's CRI runtime, lab.sh's PICOLET_LAB_RUNTIME: containerd (the
+# default, Debian's 1.6), containerd2 (2.x built by tests/upstream/build.sh) or crio. The tests
+# learn it from PICOLET_E2E_RUNTIME (for the rare runtime-specific expectation).
+#
 # Environment: PICOLET_LAB_DIR (default <repo>/.lab), PICOLET_LAB_KEEP=1 to leave the lab
-# running afterwards (then: tests/e2e/lab.sh down), plus lab.sh's PICOLET_LAB_RUNTIME (what
-# --runtime sets), PICOLET_LAB_BRIDGE and PICOLET_LAB_SUBNET.
+# running afterwards (then: tests/e2e/lab.sh down), plus lab.sh's PICOLET_LAB_RUNTIME,
+# PICOLET_LAB_BRIDGE and PICOLET_LAB_SUBNET.
 
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$SCRIPT_DIR/../.." && pwd)
 LAB=${PICOLET_LAB_DIR:-$REPO/.lab}
-if [[ "${1:-}" == --runtime ]]; then
-	[[ -n "${2:-}" ]] || { echo "run.sh: --runtime needs a name" >&2; exit 2; }
+
+case "${1:-}" in
+--runtime)
+	[[ $# -ge 2 ]] || { echo "run.sh: --runtime needs a name" >&2; exit 2; }
 	export PICOLET_LAB_RUNTIME=$2
 	shift 2
-fi
+	;;
+--runtime=*)
+	export PICOLET_LAB_RUNTIME=${1#--runtime=}
+	shift
+	;;
+esac
 
 cd "$REPO"
 # Compile first: a build error needs no lab.
@@ -62,6 +73,10 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 endpoint=$("$SCRIPT_DIR/lab.sh" up "$LAB" | tail -n 1)
+# The lab's runtime as lab.sh remembers it (a kept lab may differ from the environment).
+PICOLET_E2E_RUNTIME=$("$SCRIPT_DIR/lab.sh" runtime-name "$LAB")
+export PICOLET_E2E_RUNTIME
+echo "run.sh: runtime $PICOLET_E2E_RUNTIME at $endpoint" >&2
 "$SCRIPT_DIR/smoke.sh" "$LAB"
 
 rc=0

@@ -8,8 +8,12 @@
 #   tests/upstream/build.sh --list                     components, versions, cached or not
 #
 # Components: see versions.sh (crictl; the control plane: etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler, kubectl; the kubelet, e2e.test, containerd 2.x and
-# CRI-O join it with their issues).
+# kube-controller-manager, kube-scheduler, kubectl; containerd2; crio (with pinns next to it);
+# the kubelet and e2e.test join it with their issues).
+#
+# containerd2 is one component of three binaries (containerd, containerd-shim-runc-v2, ctr):
+# `--path containerd2` prints their directory (<cache>/containerd2-<version>/bin), which a
+# user puts first on PATH (containerd finds its shim on its PATH).
 #
 # Cache: $PICOLET_UPSTREAM_CACHE (default ~/.cache/picolet/upstream)/<component>-<version>/.
 # Go's own caches stay where Go keeps them (GOMODCACHE ~/go/pkg/mod, GOCACHE ~/.cache/go-build),
@@ -45,6 +49,27 @@ KUBE_COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
 COMPONENTS=(crictl etcd "${KUBE_COMPONENTS[@]}")
 COMPONENTS+=(crio) # CRI-O: see its block below
 
+# ---- containerd 2.x (issue 35) -------------------------------------------------------------
+COMPONENTS+=(containerd2)
+CONTAINERD2_MODULE=github.com/containerd/containerd/v2
+CONTAINERD2_BINS=(containerd containerd-shim-runc-v2 ctr)
+# component_bins NAME: the binaries a component builds (its own name for most).
+component_bins() {
+	case "$1" in
+	containerd2) echo "${CONTAINERD2_BINS[*]}" ;;
+	*) echo "$1" ;;
+	esac
+}
+# component_output NAME DIR: what `build` prints: the binary, or for a component of several
+# binaries their directory.
+component_output() {
+	case "$1" in
+	containerd2) echo "$2/bin" ;;
+	*) echo "$2/bin/$1" ;;
+	esac
+}
+# ---- end containerd 2.x ----------------------------------------------------------------------
+
 is_kube() {
 	local c
 	for c in "${KUBE_COMPONENTS[@]}"; do [[ $c == "$1" ]] && return 0; done
@@ -58,6 +83,16 @@ component_spec() {
 	# etcd's main package is the root of its server module (server/main.go calls etcdmain.Main).
 	etcd) echo "go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 $ETCD_VERSION 0" ;;
 	crio) crio_spec ;; # CRI-O: see its block below
+	# containerd 2.x: PKG is a comma-separated list (one `go install` of the three). cgo off:
+	# static binaries like the release's shim (SHIM_CGO_ENABLED=0 in its Makefile).
+	containerd2)
+		local b pkgs=()
+		for b in "${CONTAINERD2_BINS[@]}"; do pkgs+=("$CONTAINERD2_MODULE/cmd/$b"); done
+		echo "$CONTAINERD2_MODULE $(
+			IFS=,
+			echo "${pkgs[*]}"
+		) $CONTAINERD2_VERSION 0"
+		;;
 	*)
 		is_kube "$1" || return 1
 		echo "k8s.io/kubernetes k8s.io/kubernetes/cmd/$1 $KUBERNETES_VERSION 0"
@@ -81,6 +116,8 @@ component_ldflags() {
 	crictl) echo "-X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" ;;
 	etcd) echo "" ;; # etcd's version is a constant of go.etcd.io/etcd/api/v3/version
 	crio) crio_ldflags ;; # CRI-O: see its block below
+	# containerd: its Makefile's GO_LDFLAGS (Version, Package; no Revision without git).
+	containerd2) echo "-X $CONTAINERD2_MODULE/version.Version=$CONTAINERD2_VERSION -X $CONTAINERD2_MODULE/version.Package=$CONTAINERD2_MODULE" ;;
 	*)
 		is_kube "$1" || return 0
 		local v=$KUBERNETES_VERSION major minor date pkg flags="-s -w"
@@ -102,6 +139,10 @@ component_ldflags() {
 component_tags() {
 	if is_kube "$1"; then echo "selinux,notest,grpcnotrace"; fi
 	if [[ $1 == crio ]]; then crio_tags; fi # CRI-O: see its block below
+	# containerd: without the btrfs, devmapper and zfs snapshotters (the lab uses overlayfs;
+	# btrfs needs cgo and libbtrfs headers).
+	if [[ $1 == containerd2 ]]; then echo "no_btrfs,no_devmapper,no_zfs"; fi
+	return 0
 }
 
 # ---- CRI-O (issue 35 part B) -------------------------------------------------------------
@@ -261,15 +302,19 @@ check_pins() {
 # compile NAME PKG VERSION CGO TAGS LDFLAGS DEST MODULE: go install pkg@version when the module
 # allows it, else a build module that requires it.
 compile() {
-	local name=$1 pkg=$2 version=$3 cgo=$4 tags=$5 ldflags=$6 dest=$7 module=$8 gomod bdir
+	local name=$1 pkg=$2 version=$3 cgo=$4 tags=$5 ldflags=$6 dest=$7 module=$8 gomod bdir p
 	gomod=$(mod_info "$module" "$version" GoMod)
 	# CRI-O: not by go install, see crio_list_refused in its block.
 	if [[ -z "$(local_replaces "$gomod")" ]] && ! grep -qE '^replace[[:space:]]' "$gomod" &&
 		! { [[ $name == crio ]] && crio_list_refused; }; then
 		# go install pkg@version: the module's own go.mod and go.sum, outside any module of ours.
-		(cd "$dest" && GOBIN="$dest/bin" CGO_ENABLED=$cgo go install -tags "$tags" -ldflags "$ldflags" "$pkg@$version")
+		# PKG may be a comma-separated list of packages of one module (containerd2).
+		local at=()
+		for p in ${pkg//,/ }; do at+=("$p@$version"); done
+		(cd "$dest" && GOBIN="$dest/bin" CGO_ENABLED=$cgo go install -tags "$tags" -ldflags "$ldflags" "${at[@]}")
 		return
 	fi
+	[[ $pkg != *,* ]] || die "$name: several packages need a module without replace directives"
 	bdir=$(build_module "$module" "$version")
 	say "$name $version: building in $bdir (a build module: see compile)"
 	(
@@ -282,18 +327,20 @@ compile() {
 
 # build NAME: prints the binary's path on stdout.
 build() {
-	local name=$1 spec module pkg version cgo dir bin stamp want start secs ldflags tags timer=()
+	local name=$1 spec module pkg version cgo dir bin stamp want start secs ldflags tags b out timer=()
 	spec=$(component_spec "$name") || die "unknown component '$name' (known: ${COMPONENTS[*]})"
 	read -r module pkg version cgo <<<"$spec"
 	dir="$CACHE/$name-$version"
-	bin="$dir/bin/$name"
+	out=$(component_output "$name" "$dir")
+	# The last of the component's binaries: present only when all are (one `go install`).
+	for b in $(component_bins "$name"); do bin="$dir/bin/$b"; done
 	stamp="$dir/built"
 	ldflags=$(component_ldflags "$name")
 	tags=$(component_tags "$name")
 	want="$pkg@$version $(go env GOVERSION) $(go env GOOS)/$(go env GOARCH) cgo=$cgo${tags:+ tags=$tags} ldflags=$ldflags"
 	if [[ -x "$bin" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
-		say "$name $version: cached ($bin)"
-		echo "$bin"
+		say "$name $version: cached ($out)"
+		echo "$out"
 		return 0
 	fi
 	say "$name $version: building $pkg@$version (module $module)"
@@ -305,13 +352,15 @@ build() {
 	if [[ $name == crio ]]; then crio_check; fi # CRI-O: see its block
 	"${timer[@]}" "$SCRIPT_DIR/build.sh" --compile "$name" "$pkg" "$version" "$cgo" "$tags" "$ldflags" "$dir" "$module" ||
 		die "$name $version: build of $pkg@$version failed"
-	[[ -x "$bin" ]] || die "$name $version: built, but no $bin"
+	for b in $(component_bins "$name"); do
+		[[ -x "$dir/bin/$b" ]] || die "$name $version: built, but no $dir/bin/$b"
+	done
 	if [[ $name == crio ]]; then crio_extras "$dir"; fi # CRI-O: pinns, see its block
 	secs=$(($(date +%s) - start))
 	echo "$want" >"$stamp"
 	echo "$secs" >"$dir/build-seconds"
 	say "$name $version: built in $secs s ($bin, $(du -h "$bin" | cut -f1)$([[ -f $dir/build-maxrss-kib ]] && echo ", peak RSS $(($(cat "$dir/build-maxrss-kib") / 1024)) MiB"))"
-	echo "$bin"
+	echo "$out"
 }
 
 list() {
@@ -320,7 +369,7 @@ list() {
 		spec=$(component_spec "$name")
 		read -r module pkg version cgo <<<"$spec"
 		state="not built"
-		if [[ -x "$CACHE/$name-$version/bin/$name" ]]; then
+		if [[ -f "$CACHE/$name-$version/built" ]]; then
 			state="cached"
 			[[ -f "$CACHE/$name-$version/build-seconds" ]] && state+=" (built in $(cat "$CACHE/$name-$version/build-seconds") s)"
 		fi

@@ -1,15 +1,16 @@
 # shellcheck shell=bash
-# containerd 1.6/1.7 (Debian's package) as the lab's runtime: the default
-# (PICOLET_LAB_RUNTIME=containerd), sourced by tests/e2e/lab.sh. Follows
-# docs/containerd-e2e.md (shared docs): the CRI plugin, runc with cgroupfs, overlayfs.
+# The lab's runtime `containerd` (the default): Debian's containerd 1.6 with the CRI plugin,
+# config version 2. Sourced by tests/e2e/lab.sh (which has set LAB, BRIDGE, SUBNET, NS,
+# CNI_BIN_DIR, PAUSE_IMAGE and the helpers log, die, proc_state, write_if_changed);
+# tests/e2e/runtimes/containerd2.sh builds on it.
 #
-# Uses lab.sh's LAB, CNI_BIN_DIR, PAUSE_IMAGE, log, die, proc_state, write_if_changed;
-# sets SOCK. The interface (every runtimes/*.sh): rt_packages rt_ensure rt_write_config
-# rt_start rt_pid rt_stop rt_kill rt_import_image rt_images rt_remove_all rt_force_remove
-# rt_kill_leftovers rt_status_lines; the runtime's log is $LAB/runtime.log.
+# Outside $LAB: containerd 1.6 shims put their sockets in /run/containerd/s whatever the
+# config says; `down` removes the stale ones of our shims, the directory too if `up` made it.
 
 SOCK="$LAB/containerd.sock"
-NS=k8s.io
+# The binaries (containerd2.sh points these at its build).
+CTRD=containerd
+CTR=ctr
 
 rt_packages() {
 	# Docker's containerd.io package holds containerd and runc and conflicts with Debian's:
@@ -23,27 +24,25 @@ rt_packages() {
 }
 
 rt_ensure() {
-	local f v
-	for f in containerd ctr runc; do
+	local f
+	for f in "$CTRD" "$CTR" runc; do
 		command -v "$f" >/dev/null || die "$f not found in PATH"
 	done
 	# The config below is containerd 1.x's (version = 2); 2.x reads it differently.
-	v=$(containerd --version 2>/dev/null | awk '{ print $3 }')
+	local v
+	v=$("$CTRD" --version 2>/dev/null | awk '{ print $3 }')
 	[[ "$v" == v1.[67].* || "$v" == 1.[67].* ]] ||
-		die "$(command -v containerd) is containerd '$v'; the lab needs 1.6 or 1.7 (Debian's package containerd)"
+		die "$(command -v "$CTRD") is containerd '$v'; the lab needs 1.6 or 1.7 (Debian's package containerd)"
 }
 
-ctr_() { timeout 20 ctr -a "$SOCK" -n "$NS" "$@"; }
+# containerd 2.x's ctr repeats the daemon's deprecation warnings (cgroup v1 here) on stderr
+# for many commands: dropped, the rest of stderr kept.
+ctr_() { timeout 20 "$CTR" -a "$SOCK" -n "$NS" "$@" 2> >(grep -v 'msg="DEPRECATION: ' >&2 || true); }
 
-rt_write_config() {
-	mkdir -p "$LAB"/{root,state,opt,runc}
-	if [[ ! -f "$LAB/saved/run_containerd" ]]; then
-		if [[ -d /run/containerd ]]; then echo existed; else echo absent; fi >"$LAB/saved/run_containerd"
-	fi
-	local cfg
-	cfg=$(
-		cat <<EOC
-# Written by tests/e2e/runtimes/containerd.sh: a private containerd for picolet's tests.
+# The config's body: what differs between containerd's config versions.
+containerd_config() {
+	cat <<EOF
+# Written by tests/e2e/lab.sh: a private containerd for picolet's tests.
 version = 2
 root = "$LAB/root"
 state = "$LAB/state"
@@ -83,12 +82,25 @@ state = "$LAB/state"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "$CNI_BIN_DIR"
     conf_dir = "$LAB/cni/net.d"
-EOC
-	)
+EOF
+}
+
+rt_write_config() {
+	mkdir -p "$LAB"/{root,state,opt,runc}
+	local cfg
+	cfg=$(containerd_config)
 	if [[ -f "$LAB/config.toml" && "$(cat "$LAB/config.toml")" != "$cfg" && -n "$(rt_pid)" ]]; then
 		die "config changed under a running lab: run '$0 down $LAB' first"
 	fi
 	write_if_changed "$LAB/config.toml" "$cfg"
+	containerd_save_host_state
+}
+
+# What `down` puts back (recorded once: a second `up` must not overwrite it).
+containerd_save_host_state() {
+	if [[ ! -f "$LAB/saved/run_containerd" ]]; then
+		if [[ -d /run/containerd ]]; then echo existed; else echo absent; fi >"$LAB/saved/run_containerd"
+	fi
 }
 
 # The pid of the containerd serving this lab (empty if none). Found through /proc rather
@@ -104,16 +116,6 @@ rt_pid() {
 	done
 }
 
-# Shim processes of this lab: their command line carries `-address $LAB/containerd.sock`.
-shim_pids() {
-	local pid cmd
-	for pid in $(pgrep -f '^[^ ]*containerd-shim' || true); do
-		cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)
-		[[ "$cmd" == *" $SOCK"* ]] && echo "$pid"
-	done
-	return 0
-}
-
 rt_start() {
 	local pid log_offset
 	log_offset=$(stat -c %s "$LAB/runtime.log" 2>/dev/null || echo 0)
@@ -122,13 +124,13 @@ rt_start() {
 		log "containerd already running (pid $pid)"
 	else
 		rm -f "$SOCK" "$SOCK.ttrpc"
-		log "starting containerd (log: $LAB/runtime.log)"
-		setsid containerd --config "$LAB/config.toml" </dev/null >>"$LAB/runtime.log" 2>&1 &
+		log "starting $(command -v "$CTRD") (log: $LAB/runtime.log)"
+		setsid "$CTRD" --config "$LAB/config.toml" </dev/null >>"$LAB/runtime.log" 2>&1 &
 	fi
 
 	local i
 	for ((i = 0; i < 200; i++)); do
-		if [[ -S "$SOCK" ]] && ctr -a "$SOCK" version >/dev/null 2>&1; then
+		if [[ -S "$SOCK" ]] && "$CTR" -a "$SOCK" version >/dev/null 2>&1; then
 			break
 		fi
 		if ((i > 10)) && [[ -z "$(rt_pid)" ]]; then
@@ -141,10 +143,10 @@ rt_start() {
 	rt_pid >"$LAB/runtime.pid"
 
 	# CRI readiness: the plugin loaded without error (picolet's own client checks the CRI
-	# Status conditions RuntimeReady/NetworkReady).
+	# Status conditions RuntimeReady/NetworkReady; there is no crictl here).
 	local cri=""
 	for ((i = 0; i < 100; i++)); do
-		cri=$(ctr -a "$SOCK" plugins ls 2>/dev/null | awk '$1 == "io.containerd.grpc.v1" && $2 == "cri" { print $NF }')
+		cri=$("$CTR" -a "$SOCK" plugins ls 2>/dev/null | awk '$1 == "io.containerd.grpc.v1" && $2 == "cri" { print $NF }')
 		[[ "$cri" == ok ]] && break
 		sleep 0.05
 	done
@@ -186,14 +188,16 @@ rt_kill() {
 	log "containerd $pid killed (SIGKILL); $(shim_pids | wc -l) shim(s) left running"
 }
 
-# rt_import_image NAME FILE
-rt_import_image() { ctr_ images import --snapshotter overlayfs "$2" >/dev/null; }
+rt_import_image() {
+	ctr_ images import --snapshotter overlayfs "$2" >/dev/null || die "ctr images import $2 ($1) failed"
+}
 
 rt_images() { ctr_ images ls -q; }
 
 # Graceful path while containerd answers: kill and delete every task and container, so the
 # shims shut down through containerd (and remove their own sockets).
 rt_remove_all() {
+	[[ -n "$(rt_pid)" ]] && timeout 3 "$CTR" -a "$SOCK" version >/dev/null 2>&1 || return 0
 	local id ids
 	ids=$(ctr_ tasks ls -q 2>/dev/null || true)
 	for id in $ids; do
@@ -222,6 +226,16 @@ rt_force_remove() {
 	((n == 0)) || log "force-deleted $n container(s) through runc"
 }
 
+# Shim processes of this lab: their command line carries `-address $SOCK`.
+shim_pids() {
+	local pid cmd
+	for pid in $(pgrep -f '^[^ ]*containerd-shim' || true); do
+		cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)
+		[[ "$cmd" == *" $SOCK"* ]] && echo "$pid"
+	done
+	return 0
+}
+
 rt_kill_leftovers() {
 	local pids i
 	pids=$(shim_pids)
@@ -241,7 +255,7 @@ rt_kill_leftovers() {
 # that did not shut down through containerd leaves its socket file. Remove the socket files
 # created since `up` that nothing listens on any more.
 remove_stale_shim_sockets() {
-	[[ -d /run/containerd/s ]] || return 0
+	[[ -f "$LAB/saved/run_containerd" && -d /run/containerd/s ]] || return 0
 	local bound s n=0
 	bound=$(awk 'NR > 1 && $8 ~ /^\/run\/containerd\/s\// { print $8 }' /proc/net/unix)
 	for s in /run/containerd/s/*; do
@@ -259,9 +273,9 @@ remove_stale_shim_sockets() {
 rt_status_lines() {
 	local pid
 	pid=$(rt_pid)
-	echo "containerd:  ${pid:-not running}"
-	if [[ -n "$pid" ]] && timeout 5 ctr -a "$SOCK" version >/dev/null 2>&1; then
-		echo "cri plugin:  $(ctr -a "$SOCK" plugins ls | awk '$2 == "cri" { print $NF }')"
+	echo "containerd:  ${pid:-not running} ($(command -v "$CTRD"))"
+	if [[ -n "$pid" ]] && timeout 5 "$CTR" -a "$SOCK" version >/dev/null 2>&1; then
+		echo "cri plugin:  $("$CTR" -a "$SOCK" plugins ls | awk '$2 == "cri" { print $NF }')"
 		echo "images:      $(ctr_ images ls -q | tr '\n' ' ')"
 		echo "containers:  $(ctr_ containers ls -q | wc -l)"
 		echo "tasks:       $(ctr_ tasks ls -q | wc -l) ($(ctr_ tasks ls | awk 'NR > 1 && $3 == "RUNNING"' | wc -l) running)"

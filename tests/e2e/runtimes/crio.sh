@@ -10,7 +10,7 @@
 #
 # Uses lab.sh's LAB, BRIDGE, SUBNET, CNI_BIN_DIR, PAUSE_IMAGE, log and die; sets SOCK.
 
-SOCK="$LAB/crio.sock"
+SOCK="$LAB/runtime.sock"
 CRIO_STORAGE_DRIVER=overlay
 
 rt_packages() { printf '%s\n' conmon runc crun skopeo containernetworking-plugins busybox-static iptables libseccomp2; }
@@ -268,6 +268,7 @@ rt_images() {
 # for what ignores it; conmon reports the SIGKILL to CRI-O as an exit).
 rt_remove_all() {
 	local out rt id
+	[[ -n "$(rt_pid)" ]] && cri_ status >/dev/null 2>&1 || return 0
 	for rt in runc crun; do
 		[[ -d "$LAB/$rt" ]] || continue
 		for id in $("$rt" --root "$LAB/$rt" list -q 2>/dev/null || true); do
