@@ -34,7 +34,7 @@ rt_ensure() {
 # CAP_SYS_RESOURCE (this machine) runc then fails with "failed to update
 # /proc/self/oom_score_adj: Permission denied". The wrapper does what containerd's option
 # does: on `create`, a spec's oomScoreAdj below the runtime's own is raised to its own.
-# Lab only: a real node has CAP_SYS_RESOURCE.
+# Lab only: a real node has CAP_SYS_RESOURCE. A call without --root gets the lab's root.
 crio_write_wrappers() {
 	local rt real
 	for rt in runc crun; do
@@ -63,7 +63,10 @@ if proc.get("oomScoreAdj") is not None and proc["oomScoreAdj"] < own:
     json.dump(spec, open(path, "w"))
 PY
 fi
-exec $real "\$@"
+# Its own root unless CRI-O names one: crun makes its default root (/run/crun) on any call,
+# even the --version and features probes CRI-O runs at start.
+case " \$* " in *" --root "*) exec $real "\$@" ;; esac
+exec $real --root "$LAB/$rt" "\$@"
 EOC
 		)"
 		chmod 0755 "$LAB/bin/$rt"
