@@ -1286,7 +1286,7 @@ async fn container_events_stream_each_change_with_the_sandbox_after_it() {
     assert_eq!(last.sandbox, None);
 }
 
-/// containerd 2.x answers the stream's opening with its first event, not before: an opening
+/// containerd 2.x and CRI-O answer the stream's opening with their first event, not before: an opening
 /// left unanswered past the query deadline is a stream, not a timeout, and its events
 /// arrive once the runtime answers.
 #[tokio::test]

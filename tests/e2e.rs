@@ -748,7 +748,7 @@ async fn j_fields_are_honoured_or_refused() {
              volumeMounts: [{name: mem, mountPath: /mem}]\n    command:",
     ) + "  volumes:\n  - name: mem\n    emptyDir: {medium: Memory, sizeLimit: 16Mi}\n";
     lab.write_manifest("burst.yaml", &burst);
-    // runtimeClassName is the CRI handler: the lab's containerd has "edge", not "nope".
+    // runtimeClassName is the CRI handler: the lab's runtime has "edge", not "nope".
     let class = |name: &str, class: &str| {
         manifest(name, 2, &[container("c", &service_script(name), &[])])
             .replace("spec:\n", &format!("spec:\n  runtimeClassName: {class}\n"))
@@ -859,20 +859,30 @@ async fn j_fields_are_honoured_or_refused() {
         Some((net, _)) => format!("{net}.1"),
         None => lab.fail(&format!("pod lo has no IPv4 address: {pod_ip:?}")),
     };
-    lab.wait_for(
-        &format!("lo's page on 127.0.0.1:{lo_port}"),
-        secs(30),
-        || async {
-            http_get("127.0.0.1", lo_port).and_then(|b| {
-                if b.contains("lo-page") {
-                    Ok(())
-                } else {
-                    Err(format!("another page: {b:?}"))
-                }
-            })
-        },
-    )
-    .await;
+    if runtime_name() == "crio" {
+        // CRI-O maps host ports itself (iptables DNAT, never CNI portmap) and sets neither
+        // route_localnet nor a masquerade for 127.0.0.1 sources: a host port is not reachable
+        // through 127.0.0.1 there (cri-o/cri-o#605, containernetworking/plugins#763).
+        eprintln!(
+            "e2e {}: SKIP lo's page on 127.0.0.1:{lo_port}: CRI-O's host ports do not answer on 127.0.0.1 (its own iptables rules; no route_localnet); only 'not on the bridge address' is checked",
+            lab.scenario
+        );
+    } else {
+        lab.wait_for(
+            &format!("lo's page on 127.0.0.1:{lo_port}"),
+            secs(30),
+            || async {
+                http_get("127.0.0.1", lo_port).and_then(|b| {
+                    if b.contains("lo-page") {
+                        Ok(())
+                    } else {
+                        Err(format!("another page: {b:?}"))
+                    }
+                })
+            },
+        )
+        .await;
+    }
     lab.wait_for(
         &format!("any's page on {gateway}:{any_port}"),
         secs(30),
@@ -899,6 +909,13 @@ async fn j_fields_are_honoured_or_refused() {
     )
     .await;
 
+    // The runtime's own words for an unknown handler: containerd `no runtime for "nope" is
+    // configured`, CRI-O `failed to find runtime handler nope from runtime list …`.
+    let unknown_handler = if runtime_name() == "crio" {
+        "runtime handler nope"
+    } else {
+        "\"nope\""
+    };
     // One stderr line holding all of its words, per expectation.
     let expected: [(&str, &[&str]); 4] = [
         (
@@ -924,7 +941,7 @@ async fn j_fields_are_honoured_or_refused() {
         ),
         (
             "a line naming pod nope's sandbox failure for its unknown runtime handler",
-            &["nope-e2e-node", "sandbox", "\"nope\""],
+            &["nope-e2e-node", "sandbox", unknown_handler],
         ),
     ];
     for (what, words) in expected {
@@ -2403,7 +2420,8 @@ async fn o_log_rotation_and_image_gc() {
         )
     });
     // containerd's CRI image store learns of an import from containerd's own image event,
-    // a moment after `ctr` returns: poll (seen missing once on a loaded machine).
+    // a moment after `ctr` returns (CRI-O reads its store on the next lookup): poll (seen
+    // missing once on a loaded machine).
     lab.wait_for(
         &format!("{victim} present in the CRI after import"),
         secs(30),
@@ -3184,6 +3202,18 @@ async fn sweep(rt: &CriRuntime, scenario: &str) {
     };
     let mut removed = Vec::new();
     for sb in all.iter().filter(|s| is_ours(s)) {
+        // Each running container killed first, as the kubelet stops containers before their
+        // sandbox: CRI-O's StopPodSandbox sends SIGTERM to what still runs and waits up to the
+        // call's deadline for it (a shell as PID 1 ignores TERM), containerd's kills at once.
+        let filter = ListFilter {
+            sandbox_id: Some(sb.id.clone()),
+            ..Default::default()
+        };
+        for c in rt.list_containers(&filter).await.unwrap_or_default() {
+            if c.state == ContainerState::Running {
+                let _ = rt.stop_container(&c.id, 0).await;
+            }
+        }
         let stop = rt.stop_pod_sandbox(&sb.id).await;
         let remove = rt.remove_pod_sandbox(&sb.id).await;
         match (stop, remove) {

@@ -279,8 +279,10 @@ impl Runtime for CriRuntime {
     /// The stream's opening waits for the runtime's answer up to the query deadline; the
     /// stream itself has none (no gRPC deadline is sent: it lasts as long as the connection).
     ///
-    /// containerd 2.x (and 1.7) send the response headers with the first event, not when
-    /// the stream is accepted: an idle runtime leaves the opening unanswered. A refusal
+    /// containerd 2.x (and 1.7) and CRI-O send the response headers with the first event, not
+    /// when the stream is accepted (grpc-go sends them with the first message unless the
+    /// handler calls `SendHeader`; CRI-O's `GetContainerEvents` does not): an idle runtime
+    /// leaves the opening unanswered. A refusal
     /// (containerd 1.6's Unimplemented, a connection refused) comes at once, so an opening
     /// still unanswered at the deadline is taken as accepted, and its answer is awaited by
     /// the stream's first poll (kubelet: grpc-go's `GetContainerEvents` returns the client
@@ -1172,7 +1174,13 @@ fn container_config(c: &ContainerConfig) -> proto::ContainerConfig {
             name: c.name.clone(),
             attempt: c.attempt,
         }),
-        image: Some(image_spec(&c.image)),
+        // kubelet: generateContainerConfig sets UserSpecifiedImage to the pod's image name.
+        // CRI-O: CreateContainer fails without it ("user specified image not specified,
+        // cannot verify image signature").
+        image: Some(proto::ImageSpec {
+            user_specified_image: c.image.clone(),
+            ..image_spec(&c.image)
+        }),
         command: c.command.clone(),
         args: c.args.clone(),
         working_dir: c.working_dir.clone(),
@@ -1727,6 +1735,17 @@ mod tests {
             from_namespace_mode(proto::NamespaceMode::Target.into()),
             NamespaceMode::Container
         );
+    }
+
+    #[test]
+    fn create_container_names_the_user_specified_image() {
+        let c = ContainerConfig {
+            image: "localhost/busybox:edge".into(),
+            ..Default::default()
+        };
+        let image = container_config(&c).image.expect("image");
+        assert_eq!(image.image, "localhost/busybox:edge");
+        assert_eq!(image.user_specified_image, "localhost/busybox:edge");
     }
 
     #[test]

@@ -11,7 +11,7 @@
 It speaks just enough gRPC: HTTP/2 with one stream per connection, request headers as HPACK
 literals, the response read from DATA frames. Response headers and trailers are not
 decoded (that would need HPACK Huffman); a call that returns no message is reported as
-failed and containerd.log has the reason. Protobuf is encoded by hand with the field
+failed and the runtime's log has the reason. Protobuf is encoded by hand with the field
 numbers of k8s.io/cri-api runtime/v1 api.proto. picolet's real client is
 src/cri/client.rs; this exists only so the lab can be proven without it.
 """
@@ -169,7 +169,7 @@ def call(endpoint, method, request, timeout=30.0):
     finally:
         sock.close()
     if len(data) < 5:
-        raise CallError(f"{method}: failed (no response message; see containerd.log)")
+        raise CallError(f"{method}: failed (no response message; see the runtime's log)")
     n = struct.unpack(">I", data[1:5])[0]
     return decode(data[5:5 + n])
 
@@ -194,7 +194,8 @@ def container_config(name, image, argv, labels, log_path):
     metadata = f_str(1, name)
     ns = f_bytes(3, f_int(2, CONTAINER))  # pid = CONTAINER, else `sh` dies at start
     linux = f_bytes(2, ns)
-    return (f_bytes(1, metadata) + f_bytes(2, f_str(1, image))
+    # ImageSpec.user_specified_image (18) too: CRI-O refuses a CreateContainer without it.
+    return (f_bytes(1, metadata) + f_bytes(2, f_str(1, image) + f_str(18, image))
             + b"".join(f_str(3, a) for a in argv) + f_map(9, labels) + f_str(11, log_path)
             + f_bytes(15, linux))
 
@@ -247,7 +248,9 @@ def cmd_run_pod(ep, args):
     uid = args.uid or f"cri-py-{os.getpid()}-{int(time.time())}"
     ns = args.namespace
     log_dir = os.path.join(os.path.abspath(args.log_dir), f"{ns}_{args.name}_{uid}")
-    os.makedirs(log_dir, exist_ok=True)
+    # The client makes <pod log dir>/<container>/, as the kubelet does: CRI-O's conmon opens
+    # the log file there and fails without it (containerd makes it itself).
+    os.makedirs(os.path.join(log_dir, "main"), exist_ok=True)
     sb = sandbox_config(args.name, ns, uid, log_dir, args.cgroup_parent)
     t0 = time.monotonic()
     sid = text(call(ep, "RunPodSandbox", f_bytes(1, sb)), 1)

@@ -206,10 +206,12 @@ import_images() {
 		# Built and imported by an earlier `up` of this lab: nothing to do.
 		[[ -f "$file" ]] && grep -qxF "$name" <<<"$have" && continue
 		if [[ "$name" == "$PAUSE_IMAGE" ]]; then
-			# The sandbox's only process: sleeps as PID 1 of the pod; StopPodSandbox kills it
-			# with SIGKILL, so it needs no signal handling.
+			# The sandbox's only process: sleeps as PID 1 of the pod. It exits on SIGTERM as
+			# the real pause does: containerd's StopPodSandbox kills it with SIGKILL, but
+			# CRI-O's sends SIGTERM and waits until the call's deadline for it to exit.
 			python3 "$SCRIPT_DIR/mkimage.py" --name "$name" -o "$file" \
-				--entrypoint /bin/busybox --entrypoint sleep --entrypoint infinity 2>/dev/null
+				--entrypoint /bin/busybox --entrypoint sh --entrypoint=-c \
+				--entrypoint 'trap "exit 0" TERM INT; busybox sleep infinity & wait' 2>/dev/null
 		else
 			python3 "$SCRIPT_DIR/mkimage.py" --name "$name" -o "$file" --cmd sh 2>/dev/null
 		fi

@@ -8,8 +8,8 @@
 #   tests/upstream/build.sh --list                     components, versions, cached or not
 #
 # Components: see versions.sh (crictl; the control plane: etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler, kubectl; containerd2; the kubelet, e2e.test and
-# CRI-O join it with their issues).
+# kube-controller-manager, kube-scheduler, kubectl; containerd2; crio (with pinns next to it);
+# the kubelet and e2e.test join it with their issues).
 #
 # containerd2 is one component of three binaries (containerd, containerd-shim-runc-v2, ctr):
 # `--path containerd2` prints their directory (<cache>/containerd2-<version>/bin), which a
@@ -47,6 +47,7 @@ done
 
 KUBE_COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
 COMPONENTS=(crictl etcd "${KUBE_COMPONENTS[@]}")
+COMPONENTS+=(crio) # CRI-O: see its block below
 
 # ---- containerd 2.x (issue 35) -------------------------------------------------------------
 COMPONENTS+=(containerd2)
@@ -81,6 +82,7 @@ component_spec() {
 	crictl) echo "sigs.k8s.io/cri-tools sigs.k8s.io/cri-tools/cmd/crictl $CRICTL_VERSION 0" ;;
 	# etcd's main package is the root of its server module (server/main.go calls etcdmain.Main).
 	etcd) echo "go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 $ETCD_VERSION 0" ;;
+	crio) crio_spec ;; # CRI-O: see its block below
 	# containerd 2.x: PKG is a comma-separated list (one `go install` of the three). cgo off:
 	# static binaries like the release's shim (SHIM_CGO_ENABLED=0 in its Makefile).
 	containerd2)
@@ -113,6 +115,7 @@ component_ldflags() {
 	case "$1" in
 	crictl) echo "-X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" ;;
 	etcd) echo "" ;; # etcd's version is a constant of go.etcd.io/etcd/api/v3/version
+	crio) crio_ldflags ;; # CRI-O: see its block below
 	# containerd: its Makefile's GO_LDFLAGS (Version, Package; no Revision without git).
 	containerd2) echo "-X $CONTAINERD2_MODULE/version.Version=$CONTAINERD2_VERSION -X $CONTAINERD2_MODULE/version.Package=$CONTAINERD2_MODULE" ;;
 	*)
@@ -135,11 +138,74 @@ component_ldflags() {
 # The build tags of a component's release build (hack/lib/golang.sh for Kubernetes).
 component_tags() {
 	if is_kube "$1"; then echo "selinux,notest,grpcnotrace"; fi
+	if [[ $1 == crio ]]; then crio_tags; fi # CRI-O: see its block below
 	# containerd: without the btrfs, devmapper and zfs snapshotters (the lab uses overlayfs;
 	# btrfs needs cgo and libbtrfs headers).
 	if [[ $1 == containerd2 ]]; then echo "no_btrfs,no_devmapper,no_zfs"; fi
 	return 0
 }
+
+# ---- CRI-O (issue 35 part B) -------------------------------------------------------------
+# `crio` (cmd/crio) from module github.com/cri-o/cri-o, with cgo (libseccomp), and its C
+# helper `pinns` (pinns/ of the same module zip, built with Debian's gcc and make) next to it
+# in the cache: $CACHE/crio-$CRIO_VERSION/bin/{crio,pinns}. conmon and runc/crun come from
+# Debian (tests/e2e/runtimes/crio.sh installs them).
+crio_spec() { echo "github.com/cri-o/cri-o github.com/cri-o/cri-o/cmd/crio $CRIO_VERSION 1"; }
+
+# CRI-O's Makefile picks BUILDTAGS by probing the build machine (hack/*_tag.sh); ours are
+# fixed instead, so that every machine builds the same binary:
+#   containers_image_openpgp           signatures verified in Go (no gpgme/libgpgme)
+#   exclude_graphdriver_btrfs          no btrfs driver (no libbtrfs headers); overlay and vfs stay
+#   exclude_graphdriver_devicemapper   no devicemapper driver (no libdevmapper)
+#   btrfs_noversion                    what hack/btrfs_tag.sh says without btrfs/version.h
+#   containers_image_ostree_stub       no ostree transport (no libostree), as upstream always sets
+#   seccomp                            RuntimeDefault/Localhost seccomp profiles work as on a
+#                                      real node; needs libseccomp-dev (Debian) for cgo
+# Left out: selinux and apparmor (neither is enforcing here; their Go code is not needed) and
+# libsubid (user-namespace id ranges from /etc/subuid, not used by picolet's tests).
+crio_tags() {
+	echo "containers_image_openpgp,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper,btrfs_noversion,containers_image_ostree_stub,seccomp"
+}
+
+# What CRI-O's Makefile sets (BASE_LDFLAGS): -s -w, the build date (here the module's
+# publication time, so that a rebuild is the same binary) and the commit (the proxy's Origin
+# hash for the tag). The version itself is a constant (internal/version.Version).
+crio_ldflags() {
+	local info date commit pkg=github.com/cri-o/cri-o/internal/version
+	info=$(mod_info github.com/cri-o/cri-o "$CRIO_VERSION" Info)
+	date=$(sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' "$info")
+	commit=$(sed -n 's/.*"Hash":"\([^"]*\)".*/\1/p' "$info")
+	echo "-s -w -X $pkg.buildDate=$date${commit:+ -X $pkg.buildCommit=$commit}"
+}
+
+# crio_list_refused: true. The proxy answers 403 for the module's version list
+# (.../github.com/cri-o/cri-o/@v/list), which `go install pkg@version` reads for its
+# deprecation check and then fails; a build module (build_module, `go get pkg@version`, then
+# check_pins: the versions CRI-O's go.mod pins, none newer) does not read it.
+crio_list_refused() { true; }
+
+# crio_check: the C side of the build is there (before the long Go build, not after it).
+crio_check() {
+	{ command -v cc && command -v make; } >/dev/null ||
+		die "crio: pinns needs Debian's gcc and make (apt-get install gcc make libc6-dev)"
+	pkg-config --exists libseccomp 2>/dev/null ||
+		die "crio: the seccomp build tag needs libseccomp-dev (apt-get install libseccomp-dev pkg-config)"
+}
+
+# crio_extras DIR: builds pinns into DIR/bin from the module's C source (make, as upstream's
+# pinns/Makefile: a static binary), in a copy under DIR (the module cache is read-only).
+crio_extras() {
+	local dir=$1 src
+	src=$(mod_info github.com/cri-o/cri-o "$CRIO_VERSION" Dir)
+	rm -rf "$dir/src"
+	mkdir -p "$dir/src"
+	cp -r "$src/pinns" "$dir/src/pinns"
+	chmod -R u+w "$dir/src"
+	make -s -C "$dir/src/pinns" >&2 || die "crio: pinns build failed"
+	install -m 0755 "$dir/src/bin/pinns" "$dir/bin/pinns"
+	rm -rf "$dir/src"
+}
+# ---- end CRI-O ---------------------------------------------------------------------------
 
 # local_replaces GOMOD → "module required-version" per line, for each replace directive of
 # that go.mod whose target is a directory (=> ./x or ../x) and whose module it requires. Such
@@ -238,7 +304,9 @@ check_pins() {
 compile() {
 	local name=$1 pkg=$2 version=$3 cgo=$4 tags=$5 ldflags=$6 dest=$7 module=$8 gomod bdir p
 	gomod=$(mod_info "$module" "$version" GoMod)
-	if [[ -z "$(local_replaces "$gomod")" ]] && ! grep -qE '^replace[[:space:]]' "$gomod"; then
+	# CRI-O: not by go install, see crio_list_refused in its block.
+	if [[ -z "$(local_replaces "$gomod")" ]] && ! grep -qE '^replace[[:space:]]' "$gomod" &&
+		! { [[ $name == crio ]] && crio_list_refused; }; then
 		# go install pkg@version: the module's own go.mod and go.sum, outside any module of ours.
 		# PKG may be a comma-separated list of packages of one module (containerd2).
 		local at=()
@@ -248,7 +316,7 @@ compile() {
 	fi
 	[[ $pkg != *,* ]] || die "$name: several packages need a module without replace directives"
 	bdir=$(build_module "$module" "$version")
-	say "$name $version: building in $bdir (its go.mod has replace directives)"
+	say "$name $version: building in $bdir (a build module: see compile)"
 	(
 		cd "$bdir"
 		go get "$pkg@$version"
@@ -281,11 +349,13 @@ build() {
 	mkdir -p "$dir/bin"
 	# GNU time, where present, records the largest process's peak memory (compiler or linker).
 	[[ -x /usr/bin/time ]] && timer=(/usr/bin/time -o "$dir/build-maxrss-kib" -f '%M')
+	if [[ $name == crio ]]; then crio_check; fi # CRI-O: see its block
 	"${timer[@]}" "$SCRIPT_DIR/build.sh" --compile "$name" "$pkg" "$version" "$cgo" "$tags" "$ldflags" "$dir" "$module" ||
 		die "$name $version: build of $pkg@$version failed"
 	for b in $(component_bins "$name"); do
 		[[ -x "$dir/bin/$b" ]] || die "$name $version: built, but no $dir/bin/$b"
 	done
+	if [[ $name == crio ]]; then crio_extras "$dir"; fi # CRI-O: pinns, see its block
 	secs=$(($(date +%s) - start))
 	echo "$want" >"$stamp"
 	echo "$secs" >"$dir/build-seconds"

@@ -29,3 +29,16 @@ ETCD_VERSION=v3.7.0
 # shellcheck disable=SC2034  # used by build.sh
 CONTAINERD2_VERSION=v2.4.2
 # ---- end containerd 2.x ----------------------------------------------------------------------
+
+# ---- CRI-O (issue 35 part B) -------------------------------------------------------------
+# CRI-O (module github.com/cri-o/cri-o, built as `crio` with its `pinns` helper): its minor
+# should match KUBERNETES_VERSION's (1.37), but the Go module proxy serves no v1.37.x (checked
+# 2026-12-04 with `go mod download -json github.com/cri-o/cri-o@v1.37.0` (.1, .2): "403 This
+# module version is not available"; `go list -m -versions` is refused too). v1.36.3 is the
+# newest patch it serves (also v1.36.1, v1.36.2, v1.35.2). One minor behind the control
+# plane: move to v1.37.x when the proxy serves it. Its go.mod says `go 1.26.3` and has no
+# replace directives; build.sh builds it in a build module all the same (the proxy refuses
+# the version list `go install` reads), with CRI-O's pins checked.
+# shellcheck disable=SC2034  # used by build.sh
+CRIO_VERSION=v1.36.3
+# ---- end CRI-O ---------------------------------------------------------------------------
