@@ -21,6 +21,8 @@
 //!                 slowest fuzz corpus input; valid pods beside the hostile ones)
 //!   containerd    --endpoint unix://… --counts 1,20 --reps 3 --rss-pods 10 --idle-secs 60
 //!                 [--containerd-pid PID] [--podman --image-tar busybox.tar]
+//!                 [--label NAME]  (the runtime's name in the sections: `pod start (NAME)`…;
+//!                 default containerd; any CRI endpoint works: CRI-O, containerd 2.x)
 //! ```
 //!
 //! The fake serves `GetContainerEvents` (evented PLEG, as containerd ≥ 1.7); `--no-events`
@@ -1658,6 +1660,7 @@ async fn containerd(args: &Args) -> Res<()> {
     let rss_pods = args.num("rss-pods", 10)? as usize;
     let idle_secs = args.num("idle-secs", 60)?;
     let containerd_pid = args.num("containerd-pid", 0)? as u32;
+    let _ = RUNTIME_LABEL.set(args.str("label").unwrap_or("containerd").to_string());
     let rt = CriRuntime::connect(&endpoint).map_err(|e| e.to_string())?;
     let v = rt
         .version()
@@ -1675,7 +1678,7 @@ async fn containerd(args: &Args) -> Res<()> {
             Ok(p) => Some(p),
             Err(e) => {
                 log(format!("podman: cannot set up: {e}"));
-                result("pod start (containerd)", "podman kube play", "n/a", &e);
+                result(&rt_section("pod start"), "podman kube play", "n/a", &e);
                 None
             }
         }
@@ -1701,6 +1704,15 @@ async fn containerd(args: &Args) -> Res<()> {
     res
 }
 
+/// The runtime's name in the `containerd` mode's sections (`--label`).
+static RUNTIME_LABEL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// `kind (runtime)`: a section of the `containerd` mode.
+fn rt_section(kind: &str) -> String {
+    let label = RUNTIME_LABEL.get().map_or("containerd", String::as_str);
+    format!("{kind} ({label})")
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn containerd_inner(
     bin: &Path,
@@ -1713,7 +1725,7 @@ async fn containerd_inner(
     idle_secs: u64,
     containerd_pid: u32,
 ) -> Res<()> {
-    let section = "pod start (containerd)";
+    let section = &rt_section("pod start");
     sweep(rt).await;
     // Warm-up: the first pod after containerd starts pays for snapshots and CNI setup.
     log("containerd: warm-up");
@@ -1873,10 +1885,13 @@ async fn containerd_inner(
     sleep(Duration::from_secs(5)).await;
     p.alive()?;
     let s = sample(p.pid())?;
-    let section = "footprint (containerd)";
+    let section = &rt_section("footprint");
     result(
         section,
-        &format!("picolet RSS at {rss_pods} pods (containerd)"),
+        &format!(
+            "picolet RSS at {rss_pods} pods ({})",
+            RUNTIME_LABEL.get().map_or("containerd", String::as_str)
+        ),
         mib(s.rss_kb),
         &format!(
             "VmRSS {} kB, VmHWM {} kB, PSS {} kB",
@@ -1924,15 +1939,16 @@ async fn containerd_inner(
     let el = t0.elapsed().as_secs_f64();
     p.alive()?;
     let p1 = sample(p.pid())?;
-    let section = "idle (containerd)";
+    let section = &rt_section("idle");
     result(
         section,
         &format!("picolet CPU ({rss_pods} pods, {idle_secs} s)"),
         format!("{:.3} s", p1.run_ns.saturating_sub(p0.run_ns) as f64 / 1e9),
         &format!(
-            "{:.3}% of one core; bytes written {}",
+            "{:.3}% of one core; bytes written {}; write syscalls {} (each CRI call makes some)",
             p1.run_ns.saturating_sub(p0.run_ns) as f64 / 1e9 / el * 100.0,
-            p1.write_bytes - p0.write_bytes
+            p1.write_bytes - p0.write_bytes,
+            p1.syscw.saturating_sub(p0.syscw)
         ),
     );
     let c1 = if containerd_pid != 0 {
@@ -1974,7 +1990,7 @@ async fn containerd_inner(
         let conmons = pm.conmons();
         let c0 = cpu_sum_ticks(&conmons);
         result(
-            "footprint (containerd)",
+            &rt_section("footprint"),
             &format!("podman: conmon PSS at {rss_pods} pods"),
             mib(pss_sum(&conmons)),
             &format!(
@@ -1984,7 +2000,7 @@ async fn containerd_inner(
         );
         sleep(Duration::from_secs(idle_secs.min(30))).await;
         result(
-            "idle (containerd)",
+            &rt_section("idle"),
             &format!(
                 "podman: conmon CPU ({rss_pods} pods, {} s)",
                 idle_secs.min(30)
