@@ -101,7 +101,7 @@ step "cargo clippy -D warnings"
 cargo clippy --all-targets --all-features -- -D warnings
 
 step "shellcheck"
-shellcheck -x .ci/run tests/*.sh tests/e2e/*.sh tests/upstream/*.sh tests/cluster/*.sh tests/fuzz/*.sh benches/run.sh
+shellcheck -x .ci/run tests/*.sh tests/e2e/*.sh tests/e2e/runtimes/*.sh tests/upstream/*.sh tests/cluster/*.sh tests/fuzz/*.sh benches/*.sh
 
 step "unit and fake-CRI tests"
 cargo test --all-features
