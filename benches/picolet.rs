@@ -1709,8 +1709,12 @@ static RUNTIME_LABEL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 /// `kind (runtime)`: a section of the `containerd` mode.
 fn rt_section(kind: &str) -> String {
-    let label = RUNTIME_LABEL.get().map_or("containerd", String::as_str);
-    format!("{kind} ({label})")
+    format!("{kind} ({})", rt_label())
+}
+
+/// The runtime's name (`--label`, default containerd).
+fn rt_label() -> &'static str {
+    RUNTIME_LABEL.get().map_or("containerd", String::as_str)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1860,7 +1864,7 @@ async fn containerd_inner(
     }
     for (k, v) in &call_ms {
         result(
-            "containerd per-call latency (raw client, 1 pod)",
+            &rt_section("per-call latency (raw client, 1 pod)"),
             k,
             format!("{:.0} ms", median(v)),
             &format!("median of {}", v.len()),
@@ -1888,10 +1892,7 @@ async fn containerd_inner(
     let section = &rt_section("footprint");
     result(
         section,
-        &format!(
-            "picolet RSS at {rss_pods} pods ({})",
-            RUNTIME_LABEL.get().map_or("containerd", String::as_str)
-        ),
+        &format!("picolet RSS at {rss_pods} pods ({})", rt_label()),
         mib(s.rss_kb),
         &format!(
             "VmRSS {} kB, VmHWM {} kB, PSS {} kB",
@@ -1913,10 +1914,10 @@ async fn containerd_inner(
         let c = sample(containerd_pid)?;
         result(
             section,
-            &format!("containerd + shims PSS at {rss_pods} pods"),
+            &format!("{} + shims PSS at {rss_pods} pods", rt_label()),
             mib(c.pss_kb + pss_sum(&shims)),
             &format!(
-                "containerd {} kB + {} shims {} kB (shared with any CRI client)",
+                "runtime {} kB + {} shims {} kB (shared with any CRI client; CRI-O's conmons are not counted)",
                 c.pss_kb,
                 shims.len(),
                 pss_sum(&shims)
@@ -1971,7 +1972,10 @@ async fn containerd_inner(
         let b1 = sample(containerd_pid)?.cpu_ticks;
         result(
             section,
-            &format!("containerd CPU with picolet running ({rss_pods} pods, {idle_secs} s)"),
+            &format!(
+                "{} CPU with picolet running ({rss_pods} pods, {idle_secs} s)",
+                rt_label()
+            ),
             format!("{:.2} s", (c1 - c0) as f64 / hz),
             &format!(
                 "{:.2}% of one core; without picolet {:.2} s ({:.2}%); shims {:.2} s",
@@ -2070,6 +2074,12 @@ async fn raw_start(rt: &CriRuntime, n: usize) -> Res<RawStart> {
             let c_cfg =
                 rtconfig::container_config(pod, c, 0, "", Vec::new(), node, &Default::default())
                     .map_err(|e| e.to_string())?;
+            // The container's own log directory (`<pod dir>/<name>/`), as picolet makes it:
+            // CRI-O's conmon does not create it (containerd does).
+            if let Some(dir) = Path::new(&c_cfg.log_path).parent() {
+                fs::create_dir_all(Path::new(&sb_cfg.log_directory).join(dir))
+                    .map_err(|e| e.to_string())?;
+            }
             let t = Instant::now();
             let sb = rt
                 .run_pod_sandbox(&sb_cfg)
@@ -2146,7 +2156,7 @@ async fn read_call_medians(rt: &CriRuntime) {
     ] {
         if !v.is_empty() {
             result(
-                "containerd per-call latency (raw client, 1 pod)",
+                &rt_section("per-call latency (raw client, 1 pod)"),
                 name,
                 format!("{:.1} ms", median(&v)),
                 &format!("median of {}", v.len()),

@@ -56,7 +56,8 @@ trap teardown EXIT
 i=0
 for rt in $runtimes; do
 	i=$((i + 1))
-	LAB=$OUT/lab-$rt
+	# Short: containerd 2.x's shim socket directory ($LAB/s) must fit in 42 characters.
+	LAB=/tmp/picolet-bench-lab-$rt
 	log "$rt: lab up ($LAB, load $(load))"
 	if ! endpoint=$(PICOLET_LAB_RUNTIME=$rt PICOLET_LAB_BRIDGE=picobench$i PICOLET_LAB_SUBNET=10.88.11$i.0/24 \
 		tests/e2e/lab.sh up "$LAB" 2>>"$OUT/logs/lab.log" | tail -n 1); then

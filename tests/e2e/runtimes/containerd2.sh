@@ -32,6 +32,10 @@ rt_packages() { echo runc; }
 
 rt_ensure() {
 	command -v runc >/dev/null || die "runc not found in PATH"
+	# containerd 2.x refuses a shim socket_dir longer than 42 characters (its restart monitor
+	# then fails to load and the CRI plugin reports an error): say so before it starts.
+	((${#LAB} + 2 <= 42)) ||
+		die "lab directory $LAB is too long for containerd 2.x: its shim socket_dir ($LAB/s) must be at most 42 characters; use a shorter PICOLET_LAB_DIR"
 	containerd2_bin_dir
 	# shellcheck source=tests/upstream/versions.sh
 	. "$SCRIPT_DIR/../upstream/versions.sh"
