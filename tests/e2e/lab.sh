@@ -393,6 +393,8 @@ usage() {
 case "${1:-}" in
 packages)
 	RUNTIME=${PICOLET_LAB_RUNTIME:-containerd}
+	# The runtime files name paths under the lab as they are read: no lab here.
+	LAB=/nonexistent-picolet-lab
 	load_runtime
 	packages
 	;;

@@ -13,7 +13,12 @@
 SOCK="$LAB/runtime.sock"
 CRIO_STORAGE_DRIVER=overlay
 
-rt_packages() { printf '%s\n' conmon runc crun skopeo containernetworking-plugins busybox-static iptables libseccomp2; }
+# Also what tests/upstream/build.sh needs to build crio (cgo with libseccomp) and pinns (C),
+# so that `up` on a fresh machine builds it.
+rt_packages() {
+	printf '%s\n' conmon runc crun skopeo containernetworking-plugins busybox-static iptables libseccomp2 \
+		libseccomp-dev pkg-config gcc make libc6-dev
+}
 
 # The built crio (tests/upstream/build.sh crio): $LAB/bin/{crio,pinns} link to it.
 rt_ensure() {
