@@ -20,14 +20,13 @@ PICOLET_DIST=${PICOLET_DIST:-$CARGO_TARGET_DIR/dist}
 # (their code is larger); PICOLET_BUDGET_FULL overrides all three.
 PICOLET_BUDGET_STATIC=${PICOLET_BUDGET_STATIC:-$((3 * 1024 * 1024))}
 
-# features_for TARGET: cargo flags a target's release build adds. ARMv6 (Pi Zero/1, the
-# smallest boards) compiles its debug-level log lines out (`log/release_max_level_info`:
-# RUST_LOG=debug shows nothing more there; info, warnings and errors are all kept): 23 KB that
-# keep its full build under 4 MiB since the TLS bootstrap and the node API's webhook
-# authorization (issue 34). Every other target keeps its debug logs.
+# features_for TARGET: cargo flags a target's release build adds (none today). ARMv6 compiled
+# its debug-level log lines out (`--features log/release_max_level_info`, 23 KB) from issue 34
+# until the two size cuts of issue 33 (session 18) gave every target ~100 KB back: all three
+# keep every log line again. The hook stays for a target that needs a flag.
 features_for() {
 	case "$1" in
-	arm-unknown-linux-musleabihf) echo "--features log/release_max_level_info" ;;
+	*) ;;
 	esac
 }
 
