@@ -1946,7 +1946,7 @@ async fn containerd_inner(
         &format!("picolet CPU ({rss_pods} pods, {idle_secs} s)"),
         format!("{:.3} s", p1.run_ns.saturating_sub(p0.run_ns) as f64 / 1e9),
         &format!(
-            "{:.3}% of one core; bytes written {}; write syscalls {} (each CRI call makes some)",
+            "{:.3}% of one core; bytes written {}; write syscalls {} (CRI calls and log lines, but also tokio's eventfd wake-ups of its blocking pool)",
             p1.run_ns.saturating_sub(p0.run_ns) as f64 / 1e9 / el * 100.0,
             p1.write_bytes - p0.write_bytes,
             p1.syscw.saturating_sub(p0.syscw)
