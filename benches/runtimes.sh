@@ -62,6 +62,8 @@ for rt in $runtimes; do
 	if ! endpoint=$(PICOLET_LAB_RUNTIME=$rt PICOLET_LAB_BRIDGE=picobench$i PICOLET_LAB_SUBNET=10.88.11$i.0/24 \
 		tests/e2e/lab.sh up "$LAB" 2>>"$OUT/logs/lab.log" | tail -n 1); then
 		log "$rt: lab.sh up failed: $OUT/logs/lab.log"
+		tests/e2e/lab.sh down "$LAB" >>"$OUT/logs/lab.log" 2>&1 || log "$rt: lab.sh down failed"
+		LAB=''
 		printf 'RESULT\t%s\t%s\t%s\t%s\t%s\n' "pod start ($rt)" "lab" "failed" "see $OUT/logs/lab.log" "$(load)" >>"$RESULTS"
 		continue
 	fi
