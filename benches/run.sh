@@ -72,16 +72,7 @@ print_table() {
 		echo
 		cat "$OUT/machine.md"
 		echo "- load average at end: $(load)"
-		awk -F'\t' '
-			$1 != "RESULT" { next }
-			!($2 in rows) { order[++n] = $2; rows[$2] = "" }
-			{ rows[$2] = rows[$2] sprintf("| %s | %s | %s | %s |\n", $3, $4, $5, $6) }
-			END {
-				for (i = 1; i <= n; i++) {
-					printf "\n### %s\n\n| metric | value | notes | load (1/5/15 min) |\n|---|---|---|---|\n%s", order[i], rows[order[i]]
-				}
-			}
-		' "$RESULTS"
+		awk -F'\t' -f benches/table.awk "$RESULTS"
 	} >"$OUT/table.md"
 	echo
 	cat "$OUT/table.md"

@@ -79,14 +79,5 @@ for rt in $runtimes; do
 	LAB=
 done
 
-awk -F'\t' '
-	$1 != "RESULT" { next }
-	!($2 in rows) { order[++n] = $2; rows[$2] = "" }
-	{ rows[$2] = rows[$2] sprintf("| %s | %s | %s | %s |\n", $3, $4, $5, $6) }
-	END {
-		for (i = 1; i <= n; i++) {
-			printf "\n### %s\n\n| metric | value | notes | load (1/5/15 min) |\n|---|---|---|---|\n%s", order[i], rows[order[i]]
-		}
-	}
-' "$RESULTS" | tee "$OUT/table.md"
+awk -F'\t' -f benches/table.awk "$RESULTS" | tee "$OUT/table.md"
 log "results: $OUT/table.md"

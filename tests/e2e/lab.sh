@@ -92,6 +92,32 @@ load_runtime() {
 # Process state letter (R, S, Z...) or empty when gone.
 proc_state() { awk '{ sub(/.*\) /, ""); print $1 }' "/proc/$1/stat" 2>/dev/null || true; }
 
+# Whether process $1 still lives (not gone, not a zombie).
+proc_alive() { [[ -n "$(proc_state "$1")" && "$(proc_state "$1")" != Z ]]; }
+
+# stop_process NAME PID SECS: SIGTERM (and SIGCONT, so that a stopped one gets it too), SIGKILL
+# if it still lives after SECS seconds: the runtimes' rt_stop.
+stop_process() {
+	local i
+	kill -TERM "$2" 2>/dev/null || true
+	kill -CONT "$2" 2>/dev/null || true
+	for ((i = 0; i < $3 * 10; i++)); do
+		proc_alive "$2" || break
+		sleep 0.1
+	done
+	if proc_alive "$2"; then
+		log "$1 did not stop on SIGTERM in $3 s: SIGKILL"
+		kill -KILL "$2" 2>/dev/null || true
+	fi
+	log "$1 stopped"
+}
+
+# kill_process PID: SIGKILL, and wait until it is gone: the runtimes' rt_kill.
+kill_process() {
+	kill -KILL "$1"
+	while proc_alive "$1"; do sleep 0.05; done
+}
+
 # Mount points at or under $LAB, in mount order (octal escapes of mountinfo decoded).
 lab_mounts() {
 	awk -v lab="$LAB" '{

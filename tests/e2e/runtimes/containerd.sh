@@ -163,28 +163,16 @@ rt_start() {
 }
 
 rt_stop() {
-	local pid i
+	local pid
 	pid=$(rt_pid)
-	[[ -n "$pid" ]] || return 0
-	kill -TERM "$pid" 2>/dev/null || true
-	kill -CONT "$pid" 2>/dev/null || true # a stopped (SIGSTOP) containerd gets the TERM too
-	for ((i = 0; i < 100; i++)); do
-		[[ -n "$(proc_state "$pid")" && "$(proc_state "$pid")" != Z ]] || break
-		sleep 0.1
-	done
-	if [[ -n "$(proc_state "$pid")" && "$(proc_state "$pid")" != Z ]]; then
-		log "containerd did not stop on SIGTERM in 10 s: SIGKILL"
-		kill -KILL "$pid" 2>/dev/null || true
-	fi
-	log "containerd stopped"
+	[[ -z "$pid" ]] || stop_process containerd "$pid" 10
 }
 
 rt_kill() {
 	local pid
 	pid=$(rt_pid)
 	[[ -n "$pid" ]] || die "containerd is not running"
-	kill -KILL "$pid"
-	while [[ -n "$(proc_state "$pid")" && "$(proc_state "$pid")" != Z ]]; do sleep 0.05; done
+	kill_process "$pid"
 	log "containerd $pid killed (SIGKILL); $(shim_pids | wc -l) shim(s) left running"
 }
 

@@ -229,28 +229,16 @@ rt_start() {
 
 # SIGTERM: CRI-O stops, writes its clean-shutdown file; conmon keeps the containers running.
 rt_stop() {
-	local pid i
+	local pid
 	pid=$(rt_pid)
-	[[ -n "$pid" ]] || return 0
-	kill -TERM "$pid" 2>/dev/null || true
-	kill -CONT "$pid" 2>/dev/null || true
-	for ((i = 0; i < 150; i++)); do
-		[[ -n "$(proc_state "$pid")" && "$(proc_state "$pid")" != Z ]] || break
-		sleep 0.1
-	done
-	if [[ -n "$(proc_state "$pid")" && "$(proc_state "$pid")" != Z ]]; then
-		log "crio did not stop on SIGTERM in 15 s: SIGKILL"
-		kill -KILL "$pid" 2>/dev/null || true
-	fi
-	log "crio stopped"
+	[[ -z "$pid" ]] || stop_process crio "$pid" 15
 }
 
 rt_kill() {
 	local pid
 	pid=$(rt_pid)
 	[[ -n "$pid" ]] || die "crio is not running"
-	kill -KILL "$pid"
-	while [[ -n "$(proc_state "$pid")" && "$(proc_state "$pid")" != Z ]]; do sleep 0.05; done
+	kill_process "$pid"
 	log "crio $pid killed (SIGKILL); $(crio_conmon_pids | wc -l) conmon(s) left running"
 }
 
