@@ -42,7 +42,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
-use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 mod eviction;
@@ -276,13 +275,13 @@ pub async fn run<R: Runtime, C: Clock>(
     };
     state.eviction = eviction::loop_state(cfg.eviction.clone(), pressure, reclaim_images);
 
-    let mut housekeeping_tick = tokio::time::interval(HOUSEKEEPING_PERIOD);
-    housekeeping_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    // On the wake-up grid (task.rs): at idle, the passes below, the other tasks' and the
+    // pod resyncs share one wake-up.
+    let mut housekeeping_tick = crate::task::interval(HOUSEKEEPING_PERIOD);
     // kubelet: the container GC loop runs every ContainerGCPeriod, the first pass a period
     // after the start.
     let mut gc_tick =
-        tokio::time::interval_at(tokio::time::Instant::now() + gc::GC_PERIOD, gc::GC_PERIOD);
-    gc_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        crate::task::interval_at(tokio::time::Instant::now() + gc::GC_PERIOD, gc::GC_PERIOD);
 
     loop {
         tokio::select! {

@@ -36,7 +36,6 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::{Clock, UnixNanos, nanos};
@@ -422,8 +421,7 @@ impl<R: Runtime, C: Clock> ImageManager<R, C> {
     /// A pass every [`GC_PERIOD`], the first one at once, until `shutdown` (kubelet:
     /// `StartGarbageCollection`'s image loop).
     pub async fn run(self, shutdown: CancellationToken) {
-        let mut tick = tokio::time::interval(GC_PERIOD);
-        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut tick = crate::task::interval(GC_PERIOD);
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,

@@ -41,21 +41,21 @@
 //! 2      certificate   api checkpoint clock kube x509
 //! 2      cm            api qos sort task
 //! 2      config_data   api checkpoint clock kube sort task
-//! 2      eviction      api cri qos sort
-//! 2      images        clock cri sort
+//! 2      eviction      api cri qos sort task
+//! 2      images        clock cri sort task
 //! 2      probe         api kube
 //! 2      recorder      api clock json kube
 //! 3      fieldpath     api config_data
 //! 3      manifest      api clock config_data sort
 //! 3      messages      api config_data
-//! 3      node          api clock cm cri eviction kube sort
+//! 3      node          api clock cm cri eviction kube sort task
 //! 3      options       api cm eviction images
 //! 4      admission     api manifest qos
-//! 4      logs          clock cri messages sort
+//! 4      logs          clock cri messages sort task
 //! 4      pod_config    api messages
-//! 4      source        api checkpoint clock config_data kube manifest messages recorder sort
-//! 4      status        api clock config_data cri kube messages pod_manager qos sort
-//! 4      volume        api clock config_data cri fieldpath grpc sort
+//! 4      source        api checkpoint clock config_data kube manifest messages recorder sort task
+//! 4      status        api clock config_data cri kube messages pod_manager qos sort task
+//! 4      volume        api clock config_data cri fieldpath grpc sort task
 //! 5      kuberuntime   api clock cm config_data cri fieldpath logs probe qos recorder sort volume
 //! 6      local_api     api checkpoint clock cm cri eviction json kube kuberuntime manifest messages metrics node recorder shrink sort task x509
 //! 6      pleg          cri kuberuntime sort task
@@ -84,7 +84,7 @@
 //! - [`metrics`]      Prometheus text rendering and the agent's counters
 //! - `shrink`         giving memory back after a burst (sparse maps, heap trim)
 //! - `sort`           stable sorting with one copy of the sort code (binary size)
-//! - `task`           spawning the agent's tasks with one copy of tokio's task code (binary size)
+//! - `task`           spawning the agent's tasks with one copy of tokio's task code (binary size); the wake-up grid their periodic passes share (idle CPU)
 //! - `checkpoint`     (feature `apiserver`) the last-seen API pods and objects on disk (offline autonomy)
 //! - [`cri`]          the CRI boundary: the `Runtime` trait, its types, the tonic client, the fakes
 //! - `kube`           (feature `apiserver`) the apiserver client: HTTP(S), kubeconfig, typed calls, watches

@@ -39,7 +39,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
-use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::{Clock, UnixNanos};
@@ -435,8 +434,7 @@ impl<R: Runtime, C: Clock> LogManager<R, C> {
 
     /// A pass every [`MONITOR_PERIOD`] until `shutdown` (kubelet: `ContainerLogManager.Start`).
     pub async fn run(mut self, shutdown: CancellationToken) {
-        let mut tick = tokio::time::interval(MONITOR_PERIOD);
-        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut tick = crate::task::interval(MONITOR_PERIOD);
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,

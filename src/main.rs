@@ -82,6 +82,11 @@ fn init_logging() {
 fn block_on(fut: impl std::future::Future<Output = ExitCode>) -> ExitCode {
     match tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        // The passes that read files on the blocking pool (eviction, log rotation: 10 s; the
+        // manifest relist: 20 s; container GC: 60 s) find its threads still there, instead
+        // of each starting one again (tokio's default keeps an idle thread 10 s: measured,
+        // the thread starts and exits were a quarter of an idle node's CPU).
+        .thread_keep_alive(std::time::Duration::from_secs(65))
         .build()
     {
         Ok(rt) => rt.block_on(fut),

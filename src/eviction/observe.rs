@@ -24,7 +24,6 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use tokio::sync::mpsc;
-use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use super::{Observation, Observations, Signal};
@@ -85,11 +84,16 @@ impl Sources {
     }
 }
 
-/// The node's signals, and why any could not be measured.
-pub fn observe_node(src: &Sources, statfs: StatFs) -> (Observations, Vec<String>) {
+/// The node's signals, and why any could not be measured. `memory_need(capacity)`: the
+/// largest `memory.available` threshold (see [`memory_available`]).
+pub fn observe_node(
+    src: &Sources,
+    statfs: StatFs,
+    memory_need: &dyn Fn(u64) -> u64,
+) -> (Observations, Vec<String>) {
     let mut obs = Observations::new();
     let mut errors = Vec::new();
-    match memory_available(&src.proc_root, &src.cgroup_root) {
+    match memory_available(&src.proc_root, &src.cgroup_root, memory_need) {
         Ok(o) => {
             obs.insert(Signal::MemoryAvailable, o);
         }
@@ -180,16 +184,34 @@ fn invalid(what: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what)
 }
 
-/// kubelet (cadvisor): capacity − working set of the root cgroup.
-pub fn memory_available(proc_root: &Path, cgroup_root: &Path) -> io::Result<Observation> {
+/// kubelet (cadvisor): capacity − working set of the root cgroup, the working set being
+/// the usage less the inactive file pages.
+///
+/// picolet differs in one way: the inactive file pages (the root's `memory.stat`, whose
+/// read makes the kernel flush every cgroup's counters — the largest single cost of an
+/// idle node, measured with perf) are read only when they can matter: while capacity −
+/// usage, a lower bound of the available memory, is below `need(capacity)`, the largest
+/// threshold. Above it no threshold can be met, and that lower bound is what is observed.
+pub fn memory_available(
+    proc_root: &Path,
+    cgroup_root: &Path,
+    need: &dyn Fn(u64) -> u64,
+) -> io::Result<Observation> {
     let meminfo = read(&proc_root.join("meminfo"))?;
     let capacity = meminfo_bytes(&meminfo, "MemTotal")
         .ok_or_else(|| invalid("no MemTotal in meminfo".into()))?;
+    let enough = |usage: u64| capacity.saturating_sub(usage) >= need(capacity);
     let working_set = if cgroup_root.join("cgroup.controllers").exists() {
         // cgroup v2: the root has no memory.current.
         let free = meminfo_bytes(&meminfo, "MemFree")
             .ok_or_else(|| invalid("no MemFree in meminfo".into()))?;
         let usage = capacity.saturating_sub(free);
+        if enough(usage) {
+            return Ok(Observation {
+                available: capacity.saturating_sub(usage),
+                capacity,
+            });
+        }
         let inactive = std::fs::read_to_string(cgroup_root.join("memory.stat"))
             .ok()
             .and_then(|t| stat_value(&t, "inactive_file"))
@@ -203,6 +225,12 @@ pub fn memory_available(proc_root: &Path, cgroup_root: &Path) -> io::Result<Obse
             .trim()
             .parse()
             .map_err(|_| invalid(format!("{}: not a number", usage_path.display())))?;
+        if enough(usage) {
+            return Ok(Observation {
+                available: capacity.saturating_sub(usage),
+                capacity,
+            });
+        }
         let stat = read(&dir.join("memory.stat"))?;
         let inactive = stat_value(&stat, "total_inactive_file").unwrap_or(0);
         usage.saturating_sub(inactive)
@@ -327,8 +355,7 @@ pub async fn run<R: Runtime>(
     tx: mpsc::Sender<Observed>,
     shutdown: CancellationToken,
 ) {
-    let mut tick = tokio::time::interval(super::MONITORING_PERIOD);
-    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut tick = crate::task::interval(super::MONITORING_PERIOD);
     let mut logged: Vec<String> = Vec::new();
     let mut stats_failing = false;
     loop {
@@ -337,8 +364,20 @@ pub async fn run<R: Runtime>(
             _ = tick.tick() => {}
         }
         let s = src.clone();
+        let memory: Vec<super::Threshold> = thresholds
+            .iter()
+            .filter(|t| t.signal == Signal::MemoryAvailable)
+            .copied()
+            .collect();
+        let need = move |capacity| {
+            memory
+                .iter()
+                .map(|t| t.quantity(capacity))
+                .max()
+                .unwrap_or(0)
+        };
         let Ok((node, errors)) =
-            tokio::task::spawn_blocking(move || observe_node(&s, statfs)).await
+            tokio::task::spawn_blocking(move || observe_node(&s, statfs, &need)).await
         else {
             continue;
         };
@@ -419,6 +458,9 @@ pub async fn run<R: Runtime>(
 mod tests {
     use super::*;
 
+    /// A threshold no lower bound meets: the exact working set is always read.
+    const EXACT: fn(u64) -> u64 = |_| u64::MAX;
+
     fn write(root: &Path, rel: &str, text: &str) {
         let p = root.join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -474,13 +516,13 @@ mod tests {
                 150_000u64 * 1024
             ),
         );
-        let o = memory_available(&src.proc_root, &src.cgroup_root).unwrap();
+        let o = memory_available(&src.proc_root, &src.cgroup_root, &EXACT).unwrap();
         assert_eq!(o.capacity, 1_000_000 * 1024);
         assert_eq!(o.available, 550_000 * 1024);
 
         // v2 without a root memory.stat: (MemTotal − MemFree) − Inactive(file).
         write(&src.cgroup_root, "cgroup.controllers", "cpu memory\n");
-        let o = memory_available(&src.proc_root, &src.cgroup_root).unwrap();
+        let o = memory_available(&src.proc_root, &src.cgroup_root, &EXACT).unwrap();
         assert_eq!(o.available, (1_000_000 - 700_000) * 1024);
         // v2 with one: its inactive_file.
         write(
@@ -488,8 +530,38 @@ mod tests {
             "memory.stat",
             &format!("inactive_file {}\n", 300_000u64 * 1024),
         );
-        let o = memory_available(&src.proc_root, &src.cgroup_root).unwrap();
+        let o = memory_available(&src.proc_root, &src.cgroup_root, &EXACT).unwrap();
         assert_eq!(o.available, (1_000_000 - 500_000) * 1024);
+    }
+
+    #[test]
+    fn memory_stat_is_read_only_when_a_threshold_could_be_met() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = sources(dir.path());
+        write(&src.proc_root, "meminfo", MEMINFO);
+        // v1, usage 600000 KiB of 1000000: at least 400000 KiB available.
+        write(
+            &src.cgroup_root,
+            "memory/memory.usage_in_bytes",
+            &format!("{}\n", 600_000u64 * 1024),
+        );
+        // No memory.stat at all: a read of it would fail.
+        let at_most = |kib: u64| move |_cap: u64| kib * 1024;
+        let o = memory_available(&src.proc_root, &src.cgroup_root, &at_most(400_000)).unwrap();
+        assert_eq!(o.available, 400_000 * 1024, "the lower bound");
+        assert_eq!(o.capacity, 1_000_000 * 1024);
+        memory_available(&src.proc_root, &src.cgroup_root, &at_most(400_001))
+            .expect_err("a threshold above the bound needs memory.stat");
+        // The threshold as a function of the capacity (a percentage).
+        let forty_percent = |cap: u64| cap / 100 * 40;
+        memory_available(&src.proc_root, &src.cgroup_root, &forty_percent).unwrap();
+        // v2: capacity − (MemTotal − MemFree) = MemFree, from meminfo alone.
+        write(&src.cgroup_root, "cgroup.controllers", "cpu memory\n");
+        write(&src.cgroup_root, "memory.stat", "inactive_file 1024\n");
+        let o = memory_available(&src.proc_root, &src.cgroup_root, &at_most(100)).unwrap();
+        assert_eq!(o.available, 200_000 * 1024);
+        let o = memory_available(&src.proc_root, &src.cgroup_root, &EXACT).unwrap();
+        assert_eq!(o.available, 200_001 * 1024);
     }
 
     #[test]
@@ -500,7 +572,7 @@ mod tests {
         write(&src.proc_root, "sys/kernel/pid_max", "4096\n");
         write(&src.proc_root, "loadavg", "0.10 0.20 0.30 2/96 12345\n");
         write(&src.cgroup_root, "cgroup.controllers", "memory\n");
-        let (obs, errors) = observe_node(&src, fake_statfs);
+        let (obs, errors) = observe_node(&src, fake_statfs, &EXACT);
         assert!(errors.is_empty(), "{errors:?}");
         assert_eq!(
             obs[&Signal::PidAvailable],
@@ -525,7 +597,7 @@ mod tests {
 
         // Nothing measurable: every signal is left out, each with its reason.
         let empty = sources(&dir.path().join("none"));
-        let (obs, errors) = observe_node(&empty, broken_statfs);
+        let (obs, errors) = observe_node(&empty, broken_statfs, &EXACT);
         assert!(obs.is_empty());
         assert_eq!(errors.len(), 3, "{errors:?}");
         assert!(errors[0].starts_with("memory.available:"), "{errors:?}");

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use tokio::sync::watch;
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::cluster::{
@@ -418,10 +418,8 @@ impl<R: Runtime, C: Clock> NodeAgent<R, C> {
             facts.internal_ip = local_ip_towards(self.client.server());
         }
         let mut state = NodeState::default();
-        let mut status_tick = tokio::time::interval(self.opts.status_update_frequency);
-        status_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let mut lease_tick = tokio::time::interval(self.opts.lease_renew_interval);
-        lease_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut status_tick = crate::task::interval(self.opts.status_update_frequency);
+        let mut lease_tick = crate::task::interval(self.opts.lease_renew_interval);
         loop {
             if state.node_uid.is_none() {
                 tokio::select! {

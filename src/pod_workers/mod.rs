@@ -58,6 +58,9 @@ pub use state::{Outcome, UpdatePodOptions, UpdateType, Work, WorkKind, WorkerSta
 /// static pods at boot, 20 pods in the bench — stays below it and never waits.
 pub const MAX_SYNCS_IN_FLIGHT: usize = 32;
 
+/// Requeues at least this far away are rounded up to the wake-up grid (`task::align_up`).
+const ALIGNED_REQUEUE: Duration = Duration::from_secs(10);
+
 /// A successful SyncPod.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SyncPodOk {
@@ -431,7 +434,15 @@ impl<S: PodSyncer> PodWorkers<S> {
                 }
                 Effect::Cancel { uid } => self.cancel(&uid),
                 Effect::Requeue { uid, after } => {
-                    self.deadlines.insert(uid, Instant::now() + after);
+                    // A resync or a long back-off waits for the next point of the agent's
+                    // wake-up grid (at most 2 s more), so an idle node's resyncs share the
+                    // housekeeping's wake-ups (kubelet: spread by jitter alone). Short
+                    // hints (a back-off about to end, network not ready) stay exact.
+                    let mut at = Instant::now() + after;
+                    if after >= ALIGNED_REQUEUE {
+                        at = crate::task::align_up(at);
+                    }
+                    self.deadlines.insert(uid, at);
                 }
                 Effect::Forget { uid } => {
                     self.deadlines.remove(&uid);

@@ -189,11 +189,10 @@ impl<C: Clock> FileSource<C> {
         // Arm the watch before the first listing so nothing between the two is missed.
         watch.arm(&dir, &ev_tx);
 
-        let mut relist = tokio::time::interval_at(
+        let mut relist = crate::task::interval_at(
             Instant::now() + options.relist_interval,
             options.relist_interval,
         );
-        relist.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut pending: Option<(Instant, Instant)> = None; // (first event, deadline)
         let max_burst = options.debounce * MAX_BURST_DEBOUNCES;
         let mut last: Option<Snapshot> = None;

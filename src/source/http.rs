@@ -18,7 +18,6 @@ use http::Method;
 use http::header::{HeaderName, HeaderValue};
 use serde_json::Value;
 use tokio::sync::mpsc;
-use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::Pod;
@@ -106,8 +105,7 @@ impl<C: Clock> HttpSource<C> {
 
     /// Sends full snapshots on `tx` until `shutdown` (or until `tx` is closed).
     pub async fn run(self, tx: mpsc::Sender<SourceUpdate>, shutdown: CancellationToken) {
-        let mut tick = tokio::time::interval(self.options.period);
-        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut tick = crate::task::interval(self.options.period);
         let mut last_body: Option<bytes::Bytes> = None;
         let mut last_sent: Option<Vec<Arc<Pod>>> = None;
         let mut failing = false;

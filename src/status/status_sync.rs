@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use tokio::sync::watch;
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{
@@ -117,8 +117,7 @@ impl StatusSyncer {
     }
 
     pub async fn run(mut self, shutdown: CancellationToken) {
-        let mut tick = tokio::time::interval(self.reconcile_period);
-        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut tick = crate::task::interval(self.reconcile_period);
         loop {
             let mut reconcile = false;
             tokio::select! {

@@ -176,8 +176,7 @@ pub async fn run(
             None
         }
     };
-    let mut tick = tokio::time::interval(RESCAN_PERIOD);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut tick = crate::task::interval(RESCAN_PERIOD);
     // Registered sockets with their identity; failed ones with theirs (logged once).
     let mut sockets: BTreeMap<PathBuf, SocketId> = BTreeMap::new();
     let mut failed: BTreeMap<PathBuf, SocketId> = BTreeMap::new();
