@@ -297,6 +297,15 @@ struct ProcSample {
     write_bytes: u64,
 }
 
+/// CPU seconds between two samples of one process: its live threads' schedstat (ns), or its
+/// utime + stime (clock ticks, but counting the threads that exited in between — the blocking
+/// pool's, which the schedstat sum loses), whichever is larger.
+fn cpu_secs(a: &ProcSample, b: &ProcSample) -> f64 {
+    let sched = b.run_ns.saturating_sub(a.run_ns) as f64 / 1e9;
+    let ticks = b.cpu_ticks.saturating_sub(a.cpu_ticks) as f64 / clock_ticks_per_sec() as f64;
+    sched.max(ticks)
+}
+
 fn read(path: impl AsRef<Path>) -> Res<String> {
     fs::read_to_string(path.as_ref()).map_err(|e| format!("{}: {e}", path.as_ref().display()))
 }
@@ -1065,7 +1074,7 @@ async fn fake_idle(args: &Args) -> Res<()> {
     }
     let hz = clock_ticks_per_sec() as f64;
     let cpu_s = (s1.cpu_ticks - s0.cpu_ticks) as f64 / hz;
-    let run_s = s1.run_ns.saturating_sub(s0.run_ns) as f64 / 1e9;
+    let run_s = cpu_secs(&s0, &s1);
     result(
         section,
         &format!("CPU time ({window})"),
@@ -1192,7 +1201,7 @@ async fn fake_probes(args: &Args) -> Res<()> {
         let elapsed = start.elapsed().as_secs_f64();
         let s1 = sample(p.pid())?;
         p.stop();
-        let run_s = s1.run_ns.saturating_sub(s0.run_ns) as f64 / 1e9;
+        let run_s = cpu_secs(&s0, &s1);
         (s1, run_s / elapsed * 100.0)
     };
     let (port, requests) = probe_target().await?;
@@ -1224,7 +1233,7 @@ async fn fake_probes(args: &Args) -> Res<()> {
         .count();
     let gets = requests.load(std::sync::atomic::Ordering::Relaxed) - req0;
     let window = format!("{n} pods × 2 probes every {period} s, {secs} s");
-    let run_s = s1.run_ns.saturating_sub(s0.run_ns) as f64 / 1e9;
+    let run_s = cpu_secs(&s0, &s1);
     let with = run_s / elapsed * 100.0;
     result(
         section,
@@ -1944,10 +1953,10 @@ async fn containerd_inner(
     result(
         section,
         &format!("picolet CPU ({rss_pods} pods, {idle_secs} s)"),
-        format!("{:.3} s", p1.run_ns.saturating_sub(p0.run_ns) as f64 / 1e9),
+        format!("{:.3} s", cpu_secs(&p0, &p1)),
         &format!(
             "{:.3}% of one core; bytes written {}; write syscalls {} (CRI calls and log lines, but also tokio's eventfd wake-ups of its blocking pool)",
-            p1.run_ns.saturating_sub(p0.run_ns) as f64 / 1e9 / el * 100.0,
+            cpu_secs(&p0, &p1) / el * 100.0,
             p1.write_bytes - p0.write_bytes,
             p1.syscw.saturating_sub(p0.syscw)
         ),
