@@ -283,6 +283,20 @@ pub async fn run<R: Runtime, C: Clock>(
     let mut gc_tick =
         crate::task::interval_at(tokio::time::Instant::now() + gc::GC_PERIOD, gc::GC_PERIOD);
 
+    let mut watchdog = match node::Watchdog::from_env() {
+        Ok(w) => w,
+        Err(e) => {
+            log::warn!("systemd watchdog: {e}; pinging on every tick");
+            Some(node::Watchdog::every_tick())
+        }
+    };
+    if let Some(w) = &watchdog {
+        log::info!(
+            "systemd watchdog: WATCHDOG=1 from the event loop, timeout {} s",
+            w.timeout().as_secs()
+        );
+    }
+
     loop {
         tokio::select! {
             biased;
@@ -315,7 +329,13 @@ pub async fn run<R: Runtime, C: Clock>(
                 PlegMessage::Watching(since) => state.pod_state.watching_since = since,
             },
             Some(update) = recv_opt(&mut objects_rx) => state.on_objects(Scope::Api, update.objects),
-            _ = housekeeping_tick.tick() => state.housekeeping(),
+            _ = housekeeping_tick.tick() => {
+                state.housekeeping();
+                // From the loop itself: a stuck loop stops the pings (see `node::Watchdog`).
+                if watchdog.as_mut().is_some_and(|w| w.due(tokio::time::Instant::now())) {
+                    node::sd_notify("WATCHDOG=1");
+                }
+            }
             _ = gc_tick.tick() => state.garbage_collect(),
             Some(observed) = eviction::recv(&mut eviction_observed) => state.on_eviction_observed(observed),
         }

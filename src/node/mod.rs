@@ -289,9 +289,6 @@ impl fmt::Display for Preflight {
     }
 }
 
-/// Tells systemd (`Type=notify`) that picolet is ready: one datagram `READY=1` on
-/// `$NOTIFY_SOCKET` (an abstract socket when it starts with `@`). No libsystemd needed.
-/// Does nothing outside systemd.
 /// The node's own IP when `--node-ip` is not given (kubelet: `ChooseHostInterface`, the
 /// address of the default route's interface): the source address the kernel picks for a
 /// documentation address (a UDP "connect" sends nothing). IPv4 first, then IPv6; `None`
@@ -323,6 +320,9 @@ pub fn release_free_memory() {
     }
 }
 
+/// Tells systemd (`Type=notify`) a state: one datagram (`READY=1`, `WATCHDOG=1`, …) on
+/// `$NOTIFY_SOCKET` (an abstract socket when it starts with `@`). No libsystemd needed.
+/// Does nothing outside systemd.
 pub fn sd_notify(state: &str) {
     use std::os::linux::net::SocketAddrExt;
     use std::os::unix::net::{SocketAddr, UnixDatagram};
@@ -340,6 +340,91 @@ pub fn sd_notify(state: &str) {
     });
     if let Err(e) = sent {
         log::warn!("sd_notify to {path}: {e}");
+    }
+}
+
+/// The systemd watchdog (kubelet: `watchdog/watchdog_linux.go`): with `WatchdogSec=` in the
+/// unit, systemd passes `WATCHDOG_USEC` and restarts picolet when no `WATCHDOG=1` came for
+/// that long. picolet sends it from its event loop itself, on the housekeeping tick: a loop
+/// that is stuck stops the pings, which is the health check (the kubelet's `syncloop`
+/// check, with the loop's own liveness instead of a timestamp it records).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Watchdog {
+    /// Half the timeout, as the kubelet and `sd_watchdog_enabled` advise.
+    every: std::time::Duration,
+    last: Option<tokio::time::Instant>,
+}
+
+impl Watchdog {
+    /// From the environment systemd sets; `None` when no watchdog is asked for.
+    pub fn from_env() -> Result<Option<Watchdog>, String> {
+        let usec = std::env::var("WATCHDOG_USEC").ok();
+        let pid = std::env::var("WATCHDOG_PID").ok();
+        Self::from_values(usec.as_deref(), pid.as_deref(), std::process::id())
+    }
+
+    /// `WATCHDOG_USEC` and `WATCHDOG_PID` as given (systemd: `sd_watchdog_enabled`): unset
+    /// or 0 → none; a PID that is not `own_pid` → none (the variables were meant for another
+    /// process); a timeout of 4 s or less → an error, since the pings come from a 2 s tick.
+    pub fn from_values(
+        usec: Option<&str>,
+        pid: Option<&str>,
+        own_pid: u32,
+    ) -> Result<Option<Watchdog>, String> {
+        let Some(usec) = usec.map(str::trim).filter(|u| !u.is_empty()) else {
+            return Ok(None);
+        };
+        let usec: u64 = usec
+            .parse()
+            .map_err(|_| format!("WATCHDOG_USEC={usec:?} is not a number of microseconds"))?;
+        if usec == 0 {
+            return Ok(None);
+        }
+        if let Some(pid) = pid.map(str::trim).filter(|p| !p.is_empty()) {
+            if pid.parse::<u32>().ok() != Some(own_pid) {
+                return Ok(None);
+            }
+        }
+        let timeout = std::time::Duration::from_micros(usec);
+        if timeout <= crate::task::GRID * 2 {
+            return Err(format!(
+                "WatchdogSec={}ms is too short: picolet pings from its {} s housekeeping tick; set WatchdogSec= above {} s (e.g. 30s)",
+                timeout.as_millis(),
+                crate::task::GRID.as_secs(),
+                (crate::task::GRID * 2).as_secs()
+            ));
+        }
+        Ok(Some(Watchdog {
+            every: timeout / 2,
+            last: None,
+        }))
+    }
+
+    /// Whether a `WATCHDOG=1` is due at this tick (and, if so, it counts as sent). Ticks
+    /// come every [`crate::task::GRID`]: the ping goes one tick early rather than one late,
+    /// so two pings are never more than half the timeout apart.
+    pub fn due(&mut self, now: tokio::time::Instant) -> bool {
+        let due = match self.last {
+            None => true,
+            Some(last) => now.saturating_duration_since(last) + crate::task::GRID >= self.every,
+        };
+        if due {
+            self.last = Some(now);
+        }
+        due
+    }
+
+    /// A watchdog whose timeout is too short for the tick ([`Watchdog::from_values`]'s
+    /// error): it pings on every tick, the best it can do.
+    pub fn every_tick() -> Watchdog {
+        Watchdog {
+            every: std::time::Duration::ZERO,
+            last: None,
+        }
+    }
+
+    pub fn timeout(&self) -> std::time::Duration {
+        self.every * 2
     }
 }
 
@@ -429,5 +514,59 @@ mod tests {
         let mut buf = [0u8; 16];
         let n = sock.recv(&mut buf).unwrap();
         assert_eq!(&buf[..n], b"READY=1");
+    }
+
+    #[test]
+    fn watchdog_from_systemd_values() {
+        use super::Watchdog;
+        use std::time::Duration;
+        assert_eq!(Watchdog::from_values(None, None, 7), Ok(None));
+        assert_eq!(Watchdog::from_values(Some("0"), None, 7), Ok(None));
+        // Meant for another process.
+        assert_eq!(
+            Watchdog::from_values(Some("30000000"), Some("8"), 7),
+            Ok(None)
+        );
+        let w = Watchdog::from_values(Some("30000000"), Some("7"), 7)
+            .unwrap()
+            .unwrap();
+        assert_eq!(w.timeout(), Duration::from_secs(30));
+        let w = Watchdog::from_values(Some("30000000"), None, 7)
+            .unwrap()
+            .unwrap();
+        assert_eq!(w.timeout(), Duration::from_secs(30));
+        let e = Watchdog::from_values(Some("3000000"), None, 7).unwrap_err();
+        assert!(e.contains("WatchdogSec=3000ms is too short"), "{e}");
+        let e = Watchdog::from_values(Some("soon"), None, 7).unwrap_err();
+        assert!(e.contains("WATCHDOG_USEC=\"soon\""), "{e}");
+    }
+
+    #[test]
+    fn watchdog_pings_at_most_half_the_timeout_apart() {
+        use super::Watchdog;
+        use std::time::Duration;
+        let mut w = Watchdog::from_values(Some("30000000"), None, 1)
+            .unwrap()
+            .unwrap();
+        let t0 = tokio::time::Instant::now();
+        let grid = crate::task::GRID;
+        // Ticks every 2 s for 2 minutes: the first tick pings, then every 15 s or sooner.
+        let pings: Vec<Duration> = (0..60u32)
+            .map(|i| t0 + grid * i)
+            .filter(|t| w.due(*t))
+            .map(|t| t - t0)
+            .collect();
+        assert_eq!(pings[0], Duration::ZERO);
+        for pair in pings.windows(2) {
+            let gap = pair[1] - pair[0];
+            assert!(
+                gap <= Duration::from_secs(15) && gap >= Duration::from_secs(12),
+                "{pings:?}"
+            );
+        }
+        // A loop stuck for 40 s: the next tick pings at once (systemd has restarted it by then).
+        let late = t0 + grid * 60 + Duration::from_secs(40);
+        assert!(w.due(late));
+        assert!(!w.due(late + grid));
     }
 }
