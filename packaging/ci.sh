@@ -75,12 +75,16 @@ verify_unit() {
 	tmp=$(mktemp -d)
 	# verify insists that ExecStart exists and is executable: point it at a stand-in.
 	printf '#!/bin/sh\n' >"$tmp/picolet" && chmod +x "$tmp/picolet"
-	sed "s|/usr/bin/picolet|$tmp/picolet|" packaging/systemd/picolet.service >"$tmp/picolet.service"
-	out=$(systemd-analyze verify "$tmp/picolet.service" 2>&1) || { echo "$out"; rm -rf "$tmp"; return 1; }
+	local u
+	for u in picolet.service picolet-node-shutdown.service; do
+		sed "s|/usr/bin/picolet|$tmp/picolet|" "packaging/systemd/$u" >"$tmp/$u"
+	done
+	out=$(cd "$tmp" && systemd-analyze verify picolet.service picolet-node-shutdown.service 2>&1) ||
+		{ echo "$out"; rm -rf "$tmp"; return 1; }
 	rm -rf "$tmp"
 	# Warnings (unknown keys, bad values) do not change the exit code: fail on any output.
 	if [ -n "$out" ]; then echo "$out"; return 1; fi
-	echo "systemd-analyze verify: picolet.service clean"
+	echo "systemd-analyze verify: picolet.service and picolet-node-shutdown.service clean"
 }
 
 debs() {
@@ -95,6 +99,7 @@ debs() {
 		expect_lines "$deb" "$(awk '{print $1, $2, $6}' <<<"$list")" \
 			"-rwxr-xr-x root/root ./usr/bin/picolet" \
 			"-rw-r--r-- root/root ./usr/lib/systemd/system/picolet.service" \
+			"-rw-r--r-- root/root ./usr/lib/systemd/system/picolet-node-shutdown.service" \
 			"-rw-r--r-- root/root ./etc/picolet/config.yaml" \
 			"drwxr-xr-x root/root ./etc/kubernetes/manifests/" || return 1
 		dpkg-deb -f "$deb" Package Version Architecture

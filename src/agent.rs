@@ -45,6 +45,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 mod eviction;
+mod shutdown;
 pub use eviction::EvictionConfig;
 
 use crate::admission::{self, NodeInfo};
@@ -103,6 +104,10 @@ pub struct Channels {
     /// Where the running containers of the runtime view go when they change, for the
     /// container log manager (`None`: no log rotation).
     pub running_containers: Option<tokio::sync::watch::Sender<RunningContainers>>,
+    /// Graceful node shutdown: the node API's requests, and where "the node is shutting
+    /// down" is published (the node status reads it). `None`: no requests can come.
+    pub node_shutdown: Option<mpsc::Receiver<crate::node::shutdown::Request>>,
+    pub shutting_down: Option<tokio::sync::watch::Sender<bool>>,
 }
 
 /// The long-running tasks beside the loop, which the daemon (the one wiring place) starts,
@@ -150,6 +155,8 @@ pub struct AgentConfig {
     pub node_ip: Option<std::net::IpAddr>,
     /// `--eviction-hard` and co; `None`: no eviction manager.
     pub eviction: Option<EvictionConfig>,
+    /// Graceful node shutdown's priority groups (`node::shutdown::groups`; empty: off).
+    pub shutdown_groups: Vec<crate::node::shutdown::Group>,
 }
 
 /// The loop over any `Runtime` and `Clock` (tests use the fake runtime and paused time),
@@ -172,6 +179,8 @@ pub async fn run<R: Runtime, C: Clock>(
         pressure,
         reclaim_images,
         running_containers,
+        node_shutdown: mut shutdown_rx,
+        shutting_down,
     } = channels;
     let (wanted_tx, mut objects_rx) = match objects {
         Some(ObjectChannels { wanted, updates }) => (Some(wanted), Some(updates)),
@@ -260,6 +269,9 @@ pub async fn run<R: Runtime, C: Clock>(
             max_pods: cfg.max_pods,
         },
         node_ip: cfg.node_ip.map(|ip| ip.to_string()),
+        shutdown: None,
+        shutdown_groups: cfg.shutdown_groups.clone(),
+        shutting_down,
         rejected: HashSet::new(),
         prober,
         config_objects,
@@ -329,8 +341,10 @@ pub async fn run<R: Runtime, C: Clock>(
                 PlegMessage::Watching(since) => state.pod_state.watching_since = since,
             },
             Some(update) = recv_opt(&mut objects_rx) => state.on_objects(Scope::Api, update.objects),
+            Some(req) = recv_shutdown(&mut shutdown_rx) => state.on_shutdown_request(req),
             _ = housekeeping_tick.tick() => {
                 state.housekeeping();
+                state.shutdown_step();
                 // From the loop itself: a stuck loop stops the pings (see `node::Watchdog`).
                 if watchdog.as_mut().is_some_and(|w| w.due(tokio::time::Instant::now())) {
                     node::sd_notify("WATCHDOG=1");
@@ -354,6 +368,16 @@ pub async fn run<R: Runtime, C: Clock>(
     // Pods outlive picolet, as with the kubelet: in-flight work is simply dropped with the
     // LocalSet; the next picolet adopts the pods from their CRI labels.
     log::info!("picolet stopped; pods keep running");
+}
+
+/// `rx.recv()`, or pending forever without a receiver.
+async fn recv_shutdown(
+    rx: &mut Option<mpsc::Receiver<crate::node::shutdown::Request>>,
+) -> Option<crate::node::shutdown::Request> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// `rx.recv()`, or pending forever without a receiver.
@@ -400,6 +424,10 @@ struct Loop<R: Runtime, C: Clock> {
     /// What admission checks pods against.
     node: NodeInfo,
     node_ip: Option<String>,
+    /// Graceful node shutdown: the one under way, the plan, and where its state goes.
+    shutdown: Option<shutdown::ShutdownState>,
+    shutdown_groups: Vec<crate::node::shutdown::Group>,
+    shutting_down: Option<tokio::sync::watch::Sender<bool>>,
     /// Pods admission rejected: Failed, never started (kubelet: `rejectPod`).
     rejected: HashSet<String>,
     /// The probe workers of the pods with probes.
@@ -585,6 +613,10 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             .collect();
         let active: Vec<&Pod> = active.iter().map(AsRef::as_ref).collect();
         let mut verdict = admission::admit(pod, &self.node, &active);
+        // kubelet: the shutdown manager's admit handler.
+        if let Some(r) = self.shutdown_admit() {
+            verdict.rejection = Some(r);
+        }
         // kubelet: the eviction manager's admit handler comes before the predicates.
         if verdict
             .rejection

@@ -88,6 +88,10 @@ pub struct Extensions {
     /// Where the eviction manager publishes the node's pressure conditions (the node
     /// status and the node API subscribe).
     pub pressure: Option<tokio::sync::watch::Sender<crate::eviction::Conditions>>,
+    /// Graceful node shutdown: the node API's requests to the loop, and the loop's "the
+    /// node is shutting down" (the node status subscribes).
+    pub node_shutdown: Option<mpsc::Receiver<crate::node::shutdown::Request>>,
+    pub shutting_down: Option<tokio::sync::watch::Sender<bool>>,
     /// The node's apiserver client (apiserver mode): the node API's webhooks use it.
     #[cfg(feature = "apiserver")]
     pub client: Option<crate::kube::Client>,
@@ -152,11 +156,14 @@ pub async fn run(
             if opts.port != 0 {
                 let mut api_opts = local_api_options(&opts, cfg);
                 api_opts.serving = ext.serving.take();
+                let (shutdown_tx, shutdown_rx) = mpsc::channel(4);
+                ext.node_shutdown = Some(shutdown_rx);
                 let tx = crate::local_api::start(
                     &api_opts,
                     runtime.clone(),
                     SystemClock,
                     crate::local_api::Sources {
+                        node_shutdown: Some(shutdown_tx),
                         client: ext.client.clone(),
                         runtime_metrics: Some(runtime_metrics),
                         recorder: Some(recorder),
@@ -255,6 +262,10 @@ fn agent_config(opts: &Options, node_name: String) -> AgentConfig {
             sources: crate::eviction::observe::Sources::host(&opts.root_dir, &opts.pod_log_dir),
             statfs: crate::eviction::observe::statfs,
         }),
+        shutdown_groups: crate::node::shutdown::groups(
+            opts.shutdown_grace_period,
+            opts.shutdown_grace_period_critical_pods,
+        ),
     }
 }
 
@@ -484,6 +495,8 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
         pressure: ext.pressure,
         reclaim_images,
         running_containers,
+        node_shutdown: ext.node_shutdown,
+        shutting_down: ext.shutting_down,
     };
     let tasks = start_tasks(&runtime, &clock, &cfg, pod_cgroups, &shutdown);
     agent::run(runtime, clock, cfg, channels, tasks, shutdown).await

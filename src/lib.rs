@@ -48,7 +48,7 @@
 //! 3      fieldpath     api config_data
 //! 3      manifest      api clock config_data sort
 //! 3      messages      api config_data
-//! 3      node          api clock cm cri eviction kube sort task
+//! 3      node          api clock cm cri eviction kube qos sort task
 //! 3      options       api cm eviction images
 //! 4      admission     api manifest qos
 //! 4      logs          clock cri messages sort task

@@ -19,7 +19,7 @@ use serde::Deserialize;
 #[derive(Debug, thiserror::Error)]
 pub enum OptionsError {
     #[error(
-        "unknown command {0:?} (expected run, check, kubeconfig, validate, get, describe, logs or version; see --help)"
+        "unknown command {0:?} (expected run, check, kubeconfig, validate, get, describe, logs, node-shutdown or version; see --help)"
     )]
     UnknownCommand(String),
     #[error("unknown flag {0} (see --help)")]
@@ -101,6 +101,11 @@ pub struct Options {
     pub eviction_hard: Vec<crate::eviction::Threshold>,
     /// `--eviction-pressure-transition-period` (kubelet default 5m).
     pub eviction_pressure_transition_period: Duration,
+    /// kubelet `shutdownGracePeriod` (config file only, as the kubelet's; default 0: no
+    /// graceful node shutdown) and `shutdownGracePeriodCriticalPods` (its share for
+    /// system-critical pods): see `node::shutdown`.
+    pub shutdown_grace_period: Duration,
+    pub shutdown_grace_period_critical_pods: Duration,
     // ---- log rotation and image GC (kubelet: container log manager, image GC manager)
     /// `--container-log-max-size` (kubelet `containerLogMaxSize`, 10Mi): a running
     /// container's log is rotated once it reaches this many bytes.
@@ -203,6 +208,8 @@ impl Default for Options {
             .unwrap_or_default(),
             eviction_pressure_transition_period:
                 crate::eviction::DEFAULT_PRESSURE_TRANSITION_PERIOD,
+            shutdown_grace_period: Duration::ZERO,
+            shutdown_grace_period_critical_pods: Duration::ZERO,
             container_log_max_size: 10 * 1024 * 1024,
             container_log_max_files: 5,
             image_gc_high_threshold: 85,
@@ -252,6 +259,8 @@ On the board (kubectl's names and flags; see picolet validate --help, picolet ge
     picolet logs NAME [-n NS] [-c CONTAINER] [-f] [--tail N] [-p] [--timestamps]
                              the node API's answers (kubeconfig: ROOT-DIR/kubeconfig
                              or --kubeconfig FILE)
+    picolet node-shutdown    for the system's shutdown hook: stop every pod gracefully
+                             (shutdownGracePeriod) and wait
 
 FLAGS (kubelet names):
     --config FILE                       YAML config file (KubeletConfiguration field names)
@@ -366,6 +375,8 @@ struct ConfigFile {
     /// kubelet: `map[string]string`, `{"memory.available": "100Mi"}`.
     eviction_hard: Option<BTreeMap<String, String>>,
     eviction_pressure_transition_period: Option<String>,
+    shutdown_grace_period: Option<String>,
+    shutdown_grace_period_critical_pods: Option<String>,
     #[serde(rename = "staticPodURL", alias = "manifestURL")]
     static_pod_url: Option<String>,
     /// kubelet: `map[string][]string`.
@@ -392,7 +403,7 @@ struct ConfigFile {
 /// `--root-dir X`, `--kubeconfig X` (or `--flag=X`) and then a board command: that
 /// command's own command line (verb first, the flags after it).
 /// The board's own commands (`picolet validate|get|describe|logs`, answered by `cli`).
-pub const CLI_VERBS: [&str; 4] = ["validate", "get", "describe", "logs"];
+pub const CLI_VERBS: [&str; 5] = ["validate", "get", "describe", "logs", "node-shutdown"];
 
 fn cli_after_shared_flags(args: &[String]) -> Option<Vec<String>> {
     const SHARED: [&str; 2] = ["--root-dir", "--kubeconfig"];
@@ -430,7 +441,9 @@ pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
         "run" => ("run", &args[1..]),
         "check" => ("check", &args[1..]),
         "kubeconfig" => ("kubeconfig", &args[1..]),
-        "validate" | "get" | "describe" | "logs" => return Ok(Command::Cli(args.to_vec())),
+        "validate" | "get" | "describe" | "logs" | "node-shutdown" => {
+            return Ok(Command::Cli(args.to_vec()));
+        }
         // `picolet --pod-manifest-path …` reads like the kubelet: treat as `run`.
         s if s.starts_with("--") => ("run", args),
         other => return Err(OptionsError::UnknownCommand(other.to_string())),
@@ -887,6 +900,23 @@ fn apply_config_file(opts: &mut Options, path: &str) -> Result<(), OptionsError>
     if let Some(v) = cfg.eviction_pressure_transition_period {
         opts.eviction_pressure_transition_period = dur("evictionPressureTransitionPeriod", &v)?;
     }
+    if let Some(v) = cfg.shutdown_grace_period {
+        opts.shutdown_grace_period = dur("shutdownGracePeriod", &v)?;
+    }
+    if let Some(v) = cfg.shutdown_grace_period_critical_pods {
+        opts.shutdown_grace_period_critical_pods = dur("shutdownGracePeriodCriticalPods", &v)?;
+    }
+    // kubelet: the KubeletConfiguration's validation of the two periods.
+    if opts.shutdown_grace_period_critical_pods > opts.shutdown_grace_period {
+        return Err(OptionsError::ConfigParse {
+            path: path.to_string(),
+            message: format!(
+                "shutdownGracePeriodCriticalPods ({}s) must be <= shutdownGracePeriod ({}s)",
+                opts.shutdown_grace_period_critical_pods.as_secs(),
+                opts.shutdown_grace_period.as_secs()
+            ),
+        });
+    }
     if let Some(v) = cfg.static_pod_url {
         opts.manifest_url = Some(v);
     }
@@ -1142,6 +1172,8 @@ pub fn check_node_labels(labels: &BTreeMap<String, String>) -> Result<(), String
 const KNOWN_CONFIG_KEYS: &[&str] = &[
     "evictionHard",
     "evictionPressureTransitionPeriod",
+    "shutdownGracePeriod",
+    "shutdownGracePeriodCriticalPods",
     "apiVersion",
     "kind",
     "staticPodPath",
@@ -1626,6 +1658,45 @@ mod tests {
         std::fs::write(&path, "evictionHard: {nodefs.available: lots}\n").unwrap();
         let e = parse(&args(&format!("run --config {}", path.display()))).unwrap_err();
         assert!(e.to_string().contains("evictionHard"), "{e}");
+    }
+
+    #[test]
+    fn shutdown_grace_periods_from_the_config_file() {
+        let run = |s: &str| match parse(&args(s)) {
+            Ok(Command::Run(o)) => o,
+            other => panic!("{s}: {other:?}"),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.yaml");
+        let o = run("run");
+        assert_eq!(
+            o.shutdown_grace_period,
+            Duration::ZERO,
+            "off by default, as the kubelet"
+        );
+        std::fs::write(
+            &path,
+            "shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s\n",
+        )
+        .unwrap();
+        let o = run(&format!("run --config {}", path.display()));
+        assert_eq!(o.shutdown_grace_period, Duration::from_secs(30));
+        assert_eq!(
+            o.shutdown_grace_period_critical_pods,
+            Duration::from_secs(10)
+        );
+        std::fs::write(
+            &path,
+            "shutdownGracePeriod: 5s\nshutdownGracePeriodCriticalPods: 10s\n",
+        )
+        .unwrap();
+        let e = parse(&args(&format!("run --config {}", path.display()))).unwrap_err();
+        assert!(
+            e.to_string().contains(
+                "shutdownGracePeriodCriticalPods (10s) must be <= shutdownGracePeriod (5s)"
+            ),
+            "{e}"
+        );
     }
 
     #[test]

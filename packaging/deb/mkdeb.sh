@@ -8,7 +8,8 @@
 # pass the armv6 binary (arm-unknown-linux-musleabihf) and one package serves both, Pi
 # Zero / Pi 1 included. build-all.sh output: $PICOLET_DIST/picolet-<target>.
 #
-# Contents: /usr/bin/picolet, /usr/lib/systemd/system/picolet.service,
+# Contents: /usr/bin/picolet, /usr/lib/systemd/system/picolet.service and
+# picolet-node-shutdown.service (the graceful node shutdown hook),
 # /etc/picolet/config.yaml (conffile), /etc/kubernetes/manifests/, docs. The maintainer
 # scripts enable the unit on first install but do not start it (configure first, then
 # `systemctl start picolet`); an upgrade restarts a running picolet, which leaves the pods
@@ -33,6 +34,7 @@ install -d -m 0755 "$root/DEBIAN" "$root/usr/bin" "$root/usr/lib/systemd/system"
 	"$root/etc/picolet" "$root/etc/kubernetes/manifests" "$root/usr/share/doc/picolet"
 install -m 0755 "$bin" "$root/usr/bin/picolet"
 install -m 0644 "$PICOLET_ROOT/packaging/systemd/picolet.service" "$root/usr/lib/systemd/system/"
+install -m 0644 "$PICOLET_ROOT/packaging/systemd/picolet-node-shutdown.service" "$root/usr/lib/systemd/system/"
 install -m 0644 "$PICOLET_ROOT/packaging/systemd/picolet.yaml" "$root/etc/picolet/config.yaml"
 install -m 0644 "$PICOLET_ROOT/packaging/README.md" "$root/usr/share/doc/picolet/README.md"
 cat >"$root/usr/share/doc/picolet/copyright" <<EOF

@@ -36,20 +36,22 @@ CARGO_BUILD_FLAGS:append = " ${@bb.utils.contains('PACKAGECONFIG', 'apiserver', 
 # and the already-stripped QA check).
 export CARGO_PROFILE_RELEASE_STRIP = "false"
 
-SYSTEMD_SERVICE:${PN} = "picolet.service"
+SYSTEMD_SERVICE:${PN} = "picolet.service picolet-node-shutdown.service"
 SYSTEMD_AUTO_ENABLE = "enable"
 
 do_install:append() {
     install -d ${D}${systemd_system_unitdir}
     install -m 0644 ${S}/packaging/systemd/picolet.service ${D}${systemd_system_unitdir}/picolet.service
     sed -i -e 's,/usr/bin/picolet,${bindir}/picolet,' ${D}${systemd_system_unitdir}/picolet.service
+    install -m 0644 ${S}/packaging/systemd/picolet-node-shutdown.service ${D}${systemd_system_unitdir}/
+    sed -i -e 's,/usr/bin/picolet,${bindir}/picolet,' ${D}${systemd_system_unitdir}/picolet-node-shutdown.service
 
     install -d ${D}${sysconfdir}/picolet
     install -m 0644 ${S}/packaging/systemd/picolet.yaml ${D}${sysconfdir}/picolet/config.yaml
     install -d ${D}${sysconfdir}/kubernetes/manifests
 }
 
-FILES:${PN} += "${systemd_system_unitdir}/picolet.service ${sysconfdir}/kubernetes/manifests"
+FILES:${PN} += "${systemd_system_unitdir}/picolet.service ${systemd_system_unitdir}/picolet-node-shutdown.service ${sysconfdir}/kubernetes/manifests"
 CONFFILES:${PN} = "${sysconfdir}/picolet/config.yaml"
 
 # The runtime comes from meta-virtualization (containerd, runc, CNI plugins); add the

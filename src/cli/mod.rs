@@ -41,6 +41,12 @@ USAGE:
         found as kubectl finds one: --kubeconfig FILE, else $KUBECONFIG, else
         ROOT-DIR/kubeconfig (written by picolet run; --root-dir [/var/lib/picolet]).
         The namespace is `default` unless -n is given.
+
+    picolet node-shutdown
+        for the system's shutdown path (the packages install the hook): asks the running
+        picolet, through its node API as the local admin, to stop every pod gracefully, in
+        the kubelet's order (shutdownGracePeriod, shutdownGracePeriodCriticalPods), and
+        waits until they are down. Never used to stop or upgrade picolet itself.
 ";
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -404,6 +410,11 @@ fn client_main(a: &Args) -> u8 {
                     )),
                 }
             }
+            ("node-shutdown", []) => client
+                .post_empty("/shutdown", std::time::Duration::from_secs(3600))
+                .await
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .map_err(|e| format!("picolet node-shutdown: {e}")),
             (verb, _) => Err(format!(
                 "usage: {}",
                 HELP.lines()

@@ -178,6 +178,11 @@ impl Client {
         decode(path, &out)
     }
 
+    /// POST with no body to `path`, waiting up to `timeout`; the raw answer.
+    pub async fn post_empty(&self, path: &str, timeout: Duration) -> Result<Bytes, ApiError> {
+        self.call(Method::POST, path, None, Some(timeout)).await
+    }
+
     /// PUT `body` (a whole object with its resourceVersion) to `path`.
     pub async fn replace<B: Serialize, T: DeserializeOwned>(
         &self,

@@ -314,6 +314,8 @@ pub struct Sources {
     pub agent_metrics: Option<std::rc::Rc<crate::metrics::AgentMetrics>>,
     /// The eviction manager's pressure conditions (the Node's status).
     pub pressure: Option<tokio::sync::watch::Receiver<crate::eviction::Conditions>>,
+    /// Graceful node shutdown: `POST /shutdown` asks the loop through it.
+    pub node_shutdown: Option<tokio::sync::mpsc::Sender<crate::node::shutdown::Request>>,
 }
 
 /// Starts the node API on the current `LocalSet`: the view fed from the agent's pod events
@@ -353,6 +355,7 @@ pub fn start<R: Runtime, C: Clock>(
         api.recorder = sources.recorder;
         api.agent_metrics = sources.agent_metrics;
         api.pressure = sources.pressure;
+        api.node_shutdown = sources.node_shutdown;
     }
     let addr = SocketAddr::new(opts.address, opts.port);
     let url = opts.server_url();

@@ -87,6 +87,8 @@ pub struct Api<R: Runtime, C: Clock> {
     pub agent_metrics: Option<Rc<crate::metrics::AgentMetrics>>,
     /// The eviction manager's pressure conditions (None: tests).
     pub pressure: Option<tokio::sync::watch::Receiver<crate::eviction::Conditions>>,
+    /// Graceful node shutdown's requests to the loop (None: tests, or no loop).
+    pub node_shutdown: Option<tokio::sync::mpsc::Sender<crate::node::shutdown::Request>>,
     node: RefCell<NodeCache>,
     stats: Stats,
     conns: RefCell<super::conns::Conns>,
@@ -116,6 +118,7 @@ impl<R: Runtime, C: Clock> Api<R, C> {
             recorder: None,
             agent_metrics: None,
             pressure: None,
+            node_shutdown: None,
             node: RefCell::new(NodeCache {
                 facts,
                 labels,
@@ -408,6 +411,59 @@ fn wants_table(req: &Request<Incoming>) -> bool {
         })
 }
 
+/// `POST /shutdown` (see `handle`): answers once the loop has stopped every pod.
+async fn node_shutdown<R: Runtime, C: Clock>(
+    api: &Rc<Api<R, C>>,
+    method: &Method,
+    local_admin: bool,
+) -> Response<Out> {
+    if !local_admin {
+        return status_error(
+            StatusCode::FORBIDDEN,
+            "Forbidden",
+            "only picolet's local admin (its own kubeconfig) may shut the node down",
+        );
+    }
+    if method != Method::POST {
+        return status_error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        );
+    }
+    let Some(tx) = &api.node_shutdown else {
+        return status_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailable",
+            "graceful node shutdown is not wired to this node API",
+        );
+    };
+    let (done, answer) = tokio::sync::oneshot::channel();
+    if tx
+        .send(crate::node::shutdown::Request { done })
+        .await
+        .is_err()
+    {
+        return status_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailable",
+            "picolet is stopping",
+        );
+    }
+    match answer.await {
+        Ok(report) => response(
+            StatusCode::OK,
+            "text/plain",
+            Bytes::from(format!("{report}\n")),
+        ),
+        Err(_) => status_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailable",
+            "picolet stopped before the shutdown was done",
+        ),
+    }
+}
+
 async fn handle<R: Runtime, C: Clock>(
     api: &Rc<Api<R, C>>,
     req: Request<Incoming>,
@@ -491,6 +547,12 @@ async fn handle<R: Runtime, C: Clock>(
             shutdown,
         )
         .await;
+    }
+    // picolet's own (no kubelet path): the system's shutdown hook (`picolet node-shutdown`)
+    // asks for a graceful node shutdown and waits for it. The local admin only: no cluster
+    // identity may take a node down through its kubelet API.
+    if segments[..] == ["shutdown"] {
+        return node_shutdown(api, req.method(), api.token.accepts(authorization)).await;
     }
     if req.method() != Method::GET {
         return read_only(api, &segments);

@@ -7,6 +7,7 @@
 //! Must never: change the system. The preflight's only write is a probe file in the root
 //! dir that it removes at once.
 
+pub mod shutdown;
 #[cfg(feature = "apiserver")]
 pub mod status;
 

@@ -25,6 +25,7 @@ pub fn agent_config(dir: &Path, node: &str) -> DaemonConfig {
         gc_policy: Default::default(),
         node_ip: None,
         eviction: None,
+        shutdown_groups: Vec::new(),
     };
     DaemonConfig {
         agent,
