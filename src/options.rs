@@ -101,9 +101,10 @@ pub struct Options {
     pub eviction_hard: Vec<crate::eviction::Threshold>,
     /// `--eviction-pressure-transition-period` (kubelet default 5m).
     pub eviction_pressure_transition_period: Duration,
-    /// kubelet `shutdownGracePeriod` (config file only, as the kubelet's; default 0: no
-    /// graceful node shutdown) and `shutdownGracePeriodCriticalPods` (its share for
-    /// system-critical pods): see `node::shutdown`.
+    /// kubelet `shutdownGracePeriod` (config file only, as the kubelet's) and
+    /// `shutdownGracePeriodCriticalPods` (its share for system-critical pods): see
+    /// `node::shutdown`. picolet's defaults are 30s and 10s (the kubelet's: 0, off): a
+    /// shutdown only happens when the system's hook asks for one, so it is on.
     pub shutdown_grace_period: Duration,
     pub shutdown_grace_period_critical_pods: Duration,
     // ---- log rotation and image GC (kubelet: container log manager, image GC manager)
@@ -208,8 +209,8 @@ impl Default for Options {
             .unwrap_or_default(),
             eviction_pressure_transition_period:
                 crate::eviction::DEFAULT_PRESSURE_TRANSITION_PERIOD,
-            shutdown_grace_period: Duration::ZERO,
-            shutdown_grace_period_critical_pods: Duration::ZERO,
+            shutdown_grace_period: Duration::from_secs(30),
+            shutdown_grace_period_critical_pods: Duration::from_secs(10),
             container_log_max_size: 10 * 1024 * 1024,
             container_log_max_files: 5,
             image_gc_high_threshold: 85,
@@ -1671,20 +1672,21 @@ mod tests {
         let o = run("run");
         assert_eq!(
             o.shutdown_grace_period,
-            Duration::ZERO,
-            "off by default, as the kubelet"
+            Duration::from_secs(30),
+            "on by default (the kubelet's is 0)"
         );
-        std::fs::write(
-            &path,
-            "shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s\n",
-        )
-        .unwrap();
-        let o = run(&format!("run --config {}", path.display()));
-        assert_eq!(o.shutdown_grace_period, Duration::from_secs(30));
         assert_eq!(
             o.shutdown_grace_period_critical_pods,
             Duration::from_secs(10)
         );
+        std::fs::write(
+            &path,
+            "shutdownGracePeriod: 2m\nshutdownGracePeriodCriticalPods: 0s\n",
+        )
+        .unwrap();
+        let o = run(&format!("run --config {}", path.display()));
+        assert_eq!(o.shutdown_grace_period, Duration::from_secs(120));
+        assert_eq!(o.shutdown_grace_period_critical_pods, Duration::ZERO);
         std::fs::write(
             &path,
             "shutdownGracePeriod: 5s\nshutdownGracePeriodCriticalPods: 10s\n",
