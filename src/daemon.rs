@@ -723,8 +723,11 @@ pub fn start_apiserver_mode<R: Runtime, C: Clock>(
         // The eviction manager's conditions go into the Node's status.
         let (pressure_tx, pressure_rx) = tokio::sync::watch::channel(Default::default());
         ext.pressure = Some(pressure_tx);
+        let (shutting_tx, shutting_rx) = tokio::sync::watch::channel(false);
+        ext.shutting_down = Some(shutting_tx);
         let node_agent = NodeAgent::new(client.clone(), runtime, clock.clone(), node_opts, uid_tx)
-            .with_pressure(pressure_rx);
+            .with_pressure(pressure_rx)
+            .with_shutting_down(shutting_rx);
         crate::task::spawn_local(node_agent.run(shutdown.child_token()));
 
         let source = ApiSource::new(

@@ -117,6 +117,8 @@ pub struct NodeFacts {
     pub allocatable: crate::cm::NodeAllocatable,
     /// The eviction manager's pressure conditions (kept up to date by the node task).
     pub pressure: crate::eviction::Conditions,
+    /// A graceful node shutdown is under way (`node::shutdown`): Ready is False.
+    pub shutting_down: bool,
 }
 
 impl NodeFacts {
@@ -156,6 +158,7 @@ impl NodeFacts {
             runtime_version: String::new(),
             allocatable: opts.allocatable,
             pressure: Default::default(),
+            shutting_down: false,
         }
     }
 }
@@ -187,6 +190,12 @@ pub fn node_status(
 ) -> NodeStatus {
     let stamp = clock::rfc3339(now);
     let (ready, reason, message) = match health {
+        // kubelet: the shutdown manager's `ShutdownStatus` makes the node NotReady.
+        _ if facts.shutting_down => (
+            "False",
+            "KubeletNotReady",
+            super::shutdown::NODE_NOT_READY_MESSAGE.to_string(),
+        ),
         Some(h) if h.runtime_ready && h.network_ready => (
             "True",
             "KubeletReady",
@@ -377,6 +386,20 @@ pub fn local_ip_towards(server: &str) -> Option<IpAddr> {
     (!ip.is_unspecified()).then_some(ip)
 }
 
+/// The next change of `rx`; pending forever without one (or once its sender is gone).
+async fn changed(rx: &mut Option<watch::Receiver<bool>>) -> Result<(), ()> {
+    match rx {
+        Some(r) => match r.changed().await {
+            Ok(()) => Ok(()),
+            Err(_) => {
+                *rx = None;
+                std::future::pending().await
+            }
+        },
+        None => std::future::pending().await,
+    }
+}
+
 /// The node task: registers, then keeps status and lease fresh until `shutdown`.
 pub struct NodeAgent<R: Runtime, C: Clock> {
     client: Client,
@@ -385,6 +408,7 @@ pub struct NodeAgent<R: Runtime, C: Clock> {
     opts: NodeOptions,
     node_uid: watch::Sender<Option<String>>,
     pressure: Option<watch::Receiver<crate::eviction::Conditions>>,
+    shutting_down: Option<watch::Receiver<bool>>,
 }
 
 impl<R: Runtime, C: Clock> NodeAgent<R, C> {
@@ -403,7 +427,14 @@ impl<R: Runtime, C: Clock> NodeAgent<R, C> {
             opts,
             node_uid,
             pressure: None,
+            shutting_down: None,
         }
+    }
+
+    /// A graceful node shutdown makes the node NotReady, reported at once.
+    pub fn with_shutting_down(mut self, rx: watch::Receiver<bool>) -> Self {
+        self.shutting_down = Some(rx);
+        self
     }
 
     /// The eviction manager's conditions go into the status.
@@ -418,6 +449,7 @@ impl<R: Runtime, C: Clock> NodeAgent<R, C> {
             facts.internal_ip = local_ip_towards(self.client.server());
         }
         let mut state = NodeState::default();
+        let mut shutting_down = self.shutting_down.clone();
         let mut status_tick = crate::task::interval(self.opts.status_update_frequency);
         let mut lease_tick = crate::task::interval(self.opts.lease_renew_interval);
         loop {
@@ -432,6 +464,11 @@ impl<R: Runtime, C: Clock> NodeAgent<R, C> {
                 biased;
                 _ = shutdown.cancelled() => return,
                 _ = status_tick.tick() => self.update_status(&mut state, &mut facts).await,
+                // kubelet: the shutdown manager syncs the node status at once.
+                Ok(()) = changed(&mut shutting_down) => {
+                    log::info!("node {}: shutting down: reporting NotReady", self.opts.node_name);
+                    self.update_status(&mut state, &mut facts).await;
+                }
                 _ = lease_tick.tick() => self.renew_lease(&mut state).await,
             }
         }
@@ -529,6 +566,9 @@ impl<R: Runtime, C: Clock> NodeAgent<R, C> {
         let health = self.runtime.status().await.ok();
         if let Some(rx) = &self.pressure {
             facts.pressure = *rx.borrow();
+        }
+        if let Some(rx) = &self.shutting_down {
+            facts.shutting_down = *rx.borrow();
         }
         let status = node_status(
             facts,
@@ -722,6 +762,23 @@ mod tests {
         for (t, reason) in table {
             assert_eq!(of(&s, t), ("True".into(), reason.into()), "{t}");
         }
+    }
+
+    #[test]
+    fn a_node_shutting_down_is_not_ready() {
+        let mut f = facts();
+        let h = RuntimeHealth {
+            runtime_ready: true,
+            network_ready: true,
+            message: String::new(),
+        };
+        assert_eq!(ready_of(&node_status(&f, Some(&h), None, 1)), "True");
+        f.shutting_down = true;
+        let s = node_status(&f, Some(&h), None, 1);
+        let c = s.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+        assert_eq!(c.status, "False");
+        assert_eq!(c.reason.as_deref(), Some("KubeletNotReady"));
+        assert_eq!(c.message.as_deref(), Some("node is shutting down"));
     }
 
     fn health(runtime: bool, network: bool) -> RuntimeHealth {
