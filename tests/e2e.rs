@@ -666,6 +666,10 @@ async fn i_runtime_outage_changes_nothing() {
     lab.check_same_pods(&before, &after, &names[1..]);
     lab.wait_outage_logged(1).await;
     lab.check_outage_lines(1);
+    // A runtime with the event stream: watched again before the next outage (its reopen
+    // backs off while the runtime is away, and may come some seconds after the relist
+    // found the runtime again; the second outage must not start before it).
+    lab.check_event_stream(1).await;
 
     // 2. containerd stopped (SIGTERM) for two minutes, then started.
     lab.runtime("stop");
