@@ -15,19 +15,14 @@ use picolet::local_api::{self, LocalApiOptions};
 use serde_json::Value;
 use tokio::task::LocalSet;
 
-use common::IMAGE;
 use common::agent::agent_dir;
+use common::{IMAGE, free_port};
 
 fn manifest(name: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, labels: {{app: {name}}}}}\nspec:\n  \
          containers:\n  - {{name: app, image: {IMAGE}, command: [sleep, '1000']}}\n"
     )
-}
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
 }
 
 struct Node {

@@ -8,25 +8,11 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
-use common::{IMAGE, wait_until};
+use common::{IMAGE, Killed, free_port, wait_until};
 use picolet::cri::fake_cri::{FakeCri, Method};
 use picolet::cri::{ContainerState, SandboxState};
-
-struct Picolet(Child);
-
-impl Drop for Picolet {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
-}
 
 fn pod(name: &str, priority: Option<i64>) -> String {
     let priority = priority
@@ -81,7 +67,7 @@ async fn node_shutdown_stops_regular_pods_then_critical_ones_and_refuses_new_pod
         .stderr(log)
         .spawn()
         .expect("picolet run");
-    let mut picolet = Picolet(child);
+    let mut picolet = Killed(child);
     let log_text = || std::fs::read_to_string(&log_path).unwrap_or_default();
     let running = |name: &str| {
         fake.containers().iter().any(|c| {

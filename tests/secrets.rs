@@ -9,10 +9,10 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{IMAGE, wait_until};
+use common::{IMAGE, Killed, free_port, wait_until};
 use picolet::cri::ContainerState;
 use picolet::cri::fake_cri::FakeCri;
 use picolet::kube::{Client, ClientConfig};
@@ -105,11 +105,6 @@ spec:
     )
 }
 
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
-}
-
 fn find_markers(what: &str, text: &str) -> Vec<String> {
     MARKERS
         .iter()
@@ -140,15 +135,6 @@ fn validate(dir: &Path, json: bool) -> String {
         "validate found nothing wrong:\n{text}"
     );
     text
-}
-
-struct Picolet(Child);
-
-impl Drop for Picolet {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 #[tokio::test]
@@ -212,7 +198,7 @@ async fn no_secret_value_in_logs_validate_events_or_the_node_api() {
         .stderr(stderr)
         .spawn()
         .expect("picolet run");
-    let _picolet = Picolet(child);
+    let _picolet = Killed(child);
 
     // The pod's container `d` runs (its Secret `int` is broken: it waits), `c` pulls its
     // image with the pull secrets.

@@ -11,17 +11,8 @@ use std::os::unix::net::UnixDatagram;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::IMAGE;
+use common::{IMAGE, Killed};
 use picolet::cri::fake_cri::FakeCri;
-
-struct Picolet(Child);
-
-impl Drop for Picolet {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// The next datagram, or `None` after `secs` seconds.
 fn next_message(sock: &UnixDatagram, secs: u64) -> Option<String> {
@@ -92,7 +83,7 @@ async fn ready_then_watchdog_pings_from_the_loop_and_none_while_it_is_stopped() 
         .stderr(log)
         .spawn()
         .expect("picolet run");
-    let picolet = Picolet(child);
+    let picolet = Killed(child);
     let log_text = || std::fs::read_to_string(&log_path).unwrap_or_default();
 
     // The blocking reads run off the test's runtime, which serves the fake CRI.

@@ -1,7 +1,8 @@
 //! Helpers the black-box tests share, in one place: each test file says `mod common;` and
 //! uses its part of them (hence the `dead_code` allowance).
 //!
-//! - this file: the test image, a pod's phase in API JSON, waiting for a condition
+//! - this file: the test image, a pod's phase in API JSON, waiting for a condition, a free
+//!   port, a child process killed when dropped
 //! - `agent.rs`: the agent's configuration over a temporary directory, what the fake
 //!   runtime runs
 //! - `lab.rs`: what the tests against a real containerd share: the CRI labels contract
@@ -41,5 +42,21 @@ pub async fn wait_until<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<
             "timed out waiting for {what}"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A port free on 127.0.0.1 right now (the listener is closed again).
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+/// A child process (a `picolet run`) killed and reaped when the test ends, passed or not.
+pub struct Killed(pub std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
