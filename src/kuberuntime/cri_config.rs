@@ -1379,6 +1379,10 @@ mod tests {
                 "OTHER",
                 json!({"resource": "limits.memory", "containerName": "nginx", "divisor": "1Ki"}),
             ),
+            // A zero divisor is 1, as the kubelet takes it: clients that leave it unset send
+            // "0" (conformance: "Downward API volume should set DefaultMode on files").
+            rf("CPU_LIM_0", json!({"resource": "limits.cpu", "divisor": "0"})),
+            rf("MEM_LIM_0", json!({"resource": "limits.memory", "divisor": 0})),
         ];
         let envs = container_env(&p, &c, "10.0.0.7", sc()).unwrap();
         let got: Vec<(&str, &str)> = envs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
@@ -1393,6 +1397,8 @@ mod tests {
                 ("MEM_LIM_MI", "64"),
                 ("MEM_REQ", "64"), // the request defaults to the limit
                 ("OTHER", "65536"),
+                ("CPU_LIM_0", "4"),
+                ("MEM_LIM_0", "67108864"),
             ]
         );
         c.env = vec![rf("X", json!({"resource": "limits.gpu"}))];
