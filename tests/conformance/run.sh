@@ -161,6 +161,11 @@ sign node-serving "/O=system:nodes/CN=system:node:$NODE" "IP:$NODE_IP,IP:127.0.0
 # As tests/cluster/e2e.sh starts it: the join by bootstrap token, the node API behind the
 # apiserver's client certificate and webhook authn/authz, the disk thresholds low (a shared
 # build machine's disk is often under the default 15 % free: DiskPressure would taint the node).
+# Image GC off (kubelet: a high threshold of 100): nothing can be pulled again here, and this
+# machine's disk reads 86 % used the kubelet's way (100 - available/capacity; blocks reserved
+# beyond the free ones), so GC removed the test images between specs; the lab's sandbox image
+# named as the kubelet's --pod-infra-container-image, which GC never removes, all the same.
+PAUSE_IMAGE=localhost/pause:edge
 say "picolet: $PICOLET, node $NODE ($NODE_IP), node API port $PORT, cgroup root $CGROUP_ROOT"
 RUST_LOG=${RUST_LOG:-info} "$PICOLET" run \
 	--kubeconfig "$DIR/node/kubeconfig" \
@@ -173,6 +178,8 @@ RUST_LOG=${RUST_LOG:-info} "$PICOLET" run \
 	--pod-log-dir "$DIR/node/logs" \
 	--cgroup-root "$CGROUP_ROOT" \
 	--eviction-hard 'memory.available<100Mi,nodefs.available<1%,imagefs.available<1%,nodefs.inodesFree<1%' \
+	--image-gc-high-threshold 100 \
+	--pod-infra-container-image "$PAUSE_IMAGE" \
 	--address "$NODE_IP" \
 	--port "$PORT" \
 	--tls-cert-file "$DIR/node/pki/node-serving.crt" \
