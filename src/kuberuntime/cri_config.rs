@@ -1381,8 +1381,14 @@ mod tests {
             ),
             // A zero divisor is 1, as the kubelet takes it: clients that leave it unset send
             // "0" (conformance: "Downward API volume should set DefaultMode on files").
-            rf("CPU_LIM_0", json!({"resource": "limits.cpu", "divisor": "0"})),
-            rf("MEM_LIM_0", json!({"resource": "limits.memory", "divisor": 0})),
+            rf(
+                "CPU_LIM_0",
+                json!({"resource": "limits.cpu", "divisor": "0"}),
+            ),
+            rf(
+                "MEM_LIM_0",
+                json!({"resource": "limits.memory", "divisor": 0}),
+            ),
         ];
         let envs = container_env(&p, &c, "10.0.0.7", sc()).unwrap();
         let got: Vec<(&str, &str)> = envs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
