@@ -53,7 +53,7 @@ recipe() {
 # What each recipe makes, and how it differs from upstream's image (for `list`).
 describe() {
 	case "$1" in
-	busybox) echo "busybox-static (Debian, 1.35), every applet, CMD sh. Upstream: busybox of the tag's version" ;;
+	busybox) echo "busybox-static (Debian, 1.35), every applet but sh, which is Debian's bash-static (1.35's ash drops non-identifier environment names that 1.37 keeps), CMD sh. Upstream: busybox of the tag's version" ;;
 	agnhost) echo "agnhost built from test/images/agnhost of k8s.io/kubernetes $KUBERNETES_VERSION (build.sh agnhost) as /agnhost, ENTRYPOINT /agnhost CMD pause, /agnhost-2, /uploads, porter's localhost.crt/key, user-defined-in-image (1000) in group-defined-in-image (50000); /bin/bash is Debian's bash-static; curl is a busybox-wget script (GET only) and nc a bash script (UDP by /dev/udp, TCP by busybox nc): tests/conformance/bin; no dig, coredns, iperf, socat, fake registry. Upstream: alpine 3.21 + packages. Every tag is the same binary (2.55, 'AgnhostPrev', reports the pinned version)" ;;
 	pause) echo "busybox sh that waits, exits 0 on TERM/INT (as the lab's localhost/pause:edge). Upstream: the C pause (same behaviour)" ;;
 	nginx) echo "SUBSTITUTE: busybox httpd in the foreground on port 80 serving /usr/share/nginx/html (index.html 'Welcome to nginx!'). Upstream: nginx on alpine" ;;
@@ -72,7 +72,13 @@ make_one() {
 	work=$(dirname "$out")/.work
 	mkdir -p "$work"
 	case "$recipe" in
-	busybox) args=(--cmd sh) ;;
+	busybox)
+		# sh: Debian's busybox 1.35 ash drops environment entries whose names are not shell
+		# identifiers (data-1=...) from what its children get; upstream's busybox 1.37 keeps
+		# them, and the envFrom specs read them with `sh -c env`. bash (bash-static, which
+		# is POSIX sh when called sh) keeps them.
+		args=(--cmd sh --add /bin/bash-static:/bin/sh:0755)
+		;;
 	pause)
 		# kubernetes: build/pause/linux/pause.c sleeps until SIGINT/SIGTERM and exits 0 then.
 		args=(--entrypoint /bin/busybox --entrypoint sh --entrypoint=-c
@@ -84,7 +90,6 @@ make_one() {
 		kdir=$(cd "$(dirname "$BUILD")" && GOTOOLCHAIN=local go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" |
 			sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 		[[ -d $kdir/test/images/agnhost/porter ]] || die "no k8s.io/kubernetes module source at '$kdir'"
-		[[ -x /bin/bash-static ]] || die "/bin/bash-static missing (apt-get install bash-static)"
 		# curl and nc: stand-ins for Alpine's, for the forms the tests run (see each file).
 		args=(--add "$agnhost:/agnhost:0755" --symlink agnhost-2:agnhost
 			--add /bin/bash-static:/bin/bash:0755 --add "$SCRIPT_DIR/bin/curl:/usr/bin/curl:0755"
@@ -118,6 +123,7 @@ make_one() {
 cmd_build() {
 	local dir=${1:?build DIR} name r file n=0
 	mkdir -p "$dir"
+	[[ -x /bin/bash-static ]] || die "/bin/bash-static missing (apt-get install bash-static)"
 	# Built before the loop: their build logs go to stderr, once.
 	"$BUILD" e2e.test agnhost nnp >/dev/null
 	while read -r name; do

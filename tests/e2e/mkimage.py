@@ -157,6 +157,9 @@ def build_layer(busybox, mtime, args=None):
         passwd += "".join(line + "\n" for line in args.passwd)
         group += "".join(line + "\n" for line in args.group)
         extras = extra_entries(args)
+        # An --add or --symlink at bin/<applet> replaces that applet's link.
+        taken = {path for path, _ in extras}
+        applets = [a for a in applets if f"bin/{a}" not in taken]
     buf = io.BytesIO()
     # USTAR: no pax headers with atime/ctime, so the bytes depend on our fields only.
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
