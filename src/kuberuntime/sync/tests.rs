@@ -446,6 +446,62 @@ async fn kill_pod_stops_containers_concurrently_then_sandbox() {
     }
 }
 
+/// kubelet: `terminationOrdering` — the regular containers first (their preStop hooks can
+/// still reach the sidecars), then the sidecars, the last-declared first, each with what is
+/// left of its grace period. Conformance: "Container Lifecycle Hook ... should execute
+/// prestop http hook properly" (the hook goes through a sidecar of the same pod).
+#[tokio::test(start_paused = true)]
+async fn kill_pod_stops_sidecars_after_the_regular_containers() {
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    h.rt.add_image("busybox:1.36");
+    let mut p = one_container_pod("nginx:1.25");
+    let sidecar = |name: &str| api::Container {
+        restart_policy: Some(RestartPolicy::Always),
+        ..container(name, "busybox:1.36")
+    };
+    p.spec.init_containers = vec![sidecar("proxy"), sidecar("log")];
+    for _ in 0..4 {
+        h.sync(&p).await;
+    }
+    for name in ["proxy", "log", "web"] {
+        assert_eq!(h.rt.running(name).len(), 1, "{name} runs");
+    }
+    let st = h.status("uid-1").await;
+    let name_of = |id: &str| {
+        st.containers
+            .iter()
+            .find(|c| c.id == id)
+            .map(|c| c.name.clone())
+            .unwrap()
+    };
+    h.rt.take_calls();
+    h.rt.set_stop_delay(Duration::from_secs(5));
+    let start = tokio::time::Instant::now();
+    kill_pod(&h.env, Some(&p), &st, None).await.unwrap();
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_secs(15),
+        "one after the other"
+    );
+    let stops: Vec<(String, i64)> =
+        h.rt.take_mutations()
+            .into_iter()
+            .filter_map(|c| match c {
+                Call::StopContainer { id, timeout } => Some((name_of(&id), timeout)),
+                _ => None,
+            })
+            .collect();
+    assert_eq!(
+        stops,
+        vec![
+            ("web".to_string(), 30),
+            ("log".to_string(), 25),
+            ("proxy".to_string(), 20),
+        ]
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn kill_pod_override_and_not_found() {
     let mut h = harness();
@@ -1129,6 +1185,17 @@ fn termination_messages_come_from_the_file_or_the_log_tail() {
         st.containers[2].message, "",
         "exit 0 without a file: no fallback"
     );
+    // Output without a final newline is a partial line (P): no newline is added.
+    // Conformance: "should report termination message from log output if
+    // TerminationMessagePolicy FallbackToLogsOnError is set" (`echo -n DONE; false`).
+    std::fs::write(&log, "2026-12-01T10:00:02.000000000Z stdout P DONE\n").unwrap();
+    let mut st = PodRuntimeStatus {
+        uid: "uid-t".into(),
+        containers: vec![exited(1, 1)],
+        ..Default::default()
+    };
+    fill_termination_messages(root, &p, &mut st);
+    assert_eq!(st.containers[0].message, "DONE");
     // a big file is capped at 4 KiB
     std::fs::write(
         dir.join(container_mounts::termination_log_file_id(3)),
