@@ -617,9 +617,15 @@ async fn adoption_after_restart_kills_from_labels_alone() {
 #[tokio::test(start_paused = true)]
 async fn host_network_pod() {
     let mut h = harness();
+    h.env.host_ip = "192.0.2.9".into();
     h.rt.add_image("nginx:1.25");
     let mut p = one_container_pod("nginx:1.25");
     p.spec.host_network = true;
+    p.spec.containers[0].env = vec![api::EnvVar {
+        name: "POD_IP".into(),
+        value: None,
+        value_from: Some(serde_json::json!({"fieldRef": {"fieldPath": "status.podIP"}})),
+    }];
     let (r, _) = h.sync(&p).await;
     let sb = h.rt.sandbox_config("s1").unwrap();
     assert_eq!(sb.hostname, "");
@@ -628,6 +634,14 @@ async fn host_network_pod() {
     assert_eq!(r.sandbox_ip, None);
     let c = h.rt.container_config("c2").unwrap();
     assert_eq!(c.security.namespace_options.network, NamespaceMode::Node);
+    // status.podIP of a host-network pod is the node's IP (kubelet: #24576). Conformance:
+    // "Downward API should provide host IP and pod IP as an env var if pod uses host network".
+    assert!(
+        c.envs
+            .contains(&("POD_IP".to_string(), "192.0.2.9".to_string())),
+        "{:?}",
+        c.envs
+    );
     assert_eq!(c.security.namespace_options.pid, NamespaceMode::Container);
     // a host-network sandbox without an IP is fine: nothing to do next time
     let (r, calls) = h.sync(&p).await;
