@@ -54,7 +54,7 @@ recipe() {
 describe() {
 	case "$1" in
 	busybox) echo "busybox-static (Debian, 1.35), every applet but sh, which is Debian's bash-static (1.35's ash drops non-identifier environment names that 1.37 keeps), CMD sh. Upstream: busybox of the tag's version" ;;
-	agnhost) echo "agnhost built from test/images/agnhost of k8s.io/kubernetes $KUBERNETES_VERSION (build.sh agnhost) as /agnhost, ENTRYPOINT /agnhost CMD pause, /agnhost-2, /uploads, porter's localhost.crt/key, user-defined-in-image (1000) in group-defined-in-image (50000); /bin/bash is Debian's bash-static; curl is a busybox-wget script (GET only) and nc a bash script (UDP by /dev/udp, TCP by busybox nc): tests/conformance/bin; no dig, coredns, iperf, socat, fake registry. Upstream: alpine 3.21 + packages. Every tag is the same binary (2.55, 'AgnhostPrev', reports the pinned version)" ;;
+	agnhost) echo "agnhost built from test/images/agnhost of k8s.io/kubernetes $KUBERNETES_VERSION (build.sh agnhost) as /agnhost, ENTRYPOINT /agnhost CMD pause, /agnhost-2, /uploads, porter's localhost.crt/key, user-defined-in-image (1000) in group-defined-in-image (50000); /bin/bash and /bin/sh are Debian's bash-static; curl is a busybox-wget script (GET only) and nc a bash script (UDP by /dev/udp, TCP by busybox nc): tests/conformance/bin; no dig, coredns, iperf, socat, fake registry. Upstream: alpine 3.21 + packages. Every tag is the same binary (2.55, 'AgnhostPrev', reports the pinned version)" ;;
 	pause) echo "busybox sh that waits, exits 0 on TERM/INT (as the lab's localhost/pause:edge). Upstream: the C pause (same behaviour)" ;;
 	nginx) echo "SUBSTITUTE: busybox httpd in the foreground on port 80 serving /usr/share/nginx/html (index.html 'Welcome to nginx!'). Upstream: nginx on alpine" ;;
 	nonroot) echo "busybox, USER 1234 (upstream: the same on a busybox base)" ;;
@@ -91,8 +91,11 @@ make_one() {
 			sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 		[[ -d $kdir/test/images/agnhost/porter ]] || die "no k8s.io/kubernetes module source at '$kdir'"
 		# curl and nc: stand-ins for Alpine's, for the forms the tests run (see each file).
+		# /bin/sh is bash too: Debian's busybox ash runs its own nc applet whatever PATH says
+		# (it prefers applets), so `sh -c "... | nc -u ..."` never reached /usr/bin/nc.
 		args=(--add "$agnhost:/agnhost:0755" --symlink agnhost-2:agnhost
-			--add /bin/bash-static:/bin/bash:0755 --add "$SCRIPT_DIR/bin/curl:/usr/bin/curl:0755"
+			--add /bin/bash-static:/bin/bash:0755 --add /bin/bash-static:/bin/sh:0755
+			--add "$SCRIPT_DIR/bin/curl:/usr/bin/curl:0755"
 			--add "$SCRIPT_DIR/bin/nc:/usr/bin/nc:0755"
 			--add "$kdir/test/images/agnhost/porter/localhost.crt:/localhost.crt:0644"
 			--add "$kdir/test/images/agnhost/porter/localhost.key:/localhost.key:0644"
