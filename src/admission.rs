@@ -57,6 +57,9 @@ pub struct Admission {
 pub const REASON_UNSUPPORTED: &str = "UnsupportedField";
 /// kubelet: `NodeAffinity` predicate failure.
 pub const REASON_NODE_AFFINITY: &str = "NodeAffinity";
+/// kubelet: `PodOSNotSupported` (lifecycle/predicate.go), a pod whose `spec.os.name` is not
+/// the node's.
+pub const REASON_POD_OS: &str = "PodOSNotSupported";
 /// kubelet: the `NodeName` plugin.
 pub const REASON_NODE_NAME: &str = "NodeName";
 /// kubelet: the `NodePorts` plugin ("node(s) didn't have free ports for the requested pod
@@ -73,7 +76,15 @@ pub fn admit(pod: &Pod, node: &NodeInfo, admitted: &[&Pod]) -> Admission {
     let (refused, warnings): (Vec<Finding>, Vec<Finding>) = findings
         .into_iter()
         .partition(|f| f.policy == Policy::Refused);
-    let rejection = if !refused.is_empty() {
+    // kubelet: predicate admission checks the pod's OS field first
+    // (`rejectPodAdmissionBasedOnOSField`), before any resource or field.
+    let os = pod.spec.os.as_ref().and_then(|o| o.get("name")?.as_str());
+    let rejection = if os.is_some_and(|name| name != "linux") {
+        Some(Rejection {
+            reason: REASON_POD_OS,
+            message: "Failed to admit pod as the OS field doesn't match node OS".into(),
+        })
+    } else if !refused.is_empty() {
         let list: Vec<String> = refused.iter().map(ToString::to_string).collect();
         Some(Rejection {
             reason: REASON_UNSUPPORTED,
@@ -442,6 +453,20 @@ mod tests {
                 "refused field",
                 |p| p.spec.host_users = Some(false),
                 Some((REASON_UNSUPPORTED, "spec.hostUsers (user namespaces")),
+                0,
+            ),
+            (
+                // Conformance: "PodOSRejection ... should reject pod when the node OS doesn't
+                // match pod's OS" (the kubelet's reason, not the refused field's).
+                "another OS",
+                |p| p.spec.os = Some(serde_json::json!({"name": "windows"})),
+                Some((REASON_POD_OS, "OS field doesn't match node OS")),
+                0,
+            ),
+            (
+                "linux OS",
+                |p| p.spec.os = Some(serde_json::json!({"name": "linux"})),
+                None,
                 0,
             ),
             (

@@ -63,7 +63,7 @@ pub fn resource_field_value(
 
 /// kubelet: `resource.ExtractContainerResourceValue` over the container's resources merged
 /// with the node's allocatable (`MergeContainerResourceLimits`: a missing cpu or memory limit
-/// is the node's). The value is divided by `divisor` (default 1) and rounded up.
+/// is the node's). The value is divided by `divisor` (default 1, also when zero) and rounded up.
 fn resource_field_ref(
     pod: &api::Pod,
     container: &api::Container,
@@ -92,9 +92,13 @@ fn resource_field_ref(
         Some(d) => {
             let q: api::Quantity = serde_json::from_value(d.clone())
                 .map_err(|_| invalid(format!("divisor {d} is not a quantity")))?;
-            q.scaled(scale)
-                .filter(|v| *v > 0)
-                .ok_or_else(|| invalid(format!("divisor {d} must be a positive quantity")))?
+            match q.scaled(scale) {
+                // kubelet: `ExtractContainerResourceValue` takes a zero divisor as 1 (a client
+                // that leaves it unset sends the zero Quantity, "0": the e2e suite does).
+                Some(0) => 10i64.pow(scale as u32),
+                Some(v) => v,
+                None => return Err(invalid(format!("divisor {d} must be a positive quantity"))),
+            }
         }
     };
     let res = target.resources.clone().unwrap_or_default();

@@ -71,7 +71,12 @@ pub fn hosts_file(pod: &api::Pod, pod_ip: &str, node_hosts: Option<&str>) -> Str
                  fe00::2\tip6-allrouters\n",
             );
             let hostname = crate::kuberuntime::cri_config::pod_hostname(pod);
-            match pod.spec.subdomain.as_deref().filter(|s| !s.is_empty()) {
+            // kubelet: a hostnameOverride has no domain (the subdomain is not used).
+            let subdomain = match pod.spec.hostname_override.as_deref() {
+                Some(o) if !o.is_empty() => None,
+                _ => pod.spec.subdomain.as_deref().filter(|s| !s.is_empty()),
+            };
+            match subdomain {
                 Some(sub) => out.push_str(&format!(
                     "{pod_ip}\t{hostname}.{sub}.{}.svc.{CLUSTER_DOMAIN}\t{hostname}\n",
                     pod.metadata.namespace
@@ -196,6 +201,12 @@ mod tests {
             text.ends_with("\n# Entries added by HostAliases.\n192.0.2.10\tmqtt.local\tbroker\n"),
             "{text}"
         );
+        // Conformance: "a pod with subdomain and hostnameOverride fields will have
+        // hostnameOverride as hostname": the override alone, no FQDN from the subdomain.
+        p.spec.hostname_override = Some("override-host".into());
+        let text = hosts_file(&p, "10.88.0.7", None);
+        assert!(text.contains("\n10.88.0.7\toverride-host\n"), "{text}");
+        p.spec.hostname_override = None;
         p.spec.host_network = true;
         let text = hosts_file(&p, "", Some("127.0.0.1 localhost\n10.0.0.2 pi"));
         assert!(

@@ -140,11 +140,17 @@ pub fn container_log_path(container: &str, restart_count: u32) -> String {
     format!("{container}/{restart_count}.log")
 }
 
-/// `spec.hostname` or the pod name, cut to 63 characters without a trailing `-`/`.`
-/// (kubelet: `GeneratePodHostNameAndDomain`, `truncatePodHostnameIfNeeded`).
+/// `spec.hostnameOverride`, else `spec.hostname`, else the pod name, cut to 63 characters
+/// without a trailing `-`/`.` (kubelet: `GeneratePodHostNameAndDomain`,
+/// `truncatePodHostnameIfNeeded`; the apiserver validates the override as a DNS subdomain
+/// and refuses it beside hostNetwork or setHostnameAsFQDN).
 pub fn pod_hostname(pod: &api::Pod) -> String {
-    let name = match pod.spec.hostname.as_deref() {
-        Some(h) if !h.is_empty() => h,
+    let name = match (
+        pod.spec.hostname_override.as_deref(),
+        pod.spec.hostname.as_deref(),
+    ) {
+        (Some(o), _) if !o.is_empty() => o,
+        (_, Some(h)) if !h.is_empty() => h,
         _ => &pod.metadata.name,
     };
     if name.len() <= 63 {
@@ -1192,6 +1198,10 @@ mod tests {
         assert_eq!(pod_hostname(&p), "a".repeat(62)); // cut at 63 = trailing '-' dropped
         p.metadata.name = "x".repeat(70);
         assert_eq!(pod_hostname(&p).len(), 63);
+        // Conformance: "Override hostname of Pod ... will have hostnameOverride as hostname".
+        p.spec.hostname = Some("custom".into());
+        p.spec.hostname_override = Some("override.example.host".into());
+        assert_eq!(pod_hostname(&p), "override.example.host");
     }
 
     #[test]
@@ -1379,6 +1389,16 @@ mod tests {
                 "OTHER",
                 json!({"resource": "limits.memory", "containerName": "nginx", "divisor": "1Ki"}),
             ),
+            // A zero divisor is 1, as the kubelet takes it: clients that leave it unset send
+            // "0" (conformance: "Downward API volume should set DefaultMode on files").
+            rf(
+                "CPU_LIM_0",
+                json!({"resource": "limits.cpu", "divisor": "0"}),
+            ),
+            rf(
+                "MEM_LIM_0",
+                json!({"resource": "limits.memory", "divisor": 0}),
+            ),
         ];
         let envs = container_env(&p, &c, "10.0.0.7", sc()).unwrap();
         let got: Vec<(&str, &str)> = envs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
@@ -1393,6 +1413,8 @@ mod tests {
                 ("MEM_LIM_MI", "64"),
                 ("MEM_REQ", "64"), // the request defaults to the limit
                 ("OTHER", "65536"),
+                ("CPU_LIM_0", "4"),
+                ("MEM_LIM_0", "67108864"),
             ]
         );
         c.env = vec![rf("X", json!({"resource": "limits.gpu"}))];

@@ -139,8 +139,8 @@ pub static RULES: &[Rule] = &[
     ),
     rule(
         "spec.hostnameOverride",
-        Warned,
-        "not applied: the hostname is the pod's name (or spec.hostname)",
+        Implemented,
+        "the pod's hostname, without a domain (kubelet: GeneratePodHostNameAndDomain)",
     ),
     rule(
         "spec.imagePullSecrets",

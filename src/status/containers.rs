@@ -69,6 +69,15 @@ pub(super) fn convert(
                     if status.state.terminated.is_some() {
                         status.last_state = std::mem::take(&mut status.state);
                     }
+                    // kubelet: a wait for the sandbox or a volume is no container's own
+                    // reason (its reasonCache holds failed starts only): the default reason
+                    // stands, PodInitializing in a pod with init containers. picolet keeps
+                    // the message (which volume, why).
+                    let reason = if reason == CONTAINER_CREATING {
+                        default_reason
+                    } else {
+                        reason
+                    };
                     status.state = waiting(reason, message);
                 }
             }

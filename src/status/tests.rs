@@ -736,6 +736,29 @@ fn container_state_table() {
     }
 }
 
+/// Conformance: "InitContainer should not start app containers and fail the pod if init
+/// containers fail on a RestartNever pod" — a volume wait (picolet's ContainerCreating with
+/// the FailedMount message) shows the default reason, PodInitializing, in a pod with init
+/// containers, as the kubelet's does.
+#[test]
+fn a_volume_wait_has_the_default_reason() {
+    let p = with_init(pod(&["app"]), vec![container("init1")]);
+    let why = "MountVolume.SetUp failed for volume \"token\" : not issued yet";
+    let r = reasons(&[("init1", "ContainerCreating", why)]);
+    let st = compute(&p, &observed(vec![]), &r, None, T0);
+    let w = cs(&st, "init1").state.waiting.clone().unwrap_or_default();
+    assert_eq!(w.reason.as_deref(), Some("PodInitializing"));
+    assert_eq!(w.message.as_deref(), Some(why));
+    assert_eq!(state_str(&cs(&st, "app").state), "Waiting:PodInitializing");
+    // Without init containers the default is ContainerCreating.
+    let r = reasons(&[("app", "ContainerCreating", why)]);
+    let st = compute(&pod(&["app"]), &observed(vec![]), &r, None, T0);
+    assert_eq!(
+        state_str(&cs(&st, "app").state),
+        "Waiting:ContainerCreating"
+    );
+}
+
 #[test]
 fn waiting_reason_carries_its_message() {
     let st = compute(

@@ -446,9 +446,17 @@ fn volume_host_path(
     }
     if let Some(ed) = &volume.empty_dir {
         let dir = empty_dir_path(root_dir, &pod.metadata.uid, &volume.name);
+        let fs_group = pod
+            .spec
+            .security_context
+            .as_ref()
+            .and_then(|sc| sc.fs_group)
+            .and_then(|g| u32::try_from(g).ok());
+        let new = !dir.is_dir();
         // kubelet: emptyDir is world-writable so non-root containers can use it
         ensure_dir(&dir, 0o777)?;
         match ed.medium.as_deref().unwrap_or("") {
+            "" if new => empty_dir_ownership(&dir, fs_group)?,
             "" => {}
             // Mounted once per pod: a restarted container (or picolet) finds it mounted.
             "Memory" if !is_mount_point(&dir) => {
@@ -456,6 +464,7 @@ fn volume_host_path(
                 tmpfs
                     .mount(&dir, size, TmpfsAccess::Shared)
                     .map_err(io_err("mount tmpfs on", &dir))?;
+                empty_dir_ownership(&dir, fs_group)?;
                 log::info!(
                     "pod {}: emptyDir {:?} is a tmpfs of {}",
                     pod.full_name(),
@@ -484,6 +493,22 @@ fn volume_host_path(
             .cloned()
             .unwrap_or_else(|| "untyped".into()),
     })
+}
+
+/// kubelet: `SetVolumeOwnership` of a new emptyDir (set up once, empty): with the pod's
+/// `fsGroup`, the directory's group becomes it and its mode gains `g+rwx` and setgid, so
+/// what containers create in it belongs to the group (a tmpfs' `1777` becomes `3777`).
+fn empty_dir_ownership(dir: &Path, fs_group: Option<u32>) -> Result<(), MountError> {
+    let Some(gid) = fs_group else {
+        return Ok(());
+    };
+    std::os::unix::fs::lchown(dir, None, Some(gid)).map_err(io_err("chown", dir))?;
+    let mode = fs::metadata(dir)
+        .map_err(io_err("stat", dir))?
+        .permissions()
+        .mode();
+    fs::set_permissions(dir, fs::Permissions::from_mode((mode & 0o7777) | 0o2770))
+        .map_err(io_err("chmod", dir))
 }
 
 /// kubelet: hostPath `type` checks. `""` checks nothing (the runtime creates a missing
@@ -761,6 +786,44 @@ mod tests {
         assert!(mem.is_dir());
         // medium Memory: a tmpfs as large as the node's memory (no limits, no sizeLimit)
         assert_eq!(*fake.mounted.lock().unwrap(), vec![(mem, Some(1 << 30))]);
+    }
+
+    /// kubelet: `SetVolumeOwnership` — with an fsGroup a new emptyDir belongs to the group,
+    /// g+rwx and setgid. Conformance: "EmptyDir volumes when FSGroup is specified ... new
+    /// files should be created with FSGroup ownership", "... nonexistent volume subPath
+    /// should have the correct mode and owner using FSGroup".
+    #[test]
+    fn empty_dir_with_fs_group() {
+        use std::os::unix::fs::MetadataExt as _;
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        let mut p = pod(vec![api::Volume {
+            name: "cache".into(),
+            empty_dir: Some(api::EmptyDirVolumeSource::default()),
+            ..Default::default()
+        }]);
+        // A group this process may give a directory it owns: any as root, else its own.
+        let root_user = fs::metadata("/proc/self").unwrap().uid() == 0;
+        let gid = if root_user {
+            123
+        } else {
+            fs::metadata(tmp.path()).unwrap().gid()
+        };
+        p.spec.security_context = Some(api::PodSecurityContext {
+            fs_group: Some(i64::from(gid)),
+            ..Default::default()
+        });
+        let c = container(vec![api::VolumeMount {
+            sub_path: Some("a".into()),
+            ..mount("cache", "/sub")
+        }]);
+        prepare_mounts(&root, &p, &c, &[], &FakeTmpfs::default(), 1 << 30).unwrap();
+        let cache = root.join("pods/uid-1/volumes/kubernetes.io~empty-dir/cache");
+        assert_eq!(mode(&cache), 0o2777);
+        assert_eq!(fs::metadata(&cache).unwrap().gid(), gid);
+        // The subPath directory takes the volume's mode (and its group, by setgid).
+        assert_eq!(mode(&cache.join("a")), 0o2777);
+        assert_eq!(fs::metadata(cache.join("a")).unwrap().gid(), gid);
     }
 
     #[test]

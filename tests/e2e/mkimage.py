@@ -15,6 +15,13 @@ index.json whose manifest carries the annotation io.containerd.image.name (the n
 `ctr images import` gives the image). Image names need a domain (`localhost/...`): CRI
 ImageStatus does not find a bare `busybox:edge`.
 
+For images that need more than busybox (tests/conformance/images.sh makes the e2e test images
+under their upstream names), the layer can also hold: every applet the busybox binary knows
+(--all-applets), host files (--add SRC:DEST[:MODE], e.g. a static Go binary or a setuid one),
+symlinks (--symlink DEST:TARGET), directories (--dir DEST[:MODE]), extra /etc/passwd and
+/etc/group lines (--passwd, --group), and the config can name a user (--user). Without these
+flags the image is byte for byte what it was before they existed.
+
 Byte-reproducible: fixed mtimes (SOURCE_DATE_EPOCH, default 0), owners root:root, sorted
 entries, canonical JSON. The same busybox binary and arguments give the same digests.
 
@@ -100,28 +107,80 @@ def tar_add(tar, name, mtime, *, data=None, mode=0o644, kind=tarfile.REGTYPE, ta
         tar.addfile(info)
 
 
-def build_layer(busybox, mtime):
+def busybox_applets(busybox):
+    """Every applet the binary was built with (`busybox --list`), for --all-applets."""
+    import subprocess
+    out = subprocess.run([busybox, "--list"], check=True, capture_output=True, text=True).stdout
+    return sorted({a for a in out.split() if a and "/" not in a and a != "busybox"})
+
+
+def parse_mode(text, default):
+    return int(text, 8) if text else default
+
+
+def extra_entries(args):
+    """The entries of --add, --symlink and --dir: (path, kind, data, mode, target), with the
+    parent directories that APPLETS' layer does not already hold, sorted by path."""
+    entries = {}
+    for spec in args.dir:
+        dest, _, mode = spec.partition(":")
+        entries[dest.strip("/")] = (tarfile.DIRTYPE, None, parse_mode(mode, 0o755), "")
+    for spec in args.add:
+        parts = spec.split(":")
+        if len(parts) not in (2, 3):
+            raise SystemExit(f"mkimage.py: --add {spec!r}: want SRC:DEST[:MODE]")
+        with open(parts[0], "rb") as f:
+            data = f.read()
+        mode = parse_mode(parts[2] if len(parts) == 3 else "", os.stat(parts[0]).st_mode & 0o7777)
+        entries[parts[1].strip("/")] = (tarfile.REGTYPE, data, mode, "")
+    for spec in args.symlink:
+        dest, _, target = spec.partition(":")
+        entries[dest.strip("/")] = (tarfile.SYMTYPE, None, 0o777, target)
+    have = {"bin", "etc", "root", "tmp"}
+    for path in list(entries):
+        parent = os.path.dirname(path)
+        while parent and parent not in have and parent not in entries:
+            entries[parent] = (tarfile.DIRTYPE, None, 0o755, "")
+            parent = os.path.dirname(parent)
+    return sorted(entries.items())
+
+
+def build_layer(busybox, mtime, args=None):
     with open(busybox, "rb") as f:
         binary = f.read()
+    applets = APPLETS
+    passwd, group = PASSWD, GROUP
+    extras = []
+    if args is not None:
+        if args.all_applets:
+            applets = sorted(set(APPLETS) | set(busybox_applets(busybox)))
+        passwd += "".join(line + "\n" for line in args.passwd)
+        group += "".join(line + "\n" for line in args.group)
+        extras = extra_entries(args)
+        # An --add or --symlink at bin/<applet> replaces that applet's link.
+        taken = {path for path, _ in extras}
+        applets = [a for a in applets if f"bin/{a}" not in taken]
     buf = io.BytesIO()
     # USTAR: no pax headers with atime/ctime, so the bytes depend on our fields only.
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
         tar_add(tar, "bin", mtime, mode=0o755, kind=tarfile.DIRTYPE)
         tar_add(tar, "bin/busybox", mtime, data=binary, mode=0o755)
-        for applet in APPLETS:
+        for applet in applets:
             tar_add(tar, f"bin/{applet}", mtime, mode=0o777, kind=tarfile.SYMTYPE,
                     target="busybox")
         tar_add(tar, "etc", mtime, mode=0o755, kind=tarfile.DIRTYPE)
-        tar_add(tar, "etc/group", mtime, data=GROUP.encode())
-        tar_add(tar, "etc/passwd", mtime, data=PASSWD.encode())
+        tar_add(tar, "etc/group", mtime, data=group.encode())
+        tar_add(tar, "etc/passwd", mtime, data=passwd.encode())
         tar_add(tar, "root", mtime, mode=0o700, kind=tarfile.DIRTYPE)
         tar_add(tar, "tmp", mtime, mode=0o1777, kind=tarfile.DIRTYPE)
+        for path, (kind, data, mode, target) in extras:
+            tar_add(tar, path, mtime, data=data, mode=mode, kind=kind, target=target)
     return buf.getvalue()
 
 
 def build_image(args):
     arch, variant = (args.arch, args.variant) if args.arch else go_platform(platform.machine())
-    layer = build_layer(args.busybox, args.mtime)
+    layer = build_layer(args.busybox, args.mtime, args)
     layer_digest = sha256(layer)
     created = "1970-01-01T00:00:00Z" if args.mtime == 0 else None
 
@@ -130,6 +189,8 @@ def build_image(args):
         container_config["Entrypoint"] = args.entrypoint
     if args.cmd:
         container_config["Cmd"] = args.cmd
+    if args.user:
+        container_config["User"] = args.user
     config = {
         "architecture": arch,
         "os": "linux",
@@ -191,6 +252,15 @@ def main():
     p.add_argument("--busybox", default="/bin/busybox", help="a static busybox binary")
     p.add_argument("--entrypoint", action="append", default=[], help="repeat per argv word")
     p.add_argument("--cmd", action="append", default=[], help="repeat per argv word")
+    p.add_argument("--all-applets", action="store_true",
+                   help="link every applet of the busybox binary (busybox --list), not a fixed set")
+    p.add_argument("--add", action="append", default=[], metavar="SRC:DEST[:MODE]",
+                   help="a host file into the layer (MODE octal, default the file's)")
+    p.add_argument("--symlink", action="append", default=[], metavar="DEST:TARGET")
+    p.add_argument("--dir", action="append", default=[], metavar="DEST[:MODE]")
+    p.add_argument("--passwd", action="append", default=[], help="an extra /etc/passwd line")
+    p.add_argument("--group", action="append", default=[], help="an extra /etc/group line")
+    p.add_argument("--user", help="the config's User (name or uid[:gid])")
     p.add_argument("--arch", help="OCI architecture (default: from uname -m)")
     p.add_argument("--variant", help="OCI variant with --arch (e.g. v7)")
     p.add_argument("-o", "--output", required=True, help="tar to write ('-' for stdout)")

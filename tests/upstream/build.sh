@@ -9,7 +9,9 @@
 #
 # Components: see versions.sh (crictl; the control plane: etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubectl; containerd2; crio (with pinns next to it);
-# the kubelet and e2e.test join it with their issues).
+# e2e.test, ginkgo, agnhost and nnp, the node conformance run's test binary, its runner and
+# test image binaries
+# (issue 36, tests/conformance/); the kubelet joins it with its issue).
 #
 # containerd2 is one component of three binaries (containerd, containerd-shim-runc-v2, ctr):
 # `--path containerd2` prints their directory (<cache>/containerd2-<version>/bin), which a
@@ -48,6 +50,7 @@ done
 KUBE_COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
 COMPONENTS=(crictl etcd "${KUBE_COMPONENTS[@]}")
 COMPONENTS+=(crio) # CRI-O: see its block below
+COMPONENTS+=(e2e.test ginkgo agnhost nnp) # node conformance: see its block below
 
 # ---- containerd 2.x (issue 35) -------------------------------------------------------------
 COMPONENTS+=(containerd2)
@@ -83,6 +86,7 @@ component_spec() {
 	# etcd's main package is the root of its server module (server/main.go calls etcdmain.Main).
 	etcd) echo "go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 $ETCD_VERSION 0" ;;
 	crio) crio_spec ;; # CRI-O: see its block below
+	e2e.test | ginkgo | agnhost | nnp) conformance_spec "$1" ;; # node conformance: see its block below
 	# containerd 2.x: PKG is a comma-separated list (one `go install` of the three). cgo off:
 	# static binaries like the release's shim (SHIM_CGO_ENABLED=0 in its Makefile).
 	containerd2)
@@ -116,6 +120,9 @@ component_ldflags() {
 	crictl) echo "-X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" ;;
 	etcd) echo "" ;; # etcd's version is a constant of go.etcd.io/etcd/api/v3/version
 	crio) crio_ldflags ;; # CRI-O: see its block below
+	e2e.test) component_ldflags kube-apiserver ;; # the same version stamps as the control plane
+	agnhost) agnhost_ldflags ;;                  # node conformance: see its block below
+	nnp) echo "-w" ;;                            # test/images/image-util.sh's, as agnhost's
 	# containerd: its Makefile's GO_LDFLAGS (Version, Package; no Revision without git).
 	containerd2) echo "-X $CONTAINERD2_MODULE/version.Version=$CONTAINERD2_VERSION -X $CONTAINERD2_MODULE/version.Package=$CONTAINERD2_MODULE" ;;
 	*)
@@ -137,7 +144,8 @@ component_ldflags() {
 
 # The build tags of a component's release build (hack/lib/golang.sh for Kubernetes).
 component_tags() {
-	if is_kube "$1"; then echo "selinux,notest,grpcnotrace"; fi
+	# kubernetes: hack/lib/golang.sh gives its test binaries (e2e.test) the same tags.
+	if is_kube "$1" || [[ $1 == e2e.test ]]; then echo "selinux,notest,grpcnotrace"; fi
 	if [[ $1 == crio ]]; then crio_tags; fi # CRI-O: see its block below
 	# containerd: without the btrfs, devmapper and zfs snapshotters (the lab uses overlayfs;
 	# btrfs needs cgo and libbtrfs headers).
@@ -206,6 +214,41 @@ crio_extras() {
 	rm -rf "$dir/src"
 }
 # ---- end CRI-O ---------------------------------------------------------------------------
+
+# ---- node conformance (issue 36) ------------------------------------------------------------
+# e2e.test: the test binary of package k8s.io/kubernetes/test/e2e, as upstream's
+# hack/lib/golang.sh makes it (`go test -c`, the release tags selinux,notest,grpcnotrace, the
+# version stamps of hack/lib/version.sh with -s -w), in the control plane's build module (the
+# same staging replaces). One difference: CGO_ENABLED=0 (upstream builds test binaries with the
+# machine's cgo default; nothing in e2e.test needs cgo, and a static binary is the same on
+# every machine).
+# agnhost: the binary of the e2e test image registry.k8s.io/e2e-test-images/agnhost, from
+# test/images/agnhost of the same module, as test/images/image-util.sh builds it
+# (CGO_ENABLED=0, -ldflags "-w -X main.Version=<test/images/agnhost/VERSION>", no tags). The
+# image around it is made by tests/conformance/images.sh.
+# ginkgo: the Ginkgo CLI that runs e2e.test on parallel nodes (upstream's test targets build
+# it from their vendor tree: here the version k8s.io/kubernetes's go.mod pins, in the same
+# build module, its pins checked). No tags or version stamps (upstream sets none that matter).
+# nnp: the binary of the e2e test image nonewprivs (test/images/nonewprivs: prints its
+# effective uid; the image makes it setuid root), built the same way as agnhost.
+conformance_spec() {
+	case "$1" in
+	e2e.test) echo "k8s.io/kubernetes k8s.io/kubernetes/test/e2e $KUBERNETES_VERSION 0" ;;
+	agnhost) echo "k8s.io/kubernetes k8s.io/kubernetes/test/images/agnhost $KUBERNETES_VERSION 0" ;;
+	nnp) echo "k8s.io/kubernetes k8s.io/kubernetes/test/images/nonewprivs $KUBERNETES_VERSION 0" ;;
+	ginkgo) echo "k8s.io/kubernetes github.com/onsi/ginkgo/v2/ginkgo $KUBERNETES_VERSION 0" ;;
+	esac
+}
+
+# agnhost's version, which its image is tagged with (test/utils/image/manifest.go names the same).
+agnhost_version() {
+	local dir
+	dir=$(mod_info k8s.io/kubernetes "$KUBERNETES_VERSION" Dir)
+	tr -d '[:space:]' <"$dir/test/images/agnhost/VERSION"
+}
+
+agnhost_ldflags() { echo "-w -X main.Version=$(agnhost_version)"; }
+# ---- end node conformance ----------------------------------------------------------------------
 
 # local_replaces GOMOD → "module required-version" per line, for each replace directive of
 # that go.mod whose target is a directory (=> ./x or ../x) and whose module it requires. Such
@@ -319,6 +362,23 @@ compile() {
 	say "$name $version: building in $bdir (a build module: see compile)"
 	(
 		cd "$bdir"
+		if [[ $name == ginkgo ]]; then
+			# Not a package of MODULE: the version MODULE pins (node conformance block).
+			local gv
+			gv=$(awk '$1 == "github.com/onsi/ginkgo/v2" { print $2; exit }' "$gomod")
+			[[ -n $gv ]] || die "$module@$version pins no github.com/onsi/ginkgo/v2"
+			go get "$pkg@$gv"
+			check_pins "$gomod"
+			CGO_ENABLED=$cgo go build -tags "$tags" -ldflags "$ldflags" -o "$dest/bin/$name" "$pkg"
+			return
+		fi
+		if [[ $name == e2e.test ]]; then
+			# A test binary (node conformance block): the package's test dependencies too.
+			go get -t "$pkg@$version"
+			check_pins "$gomod"
+			CGO_ENABLED=$cgo go test -c -tags "$tags" -ldflags "$ldflags" -o "$dest/bin/$name" "$pkg"
+			return
+		fi
 		go get "$pkg@$version"
 		check_pins "$gomod"
 		CGO_ENABLED=$cgo go build -tags "$tags" -ldflags "$ldflags" -o "$dest/bin/$name" "$pkg"

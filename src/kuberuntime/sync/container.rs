@@ -331,7 +331,9 @@ pub fn fill_termination_messages(root_dir: &Path, pod: &api::Pod, status: &mut P
 }
 
 /// The message part of the last `lines` CRI log lines (`<time> <stream> <tag> <text>`),
-/// at most `max` bytes from the end.
+/// at most `max` bytes from the end. A partial line (tag `P`: the output did not end in a
+/// newline there) goes on without one, as the kubelet's log reader joins them
+/// (`kuberuntime/logs`: only a full line, `F`, ends with a newline).
 pub(super) fn log_tail(path: &Path, lines: usize, max: usize) -> String {
     let Ok(content) = std::fs::read_to_string(path) else {
         return String::new();
@@ -340,9 +342,12 @@ pub(super) fn log_tail(path: &Path, lines: usize, max: usize) -> String {
     let start = all.len().saturating_sub(lines);
     let mut out = String::new();
     for line in &all[start..] {
-        let msg = line.splitn(4, ' ').nth(3).unwrap_or("");
-        out.push_str(msg);
-        out.push('\n');
+        let mut fields = line.splitn(4, ' ');
+        let tag = fields.nth(2).unwrap_or("F");
+        out.push_str(fields.next().unwrap_or(""));
+        if !tag.split(':').any(|t| t == "P") {
+            out.push('\n');
+        }
     }
     if out.len() > max {
         let mut cut = out.len() - max;

@@ -10,7 +10,7 @@ use crate::clock::Clock;
 use crate::cri::{ContainerInfo, ContainerState, PodRuntimeStatus, Runtime, SandboxState};
 use crate::kuberuntime::hooks;
 use crate::kuberuntime::labels;
-use crate::kuberuntime::plan::{ContainerToKill, KillReason};
+use crate::kuberuntime::plan::{self, ContainerToKill, KillReason};
 use crate::recorder::{self, Recorder};
 use crate::volume::mounts;
 
@@ -276,6 +276,23 @@ pub async fn kill_pod<R: Runtime, C: Clock>(
             )
         })
         .collect();
+    // kubelet: `terminationOrdering` — restartable init containers (sidecars) are stopped
+    // only after every regular container has exited, the last-declared sidecar first, so
+    // that the regular containers' preStop hooks can still reach them; their own preStop
+    // hooks run at once with the others'. Without the pod (after a picolet restart) no
+    // order is known: everything stops at once.
+    let sidecar_index = |c: &ContainerInfo| {
+        let name = labels::container_name(c);
+        pod?.spec
+            .init_containers
+            .iter()
+            .position(|s| s.name == name && plan::is_restartable_init_container(s))
+    };
+    let (mut sidecars, running): (Vec<_>, Vec<_>) = running
+        .into_iter()
+        .partition(|(c, _)| sidecar_index(c).is_some());
+    sidecars.sort_by_key(|(c, _)| std::cmp::Reverse(sidecar_index(c)));
+    let started = tokio::time::Instant::now();
     let stops = running.iter().map(|(c, annotations)| {
         let name = labels::container_name(c);
         let spec = pod.and_then(|p| container_spec(p, name));
@@ -300,11 +317,58 @@ pub async fn kill_pod<R: Runtime, C: Clock>(
             .await
         }
     });
-    let mut errors: Vec<SyncError> = join_all(stops)
+    let sidecar_hooks = sidecars.iter().map(|(c, _)| {
+        let name = labels::container_name(c);
+        let spec = pod.and_then(|p| container_spec(p, name));
+        let grace = grace_period(pod, spec, Some(c), KillReason::Unknown, grace_override);
+        let pre_stop = pre_stop_of(spec, None, name, pod_ip);
+        let events = pod.map(|pod| KillEvents {
+            recorder: &env.recorder,
+            pod,
+        });
+        let pod_name = &pod_name;
+        async move {
+            if let Some(hook) = pre_stop.as_ref().filter(|_| grace > 0) {
+                Box::pin(run_pre_stop(
+                    &env.runtime,
+                    pod_name,
+                    &c.id,
+                    name,
+                    grace,
+                    hook,
+                    events,
+                ))
+                .await;
+            }
+            grace
+        }
+    });
+    let (results, graces) =
+        futures_util::future::join(join_all(stops), join_all(sidecar_hooks)).await;
+    let mut errors: Vec<SyncError> = results.into_iter().filter_map(Result::err).collect();
+    // The sidecars, one after the other, each with what is left of its grace period.
+    for ((c, _), grace) in sidecars.iter().zip(graces) {
+        let waited = i64::try_from(started.elapsed().as_secs()).unwrap_or(i64::MAX);
+        let events = pod.map(|pod| KillEvents {
+            recorder: &env.recorder,
+            pod,
+        });
+        let name = labels::container_name(c);
+        if let Err(e) = stop_one(
+            &env.runtime,
+            &pod_name,
+            &c.id,
+            name,
+            grace.saturating_sub(waited),
+            None,
+            events,
+            "",
+        )
         .await
-        .into_iter()
-        .filter_map(Result::err)
-        .collect();
+        {
+            errors.push(e);
+        }
+    }
     for s in &status.sandboxes {
         match env.runtime.stop_pod_sandbox(&s.id).await {
             Ok(()) => {}

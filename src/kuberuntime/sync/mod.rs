@@ -558,7 +558,13 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
         status,
         sandbox_id: result.sandbox_id.clone(),
         sandbox_config: &sandbox_config,
-        pod_ip: pod_ip.unwrap_or_default(),
+        // kubelet: syncPod takes the pod's IPs from its API status, which for a host-network
+        // pod are the node's (#24576): status.podIP in the downward API is the node IP.
+        pod_ip: match pod_ip {
+            Some(ip) => ip,
+            None if pod.spec.host_network => env.host_ip.clone(),
+            None => String::new(),
+        },
     };
 
     // Init containers, in order; a failed plain init container stops the sync.

@@ -446,6 +446,62 @@ async fn kill_pod_stops_containers_concurrently_then_sandbox() {
     }
 }
 
+/// kubelet: `terminationOrdering` — the regular containers first (their preStop hooks can
+/// still reach the sidecars), then the sidecars, the last-declared first, each with what is
+/// left of its grace period. Conformance: "Container Lifecycle Hook ... should execute
+/// prestop http hook properly" (the hook goes through a sidecar of the same pod).
+#[tokio::test(start_paused = true)]
+async fn kill_pod_stops_sidecars_after_the_regular_containers() {
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    h.rt.add_image("busybox:1.36");
+    let mut p = one_container_pod("nginx:1.25");
+    let sidecar = |name: &str| api::Container {
+        restart_policy: Some(RestartPolicy::Always),
+        ..container(name, "busybox:1.36")
+    };
+    p.spec.init_containers = vec![sidecar("proxy"), sidecar("log")];
+    for _ in 0..4 {
+        h.sync(&p).await;
+    }
+    for name in ["proxy", "log", "web"] {
+        assert_eq!(h.rt.running(name).len(), 1, "{name} runs");
+    }
+    let st = h.status("uid-1").await;
+    let name_of = |id: &str| {
+        st.containers
+            .iter()
+            .find(|c| c.id == id)
+            .map(|c| c.name.clone())
+            .unwrap()
+    };
+    h.rt.take_calls();
+    h.rt.set_stop_delay(Duration::from_secs(5));
+    let start = tokio::time::Instant::now();
+    kill_pod(&h.env, Some(&p), &st, None).await.unwrap();
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_secs(15),
+        "one after the other"
+    );
+    let stops: Vec<(String, i64)> =
+        h.rt.take_mutations()
+            .into_iter()
+            .filter_map(|c| match c {
+                Call::StopContainer { id, timeout } => Some((name_of(&id), timeout)),
+                _ => None,
+            })
+            .collect();
+    assert_eq!(
+        stops,
+        vec![
+            ("web".to_string(), 30),
+            ("log".to_string(), 25),
+            ("proxy".to_string(), 20),
+        ]
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn kill_pod_override_and_not_found() {
     let mut h = harness();
@@ -561,9 +617,15 @@ async fn adoption_after_restart_kills_from_labels_alone() {
 #[tokio::test(start_paused = true)]
 async fn host_network_pod() {
     let mut h = harness();
+    h.env.host_ip = "192.0.2.9".into();
     h.rt.add_image("nginx:1.25");
     let mut p = one_container_pod("nginx:1.25");
     p.spec.host_network = true;
+    p.spec.containers[0].env = vec![api::EnvVar {
+        name: "POD_IP".into(),
+        value: None,
+        value_from: Some(serde_json::json!({"fieldRef": {"fieldPath": "status.podIP"}})),
+    }];
     let (r, _) = h.sync(&p).await;
     let sb = h.rt.sandbox_config("s1").unwrap();
     assert_eq!(sb.hostname, "");
@@ -572,6 +634,14 @@ async fn host_network_pod() {
     assert_eq!(r.sandbox_ip, None);
     let c = h.rt.container_config("c2").unwrap();
     assert_eq!(c.security.namespace_options.network, NamespaceMode::Node);
+    // status.podIP of a host-network pod is the node's IP (kubelet: #24576). Conformance:
+    // "Downward API should provide host IP and pod IP as an env var if pod uses host network".
+    assert!(
+        c.envs
+            .contains(&("POD_IP".to_string(), "192.0.2.9".to_string())),
+        "{:?}",
+        c.envs
+    );
     assert_eq!(c.security.namespace_options.pid, NamespaceMode::Container);
     // a host-network sandbox without an IP is fine: nothing to do next time
     let (r, calls) = h.sync(&p).await;
@@ -1129,6 +1199,17 @@ fn termination_messages_come_from_the_file_or_the_log_tail() {
         st.containers[2].message, "",
         "exit 0 without a file: no fallback"
     );
+    // Output without a final newline is a partial line (P): no newline is added.
+    // Conformance: "should report termination message from log output if
+    // TerminationMessagePolicy FallbackToLogsOnError is set" (`echo -n DONE; false`).
+    std::fs::write(&log, "2026-12-01T10:00:02.000000000Z stdout P DONE\n").unwrap();
+    let mut st = PodRuntimeStatus {
+        uid: "uid-t".into(),
+        containers: vec![exited(1, 1)],
+        ..Default::default()
+    };
+    fill_termination_messages(root, &p, &mut st);
+    assert_eq!(st.containers[0].message, "DONE");
     // a big file is capped at 4 KiB
     std::fs::write(
         dir.join(container_mounts::termination_log_file_id(3)),
