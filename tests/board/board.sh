@@ -284,7 +284,8 @@ wait_ssh() {
 		if id=$(guest 'cat /proc/sys/kernel/random/boot_id' 2>/dev/null) && [ -n "$id" ] && [ "$id" != "$not" ]; then
 			# systemd still starting is fine for ssh, but wait for the boot to settle so that
 			# callers see every unit that starts at boot started (or failed).
-			guest 'systemctl is-system-running --wait >/dev/null 2>&1; true' || true
+			# (A unit that never finishes starting must not hang the driver: 10 min at most.)
+			guest 'timeout 600 systemctl is-system-running --wait >/dev/null 2>&1; true' || true
 			return 0
 		fi
 		[ "$(now)" -lt "$deadline" ] || {

@@ -108,6 +108,11 @@ wait_running() {
 	done
 }
 
+# evidence: the guest's last picolet and containerd lines, after a failed wait.
+evidence() {
+	g 'journalctl -u picolet -n 4 --no-pager; journalctl -u containerd -n 2 --no-pager; ls -la /var/lib/cni/results' || true
+}
+
 # The container's process is in a pod cgroup of picolet's (cgroupfs driver) on cgroup v2.
 in_pod_cgroup() {
 	local id=$1 cg
@@ -161,6 +166,7 @@ if id1=$(wait_running none); then
 	check "container in a kubepods pod cgroup (v2)" in_pod_cgroup "$id1"
 else
 	fail "pod runs within ${POD_TIMEOUT}s"
+	evidence
 	id1=none
 fi
 phase_end "pod first runs"
@@ -175,6 +181,7 @@ if id2=$(wait_running "$id1"); then
 	pass "pod runs again after reboot (new container $id2)"
 else
 	fail "pod runs again after reboot within ${POD_TIMEOUT}s"
+	evidence
 	id2=$id1
 fi
 phase_end "pod after reboot"
@@ -190,5 +197,6 @@ if id3=$(wait_running "$id2"); then
 	pass "pod runs again after power cut (new container $id3)"
 else
 	fail "pod runs again after power cut within ${POD_TIMEOUT}s"
+	evidence
 fi
 phase_end "pod after power cut"
