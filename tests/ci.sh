@@ -110,7 +110,7 @@ step "cargo clippy -D warnings"
 cargo clippy --all-targets --all-features -- -D warnings
 
 step "shellcheck"
-shellcheck -x .ci/run tests/*.sh tests/e2e/*.sh tests/e2e/runtimes/*.sh tests/upstream/*.sh tests/cluster/*.sh tests/board/*.sh tests/board/initramfs-tools/hooks/board tests/fuzz/*.sh benches/*.sh
+shellcheck -x .ci/run tests/*.sh tests/e2e/*.sh tests/e2e/runtimes/*.sh tests/upstream/*.sh tests/cluster/*.sh tests/conformance/*.sh tests/conformance/bin/* tests/board/*.sh tests/board/initramfs-tools/hooks/board tests/fuzz/*.sh benches/*.sh
 
 step "unit and fake-CRI tests"
 cargo test --all-features
