@@ -110,6 +110,9 @@ pub async fn run(
     let node_name = node::node_name(opts.hostname_override.as_deref())?;
     // kubelet: setupDataDirs, before anything writes under the root directory.
     crate::volume::mounts::setup_data_dirs(&opts.root_dir)?;
+    // picolet: the empty CNI cache files a power cut leaves, before any pod is synced.
+    let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    crate::kuberuntime::cni_cache::repair_after_boot(&opts.root_dir, &boot_id, &opts.cni_cache_dir);
     // kubelet: the instrumented runtime service — every CRI call counted for `/metrics`.
     let runtime_metrics = std::sync::Arc::new(crate::metrics::RuntimeMetrics::default());
     let runtime = cri_runtime(&opts)?.with_metrics(std::sync::Arc::clone(&runtime_metrics));

@@ -71,6 +71,10 @@ pub struct Options {
     pub sync_frequency: Duration,
     /// `--resolv-conf`: the host resolver file used for `dnsPolicy: Default`.
     pub resolv_conf: PathBuf,
+    /// `--cni-cache-dir` (picolet's own): libcni's cache of the runtime, whose empty files
+    /// (left by a power cut) picolet removes on its first start in a boot
+    /// (`kuberuntime::cni_cache`); empty: never.
+    pub cni_cache_dir: PathBuf,
     /// `--cgroups-per-qos` (kubelet `cgroupsPerQOS`, default true): the `kubepods`
     /// hierarchy with a cgroup per pod (`cm`).
     pub cgroups_per_qos: bool,
@@ -194,6 +198,7 @@ impl Default for Options {
             runtime_request_timeout: Duration::from_secs(120),
             sync_frequency: Duration::from_secs(60),
             resolv_conf: PathBuf::from("/etc/resolv.conf"),
+            cni_cache_dir: PathBuf::from(crate::kuberuntime::cni_cache::DEFAULT_CACHE_DIR),
             cgroups_per_qos: true,
             cgroup_root: String::new(),
             cgroup_driver: crate::cm::CgroupDriver::Cgroupfs,
@@ -274,6 +279,9 @@ FLAGS (kubelet names):
     --runtime-request-timeout DURATION  CRI call deadline [2m]
     --sync-frequency DURATION           periodic pod resync [1m]
     --resolv-conf FILE                  resolver for dnsPolicy Default [/etc/resolv.conf]
+    --cni-cache-dir DIR                 the runtime's CNI cache: its empty files (a power
+                                        cut's) removed at the first start in a boot;
+                                        empty: never [/var/lib/cni]
     --cgroups-per-qos[=true|false]      pod cgroups ROOT/kubepods[/burstable|/besteffort]/pod<uid>
                                         with the pods' limits [true]
     --cgroup-root PATH                  where kubepods goes; without --cgroups-per-qos the
@@ -479,6 +487,7 @@ pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
             }
             "--sync-frequency" => opts.sync_frequency = duration_flag(flag, &value()?)?,
             "--resolv-conf" => opts.resolv_conf = value()?.into(),
+            "--cni-cache-dir" => opts.cni_cache_dir = value()?.into(),
             "--cgroup-root" => opts.cgroup_root = value()?,
             "--cgroup-parent" => {
                 log::warn!("--cgroup-parent is deprecated: use --cgroup-root (the kubelet's name)");

@@ -277,7 +277,8 @@ async fn c_edited_manifest_replaces_the_pod() {
 }
 
 /// d. `kill -9` picolet and start it again: the running pod is adopted as it is — same
-/// sandbox, same container IDs and attempts, nothing restarted.
+/// sandbox, same container IDs and attempts, nothing restarted. Then a power cut (the pod's
+/// processes killed too, its CNI cache file empty, a new boot ID): the pod comes back.
 #[tokio::test]
 async fn d_restart_after_kill_adopts_running_pods() {
     let Some(lab) = Lab::new("d-restart").await else {
@@ -348,7 +349,120 @@ async fn d_restart_after_kill_adopts_running_pods() {
             )
         },
     );
+
+    // A power cut: picolet and the pod's processes die with no teardown, and libcni's
+    // cached result of the sandbox is an empty file (written, the cut came before the
+    // writeback: tests/board found it). The next boot (a new boot ID: its record removed)
+    // must bring the pod back; with the empty file containerd fails every StopPodSandbox of
+    // the old sandbox (containerd#8197), so picolet removes it first.
+    lab.signal_picolet(Signal::SIGKILL);
+    lab.wait_picolet_exit(secs(5)).await;
+    let old = &before.sandboxes[0];
+    let killed = kill_pod_processes(&old.uid);
+    lab.check(killed > 0, || {
+        format!("no process found in pod {}'s container cgroups", old.uid)
+    });
+    lab.wait_for("the pod's containers dead", secs(60), || async {
+        let v = lab.pod_view(NS, "survivor").await?;
+        let running = v
+            .containers
+            .iter()
+            .any(|c| c.state == ContainerState::Running);
+        if running { Err(v.describe()) } else { Ok(()) }
+    })
+    .await;
+    let emptied = empty_cni_results(&old.id);
+    eprintln!(
+        "e2e {}: emptied the CNI cache files {emptied:?}",
+        lab.scenario
+    );
+    fs::remove_file(lab.root.join("root").join("boot_id"))
+        .unwrap_or_else(|e| lab.fail(&format!("ROOT-DIR/boot_id: {e}")));
+    lab.start_picolet();
+    let back = lab
+        .wait_for(
+            "pod survivor running again after the power cut",
+            secs(120),
+            || lab.running_pod(NS, "survivor", &["one", "two"]),
+        )
+        .await;
+    let running_now: BTreeSet<(String, String, u32)> = back
+        .containers
+        .iter()
+        .filter(|c| c.state == ContainerState::Running)
+        .map(|c| (c.id.clone(), c.name.clone(), c.attempt))
+        .collect();
+    lab.check(running_now.is_disjoint(&ids(&before)), || {
+        format!("the containers were not made anew: {}", back.describe())
+    });
+    if !emptied.is_empty() {
+        let err = lab.stderr();
+        for f in &emptied {
+            lab.check(
+                err.contains(&format!("removed the empty CNI cache file {}", f.display())),
+                || format!("no line says {} was removed", f.display()),
+            );
+        }
+    }
     lab.finish().await;
+}
+
+/// Kills (SIGKILL) every process in the containers' cgroups of pod `uid` (the cgroups below
+/// the pod's: its sandbox and containers; not the pod cgroup itself, where CRI-O's conmon
+/// lives), as a power cut would; returns how many.
+fn kill_pod_processes(uid: &str) -> usize {
+    let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    let base = if v2 {
+        PathBuf::from("/sys/fs/cgroup")
+    } else {
+        PathBuf::from("/sys/fs/cgroup/memory")
+    };
+    let kubepods = base
+        .join(lab::cgroup_root().trim_start_matches('/'))
+        .join("kubepods");
+    let pod = format!("pod{uid}");
+    let pod_dirs = [kubepods.join(&pod)]
+        .into_iter()
+        .chain(["besteffort", "burstable"].map(|q| kubepods.join(q).join(&pod)))
+        .filter(|d| d.is_dir());
+    fn procs_below(dir: &Path, out: &mut Vec<i32>) {
+        for e in fs::read_dir(dir).into_iter().flatten().flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                let text = fs::read_to_string(e.path().join("cgroup.procs")).unwrap_or_default();
+                out.extend(text.lines().filter_map(|l| l.trim().parse::<i32>().ok()));
+                procs_below(&e.path(), out);
+            }
+        }
+    }
+    let mut pids = Vec::new();
+    for d in pod_dirs {
+        procs_below(&d, &mut pids);
+    }
+    for &pid in &pids {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+    pids.len()
+}
+
+/// Truncates libcni's cached results of `sandbox` (`/var/lib/cni/results/<net>-<id>-<if>`)
+/// to nothing, as a power cut before the writeback leaves them; returns them.
+fn empty_cni_results(sandbox: &str) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = fs::read_dir("/var/lib/cni/results")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.contains(&format!("-{sandbox}-")))
+        })
+        .collect();
+    out.sort();
+    for p in &out {
+        fs::write(p, "").expect("truncate the CNI result");
+    }
+    out
 }
 
 /// e. A crashing container (exit 1, restartPolicy Always) is restarted with a growing
