@@ -52,6 +52,38 @@ impl Clock for TokioClock {
     }
 }
 
+/// A [`TokioClock`] whose wall time a test can set back or forward, as NTP's first step or
+/// an operator's `date` moves a board's clock without a real-time clock (timers, on
+/// tokio's monotonic clock, do not move).
+#[derive(Debug, Clone)]
+pub struct JumpClock {
+    inner: TokioClock,
+    offset: std::sync::Arc<std::sync::atomic::AtomicI64>,
+}
+
+impl JumpClock {
+    pub fn new(base: UnixNanos) -> Self {
+        JumpClock {
+            inner: TokioClock::new(base),
+            offset: Default::default(),
+        }
+    }
+
+    /// Moves the wall clock by `by` nanoseconds (negative: back).
+    pub fn jump(&self, by: i64) {
+        self.offset
+            .fetch_add(by, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl Clock for JumpClock {
+    fn now(&self) -> UnixNanos {
+        self.inner
+            .now()
+            .saturating_add(self.offset.load(std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
 pub fn nanos(d: Duration) -> i64 {
     i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
 }

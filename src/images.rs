@@ -154,6 +154,10 @@ pub fn detect(
             first_detected: now,
             ..ImageRecord::default()
         });
+        // picolet: the clock went back (no RTC, NTP's first step): stamps after `now`
+        // come down to it, so no age waits out the jump (the kubelet's do).
+        rec.first_detected = rec.first_detected.min(now);
+        rec.last_used = rec.last_used.min(now);
         if containers.iter().any(|c| uses(c, image)) {
             rec.last_used = now;
             in_use.insert(image.id.clone());
@@ -566,6 +570,28 @@ mod tests {
             }
         );
         assert_eq!(records.len(), 1);
+        // The clock goes back a day: the stamps come down to now, and the image may go
+        // once the TTL has passed from there (not a day later).
+        const DAY: i64 = 86_400 * S;
+        detect(
+            &mut records,
+            &images[..1],
+            &[],
+            DEFAULT_SANDBOX_IMAGE,
+            30 * S - DAY,
+        );
+        assert_eq!(
+            (
+                records["sha256:a"].first_detected,
+                records["sha256:a"].last_used
+            ),
+            (30 * S - DAY, 30 * S - DAY)
+        );
+        let ttl = Duration::from_secs(120);
+        let none = HashSet::new();
+        let later = 30 * S - DAY + 120 * S;
+        assert!(plan_free(&records, &none, later - S, ttl, 1).is_empty());
+        assert_eq!(plan_free(&records, &none, later, ttl, 1).len(), 1);
     }
 
     #[test]

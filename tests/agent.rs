@@ -9,7 +9,7 @@ mod common;
 
 use common::IMAGE;
 use common::agent::{
-    Agent, agent_dir, fake_runtime, running_ids, settle, start, start_with_events,
+    Agent, agent_dir, fake_runtime, running_ids, settle, start, start_with_clock, start_with_events,
 };
 use picolet::cri::fake::{Call, FakeRuntime};
 use picolet::cri::{ContainerState, Runtime as _, SandboxState};
@@ -48,6 +48,81 @@ fn let_inotify_deliver() {
 /// depends on inotify delivering within the real 300 ms above (on a loaded machine it may
 /// not). Paused time makes the wait cost nothing.
 const INOTIFY_OR_RELIST: u64 = 25;
+
+/// The wall clock jumps a day back, then a day forward (a board without a real-time clock:
+/// NTP's first step, an operator's `date`): no running container is touched, a crash-loop
+/// back-off lasts no longer than its delay, container GC goes on.
+#[tokio::test(start_paused = true)]
+async fn a_clock_jump_disturbs_no_pod_and_holds_no_back_off() {
+    const DAY: i64 = 86_400 * 1_000_000_000;
+    LocalSet::new()
+        .run_until(async {
+            let (tmp, cfg) = agent_dir("node1");
+            std::fs::write(cfg.pod_manifest_path.join("web.yaml"), manifest("web", "1")).unwrap();
+            let _ = &tmp;
+            let clock = picolet::clock::JumpClock::new(1_800_000_000_000_000_000);
+            let rt = FakeRuntime::new(clock.clone());
+            rt.add_image(IMAGE);
+            let agent = start_with_clock(&rt, clock.clone(), &cfg);
+            settle(3).await;
+            assert_eq!(running_ids(&rt).len(), 2);
+            let side = rt.running("side");
+            let sandbox = rt.sandboxes()[0].id.clone();
+            // Three crashes: restarted at once, then after 10 s; the third waits 20 s.
+            for wait in [3, 15] {
+                let app = rt.running("app")[0].clone();
+                rt.exit_container(&app, 1);
+                settle(wait).await;
+                assert_eq!(rt.running("app").len(), 1, "not restarted after {wait} s");
+            }
+            let app = rt.running("app")[0].clone();
+            rt.exit_container(&app, 1);
+            settle(2).await;
+            assert!(
+                rt.running("app").is_empty(),
+                "restarted inside its back-off"
+            );
+
+            // Back a day: the container exited "tomorrow"; its 20 s back-off runs from when
+            // picolet saw that (with the grid's rounding), not for a day.
+            clock.jump(-DAY);
+            settle(60).await;
+            assert_eq!(
+                rt.running("app").len(),
+                1,
+                "a clock gone back held the back-off"
+            );
+            assert_eq!(rt.running("side"), side, "a running container was touched");
+            // Container GC (a pass a minute) keeps one dead instance of a wanted container,
+            // whatever the stamps say.
+            settle(70).await;
+            let dead_apps = rt
+                .containers()
+                .into_iter()
+                .filter(|c| c.name == "app" && c.state == ContainerState::Exited)
+                .count();
+            assert_eq!(dead_apps, 1, "container GC held by the clock");
+
+            // Forward a day (back to the true time): nothing is restarted or removed.
+            let before = running_ids(&rt);
+            clock.jump(DAY);
+            settle(120).await;
+            assert_eq!(
+                running_ids(&rt),
+                before,
+                "a clock jump restarted a container"
+            );
+            let ready: Vec<_> = rt
+                .sandboxes()
+                .into_iter()
+                .filter(|s| s.state == SandboxState::Ready)
+                .map(|s| s.id)
+                .collect();
+            assert_eq!(ready, vec![sandbox]);
+            agent.stop().await;
+        })
+        .await;
+}
 
 #[tokio::test(start_paused = true)]
 async fn start_crash_restart_adopt_edit_delete() {

@@ -9,6 +9,12 @@
 //! `hasExpired`: an entry whose last update is more than 2 × max (= 600 s) older than the
 //! new event starts over at the initial delay; `gc` drops entries idle that long.
 //!
+//! The wall clock can go back (a board without a real-time clock corrected by NTP, an
+//! operator's `date`): an event stamped after `now` is measured from when that was first
+//! seen, so a back-off is never longer than its delay (the kubelet's, measured from the
+//! stamp alone, waits out the jump). A jump forward counts as time gone by, as upstream: the
+//! back-off ends, and the next one starts over at the initial delay.
+//!
 //! Must never: read a clock, sleep, or do I/O. It is plain state owned by a pod worker
 //! (one `PodBackoffs` per pod: the keys carry the pod UID anyway).
 
@@ -29,6 +35,9 @@ struct Entry {
     backoff: i64,
     /// When `next` last moved this entry (wall clock).
     last_update: UnixNanos,
+    /// The clock went back: an event time stamped after `now`, and when it was first
+    /// seen so (the back-off runs from then).
+    clock_back: Option<(UnixNanos, UnixNanos)>,
 }
 
 /// A keyed exponential back-off (kubelet: `flowcontrol.Backoff`).
@@ -70,6 +79,7 @@ impl Backoff {
         let entry = self.entries.entry(key.to_string()).or_insert(Entry {
             backoff: 0,
             last_update: now,
+            clock_back: None,
         });
         if entry.backoff == 0 || expired(event_time, entry.last_update, max) {
             entry.backoff = initial;
@@ -77,6 +87,7 @@ impl Backoff {
             entry.backoff = entry.backoff.saturating_mul(2).min(max);
         }
         entry.last_update = now;
+        entry.clock_back = None;
     }
 
     /// Forget `key` (kubelet: `Backoff.Reset`).
@@ -86,35 +97,55 @@ impl Backoff {
 
     /// Is less than the current delay elapsed since `event_time`? (kubelet:
     /// `IsInBackOffSince`; crash loops pass the container's `finishedAt`.)
-    pub fn is_in_backoff_since(&self, key: &str, event_time: UnixNanos, now: UnixNanos) -> bool {
+    pub fn is_in_backoff_since(
+        &mut self,
+        key: &str,
+        event_time: UnixNanos,
+        now: UnixNanos,
+    ) -> bool {
         self.remaining_since(key, event_time, now).is_some()
     }
 
-    /// How much of the delay is left, measured from `event_time`; `None` when not in
-    /// back-off.
+    /// How much of the delay is left, measured from `event_time` (or, when that is after
+    /// `now` because the clock went back, from when that was first seen); `None` when not
+    /// in back-off.
     pub fn remaining_since(
-        &self,
+        &mut self,
         key: &str,
         event_time: UnixNanos,
         now: UnixNanos,
     ) -> Option<Duration> {
-        let e = self.entries.get(key)?;
-        if expired(event_time, e.last_update, self.max) {
+        let max = self.max;
+        let e = self.entries.get_mut(key)?;
+        if expired(event_time, e.last_update, max) {
             return None;
         }
-        let elapsed = now.saturating_sub(event_time);
+        let from = match e.clock_back {
+            Some((event, seen)) if event == event_time && seen <= now => seen,
+            _ if now < event_time => {
+                e.clock_back = Some((event_time, now));
+                now
+            }
+            _ => event_time,
+        };
+        let elapsed = now.saturating_sub(from);
         (elapsed < e.backoff).then(|| nanos_to_duration(e.backoff - elapsed))
     }
 
     /// Is less than the current delay elapsed since the last failure was recorded?
     /// (kubelet: `IsInBackOffSinceUpdate`; used for image pulls with `now`.)
-    pub fn is_in_backoff_since_update(&self, key: &str, now: UnixNanos) -> bool {
+    pub fn is_in_backoff_since_update(&mut self, key: &str, now: UnixNanos) -> bool {
         self.remaining_since_update(key, now).is_some()
     }
 
-    pub fn remaining_since_update(&self, key: &str, now: UnixNanos) -> Option<Duration> {
-        let e = self.entries.get(key)?;
-        if expired(now, e.last_update, self.max) {
+    pub fn remaining_since_update(&mut self, key: &str, now: UnixNanos) -> Option<Duration> {
+        let max = self.max;
+        let e = self.entries.get_mut(key)?;
+        if now < e.last_update {
+            // The clock went back: the delay runs from now.
+            e.last_update = now;
+        }
+        if expired(now, e.last_update, max) {
             return None;
         }
         let elapsed = now.saturating_sub(e.last_update);
@@ -243,7 +274,7 @@ mod tests {
                 "{name}"
             );
         }
-        let b = Backoff::default();
+        let mut b = Backoff::default();
         assert!(!b.is_in_backoff_since("unknown", T0, T0), "no entry");
     }
 
@@ -257,6 +288,55 @@ mod tests {
             Some(Duration::from_secs(15))
         );
         assert_eq!(b.remaining_since("k", T0 + 30 * S, T0 + 50 * S), None);
+    }
+
+    #[test]
+    fn a_clock_gone_back_never_lengthens_a_back_off() {
+        const DAY: i64 = 86_400 * S;
+        let mut b = Backoff::default();
+        b.next("k", T0, T0);
+        b.next("k", T0 + 12 * S, T0 + 12 * S); // 20 s
+        // The container finished at T0 + 30 s; the clock then went back a day.
+        let finished = T0 + 30 * S;
+        let back = finished + 5 * S - DAY;
+        assert_eq!(
+            b.remaining_since("k", finished, back),
+            Some(Duration::from_secs(20)),
+            "the whole delay, from when the jump was seen"
+        );
+        assert_eq!(
+            b.remaining_since("k", finished, back + 15 * S),
+            Some(Duration::from_secs(5))
+        );
+        assert_eq!(b.remaining_since("k", finished, back + 20 * S), None);
+        // Back again while waiting: from the second sighting.
+        let mut b2 = b.clone();
+        assert_eq!(
+            b2.remaining_since("k", finished, back - DAY),
+            Some(Duration::from_secs(20))
+        );
+        // A new failure after the jump doubles as usual (40 s), from its own stamp.
+        b.next("k", back + 25 * S, back + 25 * S);
+        assert_eq!(b.get("k"), Duration::from_secs(40));
+        assert_eq!(
+            b.remaining_since("k", back + 25 * S, back + 30 * S),
+            Some(Duration::from_secs(35))
+        );
+        // Forward a day: the back-off is over, and the next one starts at 10 s.
+        assert_eq!(
+            b.remaining_since("k", back + 25 * S, back + 30 * S + DAY),
+            None
+        );
+        b.next("k", back + 31 * S + DAY, back + 31 * S + DAY);
+        assert_eq!(b.get("k"), Duration::from_secs(10));
+        // Image pulls (since the last update): back a day, at most the delay.
+        let mut p = Backoff::default();
+        p.next("img", T0, T0);
+        assert_eq!(
+            p.remaining_since_update("img", T0 + 3 * S - DAY),
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(p.remaining_since_update("img", T0 + 13 * S - DAY), None);
     }
 
     #[test]

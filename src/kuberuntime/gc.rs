@@ -103,7 +103,11 @@ pub fn plan<'a>(
         // Newest first (as the relister sorts them), grouped by container name.
         let mut by_name: BTreeMap<&str, Vec<&crate::cri::ContainerInfo>> = BTreeMap::new();
         for c in &pod.containers {
-            if c.state == ContainerState::Running || c.created_at > newest_gc_time {
+            // picolet: with no minimum age (the default) a dead container's stamp is not
+            // looked at, so a wall clock gone back (no RTC) holds nothing for the jump's
+            // length (the kubelet compares with `now` even then).
+            let young = !policy.min_age.is_zero() && c.created_at > newest_gc_time;
+            if c.state == ContainerState::Running || young {
                 continue;
             }
             by_name
@@ -558,6 +562,16 @@ mod tests {
                 vec![],
                 vec![],
                 false,
+            ),
+            (
+                "the clock gone back below every stamp (no RTC), no min age: as at any time",
+                &finished,
+                true,
+                &policy,
+                5,
+                vec!["c1", "c2"],
+                vec!["s1", "s2"],
+                true,
             ),
             (
                 "removable while a container still runs: its sandbox stays",

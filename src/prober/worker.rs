@@ -114,6 +114,9 @@ pub struct WorkerState {
     last_result: Option<ProbeResult>,
     result_run: u32,
     on_hold: bool,
+    /// The clock went back below the instance's start: when that was seen (the initial
+    /// delay runs from then; picolet's, see `before`).
+    clock_back: Option<UnixNanos>,
 }
 
 impl WorkerState {
@@ -125,6 +128,7 @@ impl WorkerState {
             last_result: None,
             result_run: 0,
             on_hold: false,
+            clock_back: None,
         }
     }
 
@@ -165,6 +169,7 @@ impl WorkerState {
             self.on_hold = false;
             self.last_result = None;
             self.result_run = 0;
+            self.clock_back = None;
         }
         if self.on_hold {
             return Step::Wait;
@@ -189,7 +194,16 @@ impl WorkerState {
             ));
             return Step::Stop;
         }
-        if now.saturating_sub(since) < self.params.initial_delay_seconds * NANOS_PER_SECOND {
+        // The initial delay counts from the start (kubelet: `time.Since(startedAt)`). If the
+        // wall clock went back below it (no RTC, NTP's first step back), from when that was
+        // seen: the kubelet would wait out the jump, a readiness probe holding the pod
+        // unready for as long as a day's jump.
+        let from = match self.clock_back {
+            Some(seen) if seen <= now => seen,
+            _ if now < since => *self.clock_back.insert(now),
+            _ => since,
+        };
+        if now.saturating_sub(from) < self.params.initial_delay_seconds * NANOS_PER_SECOND {
             return Step::Wait;
         }
         match (self.kind, obs.started) {
@@ -444,6 +458,37 @@ mod tests {
         );
         assert_eq!(
             tick(&mut w, running("c1", started), started + 5 * S).0,
+            Step::Probe
+        );
+    }
+
+    #[test]
+    fn a_clock_gone_back_delays_probes_by_the_initial_delay_at_most() {
+        const DAY: i64 = 86_400 * S;
+        let mut w = WorkerState::new(Kind::Readiness, params(5, 1, 3));
+        let started = 1_000 * DAY;
+        assert_eq!(
+            tick(&mut w, running("c1", started), started + 2 * S).0,
+            Step::Wait
+        );
+        // Back a day, 3 s after the start: 5 s more from the sighting, not a day.
+        let back = started + 3 * S - DAY;
+        assert_eq!(tick(&mut w, running("c1", started), back).0, Step::Wait);
+        assert_eq!(
+            tick(&mut w, running("c1", started), back + 4 * S).0,
+            Step::Wait
+        );
+        assert_eq!(
+            tick(&mut w, running("c1", started), back + 5 * S).0,
+            Step::Probe
+        );
+        // A new instance starts clean; forward a day: the delay is over.
+        assert_eq!(
+            tick(&mut w, running("c2", back + 10 * S), back + 11 * S).0,
+            Step::Wait
+        );
+        assert_eq!(
+            tick(&mut w, running("c2", back + 10 * S), back + 11 * S + DAY).0,
             Step::Probe
         );
     }

@@ -149,6 +149,15 @@ pub struct Agent {
 }
 
 pub fn start(rt: &FakeRuntime, clock: picolet::clock::TokioClock, cfg: &DaemonConfig) -> Agent {
+    start_with_clock(rt, clock, cfg)
+}
+
+/// [`start`] with any clock (e.g. `JumpClock`).
+pub fn start_with_clock<C: picolet::clock::Clock>(
+    rt: &FakeRuntime,
+    clock: C,
+    cfg: &DaemonConfig,
+) -> Agent {
     let shutdown = tokio_util::sync::CancellationToken::new();
     let handle = tokio::task::spawn_local(picolet::daemon::run_with(
         rt.clone(),
