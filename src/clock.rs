@@ -52,6 +52,18 @@ impl Clock for TokioClock {
     }
 }
 
+/// 2026-12-01T00:00:00Z, in seconds: no true clock reads earlier than this release of
+/// picolet. A board without a real-time clock boots in 1970 (or at the stamp systemd or
+/// fake-hwclock keep) until NTP sets it; what must stay valid across that jump (the node
+/// API's self-signed certificate) is made valid on both sides of this floor, and a clock
+/// below it is named in the log.
+pub const FLOOR_SECS: i64 = 1_796_083_200;
+
+/// Whether `now` is below [`FLOOR_SECS`]: a clock not set yet.
+pub fn before_floor(now: UnixNanos) -> bool {
+    now / 1_000_000_000 < FLOOR_SECS
+}
+
 /// A [`TokioClock`] whose wall time a test can set back or forward, as NTP's first step or
 /// an operator's `date` moves a board's clock without a real-time clock (timers, on
 /// tokio's monotonic clock, do not move).

@@ -110,6 +110,17 @@ pub async fn run(
     let node_name = node::node_name(opts.hostname_override.as_deref())?;
     // kubelet: setupDataDirs, before anything writes under the root directory.
     crate::volume::mounts::setup_data_dirs(&opts.root_dir)?;
+    // picolet: a clock not set yet (no RTC, before NTP) is named once; nothing waits for it
+    // but what TLS needs (the apiserver), which retries until it is set.
+    let now = SystemClock.now();
+    if crate::clock::before_floor(now) {
+        log::warn!(
+            "the clock reads {}, before this picolet's release: not set yet (a board without \
+             a real-time clock)? Static pods start now; the apiserver is retried until the \
+             clock is set (NTP)",
+            crate::clock::rfc3339(now).unwrap_or_else(|| "1970-01-01T00:00:00Z".into())
+        );
+    }
     // picolet: the empty CNI cache files a power cut leaves, before any pod is synced.
     let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
     crate::kuberuntime::cni_cache::repair_after_boot(&opts.root_dir, &boot_id, &opts.cni_cache_dir);

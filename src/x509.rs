@@ -401,9 +401,11 @@ pub fn name_with_orgs(cn: &str, orgs: &[&str]) -> Vec<u8> {
     seq(&rdns)
 }
 
-/// RFC 5280: UTCTime through 2049, GeneralizedTime after.
+/// RFC 5280: UTCTime through 2049, GeneralizedTime after. Times before the epoch are the
+/// epoch (a clock at 1970-01-01T00:00:12Z, one hour earlier for a `notBefore`).
 pub fn time(secs: i64) -> Vec<u8> {
-    let t = crate::clock::rfc3339(secs * 1_000_000_000).unwrap_or_default();
+    let secs = secs.max(1);
+    let t = crate::clock::rfc3339(secs.saturating_mul(1_000_000_000)).unwrap_or_default();
     // 2026-11-30T05:09:28Z
     let digits: String = t.chars().filter(char::is_ascii_digit).collect();
     let year: i64 = digits.get(..4).and_then(|y| y.parse().ok()).unwrap_or(1970);

@@ -305,6 +305,46 @@ async fn https_with_kubeconfig_token_and_ca() {
     client.get::<Value>("/api/v1/pods").await.unwrap();
 }
 
+/// A board whose clock is not set (before the server certificate's notBefore, as a board
+/// without an RTC in 1970): the handshake fails, and the error says why, with both times —
+/// the sentence picolet's one "is the clock set?" line carries.
+#[tokio::test]
+async fn a_clock_before_the_servers_certificate_is_named() {
+    let year_2100 = 4_102_444_800_i64 * 1_000_000_000;
+    let g = picolet::local_api::certs::generate(
+        &picolet::local_api::certs::Subject {
+            node_name: "apiserver".into(),
+            dns_names: vec![],
+            ips: vec![],
+        },
+        year_2100,
+    )
+    .unwrap();
+    let tls = MockTls {
+        cert_pem: g.chain_pem.into_bytes(),
+        key_pem: g.key_pem.into_bytes(),
+        client_ca_pem: None,
+    };
+    let mock = MockApiServer::start_tls(tls).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.crt");
+    std::fs::write(&ca, &g.ca_pem).unwrap();
+    let kc = dir.path().join("kubeconfig");
+    mock.write_kubeconfig(&kc, None, Some(&ca)).unwrap();
+    let client = Client::new(&ClientConfig::from_kubeconfig(&kc).unwrap()).unwrap();
+    let err = client.get::<Value>("/api/v1/pods").await.unwrap_err();
+    assert!(matches!(err, ApiError::Connect { .. }), "{err}");
+    let problem = picolet::kube::clock_problem(&err).unwrap_or_else(|| panic!("not named: {err}"));
+    assert!(
+        problem.contains("the server's certificate is valid only from 2099-12-31T23:00:00Z"),
+        "{problem}"
+    );
+    // Anything else is not a clock problem.
+    mock.stop();
+    let err = client.get::<Value>("/api/v1/pods").await.unwrap_err();
+    assert_eq!(picolet::kube::clock_problem(&err), None, "{err}");
+}
+
 #[tokio::test]
 async fn https_with_a_client_certificate() {
     let tls = MockTls {

@@ -9,6 +9,7 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -233,9 +234,67 @@ impl Connector {
             Some(n) => n,
             None => tls::server_name(bare_host).map_err(|e| invalid(&e.to_string()))?,
         };
-        let stream = tls.connect(name, tcp).await?;
+        let stream = tls.connect(name, tcp).await.inspect_err(|e| {
+            if let Some(problem) = clock_problem(e) {
+                // One line per episode: every task retrying its calls meets the same wall.
+                if !CLOCK_WARNED.swap(true, Ordering::Relaxed) {
+                    log::warn!(
+                        "{bare_host}:{port}: {problem}; is the clock set? (a board without a \
+                         real-time clock waits for NTP: retrying meanwhile, static pods and \
+                         the pods of the checkpoint run)"
+                    );
+                }
+            }
+        })?;
+        if CLOCK_WARNED.swap(false, Ordering::Relaxed) {
+            log::info!("{bare_host}:{port}: its certificate is valid at the clock now");
+        }
         Ok(Conn::Tls(Box::new(TokioIo::new(stream))))
     }
+}
+
+/// Whether the "is the clock set?" line was written and no handshake succeeded since.
+static CLOCK_WARNED: AtomicBool = AtomicBool::new(false);
+
+/// A certificate refused for the time (the clock before its `notBefore` or after its
+/// `notAfter`) anywhere in `err`'s chain: the sentence that says so, with both times.
+pub fn clock_problem(err: &(dyn std::error::Error + 'static)) -> Option<String> {
+    use rustls::CertificateError as C;
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cur {
+        let rustls_err = e.downcast_ref::<rustls::Error>().or_else(|| {
+            e.downcast_ref::<io::Error>()
+                .and_then(|io| io.get_ref())
+                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        });
+        if let Some(rustls::Error::InvalidCertificate(c)) = rustls_err {
+            let at = |t: rustls_pki_types::UnixTime| {
+                crate::clock::rfc3339(
+                    i64::try_from(t.as_secs())
+                        .unwrap_or(i64::MAX)
+                        .saturating_mul(1_000_000_000),
+                )
+                .unwrap_or_else(|| "1970-01-01T00:00:00Z".into())
+            };
+            return match c {
+                C::NotValidYetContext { time, not_before } => Some(format!(
+                    "the clock reads {}, and the server's certificate is valid only from {}",
+                    at(*time),
+                    at(*not_before)
+                )),
+                C::ExpiredContext { time, not_after } => Some(format!(
+                    "the clock reads {}, and the server's certificate expired at {}",
+                    at(*time),
+                    at(*not_after)
+                )),
+                C::NotValidYet => Some("the server's certificate is not valid yet".into()),
+                C::Expired => Some("the server's certificate has expired".into()),
+                _ => None,
+            };
+        }
+        cur = e.source();
+    }
+    None
 }
 
 /// A connection: plain TCP or TLS over TCP.

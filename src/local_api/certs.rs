@@ -57,13 +57,19 @@ pub struct Subject {
 const VALIDITY_SECONDS: i64 = 365 * 24 * 3600;
 
 /// A CA and a server certificate it signs, both valid from `now` (one hour earlier, for
-/// clocks a little behind) for a year.
+/// clocks a little behind) for a year. picolet: a clock below `clock::FLOOR_SECS` (a board
+/// without an RTC, before NTP) gives certificates valid from `now` to a year after the
+/// floor, so they stay valid when NTP sets the clock (the kubelet's, made in 1970, expire
+/// in 1971).
 pub fn generate(subject: &Subject, now: UnixNanos) -> Result<Generated, CertError> {
     let rng = SystemRandom::new();
     let (_, ca_key) = new_key(&rng)?;
     let (server_key_pkcs8, server_key) = new_key(&rng)?;
     let secs = now / 1_000_000_000;
-    let (not_before, not_after) = (secs - 3600, secs + VALIDITY_SECONDS);
+    let (not_before, not_after) = (
+        secs - 3600,
+        secs.max(crate::clock::FLOOR_SECS) + VALIDITY_SECONDS,
+    );
     let stamp = secs.to_string();
 
     let ca_name = name(&format!("{}-ca@{stamp}", subject.node_name));

@@ -126,8 +126,9 @@ pub struct Credentials {
     pub kubeconfig: String,
 }
 
-/// The self-signed certificate is made again at a start after this (it is valid for 365 days).
-const RENEW_AFTER: Duration = Duration::from_secs(300 * 24 * 3600);
+/// The self-signed certificate is made again at a start when less than this is left of it
+/// (it is valid for 365 days: renewed after 300).
+const RENEW_BEFORE: Duration = Duration::from_secs(65 * 24 * 3600);
 
 /// Writes `bytes` to `path` with mode 0600, by a rename (never half a key on disk). A
 /// missing directory is made 0700 (its parents with the default mode).
@@ -171,15 +172,22 @@ pub fn prepare(
                 opts.cert_dir.join("kubelet-ca.crt"),
             );
             // picolet differs: the kubelet never renews its self-signed certificate; a board
-            // runs for years, so one older than RENEW_AFTER (it is valid for a year) is made
-            // again at start, and so is the kubeconfig that trusts it.
-            let fresh = std::fs::metadata(&crt)
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| std::time::SystemTime::now().duration_since(t).ok())
-                .is_some_and(|age| age < RENEW_AFTER);
+            // runs for years, so one with less than RENEW_BEFORE left (it is valid for a
+            // year), or not valid at all at this clock, is made again at start, and so is
+            // the kubeconfig that trusts it.
+            let now_secs = now / 1_000_000_000;
+            let fresh = |chain: &[u8]| {
+                let text = String::from_utf8_lossy(chain);
+                crate::x509::pem_blocks(&text, "CERTIFICATE")
+                    .first()
+                    .and_then(|der| crate::x509::certificate_info(der))
+                    .is_some_and(|i| {
+                        i.not_before <= now_secs
+                            && now_secs < i.not_after.saturating_sub(RENEW_BEFORE.as_secs() as i64)
+                    })
+            };
             match (read(&crt)?, read(&key)?, read(&ca)?) {
-                (Some(c), Some(k), Some(a)) if fresh => (c, k, a),
+                (Some(c), Some(k), Some(a)) if fresh(&c) => (c, k, a),
                 _ => {
                     let mut ips: Vec<IpAddr> = opts.node_ip.into_iter().collect();
                     if !opts.address.is_unspecified() && !opts.address.is_loopback() {
@@ -558,14 +566,8 @@ mod tests {
             );
             assert_eq!(mode & 0o777, 0o600, "{f}");
         }
-        // 301 days old: made again (the token stays).
-        let old = std::time::SystemTime::now() - Duration::from_secs(301 * 24 * 3600);
-        std::fs::File::options()
-            .write(true)
-            .open(&crt)
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
+        // 301 days later: made again (the token stays).
+        let now = now + 301 * 24 * 3600 * 1_000_000_000;
         let third = prepare(&opts, now).unwrap();
         assert_ne!(std::fs::read(&crt).unwrap(), pem, "renewed");
         assert_eq!(third.token, first.token);
@@ -582,5 +584,48 @@ mod tests {
             Err(e) => e.to_string(),
         };
         assert!(err.contains("missing.crt"), "{err}");
+    }
+
+    /// A board without a real-time clock: made in 1970, the certificate is still valid
+    /// when NTP sets the clock, and is kept; made with a true clock, a clock gone back to
+    /// 1970 makes it anew (valid on both sides of the floor).
+    #[test]
+    fn a_certificate_made_in_1970_outlives_the_clock_being_set() {
+        const S: i64 = 1_000_000_000;
+        let tmp = tempfile::tempdir().unwrap();
+        let opts = options(tmp.path());
+        let crt = opts.cert_dir.join("kubelet.crt");
+        prepare(&opts, 12 * S).unwrap();
+        let pem = std::fs::read(&crt).unwrap();
+        let validity = || {
+            let text = String::from_utf8_lossy(&std::fs::read(&crt).unwrap()).into_owned();
+            let der = crate::x509::pem_blocks(&text, "CERTIFICATE").remove(0);
+            let i = crate::x509::certificate_info(&der).unwrap();
+            (i.not_before, i.not_after)
+        };
+        let (nb, na) = validity();
+        assert!(
+            nb <= 12 && na > crate::clock::FLOOR_SECS + 300 * 86_400,
+            "{nb} {na}"
+        );
+        let set = (crate::clock::FLOOR_SECS + 30 * 86_400) * S;
+        prepare(&opts, set).unwrap();
+        assert_eq!(
+            std::fs::read(&crt).unwrap(),
+            pem,
+            "kept once the clock is set"
+        );
+        // Made at a true time, then the clock reads 1970: not valid then, made again.
+        let tmp = tempfile::tempdir().unwrap();
+        let opts = options(tmp.path());
+        let crt2 = opts.cert_dir.join("kubelet.crt");
+        prepare(&opts, set).unwrap();
+        let pem = std::fs::read(&crt2).unwrap();
+        prepare(&opts, 12 * S).unwrap();
+        assert_ne!(
+            std::fs::read(&crt2).unwrap(),
+            pem,
+            "made again for a 1970 clock"
+        );
     }
 }
