@@ -1086,11 +1086,11 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// removal runs on the blocking pool.
     fn remove_orphaned_pod_dirs(&self, desired: &HashSet<String>) {
         let pods_dir = self.root_dir.join("pods");
-        let Ok(entries) = std::fs::read_dir(&pods_dir) else {
+        let Ok(entries) = crate::noatime::read_dir(&pods_dir) else {
             return;
         };
         let orphans: Vec<String> = entries
-            .flatten()
+            .into_iter()
             .filter_map(|e| e.file_name().into_string().ok())
             .filter(|uid| {
                 !desired.contains(uid)

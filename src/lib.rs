@@ -146,6 +146,7 @@ pub mod logs;
 pub mod manifest;
 pub mod messages;
 pub mod metrics;
+mod noatime;
 pub mod node;
 pub mod options;
 mod pleg;

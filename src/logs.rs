@@ -143,13 +143,13 @@ pub fn rotated_logs(log: &Path) -> std::io::Result<Vec<PathBuf>> {
     let (Some(dir), Some(base)) = (log.parent(), log.file_name().and_then(|b| b.to_str())) else {
         return Ok(Vec::new());
     };
-    let rd = match std::fs::read_dir(dir) {
+    let rd = match crate::noatime::read_dir(dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
     Ok(rd
-        .filter_map(Result::ok)
+        .into_iter()
         .filter(|e| {
             e.file_name()
                 .to_str()

@@ -2584,9 +2584,20 @@ async fn o_log_rotation_and_image_gc() {
             format!("{kept} must stay (in use / sandbox image): {status:?}")
         });
     }
-    lab.check(lab.stderr().contains("image GC: removed image"), || {
-        "no 'image GC: removed image' line on stderr".to_string()
-    });
+    // The line comes once RemoveImage has returned, which may be after the poll above saw
+    // the image gone (CI on containerd 2.x once read stderr in between).
+    lab.wait_for(
+        "an 'image GC: removed image' line on stderr",
+        secs(30),
+        || async {
+            if lab.stderr().contains("image GC: removed image") {
+                Ok(())
+            } else {
+                Err("not yet".to_string())
+            }
+        },
+    )
+    .await;
     lab.running_pod(NS, "chatty", &["c"])
         .await
         .unwrap_or_else(|e| lab.fail(&format!("pod chatty after image GC: {e}")));

@@ -268,10 +268,10 @@ pub fn dir_usage(dir: &Path) -> u64 {
     let mut total = 0u64;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
+        let Ok(entries) = crate::noatime::read_dir(&d) else {
             continue;
         };
-        for e in entries.flatten() {
+        for e in entries {
             let Ok(md) = e.metadata() else { continue };
             if md.is_dir() {
                 stack.push(e.path());

@@ -319,10 +319,10 @@ pub async fn execute<R: Runtime>(
 
 /// Sub-directories of the pod log directory with their modification times.
 fn read_log_dirs(dir: &Path) -> Vec<(String, UnixNanos)> {
-    let Ok(rd) = std::fs::read_dir(dir) else {
+    let Ok(rd) = crate::noatime::read_dir(dir) else {
         return Vec::new();
     };
-    rd.filter_map(Result::ok)
+    rd.into_iter()
         .filter_map(|e| {
             let md = e.metadata().ok()?;
             if !md.is_dir() {

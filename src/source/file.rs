@@ -711,8 +711,8 @@ impl Scanner {
 
     /// The candidate names, sorted.
     fn list(&self) -> io::Result<Vec<OsString>> {
-        let mut names: Vec<OsString> = fs::read_dir(&self.dir)?
-            .filter_map(Result::ok)
+        let mut names: Vec<OsString> = crate::noatime::read_dir(&self.dir)?
+            .into_iter()
             .map(|e| e.file_name())
             .filter(|n| !ignored(n))
             .collect();

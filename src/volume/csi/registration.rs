@@ -43,12 +43,12 @@ pub type SocketId = (u64, i64, i64);
 /// The plugin sockets of `dir` (kubelet: the desired state of the world; dot files and
 /// non-sockets are skipped, as upstream).
 pub fn scan(dir: &Path) -> BTreeMap<PathBuf, SocketId> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
+    let Ok(entries) = crate::noatime::read_dir(dir) else {
         return BTreeMap::new();
     };
     crate::sort::collect_map(
         entries
-            .flatten()
+            .into_iter()
             .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
             .filter_map(|e| {
                 let meta = e.metadata().ok()?;
