@@ -345,7 +345,9 @@ pub async fn run<R: Runtime, C: Clock>(
             _ = housekeeping_tick.tick() => {
                 state.housekeeping();
                 state.shutdown_step();
-                // From the loop itself: a stuck loop stops the pings (see `node::Watchdog`).
+                // From the loop itself: a stuck loop stops the pings (see `node::Watchdog`)
+                // and the beats (`node::stall`).
+                node::stall::beat();
                 if watchdog.as_mut().is_some_and(|w| w.due(tokio::time::Instant::now())) {
                     node::sd_notify("WATCHDOG=1");
                 }

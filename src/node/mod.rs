@@ -8,6 +8,7 @@
 //! dir that it removes at once.
 
 pub mod shutdown;
+pub mod stall;
 #[cfg(feature = "apiserver")]
 pub mod status;
 
