@@ -104,7 +104,7 @@ written() { awk '/^write_bytes/ { print $2 }' "/proc/$1/io" 2>/dev/null || echo 
 runtime_written() {
 	local lab=$1 total=0 p
 	for p in /proc/[0-9]*; do
-		tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q -- "$lab" || continue
+		tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -q -- "$lab" || continue
 		total=$((total + $(written "${p#/proc/}")))
 	done
 	echo "$total"

@@ -490,6 +490,11 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
             let images = images.clone();
             Box::pin(async move {
                 match images.delete_unused_images().await {
+                    // Nothing freed: nothing to say (a board kept over a threshold by its
+                    // pods would write the line every pass).
+                    Ok(r) if r.removed.is_empty() => {
+                        log::debug!("eviction manager: image reclaim freed nothing")
+                    }
                     Ok(r) => log::info!(
                         "eviction manager: image reclaim freed {} bytes ({} images removed)",
                         r.freed,

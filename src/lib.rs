@@ -28,6 +28,7 @@
 //! 0      grpc          -
 //! 0      json          -
 //! 0      metrics       -
+//! 0      noatime       -
 //! 0      shrink        -
 //! 0      sort          -
 //! 0      task          -
@@ -41,7 +42,7 @@
 //! 2      certificate   api checkpoint clock kube x509
 //! 2      cm            api qos sort task
 //! 2      config_data   api checkpoint clock kube sort task
-//! 2      eviction      api cri qos sort task
+//! 2      eviction      api cri noatime qos sort task
 //! 2      images        clock cri sort task
 //! 2      probe         api kube
 //! 2      recorder      api clock json kube
@@ -51,18 +52,18 @@
 //! 3      node          api clock cm cri eviction kube qos sort task
 //! 3      options       api cm eviction images
 //! 4      admission     api manifest qos
-//! 4      logs          clock cri messages sort task
+//! 4      logs          clock cri messages noatime sort task
 //! 4      pod_config    api messages
-//! 4      source        api checkpoint clock config_data kube manifest messages recorder sort task
+//! 4      source        api checkpoint clock config_data kube manifest messages noatime recorder sort task
 //! 4      status        api clock config_data cri kube messages pod_manager qos sort task
-//! 4      volume        api clock config_data cri fieldpath grpc sort task
-//! 5      kuberuntime   api clock cm config_data cri fieldpath logs probe qos recorder sort volume
+//! 4      volume        api clock config_data cri fieldpath grpc noatime sort task
+//! 5      kuberuntime   api clock cm config_data cri fieldpath logs noatime probe qos recorder sort volume
 //! 6      local_api     api checkpoint clock cm cri eviction json kube kuberuntime manifest messages metrics node recorder shrink sort task x509
 //! 6      pleg          cri kuberuntime sort task
 //! 6      prober        api clock cri kuberuntime metrics probe recorder shrink status task
 //! 7      cli           admission clock config_data kube local_api manifest node options sort source
 //! 7      pod_sync      api clock cri kuberuntime messages pleg pod_workers prober recorder shrink status
-//! 8      agent         admission api clock cm config_data cri eviction images kuberuntime logs manifest messages metrics node pleg pod_config pod_manager pod_sync pod_workers prober qos recorder shrink sort task volume
+//! 8      agent         admission api clock cm config_data cri eviction images kuberuntime logs manifest messages metrics noatime node pleg pod_config pod_manager pod_sync pod_workers prober qos recorder shrink sort task volume
 //! 9      daemon        agent certificate checkpoint clock cm config_data cri eviction images kube kuberuntime local_api logs messages metrics node options pleg prober recorder source status task volume
 //! ```
 //!

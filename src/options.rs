@@ -198,7 +198,8 @@ impl Default for Options {
             runtime_request_timeout: Duration::from_secs(120),
             sync_frequency: Duration::from_secs(60),
             resolv_conf: PathBuf::from("/etc/resolv.conf"),
-            cni_cache_dir: PathBuf::from(crate::kuberuntime::cni_cache::DEFAULT_CACHE_DIR),
+            // kuberuntime::cni_cache::DEFAULT_CACHE_DIR (options sits below kuberuntime).
+            cni_cache_dir: PathBuf::from("/var/lib/cni"),
             cgroups_per_qos: true,
             cgroup_root: String::new(),
             cgroup_driver: crate::cm::CgroupDriver::Cgroupfs,

@@ -41,6 +41,9 @@ pub(super) struct EvictionState {
     evicted: Option<(String, tokio::time::Instant)>,
     /// "Nothing to evict" was logged for this episode.
     no_victim_logged: bool,
+    /// "Reclaiming node-level resources" was logged for this signal in this episode: a
+    /// board whose disk stays over a threshold writes it once, not every 10 s.
+    reclaim_logged: Option<eviction::Signal>,
     /// The image manager's reclaim (`None`: image GC is off).
     reclaim_images: Option<eviction::ImageReclaim>,
 }
@@ -73,6 +76,7 @@ pub(super) fn loop_state(
         pressure,
         evicted: None,
         no_victim_logged: false,
+        reclaim_logged: None,
         reclaim_images,
     })
 }
@@ -128,6 +132,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             Action::None => {
                 if decision.conditions == Conditions::default() {
                     ev.no_victim_logged = false;
+                    ev.reclaim_logged = None;
                 }
             }
             Action::Reclaim {
@@ -135,12 +140,15 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                 observed: o,
                 steps,
             } => {
-                log::info!(
-                    "eviction manager: {} is {} (threshold {}): reclaiming node-level resources first",
-                    threshold.signal,
-                    threshold.signal.format(o.available),
-                    threshold.signal.format(threshold.quantity(o.capacity))
-                );
+                if ev.reclaim_logged != Some(threshold.signal) {
+                    ev.reclaim_logged = Some(threshold.signal);
+                    log::info!(
+                        "eviction manager: {} is {} (threshold {}): reclaiming node-level resources first (logged once while it lasts)",
+                        threshold.signal,
+                        threshold.signal.format(o.available),
+                        threshold.signal.format(threshold.quantity(o.capacity))
+                    );
+                }
                 for step in steps {
                     self.reclaim(*step);
                 }
