@@ -2323,6 +2323,136 @@ fn examples_parse() {
     }
 }
 
+/// q. Graceful node shutdown on the real runtime (issue 38): `picolet node-shutdown`, as the
+/// packages' shutdown hook runs it, stops the regular pod before the critical one, each
+/// container's preStop hook runs and then its TERM trap, all written in order to a file in a
+/// hostPath; the hook returns once both are down; picolet keeps running and refuses a pod
+/// added afterwards.
+#[tokio::test]
+async fn q_node_shutdown_runs_pre_stop_hooks_in_priority_order() {
+    let Some(lab) = Lab::new("q-shutdown").await else {
+        return;
+    };
+    let marks = lab.root.join("marks");
+    fs::create_dir_all(&marks).expect("mkdir marks");
+    let marks_path = marks.to_string_lossy().into_owned();
+    let pod = |name: &str, priority: &str| {
+        let script = format!(
+            "trap 'echo {name} term >> /marks/log; exit 0' TERM\necho {name} started\n\
+             while true; do sleep 1 & wait; done"
+        );
+        manifest(name, 5, &[container("c", &script, &[])])
+            .replace(
+                "    command:",
+                &format!(
+                    "    lifecycle:\n      preStop:\n        exec: {{command: [sh, -c, \"echo {name} prestop >> /marks/log\"]}}\n    \
+                     volumeMounts: [{{name: marks, mountPath: /marks}}]\n    command:"
+                ),
+            )
+            .replace("spec:\n", &format!("spec:\n{priority}"))
+            + &format!("  volumes:\n  - name: marks\n    hostPath: {{path: {marks_path}, type: Directory}}\n")
+    };
+    lab.write_manifest("app.yaml", &pod("app", ""));
+    lab.write_manifest("crit.yaml", &pod("crit", "  priority: 2000000000\n"));
+    let config = lab.root.join("config.yaml");
+    fs::write(
+        &config,
+        "shutdownGracePeriod: 20s\nshutdownGracePeriodCriticalPods: 8s\n",
+    )
+    .expect("config");
+    let port = free_port().to_string();
+    lab.start_picolet_with(&["--config", &config.to_string_lossy(), "--port", &port]);
+    for name in ["app", "crit"] {
+        lab.wait_for(&format!("pod {name} running"), secs(60), || {
+            lab.running_pod(NS, name, &["c"])
+        })
+        .await;
+    }
+    let root = lab.root.join("root");
+    lab.wait_for("the node API's kubeconfig", secs(60), || async {
+        if root.join("kubeconfig").exists() {
+            Ok(())
+        } else {
+            Err("not yet".to_string())
+        }
+    })
+    .await;
+    let hook = tokio::task::spawn_blocking({
+        let root = root.clone();
+        move || {
+            Command::new(env!("CARGO_BIN_EXE_picolet"))
+                .args(["node-shutdown", "--root-dir"])
+                .arg(&root)
+                .output()
+                .expect("picolet node-shutdown")
+        }
+    });
+    lab.wait_for("picolet node-shutdown to return", secs(120), || async {
+        if hook.is_finished() {
+            Ok(())
+        } else {
+            Err(fs::read_to_string(marks.join("log")).unwrap_or_default())
+        }
+    })
+    .await;
+    let out = hook.await.expect("join");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    lab.check(
+        out.status.success() && stdout.contains("node shutdown: done: 2 pod(s) stopped"),
+        || {
+            format!(
+                "node-shutdown: {}\n{stdout}{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            )
+        },
+    );
+    let log = fs::read_to_string(marks.join("log")).unwrap_or_default();
+    let lines: Vec<&str> = log.lines().collect();
+    lab.check(
+        lines == ["app prestop", "app term", "crit prestop", "crit term"],
+        || format!("marks in this order: {lines:?}"),
+    );
+    lab.assert_picolet_alive("the node shutdown");
+    // Down when the hook returned; a pod added now is refused, not started.
+    for name in ["app", "crit"] {
+        let v = lab
+            .pod_view(NS, name)
+            .await
+            .unwrap_or_else(|e| lab.fail(&e));
+        lab.check(
+            v.containers
+                .iter()
+                .all(|c| c.state != ContainerState::Running),
+            || format!("{name} still runs: {}", v.describe()),
+        );
+    }
+    lab.write_manifest(
+        "late.yaml",
+        &manifest("late", 2, &[container("c", &service_script("late"), &[])]),
+    );
+    lab.wait_for("the late pod refused (NodeShutdown)", secs(60), || async {
+        let err = lab.stderr();
+        if err
+            .lines()
+            .any(|l| l.contains("late-e2e-node") && l.contains("NodeShutdown"))
+        {
+            Ok(())
+        } else {
+            Err("no refusal line yet".to_string())
+        }
+    })
+    .await;
+    let late = lab
+        .pod_view(NS, "late")
+        .await
+        .unwrap_or_else(|e| lab.fail(&e));
+    lab.check(late.sandboxes.is_empty(), || {
+        format!("the late pod got a sandbox: {}", late.describe())
+    });
+    lab.finish().await;
+}
+
 /// n. Pod cgroups (`--cgroups-per-qos`, on by default) on this machine's real cgroups: a
 /// Burstable pod's cgroup `<the lab's --cgroup-root>/kubepods/burstable/pod<uid>` exists with the pod's memory limit,
 /// cpu shares and quota, seen from the host and from inside the container (its own cgroup
