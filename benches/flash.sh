@@ -109,10 +109,13 @@ runtime_written() {
 	done
 	echo "$total"
 }
-declare -A B R
+declare -A B R L
 window() { # NAME SECS
 	local name=$1 w=$2 s
-	for s in a b; do B[$s]=$(written "${PID[$s]}") R[$s]=$(runtime_written "${LAB[$s]}"); done
+	for s in a b; do
+		B[$s]=$(written "${PID[$s]}") R[$s]=$(runtime_written "${LAB[$s]}")
+		L[$s]=$(stat -c %s "${WORK[$s]}/picolet.log")
+	done
 	local load0
 	load0=$(cut -d' ' -f1-3 /proc/loadavg)
 	log "window $name: $w s (load $load0)"
@@ -123,8 +126,12 @@ window() { # NAME SECS
 		[[ $s == b ]] && bin=$B_BIN
 		b=$(($(written "${PID[$s]}") - B[$s]))
 		r=$(($(runtime_written "${LAB[$s]}") - R[$s]))
-		printf '%s: %s | %s %d s | picolet %d bytes written | %s %d bytes | %d pods | load %s -> %s\n' \
-			"$s" "$bin" "$name" "$w" "$b" "$runtime" "$r" "$pods" "$load0" "$(cut -d' ' -f1-3 /proc/loadavg)"
+		local lines
+		lines=$(tail -c +$((L[$s] + 1)) "${WORK[$s]}/picolet.log" | wc -l)
+		printf '%s: %s | %s %d s | picolet %d bytes written, %d log lines | %s %d bytes | %d pods | load %s -> %s\n' \
+			"$s" "$bin" "$name" "$w" "$b" "$lines" "$runtime" "$r" "$pods" "$load0" "$(cut -d' ' -f1-3 /proc/loadavg)"
+		# What the lines were (the first few), so a write can be traced to its line.
+		tail -c +$((L[$s] + 1)) "${WORK[$s]}/picolet.log" | head -n 5 | cut -c1-200 | sed "s/^/  $s log: /"
 	done
 }
 window "after-restarts" "$settle"

@@ -400,6 +400,24 @@ impl PodState {
         self.set_status(pod, st);
     }
 
+    /// [`Self::fail_pod`] for a pod the kubelet itself disrupts (node shutdown, eviction),
+    /// with the `DisruptionTarget` condition (kubelet: `TerminationByKubelet`, the status
+    /// update of `killPodFunc`; the status generator carries it over).
+    pub(crate) fn fail_pod_disrupted(
+        &mut self,
+        pod: &Arc<Pod>,
+        reason: &str,
+        message: &str,
+        now: UnixNanos,
+    ) {
+        let mut st = self.statuses.get(pod.uid()).cloned().unwrap_or_default();
+        st.phase = Some(crate::api::PodPhase::Failed);
+        st.reason = Some(reason.to_string());
+        st.message = Some(message.to_string());
+        crate::status::set_disruption_target(&mut st, message, now);
+        self.set_status(pod, st);
+    }
+
     /// Stores the pod's status; a change goes on to the status syncer (apiserver mode).
     pub(crate) fn set_status(&mut self, pod: &Arc<Pod>, st: crate::api::PodStatus) {
         if self.statuses.set(pod.uid(), &pod.full_name(), st)

@@ -161,6 +161,44 @@ async fn node_shutdown_stops_regular_pods_then_critical_ones_and_refuses_new_pod
         "{}",
         log_text()
     );
+    // The pods as the kubelet marks them: Failed, Terminated, DisruptionTarget
+    // (TerminationByKubelet), read through the node API.
+    let out = Command::new(env!("CARGO_BIN_EXE_picolet"))
+        .args([
+            "get",
+            "pods",
+            "app-node1",
+            "-n",
+            "default",
+            "-o",
+            "json",
+            "--kubeconfig",
+        ])
+        .arg(root.join("kubeconfig"))
+        .output()
+        .expect("picolet get pods");
+    let pod: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let status = &pod["status"];
+    assert_eq!(
+        (status["phase"].as_str(), status["reason"].as_str()),
+        (Some("Failed"), Some("Terminated")),
+        "{status}"
+    );
+    let disruption = status["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "DisruptionTarget"))
+        .unwrap_or_else(|| panic!("no DisruptionTarget: {status}"));
+    assert_eq!(
+        (disruption["status"].as_str(), disruption["reason"].as_str()),
+        (Some("True"), Some("TerminationByKubelet")),
+        "{disruption}"
+    );
     // A second hook call answers at once with the same report.
     let out = Command::new(env!("CARGO_BIN_EXE_picolet"))
         .args(["node-shutdown", "--root-dir"])

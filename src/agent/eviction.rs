@@ -249,8 +249,11 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         );
         self.recorder
             .warning(&pod, None, eviction::REASON_EVICTED, message.clone());
+        // kubelet: evictPod's status update — Failed, Evicted, and the DisruptionTarget
+        // condition (TerminationByKubelet) with the same message.
+        let now = self.clock.now();
         self.pod_state
-            .fail_pod(&pod, eviction::REASON_EVICTED, &message);
+            .fail_pod_disrupted(&pod, eviction::REASON_EVICTED, &message, now);
         // Never started again (housekeeping restarts desired pods without a worker).
         self.rejected.insert(victim.uid.clone());
         self.workers.update_pod(UpdatePodOptions::kill(

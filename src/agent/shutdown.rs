@@ -129,10 +129,11 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             pod.full_name(),
             pod.uid()
         );
-        // kubelet: killPodFunc with phase Failed and reason Terminated (the kubelet also adds
-        // the DisruptionTarget condition, TerminationByKubelet: not yet here).
+        // kubelet: killPodFunc with phase Failed, reason Terminated and the DisruptionTarget
+        // condition (TerminationByKubelet).
+        let now = self.clock.now();
         self.pod_state
-            .fail_pod(pod, plan::POD_REASON, plan::POD_MESSAGE);
+            .fail_pod_disrupted(pod, plan::POD_REASON, plan::POD_MESSAGE, now);
         // Never started again by this picolet (the next boot starts it afresh).
         self.rejected.insert(pod.uid().to_string());
         self.workers

@@ -11,6 +11,10 @@ pub(super) const INITIALIZED: &str = "Initialized";
 pub(super) const READY: &str = "Ready";
 pub(super) const CONTAINERS_READY: &str = "ContainersReady";
 pub(super) const POD_SCHEDULED: &str = "PodScheduled";
+/// kubelet: `v1.DisruptionTarget`, shared with the control plane (`PodConditionSharedByKubelet`).
+pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
+/// kubelet: `v1.PodReasonTerminationByKubelet`.
+pub const TERMINATION_BY_KUBELET: &str = "TerminationByKubelet";
 
 const UNKNOWN_CONTAINER_STATUSES: &str = "UnknownContainerStatuses";
 const POD_COMPLETED: &str = "PodCompleted";
@@ -46,6 +50,14 @@ pub(super) fn generate(
         .filter(|c| !owned_by_kubelet(&c.type_))
         .cloned()
         .collect();
+    // kubelet: the DisruptionTarget condition it set when it killed the pod (node shutdown,
+    // eviction) is carried over from the last status (generateAPIPodStatus).
+    if let Some(d) = old.conditions.iter().find(|c| c.type_ == DISRUPTION_TARGET) {
+        match out.iter_mut().find(|c| c.type_ == DISRUPTION_TARGET) {
+            Some(c) => *c = d.clone(),
+            None => out.push(d.clone()),
+        }
+    }
     let all: Vec<&ContainerStatus> = init.iter().chain(regular).collect();
     let containers_ready = containers_ready(pod, &all, phase);
     let mut owned = vec![
@@ -69,6 +81,25 @@ pub(super) fn generate(
     }
     out.extend(owned);
     out
+}
+
+/// Sets (or replaces) `DisruptionTarget: True`, `TerminationByKubelet`, with `message`.
+pub fn set_disruption_target(status: &mut PodStatus, message: &str, now: UnixNanos) {
+    let c = PodCondition {
+        type_: Cow::Borrowed(DISRUPTION_TARGET),
+        status: Cow::Borrowed("True"),
+        last_transition_time: clock::rfc3339(now),
+        reason: Some(TERMINATION_BY_KUBELET.to_string()),
+        message: Some(message.to_string()),
+    };
+    match status
+        .conditions
+        .iter_mut()
+        .find(|o| o.type_ == DISRUPTION_TARGET)
+    {
+        Some(o) => *o = c,
+        None => status.conditions.push(c),
+    }
 }
 
 /// kubelet: `GenerateContainersReadyCondition`.

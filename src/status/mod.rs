@@ -25,7 +25,7 @@
 //!   deciding whether a waiting reason applies (upstream consults the pod's policy);
 //! - `started` is computed before the phase (upstream reads whatever `started` the status
 //!   already carries); it only matters for sidecars;
-//! - readiness gates and the `DisruptionTarget` condition are not modelled (no API fields);
+//! - readiness gates are not modelled (no API field);
 //! - the illegal "terminated → running" container transition check of the status manager
 //!   (`checkContainerStateTransition`) is not done: the phase rule already keeps terminal
 //!   pods terminal, and picolet has no concurrent writers that could race.
@@ -54,7 +54,7 @@ mod phase;
 pub mod status_sync;
 
 pub use crate::qos::{QosClass, pod_qos};
-pub use conditions::owned_by_kubelet;
+pub use conditions::{DISRUPTION_TARGET, owned_by_kubelet, set_disruption_target};
 pub use manager::{StatusManager, equal_apart_from_timestamps, summary};
 
 /// kubelet: `activeDeadlineHandler` — where the pod stands against

@@ -952,6 +952,56 @@ fn terminated_status_survives_garbage_collection() {
     );
 }
 
+/// kubelet: the DisruptionTarget condition set when the kubelet killed the pod (node
+/// shutdown, eviction) is carried over by every later status, beside its own five.
+#[test]
+fn the_disruption_target_condition_is_carried_over() {
+    let p = pod(&["app"]);
+    let mut prev = compute(
+        &p,
+        &observed(vec![running("app", 0, 0)]),
+        &WaitingReasons::new(),
+        None,
+        T0,
+    );
+    set_disruption_target(
+        &mut prev,
+        "Pod was terminated in response to imminent node shutdown.",
+        T0,
+    );
+    prev.phase = Some(PodPhase::Failed);
+    let st = compute(
+        &p,
+        &observed(vec![exited("app", 0, 143, 0, "Error")]),
+        &WaitingReasons::new(),
+        Some(&prev),
+        T0 + 30 * SEC,
+    );
+    let d = cond(&st, DISRUPTION_TARGET);
+    assert_eq!(
+        (d.status.as_ref(), d.reason.as_deref(), d.message.as_deref()),
+        (
+            "True",
+            Some("TerminationByKubelet"),
+            Some("Pod was terminated in response to imminent node shutdown.")
+        )
+    );
+    assert_eq!(d.last_transition_time, clock::rfc3339(T0));
+    assert_eq!(st.conditions.len(), 6, "{:?}", st.conditions);
+    assert_eq!(phase_of(&st), PodPhase::Failed);
+    // Set once more (a second kill): replaced, not doubled.
+    let mut again = st.clone();
+    set_disruption_target(&mut again, "another", T0 + 40 * SEC);
+    assert_eq!(
+        again
+            .conditions
+            .iter()
+            .filter(|c| c.type_ == DISRUPTION_TARGET)
+            .count(),
+        1
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Probes (started / ready).
 
