@@ -8,7 +8,11 @@
 #
 # Phases: build (the rootfs is cached; the disk is made anew), the aarch64 package
 # (packaging/build-all.sh + packaging/deb/mkdeb.sh, unless PICOLET_DEB names one), up,
-# install (copy-in + dpkg -i, images imported), pod, reboot, power cut + up. Every wait
+# install (copy-in + dpkg -i, images imported), pod, reboot, power cut + up, the watchdog
+# (a SIGSTOPped picolet restarted by systemd, its pod untouched), poweroff draining the
+# pods in the kubelet's order (preStop and TERM marks on the guest's disk, read at the next
+# boot, which brings the pods back with no network), and a boot with the clock in 1970
+# (qemu's RTC). Every wait
 # polls for a condition with a generous deadline. Ends with "board: N passed, N failed"
 # and a table of the phases' times; exits non-zero when a check failed. The board is
 # powered off at the end unless BOARD_KEEP=1.
@@ -84,6 +88,29 @@ spec:
   - name: sleep
     image: localhost/busybox:edge
     command: ["sh", "-c", "while true; do sleep 5; done"]'
+
+# Two pods whose preStop hook and TERM trap write marks to a hostPath on the guest's disk:
+# a regular one and a critical one (priority 2000000000), stopped in that order.
+drain_manifest() { # NAME [PRIORITY LINE]
+	cat <<EOM
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $1
+  namespace: default
+spec:
+$2  terminationGracePeriodSeconds: 5
+  volumes: [{name: marks, hostPath: {path: /var/lib/board-marks, type: DirectoryOrCreate}}]
+  containers:
+  - name: c
+    image: localhost/busybox:edge
+    volumeMounts: [{name: marks, mountPath: /marks}]
+    lifecycle:
+      preStop:
+        exec: {command: [sh, -c, "echo $1 prestop >> /marks/log"]}
+    command: ["sh", "-c", "trap 'echo $1 term >> /marks/log; exit 0' TERM; while true; do sleep 1 & wait; done"]
+EOM
+}
 
 # The ids of the running containers named "sleep" (the CRI labels containerd keeps), one a line.
 # ctr, not crictl: Debian bookworm has no crictl package for the guest.
@@ -200,3 +227,89 @@ else
 	evidence
 fi
 phase_end "pod after power cut"
+
+# ---- the watchdog ------------------------------------------------------------------------
+phase watchdog
+check "picolet.service is Type=notify" g '[ "$(systemctl show -p Type --value picolet)" = notify ]'
+check "WatchdogSec=30s" g '[ "$(systemctl show -p WatchdogUSec --value picolet)" = 30s ]'
+pid0=$(g 'systemctl show -p MainPID --value picolet' || echo 0)
+restarts0=$(g 'systemctl show -p NRestarts --value picolet' || echo 0)
+check "SIGSTOP to picolet ($pid0)" g "kill -STOP $pid0"
+restarted() {
+	local deadline pid
+	deadline=$(($(date +%s) + 300))
+	while [ "$(date +%s)" -lt "$deadline" ]; do
+		pid=$(g 'systemctl is-active -q picolet && systemctl show -p MainPID --value picolet' || true)
+		if [ -n "$pid" ] && [ "$pid" != 0 ] && [ "$pid" != "$pid0" ]; then
+			log "picolet restarted: pid $pid0 -> $pid"
+			return 0
+		fi
+		sleep 5
+	done
+	return 1
+}
+check "systemd restarted the stopped picolet (watchdog)" restarted
+check "NRestarts went up" g "[ \"\$(systemctl show -p NRestarts --value picolet)\" -gt $restarts0 ]"
+check "the journal says Watchdog timeout" g 'journalctl -u picolet --no-pager | grep -q "Watchdog timeout"'
+# picolet restarts without touching containers: the same one runs.
+sleep 20
+check "the pod's container untouched by the restart (${id3:-none})" g "$RUNNING | grep -qx ${id3:-none}"
+phase_end "watchdog"
+
+# ---- poweroff drains the pods ------------------------------------------------------------
+phase "poweroff drains"
+check "drain pods written" g "rm -rf /var/lib/board-marks; cat > /etc/kubernetes/manifests/drain-a.yaml <<'EOF0'
+$(drain_manifest regular "")
+EOF0
+cat > /etc/kubernetes/manifests/drain-b.yaml <<'EOF0'
+$(drain_manifest critical "  priority: 2000000000
+")
+EOF0"
+# sleeper and the two drain pods, each a sandbox and a container: 6 running tasks.
+all_running() {
+	local deadline
+	deadline=$(($(date +%s) + POD_TIMEOUT))
+	while [ "$(date +%s)" -lt "$deadline" ]; do
+		if [ "$(g 'ctr -n k8s.io tasks ls | grep -c RUNNING' || echo 0)" -ge 6 ]; then return 0; fi
+		sleep 5
+	done
+	return 1
+}
+check "drain pods running" all_running
+"$BOARD" poweroff "$DIR"
+phase_end "poweroff"
+phase "boot after poweroff"
+"$BOARD" up "$DIR"
+phase_end "up after poweroff"
+marks=$(g 'cat /var/lib/board-marks/log' || true)
+log "marks: $(echo "$marks" | tr '\n' ',')"
+check "preStop then TERM, the regular pod before the critical one, before the power went off" \
+	[ "$marks" = "$(printf 'regular prestop\nregular term\ncritical prestop\ncritical term')" ]
+check "the last boot's journal shows picolet's node shutdown" \
+	g 'journalctl -b -1 -u picolet --no-pager | grep -q "node shutdown: stopping 1 pod(s) of priority 2000000000"'
+check "the shutdown hook ran (picolet-node-shutdown.service)" \
+	g 'journalctl -b -1 -u picolet-node-shutdown --no-pager | grep -q "node shutdown: done"'
+if id4=$(wait_running "$id3"); then
+	pass "pod runs again after poweroff, no network (new container $id4)"
+else
+	fail "pod runs again after poweroff within ${POD_TIMEOUT}s"
+	evidence
+	id4=$id3
+fi
+phase_end "pod after poweroff"
+
+# ---- a board without a clock -------------------------------------------------------------
+phase "clock in 1970"
+"$BOARD" down "$DIR"
+BOARD_RTC_BASE=1970-01-01 "$BOARD" up "$DIR"
+year=$(g 'date -u +%Y' || echo 0)
+log "the guest's clock at boot: $(g 'date -u +%FT%TZ' || true)"
+check "the clock reads before 2026 ($year)" [ "$year" -lt 2026 ]
+if id5=$(wait_running "$id4"); then
+	pass "pod runs with the clock in $year (new container $id5)"
+else
+	fail "pod runs with the clock in $year within ${POD_TIMEOUT}s"
+	evidence
+fi
+check "picolet names the clock" g 'journalctl -b -u picolet --no-pager | grep -q "the clock reads"'
+phase_end "pod with the clock unset"
