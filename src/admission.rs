@@ -2,7 +2,9 @@
 //! `lifecycle/predicate.go`): the checks a pod passes before anything of it is started.
 //!
 //! Owns: the pure [`admit`] decision for one pod, from the pod and the node's facts.
-//! Checks: first the field policy's refusals (`manifest::fields`, picolet's own: fields it
+//! Checks: the sysctls of the pod's security context against the node's allowlist
+//! (`SysctlForbidden`: the safe sysctls and `allowedUnsafeSysctls`), then the field
+//! policy's refusals (`manifest::fields`, picolet's own: fields it
 //! cannot honour), then the kubelet's general predicates in its order — resources
 //! (`OutOfcpu`, `OutOfmemory`, `OutOfpods`: requests against the node's allocatable minus
 //! what the admitted pods request), `spec.nodeName` (`NodeName`), host ports (`NodePorts`),
@@ -34,6 +36,8 @@ pub struct NodeInfo {
     pub cpu_milli: i64,
     pub memory_bytes: i64,
     pub max_pods: u32,
+    /// The safe sysctls for the node's kernel and `allowedUnsafeSysctls`.
+    pub sysctls: Sysctls,
 }
 
 /// Why a pod is not admitted: the pod's `status.reason` and `status.message`.
@@ -79,7 +83,10 @@ pub fn admit(pod: &Pod, node: &NodeInfo, admitted: &[&Pod]) -> Admission {
     // kubelet: predicate admission checks the pod's OS field first
     // (`rejectPodAdmissionBasedOnOSField`), before any resource or field.
     let os = pod.spec.os.as_ref().and_then(|o| o.get("name")?.as_str());
-    let rejection = if os.is_some_and(|name| name != "linux") {
+    // kubelet: the sysctl allowlist is an admit handler of its own, before the predicates.
+    let rejection = if let Some(r) = node.sysctls.admit(pod) {
+        Some(r)
+    } else if os.is_some_and(|name| name != "linux") {
         Some(Rejection {
             reason: REASON_POD_OS,
             message: "Failed to admit pod as the OS field doesn't match node OS".into(),
@@ -377,6 +384,186 @@ fn node_selector_mismatch(pod: &Pod, node: &NodeInfo) -> Option<Vec<String>> {
     (!missing.is_empty()).then_some(missing)
 }
 
+// ---------------------------------------------------------------------------------------
+// Sysctls (kubelet: `sysctl.patternAllowlist`, the admit handler before the predicates)
+
+/// kubelet: `sysctl.ForbiddenReason`.
+pub const REASON_SYSCTL_FORBIDDEN: &str = "SysctlForbidden";
+
+/// The kernel namespace a sysctl belongs to (kubelet: component-helpers' `sysctl.Namespace`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SysctlNamespace {
+    Ipc,
+    Net,
+}
+
+impl SysctlNamespace {
+    fn as_str(self) -> &'static str {
+        match self {
+            SysctlNamespace::Ipc => "IPC",
+            SysctlNamespace::Net => "Net",
+        }
+    }
+}
+
+/// kubelet: `SafeSysctlAllowlist` — namespaced and isolated; the last three only on the
+/// kernels that namespace them (3.16, 4.15, 4.15).
+pub fn safe_sysctls(kernel: Option<(u32, u32)>) -> Vec<&'static str> {
+    let mut out = vec![
+        "kernel.shm_rmid_forced",
+        "net.ipv4.ip_local_port_range",
+        "net.ipv4.tcp_syncookies",
+        "net.ipv4.ping_group_range",
+        "net.ipv4.ip_unprivileged_port_start",
+        "net.ipv4.tcp_keepalive_time",
+        "net.ipv4.tcp_fin_timeout",
+        "net.ipv4.tcp_keepalive_intvl",
+        "net.ipv4.tcp_keepalive_probes",
+    ];
+    for (name, since) in [
+        ("net.ipv4.ip_local_reserved_ports", (3, 16)),
+        ("net.ipv4.tcp_rmem", (4, 15)),
+        ("net.ipv4.tcp_wmem", (4, 15)),
+    ] {
+        if kernel.is_some_and(|k| k >= since) {
+            out.push(name);
+        }
+    }
+    out
+}
+
+/// The kernel's `major.minor` from `uname -r` text (`6.1.0-27-arm64` → (6, 1)).
+pub fn kernel_version(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.trim().split(['.', '-']);
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// kubelet: `NormalizeName` — a name whose first separator is `/` uses slashes for dots.
+fn normalize_sysctl(name: &str) -> String {
+    match name.find(['.', '/']) {
+        Some(i) if name.as_bytes()[i] == b'/' => name
+            .chars()
+            .map(|c| match c {
+                '/' => '.',
+                '.' => '/',
+                c => c,
+            })
+            .collect(),
+        _ => name.to_string(),
+    }
+}
+
+/// kubelet: `namespaceOf`.
+fn sysctl_namespace(name: &str) -> Option<SysctlNamespace> {
+    const IPC_NAMES: [&str; 10] = [
+        "kernel.sem",
+        "kernel.shmall",
+        "kernel.shmmax",
+        "kernel.shmmni",
+        "kernel.shm_rmid_forced",
+        "kernel.shm",
+        "kernel.msgmax",
+        "kernel.msgmnb",
+        "kernel.msgmni",
+        "kernel.msg",
+    ];
+    if IPC_NAMES.contains(&name) {
+        Some(SysctlNamespace::Ipc)
+    } else if name.starts_with("net.") {
+        Some(SysctlNamespace::Net)
+    } else if name.starts_with("fs.mqueue.") {
+        Some(SysctlNamespace::Ipc)
+    } else {
+        None
+    }
+}
+
+/// The node's sysctl allowlist: the safe sysctls and `allowedUnsafeSysctls` (names, or
+/// prefixes ending in `*`), each known to be namespaced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sysctls {
+    names: BTreeMap<String, SysctlNamespace>,
+    prefixes: Vec<(String, SysctlNamespace)>,
+}
+
+impl Default for Sysctls {
+    /// The safe sysctls of an old kernel (no admin's list).
+    fn default() -> Self {
+        Sysctls::new(&safe_sysctls(None)).unwrap_or(Sysctls {
+            names: BTreeMap::new(),
+            prefixes: Vec::new(),
+        })
+    }
+}
+
+impl Sysctls {
+    /// kubelet: `NewAllowlist`; an entry not known to be namespaced is an error (the
+    /// kubelet refuses to start).
+    pub fn new<S: AsRef<str>>(patterns: &[S]) -> Result<Sysctls, String> {
+        let mut out = Sysctls {
+            names: BTreeMap::new(),
+            prefixes: Vec::new(),
+        };
+        for p in patterns {
+            let p = normalize_sysctl(p.as_ref());
+            let (name, prefixed) = match p.find('*') {
+                Some(i) => (p[..i].to_string(), true),
+                None => (p.clone(), false),
+            };
+            let Some(ns) = sysctl_namespace(&name) else {
+                return Err(format!(
+                    "the sysctls {name:?} are not known to be namespaced"
+                ));
+            };
+            if prefixed {
+                out.prefixes.push((name, ns));
+            } else {
+                out.names.insert(name, ns);
+            }
+        }
+        Ok(out)
+    }
+
+    /// kubelet: `validateSysctl`.
+    fn validate(&self, name: &str, host_net: bool, host_ipc: bool) -> Result<(), String> {
+        let name = normalize_sysctl(name);
+        let ns = self.names.get(&name).copied().or_else(|| {
+            self.prefixes
+                .iter()
+                .find(|(p, _)| name.starts_with(p.as_str()))
+                .map(|(_, ns)| *ns)
+        });
+        match ns {
+            None => Err(format!("{name:?} not allowlisted")),
+            Some(ns @ SysctlNamespace::Ipc) if host_ipc => Err(format!(
+                "{name:?} not allowed with host {} enabled",
+                ns.as_str()
+            )),
+            Some(ns @ SysctlNamespace::Net) if host_net => Err(format!(
+                "{name:?} not allowed with host {} enabled",
+                ns.as_str()
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// kubelet: the allowlist's `Admit`: every sysctl of the pod's security context.
+    pub fn admit(&self, pod: &Pod) -> Option<Rejection> {
+        let sc = pod.spec.security_context.as_ref()?;
+        for s in &sc.sysctls {
+            if let Err(e) = self.validate(&s.name, pod.spec.host_network, pod.spec.host_ipc) {
+                return Some(Rejection {
+                    reason: REASON_SYSCTL_FORBIDDEN,
+                    message: format!("forbidden sysctl: {e}"),
+                });
+            }
+        }
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -403,7 +590,139 @@ mod tests {
             cpu_milli: 4000,
             memory_bytes: 1 << 30,
             max_pods: 3,
+            sysctls: Sysctls::default(),
         }
+    }
+
+    #[test]
+    fn sysctls_table() {
+        let safe = Sysctls::new(&safe_sysctls(kernel_version("6.1.0-27-arm64"))).unwrap();
+        let mut all = safe_sysctls(Some((6, 1)));
+        all.extend(["net.core.somaxconn", "kernel.msg*", "fs.mqueue.*"]);
+        let admin = Sysctls::new(&all).unwrap();
+        // (name, sysctl, host network, host ipc, allowlist, want message)
+        type Row<'a> = (&'a str, &'a str, bool, bool, &'a Sysctls, Option<&'a str>);
+        let rows: &[Row] = &[
+            (
+                "a safe one",
+                "net.ipv4.ip_local_port_range",
+                false,
+                false,
+                &safe,
+                None,
+            ),
+            (
+                "slash spelling",
+                "net/ipv4/ip_local_port_range",
+                false,
+                false,
+                &safe,
+                None,
+            ),
+            (
+                "kernel-gated, 6.1",
+                "net.ipv4.tcp_rmem",
+                false,
+                false,
+                &safe,
+                None,
+            ),
+            (
+                "unsafe, not allowed",
+                "kernel.msgmax",
+                false,
+                false,
+                &safe,
+                Some("forbidden sysctl: \"kernel.msgmax\" not allowlisted"),
+            ),
+            (
+                "allowed by the admin's prefix",
+                "kernel.msgmax",
+                false,
+                false,
+                &admin,
+                None,
+            ),
+            (
+                "allowed by name",
+                "net.core.somaxconn",
+                false,
+                false,
+                &admin,
+                None,
+            ),
+            (
+                "net with host network",
+                "net.ipv4.tcp_syncookies",
+                true,
+                false,
+                &safe,
+                Some(
+                    "forbidden sysctl: \"net.ipv4.tcp_syncookies\" not allowed with host Net enabled",
+                ),
+            ),
+            (
+                "ipc with host ipc",
+                "kernel.shm_rmid_forced",
+                false,
+                true,
+                &safe,
+                Some(
+                    "forbidden sysctl: \"kernel.shm_rmid_forced\" not allowed with host IPC enabled",
+                ),
+            ),
+            (
+                "ipc with host network",
+                "kernel.shm_rmid_forced",
+                true,
+                false,
+                &safe,
+                None,
+            ),
+            (
+                "not namespaced at all",
+                "vm.swappiness",
+                false,
+                false,
+                &admin,
+                Some("forbidden sysctl: \"vm.swappiness\" not allowlisted"),
+            ),
+        ];
+        for (name, sysctl, host_net, host_ipc, list, want) in rows {
+            let mut p = pod();
+            p.spec.host_network = *host_net;
+            p.spec.host_ipc = *host_ipc;
+            p.spec.security_context = Some(crate::api::PodSecurityContext {
+                sysctls: vec![crate::api::Sysctl {
+                    name: (*sysctl).into(),
+                    value: "1".into(),
+                }],
+                ..Default::default()
+            });
+            let node = NodeInfo {
+                sysctls: (*list).clone(),
+                ..node()
+            };
+            let got = admit(&p, &node, &[]).rejection;
+            assert_eq!(
+                got.as_ref().map(|r| (r.reason, r.message.as_str())),
+                want.map(|m| (REASON_SYSCTL_FORBIDDEN, m)),
+                "{name}"
+            );
+        }
+        // Old kernels: the gated ones are unsafe there.
+        assert!(
+            !safe_sysctls(kernel_version("3.10.0")).contains(&"net.ipv4.ip_local_reserved_ports")
+        );
+        assert!(
+            safe_sysctls(kernel_version("4.14.1")).contains(&"net.ipv4.ip_local_reserved_ports")
+        );
+        assert!(!safe_sysctls(kernel_version("4.14.1")).contains(&"net.ipv4.tcp_wmem"));
+        // The admin's list must be namespaced (the kubelet refuses to start otherwise).
+        assert_eq!(
+            Sysctls::new(&["vm.swappiness"]).unwrap_err(),
+            "the sysctls \"vm.swappiness\" are not known to be namespaced"
+        );
     }
 
     #[test]

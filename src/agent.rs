@@ -148,6 +148,8 @@ pub struct AgentConfig {
     pub node_labels: std::collections::BTreeMap<String, String>,
     /// `--max-pods`: admission refuses pods beyond it (`OutOfpods`; 0: no limit).
     pub max_pods: u32,
+    /// The node's sysctl allowlist (admission).
+    pub sysctls: admission::Sysctls,
     /// `--minimum-container-ttl-duration`, `--maximum-dead-containers-per-container`.
     pub gc_policy: GcPolicy,
     /// The node's IP: every pod's `status.hostIP`, and the `podIP` of host-network pods
@@ -267,6 +269,7 @@ pub async fn run<R: Runtime, C: Clock>(
             cpu_milli: cpu_allocatable,
             memory_bytes: memory_allocatable,
             max_pods: cfg.max_pods,
+            sysctls: cfg.sysctls.clone(),
         },
         node_ip: cfg.node_ip.map(|ip| ip.to_string()),
         shutdown: None,

@@ -51,6 +51,10 @@ pub enum DaemonError {
     DataDirs(#[from] crate::volume::mounts::MountError),
     #[error(transparent)]
     Runtime(#[from] CriError),
+    /// An `allowedUnsafeSysctls` entry not known to be namespaced (the kubelet refuses to
+    /// start too).
+    #[error("{0}")]
+    Sysctls(String),
     #[cfg(feature = "apiserver")]
     #[error(transparent)]
     Api(#[from] crate::kube::ApiError),
@@ -108,6 +112,7 @@ pub async fn run(
     relist_now: Rc<Notify>,
 ) -> Result<(), DaemonError> {
     let node_name = node::node_name(opts.hostname_override.as_deref())?;
+    sysctl_allowlist(&opts).map_err(DaemonError::Sysctls)?;
     // kubelet: setupDataDirs, before anything writes under the root directory.
     crate::volume::mounts::setup_data_dirs(&opts.root_dir)?;
     // picolet: a clock not set yet (no RTC, before NTP) is named once; nothing waits for it
@@ -254,6 +259,19 @@ fn daemon_config(opts: &Options, node_name: String) -> DaemonConfig {
     }
 }
 
+/// kubelet: `sysctl.NewAllowlist(SafeSysctlAllowlist() + allowedUnsafeSysctls)`, the safe
+/// ones for this kernel (`/proc/sys/kernel/osrelease`).
+pub fn sysctl_allowlist(opts: &Options) -> Result<crate::admission::Sysctls, String> {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let kernel = crate::admission::kernel_version(&release);
+    let mut all: Vec<String> = crate::admission::safe_sysctls(kernel)
+        .into_iter()
+        .map(String::from)
+        .collect();
+    all.extend(opts.allowed_unsafe_sysctls.iter().cloned());
+    crate::admission::Sysctls::new(&all).map_err(|e| format!("--allowed-unsafe-sysctls: {e}"))
+}
+
 /// What the loop needs of `opts`.
 fn agent_config(opts: &Options, node_name: String) -> AgentConfig {
     AgentConfig {
@@ -267,6 +285,7 @@ fn agent_config(opts: &Options, node_name: String) -> AgentConfig {
         allocatable: node_allocatable(opts),
         seccomp_default: opts.seccomp_default,
         max_pods: opts.max_pods,
+        sysctls: sysctl_allowlist(opts).unwrap_or_default(),
         gc_policy: GcPolicy {
             min_age: opts.minimum_container_ttl_duration,
             max_per_pod_container: opts.maximum_dead_containers_per_container,

@@ -71,6 +71,10 @@ pub struct Options {
     pub sync_frequency: Duration,
     /// `--resolv-conf`: the host resolver file used for `dnsPolicy: Default`.
     pub resolv_conf: PathBuf,
+    /// `--allowed-unsafe-sysctls` (kubelet `allowedUnsafeSysctls`): sysctls or prefixes
+    /// (`net.core.*`) a pod may set beyond the safe ones; each must be namespaced (checked at
+    /// start, `admission::Sysctls`).
+    pub allowed_unsafe_sysctls: Vec<String>,
     /// `--cni-cache-dir` (picolet's own): libcni's cache of the runtime, whose empty files
     /// (left by a power cut) picolet removes on its first start in a boot
     /// (`kuberuntime::cni_cache`); empty: never.
@@ -198,6 +202,7 @@ impl Default for Options {
             runtime_request_timeout: Duration::from_secs(120),
             sync_frequency: Duration::from_secs(60),
             resolv_conf: PathBuf::from("/etc/resolv.conf"),
+            allowed_unsafe_sysctls: Vec::new(),
             // kuberuntime::cni_cache::DEFAULT_CACHE_DIR (options sits below kuberuntime).
             cni_cache_dir: PathBuf::from("/var/lib/cni"),
             cgroups_per_qos: true,
@@ -280,6 +285,8 @@ FLAGS (kubelet names):
     --runtime-request-timeout DURATION  CRI call deadline [2m]
     --sync-frequency DURATION           periodic pod resync [1m]
     --resolv-conf FILE                  resolver for dnsPolicy Default [/etc/resolv.conf]
+    --allowed-unsafe-sysctls LIST       sysctls (or prefixes, net.core.*) pods may set beyond the
+                                        safe ones; others are refused: SysctlForbidden [none]
     --cni-cache-dir DIR                 the runtime's CNI cache: its empty files (a power
                                         cut's) removed at the first start in a boot;
                                         empty: never [/var/lib/cni]
@@ -379,6 +386,7 @@ struct ConfigFile {
     server_tls_bootstrap: Option<bool>,
     node_labels: Option<BTreeMap<String, String>>,
     max_pods: Option<u32>,
+    allowed_unsafe_sysctls: Option<Vec<String>>,
     #[serde(rename = "nodeIP")]
     node_ip: Option<String>,
     node_status_update_frequency: Option<String>,
@@ -489,6 +497,14 @@ pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
             "--sync-frequency" => opts.sync_frequency = duration_flag(flag, &value()?)?,
             "--resolv-conf" => opts.resolv_conf = value()?.into(),
             "--cni-cache-dir" => opts.cni_cache_dir = value()?.into(),
+            "--allowed-unsafe-sysctls" => {
+                opts.allowed_unsafe_sysctls = value()?
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+                    .collect();
+            }
             "--cgroup-root" => opts.cgroup_root = value()?,
             "--cgroup-parent" => {
                 log::warn!("--cgroup-parent is deprecated: use --cgroup-root (the kubelet's name)");
@@ -891,6 +907,9 @@ fn apply_config_file(opts: &mut Options, path: &str) -> Result<(), OptionsError>
     }
     if let Some(v) = cfg.max_pods {
         opts.max_pods = v;
+    }
+    if let Some(v) = cfg.allowed_unsafe_sysctls {
+        opts.allowed_unsafe_sysctls = v;
     }
     if let Some(v) = cfg.node_ip {
         opts.node_ip = Some(v.parse().map_err(|_| OptionsError::ConfigParse {

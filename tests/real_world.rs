@@ -21,6 +21,7 @@ fn node() -> NodeInfo {
         cpu_milli: 4000,
         memory_bytes: 4 << 30,
         max_pods: 110,
+        sysctls: Default::default(),
     }
 }
 

@@ -21,6 +21,7 @@ pub fn agent_config(dir: &Path, node: &str) -> DaemonConfig {
         allocatable: Default::default(),
         seccomp_default: false,
         max_pods: 110,
+        sysctls: Default::default(),
         node_labels: picolet::node::node_labels(node, &Default::default()),
         gc_policy: Default::default(),
         node_ip: None,
