@@ -274,6 +274,9 @@ pub struct ImageManager<R: Runtime, C: Clock> {
     statfs: StatFs,
     records: Rc<RefCell<ImageRecords>>,
     busy: Rc<Cell<bool>>,
+    /// The last pass over the threshold freed nothing: the next such pass says it at debug
+    /// only (a board whose disk is full of other things wrote two lines every 5 minutes).
+    stuck: Rc<Cell<bool>>,
 }
 
 /// Clears the busy flag however the pass ends (a dropped future included).
@@ -294,6 +297,7 @@ impl<R: Runtime, C: Clock> ImageManager<R, C> {
             statfs: Arc::new(statfs),
             records: Rc::default(),
             busy: Rc::default(),
+            stuck: Rc::default(),
         }
     }
 
@@ -367,18 +371,39 @@ impl<R: Runtime, C: Clock> ImageManager<R, C> {
         ) else {
             return Ok(None);
         };
-        log::info!(
-            "image GC: {mountpoint} is {}% used (high threshold {}%): freeing {bytes} bytes",
-            100 - u128::from(fs.available.min(fs.capacity)) * 100 / u128::from(fs.capacity),
-            self.policy.high_threshold_percent
-        );
+        let used = 100 - u128::from(fs.available.min(fs.capacity)) * 100 / u128::from(fs.capacity);
+        let high = self.policy.high_threshold_percent;
+        // kubelet: both lines at every pass over the threshold. picolet: after a pass that
+        // freed nothing, again only once something is freed (a board whose disk is full of
+        // other things wrote two lines every 5 minutes).
+        let stuck = self.stuck.get();
+        let freeing = || {
+            format!(
+                "image GC: {mountpoint} is {used}% used (high threshold {high}%): freeing {bytes} bytes"
+            )
+        };
+        if !stuck {
+            log::info!("{}", freeing());
+        }
         let report = self.remove(&in_use, now, bytes).await;
+        let quiet = stuck && report.freed == 0;
+        if stuck && !quiet {
+            log::info!("{}", freeing());
+        }
         if report.freed < bytes {
-            log::warn!(
+            let short = format!(
                 "image GC: attempted to free {bytes} bytes, but only found {} bytes eligible to free",
                 report.freed
             );
+            if quiet {
+                log::debug!("{short}");
+            } else if report.freed == 0 {
+                log::warn!("{short} (said once while nothing can be freed)");
+            } else {
+                log::warn!("{short}");
+            }
         }
+        self.stuck.set(report.freed == 0);
         Ok(Some(report))
     }
 
@@ -724,6 +749,25 @@ mod tests {
         assert_eq!(report.removed.len(), 1);
         assert_eq!(tags(&rt).len(), 4);
         assert!(rt.calls().iter().any(|c| matches!(c, Call::RemoveImage(_))));
+    }
+
+    /// A pass over the threshold that frees nothing marks the manager stuck (its lines go
+    /// to debug from the next such pass); a pass that frees something clears it.
+    #[tokio::test(start_paused = true)]
+    async fn a_pass_that_frees_nothing_is_said_once() {
+        let (rt, _free, statfs) = setup(100).await; // 90 % used
+        let m = ImageManager::new(rt.clone(), TokioClock::new(1_000 * S), policy(120))
+            .with_statfs(statfs);
+        assert!(!m.stuck.get());
+        let first = m.garbage_collect().await.unwrap().unwrap();
+        assert_eq!(first.freed, 0, "everything younger than the TTL");
+        assert!(m.stuck.get());
+        m.garbage_collect().await.unwrap().unwrap();
+        assert!(m.stuck.get());
+        tokio::time::advance(Duration::from_secs(120)).await;
+        let freed = m.garbage_collect().await.unwrap().unwrap();
+        assert!(freed.freed > 0);
+        assert!(!m.stuck.get());
     }
 
     #[tokio::test(start_paused = true)]
