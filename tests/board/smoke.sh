@@ -302,9 +302,13 @@ phase_end "pod after poweroff"
 phase "clock in 1970"
 "$BOARD" down "$DIR"
 BOARD_RTC_BASE=1970-01-01 "$BOARD" up "$DIR"
+# systemd moves a 1970 clock forward to its own epoch (the newest of its build date,
+# /usr/lib/clock-epoch and the timesync stamp), which is still before picolet's release
+# date (clock::FLOOR_SECS, 2026-12-01): what a board without an RTC or network boots with.
+now=$(g 'date -u +%s' || echo 0)
 year=$(g 'date -u +%Y' || echo 0)
 log "the guest's clock at boot: $(g 'date -u +%FT%TZ' || true)"
-check "the clock reads before 2026 ($year)" [ "$year" -lt 2026 ]
+check "the clock reads before picolet's release date, 2026-12-01 ($(g 'date -u +%F' || true))" [ "$now" -lt 1796083200 ]
 if id5=$(wait_running "$id4"); then
 	pass "pod runs with the clock in $year (new container $id5)"
 else
