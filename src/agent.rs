@@ -150,6 +150,8 @@ pub struct AgentConfig {
     pub max_pods: u32,
     /// The node's sysctl allowlist (admission).
     pub sysctls: admission::Sysctls,
+    /// `--watchdog-device`: a hardware watchdog petted from the loop (`node::HwWatchdog`).
+    pub watchdog_device: Option<PathBuf>,
     /// `--minimum-container-ttl-duration`, `--maximum-dead-containers-per-container`.
     pub gc_policy: GcPolicy,
     /// The node's IP: every pod's `status.hostIP`, and the `podIP` of host-network pods
@@ -311,6 +313,23 @@ pub async fn run<R: Runtime, C: Clock>(
             w.timeout().as_secs()
         );
     }
+    let mut hw_watchdog =
+        cfg.watchdog_device
+            .as_deref()
+            .and_then(|path| match node::HwWatchdog::open(path) {
+                Ok(w) => {
+                    log::info!(
+                        "hardware watchdog {}: petted from the event loop every {} s",
+                        path.display(),
+                        crate::task::GRID.as_secs()
+                    );
+                    Some(w)
+                }
+                Err(e) => {
+                    log::warn!("hardware watchdog {}: {e}; not used", path.display());
+                    None
+                }
+            });
 
     loop {
         tokio::select! {
@@ -354,6 +373,9 @@ pub async fn run<R: Runtime, C: Clock>(
                 if watchdog.as_mut().is_some_and(|w| w.due(tokio::time::Instant::now())) {
                     node::sd_notify("WATCHDOG=1");
                 }
+                if let Some(w) = hw_watchdog.as_mut() {
+                    w.pet();
+                }
             }
             _ = gc_tick.tick() => state.garbage_collect(),
             Some(observed) = eviction::recv(&mut eviction_observed) => state.on_eviction_observed(observed),
@@ -369,6 +391,10 @@ pub async fn run<R: Runtime, C: Clock>(
             }
             node::sd_notify("READY=1");
         }
+    }
+    // A clean stop disarms the hardware watchdog (a crash does not: see `node::HwWatchdog`).
+    if let Some(w) = hw_watchdog.take() {
+        w.disarm();
     }
     // Pods outlive picolet, as with the kubelet: in-flight work is simply dropped with the
     // LocalSet; the next picolet adopts the pods from their CRI labels.

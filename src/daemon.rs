@@ -286,6 +286,7 @@ fn agent_config(opts: &Options, node_name: String) -> AgentConfig {
         seccomp_default: opts.seccomp_default,
         max_pods: opts.max_pods,
         sysctls: sysctl_allowlist(opts).unwrap_or_default(),
+        watchdog_device: opts.watchdog_device.clone(),
         gc_policy: GcPolicy {
             min_age: opts.minimum_container_ttl_duration,
             max_per_pod_container: opts.maximum_dead_containers_per_container,

@@ -75,6 +75,9 @@ pub struct Options {
     /// (`net.core.*`) a pod may set beyond the safe ones; each must be namespaced (checked at
     /// start, `admission::Sysctls`).
     pub allowed_unsafe_sysctls: Vec<String>,
+    /// `--watchdog-device` (picolet's own): a hardware watchdog petted from the event loop
+    /// (`node::HwWatchdog`); none by default.
+    pub watchdog_device: Option<PathBuf>,
     /// `--cni-cache-dir` (picolet's own): libcni's cache of the runtime, whose empty files
     /// (left by a power cut) picolet removes on its first start in a boot
     /// (`kuberuntime::cni_cache`); empty: never.
@@ -203,6 +206,7 @@ impl Default for Options {
             sync_frequency: Duration::from_secs(60),
             resolv_conf: PathBuf::from("/etc/resolv.conf"),
             allowed_unsafe_sysctls: Vec::new(),
+            watchdog_device: None,
             // kuberuntime::cni_cache::DEFAULT_CACHE_DIR (options sits below kuberuntime).
             cni_cache_dir: PathBuf::from("/var/lib/cni"),
             cgroups_per_qos: true,
@@ -287,6 +291,8 @@ FLAGS (kubelet names):
     --resolv-conf FILE                  resolver for dnsPolicy Default [/etc/resolv.conf]
     --allowed-unsafe-sysctls LIST       sysctls (or prefixes, net.core.*) pods may set beyond the
                                         safe ones; others are refused: SysctlForbidden [none]
+    --watchdog-device PATH              a hardware watchdog (/dev/watchdog) petted from the
+                                        event loop; only where nothing else owns it [none]
     --cni-cache-dir DIR                 the runtime's CNI cache: its empty files (a power
                                         cut's) removed at the first start in a boot;
                                         empty: never [/var/lib/cni]
@@ -497,6 +503,10 @@ pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
             "--sync-frequency" => opts.sync_frequency = duration_flag(flag, &value()?)?,
             "--resolv-conf" => opts.resolv_conf = value()?.into(),
             "--cni-cache-dir" => opts.cni_cache_dir = value()?.into(),
+            "--watchdog-device" => {
+                let v = value()?;
+                opts.watchdog_device = (!v.is_empty()).then(|| PathBuf::from(v));
+            }
             "--allowed-unsafe-sysctls" => {
                 opts.allowed_unsafe_sysctls = value()?
                     .split(',')

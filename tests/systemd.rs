@@ -74,6 +74,9 @@ async fn ready_then_watchdog_pings_from_the_loop_and_none_while_it_is_stopped() 
             "--port",
             "0",
         ])
+        // A hardware watchdog stand-in: a plain file collects the pets and the magic close.
+        .arg("--watchdog-device")
+        .arg(tmp.path().join("watchdog"))
         .env("RUST_LOG", "info")
         .env("NOTIFY_SOCKET", &notify)
         // 6 s: a ping every 3 s at the latest, from the 2 s tick.
@@ -83,7 +86,8 @@ async fn ready_then_watchdog_pings_from_the_loop_and_none_while_it_is_stopped() 
         .stderr(log)
         .spawn()
         .expect("picolet run");
-    let picolet = Killed(child);
+    std::fs::write(tmp.path().join("watchdog"), "").expect("watchdog stand-in");
+    let mut picolet = Killed(child);
     let log_text = || std::fs::read_to_string(&log_path).unwrap_or_default();
 
     // The blocking reads run off the test's runtime, which serves the fake CRI.
@@ -117,5 +121,29 @@ async fn ready_then_watchdog_pings_from_the_loop_and_none_while_it_is_stopped() 
     signal(&picolet.0, nix::sys::signal::Signal::SIGCONT);
     let m = recv(60).await.expect("join");
     assert_eq!(m.as_deref(), Some("WATCHDOG=1"), "{}", log_text());
+
+    // The hardware watchdog was petted from the same tick, and a clean stop disarms it.
+    let pets = std::fs::read(tmp.path().join("watchdog")).expect("watchdog file");
+    assert!(
+        pets.len() >= 2 && pets.iter().all(|b| *b == 0),
+        "{pets:?}\n{}",
+        log_text()
+    );
+    signal(&picolet.0, nix::sys::signal::Signal::SIGTERM);
+    let mut exited = None;
+    for _ in 0..300 {
+        exited = picolet.0.try_wait().expect("try_wait");
+        if exited.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        exited.is_some_and(|s| s.success()),
+        "{exited:?}\n{}",
+        log_text()
+    );
+    let pets = std::fs::read(tmp.path().join("watchdog")).expect("watchdog file");
+    assert_eq!(pets.last(), Some(&b'V'), "no magic close\n{}", log_text());
     drop(fake);
 }

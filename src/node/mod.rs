@@ -430,8 +430,60 @@ impl Watchdog {
     }
 }
 
+/// An optional hardware watchdog (`--watchdog-device`, e.g. `/dev/watchdog`), petted from
+/// the event loop's housekeeping tick: a board whose picolet loop (or whole system) hangs is
+/// reset by the hardware once the device's timeout passes. picolet's own (the kubelet has
+/// none); for boards where nothing else owns the device (OpenWrt's procd and systemd's
+/// `RuntimeWatchdogSec=` do: leave it to them). The device's own timeout is used. A clean
+/// stop of picolet disarms it (the magic close, `V`); a crash does not, and the restarted
+/// picolet opens it again within the timeout (procd respawns in 5 s, systemd in 5 s).
+#[derive(Debug)]
+pub struct HwWatchdog {
+    file: std::fs::File,
+    path: PathBuf,
+}
+
+impl HwWatchdog {
+    pub fn open(path: &Path) -> std::io::Result<HwWatchdog> {
+        let file = std::fs::OpenOptions::new().write(true).open(path)?;
+        Ok(HwWatchdog {
+            file,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Any write restarts the device's countdown.
+    pub fn pet(&mut self) {
+        use std::io::Write;
+        if let Err(e) = self.file.write_all(b"\0") {
+            log::warn!("watchdog {}: {e}", self.path.display());
+        }
+    }
+
+    /// The magic close: `V`, then close, disarms a driver that allows it.
+    pub fn disarm(mut self) {
+        use std::io::Write;
+        if let Err(e) = self.file.write_all(b"V") {
+            log::warn!("watchdog {}: cannot disarm: {e}", self.path.display());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_hardware_watchdog_is_petted_and_disarmed_with_the_magic_close() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dev = tmp.path().join("watchdog");
+        std::fs::write(&dev, "").unwrap();
+        let mut w = super::HwWatchdog::open(&dev).unwrap();
+        w.pet();
+        w.pet();
+        w.disarm();
+        assert_eq!(std::fs::read(&dev).unwrap(), b"\0\0V");
+        assert!(super::HwWatchdog::open(&tmp.path().join("none")).is_err());
+    }
 
     #[test]
     fn default_route_ip_is_a_real_address_when_there_is_one() {

@@ -22,6 +22,7 @@ pub fn agent_config(dir: &Path, node: &str) -> DaemonConfig {
         seccomp_default: false,
         max_pods: 110,
         sysctls: Default::default(),
+        watchdog_device: None,
         node_labels: picolet::node::node_labels(node, &Default::default()),
         gc_policy: Default::default(),
         node_ip: None,
