@@ -4,7 +4,7 @@
 #
 #   packaging/ci.sh
 #
-#  1. shellcheck on every shell script, the maintainer scripts and the procd init script
+#  1. shellcheck on every shell script, the maintainer scripts, the procd and OpenRC init scripts
 #  2. systemd-analyze verify on the unit (skipped with a message where there is none)
 #  3. the OpenWrt init script's UCI -> flags mapping, against procd stubs
 #  4. the Yocto crate list is up to date with Cargo.lock
@@ -60,7 +60,7 @@ lint() {
 		packaging/*.sh packaging/deb/mkdeb.sh packaging/deb/postinst packaging/deb/prerm
 		packaging/deb/postrm packaging/yocto/gen-crates.sh packaging/openwrt/test-init.sh
 		packaging/openwrt/ipk/postinst packaging/openwrt/ipk/prerm
-		packaging/openwrt/files/picolet.init
+		packaging/openwrt/files/picolet.init packaging/openrc/picolet
 	)
 	shellcheck -x "${scripts[@]}"
 	echo "shellcheck: ${#scripts[@]} scripts clean"
