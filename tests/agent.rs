@@ -733,10 +733,27 @@ async fn a_mass_delete_kills_every_pod_at_once() {
             rt.take_calls();
 
             std::fs::remove_file(&file).unwrap();
-            // Well inside the 5 s grace: every container has been asked to stop.
+            // The removal is seen by inotify (real time, from notify's thread) or at the
+            // latest by the 20 s re-list: wait in virtual time for the first kill, so that
+            // a late inotify event on a loaded machine cannot eat the grace period (CI once
+            // counted 0 stops 3 virtual seconds after the removal).
+            let_inotify_deliver();
+            let mut calls = Vec::new();
+            for _ in 0..INOTIFY_OR_RELIST * 10 {
+                calls.extend(rt.take_calls());
+                if calls
+                    .iter()
+                    .any(|c| matches!(c, Call::StopContainer { .. }))
+                {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            // Well inside the 5 s grace from the first kill: every container has been asked
+            // to stop.
             settle(3).await;
-            let stops = rt
-                .take_calls()
+            calls.extend(rt.take_calls());
+            let stops = calls
                 .into_iter()
                 .filter(|c| matches!(c, Call::StopContainer { timeout: 5, .. }))
                 .count();
