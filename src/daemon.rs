@@ -126,8 +126,6 @@ pub async fn run(
             crate::clock::rfc3339(now).unwrap_or_else(|| "1970-01-01T00:00:00Z".into())
         );
     }
-    // picolet: a stuck event loop ends the process for the service manager to restart.
-    crate::node::stall::start_guard();
     // picolet: the empty CNI cache files a power cut leaves, before any pod is synced.
     let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
     crate::kuberuntime::cni_cache::repair_after_boot(&opts.root_dir, &boot_id, &opts.cni_cache_dir);
@@ -206,6 +204,10 @@ pub async fn run(
             }
             #[cfg(not(feature = "apiserver"))]
             let _ = (recorder, runtime_metrics, agent_metrics);
+            // picolet: a stuck event loop ends the process for the service manager to
+            // restart. Started here, when the loop is about to run: the TLS bootstrap above
+            // may wait for an operator's approval for as long as it takes.
+            crate::node::stall::start_guard();
             run_with_extensions(runtime, SystemClock, daemon_cfg, ext, shutdown, relist_now).await;
             Ok(())
         })
