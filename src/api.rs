@@ -207,6 +207,82 @@ pub enum RestartPolicy {
     Never,
 }
 
+/// One of a container's `restartPolicyRules`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerRestartRule {
+    /// `Restart` (`RestartAllContainers` is refused by the field policy).
+    #[serde(default)]
+    pub action: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_codes: Option<ContainerRestartRuleOnExitCodes>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerRestartRuleOnExitCodes {
+    /// `In` | `NotIn`.
+    #[serde(default)]
+    pub operator: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<i32>,
+}
+
+/// Will a container that exited with `exit_code` be started again? (kubelet:
+/// `podutil.ContainerShouldRestart`, ContainerRestartRules on by default since 1.35.) On a
+/// container with its own `restartPolicy`, the first of its `restartPolicyRules` that matches
+/// the exit code decides when its action is `Restart`; else its own policy; without one, the
+/// pod's (`Always` when unset).
+pub fn container_should_restart(c: &Container, spec: &PodSpec, exit_code: i32) -> bool {
+    if let Some(own) = c.restart_policy {
+        if let Some(rule) = c.restart_policy_rules.iter().find(|r| r.matches(exit_code))
+            && rule.action == "Restart"
+        {
+            return true;
+        }
+        return policy_restarts(own, exit_code);
+    }
+    policy_restarts(
+        spec.restart_policy.unwrap_or(RestartPolicy::Always),
+        exit_code,
+    )
+}
+
+/// Can the container be started again at all? (kubelet: `podutil.IsContainerRestartable`.)
+pub fn is_container_restartable(c: &Container, spec: &PodSpec) -> bool {
+    match c.restart_policy {
+        Some(own) => {
+            own != RestartPolicy::Never
+                || c.restart_policy_rules.iter().any(|r| r.action == "Restart")
+        }
+        None => spec.restart_policy != Some(RestartPolicy::Never),
+    }
+}
+
+fn policy_restarts(policy: RestartPolicy, exit_code: i32) -> bool {
+    match policy {
+        RestartPolicy::Always => true,
+        RestartPolicy::OnFailure => exit_code != 0,
+        RestartPolicy::Never => false,
+    }
+}
+
+impl ContainerRestartRule {
+    /// kubelet: `findMatchingContainerRestartRule` — a rule without exit codes, or with an
+    /// unknown operator, matches nothing.
+    fn matches(&self, exit_code: i32) -> bool {
+        let Some(codes) = &self.exit_codes else {
+            return false;
+        };
+        let listed = codes.values.contains(&exit_code);
+        match codes.operator.as_str() {
+            "In" => listed,
+            "NotIn" => !listed,
+            _ => false,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum PullPolicy {
     Always,
@@ -462,9 +538,11 @@ pub struct Container {
     pub tty: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env_from: Vec<EnvFromSource>,
+    /// kubelet: ContainerRestartRules — on a container with its own `restartPolicy`, the
+    /// first rule matching the exit code decides (see [`container_should_restart`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restart_policy_rules: Vec<ContainerRestartRule>,
     // Carried for the field policy (`manifest::fields`): refused until implemented.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub restart_policy_rules: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume_devices: Option<serde_json::Value>,
 }
@@ -1240,6 +1318,150 @@ pub fn encode_base64(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    type RestartCase = (
+        Option<RestartPolicy>,
+        Vec<ContainerRestartRule>,
+        Option<RestartPolicy>,
+        i32,
+        bool,
+    );
+
+    /// kubelet: `ContainerShouldRestart` — the rule first, then the container's policy, then
+    /// the pod's (the cases of upstream's TestContainerShouldRestart and the e2e specs').
+    #[test]
+    fn container_should_restart_table() {
+        use RestartPolicy::*;
+        let rule = |action: &str, op: &str, values: &[i32]| ContainerRestartRule {
+            action: action.into(),
+            exit_codes: Some(ContainerRestartRuleOnExitCodes {
+                operator: op.into(),
+                values: values.to_vec(),
+            }),
+        };
+        // (container policy, its rules, pod policy, exit code, restarts?)
+        let cases: &[RestartCase] = &[
+            // rule matches (In): restart whatever the policies say
+            (
+                Some(Never),
+                vec![rule("Restart", "In", &[42])],
+                Some(Never),
+                42,
+                true,
+            ),
+            // rule does not match: the container's Never
+            (
+                Some(Never),
+                vec![rule("Restart", "In", &[42])],
+                Some(Never),
+                1,
+                false,
+            ),
+            (
+                Some(Never),
+                vec![rule("Restart", "NotIn", &[0, 1])],
+                Some(Always),
+                1,
+                false,
+            ),
+            (
+                Some(Never),
+                vec![rule("Restart", "NotIn", &[0, 1])],
+                Some(Never),
+                7,
+                true,
+            ),
+            // the first matching rule decides; an unknown action falls back to the policy
+            (
+                Some(Never),
+                vec![rule("Other", "In", &[3]), rule("Restart", "In", &[3])],
+                Some(Never),
+                3,
+                false,
+            ),
+            // a rule without exit codes or with an unknown operator matches nothing
+            (
+                Some(Never),
+                vec![ContainerRestartRule {
+                    action: "Restart".into(),
+                    exit_codes: None,
+                }],
+                Some(Never),
+                0,
+                false,
+            ),
+            (
+                Some(Never),
+                vec![rule("Restart", "Gt", &[0])],
+                Some(Never),
+                9,
+                false,
+            ),
+            // the container's policy over the pod's
+            (Some(Always), vec![], Some(Never), 1, true),
+            (Some(Never), vec![], Some(Always), 1, false),
+            (Some(OnFailure), vec![], Some(Always), 0, false),
+            (Some(OnFailure), vec![], Some(Never), 2, true),
+            // rules are only read with a container policy
+            (
+                None,
+                vec![rule("Restart", "In", &[42])],
+                Some(Never),
+                42,
+                false,
+            ),
+            // the pod's policy; unset is Always
+            (None, vec![], Some(OnFailure), 0, false),
+            (None, vec![], Some(OnFailure), 1, true),
+            (None, vec![], Some(Never), 1, false),
+            (None, vec![], None, 0, true),
+        ];
+        for (i, (own, rules, pod, code, want)) in cases.iter().enumerate() {
+            let c = Container {
+                restart_policy: *own,
+                restart_policy_rules: rules.clone(),
+                ..Container::default()
+            };
+            let spec = PodSpec {
+                restart_policy: *pod,
+                ..PodSpec::default()
+            };
+            assert_eq!(
+                container_should_restart(&c, &spec, *code),
+                *want,
+                "case {i}"
+            );
+        }
+    }
+
+    /// kubelet: `IsContainerRestartable`.
+    #[test]
+    fn is_container_restartable_table() {
+        use RestartPolicy::*;
+        let restart_rule = ContainerRestartRule {
+            action: "Restart".into(),
+            exit_codes: None,
+        };
+        for (own, rules, pod, want) in [
+            (None, vec![], Some(Never), false),
+            (None, vec![], None, true),
+            (None, vec![], Some(OnFailure), true),
+            (Some(Never), vec![], Some(Always), false),
+            (Some(Never), vec![restart_rule.clone()], Some(Never), true),
+            (Some(OnFailure), vec![], Some(Never), true),
+        ] {
+            let c = Container {
+                restart_policy: own,
+                restart_policy_rules: rules,
+                ..Container::default()
+            };
+            let spec = PodSpec {
+                restart_policy: pod,
+                ..PodSpec::default()
+            };
+            assert_eq!(is_container_restartable(&c, &spec), want, "{own:?} {pod:?}");
+        }
+    }
 
     #[test]
     fn status_field_names_are_the_apis() {

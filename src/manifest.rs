@@ -767,14 +767,14 @@ fn validate_into(pod: &Pod, errs: &mut Vec<FieldError>) {
         .init_containers
         .iter()
         .enumerate()
-        .map(|(i, c)| (format!("spec.initContainers[{i}]"), c, true))
+        .map(|(i, c)| (format!("spec.initContainers[{i}]"), c))
         .chain(
             spec.containers
                 .iter()
                 .enumerate()
-                .map(|(i, c)| (format!("spec.containers[{i}]"), c, false)),
+                .map(|(i, c)| (format!("spec.containers[{i}]"), c)),
         );
-    for (path, c, init) in all {
+    for (path, c) in all {
         if !c.name.is_empty() && is_dns1123_label(&c.name) {
             if let Some(first) = names.get(c.name.as_str()) {
                 errs.push(FieldError::new(
@@ -785,7 +785,7 @@ fn validate_into(pod: &Pod, errs: &mut Vec<FieldError>) {
                 names.insert(&c.name, path.clone());
             }
         }
-        validate_container(&path, c, init, spec.host_network, &volumes, errs);
+        validate_container(&path, c, spec.host_network, &volumes, errs);
     }
 }
 
@@ -915,10 +915,55 @@ fn validate_volumes<'a>(pod: &'a Pod, errs: &mut Vec<FieldError>) -> HashMap<&'a
     names
 }
 
+/// A container's own `restartPolicy` and its `restartPolicyRules` (apiserver:
+/// `validateContainerRestartPolicy`, ContainerRestartRules on): any policy on any container
+/// (`Always` on an init container makes it a sidecar); rules need a policy, at most 20, each
+/// with an action and exit codes (`In`/`NotIn`, at most 255 values).
+fn validate_restart_rules(c: &Container, path: &str, errs: &mut Vec<FieldError>) {
+    let rules = &c.restart_policy_rules;
+    if c.restart_policy.is_none() && !rules.is_empty() {
+        errs.push(FieldError::new(
+            format!("{path}.restartPolicy"),
+            "must specify restartPolicy when restart rules are used",
+        ));
+    }
+    if rules.len() > 20 {
+        errs.push(FieldError::new(
+            format!("{path}.restartPolicyRules"),
+            format!("must have at most 20 items, found {}", rules.len()),
+        ));
+    }
+    for (i, r) in rules.iter().enumerate() {
+        let rp = format!("{path}.restartPolicyRules[{i}]");
+        if !matches!(r.action.as_str(), "Restart" | "RestartAllContainers") {
+            errs.push(FieldError::new(
+                format!("{rp}.action"),
+                format!("unsupported value {:?} (supported: Restart)", r.action),
+            ));
+        }
+        match &r.exit_codes {
+            None => errs.push(FieldError::new(format!("{rp}.exitCodes"), "required")),
+            Some(e) => {
+                if !matches!(e.operator.as_str(), "In" | "NotIn") {
+                    errs.push(FieldError::new(
+                        format!("{rp}.exitCodes.operator"),
+                        format!("unsupported value {:?} (supported: In, NotIn)", e.operator),
+                    ));
+                }
+                if e.values.len() > 255 {
+                    errs.push(FieldError::new(
+                        format!("{rp}.exitCodes.values"),
+                        format!("must have at most 255 items, found {}", e.values.len()),
+                    ));
+                }
+            }
+        }
+    }
+}
+
 fn validate_container(
     path: &str,
     c: &Container,
-    init: bool,
     host_network: bool,
     volumes: &HashMap<&str, usize>,
     errs: &mut Vec<FieldError>,
@@ -939,17 +984,7 @@ fn validate_container(
             format!("{:?} must not have leading or trailing whitespace", c.image),
         ));
     }
-    match (init, c.restart_policy) {
-        (_, None) | (true, Some(RestartPolicy::Always)) => {}
-        (true, Some(other)) => errs.push(FieldError::new(
-            format!("{path}.restartPolicy"),
-            format!("{other:?} is not supported on an init container (only Always, for a sidecar)"),
-        )),
-        (false, Some(_)) => errs.push(FieldError::new(
-            format!("{path}.restartPolicy"),
-            "may only be set on init containers (use spec.restartPolicy)",
-        )),
-    }
+    validate_restart_rules(c, path, errs);
     if let Some(p) = c.termination_message_policy.as_deref()
         && !matches!(p, "File" | "FallbackToLogsOnError")
     {

@@ -149,6 +149,7 @@ fn sample_value(path: &str) -> serde_json::Value {
         | "procMount"
         | "subPathExpr"
         | "recursiveReadOnly"
+        | "action"
         | "supplementalGroupsPolicy"
         | "name" => json!("Unusual"),
         "hostAliases"

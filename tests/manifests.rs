@@ -303,6 +303,22 @@ fn pull_policy_from_image_reference() {
     assert_eq!(manifest::image_tag_and_digest("h:5000/a/b"), (None, false));
 }
 
+/// ContainerRestartRules: a container's own restartPolicy (any container) and its rules
+/// are valid, as the apiserver has them since 1.35.
+#[test]
+fn container_restart_policy_and_rules_are_valid() {
+    let mut pod = web();
+    manifest::apply_defaults(&mut pod);
+    pod.spec.restart_policy = Some(RestartPolicy::Never);
+    pod.spec.containers[0].restart_policy = Some(RestartPolicy::Never);
+    pod.spec.containers[0].restart_policy_rules = vec![restart_rule("Restart", "NotIn")];
+    let mut init = pod.spec.containers[0].clone();
+    init.name = "init".into();
+    init.restart_policy = Some(RestartPolicy::OnFailure);
+    pod.spec.init_containers.push(init);
+    manifest::validate(&pod).expect("valid");
+}
+
 #[test]
 fn validation_names_every_field() {
     type Mutate = fn(&mut Pod);
@@ -357,11 +373,6 @@ fn validation_names_every_field() {
             |p| p.spec.containers[0].image = " nginx".into(),
             "spec.containers[0].image",
             "whitespace",
-        ),
-        (
-            |p| p.spec.containers[0].restart_policy = Some(RestartPolicy::Always),
-            "spec.containers[0].restartPolicy",
-            "only be set on init containers",
         ),
         (
             |p| p.spec.volumes[1].name = "data".into(),
@@ -588,13 +599,42 @@ fn validation_names_every_field() {
         ),
         (
             |p| {
+                p.spec.containers[0].restart_policy_rules = vec![restart_rule("Restart", "In")];
+            },
+            "spec.containers[0].restartPolicy",
+            "must specify restartPolicy when restart rules are used",
+        ),
+        (
+            |p| {
+                let c = &mut p.spec.containers[0];
+                c.restart_policy = Some(RestartPolicy::Never);
+                c.restart_policy_rules = vec![restart_rule("Restart", "Gt")];
+            },
+            "spec.containers[0].restartPolicyRules[0].exitCodes.operator",
+            "unsupported value \"Gt\"",
+        ),
+        (
+            |p| {
                 let mut c = p.spec.containers[0].clone();
                 c.name = "init".into();
                 c.restart_policy = Some(RestartPolicy::OnFailure);
+                c.restart_policy_rules = vec![restart_rule("Stop", "In")];
                 p.spec.init_containers.push(c);
             },
-            "spec.initContainers[0].restartPolicy",
-            "not supported on an init container",
+            "spec.initContainers[0].restartPolicyRules[0].action",
+            "unsupported value \"Stop\"",
+        ),
+        (
+            |p| {
+                let c = &mut p.spec.containers[0];
+                c.restart_policy = Some(RestartPolicy::Never);
+                c.restart_policy_rules = vec![picolet::api::ContainerRestartRule {
+                    action: "Restart".into(),
+                    exit_codes: None,
+                }];
+            },
+            "spec.containers[0].restartPolicyRules[0].exitCodes",
+            "required",
         ),
         (
             |p| p.spec.containers[0].termination_message_policy = Some("Always".into()),
@@ -961,4 +1001,14 @@ stringData:
     let json = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"j","labels":null},
         "spec":{"volumes":null,"containers":[{"name":"c","image":"busybox","env":null,"envFrom":null}]}}"#;
     manifest::load("/m/j.json", json.as_bytes(), "n", "file", SEEN).expect("null in JSON reads");
+}
+
+fn restart_rule(action: &str, operator: &str) -> picolet::api::ContainerRestartRule {
+    picolet::api::ContainerRestartRule {
+        action: action.into(),
+        exit_codes: Some(picolet::api::ContainerRestartRuleOnExitCodes {
+            operator: operator.into(),
+            values: vec![42],
+        }),
+    }
 }

@@ -18,9 +18,10 @@
 //!   they exit. A failed init container is restarted, except under Never: the pod is
 //!   killed.
 //! - Regular containers: started when never run; restarted when exited per policy
-//!   (Always; OnFailure and exit ≠ 0; Never: no); a running container whose hash changed
-//!   is killed and restarted; a failed liveness/startup probe kills it and restarts per
-//!   policy. When nothing runs and nothing is to start, the pod is killed (sandbox
+//!   (Always; OnFailure and exit ≠ 0; Never: no) — the container's `restartPolicyRules`
+//!   first, then its own `restartPolicy`, then the pod's (kubelet: ContainerRestartRules);
+//!   a running container whose hash changed is killed and restarted; a failed
+//!   liveness/startup probe kills it and restarts per its own policy, else the pod's. When nothing runs and nothing is to start, the pod is killed (sandbox
 //!   stopped).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -131,13 +132,17 @@ pub fn compute_pod_actions_with_probes(
             a.create_sandbox = false;
             return a;
         }
+        // kubelet: run-once containers (OnFailure, the container's own policy first) that
+        // succeeded are not started again.
         let to_start: Vec<usize> = pod
             .spec
             .containers
             .iter()
             .enumerate()
             .filter(|(_, c)| {
-                !(restart_policy(pod) == RestartPolicy::OnFailure && container_succeeded(c, status))
+                let run_once =
+                    c.restart_policy.unwrap_or(restart_policy(pod)) == RestartPolicy::OnFailure;
+                !(run_once && container_succeeded(c, status))
             })
             .map(|(i, _)| i)
             .collect();
@@ -182,7 +187,12 @@ pub fn compute_pod_actions_with_probes(
             continue;
         }
         let Some(s) = cstatus else { continue };
-        let mut restart = restart_on_failure(pod);
+        // kubelet (ContainerRestartRules): a running container is restarted per its own
+        // policy when it has one; its rules need an exit code, so they are not read here.
+        let mut restart = match container.restart_policy {
+            Some(own) => own != RestartPolicy::Never,
+            None => restart_on_failure(pod),
+        };
         let (message, reason) = if container_changed(container, s) {
             // Restart regardless of the policy: the spec changed.
             restart = true;
@@ -333,7 +343,8 @@ fn compute_init_container_actions(
                 if sidecar {
                     to_start.push(i);
                 } else if is_init_container_failed(s) {
-                    if !restart_on_failure {
+                    // kubelet (ContainerRestartRules): its rules and own policy first.
+                    if !should_container_be_restarted(c, pod, status) {
                         a.kill_pod = true;
                         a.init_containers_to_start.clear();
                         return false;
@@ -346,7 +357,12 @@ fn compute_init_container_actions(
                 }
             }
             ContainerState::Unknown => {
-                if !sidecar && !restart_on_failure {
+                // kubelet: no exit code, so its own policy only (not its rules).
+                let restart = match c.restart_policy {
+                    Some(own) => own != RestartPolicy::Never,
+                    None => restart_on_failure,
+                };
+                if !sidecar && !restart {
                     a.kill_pod = true;
                     a.init_containers_to_start.clear();
                     return false;
@@ -440,11 +456,7 @@ pub fn should_container_be_restarted(
     match s.state {
         ContainerState::Running => false,
         ContainerState::Unknown | ContainerState::Created => true,
-        ContainerState::Exited => match restart_policy(pod) {
-            RestartPolicy::Always => true,
-            RestartPolicy::OnFailure => s.exit_code != 0,
-            RestartPolicy::Never => false,
-        },
+        ContainerState::Exited => api::container_should_restart(container, &pod.spec, s.exit_code),
     }
 }
 
@@ -961,6 +973,104 @@ mod tests {
         c.annotations.clear();
         let a = compute_pod_actions(&p, &status(vec![ready()], vec![c]));
         assert!(a.containers_to_kill.contains_key("c1"));
+    }
+
+    /// kubelet (ContainerRestartRules): the container's rules, then its own policy, then the
+    /// pod's decide whether an exited container starts again; a probe kill uses its own
+    /// policy (no exit code yet); a run-once container that succeeded is not started in a
+    /// new sandbox.
+    #[test]
+    fn container_restart_policy_and_rules() {
+        let rule = |codes: &[i32]| api::ContainerRestartRule {
+            action: "Restart".into(),
+            exit_codes: Some(api::ContainerRestartRuleOnExitCodes {
+                operator: "In".into(),
+                values: codes.to_vec(),
+            }),
+        };
+        use RestartPolicy::{Always, Never, OnFailure};
+        // (pod policy, container policy, rules, exit code, restarted?)
+        let cases = [
+            (Never, Some(Never), vec![rule(&[42])], 42, true),
+            (Never, Some(Never), vec![rule(&[42])], 1, false),
+            (Always, Some(Never), vec![], 1, false),
+            (Never, Some(Always), vec![], 1, true),
+            (Never, Some(OnFailure), vec![], 1, true),
+            (Always, Some(OnFailure), vec![], 0, false),
+            (Always, None, vec![], 1, true),
+        ];
+        for (i, (pod_policy, own, rules, exit, want)) in cases.into_iter().enumerate() {
+            let mut p = pod(pod_policy, &[], &["a", "b"]);
+            p.spec.containers[0].restart_policy = own;
+            p.spec.containers[0].restart_policy_rules = rules;
+            let st = status(
+                vec![ready()],
+                vec![
+                    rc(&p, &c_of(&p, "a"), "c1", Exited, exit),
+                    rc(&p, &c_of(&p, "b"), "c2", Running, 0),
+                ],
+            );
+            let a = compute_pod_actions(&p, &st);
+            assert_eq!(a.containers_to_start == vec![0], want, "case {i}");
+            assert!(!a.kill_pod, "case {i}");
+        }
+
+        // A liveness failure under a pod's Never: the container's Always restarts it; under
+        // Always, its Never does not.
+        for (pod_policy, own, restart) in [(Never, Always, true), (Always, Never, false)] {
+            let mut p = pod(pod_policy, &[], &["a", "b"]);
+            p.spec.containers[0].restart_policy = Some(own);
+            let st = status(
+                vec![ready()],
+                vec![
+                    rc(&p, &c_of(&p, "a"), "c1", Running, 0),
+                    rc(&p, &c_of(&p, "b"), "c2", Running, 0),
+                ],
+            );
+            let mut probes = ProbeVerdicts::default();
+            probes.liveness.insert("c1".into());
+            let a = compute_pod_actions_with_probes(&p, &st, &probes);
+            assert!(a.containers_to_kill.contains_key("c1"));
+            assert_eq!(
+                a.containers_to_start == vec![0],
+                restart,
+                "{pod_policy:?} {own:?}"
+            );
+        }
+
+        // A failed init container under a pod's Never: its rule restarts it, else the pod is
+        // killed.
+        for (exit, restart) in [(42, true), (1, false)] {
+            let mut init = container("i0");
+            init.restart_policy = Some(Never);
+            init.restart_policy_rules = vec![rule(&[42])];
+            let p = pod(Never, &[init], &["a"]);
+            let st = status(
+                vec![ready()],
+                vec![rc(&p, &c_of(&p, "i0"), "c1", Exited, exit)],
+            );
+            let a = compute_pod_actions(&p, &st);
+            assert_eq!(
+                a.init_containers_to_start == vec![0],
+                restart,
+                "exit {exit}"
+            );
+            assert_eq!(a.kill_pod, !restart, "exit {exit}");
+        }
+
+        // A new sandbox: a container whose own OnFailure succeeded is not started again.
+        let mut p = pod(Always, &[], &["a", "b"]);
+        p.spec.containers[0].restart_policy = Some(OnFailure);
+        let st = status(
+            vec![sandbox("s1", 0, SandboxState::NotReady, 100)],
+            vec![
+                rc(&p, &c_of(&p, "a"), "c1", Exited, 0),
+                rc(&p, &c_of(&p, "b"), "c2", Exited, 1),
+            ],
+        );
+        let a = compute_pod_actions(&p, &st);
+        assert!(a.create_sandbox);
+        assert_eq!(a.containers_to_start, vec![1]);
     }
 
     #[test]

@@ -291,8 +291,14 @@ pub static RULES: &[Rule] = &[
     ),
     rule(
         "spec.containers[].restartPolicyRules",
+        Implemented,
+        "the first rule matching the exit code restarts the container, else its restartPolicy, else the pod's (kubelet: ContainerRestartRules)",
+    ),
+    unless(
+        "spec.containers[].restartPolicyRules[].action",
         Refused,
-        "container restart rules are not supported: restarts would not follow them",
+        &["\"Restart\""],
+        "RestartAllContainers is not supported: the pod's other containers would not be restarted",
     ),
     rule(
         "spec.containers[].volumeDevices",

@@ -143,7 +143,6 @@ impl Results {
 struct PodView {
     terminal: bool,
     terminating: bool,
-    restart_never: bool,
     pod_ip: String,
     containers: Vec<ContainerView>,
 }
@@ -154,7 +153,8 @@ struct ContainerView {
     /// The bare runtime ID (no `containerd://`).
     id: String,
     running_since: Option<UnixNanos>,
-    terminated: bool,
+    /// The exit code, once the instance terminated.
+    exit_code: Option<i32>,
 }
 
 #[derive(Debug, Default)]
@@ -177,7 +177,6 @@ impl ProbeHandle {
             return;
         };
         view.terminal = st.phase.is_some_and(|p| p.is_terminal());
-        view.restart_never = pod.spec.restart_policy == Some(api::RestartPolicy::Never);
         view.pod_ip = st.pod_ip.clone().unwrap_or_default();
         // A host-network pod is probed on the node: without a known node IP, on loopback.
         if view.pod_ip.is_empty() && pod.spec.host_network {
@@ -203,7 +202,7 @@ impl ProbeHandle {
                         .and_then(clock::parse_rfc3339)
                         .unwrap_or(0)
                 }),
-                terminated: cs.state.terminated.is_some(),
+                exit_code: cs.state.terminated.as_ref().map(|t| t.exit_code),
             });
         }
     }
@@ -432,6 +431,7 @@ impl<R: Runtime, C: Clock> WorkerCtx<R, C> {
         let c = self.container();
         let cv = view.containers.iter().find(|v| v.name == c.name);
         let id = cv.map_or("", |v| v.id.as_str());
+        let exit_code = cv.and_then(|v| v.exit_code);
         let started = c.startup_probe.is_none()
             || shared.results.get(id, Kind::Startup) == Some(ProbeResult::Success);
         let obs = Observation {
@@ -439,9 +439,11 @@ impl<R: Runtime, C: Clock> WorkerCtx<R, C> {
             terminating: view.terminating,
             container_id: id,
             running_since: cv.and_then(|v| v.running_since),
-            terminated: cv.is_some_and(|v| v.terminated),
-            restart_never: view.restart_never
-                && !(self.init && crate::kuberuntime::plan::is_restartable_init_container(c)),
+            terminated: exit_code.is_some(),
+            // kubelet (ContainerRestartRules): the container's own decision for its exit
+            // code; a sidecar's `Always` restarts it.
+            restart_never: exit_code
+                .is_some_and(|code| !api::container_should_restart(c, &self.pod.spec, code)),
             started,
         };
         let step = state.before(&obs, self.clock.now(), publish);

@@ -70,7 +70,8 @@ pub struct Observation<'a> {
     pub running_since: Option<UnixNanos>,
     /// The instance has terminated.
     pub terminated: bool,
-    /// The pod's restartPolicy is Never (for this container).
+    /// The terminated instance will not be started again (kubelet: not
+    /// `ContainerShouldRestart` for its exit code).
     pub restart_never: bool,
     /// The container's startup probe succeeded, or it has none.
     pub started: bool,

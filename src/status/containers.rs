@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::api::{
     self, ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
-    ContainerStatus, Pod, RestartPolicy,
+    ContainerStatus, Pod,
 };
 use crate::clock;
 use crate::cri::{ContainerInfo, ContainerState as CriState, PodRuntimeStatus};
@@ -243,14 +243,7 @@ fn should_restart(spec: &api::Container, pod: &Pod, newest: Option<&ContainerInf
     match c.state {
         CriState::Running => false,
         CriState::Unknown | CriState::Created => true,
-        CriState::Exited => match spec
-            .restart_policy
-            .unwrap_or(super::pod_restart_policy(pod))
-        {
-            RestartPolicy::Never => false,
-            RestartPolicy::OnFailure => c.exit_code != 0,
-            RestartPolicy::Always => true,
-        },
+        CriState::Exited => api::container_should_restart(spec, &pod.spec, c.exit_code),
     }
 }
 

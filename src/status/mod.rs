@@ -337,13 +337,6 @@ fn sandbox_changed(pod: &Pod, observed: &PodRuntimeStatus) -> bool {
     !pod.spec.host_network && newest.ip.as_deref().is_none_or(str::is_empty)
 }
 
-/// The pod's restart policy, defaulted (`Always`).
-fn pod_restart_policy(pod: &Pod) -> api::RestartPolicy {
-    pod.spec
-        .restart_policy
-        .unwrap_or(api::RestartPolicy::Always)
-}
-
 /// kubelet: `IsRestartableInitContainer` — an init container with `restartPolicy: Always`.
 fn is_sidecar(c: &api::Container) -> bool {
     c.restart_policy == Some(api::RestartPolicy::Always)

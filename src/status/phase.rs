@@ -5,8 +5,13 @@
 //! not yet started (`pendingSidecars`); and, over sidecars and regular containers, how many
 //! are running, waiting (never ran), stopped (terminated, or waiting to restart after a
 //! termination), succeeded (stopped with exit 0) and unknown (no status).
+//!
+//! With ContainerRestartRules (beta, on by default since 1.35) whether a stopped container
+//! comes back is the container's own decision (`api::container_should_restart`: its rules,
+//! its policy, the pod's): a failed regular init container that will not restart fails the
+//! pod, and stopped regular containers that will not restart make it Succeeded or Failed.
 
-use crate::api::{ContainerStatus, Pod, PodPhase, RestartPolicy};
+use crate::api::{self, ContainerStatus, Pod, PodPhase};
 
 pub(super) fn get_phase(
     pod: &Pod,
@@ -16,14 +21,17 @@ pub(super) fn get_phase(
     pod_has_initialized: bool,
 ) -> PodPhase {
     let spec = &pod.spec;
-    let policy = super::pod_restart_policy(pod);
     // kubelet: one status list, regular first, looked up by name.
     let find = |name: &str| regular.iter().chain(init).find(|s| s.name == name);
 
     let mut pending_regular_init = 0;
     let mut pending_sidecars = 0;
-    let mut failed_init = 0;
+    // kubelet: failedInitializationNotRestartable, stoppedNotRestartable.
+    let mut failed_init_not_restartable = 0;
     let (mut unknown, mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0, 0);
+    let mut stopped_not_restartable = 0;
+    let restarts =
+        |c: &api::Container, exit_code: i32| api::container_should_restart(c, spec, exit_code);
 
     for c in spec
         .init_containers
@@ -37,12 +45,16 @@ pub(super) fn get_phase(
         if s.state.running.is_some() {
             pending_regular_init += 1;
         } else if let Some(t) = &s.state.terminated {
-            if t.exit_code != 0 {
-                failed_init += 1;
+            if t.exit_code != 0 && !restarts(c, t.exit_code) {
+                failed_init_not_restartable += 1;
             }
         } else if s.state.waiting.is_some() {
             match &s.last_state.terminated {
-                Some(t) if t.exit_code != 0 => failed_init += 1,
+                Some(t) if t.exit_code != 0 => {
+                    if !restarts(c, t.exit_code) {
+                        failed_init_not_restartable += 1;
+                    }
+                }
                 Some(_) => {}
                 None => pending_regular_init += 1,
             }
@@ -83,12 +95,18 @@ pub(super) fn get_phase(
             running += 1;
         } else if let Some(t) = &s.state.terminated {
             stopped += 1;
+            if !restarts(c, t.exit_code) {
+                stopped_not_restartable += 1;
+            }
             if t.exit_code == 0 {
                 succeeded += 1;
             }
         } else if s.state.waiting.is_some() {
-            if s.last_state.terminated.is_some() {
+            if let Some(t) = &s.last_state.terminated {
                 stopped += 1;
+                if !restarts(c, t.exit_code) {
+                    stopped_not_restartable += 1;
+                }
             } else {
                 waiting += 1;
             }
@@ -97,7 +115,7 @@ pub(super) fn get_phase(
         }
     }
 
-    if failed_init > 0 && policy == RestartPolicy::Never {
+    if failed_init_not_restartable > 0 {
         return PodPhase::Failed;
     }
     // Init not finished (sidecars only count until a regular container ran in this
@@ -118,13 +136,13 @@ pub(super) fn get_phase(
                 PodPhase::Failed
             };
         }
-        return match policy {
-            // All containers are about to restart.
-            RestartPolicy::Always => PodPhase::Running,
-            _ if stopped == succeeded => PodPhase::Succeeded,
-            RestartPolicy::Never => PodPhase::Failed,
-            // OnFailure with a failure: restarting.
-            RestartPolicy::OnFailure => PodPhase::Running,
+        return if stopped != stopped_not_restartable {
+            // At least one container is about to restart.
+            PodPhase::Running
+        } else if stopped == succeeded {
+            PodPhase::Succeeded
+        } else {
+            PodPhase::Failed
         };
     }
     PodPhase::Pending

@@ -469,6 +469,64 @@ fn phase_table() {
     }
 }
 
+/// kubelet (ContainerRestartRules): stopped containers count as restarting by their own
+/// decision (rules, own policy, the pod's), so a pod's Never with a container's Always is
+/// Running, and a failed init container whose rule restarts it does not fail the pod.
+#[test]
+fn phase_follows_container_restart_policy_and_rules() {
+    use PodPhase::*;
+    use RestartPolicy::*;
+    let rule = |codes: &[i32]| api::ContainerRestartRule {
+        action: "Restart".into(),
+        exit_codes: Some(api::ContainerRestartRuleOnExitCodes {
+            operator: "In".into(),
+            values: codes.to_vec(),
+        }),
+    };
+    // (pod policy, container policy, rules, status, phase)
+    let cases = [
+        (Never, Some(Never), vec![rule(&[42])], S::Term(42), Running),
+        (
+            Never,
+            Some(Never),
+            vec![rule(&[42])],
+            S::WaitAfter(42),
+            Running,
+        ),
+        (Never, Some(Never), vec![rule(&[42])], S::Term(1), Failed),
+        (Always, Some(Never), vec![], S::Term(1), Failed),
+        (Always, Some(Never), vec![], S::Term(0), Succeeded),
+        (Never, Some(Always), vec![], S::Term(1), Running),
+        (Never, Some(OnFailure), vec![], S::Term(0), Succeeded),
+        (Never, Some(OnFailure), vec![], S::WaitAfter(3), Running),
+        (OnFailure, None, vec![], S::Term(0), Succeeded),
+        (OnFailure, None, vec![], S::Term(1), Running),
+    ];
+    for (i, (pod_policy, own, rules, st, want)) in cases.into_iter().enumerate() {
+        let mut p = with_policy(pod(&["a"]), pod_policy);
+        p.spec.containers[0].restart_policy = own;
+        p.spec.containers[0].restart_policy_rules = rules;
+        let got = phase::get_phase(&p, &[], &[status_of("a", st)], false, false);
+        assert_eq!(got, want, "case {i}");
+    }
+
+    // A failed init container: Failed only when it will not restart.
+    for (exit, want) in [(42, Pending), (1, Failed)] {
+        let mut init = container("i0");
+        init.restart_policy = Some(Never);
+        init.restart_policy_rules = vec![rule(&[42])];
+        let p = with_init(with_policy(pod(&["a"]), Never), vec![init]);
+        let got = phase::get_phase(
+            &p,
+            &[status_of("i0", S::Term(exit))],
+            &[status_of("a", S::Wait)],
+            false,
+            false,
+        );
+        assert_eq!(got, want, "init exit {exit}");
+    }
+}
+
 #[test]
 fn default_restart_policy_is_always() {
     let p = pod(&["a"]);
