@@ -66,7 +66,7 @@
 //! 7      cli           admission clock config_data kube local_api manifest node options sort source
 //! 7      pod_sync      api clock cri kuberuntime messages pleg pod_workers prober recorder shrink status
 //! 8      agent         admission api clock cm config_data cri eviction images kuberuntime logs manifest messages metrics noatime node pleg pod_config pod_manager pod_sync pod_workers prober qos recorder shrink sort task volume
-//! 9      daemon        admission agent certificate checkpoint clock cm config_data cri eviction images kube kuberuntime local_api logs messages metrics node options pleg prober recorder source status task volume
+//! 9      daemon        admission agent certificate checkpoint clock cm config_data cri eviction images kube kuberuntime local_api logs messages metrics mirror node options pleg prober recorder source status task volume
 //! ```
 //!
 //! Fakes: one per external boundary, and each boundary's fake is one model with thin
