@@ -2847,6 +2847,20 @@ async fn r_image_mirror_serves_archives_offline() {
         }
     })
     .await;
+    // As container GC would after its minimum age (CRI-O refuses to remove an image exited
+    // containers still use; containerd does not care).
+    let all = lab
+        .rt
+        .list_pod_sandboxes(&ListFilter::default())
+        .await
+        .unwrap_or_default();
+    for sb in all
+        .iter()
+        .filter(|s| s.namespace == NS && (s.name == full_name("m1") || s.name == full_name("m2")))
+    {
+        let _ = lab.rt.stop_pod_sandbox(&sb.id).await;
+        let _ = lab.rt.remove_pod_sandbox(&sb.id).await;
+    }
     let _ = lab.rt.remove_image(image).await;
     lab.wait_for("the image gone from the runtime", secs(60), || async {
         // Exited containers may still hold it on some runtimes: remove again until gone.

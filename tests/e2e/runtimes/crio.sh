@@ -82,7 +82,7 @@ EOC
 crio_store() { printf '[%s@%s+%s]' "$CRIO_STORAGE_DRIVER" "$LAB/storage/root" "$LAB/storage/run"; }
 
 rt_write_config() {
-	mkdir -p "$LAB"/{bin,crio.conf.d,policies,tmp,storage/root,storage/run,lib,run/exits,run/attach,run/ns,pod-logs,runc,crun,cni/net.d,cni/ipam,cni/cache,images}
+	mkdir -p "$LAB"/{bin,crio.conf.d,registries.conf.d,policies,tmp,storage/root,storage/run,lib,run/exits,run/attach,run/ns,pod-logs,runc,crun,cni/net.d,cni/ipam,cni/cache,images}
 	if [[ ! -f "$LAB/saved/crio_hostport_chains" ]]; then
 		if crio_hostport_chains_existed; then echo existed; else echo absent; fi >"$LAB/saved/crio_hostport_chains"
 	fi
@@ -226,7 +226,10 @@ rt_start() {
 		log "starting crio (log: $LAB/runtime.log)"
 		# A simple command (no function) in the background: bash execs it, no shell waits on it
 		# holding the caller's stdout.
+		# CRI-O reads registries.conf from --registries-conf (its env is CONTAINER_REGISTRIES_CONF,
+		# not containers/image's CONTAINERS_REGISTRIES_CONF), the drop-ins from an empty dir.
 		setsid env "${CRIO_ENV[@]}" "$LAB/bin/crio" --config "$LAB/crio.conf" --config-dir "$LAB/crio.conf.d" \
+			--registries-conf "$LAB/registries.conf" --registries-conf-dir "$LAB/registries.conf.d" \
 			--log-level "${PICOLET_CRIO_LOG_LEVEL:-info}" </dev/null >>"$LAB/runtime.log" 2>&1 &
 	fi
 	for ((i = 0; i < 600; i++)); do
