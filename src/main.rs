@@ -186,14 +186,41 @@ async fn check(opts: Options) -> ExitCode {
         Err(e) => report.push(Verdict::Fail, "CRI endpoint", e.to_string()),
         Ok(rt) => {
             match tokio::time::timeout(Duration::from_secs(5), rt.version()).await {
-                Ok(Ok(v)) => report.push(
-                    Verdict::Ok,
-                    "CRI runtime",
-                    format!(
-                        "{} {} (CRI {}) at {endpoint}",
-                        v.runtime_name, v.runtime_version, v.runtime_api_version
-                    ),
-                ),
+                Ok(Ok(v)) => {
+                    report.push(
+                        Verdict::Ok,
+                        "CRI runtime",
+                        format!(
+                            "{} {} (CRI {}) at {endpoint}",
+                            v.runtime_name, v.runtime_version, v.runtime_api_version
+                        ),
+                    );
+                    #[cfg(feature = "image-mirror")]
+                    if !opts.image_mirror_address.is_empty() {
+                        let dir = opts
+                            .image_archive_dir
+                            .clone()
+                            .unwrap_or_else(|| opts.root_dir.join("images"));
+                        let (verdict, detail) = match picolet::mirror::runtime_uses_mirror(
+                            &v.runtime_name,
+                            &v.runtime_version,
+                            &opts.image_mirror_address,
+                            std::path::Path::new("/etc"),
+                        ) {
+                            Ok(how) => (Verdict::Ok, how),
+                            Err(what) => (Verdict::Warn, what),
+                        };
+                        report.push(
+                            verdict,
+                            "image mirror",
+                            format!(
+                                "{} on http://{}: {detail}",
+                                dir.display(),
+                                opts.image_mirror_address
+                            ),
+                        );
+                    }
+                }
                 Ok(Err(e)) => report.push(Verdict::Fail, "CRI runtime", format!("{endpoint}: {e}")),
                 Err(_) => report.push(
                     Verdict::Fail,

@@ -335,3 +335,82 @@ fn watch(dir: &Path, tx: mpsc::Sender<()>) -> Option<RecommendedWatcher> {
 
 #[cfg(test)]
 mod tests;
+
+/// Whether the runtime pulls through the mirror at `addr`, read from its configuration under
+/// `etc` (`/etc`): `Ok(how)`, or `Err(what to add, and where)` for `picolet check`.
+/// `runtime` and `version` are the CRI `Version` answer's (`containerd` `1.6.20`, `v2.4.2`;
+/// `cri-o` `1.36.3`).
+pub fn runtime_uses_mirror(
+    runtime: &str,
+    version: &str,
+    addr: &str,
+    etc: &Path,
+) -> Result<String, String> {
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    let uncommented = |text: &str| -> String {
+        text.lines()
+            .map(|l| l.split('#').next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    if runtime.contains("cri-o") || runtime.contains("crio") {
+        // CRI-O: registries.conf and its drop-ins, a mirror location on the address.
+        let mut files = vec![etc.join("containers/registries.conf")];
+        if let Ok(d) = crate::noatime::read_dir(&etc.join("containers/registries.conf.d")) {
+            let mut more: Vec<PathBuf> = d
+                .into_iter()
+                .map(|e| etc.join("containers/registries.conf.d").join(e.file_name()))
+                .collect();
+            crate::sort::sort_by_key(&mut more, |p| p.clone());
+            files.extend(more);
+        }
+        let want = format!("\"{addr}/");
+        return match files.iter().find(|p| uncommented(&read(p)).contains(&want)) {
+            Some(p) => Ok(format!("CRI-O pulls through it ({})", p.display())),
+            None => Err(format!(
+                "CRI-O does not use it: add {} with, per registry (docker.io, registry.k8s.io, \
+                 quay.io, ghcr.io, ...): [[registry]] prefix = \"docker.io\" location = \
+                 \"docker.io\" [[registry.mirror]] location = \"{addr}/docker.io\" insecure = \
+                 true (packaging/runtime/crio-registries.conf)",
+                etc.join("containers/registries.conf.d/50-picolet-mirror.conf")
+                    .display()
+            )),
+        };
+    }
+    // containerd: the CRI plugin's registry config_path, then `_default/hosts.toml` there.
+    let config = etc.join("containerd/config.toml");
+    let text = uncommented(&read(&config));
+    let two = version.trim_start_matches('v').starts_with('2');
+    let paths: Vec<String> = match text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("config_path"))
+        .and_then(|rest| rest.split('"').nth(1))
+    {
+        Some(p) if !p.is_empty() => p.split(':').map(str::to_string).collect(),
+        // containerd 2.x reads these when its config names none; 1.6/1.7 none at all.
+        _ if two => vec![
+            etc.join("containerd/certs.d").display().to_string(),
+            etc.join("docker/certs.d").display().to_string(),
+        ],
+        _ => {
+            return Err(format!(
+                "containerd reads no hosts.toml: add to {}: [plugins.\"io.containerd.grpc.v1.\
+                 cri\".registry] config_path = \"/etc/containerd/certs.d\", restart containerd, \
+                 and see the next line",
+                config.display()
+            ));
+        }
+    };
+    let want = format!("\"http://{addr}\"");
+    for dir in &paths {
+        let hosts = Path::new(dir).join("_default/hosts.toml");
+        if uncommented(&read(&hosts)).contains(&want) {
+            return Ok(format!("containerd pulls through it ({})", hosts.display()));
+        }
+    }
+    Err(format!(
+        "containerd does not use it: write {}/_default/hosts.toml: [host.\"http://{addr}\"] \
+         capabilities = [\"pull\", \"resolve\"] (packaging/runtime/containerd-hosts.toml)",
+        paths.first().map_or("/etc/containerd/certs.d", String::as_str)
+    ))
+}

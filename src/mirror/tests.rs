@@ -429,3 +429,44 @@ async fn the_directory_rules() {
     );
     assert!(index.borrow().manifest(&old_md).is_none());
 }
+
+#[test]
+fn picolet_check_reads_the_runtimes_configuration() {
+    let etc = tempfile::tempdir().unwrap();
+    let e = etc.path();
+    let addr = "127.0.0.1:10261";
+    let w = |rel: &str, text: &str| {
+        let p = e.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    // containerd 1.6 without config_path: what to add to config.toml.
+    let err = runtime_uses_mirror("containerd", "1.6.20~ds1", addr, e).unwrap_err();
+    assert!(err.contains("config_path"), "{err}");
+    // containerd 2.x reads /etc/containerd/certs.d by default.
+    let err = runtime_uses_mirror("containerd", "v2.4.2", addr, e).unwrap_err();
+    assert!(err.contains("_default/hosts.toml"), "{err}");
+    w(
+        "containerd/certs.d/_default/hosts.toml",
+        "[host.\"http://127.0.0.1:10261\"]\n  capabilities = [\"pull\", \"resolve\"]\n",
+    );
+    assert!(runtime_uses_mirror("containerd", "v2.4.2", addr, e).is_ok());
+    // 1.6 with config_path set (a commented one does not count).
+    w(
+        "containerd/config.toml",
+        &format!(
+            "# config_path = \"/nowhere\"\n[plugins.\"io.containerd.grpc.v1.cri\".registry]\n  config_path = \"{}\"\n",
+            e.join("containerd/certs.d").display()
+        ),
+    );
+    let ok = runtime_uses_mirror("containerd", "1.6.20", addr, e).unwrap();
+    assert!(ok.contains("hosts.toml"), "{ok}");
+    // CRI-O: a drop-in naming the mirror.
+    let err = runtime_uses_mirror("cri-o", "1.36.3", addr, e).unwrap_err();
+    assert!(err.contains("50-picolet-mirror.conf"), "{err}");
+    w(
+        "containers/registries.conf.d/50-picolet-mirror.conf",
+        "[[registry]]\nprefix = \"docker.io\"\nlocation = \"docker.io\"\n[[registry.mirror]]\nlocation = \"127.0.0.1:10261/docker.io\"\ninsecure = true\n",
+    );
+    assert!(runtime_uses_mirror("cri-o", "1.36.3", addr, e).is_ok());
+}
