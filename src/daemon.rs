@@ -108,11 +108,14 @@ pub struct Extensions {
     pub serving: Option<(crate::kube::CertSlot, Vec<u8>)>,
 }
 
-/// The image mirror (`--image-mirror-address`, `--image-archive-dir`): listening before
-/// it returns (a port in use is an error at start, as the node API's), the directory read
-/// and watched by a task of its own.
+/// The image mirror (`--image-mirror-address`, `--image-archive-dir`): listening and the
+/// directory read before it returns (a port in use is an error at start, as the node
+/// API's), then watched by a task of its own.
 #[cfg(feature = "image-mirror")]
-fn start_image_mirror(opts: &Options, shutdown: &CancellationToken) -> Result<(), DaemonError> {
+async fn start_image_mirror(
+    opts: &Options,
+    shutdown: &CancellationToken,
+) -> Result<(), DaemonError> {
     use crate::mirror::{self, MirrorError};
     if opts.image_mirror_address.is_empty() {
         return Ok(());
@@ -137,6 +140,9 @@ fn start_image_mirror(opts: &Options, shutdown: &CancellationToken) -> Result<()
         dir.display()
     );
     let index = Rc::new(std::cell::RefCell::new(mirror::Index::default()));
+    // Read once before any pod syncs: a pod of the boot finds its image at its first pull
+    // (not after an ImagePullBackOff). The task reads it again once its watch is set.
+    mirror::rescan(&index, &dir).await;
     crate::task::spawn_local(mirror::keep_current(
         dir,
         Rc::clone(&index),
@@ -144,6 +150,26 @@ fn start_image_mirror(opts: &Options, shutdown: &CancellationToken) -> Result<()
     ));
     crate::task::spawn_local(mirror::server::serve(listener, index, shutdown.clone()));
     Ok(())
+}
+
+/// `prePullImages` (picolet's own): each image pulled at start unless present, one after the
+/// other beside the pods' own pulls, one log line each. With no credentials: the node's
+/// keyring is for the pods' pulls (a private registry's image comes with its pod).
+async fn pre_pull<R: crate::cri::Runtime>(runtime: R, images: Vec<String>) {
+    for image in images {
+        let t0 = std::time::Instant::now();
+        let line = match runtime.image_status(&image).await {
+            Ok(Some(_)) => "present".to_string(),
+            _ => match runtime
+                .pull_image(&image, None, &crate::cri::SandboxConfig::default())
+                .await
+            {
+                Ok(r) => format!("pulled ({r}) in {:.1} s", t0.elapsed().as_secs_f64()),
+                Err(e) => format!("not pulled: {e}"),
+            },
+        };
+        log::info!("pre-pull: {image}: {line}");
+    }
 }
 
 /// `picolet run`: the real CRI client and the system clock.
@@ -180,7 +206,10 @@ pub async fn run(
             let cfg = &daemon_cfg.agent;
             // picolet: the image mirror serves before any pod's image is pulled.
             #[cfg(feature = "image-mirror")]
-            start_image_mirror(&opts, &shutdown)?;
+            start_image_mirror(&opts, &shutdown).await?;
+            if !opts.pre_pull_images.is_empty() {
+                crate::task::spawn_local(pre_pull(runtime.clone(), opts.pre_pull_images.clone()));
+            }
             // ---- apiserver mode
             // kubelet: `LoadClientCert` before anything talks to the cluster.
             #[cfg(feature = "apiserver")]

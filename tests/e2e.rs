@@ -2740,7 +2740,8 @@ async fn o_log_rotation_and_image_gc() {
 /// (`docker.io/library/…:1`, as users write it) is in no archive waits in ImagePullBackOff;
 /// the archive copied into the directory makes it start; `imagePullPolicy: Always` works
 /// offline; the image removed from the runtime is pulled again from the archive; a corrupt
-/// archive is one log line and nothing else; the older `docker save` layout runs too.
+/// archive is one log line and nothing else; the older `docker save` layout runs too,
+/// pre-pulled at start (`prePullImages`).
 #[tokio::test]
 async fn r_image_mirror_serves_archives_offline() {
     let Some(lab) = Lab::new("r-mirror").await else {
@@ -2780,12 +2781,31 @@ async fn r_image_mirror_serves_archives_offline() {
     };
     let staged = lab.root.join("mirror-e2e.tar");
     make(image, &staged, &[]);
+    // The older docker save layout, there from the start and pre-pulled (prePullImages).
+    make(legacy, &archives.join("legacy.tar"), &["--docker-save"]);
+    let config = lab.root.join("config.yaml");
+    fs::write(&config, format!("prePullImages: [\"{legacy}\"]\n")).expect("write config");
     lab.start_picolet_with(&[
+        "--config",
+        &config.to_string_lossy(),
         "--image-mirror-address",
         &mirror,
         "--image-archive-dir",
         &archives.to_string_lossy(),
     ]);
+    lab.wait_for(
+        "the pre-pull line of the docker save image",
+        secs(120),
+        || async {
+            let err = lab.stderr();
+            match err.lines().find(|l| l.contains("pre-pull: ")) {
+                Some(l) if l.contains(&format!("{legacy}: pulled (")) => Ok(()),
+                Some(l) => Err(l.to_string()),
+                None => Err("no pre-pull line yet".to_string()),
+            }
+        },
+    )
+    .await;
     let pod = |name: &str, img: &str, policy: &str| {
         format!(
             "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {NS}\nspec:\n  \
@@ -2880,12 +2900,8 @@ async fn r_image_mirror_serves_archives_offline() {
     .await;
 
     // 5. A corrupt archive: one line naming it; the others still serve. The older docker
-    // save layout (a manifest made by the mirror) runs.
+    // save layout (a manifest made by the mirror, pre-pulled) runs.
     fs::write(archives.join("broken.tar"), b"not an archive at all").expect("write");
-    let legacy_tar = lab.root.join("legacy.tar");
-    make(legacy, &legacy_tar, &["--docker-save"]);
-    fs::copy(&legacy_tar, archives.join(".legacy.tar")).expect("copy");
-    fs::rename(archives.join(".legacy.tar"), archives.join("legacy.tar")).expect("rename");
     lab.write_manifest("m4.yaml", &pod("m4", legacy, "IfNotPresent"));
     lab.wait_for("m4 (docker save archive) running", secs(180), || {
         lab.running_pod(NS, "m4", &["c"])

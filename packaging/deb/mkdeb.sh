@@ -31,12 +31,16 @@ root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
 chmod 0755 "$root"
 install -d -m 0755 "$root/DEBIAN" "$root/usr/bin" "$root/usr/lib/systemd/system" \
-	"$root/etc/picolet" "$root/etc/kubernetes/manifests" "$root/usr/share/doc/picolet"
+	"$root/etc/picolet" "$root/etc/kubernetes/manifests" "$root/usr/share/doc/picolet" \
+	"$root/usr/share/picolet" "$root/var/lib/picolet/images"
 install -m 0755 "$bin" "$root/usr/bin/picolet"
 install -m 0644 "$PICOLET_ROOT/packaging/systemd/picolet.service" "$root/usr/lib/systemd/system/"
 install -m 0644 "$PICOLET_ROOT/packaging/systemd/picolet-node-shutdown.service" "$root/usr/lib/systemd/system/"
 install -m 0644 "$PICOLET_ROOT/packaging/systemd/picolet.yaml" "$root/etc/picolet/config.yaml"
 install -m 0644 "$PICOLET_ROOT/packaging/README.md" "$root/usr/share/doc/picolet/README.md"
+# The runtime's side of the image mirror: postinst copies each into place when absent.
+install -m 0644 "$PICOLET_ROOT/packaging/runtime/containerd-hosts.toml" \
+	"$PICOLET_ROOT/packaging/runtime/crio-registries.conf" "$root/usr/share/picolet/"
 cat >"$root/usr/share/doc/picolet/copyright" <<EOF
 Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
 Upstream-Name: picolet

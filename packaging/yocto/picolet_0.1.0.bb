@@ -49,10 +49,14 @@ do_install:append() {
     install -d ${D}${sysconfdir}/picolet
     install -m 0644 ${S}/packaging/systemd/picolet.yaml ${D}${sysconfdir}/picolet/config.yaml
     install -d ${D}${sysconfdir}/kubernetes/manifests
+    # The image mirror (imageMirrorAddress in config.yaml): containerd pulls through it
+    # (2.x reads certs.d by default; 1.7 also needs config_path, see picolet's README).
+    install -d ${D}${sysconfdir}/containerd/certs.d/_default ${D}${localstatedir}/lib/picolet/images
+    install -m 0644 ${S}/packaging/runtime/containerd-hosts.toml ${D}${sysconfdir}/containerd/certs.d/_default/hosts.toml
 }
 
-FILES:${PN} += "${systemd_system_unitdir}/picolet.service ${systemd_system_unitdir}/picolet-node-shutdown.service ${sysconfdir}/kubernetes/manifests"
-CONFFILES:${PN} = "${sysconfdir}/picolet/config.yaml"
+FILES:${PN} += "${systemd_system_unitdir}/picolet.service ${systemd_system_unitdir}/picolet-node-shutdown.service ${sysconfdir}/kubernetes/manifests ${sysconfdir}/containerd/certs.d ${localstatedir}/lib/picolet/images"
+CONFFILES:${PN} = "${sysconfdir}/picolet/config.yaml ${sysconfdir}/containerd/certs.d/_default/hosts.toml"
 
 # The runtime comes from meta-virtualization (containerd, runc, CNI plugins); add the
 # ones you use to the image. Pods need the memory cgroup controller in the kernel.

@@ -411,6 +411,8 @@ pub fn runtime_uses_mirror(
     Err(format!(
         "containerd does not use it: write {}/_default/hosts.toml: [host.\"http://{addr}\"] \
          capabilities = [\"pull\", \"resolve\"] (packaging/runtime/containerd-hosts.toml)",
-        paths.first().map_or("/etc/containerd/certs.d", String::as_str)
+        paths
+            .first()
+            .map_or("/etc/containerd/certs.d", String::as_str)
     ))
 }
