@@ -1629,7 +1629,12 @@ mod tests {
             "/packaging/systemd/picolet.yaml"
         );
         let got = parse(&args(&format!("run --config {path}"))).unwrap();
-        assert_eq!(got, Command::Run(Options::default()));
+        // The defaults, but for the image mirror the packages turn on.
+        let want = Options {
+            image_mirror_address: IMAGE_MIRROR_ADDRESS.into(),
+            ..Options::default()
+        };
+        assert_eq!(got, Command::Run(want));
     }
 
     #[test]
