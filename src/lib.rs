@@ -24,7 +24,7 @@
 //! ```text
 //! layer  module        may import
 //! 0      api           -
-//! 0      body          -
+//! 0      http1         -
 //! 0      clock         -
 //! 0      grpc          -
 //! 0      json          -
@@ -36,7 +36,7 @@
 //! 1      checkpoint    api
 //! 1      cri           api clock grpc metrics
 //! 1      kube          api clock
-//! 1      mirror        body noatime sort task
+//! 1      mirror        http1 noatime sort task
 //! 1      pod_manager   api shrink sort
 //! 1      pod_workers   api metrics shrink sort task
 //! 1      qos           api
@@ -60,7 +60,7 @@
 //! 4      status        api clock config_data cri kube messages pod_manager qos sort task
 //! 4      volume        api clock config_data cri fieldpath grpc noatime sort task
 //! 5      kuberuntime   api clock cm config_data cri fieldpath logs noatime probe qos recorder sort volume
-//! 6      local_api     api body checkpoint clock cm cri eviction json kube kuberuntime manifest messages metrics node recorder shrink sort task x509
+//! 6      local_api     api checkpoint clock cm cri eviction http1 json kube kuberuntime manifest messages metrics node recorder shrink sort task x509
 //! 6      pleg          cri kuberuntime sort task
 //! 6      prober        api clock cri kuberuntime metrics probe recorder shrink status task
 //! 7      cli           admission clock config_data kube local_api manifest node options sort source
@@ -82,7 +82,7 @@
 //! others are private to the crate:
 //! - [`api`]          the Kubernetes types (the `v1/Pod` subset, ConfigMap, Secret; `cluster`: Node, Lease, lists, watch events, `Status`) and the Pod decoder, nothing else
 //! - [`clock`]        injected wall-clock time
-//! - `body`           the HTTP response body of picolet's servers (whole or streamed)
+//! - `http1`          the HTTP/1 server side of the node API and the image mirror: one connection loop over boxed I/O and handler (one copy of hyper's server: binary size), the response body
 //! - `grpc`           the protobuf codec of the generated gRPC code and the unix-socket channel
 //! - `json`           JSON objects built out of line, for `json!` at many keys (binary size)
 //! - [`metrics`]      Prometheus text rendering and the agent's counters
@@ -127,8 +127,6 @@
 pub mod admission;
 pub mod agent;
 pub mod api;
-#[cfg(any(feature = "apiserver", feature = "image-mirror"))]
-mod body;
 #[cfg(feature = "apiserver")]
 mod certificate;
 #[cfg(feature = "apiserver")]
@@ -142,6 +140,8 @@ pub mod daemon;
 pub mod eviction;
 mod fieldpath;
 mod grpc;
+#[cfg(any(feature = "apiserver", feature = "image-mirror"))]
+mod http1;
 mod images;
 mod json;
 #[cfg(feature = "apiserver")]

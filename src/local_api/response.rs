@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::json::object;
 
-pub use crate::body::{Out, response};
+pub use crate::http1::{Out, response};
 
 /// A `metav1.Status` failure (kubectl prints `Error from server (Reason): message`).
 pub fn status_error(code: StatusCode, reason: &str, message: &str) -> Response<Out> {

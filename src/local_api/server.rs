@@ -18,7 +18,6 @@
 //! compute per request what the agent already holds (pods are rendered once per change).
 
 use std::cell::RefCell;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -29,9 +28,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -256,23 +252,16 @@ where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let conn_shutdown = shutdown.clone();
-    let svc = service_fn(move |req: Request<Incoming>| {
+    let handler: crate::http1::Handler = Rc::new(move |req: Request<Incoming>| {
         let api = Rc::clone(&api);
-        let shutdown = conn_shutdown.clone();
+        let shutdown = shutdown.clone();
         let client_cert = client_cert.clone();
-        async move { Ok::<_, Infallible>(handle(&api, req, id, client_cert, &shutdown).await) }
+        Box::pin(async move { handle(&api, req, id, client_cert, &shutdown).await })
     });
-    let conn = http1::Builder::new()
-        .timer(TokioTimer::new())
-        .header_read_timeout(HANDSHAKE_TIMEOUT)
-        .max_buf_size(64 * 1024)
-        .serve_connection(TokioIo::new(io), svc)
-        // exec, attach and port-forward take the connection over (`hyper::upgrade::on`).
-        .with_upgrades();
-    tokio::pin!(conn);
+    let conn = crate::http1::serve(Box::new(io), handler, HANDSHAKE_TIMEOUT, 64 * 1024);
     tokio::select! {
-        res = conn.as_mut() => res,
-        _ = shutdown.cancelled() => Ok(()),
+        res = conn => res,
+        _ = conn_shutdown.cancelled() => Ok(()),
     }
 }
 

@@ -19,7 +19,6 @@
 //! [`MAX_CONNECTIONS`] connections, the newest refused beyond.
 
 use std::cell::{Cell, RefCell};
-use std::convert::Infallible;
 use std::io::{Read, Seek, SeekFrom};
 use std::rc::Rc;
 use std::time::Duration;
@@ -27,15 +26,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::{BlobAt, Index};
-use crate::body::{Out, response};
+use crate::http1::{Out, response};
 
 pub const MAX_CONNECTIONS: usize = 64;
 const CHUNK: usize = 64 * 1024;
@@ -65,15 +61,11 @@ pub async fn serve(listener: TcpListener, index: Rc<RefCell<Index>>, shutdown: C
         let shutdown = shutdown.clone();
         let open = Rc::clone(&open);
         crate::task::spawn_local(async move {
-            let svc = service_fn(move |req: Request<Incoming>| {
+            let handler: crate::http1::Handler = Rc::new(move |req: Request<Incoming>| {
                 let r = handle(&index.borrow(), &req);
-                async move { Ok::<_, Infallible>(r) }
+                Box::pin(async move { r })
             });
-            let conn = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
-                .max_buf_size(64 * 1024)
-                .serve_connection(TokioIo::new(stream), svc);
+            let conn = crate::http1::serve(Box::new(stream), handler, HEADER_TIMEOUT, 64 * 1024);
             tokio::select! {
                 res = conn => if let Err(e) = res {
                     log::debug!("image mirror: {peer}: {e}");

@@ -218,8 +218,8 @@ async fn get(
         .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_string()))
         .collect();
     let body = match r.into_body() {
-        crate::body::Out::Full(b) => b.map(|b| b.to_vec()).unwrap_or_default(),
-        crate::body::Out::Stream(mut rx) => {
+        crate::http1::Out::Full(b) => b.map(|b| b.to_vec()).unwrap_or_default(),
+        crate::http1::Out::Stream(mut rx) => {
             let mut out = Vec::new();
             while let Some(b) = rx.recv().await {
                 out.extend_from_slice(&b);
