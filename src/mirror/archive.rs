@@ -20,7 +20,7 @@ use std::fs::File;
 use std::io::{self, BufReader, Read, Seek};
 use std::path::Path;
 
-use serde::Deserialize;
+use serde_json::Value;
 
 use super::tar::{self, Kind, Skip};
 
@@ -148,40 +148,28 @@ impl Skip for PlainFile {
     }
 }
 
-#[derive(Deserialize)]
-struct Descriptor {
-    #[serde(rename = "mediaType", default)]
-    media_type: String,
-    digest: String,
-    #[serde(default)]
-    annotations: HashMap<String, String>,
+/// The JSON of the small files, read as `Value`s (one copy of serde_json's parser, no
+/// derive per shape: binary size).
+fn str_at<'a>(v: &'a Value, key: &str) -> &'a str {
+    v.get(key).and_then(Value::as_str).unwrap_or_default()
 }
 
-#[derive(Deserialize)]
-struct IndexJson {
-    #[serde(default)]
-    manifests: Vec<Descriptor>,
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
-#[derive(Deserialize)]
-struct DockerEntry {
-    #[serde(rename = "Config")]
-    config: String,
-    #[serde(rename = "RepoTags", default)]
-    repo_tags: Option<Vec<String>>,
-    #[serde(rename = "Layers", default)]
-    layers: Vec<String>,
-}
-
-#[derive(Deserialize)]
-struct ImageConfig {
-    rootfs: RootFs,
-}
-
-#[derive(Deserialize)]
-struct RootFs {
-    #[serde(default)]
-    diff_ids: Vec<String>,
+fn array(v: &Value, key: &str) -> Vec<Value> {
+    v.get(key)
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// The archive's members understood as an image layout.
@@ -243,7 +231,7 @@ fn oci(
     index: Option<&[u8]>,
     docker_manifest: Option<&[u8]>,
 ) -> Result<Archive, String> {
-    let index: IndexJson = serde_json::from_slice(index.unwrap_or_default())
+    let index: Value = serde_json::from_slice(index.unwrap_or_default())
         .map_err(|e| format!("index.json: {e}"))?;
     let mut a = Archive::default();
     for (path, (loc, _)) in files {
@@ -258,34 +246,37 @@ fn oci(
     // Docker 25+ writes a manifest.json beside index.json, in the same order: its RepoTags
     // name an index entry that has no name annotation.
     let docker_tags: Vec<Vec<String>> = docker_manifest
-        .and_then(|m| serde_json::from_slice::<Vec<DockerEntry>>(m).ok())
-        .map(|v| {
-            v.into_iter()
-                .map(|e| e.repo_tags.unwrap_or_default())
-                .collect()
-        })
+        .and_then(|m| serde_json::from_slice::<Value>(m).ok())
+        .and_then(|v| v.as_array().cloned())
+        .map(|v| v.iter().map(|e| strings(e.get("RepoTags"))).collect())
         .unwrap_or_default();
-    for (i, d) in index.manifests.iter().enumerate() {
-        if !add_manifest(&mut a, files, &d.digest, &d.media_type, 0) {
-            a.notes.push(format!("{}: not in the archive", d.digest));
+    for (i, d) in array(&index, "manifests").iter().enumerate() {
+        let digest = str_at(d, "digest");
+        if !add_manifest(&mut a, files, digest, str_at(d, "mediaType"), 0) {
+            a.notes.push(format!("{digest}: not in the archive"));
             continue;
         }
+        let annotation = |k: &str| {
+            d.get("annotations")
+                .and_then(|a| a.get(k))
+                .and_then(Value::as_str)
+        };
         let mut names: Vec<String> = Vec::new();
-        if let Some(n) = d.annotations.get("io.containerd.image.name") {
-            names.push(n.clone());
-        } else if let Some(n) = d.annotations.get("org.opencontainers.image.ref.name")
+        if let Some(n) = annotation("io.containerd.image.name") {
+            names.push(n.to_string());
+        } else if let Some(n) = annotation("org.opencontainers.image.ref.name")
             && (n.contains('/') || n.contains(':'))
         {
-            names.push(n.clone());
+            names.push(n.to_string());
         } else if let Some(tags) = docker_tags.get(i) {
             names.extend(tags.iter().cloned());
         }
         if names.is_empty() {
-            a.notes.push(format!("image {} has no name", d.digest));
+            a.notes.push(format!("image {digest} has no name"));
         }
         for n in names {
             match normalise(&n) {
-                Some(n) => a.tags.push((n, d.digest.clone())),
+                Some(n) => a.tags.push((n, digest.to_string())),
                 None => a.notes.push(format!("image name {n:?} is not a tag")),
             }
         }
@@ -302,67 +293,78 @@ fn add_manifest(a: &mut Archive, files: &Files, digest: &str, media_type: &str, 
     let Some(bytes) = blob_path(digest).and_then(|p| files.get(&p)?.1.clone()) else {
         return false;
     };
-    #[derive(Deserialize)]
-    struct Peek {
-        #[serde(rename = "mediaType", default)]
-        media_type: String,
-        #[serde(default)]
-        manifests: Option<Vec<Descriptor>>,
-    }
-    let Ok(peek) = serde_json::from_slice::<Peek>(&bytes) else {
+    let Ok(peek) = serde_json::from_slice::<Value>(&bytes) else {
         return false;
     };
-    let media_type = match (peek.media_type.as_str(), media_type, &peek.manifests) {
+    let children = peek.get("manifests").and_then(Value::as_array);
+    let media_type = match (str_at(&peek, "mediaType"), media_type, children) {
         (m, _, _) if !m.is_empty() => m.to_string(),
         (_, m, _) if !m.is_empty() => m.to_string(),
         (_, _, Some(_)) => OCI_INDEX.to_string(),
         _ => OCI_MANIFEST.to_string(),
     };
+    let children: Vec<(String, String)> = children
+        .map(|c| {
+            c.iter()
+                .map(|d| {
+                    (
+                        str_at(d, "digest").to_string(),
+                        str_at(d, "mediaType").to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     a.manifests.push(Manifest {
         digest: digest.to_string(),
         media_type,
         bytes,
     });
     if depth < 2 {
-        for d in peek.manifests.unwrap_or_default() {
+        for (digest, media_type) in children {
             // A multi-platform index names manifests the archive may not hold (only the
             // platform saved): those are simply not served.
-            add_manifest(a, files, &d.digest, &d.media_type, depth + 1);
+            add_manifest(a, files, &digest, &media_type, depth + 1);
         }
     }
     true
 }
 
 fn docker(files: &Files, manifest: &[u8]) -> Result<Archive, String> {
-    let entries: Vec<DockerEntry> =
+    let entries: Value =
         serde_json::from_slice(manifest).map_err(|e| format!("manifest.json: {e}"))?;
+    let entries = entries
+        .as_array()
+        .ok_or("manifest.json: not a list of images")?;
     let mut a = Archive::default();
     for e in entries {
+        let config_path = str_at(e, "Config");
+        let layer_paths = strings(e.get("Layers"));
         let (config_loc, config) = files
-            .get(&tar::normalise(&e.config))
-            .ok_or_else(|| format!("manifest.json: {} not in the archive", e.config))?;
+            .get(&tar::normalise(config_path))
+            .ok_or_else(|| format!("manifest.json: Config {config_path:?} not in the archive"))?;
         let config = config
             .as_deref()
-            .ok_or_else(|| format!("{}: too large for an image config", e.config))?;
-        let cfg: ImageConfig =
-            serde_json::from_slice(config).map_err(|err| format!("{}: {err}", e.config))?;
-        if cfg.rootfs.diff_ids.len() != e.layers.len() {
+            .ok_or_else(|| format!("{config_path}: too large for an image config"))?;
+        let cfg: Value =
+            serde_json::from_slice(config).map_err(|err| format!("{config_path}: {err}"))?;
+        let diff_ids = strings(cfg.get("rootfs").and_then(|r| r.get("diff_ids")));
+        if diff_ids.len() != layer_paths.len() {
             return Err(format!(
-                "{}: {} layers in manifest.json, {} diff_ids in the config",
-                e.config,
-                e.layers.len(),
-                cfg.rootfs.diff_ids.len()
+                "{config_path}: {} layers in manifest.json, {} diff_ids in the config",
+                layer_paths.len(),
+                diff_ids.len()
             ));
         }
         let config_digest = format!("sha256:{}", super::sha256_hex(config));
         a.blobs.push((config_digest.clone(), *config_loc));
         let mut layers = String::new();
-        for (path, diff_id) in e.layers.iter().zip(&cfg.rootfs.diff_ids) {
+        for (path, diff_id) in layer_paths.iter().zip(&diff_ids) {
             let (loc, _) = files
                 .get(&tar::normalise(path))
                 .ok_or_else(|| format!("manifest.json: layer {path} not in the archive"))?;
             if blob_path(diff_id).is_none() {
-                return Err(format!("{}: bad diff_id {diff_id:?}", e.config));
+                return Err(format!("{config_path}: bad diff_id {diff_id:?}"));
             }
             // Older docker save writes layers uncompressed: the digest is the diff_id.
             a.blobs.push((diff_id.clone(), *loc));
@@ -380,7 +382,7 @@ fn docker(files: &Files, manifest: &[u8]) -> Result<Archive, String> {
         )
         .into_bytes();
         let digest = format!("sha256:{}", super::sha256_hex(&bytes));
-        for t in e.repo_tags.unwrap_or_default() {
+        for t in strings(e.get("RepoTags")) {
             match normalise(&t) {
                 Some(n) => a.tags.push((n, digest.clone())),
                 None => a.notes.push(format!("image name {t:?} is not a tag")),
