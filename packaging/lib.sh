@@ -20,12 +20,14 @@ PICOLET_DIST=${PICOLET_DIST:-$CARGO_TARGET_DIR/dist}
 # (their code is larger); PICOLET_BUDGET_FULL overrides all three.
 PICOLET_BUDGET_STATIC=${PICOLET_BUDGET_STATIC:-$((3 * 1024 * 1024))}
 
-# features_for TARGET: cargo flags a target's release build adds (none today). ARMv6 compiled
-# its debug-level log lines out (`--features log/release_max_level_info`, 23 KB) from issue 34
-# until the two size cuts of issue 33 (session 18) gave every target ~100 KB back: all three
-# keep every log line again. The hook stays for a target that needs a flag.
+# features_for TARGET: cargo flags a target's release build adds. ARMv6 compiled its
+# debug-level log lines out (`--features log/release_max_level_info`, 23 KB) from issue 34
+# until the two size cuts of issue 33 (session 18) gave every target ~100 KB back. From issue
+# 39, ARMv6's full build leaves the image mirror out (feature image-mirror: ~95 KB there, with
+# 52 KB left under its 4 MiB budget); aarch64 and ARMv7 have it.
 features_for() {
 	case "$1" in
+	arm-unknown-linux-musleabihf) echo "--no-default-features --features apiserver" ;;
 	*) ;;
 	esac
 }

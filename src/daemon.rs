@@ -207,6 +207,14 @@ pub async fn run(
             // picolet: the image mirror serves before any pod's image is pulled.
             #[cfg(feature = "image-mirror")]
             start_image_mirror(&opts, &shutdown).await?;
+            #[cfg(not(feature = "image-mirror"))]
+            if !opts.image_mirror_address.is_empty() {
+                log::warn!(
+                    "imageMirrorAddress {:?} ignored: this picolet is built without the image \
+                     mirror (the ARMv6 build leaves it out for size)",
+                    opts.image_mirror_address
+                );
+            }
             if !opts.pre_pull_images.is_empty() {
                 crate::task::spawn_local(pre_pull(runtime.clone(), opts.pre_pull_images.clone()));
             }

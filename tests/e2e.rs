@@ -2740,8 +2740,8 @@ async fn o_log_rotation_and_image_gc() {
 /// (`docker.io/library/…:1`, as users write it) is in no archive waits in ImagePullBackOff;
 /// the archive copied into the directory makes it start; `imagePullPolicy: Always` works
 /// offline; the image removed from the runtime is pulled again from the archive; a corrupt
-/// archive is one log line and nothing else; the older `docker save` layout runs too,
-/// pre-pulled at start (`prePullImages`).
+/// archive is one log line and nothing else; the older `docker save` layout, gzip-compressed,
+/// runs too, pre-pulled at start (`prePullImages`).
 #[tokio::test]
 async fn r_image_mirror_serves_archives_offline() {
     let Some(lab) = Lab::new("r-mirror").await else {
@@ -2781,8 +2781,17 @@ async fn r_image_mirror_serves_archives_offline() {
     };
     let staged = lab.root.join("mirror-e2e.tar");
     make(image, &staged, &[]);
-    // The older docker save layout, there from the start and pre-pulled (prePullImages).
-    make(legacy, &archives.join("legacy.tar"), &["--docker-save"]);
+    // The older docker save layout, gzip-compressed, there from the start and pre-pulled
+    // (prePullImages).
+    let legacy_tar = lab.root.join("legacy.tar");
+    make(legacy, &legacy_tar, &["--docker-save"]);
+    let gz = Command::new("gzip")
+        .arg("-c")
+        .arg(&legacy_tar)
+        .stdout(fs::File::create(archives.join("legacy.tar.gz")).expect("create"))
+        .status()
+        .unwrap_or_else(|e| lab.fail(&format!("gzip: {e}")));
+    lab.check(gz.success(), || format!("gzip: {gz}"));
     let config = lab.root.join("config.yaml");
     fs::write(&config, format!("prePullImages: [\"{legacy}\"]\n")).expect("write config");
     lab.start_picolet_with(&[
@@ -2903,7 +2912,7 @@ async fn r_image_mirror_serves_archives_offline() {
     // save layout (a manifest made by the mirror, pre-pulled) runs.
     fs::write(archives.join("broken.tar"), b"not an archive at all").expect("write");
     lab.write_manifest("m4.yaml", &pod("m4", legacy, "IfNotPresent"));
-    lab.wait_for("m4 (docker save archive) running", secs(180), || {
+    lab.wait_for("m4 (gzip'd docker save archive) running", secs(180), || {
         lab.running_pod(NS, "m4", &["c"])
     })
     .await;

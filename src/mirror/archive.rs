@@ -12,8 +12,8 @@
 //!   each layer's digest its `diff_id` from the config) — the same bytes every time, so the
 //!   same digest for the same archive.
 //!
-//! The archive itself may be gzip-compressed (`docker save | gzip`); other compressions are
-//! refused by name.
+//! The archive itself may be gzip-compressed (`docker save | gzip`, read through the system's
+//! gzip); other compressions are refused by name.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -87,7 +87,7 @@ pub fn read(path: &Path) -> Result<Archive, String> {
     }
     let gzip = magic.starts_with(&[0x1f, 0x8b]);
     let members = if gzip {
-        scan(&mut super::gzip::Reader::new(BufReader::new(f)))
+        scan(&mut super::gzip::Reader::open(path).map_err(|e| e.to_string())?)
     } else {
         scan(&mut PlainFile {
             r: BufReader::with_capacity(64 * 1024, f),

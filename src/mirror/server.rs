@@ -317,12 +317,12 @@ fn read_blob(at: BlobAt, skip: u64, len: u64) -> mpsc::Receiver<Bytes> {
     let (tx, rx) = mpsc::channel(2);
     tokio::task::spawn_blocking(move || {
         let res = (|| -> std::io::Result<()> {
-            let mut f = std::fs::File::open(&at.path)?;
             let mut src: Box<dyn Read> = if at.gzip {
-                let mut g = super::gzip::Reader::new(std::io::BufReader::new(f));
+                let mut g = super::gzip::Reader::open(&at.path)?;
                 super::tar::Skip::skip(&mut g, at.loc.offset + skip)?;
                 Box::new(g)
             } else {
+                let mut f = std::fs::File::open(&at.path)?;
                 f.seek(SeekFrom::Start(at.loc.offset + skip))?;
                 Box::new(f)
             };
