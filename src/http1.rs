@@ -23,6 +23,27 @@ use tokio::sync::mpsc;
 pub trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
 
+/// The next connection on `listener`, or `None` once `shutdown` is cancelled. A failed
+/// accept (EMFILE and the like) is a warning naming `who` and a short wait, not a spin.
+pub async fn accept(
+    listener: &tokio::net::TcpListener,
+    shutdown: &tokio_util::sync::CancellationToken,
+    who: &str,
+) -> Option<(tokio::net::TcpStream, std::net::SocketAddr)> {
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return None,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => return Some(a),
+                Err(e) => {
+                    log::warn!("{who}: accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+        }
+    }
+}
+
 /// What answers each request of a connection.
 pub type Handler = Rc<dyn Fn(Request<Incoming>) -> Pin<Box<dyn Future<Output = Response<Out>>>>>;
 

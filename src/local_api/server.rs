@@ -160,17 +160,9 @@ pub async fn serve<R: Runtime, C: Clock>(
 ) {
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     loop {
-        let (stream, peer) = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    // EMFILE and the like: wait a little instead of spinning.
-                    log::warn!("node API: accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
+        let Some((stream, peer)) = crate::http1::accept(&listener, &shutdown, "node API").await
+        else {
+            return;
         };
         // Never the newcomer: the caps close older unauthenticated connections instead.
         let evicted = api.conns.borrow().evicted();

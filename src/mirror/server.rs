@@ -41,16 +41,9 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 pub async fn serve(listener: TcpListener, index: Rc<RefCell<Index>>, shutdown: CancellationToken) {
     let open = Rc::new(Cell::new(0usize));
     loop {
-        let (stream, peer) = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    log::warn!("image mirror: accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
+        let Some((stream, peer)) = crate::http1::accept(&listener, &shutdown, "image mirror").await
+        else {
+            return;
         };
         if open.get() >= MAX_CONNECTIONS {
             log::debug!("image mirror: {peer}: refused, {MAX_CONNECTIONS} connections open");
