@@ -78,7 +78,7 @@ for mb in $sizes; do
 					sleep 0.1
 				done
 				t0=$(now)
-				cri pull "$name" >/dev/null
+				cri pull "$name" >/dev/null 2>&1 || { log "crictl pull $name failed"; exit 1; }
 			else
 				t0=$(now)
 				import "$WORK/mp-$mb.tar"
