@@ -614,7 +614,12 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                         .and_then(|s| s.phase)
                         .is_some_and(|p| p.is_terminal());
                     self.pods.add_or_update(pod.clone());
-                    if terminal {
+                    // kubelet: HandlePodReconcile — a terminal pod, or one whose readiness
+                    // gates' conditions (set by others) change what Ready must say.
+                    let gates = !self.held.contains(&uid)
+                        && !self.rejected.contains(&uid)
+                        && crate::status::need_to_reconcile_readiness(&pod);
+                    if terminal || gates {
                         self.workers
                             .update_pod(UpdatePodOptions::new(UpdateType::Sync, pod));
                     }

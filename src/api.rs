@@ -183,8 +183,9 @@ pub struct PodSpec {
     pub hostname_override: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub image_pull_secrets: Vec<LocalObjectReference>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub readiness_gates: Option<serde_json::Value>,
+    /// kubelet: `GeneratePodReadyCondition` — Ready waits for each gate's condition.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub readiness_gates: Vec<PodReadinessGate>,
     /// Pod-level resources (not the containers').
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<serde_json::Value>,
@@ -1183,6 +1184,13 @@ pub struct PodCondition {
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+}
+
+/// `spec.readinessGates[]`: a pod condition type that must be True for the pod to be Ready.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodReadinessGate {
+    pub condition_type: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -149,8 +149,8 @@ pub static RULES: &[Rule] = &[
     ),
     rule(
         "spec.readinessGates",
-        Warned,
-        "picolet never sets readiness-gate conditions",
+        Implemented,
+        "Ready waits for each gate's condition, set by others through the API (kubelet: GeneratePodReadyCondition)",
     ),
     rule(
         "spec.resources",

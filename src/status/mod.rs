@@ -25,7 +25,6 @@
 //!   deciding whether a waiting reason applies (upstream consults the pod's policy);
 //! - `started` is computed before the phase (upstream reads whatever `started` the status
 //!   already carries); it only matters for sidecars;
-//! - readiness gates are not modelled (no API field);
 //! - the illegal "terminated → running" container transition check of the status manager
 //!   (`checkContainerStateTransition`) is not done: the phase rule already keeps terminal
 //!   pods terminal, and picolet has no concurrent writers that could race.
@@ -54,7 +53,9 @@ mod phase;
 pub mod status_sync;
 
 pub use crate::qos::{QosClass, pod_qos};
-pub use conditions::{DISRUPTION_TARGET, owned_by_kubelet, set_disruption_target};
+pub use conditions::{
+    DISRUPTION_TARGET, need_to_reconcile_readiness, owned_by_kubelet, set_disruption_target,
+};
 pub use manager::{StatusManager, equal_apart_from_timestamps, summary};
 
 /// kubelet: `activeDeadlineHandler` — where the pod stands against
