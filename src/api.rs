@@ -189,8 +189,11 @@ pub struct PodSpec {
     /// Pod-level resources (not the containers').
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<serde_json::Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ephemeral_containers: Option<serde_json::Value>,
+    /// Debug containers added through `pods/ephemeralcontainers`: the same model as a
+    /// container (kubelet casts `EphemeralContainerCommon` to `v1.Container`), with
+    /// [`Container::target_container_name`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ephemeral_containers: Vec<Container>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_users: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -546,6 +549,10 @@ pub struct Container {
     // Carried for the field policy (`manifest::fields`): refused until implemented.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume_devices: Option<serde_json::Value>,
+    /// Ephemeral containers only (`spec.ephemeralContainers[].targetContainerName`): the
+    /// container whose process namespace it joins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_container_name: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -1146,6 +1153,8 @@ pub struct PodStatus {
     pub init_container_statuses: Vec<ContainerStatus>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub container_statuses: Vec<ContainerStatus>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ephemeral_container_statuses: Vec<ContainerStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qos_class: Option<String>,
 }

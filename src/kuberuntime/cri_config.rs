@@ -750,6 +750,7 @@ pub fn security(
     Ok(ContainerSecurity {
         privileged: csc.privileged.unwrap_or(false),
         namespace_options: namespace_options(pod),
+        pid_target: String::new(),
         run_as_user,
         run_as_group,
         supplemental_groups,
@@ -1738,6 +1739,7 @@ mod tests {
                     pid: NamespaceMode::Container,
                     ipc: NamespaceMode::Pod,
                 },
+                pid_target: String::new(),
                 run_as_user: Some(1001),
                 run_as_group: Some(1000),
                 supplemental_groups: vec![5, 2000],

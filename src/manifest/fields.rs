@@ -159,8 +159,8 @@ pub static RULES: &[Rule] = &[
     ),
     rule(
         "spec.ephemeralContainers",
-        Warned,
-        "ephemeral (debug) containers are not run",
+        Implemented,
+        "started once each in the pod's sandbox, never restarted, in targetContainerName's process namespace (kubelet: EphemeralContainersToStart); the field policy of containers is not applied to them",
     ),
     rule(
         "spec.securityContext.seLinuxOptions",

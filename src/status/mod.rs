@@ -186,6 +186,14 @@ pub fn compute_pod_status_with(
     );
     let mut statuses =
         containers::convert(&inputs, &spec.containers, &old.container_statuses, false);
+    // kubelet: ephemeral containers' statuses the same way; no probes, no phase, no
+    // condition reads them.
+    let ephemeral = containers::convert(
+        &inputs,
+        &spec.ephemeral_containers,
+        &old.ephemeral_container_statuses,
+        false,
+    );
     containers::apply_probes(&spec.init_containers, &mut init_statuses, true, probes);
     containers::apply_probes(&spec.containers, &mut statuses, false, probes);
     // kubelet: SortedContainerStatuses — regular containers by name, init in spec order.
@@ -280,6 +288,7 @@ pub fn compute_pod_status_with(
         .or_else(|| clock::rfc3339(now));
     status.init_container_statuses = init_statuses;
     status.container_statuses = statuses;
+    status.ephemeral_container_statuses = ephemeral;
     status.qos_class = Some(pod_qos(pod).as_str().to_string());
     status
 }

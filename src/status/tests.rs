@@ -1520,6 +1520,28 @@ fn conditions_in_upstream_order_after_foreign_ones() {
     );
 }
 
+/// kubelet: `ephemeralContainerStatuses` come from the same conversion; they take no part
+/// in the phase, the conditions or the regular statuses.
+#[test]
+fn ephemeral_container_statuses() {
+    let mut p = pod(&["app"]);
+    p.spec.ephemeral_containers = vec![container("dbg"), container("later")];
+    let none = WaitingReasons::new();
+    let obs = observed(vec![running("app", 0, 0), exited("dbg", 0, 1, 3, "Error")]);
+    let st = compute(&p, &obs, &none, None, T0);
+    let names = |v: &[ContainerStatus]| v.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&st.container_statuses), ["app"]);
+    assert_eq!(names(&st.ephemeral_container_statuses), ["dbg", "later"]);
+    let dbg = &st.ephemeral_container_statuses[0];
+    assert_eq!(dbg.state.terminated.as_ref().map(|t| t.exit_code), Some(3));
+    assert_eq!(
+        state_str(&st.ephemeral_container_statuses[1].state),
+        "Waiting:ContainerCreating"
+    );
+    assert_eq!(phase_of(&st), PodPhase::Running);
+    assert_eq!(cond(&st, "Ready").status, "True");
+}
+
 /// kubelet: `GeneratePodReadyCondition` with readiness gates, and `NeedToReconcilePodReadiness`
 /// on the apiserver's copy after someone else set a gate's condition.
 #[test]
