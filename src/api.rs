@@ -148,6 +148,9 @@ pub struct PodSpec {
     pub host_ipc: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub share_process_namespace: Option<bool>,
+    /// kubelet: the Service variables of the pod's namespace (API pods; default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable_service_links: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hostname: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -127,8 +127,8 @@ pub static RULES: &[Rule] = &[
     ),
     rule(
         "spec.enableServiceLinks",
-        Ignored,
-        "no Service environment variables on a picolet node (the apiserver sets it on every pod)",
+        Implemented,
+        "API pods get the Service variables of their namespace, and default/kubernetes's always (kubelet: envvars.FromServices); static pods none",
     ),
     // pod spec: not implemented yet
     unless(

@@ -1,0 +1,389 @@
+//! Services for the containers' environment (kubelet: the service informer behind
+//! `getServiceEnvVarMap`, and `envvars.FromServices`).
+//!
+//! Owns: [`Services`], a handle on what picolet keeps of every Service of the cluster — its
+//! namespace, name, cluster IP and ports, nothing else (about 100 bytes each; the kubelet
+//! keeps whole objects) — and, in cluster mode, the one task that fills it: a list of
+//! `/api/v1/services` (all namespaces, as the kubelet's informer), then a watch from its
+//! resourceVersion, resumed after its timeout, relisted on `410 Gone` or an `ERROR` event,
+//! back-off 1 s → 30 s on failures. That task is the handle's one writer; syncs read it.
+//!
+//! The environment (kubelet: `makeEnvironmentVariables`): an API pod gets the variables of
+//! `default/kubernetes` always and, with `enableServiceLinks` (default true), those of every
+//! Service of its own namespace with a cluster IP; until the first list answered its
+//! containers wait (`services have not yet been read at least once`). Deliberate
+//! differences, for a node that must run offline: a first list that *failed* lets them start
+//! without the variables (the kubelet waits for a successful one: after a restart during an
+//! outage no API pod's container could start again), and static pods get none (their
+//! environment does not depend on the apiserver; the kubelet in cluster mode gives them the
+//! variables it has).
+//!
+//! Must never: drop what it holds because of an error (only a successful list or a
+//! `DELETED` event removes a Service).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use serde::Deserialize;
+
+/// What a container's environment needs of one Service.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct Service {
+    #[serde(rename = "clusterIP")]
+    pub cluster_ip: String,
+    pub ports: Vec<ServicePort>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct ServicePort {
+    pub name: String,
+    pub port: i32,
+    pub protocol: String,
+}
+
+/// (namespace, name) → Service.
+pub type ServiceMap = BTreeMap<(String, String), Service>;
+
+/// The kubelet's message while the Services were never listed.
+pub const NOT_SYNCED: &str =
+    "services have not yet been read at least once, cannot construct envvars";
+
+/// A handle: clones share the store. `Default` is a node without an apiserver (no Service,
+/// nothing to wait for); [`Services::followed`] one whose store a reflector fills.
+#[derive(Debug, Clone, Default)]
+pub struct Services {
+    inner: Option<Arc<RwLock<Option<ServiceMap>>>>,
+}
+
+impl Services {
+    pub fn followed() -> Self {
+        Services {
+            inner: Some(Arc::default()),
+        }
+    }
+
+    /// kubelet: `getServiceEnvVarMap` + `envvars.FromServices`, sorted by name. `Err` until
+    /// the first list (kubelet: `serviceHasSynced`).
+    pub fn env_vars(&self, namespace: &str, links: bool) -> Result<Vec<(String, String)>, ()> {
+        let Some(inner) = &self.inner else {
+            return Ok(Vec::new());
+        };
+        let held = inner.read().unwrap_or_else(PoisonError::into_inner);
+        let map = held.as_ref().ok_or(())?;
+        Ok(env_vars(map, namespace, links))
+    }
+
+    /// Everything a list answered (the reflector; tests).
+    pub fn replace(&self, map: ServiceMap) {
+        self.write(|m| *m = Some(map));
+    }
+
+    fn write(&self, f: impl FnOnce(&mut Option<ServiceMap>)) {
+        if let Some(inner) = &self.inner {
+            f(&mut inner.write().unwrap_or_else(PoisonError::into_inner));
+        }
+    }
+}
+
+/// The variables of the Services a pod of `namespace` sees (see the module doc).
+pub fn env_vars(map: &ServiceMap, namespace: &str, links: bool) -> Vec<(String, String)> {
+    // kubelet: one per name; the pod's own namespace wins over default/kubernetes.
+    let mut seen: BTreeMap<&str, &Service> = BTreeMap::new();
+    for ((ns, name), s) in map {
+        // kubelet: IsServiceIPSet.
+        if s.cluster_ip.is_empty() || s.cluster_ip == "None" || s.ports.is_empty() {
+            continue;
+        }
+        if links && ns == namespace {
+            seen.insert(name, s);
+        } else if ns == "default" && name == "kubernetes" {
+            seen.entry(name).or_insert(s);
+        }
+    }
+    let mut out = Vec::new();
+    for (name, s) in seen {
+        from_service(name, s, &mut out);
+    }
+    crate::sort::sort_by(&mut out, |a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// kubelet: `envvars.FromServices` for one Service, with its Docker link variables.
+fn from_service(name: &str, s: &Service, out: &mut Vec<(String, String)>) {
+    let var = |n: &str| n.replace('-', "_").to_uppercase();
+    let prefix = var(name);
+    let ip = &s.cluster_ip;
+    out.push((format!("{prefix}_SERVICE_HOST"), ip.clone()));
+    let port_var = format!("{prefix}_SERVICE_PORT");
+    out.push((port_var.clone(), s.ports[0].port.to_string()));
+    for p in s.ports.iter().filter(|p| !p.name.is_empty()) {
+        out.push((format!("{port_var}_{}", var(&p.name)), p.port.to_string()));
+    }
+    // kubelet: net.JoinHostPort — an IPv6 address in brackets.
+    let host = if ip.contains(':') {
+        format!("[{ip}]")
+    } else {
+        ip.clone()
+    };
+    for (i, p) in s.ports.iter().enumerate() {
+        let proto = if p.protocol.is_empty() {
+            "TCP"
+        } else {
+            &p.protocol
+        };
+        let lower = proto.to_lowercase();
+        let url = format!("{lower}://{host}:{}", p.port);
+        if i == 0 {
+            out.push((format!("{prefix}_PORT"), url.clone()));
+        }
+        let pp = format!("{prefix}_PORT_{}_{}", p.port, proto.to_uppercase());
+        out.push((format!("{pp}_PROTO"), lower));
+        out.push((format!("{pp}_PORT"), p.port.to_string()));
+        out.push((format!("{pp}_ADDR"), ip.clone()));
+        out.push((pp, url));
+    }
+}
+
+#[cfg(feature = "apiserver")]
+pub use reflector::follow;
+
+#[cfg(feature = "apiserver")]
+mod reflector {
+    use std::time::Duration;
+
+    use serde_json::Value;
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::api::cluster::{ObjectList, WatchEvent};
+    use crate::kube::{ApiError, Backoff, Client, query};
+
+    const PATH: &str = "/api/v1/services";
+
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Meta {
+        name: String,
+        namespace: String,
+        #[serde(rename = "resourceVersion")]
+        resource_version: String,
+    }
+
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Wire {
+        metadata: Meta,
+        spec: Service,
+    }
+
+    fn decode(v: Value) -> Option<Wire> {
+        serde_json::from_value(v).ok()
+    }
+
+    /// The reflector: runs until `shutdown`, the one writer of `services`.
+    pub async fn follow(client: Client, services: Services, shutdown: CancellationToken) {
+        let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30), PATH);
+        let watch_timeout = Duration::from_secs(300);
+        let mut rv: Option<String> = None;
+        let mut failing = false;
+        loop {
+            if rv.is_none() {
+                let listed = tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    r = client.get::<ObjectList>(PATH) => r,
+                };
+                match listed {
+                    Ok(list) => {
+                        if failing {
+                            log::info!("services: listed again");
+                            failing = false;
+                        }
+                        backoff.reset();
+                        let map: ServiceMap = (list.items.into_iter().filter_map(decode))
+                            .map(|w| ((w.metadata.namespace, w.metadata.name), w.spec))
+                            .collect();
+                        log::debug!("services: {} listed", map.len());
+                        services.replace(map);
+                        rv = Some(list.metadata.resource_version);
+                    }
+                    Err(e) => {
+                        if !failing {
+                            log::warn!("services: cannot list {PATH}: {e}; retrying");
+                            failing = true;
+                        }
+                        // Offline autonomy: a first list that failed lets containers start
+                        // without Service variables rather than wait for the apiserver.
+                        services.write(|m| {
+                            m.get_or_insert_with(ServiceMap::new);
+                        });
+                        let d = backoff.next_delay();
+                        tokio::select! {
+                            _ = shutdown.cancelled() => return,
+                            _ = tokio::time::sleep(d) => continue,
+                        }
+                    }
+                }
+            }
+            let Some(from) = rv.clone() else { continue };
+            let timeout = watch_timeout.as_secs().to_string();
+            let path = format!(
+                "{PATH}{}",
+                query(&[
+                    ("allowWatchBookmarks", "true"),
+                    ("resourceVersion", &from),
+                    ("timeoutSeconds", &timeout),
+                    ("watch", "true"),
+                ])
+            );
+            let opened = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                r = client.watch(&path) => r,
+            };
+            let mut stream = match opened {
+                Ok(s) => s,
+                Err(e) => {
+                    log::debug!("services: cannot watch: {e}");
+                    rv = None;
+                    if !e.is_gone() {
+                        let d = backoff.next_delay();
+                        tokio::select! {
+                            _ = shutdown.cancelled() => return,
+                            _ = tokio::time::sleep(d) => {}
+                        }
+                    }
+                    continue;
+                }
+            };
+            let deadline = tokio::time::Instant::now() + watch_timeout + Duration::from_secs(30);
+            loop {
+                let next = tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    r = tokio::time::timeout_at(deadline, stream.next()) => r,
+                };
+                let ev: WatchEvent = match next {
+                    Ok(Some(Ok(ev))) => ev,
+                    Ok(Some(Err(ApiError::Decode { .. }))) => continue,
+                    // Ended (its timeout): resume; broken or silent: relist.
+                    Ok(None) => break,
+                    Err(_) | Ok(Some(Err(_))) => {
+                        rv = None;
+                        break;
+                    }
+                };
+                let (kind, object) = (ev.type_, ev.object);
+                if kind == "ERROR" {
+                    rv = None;
+                    break;
+                }
+                let Some(w) = decode(object) else { continue };
+                rv = Some(w.metadata.resource_version.clone())
+                    .filter(|r| !r.is_empty())
+                    .or(rv);
+                let key = (w.metadata.namespace, w.metadata.name);
+                match kind.as_str() {
+                    "ADDED" | "MODIFIED" => services.write(|m| {
+                        if let Some(m) = m {
+                            m.insert(key, w.spec);
+                        }
+                    }),
+                    "DELETED" => services.write(|m| {
+                        if let Some(m) = m {
+                            m.remove(&key);
+                        }
+                    }),
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn svc(ip: &str, ports: &[(&str, i32, &str)]) -> Service {
+        Service {
+            cluster_ip: ip.into(),
+            ports: ports
+                .iter()
+                .map(|(n, p, proto)| ServicePort {
+                    name: n.to_string(),
+                    port: *p,
+                    protocol: proto.to_string(),
+                })
+                .collect(),
+        }
+    }
+
+    /// kubelet: `envvars.FromServices` and `getServiceEnvVarMap`'s choice of Services.
+    #[test]
+    fn service_environment_table() {
+        let mut map = ServiceMap::new();
+        let mut add = |ns: &str, name: &str, s: Service| {
+            map.insert((ns.into(), name.into()), s);
+        };
+        add(
+            "default",
+            "kubernetes",
+            svc("10.0.0.1", &[("https", 443, "TCP")]),
+        );
+        add(
+            "web",
+            "foo-svc",
+            svc("10.0.0.7", &[("", 8765, ""), ("dns", 53, "UDP")]),
+        );
+        add("web", "headless", svc("None", &[("", 80, "")]));
+        add("other", "elsewhere", svc("10.0.0.9", &[("", 80, "")]));
+        add("web6", "v6", svc("fd00::5", &[("", 80, "TCP")]));
+        let got = env_vars(&map, "web", true);
+        let want: Vec<(String, String)> = [
+            ("FOO_SVC_PORT", "tcp://10.0.0.7:8765"),
+            ("FOO_SVC_PORT_53_UDP", "udp://10.0.0.7:53"),
+            ("FOO_SVC_PORT_53_UDP_ADDR", "10.0.0.7"),
+            ("FOO_SVC_PORT_53_UDP_PORT", "53"),
+            ("FOO_SVC_PORT_53_UDP_PROTO", "udp"),
+            ("FOO_SVC_PORT_8765_TCP", "tcp://10.0.0.7:8765"),
+            ("FOO_SVC_PORT_8765_TCP_ADDR", "10.0.0.7"),
+            ("FOO_SVC_PORT_8765_TCP_PORT", "8765"),
+            ("FOO_SVC_PORT_8765_TCP_PROTO", "tcp"),
+            ("FOO_SVC_SERVICE_HOST", "10.0.0.7"),
+            ("FOO_SVC_SERVICE_PORT", "8765"),
+            ("FOO_SVC_SERVICE_PORT_DNS", "53"),
+            ("KUBERNETES_PORT", "tcp://10.0.0.1:443"),
+            ("KUBERNETES_PORT_443_TCP", "tcp://10.0.0.1:443"),
+            ("KUBERNETES_PORT_443_TCP_ADDR", "10.0.0.1"),
+            ("KUBERNETES_PORT_443_TCP_PORT", "443"),
+            ("KUBERNETES_PORT_443_TCP_PROTO", "tcp"),
+            ("KUBERNETES_SERVICE_HOST", "10.0.0.1"),
+            ("KUBERNETES_SERVICE_PORT", "443"),
+            ("KUBERNETES_SERVICE_PORT_HTTPS", "443"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(got, want);
+        // enableServiceLinks false: the master Service only.
+        let names: Vec<String> = env_vars(&map, "web", false)
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert!(
+            names.iter().all(|n| n.starts_with("KUBERNETES_")),
+            "{names:?}"
+        );
+        assert_eq!(names.len(), 8);
+        // IPv6: the address in brackets in the URLs.
+        let v6 = env_vars(&map, "web6", true);
+        assert!(v6.contains(&("V6_PORT".into(), "tcp://[fd00::5]:80".into())));
+        assert!(v6.contains(&("V6_SERVICE_HOST".into(), "fd00::5".into())));
+        // No apiserver: nothing, nothing to wait for; followed but never listed: wait.
+        assert_eq!(Services::default().env_vars("web", true), Ok(vec![]));
+        let followed = Services::followed();
+        assert_eq!(followed.env_vars("web", true), Err(()));
+        followed.replace(map.clone());
+        assert_eq!(followed.env_vars("web", true).map(|v| v.len()), Ok(20));
+    }
+}
