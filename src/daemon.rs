@@ -69,6 +69,9 @@ pub enum DaemonError {
     #[cfg(not(feature = "apiserver"))]
     #[error("--kubeconfig and --manifest-url need a picolet built with the `apiserver` feature")]
     NoApiserverFeature,
+    #[cfg(feature = "image-mirror")]
+    #[error(transparent)]
+    Mirror(#[from] crate::mirror::MirrorError),
 }
 
 /// Pod sources besides the file source, and who hears about pods (apiserver mode builds
@@ -105,6 +108,44 @@ pub struct Extensions {
     pub serving: Option<(crate::kube::CertSlot, Vec<u8>)>,
 }
 
+/// The image mirror (`--image-mirror-address`, `--image-archive-dir`): listening before
+/// it returns (a port in use is an error at start, as the node API's), the directory read
+/// and watched by a task of its own.
+#[cfg(feature = "image-mirror")]
+fn start_image_mirror(opts: &Options, shutdown: &CancellationToken) -> Result<(), DaemonError> {
+    use crate::mirror::{self, MirrorError};
+    if opts.image_mirror_address.is_empty() {
+        return Ok(());
+    }
+    let addr = opts.image_mirror_address.as_str();
+    let sock: std::net::SocketAddr = addr
+        .parse()
+        .map_err(|_| MirrorError::Address(addr.to_string()))?;
+    let listen = |source| MirrorError::Listen {
+        addr: addr.to_string(),
+        source,
+    };
+    let std_listener = std::net::TcpListener::bind(sock).map_err(listen)?;
+    std_listener.set_nonblocking(true).map_err(listen)?;
+    let listener = tokio::net::TcpListener::from_std(std_listener).map_err(listen)?;
+    let dir = opts
+        .image_archive_dir
+        .clone()
+        .unwrap_or_else(|| opts.root_dir.join("images"));
+    log::info!(
+        "image mirror: serving the archives of {} on http://{addr}",
+        dir.display()
+    );
+    let index = Rc::new(std::cell::RefCell::new(mirror::Index::default()));
+    crate::task::spawn_local(mirror::keep_current(
+        dir,
+        Rc::clone(&index),
+        shutdown.clone(),
+    ));
+    crate::task::spawn_local(mirror::server::serve(listener, index, shutdown.clone()));
+    Ok(())
+}
+
 /// `picolet run`: the real CRI client and the system clock.
 pub async fn run(
     opts: Options,
@@ -137,6 +178,9 @@ pub async fn run(
     local
         .run_until(async move {
             let cfg = &daemon_cfg.agent;
+            // picolet: the image mirror serves before any pod's image is pulled.
+            #[cfg(feature = "image-mirror")]
+            start_image_mirror(&opts, &shutdown)?;
             // ---- apiserver mode
             // kubelet: `LoadClientCert` before anything talks to the cluster.
             #[cfg(feature = "apiserver")]

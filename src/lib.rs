@@ -24,6 +24,7 @@
 //! ```text
 //! layer  module        may import
 //! 0      api           -
+//! 0      body          -
 //! 0      clock         -
 //! 0      grpc          -
 //! 0      json          -
@@ -35,6 +36,7 @@
 //! 1      checkpoint    api
 //! 1      cri           api clock grpc metrics
 //! 1      kube          api clock
+//! 1      mirror        body noatime sort task
 //! 1      pod_manager   api shrink sort
 //! 1      pod_workers   api metrics shrink sort task
 //! 1      qos           api
@@ -58,13 +60,13 @@
 //! 4      status        api clock config_data cri kube messages pod_manager qos sort task
 //! 4      volume        api clock config_data cri fieldpath grpc noatime sort task
 //! 5      kuberuntime   api clock cm config_data cri fieldpath logs noatime probe qos recorder sort volume
-//! 6      local_api     api checkpoint clock cm cri eviction json kube kuberuntime manifest messages metrics node recorder shrink sort task x509
+//! 6      local_api     api body checkpoint clock cm cri eviction json kube kuberuntime manifest messages metrics node recorder shrink sort task x509
 //! 6      pleg          cri kuberuntime sort task
 //! 6      prober        api clock cri kuberuntime metrics probe recorder shrink status task
 //! 7      cli           admission clock config_data kube local_api manifest node options sort source
 //! 7      pod_sync      api clock cri kuberuntime messages pleg pod_workers prober recorder shrink status
 //! 8      agent         admission api clock cm config_data cri eviction images kuberuntime logs manifest messages metrics noatime node pleg pod_config pod_manager pod_sync pod_workers prober qos recorder shrink sort status task volume
-//! 9      daemon        admission agent certificate checkpoint clock cm config_data cri eviction images kube kuberuntime local_api logs messages metrics node options pleg prober recorder source status task volume
+//! 9      daemon        admission agent certificate checkpoint clock cm config_data cri eviction images kube kuberuntime local_api logs messages metrics mirror node options pleg prober recorder source status task volume
 //! ```
 //!
 //! Fakes: one per external boundary, and each boundary's fake is one model with thin
@@ -80,6 +82,7 @@
 //! others are private to the crate:
 //! - [`api`]          the Kubernetes types (the `v1/Pod` subset, ConfigMap, Secret; `cluster`: Node, Lease, lists, watch events, `Status`) and the Pod decoder, nothing else
 //! - [`clock`]        injected wall-clock time
+//! - `body`           the HTTP response body of picolet's servers (whole or streamed)
 //! - `grpc`           the protobuf codec of the generated gRPC code and the unix-socket channel
 //! - `json`           JSON objects built out of line, for `json!` at many keys (binary size)
 //! - [`metrics`]      Prometheus text rendering and the agent's counters
@@ -93,6 +96,7 @@
 //! - `pod_workers`    the per-pod lifecycle state machine and its scheduling
 //! - `qos`            QoS class and OOM score of a pod (pure)
 //! - `x509`           (feature `apiserver`) DER: the X.509 certificates and PKCS#10 requests picolet makes and reads
+//! - [`mirror`]       (feature `image-mirror`) the image mirror: a read-only OCI distribution endpoint over a directory of image archives (air-gapped nodes)
 //! - `certificate`    (feature `apiserver`) TLS bootstrap, client and serving certificate rotation by CSR
 //! - [`cm`]           the container manager's cgroups: kubepods, QoS and pod cgroups, allocatable
 //! - `config_data`    ConfigMaps/Secrets of the node (local files, and the apiserver's watches)
@@ -123,6 +127,8 @@
 pub mod admission;
 pub mod agent;
 pub mod api;
+#[cfg(any(feature = "apiserver", feature = "image-mirror"))]
+mod body;
 #[cfg(feature = "apiserver")]
 mod certificate;
 #[cfg(feature = "apiserver")]
@@ -147,6 +153,8 @@ pub mod logs;
 pub mod manifest;
 pub mod messages;
 pub mod metrics;
+#[cfg(feature = "image-mirror")]
+pub mod mirror;
 mod noatime;
 pub mod node;
 pub mod options;

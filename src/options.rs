@@ -135,6 +135,16 @@ pub struct Options {
     /// `--pod-infra-container-image` (kubelet: only what image GC must never remove): the
     /// sandbox image of the runtime's config; its repository is kept, any tag.
     pub pod_infra_container_image: String,
+    /// `--image-archive-dir` / `imageArchiveDir` (picolet's own): the directory of image
+    /// archives the image mirror serves (`mirror`); None: ROOT-DIR/images.
+    pub image_archive_dir: Option<PathBuf>,
+    /// `--image-mirror-address` / `imageMirrorAddress` (picolet's own): where the image
+    /// mirror listens (the packages: [`IMAGE_MIRROR_ADDRESS`], loopback); empty (the
+    /// default): no mirror.
+    pub image_mirror_address: String,
+    /// `prePullImages` (config file, picolet's own): images pulled at start besides those
+    /// the static pods name.
+    pub pre_pull_images: Vec<String>,
     // ---- apiserver mode (feature `apiserver`)
     /// `--kubeconfig`: join the cluster this file points at (node, lease, API pods, status,
     /// mirror pods). None: static pods only.
@@ -193,6 +203,10 @@ pub struct Options {
     pub authorization_webhook_cache_unauthorized_ttl: Duration,
 }
 
+/// The image mirror's address the packages set (`imageMirrorAddress`): loopback, a port no
+/// Kubernetes component uses. picolet itself opens no port for it unless told.
+pub const IMAGE_MIRROR_ADDRESS: &str = "127.0.0.1:10261";
+
 impl Default for Options {
     fn default() -> Self {
         Options {
@@ -232,6 +246,9 @@ impl Default for Options {
             image_gc_low_threshold: 80,
             minimum_image_ttl_duration: Duration::from_secs(120),
             pod_infra_container_image: crate::images::DEFAULT_SANDBOX_IMAGE.into(),
+            image_archive_dir: None,
+            image_mirror_address: String::new(),
+            pre_pull_images: Vec::new(),
             kubeconfig: None,
             bootstrap_kubeconfig: None,
             rotate_certificates: false,
@@ -319,6 +336,10 @@ FLAGS (kubelet names):
     --minimum-image-ttl-duration D      image GC spares images first seen less than D ago [2m]
     --pod-infra-container-image IMG     the runtime's sandbox image: never removed, any tag
                                         [registry.k8s.io/pause:3.10]
+    --image-archive-dir DIR             image archives (docker save, OCI) the image mirror
+                                        serves to the runtime [ROOT-DIR/images]
+    --image-mirror-address HOST:PORT    serve the archives to the runtime here (the
+                                        packages: 127.0.0.1:10261) [none: no mirror]
     --maximum-dead-containers-per-container N
                                         dead instances kept per container of a wanted pod;
                                         -1: no limit [1]
@@ -422,6 +443,9 @@ struct ConfigFile {
     #[serde(rename = "imageMinimumGCAge")]
     image_minimum_gc_age: Option<String>,
     pod_infra_container_image: Option<String>,
+    image_archive_dir: Option<PathBuf>,
+    image_mirror_address: Option<String>,
+    pre_pull_images: Option<Vec<String>>,
 }
 
 /// `--root-dir X`, `--kubeconfig X` (or `--flag=X`) and then a board command: that
@@ -610,6 +634,8 @@ pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
                 opts.minimum_image_ttl_duration = duration_flag(flag, &value()?)?
             }
             "--pod-infra-container-image" => opts.pod_infra_container_image = value()?,
+            "--image-archive-dir" => opts.image_archive_dir = Some(value()?.into()),
+            "--image-mirror-address" => opts.image_mirror_address = value()?,
             "--kubeconfig" => opts.kubeconfig = Some(value()?.into()),
             "--bootstrap-kubeconfig" => opts.bootstrap_kubeconfig = Some(value()?.into()),
             "--rotate-certificates" => {
@@ -1047,6 +1073,15 @@ fn apply_config_file(opts: &mut Options, path: &str) -> Result<(), OptionsError>
     if let Some(v) = cfg.pod_infra_container_image {
         opts.pod_infra_container_image = v;
     }
+    if let Some(v) = cfg.image_archive_dir {
+        opts.image_archive_dir = Some(v);
+    }
+    if let Some(v) = cfg.image_mirror_address {
+        opts.image_mirror_address = v;
+    }
+    if let Some(v) = cfg.pre_pull_images {
+        opts.pre_pull_images = v;
+    }
     if let Some(h) = cfg.static_pod_url_header {
         for (k, values) in h {
             for v in values {
@@ -1256,6 +1291,9 @@ const KNOWN_CONFIG_KEYS: &[&str] = &[
     "imageGCLowThresholdPercent",
     "imageMinimumGCAge",
     "podInfraContainerImage",
+    "imageArchiveDir",
+    "imageMirrorAddress",
+    "prePullImages",
 ];
 
 /// A byte size as a Kubernetes quantity (`10Mi`, `500Ki`, `1G`).

@@ -124,6 +124,64 @@ async fn a_clock_jump_disturbs_no_pod_and_holds_no_back_off() {
         .await;
 }
 
+/// A board without an RTC reboots with its clock behind the last boot's: the runtime still
+/// holds the pod's dead sandbox and containers, stamped "later" than anything made now. The
+/// pod gets one new sandbox and keeps it — not one per sync because the dead one looks newer
+/// (found on the emulated board) — and its new instances take attempts after the old ones'.
+#[tokio::test(start_paused = true)]
+async fn a_reboot_with_the_clock_behind_makes_one_sandbox() {
+    const DAY: i64 = 86_400 * 1_000_000_000;
+    LocalSet::new()
+        .run_until(async {
+            let (tmp, cfg) = agent_dir("node1");
+            std::fs::write(cfg.pod_manifest_path.join("web.yaml"), manifest("web", "1")).unwrap();
+            let _ = &tmp;
+            let clock = picolet::clock::JumpClock::new(1_800_000_000_000_000_000);
+            let rt = FakeRuntime::new(clock.clone());
+            rt.add_image(IMAGE);
+            let agent = start_with_clock(&rt, clock.clone(), &cfg);
+            settle(3).await;
+            assert_eq!(running_ids(&rt).len(), 2);
+            agent.stop().await;
+
+            // The power goes: every process dies, the sandbox is down; the next boot's clock
+            // is a day behind.
+            for id in running_ids(&rt) {
+                rt.exit_container(&id, 137);
+            }
+            let old = rt.sandboxes();
+            assert_eq!(old.len(), 1);
+            rt.set_sandbox_state(&old[0].id, SandboxState::NotReady);
+            clock.jump(-DAY);
+
+            let agent = start_with_clock(&rt, clock.clone(), &cfg);
+            settle(180).await;
+            let sandboxes = rt.sandboxes();
+            assert_eq!(sandboxes.len(), 2, "a sandbox per sync: {sandboxes:?}");
+            let new = sandboxes.iter().find(|s| s.id != old[0].id).unwrap();
+            assert_eq!(new.state, SandboxState::Ready);
+            assert!(
+                new.attempt > old[0].attempt && new.created_at < old[0].created_at,
+                "{new:?} {old:?}"
+            );
+            let running: Vec<_> = rt
+                .containers()
+                .into_iter()
+                .filter(|c| c.state == ContainerState::Running)
+                .collect();
+            assert_eq!(running.len(), 2, "{running:?}");
+            for c in &running {
+                assert_eq!(c.sandbox_id, new.id);
+                assert_eq!(c.attempt, 1, "{} reused an attempt", c.name);
+            }
+            let before = running_ids(&rt);
+            settle(120).await;
+            assert_eq!(running_ids(&rt), before, "the pod did not settle");
+            agent.stop().await;
+        })
+        .await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn start_crash_restart_adopt_edit_delete() {
     LocalSet::new()

@@ -2734,6 +2734,158 @@ async fn o_log_rotation_and_image_gc() {
     lab.finish().await;
 }
 
+/// r. Images without a registry (issue 39): the runtime is set up to pull through the lab
+/// picolet's image mirror (lab.sh: containerd's `certs.d/_default/hosts.toml`, CRI-O's
+/// `registries.conf`), and the lab reaches no registry. A pod whose image
+/// (`docker.io/library/…:1`, as users write it) is in no archive waits in ImagePullBackOff;
+/// the archive copied into the directory makes it start; `imagePullPolicy: Always` works
+/// offline; the image removed from the runtime is pulled again from the archive; a corrupt
+/// archive is one log line and nothing else; the older `docker save` layout runs too.
+#[tokio::test]
+async fn r_image_mirror_serves_archives_offline() {
+    let Some(lab) = Lab::new("r-mirror").await else {
+        return;
+    };
+    let Some(mirror) = lab::mirror_address(&lab.endpoint) else {
+        eprintln!("e2e r-mirror: SKIP: the lab has no MIRROR (lab.sh up again)");
+        return;
+    };
+    let image = "docker.io/library/picolet-mirror-e2e:1";
+    let legacy = "docker.io/library/picolet-mirror-legacy:1";
+    for i in [image, legacy] {
+        // From an earlier run: the pull must come from this run's archive.
+        let _ = lab.rt.remove_image(i).await;
+    }
+    let archives = lab.root.join("images");
+    fs::create_dir_all(&archives).expect("mkdir images");
+    let make = |name: &str, out: &Path, extra: &[&str]| {
+        let built = Command::new("python3")
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e/mkimage.py"))
+            .args([
+                "--name",
+                name,
+                "--cmd",
+                "sh",
+                "--cmd=-c",
+                "--cmd",
+                "echo mirrored; sleep 3600",
+                "-o",
+            ])
+            .arg(out)
+            .args(extra)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap_or_else(|e| lab.fail(&format!("mkimage.py: {e}")));
+        lab.check(built.success(), || format!("mkimage.py {name}: {built}"));
+    };
+    let staged = lab.root.join("mirror-e2e.tar");
+    make(image, &staged, &[]);
+    lab.start_picolet_with(&[
+        "--image-mirror-address",
+        &mirror,
+        "--image-archive-dir",
+        &archives.to_string_lossy(),
+    ]);
+    let pod = |name: &str, img: &str, policy: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {NS}\nspec:\n  \
+             terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: {img}\n    \
+             imagePullPolicy: {policy}\n"
+        )
+    };
+
+    // 1. In no archive: the pull fails (no registry is reachable), the pod waits.
+    lab.write_manifest("m1.yaml", &pod("m1", image, "IfNotPresent"));
+    lab.wait_for(
+        "m1: a failed pull of its image on stderr",
+        secs(120),
+        || async {
+            let err = lab.stderr();
+            if err.contains("failed to pull image \"docker.io/library/picolet-mirror-e2e:1\"") {
+                Ok(())
+            } else {
+                Err("no pull failure yet".to_string())
+            }
+        },
+    )
+    .await;
+    // 2. The archive arrives (copied under a temporary name, renamed into place, as a
+    // careful operator does; a plain copy works too, read at its close): the pod starts.
+    let part = archives.join("picolet-mirror-e2e.tar.part");
+    fs::copy(&staged, &part).expect("copy archive");
+    fs::rename(&part, archives.join("picolet-mirror-e2e.tar")).expect("rename archive");
+    lab.wait_for("m1 running from the archive", secs(180), || {
+        lab.running_pod(NS, "m1", &["c"])
+    })
+    .await;
+    lab.check(
+        lab.stderr().contains("image mirror: ") && lab.stderr().contains(image),
+        || "no 'image mirror:' line naming the archive's image".to_string(),
+    );
+
+    // 3. imagePullPolicy Always, offline: the same digest, pulled (resolved) again.
+    lab.write_manifest("m2.yaml", &pod("m2", image, "Always"));
+    lab.wait_for("m2 (imagePullPolicy: Always) running", secs(120), || {
+        lab.running_pod(NS, "m2", &["c"])
+    })
+    .await;
+
+    // 4. The image removed from the runtime (as image GC does) is pulled again.
+    lab.remove_manifest("m1.yaml");
+    lab.remove_manifest("m2.yaml");
+    lab.wait_for("m1 and m2 stopped", secs(60), || async {
+        let mut seen = Vec::new();
+        for p in ["m1", "m2"] {
+            if lab.running_pod(NS, p, &["c"]).await.is_ok() {
+                seen.push(p);
+            }
+        }
+        if seen.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{seen:?} still running"))
+        }
+    })
+    .await;
+    let _ = lab.rt.remove_image(image).await;
+    lab.wait_for("the image gone from the runtime", secs(60), || async {
+        // Exited containers may still hold it on some runtimes: remove again until gone.
+        match lab.rt.image_status(image).await {
+            Ok(None) => Ok(()),
+            other => {
+                let _ = lab.rt.remove_image(image).await;
+                Err(format!("image status: {other:?}"))
+            }
+        }
+    })
+    .await;
+    lab.write_manifest("m3.yaml", &pod("m3", image, "IfNotPresent"));
+    lab.wait_for("m3 running on the image pulled again", secs(120), || {
+        lab.running_pod(NS, "m3", &["c"])
+    })
+    .await;
+
+    // 5. A corrupt archive: one line naming it; the others still serve. The older docker
+    // save layout (a manifest made by the mirror) runs.
+    fs::write(archives.join("broken.tar"), b"not an archive at all").expect("write");
+    let legacy_tar = lab.root.join("legacy.tar");
+    make(legacy, &legacy_tar, &["--docker-save"]);
+    fs::copy(&legacy_tar, archives.join(".legacy.tar")).expect("copy");
+    fs::rename(archives.join(".legacy.tar"), archives.join("legacy.tar")).expect("rename");
+    lab.write_manifest("m4.yaml", &pod("m4", legacy, "IfNotPresent"));
+    lab.wait_for("m4 (docker save archive) running", secs(180), || {
+        lab.running_pod(NS, "m4", &["c"])
+    })
+    .await;
+    let err = lab.stderr();
+    let broken: Vec<&str> = err.lines().filter(|l| l.contains("broken.tar")).collect();
+    lab.check(
+        broken.len() == 1 && broken[0].contains("not served"),
+        || format!("want one 'broken.tar: not served' line, got {broken:?}"),
+    );
+    lab.finish().await;
+}
+
 fn manifest(name: &str, grace_seconds: u32, containers: &[String]) -> String {
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {NS}\nspec:\n  \

@@ -497,9 +497,17 @@ impl FakeContainerd {
 
     // ----- inspection ------------------------------------------------------------------
 
-    /// Clock nanoseconds, strictly increasing across the model.
+    /// Clock nanoseconds, strictly increasing across the model while the clock does not go
+    /// back.
     pub fn stamp(&mut self) -> UnixNanos {
-        self.last_stamp = (self.clock)().max(self.last_stamp + 1);
+        let now = (self.clock)();
+        // Distinct stamps at one paused instant; a wall clock gone back by more than a
+        // second stamps back, as containerd's `time.Now()` does (a board without an RTC).
+        self.last_stamp = if now <= self.last_stamp && self.last_stamp - now < 1_000_000_000 {
+            self.last_stamp + 1
+        } else {
+            now
+        };
         self.last_stamp
     }
 

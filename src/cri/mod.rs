@@ -304,6 +304,38 @@ pub struct ContainerInfo {
     pub log_path: String,
 }
 
+/// Which of a pod's sandboxes or of a container's instances is newer: the attempt number
+/// first (picolet makes a new sandbox with the highest attempt seen + 1 and a new instance
+/// with the newest one's restart count + 1), then the creation stamp.
+///
+/// picolet: the kubelet orders them by `CreatedAt` alone. On a board without an RTC that
+/// boots with its clock behind the last boot's (systemd's epoch, 1970), the sandbox made in
+/// this boot looks older than the dead one of the last: it would be taken for "changed" and
+/// made again after every start, forever, and container GC would keep the dead one (found on
+/// the emulated board). The attempt number does not go back with the clock.
+impl Sandbox {
+    /// The key of "newest" among a pod's sandboxes: the attempt number first (picolet makes
+    /// a new sandbox with the highest attempt seen + 1, and a container's new instance with
+    /// the newest one's restart count + 1, which is its attempt), then the creation stamp.
+    ///
+    /// picolet: the kubelet orders them by `CreatedAt` alone. On a board without an RTC
+    /// that boots with its clock behind the last boot's (systemd's epoch, 1970), the sandbox
+    /// made in this boot looks older than the dead one of the last: it is taken for
+    /// "changed" and made again after every start, forever, container GC keeps the dead
+    /// one, and a new instance reuses an old one's attempt ("name is reserved"). Found on
+    /// the emulated board. The attempt number does not go back with the clock.
+    pub fn recency(&self) -> (u32, UnixNanos) {
+        (self.attempt, self.created_at)
+    }
+}
+
+impl ContainerInfo {
+    /// The key of "newest" among a container's instances: see [`Sandbox::recency`].
+    pub fn recency(&self) -> (u32, UnixNanos) {
+        (self.attempt, self.created_at)
+    }
+}
+
 /// A label filter for the list calls (CRI `label_selector`), plus optional state.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ListFilter {
@@ -652,8 +684,8 @@ pub struct PodRuntimeStatus {
     pub uid: String,
     pub name: String,
     pub namespace: String,
-    /// Newest first (by `created_at`), with `ip`/`network` filled from `pod_sandbox_status`.
+    /// Newest first (by `recency()`), with `ip`/`network` filled from `pod_sandbox_status`.
     pub sandboxes: Vec<Sandbox>,
-    /// Newest first (by `created_at`), filled from `container_status`.
+    /// Newest first (by `recency()`), filled from `container_status`.
     pub containers: Vec<ContainerInfo>,
 }

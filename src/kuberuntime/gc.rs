@@ -117,7 +117,7 @@ pub fn plan<'a>(
         }
         let mut gone: HashSet<&str> = HashSet::new();
         for (name, mut dead) in by_name {
-            crate::sort::sort_by_key(&mut dead, |c| std::cmp::Reverse(c.created_at));
+            crate::sort::sort_by_key(&mut dead, |c| std::cmp::Reverse(c.recency()));
             let keep = match (remove_all, policy.max_per_pod_container) {
                 (true, _) => 0,
                 (false, Some(n)) => n,
@@ -141,7 +141,7 @@ pub fn plan<'a>(
             .map(|c| c.sandbox_id.as_str())
             .collect();
         let mut sandboxes: Vec<&crate::cri::Sandbox> = pod.sandboxes.iter().collect();
-        crate::sort::sort_by_key(&mut sandboxes, |s| std::cmp::Reverse(s.created_at));
+        crate::sort::sort_by_key(&mut sandboxes, |s| std::cmp::Reverse(s.recency()));
         let keep = usize::from(!remove_all);
         let mut removed_sandboxes = 0;
         for s in sandboxes.iter().skip(keep).rev() {

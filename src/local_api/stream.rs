@@ -412,7 +412,7 @@ pub async fn serve<R: Runtime>(
                 Err(e) => return cri_error(&e),
             };
             crate::sort::sort_by_key(&mut sandboxes, |s| {
-                (s.state == SandboxState::Ready, s.created_at)
+                (s.state == SandboxState::Ready, s.recency())
             });
             let Some(sandbox) = sandboxes.last() else {
                 return status_error(

@@ -94,7 +94,7 @@ fn instances<'a>(observed: &'a PodRuntimeStatus, name: &str) -> Vec<&'a Containe
         .filter(|c| c.name == name)
         .collect();
     // Stable: equal creation stamps keep the runtime's (newest first) order.
-    crate::sort::sort_by_key(&mut v, |c| std::cmp::Reverse(c.created_at));
+    crate::sort::sort_by_key(&mut v, |c| std::cmp::Reverse(c.recency()));
     v
 }
 

@@ -299,7 +299,7 @@ fn newest_sandbox(observed: &PodRuntimeStatus) -> Option<&Sandbox> {
         .sandboxes
         .iter()
         .enumerate()
-        .max_by(|(ia, a), (ib, b)| a.created_at.cmp(&b.created_at).then(ib.cmp(ia)))
+        .max_by(|(ia, a), (ib, b)| a.recency().cmp(&b.recency()).then(ib.cmp(ia)))
         .map(|(_, s)| s)
 }
 

@@ -24,12 +24,19 @@
 #   BOARD_SMP=2 BOARD_MEM=1024
 #   BOARD_RTC_BASE=        qemu -rtc base=… (e.g. 2000-01-01: a board whose clock is wrong)
 #   BOARD_BOOT_TIMEOUT=900 seconds `up`/`reboot` wait for ssh (polling)
+#   BOARD_SETTLE=1         `up`/`reboot` then wait for the boot to settle (is-system-running
+#                          --wait, 10 min at most); 0: return as soon as ssh answers
 #   BOARD_DISK_SIZE=4G     size of the raw ext4 disk image (sparse)
 #   BOARD_MIRROR=http://deb.debian.org/debian
 #
+# The host directory DIR/share is the guest's /mnt/share (qemu -virtfs, 9p over virtio,
+# mount_tag board-share, security_model=none: files written by the guest's root are the
+# host's root's): what the guest writes there is on the host at once, even if the guest
+# loses its power right after.
+#
 # Files in DIR: rootfs/ (the cached tree), rootfs.key (what it was built from), vmlinuz,
 # initrd.img, disk.img (ext4, raw), id_ed25519 (the driver's ssh key), env (SSH_PORT=, the
-# cmdline), qemu.pid, console.log (serial console, appended across boots), console.sock
+# cmdline), share/ (the guest's /mnt/share), qemu.pid, console.log (serial console, appended across boots), console.sock
 # (the serial console, interactive), monitor.sock (qemu's human monitor).
 #
 # Building needs root (mmdebstrap's root mode, mkfs.ext4 -d keeps owners) and Debian
@@ -227,7 +234,7 @@ configure_rootfs() {
 	# A board has no display: the serial getty on ttyAMA0 comes from the console= argument.
 	# apt's daily timers would only fail (the board reaches no mirror).
 	local out
-	out=$(systemctl --root="$ROOTFS" enable systemd-networkd.service 2>&1 &&
+	out=$(systemctl --root="$ROOTFS" enable systemd-networkd.service mnt-share.mount 2>&1 &&
 		systemctl --root="$ROOTFS" mask getty@tty1.service apt-daily.timer \
 			apt-daily-upgrade.timer 2>&1) || die "systemctl --root: $out"
 	# The machine id is made at first boot (each disk built is a new machine).
@@ -285,7 +292,9 @@ wait_ssh() {
 			# systemd still starting is fine for ssh, but wait for the boot to settle so that
 			# callers see every unit that starts at boot started (or failed).
 			# (A unit that never finishes starting must not hang the driver: 10 min at most.)
-			guest 'timeout 600 systemctl is-system-running --wait >/dev/null 2>&1; true' || true
+			if [ "${BOARD_SETTLE:-1}" = 1 ]; then
+				guest 'timeout 600 systemctl is-system-running --wait >/dev/null 2>&1; true' || true
+			fi
 			return 0
 		fi
 		[ "$(now)" -lt "$deadline" ] || {
@@ -304,6 +313,7 @@ cmd_up() {
 		return 0
 	fi
 	rm -f "$MONITOR" "$CONSOLE_SOCK" "$PIDFILE"
+	mkdir -p "$DIR/share"
 	port=$(free_port)
 	printf 'SSH_PORT=%s\nCMDLINE=%q\n' "$port" "$(cmdline)" >"$ENVFILE"
 	[ -z "${BOARD_RTC_BASE:-}" ] || rtc=(-rtc "base=$BOARD_RTC_BASE")
@@ -321,6 +331,7 @@ cmd_up() {
 		-netdev "user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:$port-:22" \
 		-device virtio-net-pci,netdev=net0,romfile= \
 		-device virtio-rng-pci \
+		-virtfs "local,path=$DIR/share,mount_tag=board-share,security_model=none,id=share0" \
 		-device i6300esb -action watchdog=reset \
 		"${rtc[@]}" \
 		-chardev "socket,id=con0,path=$CONSOLE_SOCK,server=on,wait=off,logfile=$CONSOLE_LOG,logappend=on" \

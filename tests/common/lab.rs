@@ -36,6 +36,16 @@ pub fn lab_dir(endpoint: &str) -> Option<PathBuf> {
         .map(|(dir, _)| PathBuf::from(dir))
 }
 
+/// The image mirror address the lab's runtime pulls through (`lab.sh`: `MIRROR=` in
+/// `lab.env`).
+pub fn mirror_address(endpoint: &str) -> Option<String> {
+    let env = std::fs::read_to_string(lab_dir(endpoint)?.join("lab.env")).ok()?;
+    env.lines()
+        .find_map(|l| l.strip_prefix("MIRROR="))
+        .map(|v| v.trim_matches(|c| c == '\'' || c == '"').to_string())
+        .filter(|v| !v.is_empty())
+}
+
 /// The lab runtime's log (`lab.sh`: always `<lab>/runtime.log`).
 pub fn runtime_log(endpoint: &str) -> Option<PathBuf> {
     lab_dir(endpoint).map(|d| d.join("runtime.log"))

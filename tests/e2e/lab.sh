@@ -25,6 +25,10 @@
 #                        tests/e2e/runtimes/<runtime>.sh, its log is always $LAB/runtime.log
 #   PICOLET_LAB_BRIDGE   CNI bridge name       (default picolet0)
 #   PICOLET_LAB_SUBNET   pod subnet            (default 10.88.77.0/24)
+#   PICOLET_LAB_MIRROR   where the lab's picolet serves its image mirror, which the runtime
+#                        is set up to pull through (containerd: certs.d/_default/hosts.toml,
+#                        CRI-O: registries.conf mirrors) (default 127.0.0.1:17000+the
+#                        subnet's third octet: two labs never share one)
 #
 # What `up` changes outside $LAB, and `down` puts back:
 #   - net.ipv4.ip_forward (the bridge plugin turns it on): saved at the first `up`, restored;
@@ -74,6 +78,9 @@ init_lab() {
 	RUNTIME=${PICOLET_LAB_RUNTIME:-containerd}
 	BRIDGE=${PICOLET_LAB_BRIDGE:-picolet0}
 	SUBNET=${PICOLET_LAB_SUBNET:-10.88.77.0/24}
+	local octet=${SUBNET#*.*.}
+	octet=${octet%%.*}
+	MIRROR=${PICOLET_LAB_MIRROR:-127.0.0.1:$((17000 + octet))}
 	if [[ -f "$LAB/lab.env" ]]; then
 		# shellcheck source=/dev/null
 		. "$LAB/lab.env"
@@ -176,9 +183,18 @@ packages() {
 }
 
 write_config() {
-	mkdir -p "$LAB"/{cni/net.d,cni/ipam,images,saved}
+	mkdir -p "$LAB"/{cni/net.d,cni/ipam,images,saved,certs.d/_default}
 	touch "$LAB/$MARKER"
-	printf 'RUNTIME=%q\nBRIDGE=%q\nSUBNET=%q\nSOCK=%q\n' "$RUNTIME" "$BRIDGE" "$SUBNET" "$SOCK" >"$LAB/lab.env"
+	printf 'RUNTIME=%q\nBRIDGE=%q\nSUBNET=%q\nSOCK=%q\nMIRROR=%q\n' "$RUNTIME" "$BRIDGE" "$SUBNET" "$SOCK" "$MIRROR" >"$LAB/lab.env"
+	# The runtime pulls through the lab picolet's image mirror (containerd's hosts.toml; CRI-O
+	# writes its registries.conf itself).
+	write_if_changed "$LAB/certs.d/_default/hosts.toml" "$(
+		cat <<EOF
+# Written by tests/e2e/lab.sh: every registry through the lab picolet's image mirror first.
+[host."http://$MIRROR"]
+  capabilities = ["pull", "resolve"]
+EOF
+	)"
 	# A runtime may remember more (optional rt_env: lines of NAME=value).
 	if declare -F rt_env >/dev/null; then rt_env >>"$LAB/lab.env"; fi
 	rt_write_config

@@ -231,6 +231,8 @@ def build_image(args):
         }],
     }
 
+    if args.docker_save:
+        return docker_save(args, layer, layer_digest, config_bytes), sha256(config_bytes)
     blobs = sorted(
         [(sha256(b).split(":", 1)[1], b) for b in (layer, config_bytes, manifest_bytes)]
     )
@@ -244,6 +246,31 @@ def build_image(args):
         tar_add(tar, "oci-layout", args.mtime,
                 data=canonical_json({"imageLayoutVersion": "1.0.0"}))
     return out.getvalue(), sha256(manifest_bytes)
+
+
+def docker_save(args, layer, layer_digest, config_bytes):
+    """The layout of `docker save` before Docker 25: manifest.json (Config, RepoTags,
+    Layers), the config as <hex>.json, each layer as <id>/layer.tar; no manifest, no index.
+    Docker writes Docker Hub names short (busybox:1, user/app:2)."""
+    name = args.name
+    for prefix in ("docker.io/library/", "docker.io/"):
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+            break
+    config_hex = sha256(config_bytes).split(":", 1)[1]
+    layer_id = layer_digest.split(":", 1)[1]
+    manifest = [{"Config": f"{config_hex}.json", "RepoTags": [name],
+                 "Layers": [f"{layer_id}/layer.tar"]}]
+    repo, tag = name.rsplit(":", 1)
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        tar_add(tar, f"{config_hex}.json", args.mtime, data=config_bytes)
+        tar_add(tar, layer_id, args.mtime, mode=0o755, kind=tarfile.DIRTYPE)
+        tar_add(tar, f"{layer_id}/VERSION", args.mtime, data=b"1.0")
+        tar_add(tar, f"{layer_id}/layer.tar", args.mtime, data=layer)
+        tar_add(tar, "manifest.json", args.mtime, data=canonical_json(manifest))
+        tar_add(tar, "repositories", args.mtime, data=canonical_json({repo: {tag: layer_id}}))
+    return out.getvalue()
 
 
 def main():
@@ -263,6 +290,9 @@ def main():
     p.add_argument("--user", help="the config's User (name or uid[:gid])")
     p.add_argument("--arch", help="OCI architecture (default: from uname -m)")
     p.add_argument("--variant", help="OCI variant with --arch (e.g. v7)")
+    p.add_argument("--docker-save", action="store_true",
+                   help="write the layout of docker save before Docker 25 (manifest.json, "
+                        "<id>/layer.tar) instead of an OCI image layout")
     p.add_argument("-o", "--output", required=True, help="tar to write ('-' for stdout)")
     p.add_argument("--mtime", type=int, default=int(os.environ.get("SOURCE_DATE_EPOCH", "0")))
     args = p.parse_args()

@@ -20,7 +20,7 @@ pub(super) fn uid_filter(uid: &str) -> ListFilter {
 pub async fn get_pod_status<R: Runtime>(rt: &R, uid: &str) -> Result<PodRuntimeStatus, CriError> {
     let filter = uid_filter(uid);
     let mut listed = rt.list_pod_sandboxes(&filter).await?;
-    crate::sort::sort_by_key(&mut listed, |x| std::cmp::Reverse(x.created_at));
+    crate::sort::sort_by_key(&mut listed, |x| std::cmp::Reverse(x.recency()));
     let mut sandboxes = Vec::with_capacity(listed.len());
     for s in listed {
         match rt.pod_sandbox_status(&s.id).await {
@@ -58,7 +58,7 @@ pub async fn get_pod_status<R: Runtime>(rt: &R, uid: &str) -> Result<PodRuntimeS
             Err(e) => return Err(e),
         }
     }
-    crate::sort::sort_by_key(&mut containers, |x| std::cmp::Reverse(x.created_at));
+    crate::sort::sort_by_key(&mut containers, |x| std::cmp::Reverse(x.recency()));
     let mut status = PodRuntimeStatus {
         uid: uid.to_string(),
         sandboxes,
@@ -187,8 +187,8 @@ pub(super) fn group_runtime_pods(
 /// Orders a pod's sandboxes and containers newest first and fills its name and namespace,
 /// as the relist groups them (the evented PLEG's edits of one pod keep that form).
 pub(crate) fn regroup(p: &mut PodRuntimeStatus) {
-    crate::sort::sort_by_key(&mut p.sandboxes, |x| std::cmp::Reverse(x.created_at));
-    crate::sort::sort_by_key(&mut p.containers, |x| std::cmp::Reverse(x.created_at));
+    crate::sort::sort_by_key(&mut p.sandboxes, |x| std::cmp::Reverse(x.recency()));
+    crate::sort::sort_by_key(&mut p.containers, |x| std::cmp::Reverse(x.recency()));
     fill_identity(p);
 }
 

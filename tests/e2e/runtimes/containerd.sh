@@ -82,6 +82,10 @@ state = "$LAB/state"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "$CNI_BIN_DIR"
     conf_dir = "$LAB/cni/net.d"
+
+  # The lab picolet's image mirror (certs.d/_default/hosts.toml, written by lab.sh).
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$LAB/certs.d"
 EOF
 }
 

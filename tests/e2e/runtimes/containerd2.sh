@@ -76,6 +76,10 @@ state = "$LAB/state"
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = "$PAUSE_IMAGE"
 
+  # The lab picolet's image mirror (certs.d/_default/hosts.toml, written by lab.sh).
+  [plugins.'io.containerd.cri.v1.images'.registry]
+    config_path = "$LAB/certs.d"
+
 [plugins.'io.containerd.cri.v1.runtime']
   # Required here: without CAP_SYS_RESOURCE every RunPodSandbox fails with
   # "can't get final child's PID from pipe: EOF".

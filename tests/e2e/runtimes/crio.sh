@@ -89,7 +89,21 @@ rt_write_config() {
 	crio_write_wrappers
 	write_if_changed "$LAB/policy.json" '{ "default": [{ "type": "insecureAcceptAnything" }] }'
 	# No search registries: a short name never resolves (as with containerd, use localhost/...).
-	write_if_changed "$LAB/registries.conf" 'unqualified-search-registries = []'
+	# Docker Hub through the lab picolet's image mirror (CRI-O: a mirror per registry prefix;
+	# the registry as the mirror's first path component, which picolet's mirror reads).
+	write_if_changed "$LAB/registries.conf" "$(
+		cat <<EOC
+unqualified-search-registries = []
+
+[[registry]]
+prefix = "docker.io"
+location = "docker.io"
+
+[[registry.mirror]]
+location = "$MIRROR/docker.io"
+insecure = true
+EOC
+	)"
 	# containers/storage reads this before CRI-O's own settings (and skopeo reads it): private.
 	write_if_changed "$LAB/storage.conf" "$(
 		cat <<EOC
