@@ -107,7 +107,9 @@ pub fn env_vars(map: &ServiceMap, namespace: &str, links: bool) -> Vec<(String, 
 
 /// kubelet: `envvars.FromServices` for one Service, with its Docker link variables.
 fn from_service(name: &str, s: &Service, out: &mut Vec<(String, String)>) {
-    let var = |n: &str| n.replace('-', "_").to_uppercase();
+    // Service and port names are DNS labels, protocols TCP/UDP/SCTP: ASCII case is Go's
+    // strings.ToUpper/ToLower here (and keeps the Unicode case tables out of the binary).
+    let var = |n: &str| n.replace('-', "_").to_ascii_uppercase();
     let prefix = var(name);
     let ip = &s.cluster_ip;
     out.push((format!("{prefix}_SERVICE_HOST"), ip.clone()));
@@ -128,12 +130,12 @@ fn from_service(name: &str, s: &Service, out: &mut Vec<(String, String)>) {
         } else {
             &p.protocol
         };
-        let lower = proto.to_lowercase();
+        let lower = proto.to_ascii_lowercase();
         let url = format!("{lower}://{host}:{}", p.port);
         if i == 0 {
             out.push((format!("{prefix}_PORT"), url.clone()));
         }
-        let pp = format!("{prefix}_PORT_{}_{}", p.port, proto.to_uppercase());
+        let pp = format!("{prefix}_PORT_{}_{}", p.port, proto.to_ascii_uppercase());
         out.push((format!("{pp}_PROTO"), lower));
         out.push((format!("{pp}_PORT"), p.port.to_string()));
         out.push((format!("{pp}_ADDR"), ip.clone()));
@@ -180,17 +182,22 @@ mod reflector {
 
     /// The reflector: runs until `shutdown`, the one writer of `services`.
     pub async fn follow(client: Client, services: Services, shutdown: CancellationToken) {
+        // One select for the whole loop (each await's own select cost binary size).
+        tokio::select! {
+            _ = shutdown.cancelled() => {}
+            _ = reflect(&client, &services) => {}
+        }
+    }
+
+    async fn reflect(client: &Client, services: &Services) {
         let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30), PATH);
         let watch_timeout = Duration::from_secs(300);
         let mut rv: Option<String> = None;
         let mut failing = false;
         loop {
-            if rv.is_none() {
-                let listed = tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    r = client.get::<ObjectList>(PATH) => r,
-                };
-                match listed {
+            let from = match rv.take() {
+                Some(from) => from,
+                None => match client.get::<ObjectList>(PATH).await {
                     Ok(list) => {
                         if failing {
                             log::info!("services: listed again");
@@ -202,7 +209,7 @@ mod reflector {
                             .collect();
                         log::debug!("services: {} listed", map.len());
                         services.replace(map);
-                        rv = Some(list.metadata.resource_version);
+                        list.metadata.resource_version
                     }
                     Err(e) => {
                         if !failing {
@@ -214,15 +221,11 @@ mod reflector {
                         services.write(|m| {
                             m.get_or_insert_with(ServiceMap::new);
                         });
-                        let d = backoff.next_delay();
-                        tokio::select! {
-                            _ = shutdown.cancelled() => return,
-                            _ = tokio::time::sleep(d) => continue,
-                        }
+                        tokio::time::sleep(backoff.next_delay()).await;
+                        continue;
                     }
-                }
-            }
-            let Some(from) = rv.clone() else { continue };
+                },
+            };
             let timeout = watch_timeout.as_secs().to_string();
             let path = format!(
                 "{PATH}{}",
@@ -233,48 +236,37 @@ mod reflector {
                     ("watch", "true"),
                 ])
             );
-            let opened = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                r = client.watch(&path) => r,
-            };
-            let mut stream = match opened {
+            let mut stream = match client.watch(&path).await {
                 Ok(s) => s,
                 Err(e) => {
                     log::debug!("services: cannot watch: {e}");
-                    rv = None;
                     if !e.is_gone() {
-                        let d = backoff.next_delay();
-                        tokio::select! {
-                            _ = shutdown.cancelled() => return,
-                            _ = tokio::time::sleep(d) => {}
-                        }
+                        tokio::time::sleep(backoff.next_delay()).await;
                     }
                     continue;
                 }
             };
+            // Resumed from the last resourceVersion when the watch ends at its timeout or
+            // goes silent past it; relisted when it breaks or says ERROR (410 Gone).
             let deadline = tokio::time::Instant::now() + watch_timeout + Duration::from_secs(30);
-            loop {
-                let next = tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    r = tokio::time::timeout_at(deadline, stream.next()) => r,
-                };
+            let mut last = Some(from);
+            while let Ok(next) = tokio::time::timeout_at(deadline, stream.next()).await {
                 let ev: WatchEvent = match next {
-                    Ok(Some(Ok(ev))) => ev,
-                    Ok(Some(Err(ApiError::Decode { .. }))) => continue,
-                    // Ended (its timeout): resume; broken or silent: relist.
-                    Ok(None) => break,
-                    Err(_) | Ok(Some(Err(_))) => {
-                        rv = None;
+                    Some(Ok(ev)) => ev,
+                    Some(Err(ApiError::Decode { .. })) => continue,
+                    Some(Err(_)) => {
+                        last = None;
                         break;
                     }
+                    None => break,
                 };
                 if ev.type_ == "ERROR" {
-                    rv = None;
+                    last = None;
                     break;
                 }
                 let (key, service, object_rv) = decode(&ev.object);
                 if !object_rv.is_empty() {
-                    rv = Some(object_rv);
+                    last = Some(object_rv);
                 }
                 match ev.type_.as_str() {
                     "ADDED" | "MODIFIED" => services.write(|m| {
@@ -290,6 +282,7 @@ mod reflector {
                     _ => {}
                 }
             }
+            rv = last;
         }
     }
 }
