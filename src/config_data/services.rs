@@ -21,7 +21,6 @@
 //! Must never: drop what it holds because of an error (only a successful list or a
 //! `DELETED` event removes a Service).
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
 /// What a container's environment needs of one Service.
@@ -38,8 +37,9 @@ pub struct ServicePort {
     pub protocol: String,
 }
 
-/// (namespace, name) → Service.
-pub type ServiceMap = BTreeMap<(String, String), Service>;
+/// (namespace, name, Service), in the order seen: a plain list (a map's code per key type
+/// costs binary size; a watch event's linear search is cheap beside its JSON).
+pub type ServiceMap = Vec<(String, String, Service)>;
 
 /// The kubelet's message while the Services were never listed.
 pub const NOT_SYNCED: &str =
@@ -75,6 +75,22 @@ impl Services {
         self.write(|m| *m = Some(map));
     }
 
+    /// Sets (`Some`) or removes one Service, once listed.
+    fn set(&self, namespace: String, name: String, service: Option<Service>) {
+        self.write(|m| {
+            let Some(m) = m else { return };
+            let at = m.iter().position(|(a, b, _)| *a == namespace && *b == name);
+            match (at, service) {
+                (Some(i), Some(s)) => m[i].2 = s,
+                (None, Some(s)) => m.push((namespace, name, s)),
+                (Some(i), None) => {
+                    m.swap_remove(i);
+                }
+                (None, None) => {}
+            }
+        });
+    }
+
     fn write(&self, f: impl FnOnce(&mut Option<ServiceMap>)) {
         if let Some(inner) = &self.inner {
             f(&mut inner.write().unwrap_or_else(PoisonError::into_inner));
@@ -85,16 +101,21 @@ impl Services {
 /// The variables of the Services a pod of `namespace` sees (see the module doc).
 pub fn env_vars(map: &ServiceMap, namespace: &str, links: bool) -> Vec<(String, String)> {
     // kubelet: one per name; the pod's own namespace wins over default/kubernetes.
-    let mut seen: BTreeMap<&str, &Service> = BTreeMap::new();
-    for ((ns, name), s) in map {
+    let mut seen: Vec<(&str, &Service)> = Vec::new();
+    for (ns, name, s) in map {
         // kubelet: IsServiceIPSet.
         if s.cluster_ip.is_empty() || s.cluster_ip == "None" || s.ports.is_empty() {
             continue;
         }
-        if links && ns == namespace {
-            seen.insert(name, s);
-        } else if ns == "default" && name == "kubernetes" {
-            seen.entry(name).or_insert(s);
+        let own = links && ns == namespace;
+        let master = ns == "default" && name == "kubernetes";
+        if !(own || master) {
+            continue;
+        }
+        match seen.iter_mut().find(|(n, _)| *n == name) {
+            Some(slot) if own => slot.1 = s,
+            Some(_) => {}
+            None => seen.push((name, s)),
         }
     }
     let mut out = Vec::new();
@@ -159,9 +180,9 @@ mod reflector {
 
     const PATH: &str = "/api/v1/services";
 
-    /// (namespace, name), the Service, its resourceVersion — read by hand from the JSON (a
-    /// serde decoder for it cost 55 KB of binary).
-    fn decode(v: &Value) -> ((String, String), Service, String) {
+    /// Namespace, name, the Service, its resourceVersion — read by hand from the JSON (a
+    /// serde decoder for it brought serde_json's owned-Value deserializer in).
+    fn decode(v: &Value) -> (String, String, Service, String) {
         let text = |v: &Value, p: &str| {
             let s = v.pointer(p).and_then(Value::as_str);
             s.unwrap_or_default().to_string()
@@ -176,8 +197,8 @@ mod reflector {
             cluster_ip: text(v, "/spec/clusterIP"),
             ports: ports.collect(),
         };
-        let key = (text(v, "/metadata/namespace"), text(v, "/metadata/name"));
-        (key, service, text(v, "/metadata/resourceVersion"))
+        let (ns, name) = (text(v, "/metadata/namespace"), text(v, "/metadata/name"));
+        (ns, name, service, text(v, "/metadata/resourceVersion"))
     }
 
     /// The reflector: runs until `shutdown`, the one writer of `services`.
@@ -205,7 +226,7 @@ mod reflector {
                         }
                         backoff.reset();
                         let map: ServiceMap = (list.items.iter().map(decode))
-                            .map(|(key, service, _)| (key, service))
+                            .map(|(ns, name, service, _)| (ns, name, service))
                             .collect();
                         log::debug!("services: {} listed", map.len());
                         services.replace(map);
@@ -264,21 +285,13 @@ mod reflector {
                     last = None;
                     break;
                 }
-                let (key, service, object_rv) = decode(&ev.object);
+                let (ns, name, service, object_rv) = decode(&ev.object);
                 if !object_rv.is_empty() {
                     last = Some(object_rv);
                 }
                 match ev.type_.as_str() {
-                    "ADDED" | "MODIFIED" => services.write(|m| {
-                        if let Some(m) = m {
-                            m.insert(key, service);
-                        }
-                    }),
-                    "DELETED" => services.write(|m| {
-                        if let Some(m) = m {
-                            m.remove(&key);
-                        }
-                    }),
+                    "ADDED" | "MODIFIED" => services.set(ns, name, Some(service)),
+                    "DELETED" => services.set(ns, name, None),
                     _ => {}
                 }
             }
@@ -309,9 +322,7 @@ mod tests {
     #[test]
     fn service_environment_table() {
         let mut map = ServiceMap::new();
-        let mut add = |ns: &str, name: &str, s: Service| {
-            map.insert((ns.into(), name.into()), s);
-        };
+        let mut add = |ns: &str, name: &str, s: Service| map.push((ns.into(), name.into(), s));
         add(
             "default",
             "kubernetes",
@@ -372,5 +383,28 @@ mod tests {
         assert_eq!(followed.env_vars("web", true), Err(()));
         followed.replace(map.clone());
         assert_eq!(followed.env_vars("web", true).map(|v| v.len()), Ok(20));
+        // A watch's events: set, replace, remove.
+        followed.set("web".into(), "foo-svc".into(), None);
+        followed.set(
+            "web".into(),
+            "bar".into(),
+            Some(svc("10.0.0.8", &[("", 1, "")])),
+        );
+        followed.set(
+            "web".into(),
+            "bar".into(),
+            Some(svc("10.0.0.9", &[("", 1, "")])),
+        );
+        let got = followed.env_vars("web", true).unwrap();
+        assert!(got.contains(&("BAR_SERVICE_HOST".into(), "10.0.0.9".into())));
+        assert!(!got.iter().any(|(k, _)| k.starts_with("FOO_SVC")));
+        // The pod's own namespace wins over default/kubernetes.
+        followed.set(
+            "web".into(),
+            "kubernetes".into(),
+            Some(svc("10.9.9.9", &[("", 1, "")])),
+        );
+        let got = followed.env_vars("web", true).unwrap();
+        assert!(got.contains(&("KUBERNETES_SERVICE_HOST".into(), "10.9.9.9".into())));
     }
 }

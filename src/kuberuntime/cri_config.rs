@@ -1514,14 +1514,14 @@ mod tests {
             port,
             ..Default::default()
         };
-        let mut map = ServiceMap::new();
-        map.insert(
-            ("apps".into(), "foo".into()),
+        let map: ServiceMap = vec![(
+            "apps".into(),
+            "foo".into(),
             Service {
                 cluster_ip: "10.0.0.7".into(),
                 ports: vec![port(8080)],
             },
-        );
+        )];
         services.replace(map);
         let envs = container_env(&p, &c, "", node).unwrap();
         let get = |k: &str| envs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
