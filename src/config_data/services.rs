@@ -2,7 +2,7 @@
 //! `getServiceEnvVarMap`, and `envvars.FromServices`).
 //!
 //! Owns: [`Services`], a handle on what picolet keeps of every Service of the cluster — its
-//! namespace, name, cluster IP and ports, nothing else (about 100 bytes each; the kubelet
+//! namespace, name, cluster IP and ports, nothing else (a few hundred bytes each; the kubelet
 //! keeps whole objects) — and, in cluster mode, the one task that fills it: a list of
 //! `/api/v1/services` (all namespaces, as the kubelet's informer), then a watch from its
 //! resourceVersion, resumed after its timeout, relisted on `410 Gone` or an `ERROR` event,
