@@ -186,12 +186,16 @@ pub async fn run<R: Runtime, C: Clock>(
         node_shutdown: mut shutdown_rx,
         shutting_down,
     } = channels;
-    let (wanted_tx, mut objects_rx) = match objects {
-        Some(ObjectChannels { wanted, updates }) => (Some(wanted), Some(updates)),
-        None => (None, None),
+    let (wanted_tx, mut objects_rx, services) = match objects {
+        Some(ObjectChannels {
+            wanted,
+            updates,
+            services,
+        }) => (Some(wanted), Some(updates), services),
+        None => (None, None, Default::default()),
     };
     let (to_loop, mut sync_requests) = mpsc::unbounded_channel::<SyncRequest>();
-    let config_objects = ConfigObjects::default();
+    let config_objects = ConfigObjects::default().with_services(services);
     let tmpfs: Arc<dyn Tmpfs> = Arc::new(crate::volume::mounts::SysTmpfs);
     let Tasks {
         csi,
@@ -614,7 +618,12 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                         .and_then(|s| s.phase)
                         .is_some_and(|p| p.is_terminal());
                     self.pods.add_or_update(pod.clone());
-                    if terminal {
+                    // kubelet: HandlePodReconcile — a terminal pod, or one whose readiness
+                    // gates' conditions (set by others) change what Ready must say.
+                    let gates = !self.held.contains(&uid)
+                        && !self.rejected.contains(&uid)
+                        && crate::status::need_to_reconcile_readiness(&pod);
+                    if terminal || gates {
                         self.workers
                             .update_pod(UpdatePodOptions::new(UpdateType::Sync, pod));
                     }

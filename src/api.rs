@@ -148,6 +148,9 @@ pub struct PodSpec {
     pub host_ipc: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub share_process_namespace: Option<bool>,
+    /// kubelet: the Service variables of the pod's namespace (API pods; default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable_service_links: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hostname: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -183,13 +186,17 @@ pub struct PodSpec {
     pub hostname_override: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub image_pull_secrets: Vec<LocalObjectReference>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub readiness_gates: Option<serde_json::Value>,
+    /// kubelet: `GeneratePodReadyCondition` — Ready waits for each gate's condition.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub readiness_gates: Vec<PodReadinessGate>,
     /// Pod-level resources (not the containers').
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<serde_json::Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ephemeral_containers: Option<serde_json::Value>,
+    /// Debug containers added through `pods/ephemeralcontainers`: the same model as a
+    /// container (kubelet casts `EphemeralContainerCommon` to `v1.Container`), with
+    /// [`Container::target_container_name`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ephemeral_containers: Vec<Container>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_users: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -545,6 +552,10 @@ pub struct Container {
     // Carried for the field policy (`manifest::fields`): refused until implemented.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume_devices: Option<serde_json::Value>,
+    /// Ephemeral containers only (`spec.ephemeralContainers[].targetContainerName`): the
+    /// container whose process namespace it joins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_container_name: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -1145,6 +1156,8 @@ pub struct PodStatus {
     pub init_container_statuses: Vec<ContainerStatus>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub container_statuses: Vec<ContainerStatus>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ephemeral_container_statuses: Vec<ContainerStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qos_class: Option<String>,
 }
@@ -1183,6 +1196,13 @@ pub struct PodCondition {
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+}
+
+/// `spec.readinessGates[]`: a pod condition type that must be True for the pod to be Ready.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodReadinessGate {
+    pub condition_type: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

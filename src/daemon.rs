@@ -871,9 +871,17 @@ pub fn start_apiserver_mode<R: Runtime, C: Clock>(
             Some(&cfg.root_dir),
         );
         crate::task::spawn_local(manager.run(wanted_rx, objects_tx, shutdown.child_token()));
+        // kubelet: the service informer (all namespaces) for the containers' environment.
+        let services = crate::config_data::services::Services::followed();
+        crate::task::spawn_local(crate::config_data::services::follow(
+            client.clone(),
+            services.clone(),
+            shutdown.child_token(),
+        ));
         ext.objects = Some(crate::config_data::ObjectChannels {
             wanted: wanted_tx,
             updates: objects_rx,
+            services,
         });
 
         let (ev_tx, ev_rx) = crate::messages::pod_events();

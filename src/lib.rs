@@ -65,7 +65,7 @@
 //! 6      prober        api clock cri kuberuntime metrics probe recorder shrink status task
 //! 7      cli           admission clock config_data kube local_api manifest node options sort source
 //! 7      pod_sync      api clock cri kuberuntime messages pleg pod_workers prober recorder shrink status
-//! 8      agent         admission api clock cm config_data cri eviction images kuberuntime logs manifest messages metrics noatime node pleg pod_config pod_manager pod_sync pod_workers prober qos recorder shrink sort task volume
+//! 8      agent         admission api clock cm config_data cri eviction images kuberuntime logs manifest messages metrics noatime node pleg pod_config pod_manager pod_sync pod_workers prober qos recorder shrink sort status task volume
 //! 9      daemon        admission agent certificate checkpoint clock cm config_data cri eviction images kube kuberuntime local_api logs messages metrics mirror node options pleg prober recorder source status task volume
 //! ```
 //!

@@ -1404,6 +1404,49 @@ async fn a_crashed_container_gets_its_secret_env_from_the_checkpoint_while_offli
         .await;
 }
 
+/// kubelet: the service informer and makeEnvironmentVariables — an API pod's container
+/// gets the Service variables of its namespace and default/kubernetes's, listed from
+/// /api/v1/services.
+#[tokio::test]
+async fn an_api_pods_container_gets_the_service_variables() {
+    let mock = MockApiServer::start_new().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("manifests")).unwrap();
+    std::fs::write(dir.path().join("resolv.conf"), "nameserver 192.0.2.53\n").unwrap();
+    let kc = dir.path().join("kubeconfig");
+    mock.write_kubeconfig(&kc, None, None).unwrap();
+    let rt = FakeRuntime::new(SystemClock);
+    rt.add_image(IMAGE);
+    let service = |ns: &str, name: &str, ip: &str, port: i32| {
+        json!({"metadata": {"name": name, "namespace": ns},
+               "spec": {"clusterIP": ip, "ports": [{"port": port, "protocol": "TCP"}]}})
+    };
+    mock.put_object(
+        "services",
+        service("default", "kubernetes", "10.0.0.1", 443),
+    );
+    mock.put_object(
+        "services",
+        service("default", "fooservice", "10.0.0.7", 8765),
+    );
+    mock.put_object("services", service("elsewhere", "other", "10.0.0.9", 80));
+    mock.create_pod(api_pod("web", "pi-1")).unwrap();
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(async {
+            let agent = start_api_agent(&rt, dir.path(), &kc);
+            let id = wait_until("web running", 20, || rt.running("app").into_iter().next()).await;
+            let envs = rt.container_config(&id).unwrap().envs;
+            let get = |k: &str| envs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+            assert_eq!(get("FOOSERVICE_SERVICE_HOST"), Some("10.0.0.7"));
+            assert_eq!(get("FOOSERVICE_PORT"), Some("tcp://10.0.0.7:8765"));
+            assert_eq!(get("KUBERNETES_SERVICE_PORT"), Some("443"));
+            assert_eq!(get("OTHER_SERVICE_HOST"), None);
+            agent.stop().await;
+        })
+        .await;
+}
+
 /// A token is refreshed before it ages (80 % of its lifetime) and the new one reaches the
 /// mounted file of the running container.
 #[tokio::test]

@@ -161,6 +161,8 @@ fn container_config(name: &str) -> ContainerConfig {
                 pid: NamespaceMode::Container,
                 ipc: NamespaceMode::Pod,
             },
+            // An ephemeral container's target: CRI TARGET with its ID, and back.
+            pid_target: "c0ffee".into(),
             run_as_user: Some(1000),
             run_as_group: Some(0),
             supplemental_groups: vec![10, 20],

@@ -48,7 +48,16 @@ fn ancestors(path: &str) -> impl Iterator<Item = &str> {
 fn every_field_name_the_model_reads_exists_upstream() {
     let model = model();
     let upstream = upstream();
-    let wrong: Vec<_> = model.paths.difference(&upstream).collect();
+    // One model for containers of every kind (kubelet casts `EphemeralContainerCommon` to
+    // `v1.Container`): the ephemeral-only field reads as absent in the others.
+    let wrong: Vec<_> = model
+        .paths
+        .difference(&upstream)
+        .filter(|p| {
+            !(p.starts_with("spec.containers[].") || p.starts_with("spec.initContainers[]."))
+                || !p.ends_with("[].targetContainerName")
+        })
+        .collect();
     assert!(
         wrong.is_empty(),
         "picolet's model reads JSON names upstream v1.Pod does not have (a serde rename \

@@ -23,6 +23,7 @@ use crate::api;
 pub mod atomic_writer;
 #[cfg(feature = "apiserver")]
 pub mod objects;
+pub mod services;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
@@ -325,10 +326,12 @@ fn finish(
 }
 
 /// The objects picolet knows, by key: the agent loop writes (one writer), syncs read. A
-/// handle: clones share the store.
+/// handle: clones share the store. The Services ride along (their own writer: the services
+/// reflector, `services.rs`).
 #[derive(Clone, Default)]
 pub struct ConfigObjects {
     inner: Arc<RwLock<HashMap<ObjectKey, Arc<Object>>>>,
+    services: services::Services,
 }
 
 impl fmt::Debug for ConfigObjects {
@@ -392,6 +395,15 @@ impl ConfigObjects {
             }
             None => map.remove(key).is_some(),
         }
+    }
+
+    pub fn with_services(mut self, services: services::Services) -> Self {
+        self.services = services;
+        self
+    }
+
+    pub fn services(&self) -> &services::Services {
+        &self.services
     }
 
     pub fn len(&self) -> usize {
@@ -501,6 +513,8 @@ pub struct ObjectsUpdate {
 pub struct ObjectChannels {
     pub wanted: tokio::sync::watch::Sender<std::collections::BTreeSet<ObjectKey>>,
     pub updates: tokio::sync::mpsc::Receiver<ObjectsUpdate>,
+    /// The Services the reflector follows (kubelet: the service lister).
+    pub services: services::Services,
 }
 
 #[cfg(test)]

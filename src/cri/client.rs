@@ -26,10 +26,10 @@ use std::time::Duration;
 use tonic::transport::Channel;
 
 use crate::cri::{
-    ContainerConfig, ContainerInfo, ContainerState, CriError, ExecResult, ImageInfo, ListFilter,
-    Mount, MountPropagation, NamespaceMode, NamespaceOptions, ProfileKind, Protocol, RelistDigest,
-    Runtime, RuntimeHealth, RuntimeVersion, Sandbox, SandboxConfig, SandboxState, SecurityProfile,
-    StreamOptions,
+    ContainerConfig, ContainerInfo, ContainerSecurity, ContainerState, CriError, ExecResult,
+    ImageInfo, ListFilter, Mount, MountPropagation, NamespaceMode, NamespaceOptions, ProfileKind,
+    Protocol, RelistDigest, Runtime, RuntimeHealth, RuntimeVersion, Sandbox, SandboxConfig,
+    SandboxState, SecurityProfile, StreamOptions,
 };
 
 /// The generated CRI v1 messages, clients and (with feature `fake-cri`) servers.
@@ -1097,6 +1097,17 @@ pub(super) fn namespace_option(options: &NamespaceOptions) -> proto::NamespaceOp
     }
 }
 
+/// A container's namespaces; an ephemeral container's target (CRI `TARGET`, `target_id`)
+/// for its PID namespace.
+fn container_namespace_option(s: &ContainerSecurity) -> proto::NamespaceOption {
+    let mut o = namespace_option(&s.namespace_options);
+    if !s.pid_target.is_empty() {
+        o.pid = proto::NamespaceMode::Target.into();
+        o.target_id.clone_from(&s.pid_target);
+    }
+    o
+}
+
 fn protocol(p: Protocol) -> proto::Protocol {
     match p {
         Protocol::Tcp => proto::Protocol::Tcp,
@@ -1211,7 +1222,7 @@ fn container_config(c: &ContainerConfig) -> proto::ContainerConfig {
             security_context: Some(proto::LinuxContainerSecurityContext {
                 capabilities,
                 privileged: s.privileged,
-                namespace_options: Some(namespace_option(&s.namespace_options)),
+                namespace_options: Some(container_namespace_option(s)),
                 run_as_user: int64_value(s.run_as_user),
                 run_as_group: int64_value(s.run_as_group),
                 supplemental_groups: s.supplemental_groups.clone(),

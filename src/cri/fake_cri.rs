@@ -1250,6 +1250,11 @@ fn decode_container_config(c: proto::ContainerConfig) -> ContainerConfig {
         },
         security: ContainerSecurity {
             privileged: sc.privileged,
+            pid_target: sc
+                .namespace_options
+                .as_ref()
+                .map(|o| o.target_id.clone())
+                .unwrap_or_default(),
             namespace_options: decode_namespace_options(sc.namespace_options),
             run_as_user: sc.run_as_user.map(|v| v.value),
             run_as_group: sc.run_as_group.map(|v| v.value),

@@ -195,6 +195,9 @@ pub struct Resources {
 pub struct ContainerSecurity {
     pub privileged: bool,
     pub namespace_options: NamespaceOptions,
+    /// An ephemeral container's target: the container ID whose PID namespace it joins
+    /// (CRI `NamespaceMode::TARGET` with `target_id`); "" = `namespace_options.pid`.
+    pub pid_target: String,
     pub run_as_user: Option<i64>,
     pub run_as_group: Option<i64>,
     pub supplemental_groups: Vec<i64>,

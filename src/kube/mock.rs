@@ -21,6 +21,8 @@
 //! - nodes: create, get, patch, patch `status` (strategic merge: conditions and addresses
 //!   merged by `type`);
 //! - leases (`coordination.k8s.io/v1`): create, get, update (PUT, resourceVersion checked);
+//! - services: list in all namespaces (those [`MockApiServer::put_object`] set), a watch that
+//!   only ends at its `timeoutSeconds`;
 //! - configmaps and secrets: get, list and watch one object (`fieldSelector=metadata.name=`,
 //!   resumed from `resourceVersion`), set by [`MockApiServer::put_object`] /
 //!   [`MockApiServer::delete_object`]; `serviceaccounts/<sa>/token` (TokenRequest) answers
@@ -665,6 +667,23 @@ impl MockApiServer {
             }
             (&Method::DELETE, ["api", "v1", "namespaces", ns, "pods", name]) => {
                 delete_pod(&mut st, ns, name, &body_json)
+            }
+            // ---- services (all namespaces): a list of those put with plural "services";
+            // the watch sends nothing and ends at its timeout.
+            (&Method::GET, ["api", "v1", "services"]) if watch => {
+                return watch_object(&mut st, "services", "", &query);
+            }
+            (&Method::GET, ["api", "v1", "services"]) => {
+                let items: Vec<Value> = (st.objects.iter())
+                    .filter(|((p, _, _), _)| p == "services")
+                    .map(|(_, o)| o.clone())
+                    .collect();
+                Ok(json!({
+                    "kind": "ServiceList",
+                    "apiVersion": "v1",
+                    "metadata": {"resourceVersion": st.rv.to_string()},
+                    "items": items,
+                }))
             }
             // ---- configmaps and secrets (single-object list and watch), tokens
             (

@@ -367,13 +367,24 @@ pub fn container_config(
 /// The container's environment in declaration order (a repeated name keeps its first
 /// position and takes the last value). Literal values expand `$(VAR)` against the
 /// variables defined before them; `fieldRef` values are not expanded (kubelet:
-/// `makeEnvironmentVariables`). No service links: picolet has no services.
+/// `makeEnvironmentVariables`); then the Service variables of an API pod
+/// (`config_data::services`) whose names the container does not set itself, which `$(VAR)`
+/// can name too.
 pub fn container_env(
     pod: &api::Pod,
     container: &api::Container,
     pod_ip: &str,
     node: NodeParams<'_>,
 ) -> Result<Vec<(String, String)>, ConfigError> {
+    let services = match (node.objects, Scope::of(pod)) {
+        (Some(o), Scope::Api) => {
+            let links = pod.spec.enable_service_links.unwrap_or(true);
+            (o.services().env_vars(&pod.metadata.namespace, links)).map_err(|()| {
+                ConfigError::ConfigData(config_data::services::NOT_SYNCED.to_string())
+            })?
+        }
+        _ => Vec::new(),
+    };
     // kubelet: envFrom first (each source's keys; a later source wins), then env.
     let mut out: Vec<(String, String)> = env_from(pod, container, node)?.vars;
     for e in &container.env {
@@ -388,13 +399,20 @@ pub fn container_env(
             None => {
                 let v = e.value.as_deref().unwrap_or("");
                 expand(v, |name| {
-                    out.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+                    (out.iter().chain(&services))
+                        .find(|(k, _)| k == name)
+                        .map(|(_, v)| v.clone())
                 })
             }
         };
         match out.iter_mut().find(|(k, _)| *k == e.name) {
             Some(slot) => slot.1 = value,
             None => out.push((e.name.clone(), value)),
+        }
+    }
+    for (k, v) in services {
+        if !out.iter().any(|(n, _)| *n == k) {
+            out.push((k, v));
         }
     }
     Ok(out)
@@ -750,6 +768,7 @@ pub fn security(
     Ok(ContainerSecurity {
         privileged: csc.privileged.unwrap_or(false),
         namespace_options: namespace_options(pod),
+        pid_target: String::new(),
         run_as_user,
         run_as_group,
         supplemental_groups,
@@ -1468,6 +1487,71 @@ mod tests {
         }
     }
 
+    /// kubelet: makeEnvironmentVariables' Service variables — after the container's own (a
+    /// name it sets wins), usable in `$(VAR)`, none for a static pod, a wait until listed.
+    #[test]
+    fn service_variables_of_an_api_pod() {
+        use crate::config_data::services::{Service, ServiceMap, ServicePort, Services};
+        let services = Services::followed();
+        let objects = ConfigObjects::default().with_services(services.clone());
+        let node = NodeParams {
+            objects: Some(&objects),
+            ..sc()
+        };
+        let mut p = pod();
+        p.metadata.namespace = "apps".into();
+        let c: api::Container = serde_json::from_value(serde_json::json!({
+            "name": "c", "image": "x",
+            "env": [{"name": "URL", "value": "http://$(FOO_SERVICE_HOST):$(FOO_SERVICE_PORT)"},
+                    {"name": "FOO_PORT", "value": "mine"}]
+        }))
+        .unwrap();
+        assert_eq!(
+            container_env(&p, &c, "", node).unwrap_err().to_string(),
+            crate::config_data::services::NOT_SYNCED
+        );
+        let port = |port| ServicePort {
+            port,
+            ..Default::default()
+        };
+        let map: ServiceMap = vec![(
+            "apps".into(),
+            "foo".into(),
+            Service {
+                cluster_ip: "10.0.0.7".into(),
+                ports: vec![port(8080)],
+            },
+        )];
+        services.replace(map);
+        let envs = container_env(&p, &c, "", node).unwrap();
+        let get = |k: &str| envs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("URL"), Some("http://10.0.0.7:8080"));
+        assert_eq!(get("FOO_PORT"), Some("mine"));
+        assert_eq!(get("FOO_PORT_8080_TCP_ADDR"), Some("10.0.0.7"));
+        assert_eq!(
+            envs[..2]
+                .iter()
+                .map(|(k, _)| k.as_str())
+                .collect::<Vec<_>>(),
+            ["URL", "FOO_PORT"]
+        );
+        // Seven for the Service, FOO_PORT the container's own.
+        assert_eq!(envs.len(), 2 + 6);
+        p.spec.enable_service_links = Some(false);
+        assert_eq!(container_env(&p, &c, "", node).unwrap().len(), 2);
+        // A static pod: none, and nothing to wait for.
+        p.spec.enable_service_links = None;
+        p.metadata
+            .annotations
+            .insert(api::ANNOTATION_CONFIG_SOURCE.into(), "file".into());
+        let objects = ConfigObjects::default().with_services(Services::followed());
+        let node = NodeParams {
+            objects: Some(&objects),
+            ..sc()
+        };
+        assert_eq!(container_env(&p, &c, "", node).unwrap().len(), 2);
+    }
+
     #[test]
     fn env_from_config_maps_and_secrets() {
         use crate::config_data::{from_config_map, from_secret};
@@ -1738,6 +1822,7 @@ mod tests {
                     pid: NamespaceMode::Container,
                     ipc: NamespaceMode::Pod,
                 },
+                pid_target: String::new(),
                 run_as_user: Some(1001),
                 run_as_group: Some(1000),
                 supplemental_groups: vec![5, 2000],

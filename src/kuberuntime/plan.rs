@@ -13,6 +13,9 @@
 //!   no IP. `attempt` = highest attempt seen + 1. Recreating means killing everything.
 //! - RestartPolicy Never, attempt > 0 and container statuses present: kill only, no new
 //!   sandbox. Nothing left to start and already initialised: kill only too.
+//! - Ephemeral containers (kubelet: `EphemeralContainersToStart`) start once each in the
+//!   existing sandbox, before init containers finish if need be, and are never restarted;
+//!   they do not keep a pod running. A new sandbox starts none.
 //! - Init containers run one at a time in order; restartable ones (sidecars,
 //!   `restartPolicy: Always` on an init container) keep running and are restarted when
 //!   they exit. A failed init container is restarted, except under Never: the pod is
@@ -72,6 +75,8 @@ pub struct PodActions {
     pub init_containers_to_start: Vec<usize>,
     /// Indices into `spec.containers`, in order; each started independently.
     pub containers_to_start: Vec<usize>,
+    /// Indices into `spec.ephemeralContainers`: never run yet, started once, never again.
+    pub ephemeral_containers_to_start: Vec<usize>,
     /// Runtime container ID → what to kill (only when not `kill_pod`).
     pub containers_to_kill: BTreeMap<String, ContainerToKill>,
 }
@@ -88,6 +93,7 @@ impl PodActions {
             && !self.create_sandbox
             && self.init_containers_to_start.is_empty()
             && self.containers_to_start.is_empty()
+            && self.ephemeral_containers_to_start.is_empty()
             && self.containers_to_kill.is_empty()
     }
 }
@@ -159,7 +165,21 @@ pub fn compute_pod_actions_with_probes(
         return a;
     }
 
+    // kubelet: ephemeral containers may start before initialisation is complete, and are
+    // never restarted: one with any instance (running or not) is left alone.
+    a.ephemeral_containers_to_start = pod
+        .spec
+        .ephemeral_containers
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| newest_container(status, &c.name).is_none())
+        .map(|(i, _)| i)
+        .collect();
+
     let initialized = compute_init_container_actions(pod, status, probes, &mut a);
+    if a.kill_pod {
+        a.ephemeral_containers_to_start.clear();
+    }
     if a.kill_pod || !initialized {
         return a;
     }
@@ -231,10 +251,11 @@ pub fn compute_pod_actions_with_probes(
     }
 
     if keep == 0 && a.containers_to_start.is_empty() {
-        // Nothing runs and nothing will: stop the sandbox. Sidecars must not keep the
-        // pod alive.
+        // Nothing runs and nothing will: stop the sandbox. Sidecars (and ephemeral
+        // containers) must not keep the pod alive.
         a.kill_pod = true;
         a.init_containers_to_start.clear();
+        a.ephemeral_containers_to_start.clear();
     }
     a
 }
@@ -1119,6 +1140,75 @@ mod tests {
             assert!(!a.create_sandbox);
             assert!(a.containers_to_start.is_empty());
         }
+    }
+
+    /// kubelet: `EphemeralContainersToStart` — each once, in the existing sandbox, even
+    /// before initialisation; never restarted; none in a new sandbox or a pod being stopped.
+    #[test]
+    fn ephemeral_containers_start_once() {
+        let mut p = pod(RestartPolicy::Always, &[container("i0")], &["a"]);
+        p.spec.ephemeral_containers = vec![container("dbg"), container("dbg2")];
+        let (i0, a, dbg) = (c_of(&p, "i0"), c_of(&p, "a"), container("dbg"));
+        let running_a = || rc(&p, &a, "ca", Running, 0);
+        /// (name, sandboxes, containers, want ephemeral to start, want kill pod)
+        type Case<'a> = (&'a str, Vec<Sandbox>, Vec<ContainerInfo>, Vec<usize>, bool);
+        let cases: Vec<Case> = vec![
+            (
+                "both new",
+                vec![ready()],
+                vec![running_a()],
+                vec![0, 1],
+                false,
+            ),
+            (
+                "dbg running",
+                vec![ready()],
+                vec![rc(&p, &dbg, "cd", Running, 0), running_a()],
+                vec![1],
+                false,
+            ),
+            (
+                "dbg exited: never again",
+                vec![ready()],
+                vec![rc(&p, &dbg, "cd", Exited, 1), running_a()],
+                vec![1],
+                false,
+            ),
+            (
+                "during initialisation",
+                vec![ready()],
+                vec![rc(&p, &i0, "ci", Running, 0)],
+                vec![0, 1],
+                false,
+            ),
+            ("new sandbox: none", vec![], vec![], vec![], true),
+        ];
+        for (name, sandboxes, containers, want, kill) in cases {
+            let got = compute_pod_actions(&p, &status(sandboxes, containers));
+            assert_eq!(got.ephemeral_containers_to_start, want, "{name}");
+            assert_eq!(got.kill_pod, kill, "{name}");
+            assert!(got.containers_to_kill.is_empty(), "{name}");
+        }
+        // A running ephemeral container keeps no finished pod alive.
+        let mut done = pod(RestartPolicy::Never, &[], &["a"]);
+        done.spec.ephemeral_containers = vec![container("dbg")];
+        let st = status(
+            vec![ready()],
+            vec![
+                rc(&done, &dbg, "cd", Running, 0),
+                rc(&done, &c_of(&done, "a"), "ca", Exited, 0),
+            ],
+        );
+        let got = compute_pod_actions(&done, &st);
+        assert!(got.kill_pod);
+        assert!(got.ephemeral_containers_to_start.is_empty());
+        // Not started yet when the pod stops: not started then either.
+        let st = status(
+            vec![ready()],
+            vec![rc(&done, &c_of(&done, "a"), "ca", Exited, 0)],
+        );
+        let got = compute_pod_actions(&done, &st);
+        assert!(got.kill_pod && got.ephemeral_containers_to_start.is_empty());
     }
 
     #[test]

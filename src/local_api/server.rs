@@ -743,6 +743,7 @@ fn pod_log<R: Runtime, C: Clock>(
         .init_containers
         .iter()
         .chain(&spec.containers)
+        .chain(&spec.ephemeral_containers)
         .map(|c| c.name.as_str())
         .collect();
     let container = match container.map(str::to_string).or(opts.container.take()) {

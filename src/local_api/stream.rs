@@ -289,9 +289,10 @@ pub fn container_id(
             ));
         }
     };
-    if !spec.containers.iter().any(|c| c.name == name)
-        && !spec.init_containers.iter().any(|c| c.name == name)
-    {
+    let mut all = (spec.containers.iter())
+        .chain(&spec.init_containers)
+        .chain(&spec.ephemeral_containers);
+    if !all.any(|c| c.name == name) {
         return Err(Refusal::new(
             StatusCode::BAD_REQUEST,
             "BadRequest",
@@ -305,6 +306,7 @@ pub fn container_id(
         s.container_statuses
             .iter()
             .chain(&s.init_container_statuses)
+            .chain(&s.ephemeral_container_statuses)
             .find(|c| c.name == name && c.state.running.is_some())
             .and_then(|c| c.container_id.as_deref())
     });

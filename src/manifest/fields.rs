@@ -127,8 +127,8 @@ pub static RULES: &[Rule] = &[
     ),
     rule(
         "spec.enableServiceLinks",
-        Ignored,
-        "no Service environment variables on a picolet node (the apiserver sets it on every pod)",
+        Implemented,
+        "API pods get the Service variables of their namespace, and default/kubernetes's always (kubelet: envvars.FromServices); static pods none",
     ),
     // pod spec: not implemented yet
     unless(
@@ -149,8 +149,8 @@ pub static RULES: &[Rule] = &[
     ),
     rule(
         "spec.readinessGates",
-        Warned,
-        "picolet never sets readiness-gate conditions",
+        Implemented,
+        "Ready waits for each gate's condition, set by others through the API (kubelet: GeneratePodReadyCondition)",
     ),
     rule(
         "spec.resources",
@@ -159,8 +159,8 @@ pub static RULES: &[Rule] = &[
     ),
     rule(
         "spec.ephemeralContainers",
-        Warned,
-        "ephemeral (debug) containers are not run",
+        Implemented,
+        "started once each in the pod's sandbox, never restarted, in targetContainerName's process namespace (kubelet: EphemeralContainersToStart); the field policy of containers is not applied to them",
     ),
     rule(
         "spec.securityContext.seLinuxOptions",

@@ -21,6 +21,7 @@ const POD_COMPLETED: &str = "PodCompleted";
 const POD_FAILED: &str = "PodFailed";
 const CONTAINERS_NOT_READY: &str = "ContainersNotReady";
 const CONTAINERS_NOT_INITIALIZED: &str = "ContainersNotInitialized";
+const READINESS_GATES_NOT_READY: &str = "ReadinessGatesNotReady";
 
 /// kubelet: `PodConditionByKubelet` — the condition types the kubelet owns and rewrites.
 pub fn owned_by_kubelet(type_: &str) -> bool {
@@ -63,11 +64,7 @@ pub(super) fn generate(
     let mut owned = vec![
         condition(POD_READY_TO_START_CONTAINERS, sandbox_ready, None, None),
         initialized(pod, &all, phase),
-        // kubelet: Ready follows ContainersReady (readiness gates are not modelled).
-        PodCondition {
-            type_: Cow::Borrowed(READY),
-            ..containers_ready.clone()
-        },
+        ready(pod, &out, &containers_ready),
         containers_ready,
         condition(POD_SCHEDULED, true, None, None),
     ];
@@ -100,6 +97,64 @@ pub fn set_disruption_target(status: &mut PodStatus, message: &str, now: UnixNan
         Some(o) => *o = c,
         None => status.conditions.push(c),
     }
+}
+
+/// kubelet: `GeneratePodReadyCondition` — ContainersReady's verdict unless it is True, then
+/// every readiness gate's condition (set by others through the API) must be True.
+fn ready(pod: &Pod, foreign: &[PodCondition], containers_ready: &PodCondition) -> PodCondition {
+    if containers_ready.status != "True" {
+        return PodCondition {
+            type_: Cow::Borrowed(READY),
+            ..containers_ready.clone()
+        };
+    }
+    let unready: Vec<String> = pod
+        .spec
+        .readiness_gates
+        .iter()
+        .filter_map(|g| {
+            let t = &g.condition_type;
+            match foreign.iter().find(|c| c.type_ == t.as_str()) {
+                None => Some(format!(
+                    "corresponding condition of pod readiness gate {t:?} does not exist."
+                )),
+                Some(c) if c.status != "True" => Some(format!(
+                    "the status of pod readiness gate {t:?} is not \"True\", but {}",
+                    c.status
+                )),
+                Some(_) => None,
+            }
+        })
+        .collect();
+    if unready.is_empty() {
+        condition(READY, true, None, None)
+    } else {
+        let message = unready.join(", ");
+        condition(READY, false, Some(READINESS_GATES_NOT_READY), Some(message))
+    }
+}
+
+/// kubelet: `NeedToReconcilePodReadiness` — the apiserver's copy of a pod with readiness
+/// gates (its conditions changed by others) shows a Ready other than the one it implies: the
+/// pod is synced again so its status says so.
+pub fn need_to_reconcile_readiness(pod: &Pod) -> bool {
+    let Some(status) = pod.status.as_ref() else {
+        return false;
+    };
+    if pod.spec.readiness_gates.is_empty() {
+        return false;
+    }
+    let Some(current) = status.conditions.iter().find(|c| c.type_ == READY) else {
+        return false;
+    };
+    let containers = status
+        .init_container_statuses
+        .iter()
+        .chain(&status.container_statuses);
+    let all: Vec<&ContainerStatus> = containers.collect();
+    let phase = status.phase.unwrap_or(PodPhase::Pending);
+    let want = ready(pod, &status.conditions, &containers_ready(pod, &all, phase));
+    current.status != want.status || current.message != want.message
 }
 
 /// kubelet: `GenerateContainersReadyCondition`.

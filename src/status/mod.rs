@@ -25,7 +25,6 @@
 //!   deciding whether a waiting reason applies (upstream consults the pod's policy);
 //! - `started` is computed before the phase (upstream reads whatever `started` the status
 //!   already carries); it only matters for sidecars;
-//! - readiness gates are not modelled (no API field);
 //! - the illegal "terminated → running" container transition check of the status manager
 //!   (`checkContainerStateTransition`) is not done: the phase rule already keeps terminal
 //!   pods terminal, and picolet has no concurrent writers that could race.
@@ -54,7 +53,9 @@ mod phase;
 pub mod status_sync;
 
 pub use crate::qos::{QosClass, pod_qos};
-pub use conditions::{DISRUPTION_TARGET, owned_by_kubelet, set_disruption_target};
+pub use conditions::{
+    DISRUPTION_TARGET, need_to_reconcile_readiness, owned_by_kubelet, set_disruption_target,
+};
 pub use manager::{StatusManager, equal_apart_from_timestamps, summary};
 
 /// kubelet: `activeDeadlineHandler` — where the pod stands against
@@ -185,6 +186,14 @@ pub fn compute_pod_status_with(
     );
     let mut statuses =
         containers::convert(&inputs, &spec.containers, &old.container_statuses, false);
+    // kubelet: ephemeral containers' statuses the same way; no probes, no phase, no
+    // condition reads them.
+    let ephemeral = containers::convert(
+        &inputs,
+        &spec.ephemeral_containers,
+        &old.ephemeral_container_statuses,
+        false,
+    );
     containers::apply_probes(&spec.init_containers, &mut init_statuses, true, probes);
     containers::apply_probes(&spec.containers, &mut statuses, false, probes);
     // kubelet: SortedContainerStatuses — regular containers by name, init in spec order.
@@ -279,6 +288,7 @@ pub fn compute_pod_status_with(
         .or_else(|| clock::rfc3339(now));
     status.init_container_statuses = init_statuses;
     status.container_statuses = statuses;
+    status.ephemeral_container_statuses = ephemeral;
     status.qos_class = Some(pod_qos(pod).as_str().to_string());
     status
 }

@@ -486,9 +486,15 @@ impl SyncState {
 /// unready status" from its False days, and never matched ours again — a PATCH of every
 /// pod's status at every 10 s reconcile, found against the real apiserver. The pod's own
 /// `reason` and `message` likewise; container statuses are replaced whole by the server.
+/// Only the kubelet's own conditions and DisruptionTarget are sent (kubelet:
+/// `mergePodStatus`): the others (readiness gates') are their writers', and our copy of them
+/// may be older than the apiserver's.
 fn status_patch(status: &PodStatus) -> serde_json::Value {
     use serde_json::Value;
-    let mut v = serde_json::to_value(status).unwrap_or_default();
+    let mut ours = status.clone();
+    ours.conditions
+        .retain(|c| status::owned_by_kubelet(&c.type_) || c.type_ == status::DISRUPTION_TARGET);
+    let mut v = serde_json::to_value(&ours).unwrap_or_default();
     let fill = |o: &mut serde_json::Map<String, Value>| {
         for k in ["reason", "message"] {
             o.entry(k).or_insert(Value::Null);
@@ -907,6 +913,42 @@ mod tests {
         let mut again = serde_json::to_value(&kept).unwrap();
         crate::kube::mock::merge(&mut again, &status_patch(&after), true);
         assert_eq!(serde_json::from_value::<PodStatus>(again).unwrap(), kept);
+    }
+
+    /// A readiness gate's condition set by someone else after our last look is not put back
+    /// by our patch (kubelet: `mergePodStatus` sends the kubelet's own conditions only).
+    #[cfg(feature = "mock-apiserver")]
+    #[test]
+    fn the_patch_leaves_other_writers_conditions_alone() {
+        let cond = |t: &str, s: &str| PodCondition {
+            type_: t.to_string().into(),
+            status: s.to_string().into(),
+            ..PodCondition::default()
+        };
+        let server = PodStatus {
+            conditions: vec![cond("k8s.io/gate", "False"), cond("Ready", "True")],
+            ..PodStatus::default()
+        };
+        let ours = PodStatus {
+            conditions: vec![
+                cond("k8s.io/gate", "True"),
+                cond("DisruptionTarget", "True"),
+                cond("Ready", "False"),
+            ],
+            ..PodStatus::default()
+        };
+        let mut v = serde_json::to_value(&server).unwrap();
+        crate::kube::mock::merge(&mut v, &status_patch(&ours), true);
+        let kept: PodStatus = serde_json::from_value(v).unwrap();
+        let get = |t: &str| {
+            kept.conditions
+                .iter()
+                .find(|c| c.type_ == t)
+                .map(|c| &*c.status)
+        };
+        assert_eq!(get("k8s.io/gate"), Some("False"));
+        assert_eq!(get("Ready"), Some("False"));
+        assert_eq!(get("DisruptionTarget"), Some("True"));
     }
 
     #[test]

@@ -1520,6 +1520,130 @@ fn conditions_in_upstream_order_after_foreign_ones() {
     );
 }
 
+/// kubelet: `ephemeralContainerStatuses` come from the same conversion; they take no part
+/// in the phase, the conditions or the regular statuses.
+#[test]
+fn ephemeral_container_statuses() {
+    let mut p = pod(&["app"]);
+    p.spec.ephemeral_containers = vec![container("dbg"), container("later")];
+    let none = WaitingReasons::new();
+    let obs = observed(vec![running("app", 0, 0), exited("dbg", 0, 1, 3, "Error")]);
+    let st = compute(&p, &obs, &none, None, T0);
+    let names = |v: &[ContainerStatus]| v.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&st.container_statuses), ["app"]);
+    assert_eq!(names(&st.ephemeral_container_statuses), ["dbg", "later"]);
+    let dbg = &st.ephemeral_container_statuses[0];
+    assert_eq!(dbg.state.terminated.as_ref().map(|t| t.exit_code), Some(3));
+    assert_eq!(
+        state_str(&st.ephemeral_container_statuses[1].state),
+        "Waiting:ContainerCreating"
+    );
+    assert_eq!(phase_of(&st), PodPhase::Running);
+    assert_eq!(cond(&st, "Ready").status, "True");
+}
+
+/// kubelet: `GeneratePodReadyCondition` with readiness gates, and `NeedToReconcilePodReadiness`
+/// on the apiserver's copy after someone else set a gate's condition.
+#[test]
+fn readiness_gates_hold_ready_until_every_condition_is_true() {
+    let gate = |t: &str, s: &str| PodCondition {
+        type_: t.to_string().into(),
+        status: s.to_string().into(),
+        ..PodCondition::default()
+    };
+    let mut p = pod(&["app"]);
+    p.spec.readiness_gates = ["k8s.io/c1", "k8s.io/c2"]
+        .iter()
+        .map(|t| api::PodReadinessGate {
+            condition_type: t.to_string(),
+        })
+        .collect();
+    let up = observed(vec![running("app", 0, 0)]);
+    let none = WaitingReasons::new();
+    let msg1 = "corresponding condition of pod readiness gate \"k8s.io/c1\" does not exist.";
+    let msg2 = "corresponding condition of pod readiness gate \"k8s.io/c2\" does not exist.";
+    let false1 = "the status of pod readiness gate \"k8s.io/c1\" is not \"True\", but False";
+    type Case<'a> = (
+        &'a str,
+        Vec<PodCondition>,
+        &'a str,
+        Option<&'a str>,
+        Option<String>,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "no conditions",
+            vec![],
+            "False",
+            Some("ReadinessGatesNotReady"),
+            Some(format!("{msg1}, {msg2}")),
+        ),
+        (
+            "one True",
+            vec![gate("k8s.io/c1", "True")],
+            "False",
+            Some("ReadinessGatesNotReady"),
+            Some(msg2.to_string()),
+        ),
+        (
+            "both True",
+            vec![gate("k8s.io/c1", "True"), gate("k8s.io/c2", "True")],
+            "True",
+            None,
+            None,
+        ),
+        (
+            "one back to False",
+            vec![gate("k8s.io/c1", "False"), gate("k8s.io/c2", "True")],
+            "False",
+            Some("ReadinessGatesNotReady"),
+            Some(false1.to_string()),
+        ),
+    ];
+    for (name, conditions, status, reason, message) in cases {
+        p.status = Some(PodStatus {
+            conditions: conditions.clone(),
+            ..PodStatus::default()
+        });
+        let st = compute(&p, &up, &none, None, T0);
+        let r = cond(&st, "Ready");
+        assert_eq!(r.status, status, "{name}");
+        assert_eq!(r.reason.as_deref(), reason, "{name}");
+        assert_eq!(r.message, message, "{name}");
+        assert_eq!(cond(&st, "ContainersReady").status, "True", "{name}");
+        // The gates' conditions are kept as the apiserver has them.
+        for c in &conditions {
+            assert_eq!(cond(&st, &c.type_).status, c.status, "{name}");
+        }
+        // Our own status, once the apiserver holds it, needs no reconcile; the same with a
+        // gate's condition flipped by someone else does (kubelet: HandlePodReconcile).
+        p.status = Some(st.clone());
+        assert!(!need_to_reconcile_readiness(&p), "{name}");
+        let flip = st.conditions.iter().position(|c| c.type_ == "k8s.io/c2");
+        let mut api = st.clone();
+        match flip {
+            Some(i) => api.conditions[i].status = "False".into(),
+            None => api.conditions.insert(0, gate("k8s.io/c2", "True")),
+        }
+        p.status = Some(api);
+        assert!(need_to_reconcile_readiness(&p), "{name}: flipped");
+    }
+    // Containers not ready: Ready says what ContainersReady says, gates or not.
+    p.status = None;
+    let st = compute(&p, &observed(vec![]), &none, None, T0);
+    assert_eq!(
+        cond(&st, "Ready").reason.as_deref(),
+        Some("ContainersNotReady")
+    );
+    // No gates: nothing to reconcile.
+    let mut plain = pod(&["app"]);
+    plain.status = Some(PodStatus {
+        conditions: vec![gate("Ready", "True")],
+        ..PodStatus::default()
+    });
+    assert!(!need_to_reconcile_readiness(&plain));
+}
+
 #[test]
 fn last_transition_time_moves_only_on_change() {
     let p = pod(&["app"]);

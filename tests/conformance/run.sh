@@ -27,7 +27,9 @@
 # (10.88.130.0/24), PICOLET_CONF_PORT (the node API's port, 10370), PICOLET_CONF_NODE
 # (conf-node), PICOLET_CONF_CGROUP_ROOT (/picolet-conf), PICOLET_CONF_SLOW=1 (run the [Slow]
 # specs too), PICOLET_CONF_TIMEOUT (ginkgo's suite timeout, 6h), PICOLET_CONF_NODES (parallel
-# Ginkgo processes, 4; 1 runs e2e.test alone, one spec at a time), PICOLET_BIN, OUT, KEEP=1.
+# Ginkgo processes, 4; 1 runs e2e.test alone, one spec at a time), PICOLET_CONF_EVICTION_HARD
+# (picolet's --eviction-hard; the default's 1 % of a shared machine's full disk can be more
+# than is left: DiskPressure then evicts and rejects the specs' pods), PICOLET_BIN, OUT, KEEP=1.
 set -euo pipefail
 shopt -s inherit_errexit
 
@@ -75,7 +77,7 @@ while (($#)); do
 	--conformance) MODE=conformance; FOCUS=$NODE_AREAS ;;
 	--focus) FOCUS=${2:?--focus REGEX}; MODE=custom; shift ;;
 	--) shift; EXTRA=("$@"); break ;;
-	-h | --help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown argument '$1' (see --help)" ;;
 	esac
 	shift
@@ -177,7 +179,7 @@ RUST_LOG=${RUST_LOG:-info} "$PICOLET" run \
 	--root-dir "$DIR/node/root" \
 	--pod-log-dir "$DIR/node/logs" \
 	--cgroup-root "$CGROUP_ROOT" \
-	--eviction-hard 'memory.available<100Mi,nodefs.available<1%,imagefs.available<1%,nodefs.inodesFree<1%' \
+	--eviction-hard "${PICOLET_CONF_EVICTION_HARD:-memory.available<100Mi,nodefs.available<1%,imagefs.available<1%,nodefs.inodesFree<1%}" \
 	--image-gc-high-threshold 100 \
 	--pod-infra-container-image "$PAUSE_IMAGE" \
 	--address "$NODE_IP" \

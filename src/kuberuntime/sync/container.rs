@@ -203,7 +203,20 @@ pub(super) async fn try_start_container<R: Runtime, C: Clock>(
             ),
         );
     }
-    let cfg = match cri_config::container_config(
+    // kubelet: startSpec.getTargetID — an ephemeral container's target, by name, any state.
+    let target = match c.target_container_name.as_deref().filter(|t| !t.is_empty()) {
+        Some(t) => match plan::newest_container(cx.status, t) {
+            Some(found) => Some(found.id.as_str()),
+            None => {
+                return waiting(
+                    WaitingReason::CreateContainerConfigError,
+                    format!("unable to find target container {t}"),
+                );
+            }
+        },
+        None => None,
+    };
+    let mut cfg = match cri_config::container_config(
         pod,
         c,
         restart_count,
@@ -218,6 +231,13 @@ pub(super) async fn try_start_container<R: Runtime, C: Clock>(
             return waiting(WaitingReason::CreateContainerConfigError, e.to_string());
         }
     };
+    // kubelet: generateLinuxContainerConfig — the target's PID namespace (CRI TARGET) when
+    // the container would have its own.
+    if let Some(id) = target
+        && cfg.security.namespace_options.pid == crate::cri::NamespaceMode::Container
+    {
+        cfg.security.pid_target = id.to_string();
+    }
 
     let id = match env
         .runtime
@@ -305,6 +325,7 @@ pub fn fill_termination_messages(root_dir: &Path, pod: &api::Pod, status: &mut P
             .containers
             .iter()
             .chain(&pod.spec.init_containers)
+            .chain(&pod.spec.ephemeral_containers)
             .find(|s| s.name == c.name)
         else {
             continue;

@@ -64,6 +64,7 @@ pub(super) fn container_spec<'a>(pod: &'a api::Pod, name: &str) -> Option<&'a ap
         .containers
         .iter()
         .chain(&pod.spec.init_containers)
+        .chain(&pod.spec.ephemeral_containers)
         .find(|c| c.name == name)
 }
 

@@ -367,8 +367,9 @@ impl PodSyncResult {
 // Reading the runtime
 
 /// Bring the runtime in line with the pod (kubelet: `SyncPod`): compute actions → kill
-/// what must go → create the sandbox and read its IP → start init containers (stop at the
-/// first failure of a non-sidecar) → start regular containers, each independently.
+/// what must go → create the sandbox and read its IP → start ephemeral containers → start
+/// init containers (stop at the first failure of a non-sidecar) → start regular
+/// containers, each independently.
 pub async fn sync_pod<R: Runtime, C: Clock>(
     env: &SyncEnv<R, C>,
     pod: &api::Pod,
@@ -427,7 +428,8 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
 
     let nothing_to_start = !actions.create_sandbox
         && actions.init_containers_to_start.is_empty()
-        && actions.containers_to_start.is_empty();
+        && actions.containers_to_start.is_empty()
+        && actions.ephemeral_containers_to_start.is_empty();
 
     // kubelet: the volume manager sets up (and at every sync re-sets up) the pod's
     // configMap, secret, downwardAPI and projected volumes before its containers start; one
@@ -567,6 +569,20 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
         },
     };
 
+    // kubelet: ephemeral containers first, so that they run even when an init container
+    // cannot start.
+    for &idx in &actions.ephemeral_containers_to_start {
+        let Some(c) = pod.spec.ephemeral_containers.get(idx) else {
+            continue;
+        };
+        let outcome = start_container(env, &start, c, backoff, &mut result).await;
+        result.containers.push(ContainerSyncResult {
+            name: c.name.clone(),
+            init: false,
+            outcome,
+        });
+    }
+
     // Init containers, in order; a failed plain init container stops the sync.
     for &idx in &actions.init_containers_to_start {
         let Some(c) = pod.spec.init_containers.get(idx) else {
@@ -616,6 +632,12 @@ fn all_creating(pod: &api::Pod, actions: &PodActions, message: &str) -> Vec<Cont
         .containers_to_start
         .iter()
         .filter_map(|&i| pod.spec.containers.get(i))
+        .chain(
+            actions
+                .ephemeral_containers_to_start
+                .iter()
+                .filter_map(|&i| pod.spec.ephemeral_containers.get(i)),
+        )
         .map(|c| creating(false, c));
     init.chain(regular).collect()
 }

@@ -664,6 +664,51 @@ async fn shared_pid_namespace() {
     );
 }
 
+/// kubelet: SyncPod's ephemeral containers — started in the running pod's sandbox once,
+/// the target's PID namespace (CRI TARGET) when named, never again after they exit; an
+/// unknown target waits as CreateContainerConfigError.
+#[tokio::test(start_paused = true)]
+async fn ephemeral_containers_start_once_in_the_targets_pid_namespace() {
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    h.rt.add_image("busybox:1.36");
+    let mut p = one_container_pod("nginx:1.25");
+    h.sync(&p).await;
+    let web = h.status(p.uid()).await.containers[0].id.clone();
+    p.spec.ephemeral_containers = vec![
+        api::Container {
+            target_container_name: Some("web".into()),
+            ..container("dbg", "busybox:1.36")
+        },
+        api::Container {
+            target_container_name: Some("nope".into()),
+            ..container("lost", "busybox:1.36")
+        },
+        container("plain", "busybox:1.36"),
+    ];
+    let (r, calls) = h.sync(&p).await;
+    let (dbg, _) = started(&r, "dbg");
+    assert_eq!(calls[0], create("s1", "dbg", 0), "{calls:?}");
+    let cfg = h.rt.container_config(&dbg).unwrap();
+    assert_eq!(cfg.security.pid_target, web);
+    let (plain, _) = started(&r, "plain");
+    let cfg = h.rt.container_config(&plain).unwrap();
+    assert_eq!(cfg.security.pid_target, "");
+    assert_eq!(cfg.security.namespace_options.pid, NamespaceMode::Container);
+    assert_eq!(
+        r.waiting("lost"),
+        Some((
+            WaitingReason::CreateContainerConfigError,
+            "unable to find target container nope"
+        ))
+    );
+    // Exited: not started again; "lost" is tried again (no instance of it yet).
+    h.rt.exit_container(&dbg, 0);
+    let (r, _) = h.sync(&p).await;
+    assert!(r.container("dbg").is_none() && r.container("plain").is_none());
+    assert!(r.waiting("lost").is_some());
+}
+
 #[tokio::test(start_paused = true)]
 async fn hash_change_kills_and_restarts() {
     let mut h = harness();
