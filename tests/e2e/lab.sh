@@ -25,6 +25,8 @@
 #                        tests/e2e/runtimes/<runtime>.sh, its log is always $LAB/runtime.log
 #   PICOLET_LAB_BRIDGE   CNI bridge name       (default picolet0)
 #   PICOLET_LAB_SUBNET   pod subnet            (default 10.88.77.0/24)
+#   PICOLET_LAB_METRICS  containerd 1.6 only, optional: HOST:PORT of its Prometheus endpoint
+#                        (CRI calls served, by method; benches/kubelet.sh); not remembered
 #
 # What `up` changes outside $LAB, and `down` puts back:
 #   - net.ipv4.ip_forward (the bridge plugin turns it on): saved at the first `up`, restored;
