@@ -58,6 +58,7 @@ P_PORT=${KBENCH_PICOLET_PORT:-10373}
 K_PORT=10383 K_HEALTHZ=10384
 P_CGROUP=picolet-kbench K_CGROUP=kubelet-kbench
 NS=kbench
+K_NODE_IP=${PICOLET_LAB_SUBNET%.*}.250
 
 picolet=${CARGO_TARGET_DIR:-$REPO/target}/release/picolet
 idle_secs=600 settle=60 counts=0,10,50,100 idle_counts=10,50 lat_reps=3 only=""
@@ -278,11 +279,18 @@ EOF
 
 # The kubelet's namespace: loopback up, nothing propagates back, /var/lib and /var/log private
 # (/var/lib/kubelet/device-plugins and /var/log/containers are fixed paths), the sysctls it
-# would set read as already set.
+# would set read as already set, an address of the lab's subnet as its node IP.
 kubelet_ns_script() {
 	cat <<EOF
 set -e
 ip link set lo up
+# The node's address: a veth end (nothing behind it) as the default route; the kubelet
+# refuses a loopback --node-ip at every status update ("nodeIP can't be loopback address").
+ip link add kb0 type veth peer name kb1
+ip addr add $K_NODE_IP/32 dev kb0
+ip link set kb1 up
+ip link set kb0 up
+ip route add default dev kb0
 mount --make-rprivate /
 mount -t tmpfs -o size=1m kbench /var/lib
 mkdir /var/lib/kubelet
@@ -321,7 +329,7 @@ start_agent() {
 		kubelet_config >"$adir/config.yaml"
 		kubelet_ns_script >"$adir/ns.sh"
 		setsid unshare -m -n bash "$adir/ns.sh" "$kubelet" --config "$adir/config.yaml" \
-			--root-dir "$adir/root" --cert-dir "$adir/pki" --hostname-override kbench-k --node-ip 127.0.0.1 \
+			--root-dir "$adir/root" --cert-dir "$adir/pki" --hostname-override kbench-k --node-ip "$K_NODE_IP" \
 			</dev/null >"$adir/agent.log" 2>&1 &
 	fi
 	apid=$!

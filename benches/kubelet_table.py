@@ -49,7 +49,7 @@ def main(path):
         if len(f) < 6:
             continue
         agent, pods, metric, value, _note, load = f[:6]
-        loads.append(load.split()[0])
+        loads.append(float(load.split()[0]))
         key = (metric, pods)
         rows.setdefault(key, {"kubelet": [], "picolet": []})
         try:
