@@ -29,6 +29,8 @@
 #                        is set up to pull through (containerd: certs.d/_default/hosts.toml,
 #                        CRI-O: registries.conf mirrors) (default 127.0.0.1:17000+the
 #                        subnet's third octet: two labs never share one)
+#   PICOLET_LAB_METRICS  containerd 1.6 only, optional: HOST:PORT of its Prometheus endpoint
+#                        (CRI calls served, by method; benches/kubelet.sh); not remembered
 #
 # What `up` changes outside $LAB, and `down` puts back:
 #   - net.ipv4.ip_forward (the bridge plugin turns it on): saved at the first `up`, restored;

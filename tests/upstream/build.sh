@@ -11,7 +11,8 @@
 # kube-controller-manager, kube-scheduler, kubectl; containerd2; crio (with pinns next to it);
 # e2e.test, ginkgo, agnhost and nnp, the node conformance run's test binary, its runner and
 # test image binaries
-# (issue 36, tests/conformance/); the kubelet joins it with its issue).
+# (issue 36, tests/conformance/); the kubelet, kubelet-arm64, kubelet-armv7 and kubemark (issue
+# 37, benches/kubelet.sh: the kubelet beside picolet).
 #
 # containerd2 is one component of three binaries (containerd, containerd-shim-runc-v2, ctr):
 # `--path containerd2` prints their directory (<cache>/containerd2-<version>/bin), which a
@@ -51,6 +52,7 @@ KUBE_COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
 COMPONENTS=(crictl etcd "${KUBE_COMPONENTS[@]}")
 COMPONENTS+=(crio) # CRI-O: see its block below
 COMPONENTS+=(e2e.test ginkgo agnhost nnp) # node conformance: see its block below
+COMPONENTS+=(kubelet kubelet-arm64 kubelet-armv7 kubemark) # the kubelet: see its block below
 
 # ---- containerd 2.x (issue 35) -------------------------------------------------------------
 COMPONENTS+=(containerd2)
@@ -60,6 +62,7 @@ CONTAINERD2_BINS=(containerd containerd-shim-runc-v2 ctr)
 component_bins() {
 	case "$1" in
 	containerd2) echo "${CONTAINERD2_BINS[*]}" ;;
+	kubelet-*) echo kubelet ;; # the kubelet: cross builds, see its block below
 	*) echo "$1" ;;
 	esac
 }
@@ -68,6 +71,7 @@ component_bins() {
 component_output() {
 	case "$1" in
 	containerd2) echo "$2/bin" ;;
+	kubelet-*) echo "$2/bin/kubelet" ;;
 	*) echo "$2/bin/$1" ;;
 	esac
 }
@@ -87,6 +91,7 @@ component_spec() {
 	etcd) echo "go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 $ETCD_VERSION 0" ;;
 	crio) crio_spec ;; # CRI-O: see its block below
 	e2e.test | ginkgo | agnhost | nnp) conformance_spec "$1" ;; # node conformance: see its block below
+	kubelet | kubelet-arm64 | kubelet-armv7 | kubemark) kubelet_spec "$1" ;; # the kubelet: see its block below
 	# containerd 2.x: PKG is a comma-separated list (one `go install` of the three). cgo off:
 	# static binaries like the release's shim (SHIM_CGO_ENABLED=0 in its Makefile).
 	containerd2)
@@ -121,6 +126,7 @@ component_ldflags() {
 	etcd) echo "" ;; # etcd's version is a constant of go.etcd.io/etcd/api/v3/version
 	crio) crio_ldflags ;; # CRI-O: see its block below
 	e2e.test) component_ldflags kube-apiserver ;; # the same version stamps as the control plane
+	kubelet | kubelet-* | kubemark) component_ldflags kube-apiserver ;; # the same stamps, -s -w
 	agnhost) agnhost_ldflags ;;                  # node conformance: see its block below
 	nnp) echo "-w" ;;                            # test/images/image-util.sh's, as agnhost's
 	# containerd: its Makefile's GO_LDFLAGS (Version, Package; no Revision without git).
@@ -145,7 +151,7 @@ component_ldflags() {
 # The build tags of a component's release build (hack/lib/golang.sh for Kubernetes).
 component_tags() {
 	# kubernetes: hack/lib/golang.sh gives its test binaries (e2e.test) the same tags.
-	if is_kube "$1" || [[ $1 == e2e.test ]]; then echo "selinux,notest,grpcnotrace"; fi
+	if is_kube "$1" || [[ $1 == e2e.test || $1 == kubelet* || $1 == kubemark ]]; then echo "selinux,notest,grpcnotrace"; fi
 	if [[ $1 == crio ]]; then crio_tags; fi # CRI-O: see its block below
 	# containerd: without the btrfs, devmapper and zfs snapshotters (the lab uses overlayfs;
 	# btrfs needs cgo and libbtrfs headers).
@@ -249,6 +255,33 @@ agnhost_version() {
 
 agnhost_ldflags() { echo "-w -X main.Version=$(agnhost_version)"; }
 # ---- end node conformance ----------------------------------------------------------------------
+
+# ---- the kubelet (issue 37) -------------------------------------------------------------------
+# kubelet: k8s.io/kubernetes/cmd/kubelet at KUBERNETES_VERSION, as the release builds it
+# (hack/lib/golang.sh: the release tags, the version stamps with -s -w). One difference: the
+# kubelet is not in KUBE_STATIC_BINARIES, so upstream's amd64 release has cgo on; here
+# CGO_ENABLED=0 as the control plane's (a cgo build recompiles every package the control
+# plane's builds left in Go's cache, and the binary is the same code bar the resolver).
+# kubelet-arm64, kubelet-armv7: the same package cross-built by Go (GOARCH=arm64; GOARCH=arm
+# GOARM=7), CGO_ENABLED=0 (no C cross toolchain here): for their size only.
+# kubemark: k8s.io/kubernetes/cmd/kubemark (hollow nodes: a real kubelet's code on a fake
+# runtime), static as in KUBE_STATIC_BINARIES. All in the control plane's build module.
+kubelet_spec() {
+	case "$1" in
+	kubelet) echo "k8s.io/kubernetes k8s.io/kubernetes/cmd/kubelet $KUBERNETES_VERSION 0" ;;
+	kubelet-arm64 | kubelet-armv7) echo "k8s.io/kubernetes k8s.io/kubernetes/cmd/kubelet $KUBERNETES_VERSION 0" ;;
+	kubemark) echo "k8s.io/kubernetes k8s.io/kubernetes/cmd/kubemark $KUBERNETES_VERSION 0" ;;
+	esac
+}
+
+# component_goenv NAME: the target's GOARCH (and GOARM) for a cross build, empty for native.
+component_goenv() {
+	case "$1" in
+	kubelet-arm64) echo "GOARCH=arm64" ;;
+	kubelet-armv7) echo "GOARCH=arm GOARM=7" ;;
+	esac
+}
+# ---- end the kubelet ---------------------------------------------------------------------------
 
 # local_replaces GOMOD → "module required-version" per line, for each replace directive of
 # that go.mod whose target is a directory (=> ./x or ../x) and whose module it requires. Such
@@ -381,7 +414,11 @@ compile() {
 		fi
 		go get "$pkg@$version"
 		check_pins "$gomod"
-		CGO_ENABLED=$cgo go build -tags "$tags" -ldflags "$ldflags" -o "$dest/bin/$name" "$pkg"
+		local goenv=() out=$dest/bin/$name
+		# The kubelet's cross builds (its block): GOARCH/GOARM, the binary named kubelet.
+		read -ra goenv <<<"$(component_goenv "$name")"
+		[[ $name != kubelet-* ]] || out=$dest/bin/kubelet
+		env "${goenv[@]}" CGO_ENABLED="$cgo" go build -tags "$tags" -ldflags "$ldflags" -o "$out" "$pkg"
 	)
 }
 
@@ -397,7 +434,9 @@ build() {
 	stamp="$dir/built"
 	ldflags=$(component_ldflags "$name")
 	tags=$(component_tags "$name")
-	want="$pkg@$version $(go env GOVERSION) $(go env GOOS)/$(go env GOARCH) cgo=$cgo${tags:+ tags=$tags} ldflags=$ldflags"
+	local goenv=()
+	read -ra goenv <<<"$(component_goenv "$name")"
+	want="$pkg@$version $(go env GOVERSION) $(go env GOOS)/$(env "${goenv[@]}" go env GOARCH)${goenv[*]:+ ${goenv[*]}} cgo=$cgo${tags:+ tags=$tags} ldflags=$ldflags"
 	if [[ -x "$bin" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
 		say "$name $version: cached ($out)"
 		echo "$out"

@@ -87,6 +87,16 @@ state = "$LAB/state"
   [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = "$LAB/certs.d"
 EOF
+	containerd_metrics_config
+}
+
+# PICOLET_LAB_METRICS=HOST:PORT (optional, read at `up`): containerd's Prometheus endpoint
+# (/v1/metrics) there, whose grpc_server_handled_total{grpc_service="runtime.v1.RuntimeService"}
+# counts every CRI call the runtime served, by method: the runtime's side of the count
+# (benches/kubelet.sh). containerd: [metrics] address, TCP only.
+containerd_metrics_config() {
+	[[ -n ${PICOLET_LAB_METRICS:-} ]] || return 0
+	printf '\n[metrics]\n  address = "%s"\n' "$PICOLET_LAB_METRICS"
 }
 
 rt_write_config() {
