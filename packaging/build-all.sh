@@ -104,8 +104,11 @@ build() {
 		out="$out-static"
 		budget=$PICOLET_BUDGET_STATIC
 	fi
-	# shellcheck disable=SC2207 # word-split on purpose: flags
-	flags+=($(features_for "$t"))
+	# The full build's per-target features (the static-pods-only one has its own flag).
+	if [ "$variant" = full ]; then
+		# shellcheck disable=SC2207 # word-split on purpose: flags
+		flags+=($(features_for "$t"))
+	fi
 	log "cargo +$tc build --release --target $t ${flags[*]}"
 	start=$(date +%s)
 	(cd "$PICOLET_ROOT" && cargo "+$tc" build --locked --release --target "$t" "${flags[@]}")

@@ -58,17 +58,18 @@ check() { # <name> <expected> <actual>
 load_uci_file "$here/files/picolet.config"
 run
 check "default: one instance" 1 "$INSTANCES"
-check "default: command" "/usr/bin/picolet run --pod-manifest-path /etc/kubernetes/manifests --container-runtime-endpoint unix:///run/containerd/containerd.sock --root-dir /var/lib/picolet --pod-log-dir /var/log/pods" "${CMD[*]}"
+check "default: command" "/usr/bin/picolet run --pod-manifest-path /etc/kubernetes/manifests --container-runtime-endpoint unix:///run/containerd/containerd.sock --root-dir /var/lib/picolet --pod-log-dir /var/log/pods --image-mirror-address 127.0.0.1:10261" "${CMD[*]}"
 check "default: respawn forever" "respawn=3600 5 0" "$(printf '%s\n' "${PARAMS[@]}" | grep '^respawn=')"
 check "default: RUST_LOG" "env=RUST_LOG=info" "$(printf '%s\n' "${PARAMS[@]}" | grep '^env=')"
 
-# 2. Hostname, config file, log level set; an emptied option is not passed.
+# 2. Hostname, config file, log level, archive directory set; an emptied option is not passed.
 UCI[hostname_override]=edge-01
 UCI[config_file]=/etc/picolet/config.yaml
 UCI[log_level]=debug
 UCI[pod_log_dir]=''
+UCI[image_archive_dir]=/mnt/usb/images
 run
-check "set: command" "/usr/bin/picolet run --config /etc/picolet/config.yaml --pod-manifest-path /etc/kubernetes/manifests --container-runtime-endpoint unix:///run/containerd/containerd.sock --root-dir /var/lib/picolet --hostname-override edge-01" "${CMD[*]}"
+check "set: command" "/usr/bin/picolet run --config /etc/picolet/config.yaml --pod-manifest-path /etc/kubernetes/manifests --container-runtime-endpoint unix:///run/containerd/containerd.sock --root-dir /var/lib/picolet --hostname-override edge-01 --image-mirror-address 127.0.0.1:10261 --image-archive-dir /mnt/usb/images" "${CMD[*]}"
 check "set: RUST_LOG" "env=RUST_LOG=debug" "$(printf '%s\n' "${PARAMS[@]}" | grep '^env=')"
 
 # 3. A value with a space stays one argument.
