@@ -76,6 +76,7 @@ impl Services {
     }
 
     /// Sets (`Some`) or removes one Service, once listed.
+    #[cfg_attr(not(feature = "apiserver"), allow(dead_code))]
     fn set(&self, namespace: String, name: String, service: Option<Service>) {
         self.write(|m| {
             let Some(m) = m else { return };
