@@ -131,10 +131,16 @@ async fn start_image_mirror(
     let std_listener = std::net::TcpListener::bind(sock).map_err(listen)?;
     std_listener.set_nonblocking(true).map_err(listen)?;
     let listener = tokio::net::TcpListener::from_std(std_listener).map_err(listen)?;
-    let dir = opts
-        .image_archive_dir
-        .clone()
-        .unwrap_or_else(|| opts.root_dir.join("images"));
+    // The default directory is made here, so that it is watched from the start (a missing
+    // one is looked for every 10 s); a named one is the operator's (a mount, perhaps later).
+    let dir = match &opts.image_archive_dir {
+        Some(d) => d.clone(),
+        None => {
+            let d = opts.root_dir.join("images");
+            let _ = std::fs::create_dir_all(&d);
+            d
+        }
+    };
     log::info!(
         "image mirror: serving the archives of {} on http://{addr}",
         dir.display()

@@ -1637,6 +1637,43 @@ mod tests {
         assert_eq!(got, Command::Run(want));
     }
 
+    /// The image mirror's flags and config keys (issue 39).
+    #[test]
+    fn image_mirror_flags_and_keys() {
+        let Command::Run(o) = parse(&args("run")).unwrap() else {
+            panic!("run")
+        };
+        assert_eq!(
+            (o.image_mirror_address.as_str(), &o.image_archive_dir),
+            ("", &None)
+        );
+        let Command::Run(o) = parse(&args(
+            "run --image-mirror-address 127.0.0.1:10261 --image-archive-dir /mnt/usb/images",
+        ))
+        .unwrap() else {
+            panic!("run")
+        };
+        assert_eq!(o.image_mirror_address, "127.0.0.1:10261");
+        assert_eq!(o.image_archive_dir, Some(PathBuf::from("/mnt/usb/images")));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.yaml");
+        std::fs::write(
+            &path,
+            "imageMirrorAddress: 127.0.0.1:5000\nimageArchiveDir: /srv/images\nprePullImages: [a:1, b:2]\n",
+        )
+        .unwrap();
+        let Command::Run(o) = parse(&args(&format!("run --config {}", path.display()))).unwrap()
+        else {
+            panic!("run")
+        };
+        assert_eq!(o.image_mirror_address, "127.0.0.1:5000");
+        assert_eq!(o.image_archive_dir, Some(PathBuf::from("/srv/images")));
+        assert_eq!(
+            o.pre_pull_images,
+            vec!["a:1".to_string(), "b:2".to_string()]
+        );
+    }
+
     #[test]
     fn cluster_flags() {
         let Command::Run(o) = parse(&args(
