@@ -347,6 +347,33 @@ fn vim_style_save_is_one_update() {
 }
 
 #[test]
+fn install_style_replace_is_no_update() {
+    // install(1) and `cp --remove-destination` unlink the manifest, then create and write it
+    // again: a removal waits for the debounce (deliberate difference from the kubelet), so
+    // the same content put back is no change and its pod is never killed. A long debounce
+    // here: the unlink and the write must fall inside it even on a loaded machine.
+    local(|| async {
+        let options = FileSourceOptions {
+            debounce: Duration::from_secs(1),
+            ..fast()
+        };
+        let mut h = Harness::start(options, |d| {
+            mkdir(d);
+            fs::write(d.join("web.yaml"), pod("web", "nginx:1.27")).unwrap();
+        });
+        assert_eq!(h.next().await, want(&[("web", "nginx:1.27")]));
+
+        fs::remove_file(h.path("web.yaml")).unwrap();
+        fs::write(h.path("web.yaml"), pod("web", "nginx:1.27")).unwrap();
+        h.quiet(2500).await;
+
+        // A removal that stays is one update, after the debounce.
+        fs::remove_file(h.path("web.yaml")).unwrap();
+        assert_eq!(h.next().await, want(&[]));
+    });
+}
+
+#[test]
 fn sed_style_save_is_one_update() {
     local(|| async {
         let mut h = Harness::start(fast(), |d| {
