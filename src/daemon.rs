@@ -128,7 +128,8 @@ fn start_device_manager(
         None => opts.root_dir.join("device-plugins"),
     };
     let (active, active_rx) = tokio::sync::watch::channel(None);
-    let started = crate::cm::devicemanager::manager::start(&dir, active_rx, shutdown.child_token())?;
+    let started =
+        crate::cm::devicemanager::manager::start(&dir, active_rx, shutdown.child_token())?;
     Ok(Some(agent::Devices {
         handle: started.handle,
         resources: started.resources,
@@ -261,7 +262,11 @@ pub async fn run(
                 tokio::sync::watch::Receiver<crate::cm::devicemanager::Resources>,
             > = None;
             #[cfg(not(feature = "device-plugins"))]
-            if opts.device_plugin_dir.as_ref().is_some_and(|d| !d.as_os_str().is_empty()) {
+            if opts
+                .device_plugin_dir
+                .as_ref()
+                .is_some_and(|d| !d.as_os_str().is_empty())
+            {
                 log::warn!(
                     "devicePluginDir ignored: this picolet is built without the device manager"
                 );

@@ -270,7 +270,10 @@ impl proto::registration_server::Registration for RegistrationService {
             },
         };
         if let Err(e) = super::validate(&reg) {
-            log::warn!("device plugin {:?}: registration refused: {e}", reg.resource);
+            log::warn!(
+                "device plugin {:?}: registration refused: {e}",
+                reg.resource
+            );
             return Err(tonic::Status::invalid_argument(e));
         }
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
@@ -357,7 +360,10 @@ async fn endpoint(
             }
         }
         Ok(Err(e)) => {
-            log::warn!("device plugin {resource}: GetDevicePluginOptions: {}", e.message());
+            log::warn!(
+                "device plugin {resource}: GetDevicePluginOptions: {}",
+                e.message()
+            );
             return;
         }
         Err(_) => {
@@ -375,7 +381,9 @@ async fn endpoint(
         return;
     }
     let stopped = |why: String| {
-        log::warn!("device plugin {resource}: ListAndWatch ended: {why}; its devices are unhealthy");
+        log::warn!(
+            "device plugin {resource}: ListAndWatch ended: {why}; its devices are unhealthy"
+        );
         let _ = tx.send(Msg::Stopped {
             resource: resource.clone(),
             generation,
@@ -469,8 +477,7 @@ impl Manager {
                 client,
             } => {
                 self.state.register(&resource, generation);
-                self.clients
-                    .insert(resource, (generation, client, options));
+                self.clients.insert(resource, (generation, client, options));
                 self.publish();
             }
             Msg::Devices {
@@ -492,7 +499,11 @@ impl Manager {
                 resource,
                 generation,
             } => {
-                if self.clients.get(&resource).is_some_and(|c| c.0 == generation) {
+                if self
+                    .clients
+                    .get(&resource)
+                    .is_some_and(|c| c.0 == generation)
+                {
                     self.clients.remove(&resource);
                 }
                 if self
@@ -581,9 +592,8 @@ impl Manager {
             if let Some((mut client, options)) = self.client(resource)
                 && options.pre_start_required
             {
-                let call = client.pre_start_container(proto::PreStartContainerRequest {
-                    devices_ids: ids,
-                });
+                let call = client
+                    .pre_start_container(proto::PreStartContainerRequest { devices_ids: ids });
                 match tokio::time::timeout(PRE_START_TIMEOUT, call).await {
                     Ok(Ok(_)) => {}
                     Ok(Err(e)) => {
@@ -648,7 +658,12 @@ impl Manager {
             Err(_) => return Err(rpc("timed out".into())),
         };
         let n = response.container_responses.len();
-        let Some(c) = response.container_responses.into_iter().next().filter(|_| n == 1) else {
+        let Some(c) = response
+            .container_responses
+            .into_iter()
+            .next()
+            .filter(|_| n == 1)
+        else {
             return Err(DeviceError::BadResponse(resource.to_string(), n));
         };
         Ok(Allocation {
@@ -724,7 +739,9 @@ mod tests {
         // Known, but no device until the plugin registers again.
         assert_eq!(restored.counts()["example.com/dev"].capacity, 0);
         // A changed byte is caught.
-        let text = std::fs::read_to_string(&path).unwrap().replace("/dev/y", "/dev/z");
+        let text = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace("/dev/y", "/dev/z");
         std::fs::write(&path, text).unwrap();
         assert!(read_checkpoint(&path).is_err());
     }

@@ -118,7 +118,9 @@ impl ContainerDevices {
             if let Some(old) = self.envs.insert(k.clone(), v.clone())
                 && old != *v
             {
-                log::warn!("device plugins: environment variable {k} has conflicting settings ({old:?}, {v:?})");
+                log::warn!(
+                    "device plugins: environment variable {k} has conflicting settings ({old:?}, {v:?})"
+                );
             }
         }
         for m in &other.mounts {
@@ -164,7 +166,9 @@ pub enum DeviceError {
     Unregistered(String),
     #[error("no healthy devices present; cannot allocate unhealthy devices {0}")]
     NoHealthy(String),
-    #[error("requested number of devices unavailable for {resource}. Requested: {requested}, Available: {available}")]
+    #[error(
+        "requested number of devices unavailable for {resource}. Requested: {requested}, Available: {available}"
+    )]
     Unavailable {
         resource: String,
         requested: usize,
@@ -525,7 +529,11 @@ pub fn pod_request(pod: &Pod, resource: &str) -> usize {
 /// (kubelet: `removeMissingExtendedResources`; such pods are admitted without the device,
 /// returned in `Ok`); one it knows must have enough healthy devices free, else the
 /// kubelet's Allocate error.
-pub fn admit(pod: &Pod, resources: &Resources, others: &[&Pod]) -> Result<Vec<String>, DeviceError> {
+pub fn admit(
+    pod: &Pod,
+    resources: &Resources,
+    others: &[&Pod],
+) -> Result<Vec<String>, DeviceError> {
     let mut wanted: Vec<String> = Vec::new();
     for c in pod.spec.init_containers.iter().chain(&pod.spec.containers) {
         for (r, _) in container_requests(c) {

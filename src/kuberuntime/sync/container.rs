@@ -222,10 +222,7 @@ pub(super) async fn try_start_container<R: Runtime, C: Clock>(
     let devices = match &env.devices {
         Some(handle) => {
             let requests = crate::cm::devicemanager::container_requests(c);
-            match handle
-                .container_devices(pod.uid(), &c.name, requests)
-                .await
-            {
+            match handle.container_devices(pod.uid(), &c.name, requests).await {
                 Ok(d) => d,
                 Err(e) => {
                     return waiting(WaitingReason::CreateContainerConfigError, e.to_string());
@@ -506,7 +503,10 @@ fn device_mounts(
 /// before the container's own (a name the container sets is the container's), its
 /// annotations added, the devices and the CDI device names.
 #[cfg(feature = "device-plugins")]
-fn apply_devices(cfg: &mut crate::cri::ContainerConfig, d: crate::cm::devicemanager::ContainerDevices) {
+fn apply_devices(
+    cfg: &mut crate::cri::ContainerConfig,
+    d: crate::cm::devicemanager::ContainerDevices,
+) {
     if d.is_empty() {
         return;
     }
