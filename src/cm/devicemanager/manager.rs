@@ -20,7 +20,7 @@
 //! Must never: block the event loop (it only reads the published counts), or give a device
 //! to two containers.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -35,8 +35,8 @@ use tokio_util::sync::CancellationToken;
 use super::proto;
 use super::proto::device_plugin_client::DevicePluginClient;
 use super::{
-    Allocation, CHECKPOINT_FILE, Checkpoint, ContainerDevices, DeviceError, DeviceMount,
-    DeviceSpec, DeviceState, HEALTHY, KUBELET_SOCKET, PluginOptions, Registration, Resources,
+    CHECKPOINT_FILE, Checkpoint, ContainerDevices, DeviceError, DeviceMount, DeviceSpec,
+    DeviceState, HEALTHY, KUBELET_SOCKET, PluginOptions, PodDevicesEntry, Registration, Resources,
 };
 
 type Client = DevicePluginClient<tonic::transport::Channel>;
@@ -189,7 +189,7 @@ pub fn start(
     crate::task::spawn_local(serve(listener, service, shutdown.clone()));
     let manager = Manager {
         state,
-        clients: BTreeMap::new(),
+        clients: Vec::new(),
         resources: resources_tx,
         checkpoint_path,
     };
@@ -200,7 +200,18 @@ pub fn start(
     })
 }
 
-/// The checkpoint file: `{"Data": <Checkpoint>, "Checksum": <FNV-1a 32 of Data's JSON>}`.
+/// The checkpoint file (kubelet: `checkpointmanager`'s data and checksum):
+/// `{"Data": <Checkpoint>, "Checksum": <FNV-1a 32 of Data's JSON>}`, where Data's JSON is
+/// the canonical encoding of [`Checkpoint`] (fields in order, lists in order), so the sum is
+/// checked by encoding what was read again.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct CheckpointFile {
+    #[serde(rename = "Data")]
+    data: Checkpoint,
+    #[serde(rename = "Checksum")]
+    checksum: u32,
+}
+
 /// `Ok(None)`: no file.
 fn read_checkpoint(path: &Path) -> Result<Option<Checkpoint>, String> {
     let bytes = match std::fs::read(path) {
@@ -208,29 +219,20 @@ fn read_checkpoint(path: &Path) -> Result<Option<Checkpoint>, String> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e.to_string()),
     };
-    #[derive(serde::Deserialize)]
-    struct File {
-        #[serde(rename = "Data")]
-        data: serde_json::Value,
-        #[serde(rename = "Checksum")]
-        checksum: u32,
-    }
-    let file: File = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
+    let file: CheckpointFile = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
     let data = serde_json::to_vec(&file.data).map_err(|e| e.to_string())?;
     if fnv1a32(&data) != file.checksum {
         return Err("checksum mismatch: the file is corrupt".into());
     }
-    serde_json::from_value(file.data)
-        .map(Some)
-        .map_err(|e| e.to_string())
+    Ok(Some(file.data))
 }
 
 /// Writes the checkpoint atomically (a temporary file renamed over it).
-fn write_checkpoint(path: &Path, cp: &Checkpoint) -> io::Result<()> {
-    let data = serde_json::to_value(cp)?;
-    let checksum = fnv1a32(&serde_json::to_vec(&data)?);
-    let body = serde_json::to_vec(&serde_json::json!({"Data": data, "Checksum": checksum}))?;
-    let tmp = path.with_extension("tmp");
+fn write_checkpoint(path: &Path, cp: Checkpoint) -> io::Result<()> {
+    let checksum = fnv1a32(&serde_json::to_vec(&cp)?);
+    let body = serde_json::to_vec(&CheckpointFile { data: cp, checksum })?;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
     std::fs::write(&tmp, body)?;
     std::fs::rename(&tmp, path)
 }
@@ -424,8 +426,8 @@ async fn endpoint(
 
 struct Manager {
     state: DeviceState,
-    /// The registered plugins' clients: resource → (generation, client, options).
-    clients: BTreeMap<String, (u64, Client, PluginOptions)>,
+    /// The registered plugins' clients: (resource, generation, client, options).
+    clients: Vec<(String, u64, Client, PluginOptions)>,
     resources: watch::Sender<Resources>,
     checkpoint_path: PathBuf,
 }
@@ -477,7 +479,8 @@ impl Manager {
                 client,
             } => {
                 self.state.register(&resource, generation);
-                self.clients.insert(resource, (generation, client, options));
+                self.clients.retain(|c| c.0 != resource);
+                self.clients.push((resource, generation, client, options));
                 self.publish();
             }
             Msg::Devices {
@@ -499,13 +502,8 @@ impl Manager {
                 resource,
                 generation,
             } => {
-                if self
-                    .clients
-                    .get(&resource)
-                    .is_some_and(|c| c.0 == generation)
-                {
-                    self.clients.remove(&resource);
-                }
+                self.clients
+                    .retain(|c| (c.0.as_str(), c.1) != (resource.as_str(), generation));
                 if self
                     .state
                     .stopped(&resource, generation, tokio::time::Instant::now())
@@ -545,7 +543,7 @@ impl Manager {
     }
 
     fn save(&self) {
-        if let Err(e) = write_checkpoint(&self.checkpoint_path, &self.state.checkpoint()) {
+        if let Err(e) = write_checkpoint(&self.checkpoint_path, self.state.checkpoint()) {
             log::warn!(
                 "device manager: checkpoint {}: {e}",
                 self.checkpoint_path.display()
@@ -554,8 +552,12 @@ impl Manager {
     }
 
     fn client(&self, resource: &str) -> Option<(Client, PluginOptions)> {
-        let (generation, client, options) = self.clients.get(resource)?;
-        (self.state.endpoint(resource) == Some(*generation)).then(|| (client.clone(), *options))
+        let generation = self.state.endpoint(resource)?;
+        let c = self
+            .clients
+            .iter()
+            .find(|c| c.0 == resource && c.1 == generation)?;
+        Some((c.2.clone(), c.3))
     }
 
     /// kubelet: `allocateContainerResources` + `GetDeviceRunContainerOptions` for one container.
@@ -572,18 +574,20 @@ impl Manager {
             }
             let ids = match self.state.allocation(uid, container, resource) {
                 Some(a) => {
-                    out.merge(&a.response);
-                    a.ids.clone()
+                    out.merge(&a.alloc_resp);
+                    a.device_ids.clone()
                 }
                 None => {
-                    let a = self.allocate(resource, *needed).await?;
-                    log::info!(
-                        "pod {uid}: container {container:?}: {resource} devices {:?}",
-                        a.ids
-                    );
-                    out.merge(&a.response);
-                    let ids = a.ids.clone();
-                    self.state.record(uid, container, resource, a);
+                    let (ids, response) = self.allocate(resource, *needed).await?;
+                    log::info!("pod {uid}: container {container:?}: {resource} devices {ids:?}");
+                    out.merge(&response);
+                    self.state.record(PodDevicesEntry {
+                        pod_uid: uid.to_string(),
+                        container_name: container.to_string(),
+                        resource_name: resource.clone(),
+                        device_ids: ids.clone(),
+                        alloc_resp: response,
+                    });
                     self.save();
                     ids
                 }
@@ -611,7 +615,11 @@ impl Manager {
     }
 
     /// kubelet: `devicesToAllocate` (with the plugin's preference) and the `Allocate` call.
-    async fn allocate(&mut self, resource: &str, needed: usize) -> Result<Allocation, DeviceError> {
+    async fn allocate(
+        &mut self,
+        resource: &str,
+        needed: usize,
+    ) -> Result<(Vec<String>, ContainerDevices), DeviceError> {
         let available = self.state.available(resource, needed)?;
         let Some((mut client, options)) = self.client(resource) else {
             return Err(DeviceError::NoEndpoint(resource.to_string()));
@@ -666,10 +674,7 @@ impl Manager {
         else {
             return Err(DeviceError::BadResponse(resource.to_string(), n));
         };
-        Ok(Allocation {
-            ids,
-            response: from_proto(c),
-        })
+        Ok((ids, from_proto(c)))
     }
 }
 
@@ -711,33 +716,31 @@ mod tests {
         let mut state = DeviceState::default();
         state.register("example.com/dev", 1);
         state.set_devices("example.com/dev", 1, [("a".to_string(), true)]);
-        let response = ContainerDevices {
-            devices: vec![DeviceSpec {
-                container_path: "/dev/x".into(),
-                host_path: "/dev/y".into(),
-                permissions: "rw".into(),
-            }],
-            ..Default::default()
-        };
-        state.record(
-            "uid1",
-            "c",
-            "example.com/dev",
-            Allocation {
-                ids: vec!["a".into()],
-                response,
+        let entry = PodDevicesEntry {
+            pod_uid: "uid1".into(),
+            container_name: "c".into(),
+            resource_name: "example.com/dev".into(),
+            device_ids: vec!["a".into()],
+            alloc_resp: ContainerDevices {
+                devices: vec![DeviceSpec {
+                    container_path: "/dev/x".into(),
+                    host_path: "/dev/y".into(),
+                    permissions: "rw".into(),
+                }],
+                ..Default::default()
             },
-        );
-        write_checkpoint(&path, &state.checkpoint()).unwrap();
+        };
+        state.record(entry.clone());
+        write_checkpoint(&path, state.checkpoint()).unwrap();
         let read = read_checkpoint(&path).unwrap().unwrap();
         assert_eq!(read, state.checkpoint());
         let restored = DeviceState::from_checkpoint(&read);
         assert_eq!(
             restored.allocation("uid1", "c", "example.com/dev"),
-            state.allocation("uid1", "c", "example.com/dev")
+            Some(&entry)
         );
         // Known, but no device until the plugin registers again.
-        assert_eq!(restored.counts()["example.com/dev"].capacity, 0);
+        assert_eq!(restored.counts()[0].1.capacity, 0);
         // A changed byte is caught.
         let text = std::fs::read_to_string(&path)
             .unwrap()

@@ -68,8 +68,8 @@ pub struct ResourceCount {
     pub allocatable: i64,
 }
 
-/// The device-plugin resources by name (the node status and admission read them).
-pub type Resources = BTreeMap<String, ResourceCount>;
+/// The device-plugin resources, sorted by name (the node status and admission read them).
+pub type Resources = Vec<(String, ResourceCount)>;
 
 /// What a plugin's `Allocate` says one container gets (protobuf `ContainerAllocateResponse`),
 /// and, merged over the container's resources, what `CreateContainer` adds.
@@ -150,13 +150,6 @@ impl ContainerDevices {
             }
         }
     }
-}
-
-/// The devices of one resource given to one container, and the plugin's answer.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Allocation {
-    pub ids: Vec<String>,
-    pub response: ContainerDevices,
 }
 
 /// Why a container's devices cannot be given (the kubelet's messages).
@@ -245,75 +238,86 @@ pub fn validate(r: &Registration) -> Result<(), String> {
 
 #[derive(Debug, Clone, Default)]
 struct Resource {
-    /// Device ID → healthy.
-    devices: BTreeMap<String, bool>,
+    name: String,
+    /// (device ID, healthy), in the plugin's order.
+    devices: Vec<(String, bool)>,
     /// The registered plugin's generation (`None`: stopped).
     endpoint: Option<u64>,
     /// When the plugin stopped (the grace period runs from here).
     stopped_at: Option<Instant>,
 }
 
-/// (pod UID, container name) → resource → devices.
-type Assignments = BTreeMap<(String, String), BTreeMap<String, Allocation>>;
-
 /// The device manager's state: resources, their devices, and who holds which devices.
+/// (Flat vectors, not maps: a node has a handful of resources and pods, and every map
+/// type is code in the binary.)
 #[derive(Debug, Clone, Default)]
 pub struct DeviceState {
-    resources: BTreeMap<String, Resource>,
-    allocations: Assignments,
+    resources: Vec<Resource>,
+    /// One entry per (pod UID, container, resource), as the checkpoint keeps them.
+    allocations: Vec<PodDevicesEntry>,
 }
 
 impl DeviceState {
     /// kubelet: `readCheckpoint` — the checkpointed resources are known with no device
     /// (capacity 0) until their plugin registers again; the assignments are kept.
     pub fn from_checkpoint(cp: &Checkpoint) -> Self {
-        let mut s = DeviceState::default();
-        for resource in cp.registered_devices.keys() {
-            s.resources.insert(resource.clone(), Resource::default());
-        }
-        for e in &cp.pod_device_entries {
-            s.resources.entry(e.resource_name.clone()).or_default();
-            s.allocations
-                .entry((e.pod_uid.clone(), e.container_name.clone()))
-                .or_default()
-                .insert(
-                    e.resource_name.clone(),
-                    Allocation {
-                        ids: e.device_ids.clone(),
-                        response: e.alloc_resp.clone(),
-                    },
-                );
+        let mut s = DeviceState {
+            resources: Vec::new(),
+            allocations: cp.pod_device_entries.clone(),
+        };
+        let names = cp.registered_devices.iter().map(|r| &r.resource);
+        for name in names.chain(cp.pod_device_entries.iter().map(|e| &e.resource_name)) {
+            s.resource_mut(name);
         }
         s
     }
 
     /// What the checkpoint file keeps.
     pub fn checkpoint(&self) -> Checkpoint {
-        let mut cp = Checkpoint::default();
-        for ((uid, container), by_resource) in &self.allocations {
-            for (resource, a) in by_resource {
-                cp.pod_device_entries.push(PodDevicesEntry {
-                    pod_uid: uid.clone(),
-                    container_name: container.clone(),
-                    resource_name: resource.clone(),
-                    device_ids: a.ids.clone(),
-                    alloc_resp: a.response.clone(),
+        Checkpoint {
+            pod_device_entries: self.allocations.clone(),
+            registered_devices: self
+                .resources
+                .iter()
+                .map(|r| RegisteredDevices {
+                    resource: r.name.clone(),
+                    device_ids: r.devices.iter().map(|(id, _)| id.clone()).collect(),
+                })
+                .collect(),
+        }
+    }
+
+    fn resource(&self, name: &str) -> Option<&Resource> {
+        self.resources.iter().find(|r| r.name == name)
+    }
+
+    fn resource_mut(&mut self, name: &str) -> &mut Resource {
+        let i = match self.resources.iter().position(|r| r.name == name) {
+            Some(i) => i,
+            None => {
+                self.resources.push(Resource {
+                    name: name.to_string(),
+                    ..Resource::default()
                 });
+                self.resources.len() - 1
             }
-        }
-        for (name, r) in &self.resources {
-            cp.registered_devices
-                .insert(name.clone(), r.devices.keys().cloned().collect());
-        }
-        cp
+        };
+        &mut self.resources[i]
     }
 
     /// `* --Register--> registered(generation)`: the devices stay until the new plugin's
     /// first list replaces them.
     pub fn register(&mut self, resource: &str, generation: u64) {
-        let r = self.resources.entry(resource.to_string()).or_default();
+        let r = self.resource_mut(resource);
         r.endpoint = Some(generation);
         r.stopped_at = None;
+    }
+
+    /// The resource of the registered plugin of `generation`.
+    fn current(&mut self, resource: &str, generation: u64) -> Option<&mut Resource> {
+        self.resources
+            .iter_mut()
+            .find(|r| r.name == resource && r.endpoint == Some(generation))
     }
 
     /// `registered(generation) --list--> registered(generation)`: the plugin's full list
@@ -325,14 +329,16 @@ impl DeviceState {
         generation: u64,
         devices: impl IntoIterator<Item = (String, bool)>,
     ) -> bool {
-        let Some(r) = self.resources.get_mut(resource) else {
+        let Some(r) = self.current(resource, generation) else {
             return false;
         };
-        if r.endpoint != Some(generation) {
-            return false;
-        }
         let before = count(r);
-        r.devices = devices.into_iter().collect();
+        r.devices.clear();
+        for (id, healthy) in devices {
+            // A repeated ID: the last entry counts.
+            r.devices.retain(|(x, _)| *x != id);
+            r.devices.push((id, healthy));
+        }
         count(r) != before
     }
 
@@ -340,16 +346,13 @@ impl DeviceState {
     /// (kubelet: `markResourceUnhealthy`). Ignored for an older generation (a restarted
     /// plugin's old stream). Returns whether the counts changed.
     pub fn stopped(&mut self, resource: &str, generation: u64, now: Instant) -> bool {
-        let Some(r) = self.resources.get_mut(resource) else {
+        let Some(r) = self.current(resource, generation) else {
             return false;
         };
-        if r.endpoint != Some(generation) {
-            return false;
-        }
         let before = count(r);
         r.endpoint = None;
         r.stopped_at = Some(now);
-        for healthy in r.devices.values_mut() {
+        for (_, healthy) in &mut r.devices {
             *healthy = false;
         }
         count(r) != before
@@ -360,7 +363,7 @@ impl DeviceState {
     /// Returns whether anything changed.
     pub fn expire(&mut self, now: Instant) -> bool {
         let mut changed = false;
-        for r in self.resources.values_mut() {
+        for r in &mut self.resources {
             if r.endpoint.is_none()
                 && r.stopped_at
                     .is_some_and(|at| now.duration_since(at) >= ENDPOINT_STOP_GRACE)
@@ -376,66 +379,73 @@ impl DeviceState {
     /// The earliest moment [`expire`](Self::expire) has something to do.
     pub fn next_expiry(&self) -> Option<Instant> {
         self.resources
-            .values()
+            .iter()
             .filter_map(|r| r.stopped_at)
             .min()
             .map(|at| at + ENDPOINT_STOP_GRACE)
     }
 
-    /// The node status's counts.
+    /// The node status's counts, by resource name.
     pub fn counts(&self) -> Resources {
-        self.resources
+        let mut out: Resources = self
+            .resources
             .iter()
-            .map(|(name, r)| (name.clone(), count(r)))
-            .collect()
+            .map(|r| (r.name.clone(), count(r)))
+            .collect();
+        out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        out
     }
 
     /// The registered plugin's generation of `resource`.
     pub fn endpoint(&self, resource: &str) -> Option<u64> {
-        self.resources.get(resource)?.endpoint
+        self.resource(resource)?.endpoint
     }
 
     /// kubelet: `isDevicePluginResource` — a resource some plugin registered (or the
     /// checkpoint named).
     pub fn is_device_resource(&self, resource: &str) -> bool {
-        self.resources.contains_key(resource)
+        self.resource(resource).is_some()
     }
 
     /// kubelet: `UpdateAllocatedDevices` — the devices of pods no longer active are free
     /// again. Returns whether any assignment went.
     pub fn prune(&mut self, active: &BTreeSet<String>) -> bool {
         let before = self.allocations.len();
-        self.allocations.retain(|(uid, _), _| active.contains(uid));
+        self.allocations.retain(|e| active.contains(&e.pod_uid));
         self.allocations.len() != before
     }
 
     /// The container's devices of `resource`, if it has them already (a restarted
     /// container keeps its devices).
-    pub fn allocation(&self, uid: &str, container: &str, resource: &str) -> Option<&Allocation> {
-        self.allocations
-            .get(&(uid.to_string(), container.to_string()))?
-            .get(resource)
+    pub fn allocation(
+        &self,
+        uid: &str,
+        container: &str,
+        resource: &str,
+    ) -> Option<&PodDevicesEntry> {
+        self.allocations.iter().find(|e| {
+            e.pod_uid == uid && e.container_name == container && e.resource_name == resource
+        })
     }
 
     /// kubelet: `devicesToAllocate` — the healthy devices of `resource` no container holds,
     /// when there are at least `needed`; else the kubelet's error.
     pub fn available(&self, resource: &str, needed: usize) -> Result<Vec<String>, DeviceError> {
-        let Some(r) = self.resources.get(resource) else {
+        let Some(r) = self.resource(resource) else {
             return Err(DeviceError::Unregistered(resource.to_string()));
         };
-        if !r.devices.values().any(|h| *h) {
+        if !r.devices.iter().any(|(_, h)| *h) {
             return Err(DeviceError::NoHealthy(resource.to_string()));
         }
-        let in_use: BTreeSet<&String> = self
-            .allocations
-            .values()
-            .filter_map(|m| m.get(resource))
-            .flat_map(|a| &a.ids)
-            .collect();
+        let in_use = |id: &String| {
+            self.allocations
+                .iter()
+                .any(|e| e.resource_name == resource && e.device_ids.contains(id))
+        };
         let free: Vec<String> = r
             .devices
             .iter()
-            .filter(|(id, healthy)| **healthy && !in_use.contains(id))
+            .filter(|(id, healthy)| *healthy && !in_use(id))
             .map(|(id, _)| id.clone())
             .collect();
         if free.len() < needed {
@@ -448,27 +458,20 @@ impl DeviceState {
         Ok(free)
     }
 
-    /// Records the container's devices of `resource`.
-    pub fn record(&mut self, uid: &str, container: &str, resource: &str, a: Allocation) {
-        self.allocations
-            .entry((uid.to_string(), container.to_string()))
-            .or_default()
-            .insert(resource.to_string(), a);
-    }
-
-    /// The device IDs each container of a pod holds (for logs and tests).
-    pub fn devices_of(&self, uid: &str, container: &str) -> BTreeMap<String, Vec<String>> {
-        self.allocations
-            .get(&(uid.to_string(), container.to_string()))
-            .map(|m| m.iter().map(|(r, a)| (r.clone(), a.ids.clone())).collect())
-            .unwrap_or_default()
+    /// Records the container's devices of `resource` (replacing any it had).
+    pub fn record(&mut self, entry: PodDevicesEntry) {
+        self.allocations.retain(|e| {
+            (&e.pod_uid, &e.container_name, &e.resource_name)
+                != (&entry.pod_uid, &entry.container_name, &entry.resource_name)
+        });
+        self.allocations.push(entry);
     }
 }
 
 fn count(r: &Resource) -> ResourceCount {
     ResourceCount {
         capacity: r.devices.len() as i64,
-        allocatable: r.devices.values().filter(|h| **h).count() as i64,
+        allocatable: r.devices.iter().filter(|(_, h)| *h).count() as i64,
     }
 }
 
@@ -544,7 +547,7 @@ pub fn admit(
     }
     let mut missing = Vec::new();
     for resource in wanted {
-        let Some(count) = resources.get(&resource) else {
+        let Some((_, count)) = resources.iter().find(|(name, _)| *name == resource) else {
             missing.push(resource);
             continue;
         };
@@ -569,16 +572,17 @@ pub fn admit(
 
 /// The checkpoint (kubelet: `kubelet_internal_checkpoint`, `checkpoint.Data`): the
 /// assignments and the devices each resource had. picolet's own encoding of the same
-/// content: JSON with the plugin's answer as JSON (the kubelet keeps it as protobuf
-/// bytes) and a CRC-32 of the data in `Checksum` (see `manager::write_checkpoint`).
+/// content: JSON, the plugin's answer as JSON (the kubelet keeps it as protobuf bytes), the
+/// registered devices as a list, and a checksum of the data (see `manager`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checkpoint {
     #[serde(rename = "PodDeviceEntries", default)]
     pub pod_device_entries: Vec<PodDevicesEntry>,
     #[serde(rename = "RegisteredDevices", default)]
-    pub registered_devices: BTreeMap<String, Vec<String>>,
+    pub registered_devices: Vec<RegisteredDevices>,
 }
 
+/// One container's devices of one resource, and the plugin's answer for them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PodDevicesEntry {
     #[serde(rename = "PodUID")]
@@ -591,6 +595,15 @@ pub struct PodDevicesEntry {
     pub device_ids: Vec<String>,
     #[serde(rename = "AllocResp")]
     pub alloc_resp: ContainerDevices,
+}
+
+/// The devices a resource had at the checkpoint.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegisteredDevices {
+    #[serde(rename = "Resource")]
+    pub resource: String,
+    #[serde(rename = "DeviceIDs")]
+    pub device_ids: Vec<String>,
 }
 
 #[cfg(test)]

@@ -15,7 +15,12 @@ fn devices(list: &[(&str, bool)]) -> Vec<(String, bool)> {
 }
 
 fn counts(s: &DeviceState) -> (i64, i64) {
-    let c = s.counts().get(R).copied().unwrap_or_default();
+    let all = s.counts();
+    let c = all
+        .iter()
+        .find(|(n, _)| n == R)
+        .map(|(_, c)| *c)
+        .unwrap_or_default();
     (c.capacity, c.allocatable)
 }
 
@@ -68,10 +73,13 @@ fn resource_lifecycle() {
     assert_eq!(counts(&s), (1, 0));
 }
 
-fn alloc(list: &[&str]) -> Allocation {
-    Allocation {
-        ids: ids(list),
-        response: ContainerDevices::default(),
+fn alloc(uid: &str, container: &str, list: &[&str]) -> PodDevicesEntry {
+    PodDevicesEntry {
+        pod_uid: uid.into(),
+        container_name: container.into(),
+        resource_name: R.into(),
+        device_ids: ids(list),
+        alloc_resp: ContainerDevices::default(),
     }
 }
 
@@ -98,14 +106,19 @@ fn allocation_table() {
             available: 2
         })
     );
-    s.record("p1", "c1", R, alloc(&["a"]));
+    s.record(alloc("p1", "c1", &["a"]));
     assert_eq!(s.available(R, 1), Ok(ids(&["b"])));
     assert_eq!(
         s.available(R, 2).unwrap_err().to_string(),
         "requested number of devices unavailable for example.com/dev. Requested: 2, Available: 1"
     );
-    assert_eq!(s.allocation("p1", "c1", R), Some(&alloc(&["a"])));
-    assert_eq!(s.devices_of("p1", "c1")[R], ids(&["a"]));
+    assert_eq!(
+        s.allocation("p1", "c1", R),
+        Some(&alloc("p1", "c1", &["a"]))
+    );
+    // Recorded again (never twice).
+    s.record(alloc("p1", "c1", &["a"]));
+    assert_eq!(s.checkpoint().pod_device_entries.len(), 1);
     // A pod no longer active frees its devices.
     let active: BTreeSet<String> = ["p2".to_string()].into();
     assert!(s.prune(&active));
@@ -139,9 +152,10 @@ fn checkpoint_restores_assignments_with_no_device() {
     let mut s = DeviceState::default();
     s.register(R, 1);
     s.set_devices(R, 1, devices(&[("a", true), ("b", true)]));
-    s.record("p1", "c1", R, alloc(&["b"]));
+    s.record(alloc("p1", "c1", &["b"]));
     let cp = s.checkpoint();
-    assert_eq!(cp.registered_devices[R], ids(&["a", "b"]));
+    assert_eq!(cp.registered_devices[0].resource, R);
+    assert_eq!(cp.registered_devices[0].device_ids, ids(&["a", "b"]));
     assert_eq!(cp.pod_device_entries.len(), 1);
     let json = serde_json::to_value(&cp).unwrap();
     assert_eq!(json["PodDeviceEntries"][0]["DeviceIDs"][0], "b");
@@ -156,7 +170,10 @@ fn checkpoint_restores_assignments_with_no_device() {
     restored.set_devices(R, 7, devices(&[("a", true), ("b", true)]));
     // "b" is still held.
     assert_eq!(restored.available(R, 1), Ok(ids(&["a"])));
-    assert_eq!(restored.allocation("p1", "c1", R), Some(&alloc(&["b"])));
+    assert_eq!(
+        restored.allocation("p1", "c1", R),
+        Some(&alloc("p1", "c1", &["b"]))
+    );
 }
 
 #[test]
@@ -264,21 +281,22 @@ fn requests_of_containers_and_pods() {
 
 #[test]
 fn admission_table() {
-    let mut resources = Resources::new();
-    resources.insert(
-        R.into(),
-        ResourceCount {
-            capacity: 3,
-            allocatable: 2,
-        },
-    );
-    resources.insert(
-        "example.com/dead".into(),
-        ResourceCount {
-            capacity: 1,
-            allocatable: 0,
-        },
-    );
+    let resources: Resources = vec![
+        (
+            "example.com/dead".into(),
+            ResourceCount {
+                capacity: 1,
+                allocatable: 0,
+            },
+        ),
+        (
+            R.into(),
+            ResourceCount {
+                capacity: 3,
+                allocatable: 2,
+            },
+        ),
+    ];
     let one = pod("one", vec![container("a", &[(R, "1")])], vec![]);
     let two = pod("two", vec![container("a", &[(R, "2")])], vec![]);
     let dead = pod(
