@@ -43,10 +43,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .compile_fds(descriptors)?;
 
     // The device plugin API (`$OUT_DIR/v1beta1.rs`, included by `src/cm/devicemanager/proto.rs`
-    // only, itself compiled only with the `device-plugins` feature): the `Registration`
-    // server is picolet's own (tonic's generic server code over hyper's HTTP/2 connection,
-    // no tonic `transport` server), the `DevicePlugin` server the tests' fake plugin (generic
-    // code: not in the binary unless used).
+    // only, itself compiled only with the `device-plugins` feature): the messages and the
+    // `DevicePlugin` client picolet calls plugins with; the servers are generic code used
+    // only by the tests (the `DevicePlugin` fake, a `Registration` client's peer): picolet
+    // answers `Register` itself (`cm/devicemanager/registration.rs`).
     let descriptors = protox::compile([DEVICE_PLUGIN_PROTO], [PROTO_ROOT])?;
     tonic_prost_build::configure()
         .build_client(true)

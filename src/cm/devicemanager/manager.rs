@@ -2,10 +2,9 @@
 //! `plugin/v1beta1/server.go` and endpoints `endpoint.go`): one task owns the
 //! [`DeviceState`]; everything else sends it messages.
 //!
-//! - The registration server: gRPC `v1beta1.Registration` on `<dir>/kubelet.sock`, served
-//!   with tonic's generated service over hyper's HTTP/2 connection (no tonic transport
-//!   server). `Register` is checked ([`super::validate`]) and answered at once; the plugin
-//!   is dialled after (kubelet: `runClient`).
+//! - The registration server: gRPC `v1beta1.Registration` on `<dir>/kubelet.sock`, over
+//!   [`registration`]'s minimal HTTP/2. `Register` is checked ([`super::validate`]) and
+//!   answered at once; the plugin is dialled after (kubelet: `runClient`).
 //! - One endpoint task per registration: `GetDevicePluginOptions`, then the `ListAndWatch`
 //!   stream, whose lists go to the manager task; the stream's end marks the plugin stopped.
 //! - The manager task: the container requests of the syncs ([`Handle::container_devices`]:
@@ -27,17 +26,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use hyper_util::rt::TokioIo;
 use tokio::net::UnixListener;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::proto;
 use super::proto::device_plugin_client::DevicePluginClient;
 use super::{
     CHECKPOINT_FILE, Checkpoint, ContainerDevices, DeviceError, DeviceMount, DeviceSpec,
     DeviceState, HEALTHY, KUBELET_SOCKET, PluginOptions, PodDevicesEntry, Registration, Resources,
 };
+use super::{proto, registration};
 
 type Client = DevicePluginClient<tonic::transport::Channel>;
 
@@ -254,13 +252,12 @@ struct RegistrationService {
     generation: Arc<AtomicU64>,
 }
 
-#[tonic::async_trait]
-impl proto::registration_server::Registration for RegistrationService {
-    async fn register(
-        &self,
-        request: tonic::Request<proto::RegisterRequest>,
-    ) -> Result<tonic::Response<proto::Empty>, tonic::Status> {
-        let r = request.into_inner();
+impl RegistrationService {
+    /// kubelet: the registration server's `Register` — checked, answered at once, and the
+    /// plugin dialled after (`runClient`).
+    fn register(&self, message: &[u8]) -> registration::Answer {
+        let r = <proto::RegisterRequest as prost::Message>::decode(message)
+            .map_err(|e| (registration::INVALID_ARGUMENT, e.to_string()))?;
         let options = r.options.unwrap_or_default();
         let reg = Registration {
             version: r.version,
@@ -276,7 +273,7 @@ impl proto::registration_server::Registration for RegistrationService {
                 "device plugin {:?}: registration refused: {e}",
                 reg.resource
             );
-            return Err(tonic::Status::invalid_argument(e));
+            return Err((registration::INVALID_ARGUMENT, e));
         }
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
         log::info!(
@@ -287,27 +284,12 @@ impl proto::registration_server::Registration for RegistrationService {
         );
         let socket = self.dir.join(&reg.endpoint);
         crate::task::spawn_local(endpoint(socket, reg.resource, generation, self.tx.clone()));
-        Ok(tonic::Response::new(proto::Empty {}))
-    }
-}
-
-/// Runs hyper's HTTP/2 connection futures as local tasks (the one thread).
-#[derive(Clone, Copy)]
-struct LocalExec;
-
-impl<F> hyper::rt::Executor<F> for LocalExec
-where
-    F: std::future::Future + 'static,
-{
-    fn execute(&self, fut: F) {
-        crate::task::spawn_local(async move {
-            fut.await;
-        });
+        // `Empty` encodes to nothing.
+        Ok(Vec::new())
     }
 }
 
 async fn serve(listener: UnixListener, service: RegistrationService, shutdown: CancellationToken) {
-    let server = proto::registration_server::RegistrationServer::new(service);
     loop {
         let io = tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -320,15 +302,10 @@ async fn serve(listener: UnixListener, service: RegistrationService, shutdown: C
                 }
             },
         };
-        let server = server.clone();
+        let service = service.clone();
         let stop = shutdown.clone();
         crate::task::spawn_local(async move {
-            let svc = hyper::service::service_fn(move |req| {
-                let mut server = server.clone();
-                tower::Service::call(&mut server, req)
-            });
-            let conn = hyper::server::conn::http2::Builder::new(LocalExec)
-                .serve_connection(TokioIo::new(io), svc);
+            let conn = registration::serve_connection(io, |m| service.register(m));
             tokio::select! {
                 _ = stop.cancelled() => {}
                 r = conn => if let Err(e) = r {

@@ -38,6 +38,8 @@
 pub mod manager;
 #[cfg(feature = "device-plugins")]
 pub mod proto;
+#[cfg(feature = "device-plugins")]
+mod registration;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
