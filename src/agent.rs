@@ -742,6 +742,12 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// `removeMissingExtendedResources`): the pod runs without it, and a Warning says so.
     #[cfg(feature = "device-plugins")]
     fn devices_admit(&mut self, pod: &Arc<Pod>, active: &[&Pod]) -> Option<admission::Rejection> {
+        // kubelet: devicesToAllocate's "Container detected running, nothing to do" — a pod
+        // the runtime already runs (picolet restarted) has its devices (the checkpoint's),
+        // even before its plugins register again.
+        if self.runtime_pods.get(pod.uid()).is_some_and(is_live) {
+            return None;
+        }
         let resources = match &self.devices {
             Some(d) => d.resources.borrow().clone(),
             None => Default::default(),

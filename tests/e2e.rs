@@ -2963,8 +2963,9 @@ async fn s_device_plugins() {
         );
         return;
     };
-    let root = lab.root.join("root");
-    let dp_dir = root.join("device-plugins");
+    // Not the default ROOT-DIR/device-plugins: generic-device-plugin's socket names are
+    // long, and a unix socket's path has at most 107 bytes.
+    let dp_dir = lab.root.join("dp");
     let devs = lab.root.join("devs");
     fs::create_dir_all(&devs).expect("mkdir devs");
     // Two character devices for generic-device-plugin (null and zero's numbers).
@@ -2976,7 +2977,8 @@ async fn s_device_plugins() {
             .unwrap_or_else(|e| lab.fail(&format!("mknod: {e}")));
         lab.check(made.success(), || format!("mknod {name}: {made}"));
     }
-    lab.start_picolet();
+    let dp_flag = ["--device-plugin-dir", dp_dir.to_str().expect("utf-8 path")];
+    lab.start_picolet_with(&dp_flag);
     lab.wait_for("the registration socket", secs(30), || async {
         if dp_dir.join("kubelet.sock").exists() {
             Ok(())
@@ -3178,7 +3180,7 @@ async fn s_device_plugins() {
     lab.signal_picolet(Signal::SIGTERM);
     lab.wait_picolet_exit(secs(30)).await;
     let before = lab.stderr().len();
-    lab.start_picolet();
+    lab.start_picolet_with(&dp_flag);
     let since = |lab: &Lab| lab.stderr().get(before..).unwrap_or_default().to_string();
     lab.wait_for("the checkpoint restored", secs(60), || async {
         if since(&lab).contains("device manager: checkpoint")
