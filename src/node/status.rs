@@ -837,6 +837,26 @@ mod tests {
     const SEC: UnixNanos = 1_000_000_000;
 
     #[test]
+    fn device_plugin_resources_in_capacity_and_allocatable() {
+        let mut f = facts();
+        let count = |capacity, allocatable| crate::cm::devicemanager::ResourceCount {
+            capacity,
+            allocatable,
+        };
+        f.devices = vec![
+            ("example.com/dev".to_string(), count(3, 2)),
+            // A plugin gone for 5 minutes: still listed, at 0.
+            ("vendor.io/gone".to_string(), count(0, 0)),
+        ];
+        let s = node_status(&f, Some(&health(true, true)), None, T0);
+        assert_eq!(s.capacity["example.com/dev"], "3");
+        assert_eq!(s.allocatable["example.com/dev"], "2");
+        assert_eq!(s.capacity["vendor.io/gone"], "0");
+        assert_eq!(s.allocatable["vendor.io/gone"], "0");
+        assert_eq!(s.capacity["cpu"], "4");
+    }
+
+    #[test]
     fn status_from_facts_and_health() {
         let s = node_status(&facts(), Some(&health(true, true)), None, T0);
         assert_eq!(s.capacity["cpu"], "4");

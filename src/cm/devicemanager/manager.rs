@@ -198,6 +198,39 @@ pub fn start(
     })
 }
 
+/// `picolet check`: what the device plugin directory holds. `(ok, detail)`; not ok when
+/// something answers on its `kubelet.sock` already (a running picolet or kubelet: two would
+/// remove each other's sockets).
+pub fn check_dir(dir: &Path) -> (bool, String) {
+    let socket = dir.join(KUBELET_SOCKET);
+    let mut detail = format!("plugins register on {}", socket.display());
+    if dir != Path::new(super::DEFAULT_DIR) {
+        detail.push_str(&format!(
+            " (plugins that hard-code {} need it bind-mounted there, or their directory flag)",
+            super::DEFAULT_DIR
+        ));
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return (true, format!("{detail}; made at start"));
+    };
+    let others = entries
+        .flatten()
+        .filter(|e| e.file_name() != KUBELET_SOCKET && e.file_name() != CHECKPOINT_FILE)
+        .count();
+    let checkpoint = dir.join(CHECKPOINT_FILE).exists();
+    detail.push_str(&format!(
+        "; {others} plugin socket(s){}",
+        if checkpoint { ", a checkpoint" } else { "" }
+    ));
+    if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+        return (
+            false,
+            format!("{detail}; kubelet.sock answers: a picolet or kubelet already serves this directory"),
+        );
+    }
+    (true, detail)
+}
+
 /// The checkpoint file (kubelet: `checkpointmanager`'s data and checksum):
 /// `{"Data": <Checkpoint>, "Checksum": <FNV-1a 32 of Data's JSON>}`, where Data's JSON is
 /// the canonical encoding of [`Checkpoint`] (fields in order, lists in order), so the sum is
