@@ -3034,10 +3034,9 @@ async fn s_device_plugins() {
             let err = lab.stderr();
             let last = err
                 .lines()
-                .filter(|l| {
+                .rfind(|l| {
                     l.contains(&format!("device plugin {resource}: ")) && l.contains(" devices, ")
                 })
-                .last()
                 .map(str::to_string)
                 .unwrap_or_default();
             if last.ends_with(want) {

@@ -225,7 +225,9 @@ pub fn check_dir(dir: &Path) -> (bool, String) {
     if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
         return (
             false,
-            format!("{detail}; kubelet.sock answers: a picolet or kubelet already serves this directory"),
+            format!(
+                "{detail}; kubelet.sock answers: a picolet or kubelet already serves this directory"
+            ),
         );
     }
     (true, detail)

@@ -310,8 +310,9 @@ fn admission_table() {
         vec![],
     );
     let plain = pod("plain", vec![container("a", &[("cpu", "1")])], vec![]);
-    // (pod, others, expected)
-    let cases: Vec<(&Pod, Vec<&Pod>, Result<Vec<String>, String>)> = vec![
+    // (pod, others, expected: the resources nobody registered, or the error)
+    type Case<'a> = (&'a Pod, Vec<&'a Pod>, Result<Vec<String>, String>);
+    let cases: Vec<Case> = vec![
         (&plain, vec![], Ok(vec![])),
         (&one, vec![], Ok(vec![])),
         (&two, vec![], Ok(vec![])),
