@@ -177,11 +177,14 @@ async fn start_image_mirror(
     let index = Rc::new(std::cell::RefCell::new(mirror::Index::default()));
     // Read once before any pod syncs: a pod of the boot finds its image at its first pull
     // (not after an ImagePullBackOff). The task reads it again once its watch is set.
-    mirror::rescan(&index, &dir).await;
+    if mirror::rescan(&index, &dir).await > 0 {
+        crate::node::release_free_memory();
+    }
     crate::task::spawn_local(mirror::keep_current(
         dir,
         Rc::clone(&index),
         shutdown.clone(),
+        crate::node::release_free_memory,
     ));
     crate::task::spawn_local(mirror::server::serve(listener, index, shutdown.clone()));
     Ok(())

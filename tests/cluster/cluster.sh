@@ -100,7 +100,7 @@ start() {
 	shift 2
 	printf '%q ' "$bin" "$@" >"$DIR/logs/$name.cmdline"
 	echo >>"$DIR/logs/$name.cmdline"
-	setsid "$bin" "$@" </dev/null >"$DIR/logs/$name.log" 2>&1 &
+	setsid "$bin" "$@" </dev/null >"$DIR/logs/$name.log" 2>&1 9>&- &
 	echo $! >"$DIR/pids/$name.pid"
 	say "$name started (pid $!, log $DIR/logs/$name.log)"
 }
@@ -139,19 +139,41 @@ port_busy() {
 		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 	fi
 }
-# free_port [PREFERRED]: PREFERRED if free, else a random free one in 20000-32767.
+# free_port VAR [PREFERRED]: sets VAR to PREFERRED if free, else a random free port in
+# 20000-32767 (below the kernel's ephemeral range), never one this run picked before. (A
+# variable, not `$(free_port)`: a command substitution's subshell would forget PICKED.)
 free_port() {
-	local p=${1:-} i
+	local var=$1 p=${2:-} i
 	for ((i = 0; i < 200; i++)); do
 		if [[ -n $p && $PICKED != *" $p "* ]] && ! port_busy "$p"; then
 			PICKED+="$p "
-			echo "$p"
+			printf -v "$var" '%s' "$p"
 			return 0
 		fi
 		p=$((20000 + RANDOM % 12768))
 	done
 	die "no free port found"
 }
+
+# Clusters brought up at the same time would pick the same free ports (6443 first of all)
+# before either binds them: from picking its ports until every component listens, an `up`
+# holds a machine-wide lock (fd 9, closed in every process it starts, so that a component
+# never keeps it).
+UP_LOCK=${TMPDIR:-/tmp}/picolet-cluster-up.lock
+lock_ports() {
+	# Made readable by all once; opened read-only (no O_CREAT: another user's file in a
+	# sticky /tmp opens so even with fs.protected_regular). Without it, no lock, said.
+	[[ -e $UP_LOCK ]] || (umask 022 && : >>"$UP_LOCK") 2>/dev/null || true
+	if ! exec 9<"$UP_LOCK"; then
+		say "no lock $UP_LOCK: ports picked without it"
+		return 0
+	fi
+	if ! flock -n 9; then
+		say "waiting for another cluster's up to bind its ports ($UP_LOCK)"
+		flock 9
+	fi
+}
+unlock_ports() { exec 9>&-; }
 
 # ---------------------------------------------------------------------------------------------
 # PKI (openssl): one CA for everything (it also signs the nodes' certificates, through the
@@ -358,6 +380,7 @@ up() {
 	need openssl openssl
 	need curl curl
 	need setsid util-linux
+	need flock util-linux
 	if [[ -d $DIR ]]; then
 		[[ -n $(dir_pids) ]] && die "$DIR has running processes; '$0 down $DIR' first"
 		if [[ -f $DIR/.picolet-cluster ]]; then
@@ -376,11 +399,12 @@ up() {
 	etcd=${bins[0]} apiserver=${bins[1]} kcm=${bins[2]} scheduler=${bins[3]} KUBECTL=${bins[4]}
 	say "binaries ready ($(elapsed))"
 
-	ETCD_CLIENT_PORT=$(free_port)
-	ETCD_PEER_PORT=$(free_port)
-	APISERVER_PORT=$(free_port 6443)
-	CONTROLLER_MANAGER_PORT=$(free_port)
-	SCHEDULER_PORT=$(free_port)
+	lock_ports
+	free_port ETCD_CLIENT_PORT
+	free_port ETCD_PEER_PORT
+	free_port APISERVER_PORT 6443
+	free_port CONTROLLER_MANAGER_PORT
+	free_port SCHEDULER_PORT
 	APISERVER_URL=https://127.0.0.1:$APISERVER_PORT
 	write_env
 
@@ -462,6 +486,7 @@ up() {
 		--leader-elect=false
 	wait_for kube-controller-manager 60 health "$CONTROLLER_MANAGER_PORT" /healthz
 	wait_for kube-scheduler 60 health "$SCHEDULER_PORT" /healthz
+	unlock_ports
 	# The serviceaccount controller makes `default` in each namespace: the controllers work.
 	wait_for "ServiceAccount default/default" 60 kc -n default get serviceaccount default
 
