@@ -114,22 +114,43 @@ pub struct Extensions {
     pub devices: Option<agent::Devices>,
 }
 
-/// The device manager (`--device-plugin-dir`, by default ROOT-DIR/device-plugins; empty:
-/// none): its registration server listens before any pod is admitted, so that plugins
-/// started with picolet register early.
+/// The device manager (`--device-plugin-dir`, by default the kubelet's
+/// `/var/lib/kubelet/device-plugins`, where plugins look for it; empty: none): its
+/// registration server listens before any pod is admitted, so that plugins started with
+/// picolet register early.
+///
+/// Never takes a directory another kubelet or picolet serves (its `kubelet.sock` answers):
+/// starting would remove that one's plugin sockets. Then, and when the default directory
+/// cannot be made (not root), picolet runs without device plugins and says so; a directory
+/// given that cannot be made is an error.
 #[cfg(feature = "device-plugins")]
 fn start_device_manager(
     opts: &Options,
     shutdown: &CancellationToken,
 ) -> Result<Option<agent::Devices>, DaemonError> {
-    let dir = match &opts.device_plugin_dir {
+    use crate::cm::devicemanager::{DEFAULT_DIR, KUBELET_SOCKET, manager};
+    let (dir, given) = match &opts.device_plugin_dir {
         Some(d) if d.as_os_str().is_empty() => return Ok(None),
-        Some(d) => d.clone(),
-        None => opts.root_dir.join("device-plugins"),
+        Some(d) => (d.clone(), true),
+        None => (std::path::PathBuf::from(DEFAULT_DIR), false),
     };
+    let socket = dir.join(KUBELET_SOCKET);
+    if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+        log::warn!(
+            "device plugins: {} answers: another kubelet or picolet serves this directory; running without device plugins (give --device-plugin-dir)",
+            socket.display()
+        );
+        return Ok(None);
+    }
     let (active, active_rx) = tokio::sync::watch::channel(None);
-    let started =
-        crate::cm::devicemanager::manager::start(&dir, active_rx, shutdown.child_token())?;
+    let started = match manager::start(&dir, active_rx, shutdown.child_token()) {
+        Ok(s) => s,
+        Err(e @ manager::ManagerError::Dir(..)) if !given => {
+            log::warn!("{e}; running without device plugins");
+            return Ok(None);
+        }
+        Err(e) => return Err(e.into()),
+    };
     Ok(Some(agent::Devices {
         handle: started.handle,
         resources: started.resources,

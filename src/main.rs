@@ -250,7 +250,7 @@ async fn check(opts: Options) -> ExitCode {
         let dir = match &opts.device_plugin_dir {
             Some(d) if d.as_os_str().is_empty() => None,
             Some(d) => Some(d.clone()),
-            None => Some(opts.root_dir.join("device-plugins")),
+            None => Some(picolet::cm::devicemanager::DEFAULT_DIR.into()),
         };
         if let Some(dir) = dir {
             let (ok, detail) = picolet::cm::devicemanager::manager::check_dir(&dir);

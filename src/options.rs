@@ -141,8 +141,8 @@ pub struct Options {
     /// `--device-plugin-dir` / `devicePluginDir` (picolet's own; the kubelet has no flag: its
     /// `/var/lib/kubelet/device-plugins` is compiled in, and plugins hard-code it): where the
     /// device manager's registration socket `kubelet.sock`, the plugins' sockets and the
-    /// checkpoint live. None: ROOT-DIR/device-plugins (the kubelet's path with the default
-    /// root directory); empty: no device manager.
+    /// checkpoint live. None: the kubelet's directory (`cm::devicemanager::DEFAULT_DIR`,
+    /// whatever the root directory: plugins look there); empty: no device manager.
     pub device_plugin_dir: Option<PathBuf>,
     /// `--image-mirror-address` / `imageMirrorAddress` (picolet's own): where the image
     /// mirror listens (the packages: [`IMAGE_MIRROR_ADDRESS`], loopback); empty (the
@@ -345,9 +345,8 @@ FLAGS (kubelet names):
                                         [registry.k8s.io/pause:3.10]
     --image-archive-dir DIR             image archives (docker save, OCI) the image mirror
                                         serves to the runtime [ROOT-DIR/images]
-    --device-plugin-dir DIR             device plugins register on DIR/kubelet.sock (plugins
-                                        expect /var/lib/kubelet/device-plugins); empty: none
-                                        [ROOT-DIR/device-plugins]
+    --device-plugin-dir DIR             device plugins register on DIR/kubelet.sock; empty:
+                                        none [/var/lib/kubelet/device-plugins]
     --image-mirror-address HOST:PORT    serve the archives to the runtime here (the
                                         packages: 127.0.0.1:10261) [none: no mirror]
     --maximum-dead-containers-per-container N

@@ -2963,8 +2963,9 @@ async fn s_device_plugins() {
         );
         return;
     };
-    // Not the default ROOT-DIR/device-plugins: generic-device-plugin's socket names are
-    // long, and a unix socket's path has at most 107 bytes.
+    // Not the default /var/lib/kubelet/device-plugins (the machine's), nor deep under
+    // ROOT-DIR: generic-device-plugin's socket names are long, and a unix socket's path has
+    // at most 107 bytes.
     let dp_dir = lab.root.join("dp");
     let devs = lab.root.join("devs");
     fs::create_dir_all(&devs).expect("mkdir devs");
@@ -3496,6 +3497,8 @@ impl Lab {
         writeln!(log, "===== e2e: picolet start #{n} =====").expect("write");
         let child = Command::new(env!("CARGO_BIN_EXE_picolet"))
             .arg("run")
+            // Not the kubelet's device plugin directory of the machine (a scenario gives its own).
+            .args(["--device-plugin-dir", ""])
             .arg("--pod-manifest-path")
             .arg(self.manifests())
             .arg("--container-runtime-endpoint")

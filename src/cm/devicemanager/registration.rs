@@ -16,8 +16,9 @@
 //! one gRPC message and the `grpc-status` trailers, or a Trailers-Only error. Flow control
 //! never binds: a request and an answer are a few hundred bytes against 64 KiB windows.
 //!
-//! Must never: read more than [`MAX_REQUEST`] bytes of one stream, or keep a silent
-//! connection longer than [`IDLE`].
+//! Must never: read more than [`MAX_REQUEST`] bytes of one stream, keep more than
+//! [`MAX_STREAMS`] streams open on one connection, or keep a silent connection longer than
+//! [`IDLE`].
 
 use std::time::Duration;
 
@@ -29,6 +30,8 @@ pub type Answer = Result<Vec<u8>, (u8, String)>;
 
 /// A request larger than this is refused (a `RegisterRequest` is ~100 bytes).
 const MAX_REQUEST: usize = 64 * 1024;
+/// Streams open at once on one connection (a plugin makes one call, then closes).
+const MAX_STREAMS: usize = 8;
 /// A connection with nothing to read for this long is closed.
 const IDLE: Duration = Duration::from_secs(60);
 
@@ -84,6 +87,9 @@ where
             HEADERS | DATA => {
                 let i = match streams.iter().position(|(id, _)| *id == stream) {
                     Some(i) => i,
+                    None if streams.len() >= MAX_STREAMS => {
+                        return Err(invalid("too many streams"));
+                    }
                     None => {
                         streams.push((stream, Vec::new()));
                         streams.len() - 1
@@ -226,5 +232,33 @@ mod tests {
         let mut h = Vec::new();
         literal(&mut h, "ab", "c");
         assert_eq!(h, vec![0, 2, b'a', b'b', 1, b'c']);
+    }
+
+    /// A hostile client: too many open streams, or a frame too large, ends the connection
+    /// with an error; nothing is answered, nothing grows past the bounds.
+    #[tokio::test]
+    async fn hostile_connections_end() {
+        async fn run(frames: Vec<u8>) -> std::io::Result<()> {
+            let (mut client, server) = tokio::io::duplex(1 << 20);
+            client.write_all(PREFACE).await.unwrap();
+            client.write_all(&frames).await.unwrap();
+            // The end of the client's writing; its reading stays open for the server's frames.
+            client.shutdown().await.unwrap();
+            let served = serve_connection(server, |_| panic!("no call is complete")).await;
+            drop(client);
+            served
+        }
+        let mut many = Vec::new();
+        for id in 0..=MAX_STREAMS as u32 {
+            many.extend(frame(HEADERS, END_HEADERS, 2 * id + 1, &[0x83]));
+        }
+        let e = run(many).await.unwrap_err();
+        assert_eq!(e.to_string(), "too many streams");
+        let mut big = frame(DATA, 0, 1, &[]);
+        big[..3].copy_from_slice(&[0x01, 0x00, 0x01]);
+        let e = run(big).await.unwrap_err();
+        assert_eq!(e.to_string(), "frame too large");
+        // A clean end of a connection that called nothing.
+        run(frame(SETTINGS, 0, 0, &[])).await.unwrap();
     }
 }
