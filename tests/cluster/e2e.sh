@@ -200,6 +200,7 @@ start_picolet() {
 		--pod-manifest-path "$DIR/node/manifests" \
 		--container-runtime-endpoint "$ENDPOINT" \
 		--root-dir "$DIR/node/root" \
+		--device-plugin-dir "$DIR/node/root/device-plugins" \
 		--pod-log-dir "$DIR/node/logs" \
 		--cgroup-root "/picolet-e2e-$PICOLET_LAB_BRIDGE" \
 		--minimum-container-ttl-duration 30m \
