@@ -12,12 +12,14 @@ const CRI_PROTO: &str = "proto/k8s.io/cri-api/pkg/apis/runtime/v1/api.proto";
 const HEALTH_PROTO: &str = "proto/grpc/health/v1/health.proto";
 const CSI_PROTO: &str = "proto/github.com/container-storage-interface/spec/csi.proto";
 const REGISTRATION_PROTO: &str = "proto/k8s.io/kubelet/pkg/apis/pluginregistration/v1/api.proto";
+const DEVICE_PLUGIN_PROTO: &str = "proto/k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1/api.proto";
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed={CRI_PROTO}");
     println!("cargo:rerun-if-changed={HEALTH_PROTO}");
     println!("cargo:rerun-if-changed={CSI_PROTO}");
     println!("cargo:rerun-if-changed={REGISTRATION_PROTO}");
+    println!("cargo:rerun-if-changed={DEVICE_PLUGIN_PROTO}");
     println!("cargo:rerun-if-changed=build.rs");
 
     let descriptors = protox::compile(
@@ -37,6 +39,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Domain types use BTreeMap for labels/annotations: no conversion needed.
         .btree_map(".")
         // tonic-prost's codec with 1 KiB first buffers instead of 8 KiB (src/grpc.rs).
+        .codec_path("crate::grpc::SmallBufferCodec")
+        .compile_fds(descriptors)?;
+
+    // The device plugin API (`$OUT_DIR/v1beta1.rs`, included by `src/cm/devicemanager/proto.rs`
+    // only, itself compiled only with the `device-plugins` feature): the messages and the
+    // `DevicePlugin` client picolet calls plugins with; the servers are generic code used
+    // only by the tests (the `DevicePlugin` fake, a `Registration` client's peer): picolet
+    // answers `Register` itself (`cm/devicemanager/registration.rs`).
+    let descriptors = protox::compile([DEVICE_PLUGIN_PROTO], [PROTO_ROOT])?;
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .build_transport(false)
+        .btree_map(".")
         .codec_path("crate::grpc::SmallBufferCodec")
         .compile_fds(descriptors)?;
 

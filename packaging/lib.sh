@@ -24,7 +24,8 @@ PICOLET_BUDGET_STATIC=${PICOLET_BUDGET_STATIC:-$((3 * 1024 * 1024))}
 # debug-level log lines out (`--features log/release_max_level_info`, 23 KB) from issue 34
 # until the two size cuts of issue 33 (session 18) gave every target ~100 KB back. From issue
 # 39, ARMv6's full build leaves the image mirror out (feature image-mirror: ~95 KB there, with
-# 52 KB left under its 4 MiB budget); aarch64 and ARMv7 have it.
+# 52 KB left under its 4 MiB budget); aarch64 and ARMv7 have it. From issue 40 the device
+# manager (feature device-plugins, ~90-110 KB) is left out there too (26 KB left without it).
 features_for() {
 	case "$1" in
 	arm-unknown-linux-musleabihf) echo "--no-default-features --features apiserver" ;;

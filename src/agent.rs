@@ -127,6 +127,20 @@ pub struct Tasks<R: Runtime, C: Clock> {
     pub pleg_poke: Rc<tokio::sync::Notify>,
     /// The eviction manager's measurements (`None`: no thresholds).
     pub eviction_observed: Option<mpsc::Receiver<crate::eviction::observe::Observed>>,
+    /// The device manager (`None`: no device plugins).
+    #[cfg(feature = "device-plugins")]
+    pub devices: Option<Devices>,
+}
+
+/// What the loop and the syncs keep of the device manager (`cm::devicemanager`): the
+/// syncs' handle, the resources' counts (admission), and where the loop publishes the
+/// active pods (the devices of the others are freed).
+#[cfg(feature = "device-plugins")]
+#[derive(Debug)]
+pub struct Devices {
+    pub handle: crate::cm::devicemanager::manager::Handle,
+    pub resources: tokio::sync::watch::Receiver<crate::cm::devicemanager::Resources>,
+    pub active: tokio::sync::watch::Sender<crate::cm::devicemanager::manager::ActivePods>,
 }
 
 /// What the loop reads besides the runtime and the clock (the daemon builds it from the
@@ -206,6 +220,8 @@ pub async fn run<R: Runtime, C: Clock>(
         pleg: mut pleg_rx,
         pleg_poke,
         mut eviction_observed,
+        #[cfg(feature = "device-plugins")]
+        devices,
     } = tasks;
     let prober = prober
         .with_recorder(recorder.clone())
@@ -244,6 +260,8 @@ pub async fn run<R: Runtime, C: Clock>(
             config: config_objects.clone(),
             recorder: recorder.clone(),
             csi: csi.clone(),
+            #[cfg(feature = "device-plugins")]
+            devices: devices.as_ref().map(|d| d.handle.clone()),
         },
     };
     let mut state = Loop {
@@ -293,6 +311,8 @@ pub async fn run<R: Runtime, C: Clock>(
         recorder,
         pod_cgroups,
         eviction: None,
+        #[cfg(feature = "device-plugins")]
+        devices,
     };
     state.eviction = eviction::loop_state(cfg.eviction.clone(), pressure, reclaim_images);
 
@@ -357,6 +377,8 @@ pub async fn run<R: Runtime, C: Clock>(
                     state.handle(u);
                 }
                 state.publish_pods();
+                #[cfg(feature = "device-plugins")]
+                state.publish_device_pods();
             }
             event = state.workers.next() => state.on_worker_event(event),
             Some(uid) = probe_results.recv() => state.on_probe_result(&uid),
@@ -370,6 +392,8 @@ pub async fn run<R: Runtime, C: Clock>(
             Some(req) = recv_shutdown(&mut shutdown_rx) => state.on_shutdown_request(req),
             _ = housekeeping_tick.tick() => {
                 state.housekeeping();
+                #[cfg(feature = "device-plugins")]
+                state.publish_device_pods();
                 state.shutdown_step();
                 // From the loop itself: a stuck loop stops the pings (see `node::Watchdog`)
                 // and the beats (`node::stall`).
@@ -489,6 +513,9 @@ struct Loop<R: Runtime, C: Clock> {
     pod_cgroups: Option<crate::cm::manager::PodCgroups>,
     /// The eviction manager (`None`: no thresholds).
     eviction: Option<eviction::EvictionState>,
+    /// The device manager's counts and the active pods' publication (`None`: no plugins).
+    #[cfg(feature = "device-plugins")]
+    devices: Option<Devices>,
 }
 
 impl<R: Runtime, C: Clock> Loop<R, C> {
@@ -653,6 +680,10 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             .collect();
         let active: Vec<&Pod> = active.iter().map(AsRef::as_ref).collect();
         let mut verdict = admission::admit(pod, &self.node, &active);
+        #[cfg(feature = "device-plugins")]
+        if verdict.rejection.is_none() {
+            verdict.rejection = self.devices_admit(pod, &active);
+        }
         // kubelet: the shutdown manager's admit handler.
         if let Some(r) = self.shutdown_admit() {
             verdict.rejection = Some(r);
@@ -703,6 +734,69 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                 .update_pod(UpdatePodOptions::kill(Arc::clone(pod), None));
         }
         false
+    }
+
+    /// kubelet: the device manager's admit handler (`allocateResources`): a pod asking
+    /// for more devices of a plugin's resource than are healthy and free is rejected with
+    /// `UnexpectedAdmissionError`. A resource no plugin registered is not checked (kubelet:
+    /// `removeMissingExtendedResources`): the pod runs without it, and a Warning says so.
+    #[cfg(feature = "device-plugins")]
+    fn devices_admit(&mut self, pod: &Arc<Pod>, active: &[&Pod]) -> Option<admission::Rejection> {
+        // kubelet: devicesToAllocate's "Container detected running, nothing to do" — a pod
+        // the runtime already runs (picolet restarted) has its devices (the checkpoint's),
+        // even before its plugins register again.
+        if self.runtime_pods.get(pod.uid()).is_some_and(is_live) {
+            return None;
+        }
+        let resources = match &self.devices {
+            Some(d) => d.resources.borrow().clone(),
+            None => Default::default(),
+        };
+        match crate::cm::devicemanager::admit(pod, &resources, active) {
+            Ok(missing) => {
+                for r in missing {
+                    let message = format!(
+                        "no device plugin has registered {r} on this node: the pod is admitted without it, and its containers get no device of it"
+                    );
+                    log::warn!("pod {}: {message}", pod.full_name());
+                    self.recorder.warning(pod, None, "NoDevicePlugin", message);
+                }
+                None
+            }
+            Err(e) => Some(admission::Rejection {
+                reason: "UnexpectedAdmissionError",
+                message: format!("Allocate failed due to {e}, which is unexpected"),
+            }),
+        }
+    }
+
+    /// The pods whose devices stay assigned (kubelet: the device manager's `activePods`):
+    /// admitted and not finished; published once every source is seen (a pod of a source
+    /// not seen yet must not lose its devices).
+    #[cfg(feature = "device-plugins")]
+    fn publish_device_pods(&self) {
+        let Some(d) = &self.devices else {
+            return;
+        };
+        if !self.pod_config.sources_ready() {
+            return;
+        }
+        let active: std::collections::BTreeSet<String> = self
+            .pods
+            .pods()
+            .into_iter()
+            .filter(|p| {
+                let uid = p.uid();
+                let finished = self.workers.is_known(uid) && self.workers.is_finished(uid);
+                !self.rejected.contains(uid) && !is_mirror_pod(p) && !finished
+            })
+            .map(|p| p.uid().to_string())
+            .collect();
+        d.active.send_if_modified(|a| {
+            let changed = a.as_ref() != Some(&active);
+            *a = Some(active);
+            changed
+        });
     }
 
     /// Static-pod exclusivity across a picolet restart (kubelet: `allowStaticPodStart`

@@ -72,6 +72,9 @@ pub enum DaemonError {
     #[cfg(feature = "image-mirror")]
     #[error(transparent)]
     Mirror(#[from] crate::mirror::MirrorError),
+    #[cfg(feature = "device-plugins")]
+    #[error(transparent)]
+    Devices(#[from] crate::cm::devicemanager::manager::ManagerError),
 }
 
 /// Pod sources besides the file source, and who hears about pods (apiserver mode builds
@@ -106,6 +109,53 @@ pub struct Extensions {
     /// cluster's CA.
     #[cfg(feature = "apiserver")]
     pub serving: Option<(crate::kube::CertSlot, Vec<u8>)>,
+    /// The device manager (`--device-plugin-dir`; `None`: none).
+    #[cfg(feature = "device-plugins")]
+    pub devices: Option<agent::Devices>,
+}
+
+/// The device manager (`--device-plugin-dir`, by default the kubelet's
+/// `/var/lib/kubelet/device-plugins`, where plugins look for it; empty: none): its
+/// registration server listens before any pod is admitted, so that plugins started with
+/// picolet register early.
+///
+/// Never takes a directory another kubelet or picolet serves (its `kubelet.sock` answers):
+/// starting would remove that one's plugin sockets. Then, and when the default directory
+/// cannot be made (not root), picolet runs without device plugins and says so; a directory
+/// given that cannot be made is an error.
+#[cfg(feature = "device-plugins")]
+fn start_device_manager(
+    opts: &Options,
+    shutdown: &CancellationToken,
+) -> Result<Option<agent::Devices>, DaemonError> {
+    use crate::cm::devicemanager::{DEFAULT_DIR, KUBELET_SOCKET, manager};
+    let (dir, given) = match &opts.device_plugin_dir {
+        Some(d) if d.as_os_str().is_empty() => return Ok(None),
+        Some(d) => (d.clone(), true),
+        None => (std::path::PathBuf::from(DEFAULT_DIR), false),
+    };
+    let socket = dir.join(KUBELET_SOCKET);
+    if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+        log::warn!(
+            "device plugins: {} answers: another kubelet or picolet serves this directory; running without device plugins (give --device-plugin-dir)",
+            socket.display()
+        );
+        return Ok(None);
+    }
+    let (active, active_rx) = tokio::sync::watch::channel(None);
+    let started = match manager::start(&dir, active_rx, shutdown.child_token()) {
+        Ok(s) => s,
+        Err(e @ manager::ManagerError::Dir(..)) if !given => {
+            log::warn!("{e}; running without device plugins");
+            return Ok(None);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    Ok(Some(agent::Devices {
+        handle: started.handle,
+        resources: started.resources,
+        active,
+    }))
 }
 
 /// The image mirror (`--image-mirror-address`, `--image-archive-dir`): listening and the
@@ -227,6 +277,24 @@ pub async fn run(
             if !opts.pre_pull_images.is_empty() {
                 crate::task::spawn_local(pre_pull(runtime.clone(), opts.pre_pull_images.clone()));
             }
+            #[cfg(feature = "device-plugins")]
+            let devices = start_device_manager(&opts, &shutdown)?;
+            #[cfg(feature = "device-plugins")]
+            let device_resources = devices.as_ref().map(|d| d.resources.clone());
+            #[cfg(not(feature = "device-plugins"))]
+            let device_resources: Option<
+                tokio::sync::watch::Receiver<crate::cm::devicemanager::Resources>,
+            > = None;
+            #[cfg(not(feature = "device-plugins"))]
+            if opts
+                .device_plugin_dir
+                .as_ref()
+                .is_some_and(|d| !d.as_os_str().is_empty())
+            {
+                log::warn!(
+                    "devicePluginDir ignored: this picolet is built without the device manager"
+                );
+            }
             // ---- apiserver mode
             // kubelet: `LoadClientCert` before anything talks to the cluster.
             #[cfg(feature = "apiserver")]
@@ -244,7 +312,14 @@ pub async fn run(
                     .map_err(|e| DaemonError::Bootstrap(e.to_string()))?;
             }
             #[cfg(feature = "apiserver")]
-            let ext = start_apiserver_mode(&opts, cfg, runtime.clone(), SystemClock, &shutdown)?;
+            let ext = start_apiserver_mode(
+                &opts,
+                cfg,
+                runtime.clone(),
+                SystemClock,
+                device_resources.clone(),
+                &shutdown,
+            )?;
             #[cfg(not(feature = "apiserver"))]
             let ext = if opts.kubeconfig.is_some() || opts.manifest_url.is_some() {
                 return Err(DaemonError::NoApiserverFeature);
@@ -255,6 +330,10 @@ pub async fn run(
             // The node's one event recorder: the agent records into it, the event sink
             // (apiserver mode) and the node's own API read it.
             let mut ext = ext;
+            #[cfg(feature = "device-plugins")]
+            {
+                ext.devices = devices;
+            }
             let recorder = ext
                 .recorder
                 .get_or_insert_with(|| new_recorder(&cfg.node_name, SystemClock))
@@ -284,6 +363,7 @@ pub async fn run(
                                 })
                                 .subscribe(),
                         ),
+                        devices: device_resources,
                     },
                     &shutdown,
                 )?;
@@ -293,7 +373,7 @@ pub async fn run(
                 });
             }
             #[cfg(not(feature = "apiserver"))]
-            let _ = (recorder, runtime_metrics, agent_metrics);
+            let _ = (recorder, runtime_metrics, agent_metrics, device_resources);
             // picolet: a stuck event loop ends the process for the service manager to
             // restart. Started here, when the loop is about to run: the TLS bootstrap above
             // may wait for an operator's approval for as long as it takes.
@@ -631,7 +711,12 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
         node_shutdown: ext.node_shutdown,
         shutting_down: ext.shutting_down,
     };
-    let tasks = start_tasks(&runtime, &clock, &cfg, pod_cgroups, &shutdown);
+    #[cfg_attr(not(feature = "device-plugins"), allow(unused_mut))]
+    let mut tasks = start_tasks(&runtime, &clock, &cfg, pod_cgroups, &shutdown);
+    #[cfg(feature = "device-plugins")]
+    {
+        tasks.devices = ext.devices;
+    }
     agent::run(runtime, clock, cfg, channels, tasks, shutdown).await
 }
 
@@ -690,6 +775,8 @@ fn start_tasks<R: Runtime, C: Clock>(
         pleg,
         pleg_poke,
         eviction_observed,
+        #[cfg(feature = "device-plugins")]
+        devices: None,
     }
 }
 
@@ -784,6 +871,7 @@ pub fn start_apiserver_mode<R: Runtime, C: Clock>(
     cfg: &AgentConfig,
     runtime: R,
     clock: C,
+    devices: Option<tokio::sync::watch::Receiver<crate::cm::devicemanager::Resources>>,
     shutdown: &CancellationToken,
 ) -> Result<Extensions, crate::kube::ApiError> {
     use crate::checkpoint::Checkpoint;
@@ -860,7 +948,8 @@ pub fn start_apiserver_mode<R: Runtime, C: Clock>(
         ext.shutting_down = Some(shutting_tx);
         let node_agent = NodeAgent::new(client.clone(), runtime, clock.clone(), node_opts, uid_tx)
             .with_pressure(pressure_rx)
-            .with_shutting_down(shutting_rx);
+            .with_shutting_down(shutting_rx)
+            .with_devices(devices);
         crate::task::spawn_local(node_agent.run(shutdown.child_token()));
 
         let source = ApiSource::new(

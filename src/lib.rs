@@ -42,7 +42,7 @@
 //! 1      qos           api
 //! 1      x509          api clock
 //! 2      certificate   api checkpoint clock kube x509
-//! 2      cm            api qos sort task
+//! 2      cm            api grpc qos sort task
 //! 2      config_data   api checkpoint clock kube sort task
 //! 2      eviction      api cri noatime qos sort task
 //! 2      images        clock cri sort task
@@ -98,7 +98,7 @@
 //! - `x509`           (feature `apiserver`) DER: the X.509 certificates and PKCS#10 requests picolet makes and reads
 //! - [`mirror`]       (feature `image-mirror`) the image mirror: a read-only OCI distribution endpoint over a directory of image archives (air-gapped nodes)
 //! - `certificate`    (feature `apiserver`) TLS bootstrap, client and serving certificate rotation by CSR
-//! - [`cm`]           the container manager's cgroups: kubepods, QoS and pod cgroups, allocatable
+//! - [`cm`]           the container manager's cgroups: kubepods, QoS and pod cgroups, allocatable; `cm::devicemanager` (feature `device-plugins`): device plugins' registration, devices and Allocate
 //! - `config_data`    ConfigMaps/Secrets of the node (local files, and the apiserver's watches)
 //! - [`eviction`]     the eviction manager: thresholds, pressure conditions, ranking, measuring
 //! - `images`         the image manager's GC: unused images go, least recently used first

@@ -245,6 +245,19 @@ async fn check(opts: Options) -> ExitCode {
             }
         }
     }
+    #[cfg(feature = "device-plugins")]
+    {
+        let dir = match &opts.device_plugin_dir {
+            Some(d) if d.as_os_str().is_empty() => None,
+            Some(d) => Some(d.clone()),
+            None => Some(picolet::cm::devicemanager::DEFAULT_DIR.into()),
+        };
+        if let Some(dir) = dir {
+            let (ok, detail) = picolet::cm::devicemanager::manager::check_dir(&dir);
+            let verdict = if ok { Verdict::Ok } else { Verdict::Warn };
+            report.push(verdict, "device plugins", detail);
+        }
+    }
     report.cgroups(node::detect_cgroups(
         std::path::Path::new("/sys/fs/cgroup"),
         std::path::Path::new("/proc/cgroups"),

@@ -138,6 +138,12 @@ pub struct Options {
     /// `--image-archive-dir` / `imageArchiveDir` (picolet's own): the directory of image
     /// archives the image mirror serves (`mirror`); None: ROOT-DIR/images.
     pub image_archive_dir: Option<PathBuf>,
+    /// `--device-plugin-dir` / `devicePluginDir` (picolet's own; the kubelet has no flag: its
+    /// `/var/lib/kubelet/device-plugins` is compiled in, and plugins hard-code it): where the
+    /// device manager's registration socket `kubelet.sock`, the plugins' sockets and the
+    /// checkpoint live. None: the kubelet's directory (`cm::devicemanager::DEFAULT_DIR`,
+    /// whatever the root directory: plugins look there); empty: no device manager.
+    pub device_plugin_dir: Option<PathBuf>,
     /// `--image-mirror-address` / `imageMirrorAddress` (picolet's own): where the image
     /// mirror listens (the packages: [`IMAGE_MIRROR_ADDRESS`], loopback); empty (the
     /// default): no mirror.
@@ -247,6 +253,7 @@ impl Default for Options {
             minimum_image_ttl_duration: Duration::from_secs(120),
             pod_infra_container_image: crate::images::DEFAULT_SANDBOX_IMAGE.into(),
             image_archive_dir: None,
+            device_plugin_dir: None,
             image_mirror_address: String::new(),
             pre_pull_images: Vec::new(),
             kubeconfig: None,
@@ -338,6 +345,8 @@ FLAGS (kubelet names):
                                         [registry.k8s.io/pause:3.10]
     --image-archive-dir DIR             image archives (docker save, OCI) the image mirror
                                         serves to the runtime [ROOT-DIR/images]
+    --device-plugin-dir DIR             device plugins register on DIR/kubelet.sock; empty:
+                                        none [/var/lib/kubelet/device-plugins]
     --image-mirror-address HOST:PORT    serve the archives to the runtime here (the
                                         packages: 127.0.0.1:10261) [none: no mirror]
     --maximum-dead-containers-per-container N
@@ -444,6 +453,7 @@ struct ConfigFile {
     image_minimum_gc_age: Option<String>,
     pod_infra_container_image: Option<String>,
     image_archive_dir: Option<PathBuf>,
+    device_plugin_dir: Option<PathBuf>,
     image_mirror_address: Option<String>,
     pre_pull_images: Option<Vec<String>>,
 }
@@ -635,6 +645,7 @@ pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
             }
             "--pod-infra-container-image" => opts.pod_infra_container_image = value()?,
             "--image-archive-dir" => opts.image_archive_dir = Some(value()?.into()),
+            "--device-plugin-dir" => opts.device_plugin_dir = Some(value()?.into()),
             "--image-mirror-address" => opts.image_mirror_address = value()?,
             "--kubeconfig" => opts.kubeconfig = Some(value()?.into()),
             "--bootstrap-kubeconfig" => opts.bootstrap_kubeconfig = Some(value()?.into()),
@@ -1076,6 +1087,9 @@ fn apply_config_file(opts: &mut Options, path: &str) -> Result<(), OptionsError>
     if let Some(v) = cfg.image_archive_dir {
         opts.image_archive_dir = Some(v);
     }
+    if let Some(v) = cfg.device_plugin_dir {
+        opts.device_plugin_dir = Some(v);
+    }
     if let Some(v) = cfg.image_mirror_address {
         opts.image_mirror_address = v;
     }
@@ -1292,6 +1306,7 @@ const KNOWN_CONFIG_KEYS: &[&str] = &[
     "imageMinimumGCAge",
     "podInfraContainerImage",
     "imageArchiveDir",
+    "devicePluginDir",
     "imageMirrorAddress",
     "prePullImages",
 ];
@@ -1635,6 +1650,27 @@ mod tests {
             ..Options::default()
         };
         assert_eq!(got, Command::Run(want));
+    }
+
+    /// The device plugin directory's flag and config key (issue 40).
+    #[test]
+    fn device_plugin_dir_flag_and_key() {
+        let Command::Run(o) = parse(&args("run")).unwrap() else {
+            panic!("run")
+        };
+        assert_eq!(o.device_plugin_dir, None);
+        let Command::Run(o) = parse(&args("run --device-plugin-dir /tmp/dp")).unwrap() else {
+            panic!("run")
+        };
+        assert_eq!(o.device_plugin_dir, Some(PathBuf::from("/tmp/dp")));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.yaml");
+        std::fs::write(&path, "devicePluginDir: \"\"\n").unwrap();
+        let Command::Run(o) = parse(&args(&format!("run --config {}", path.display()))).unwrap()
+        else {
+            panic!("run")
+        };
+        assert_eq!(o.device_plugin_dir, Some(PathBuf::new()));
     }
 
     /// The image mirror's flags and config keys (issue 39).

@@ -759,7 +759,7 @@ fn start_api_agent(rt: &FakeRuntime, dir: &Path, kubeconfig: &Path) -> ApiAgent 
     let rt = rt.clone();
     let stop = shutdown.clone();
     let handle = tokio::task::spawn_local(async move {
-        let ext = start_apiserver_mode(&opts, &cfg.agent, rt.clone(), SystemClock, &stop)
+        let ext = start_apiserver_mode(&opts, &cfg.agent, rt.clone(), SystemClock, None, &stop)
             .expect("apiserver mode starts");
         run_with_extensions(
             rt,

@@ -143,6 +143,13 @@ fn container_config(name: &str) -> ContainerConfig {
             ("io.kubernetes.pod.uid", "uid-web"),
         ]),
         annotations: map(&[("io.kubernetes.container.restartCount", "3")]),
+        // A device plugin's: a device node and a CDI name (issue 40).
+        devices: vec![picolet::cri::Device {
+            container_path: "/dev/ttyUSB0".into(),
+            host_path: "/dev/ttyUSB3".into(),
+            permissions: "rw".into(),
+        }],
+        cdi_devices: vec!["vendor.com/gpu=gpu0".into()],
         log_path: format!("{name}/3.log"),
         stdin: true,
         stdin_once: true,

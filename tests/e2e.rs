@@ -2925,6 +2925,367 @@ async fn r_image_mirror_serves_archives_offline() {
     lab.finish().await;
 }
 
+/// s. Device plugins (issue 40): the upstream sample device plugin (k8s.io/kubernetes
+/// test/images/sample-device-plugin: `example.com/resource`, devices Dev-1 and Dev-2, each
+/// a mount of /tmp/<id>) and generic-device-plugin (device nodes by glob; here two made
+/// with mknod in the scenario's directory) register with picolet; a pod asking for one of
+/// each gets them (the device node and the mount in the container), keeps them across a
+/// container restart and a picolet restart (the checkpoint), a second pod asking for more
+/// than is free is rejected with the kubelet's reason, a killed plugin's devices leave
+/// allocatable and come back when it registers again, and a device node that vanishes
+/// leaves the count. Both plugins are built by `tests/upstream/build.sh`; the sample plugin
+/// dials the compiled-in /var/lib/kubelet/device-plugins/kubelet.sock, so it runs in a mount
+/// namespace of its own where the scenario's plugin directory is bind-mounted there (the
+/// host's /var/lib/kubelet is never touched, only created if missing).
+#[tokio::test]
+async fn s_device_plugins() {
+    let Some(lab) = Lab::new("s-devices").await else {
+        return;
+    };
+    let build = |name: &str| -> Option<PathBuf> {
+        let out = Command::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/upstream/build.sh"
+        ))
+        .args(["--path", name])
+        .stderr(Stdio::inherit())
+        .output()
+        .ok()?;
+        let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        (out.status.success() && path.is_file()).then_some(path)
+    };
+    let (Some(sample), Some(generic)) = (
+        build("sample-device-plugin"),
+        build("generic-device-plugin"),
+    ) else {
+        eprintln!(
+            "e2e s-devices: SKIP: the device plugins could not be built (tests/upstream/build.sh)"
+        );
+        return;
+    };
+    // Not the default /var/lib/kubelet/device-plugins (the machine's), nor deep under
+    // ROOT-DIR: generic-device-plugin's socket names are long, and a unix socket's path has
+    // at most 107 bytes.
+    let dp_dir = lab.root.join("dp");
+    let devs = lab.root.join("devs");
+    fs::create_dir_all(&devs).expect("mkdir devs");
+    // Two character devices for generic-device-plugin (null and zero's numbers).
+    for (name, minor) in [("ttyE2E0", 3), ("ttyE2E1", 5)] {
+        let made = Command::new("mknod")
+            .arg(devs.join(name))
+            .args(["c", "1", &minor.to_string()])
+            .status()
+            .unwrap_or_else(|e| lab.fail(&format!("mknod: {e}")));
+        lab.check(made.success(), || format!("mknod {name}: {made}"));
+    }
+    let dp_flag = ["--device-plugin-dir", dp_dir.to_str().expect("utf-8 path")];
+    lab.start_picolet_with(&dp_flag);
+    lab.wait_for("the registration socket", secs(30), || async {
+        if dp_dir.join("kubelet.sock").exists() {
+            Ok(())
+        } else {
+            Err(format!("no {}/kubelet.sock", dp_dir.display()))
+        }
+    })
+    .await;
+    let plugins = Plugins::default();
+    let generic_cmd = || {
+        let mut c = Command::new(&generic);
+        c.arg("--plugin-directory")
+            .arg(&dp_dir)
+            .args(["--domain", "e2e.picolet.dev", "--listen", "127.0.0.1:0"])
+            .arg("--device")
+            .arg(format!(
+                r#"{{"name": "serial", "groups": [{{"paths": [{{"path": "{}/ttyE2E*", "mountPath": "/dev/"}}]}}]}}"#,
+                devs.display()
+            ));
+        c
+    };
+    let sample_cmd = || {
+        fs::create_dir_all("/var/lib/kubelet/device-plugins").expect("mkdir mount point");
+        let mut c = Command::new("unshare");
+        c.args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg(r#"mount --bind "$1" /var/lib/kubelet/device-plugins && exec "$2""#)
+            .arg("sh")
+            .arg(&dp_dir)
+            .arg(&sample)
+            .env("PLUGIN_SOCK_DIR", "/var/lib/kubelet/device-plugins");
+        c
+    };
+    plugins.start(&lab, "generic", generic_cmd());
+    plugins.start(&lab, "sample", sample_cmd());
+    let registered = |resource: &'static str, n: usize| {
+        let lab = &lab;
+        move || async move {
+            let err = lab.stderr();
+            let seen = err
+                .lines()
+                .filter(|l| l.contains(&format!("device plugin {resource}: registered")))
+                .count();
+            if seen >= n {
+                Ok(())
+            } else {
+                Err(format!("{seen} registrations of {resource}"))
+            }
+        }
+    };
+    let last_count = |resource: &'static str, want: &'static str| {
+        let lab = &lab;
+        move || async move {
+            let err = lab.stderr();
+            let last = err
+                .lines()
+                .rfind(|l| {
+                    l.contains(&format!("device plugin {resource}: ")) && l.contains(" devices, ")
+                })
+                .map(str::to_string)
+                .unwrap_or_default();
+            if last.ends_with(want) {
+                Ok(())
+            } else {
+                Err(format!("last count line: {last:?}"))
+            }
+        }
+    };
+    lab.wait_for(
+        "the sample plugin registered",
+        secs(60),
+        registered("example.com/resource", 1),
+    )
+    .await;
+    lab.wait_for(
+        "the generic plugin registered",
+        secs(60),
+        registered("e2e.picolet.dev/serial", 1),
+    )
+    .await;
+    lab.wait_for(
+        "2 sample devices",
+        secs(60),
+        last_count("example.com/resource", "2 devices, 2 healthy"),
+    )
+    .await;
+    lab.wait_for(
+        "2 serial devices",
+        secs(60),
+        last_count("e2e.picolet.dev/serial", "2 devices, 2 healthy"),
+    )
+    .await;
+
+    // A pod with one device of each: it sees them; its first container exits once (an
+    // emptyDir remembers), and the restarted one has the same devices.
+    let pod = |name: &str, sample_n: u32, serial_n: u32| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {NS}\nspec:\n  \
+             terminationGracePeriodSeconds: 1\n  volumes:\n  - name: data\n    emptyDir: {{}}\n  \
+             containers:\n  - name: c\n    image: {IMAGE}\n    imagePullPolicy: IfNotPresent\n    \
+             command: [\"sh\", \"-c\"]\n    args:\n    - 'echo devices $(ls /dev | grep ttyE2E) mounts $(ls -d /tmp/Dev-*); \
+             if [ ! -e /data/once ]; then touch /data/once; exit 1; fi; sleep 3600'\n    \
+             volumeMounts:\n    - name: data\n      mountPath: /data\n    resources:\n      limits:\n        \
+             example.com/resource: {sample_n}\n        e2e.picolet.dev/serial: {serial_n}\n"
+        )
+    };
+    lab.write_manifest("d1.yaml", &pod("d1", 1, 1));
+    let view = lab
+        .wait_for("d1 running its second container", secs(120), || async {
+            let v = lab.running_pod(NS, "d1", &["c"]).await?;
+            let running = v
+                .containers
+                .iter()
+                .find(|c| c.state == ContainerState::Running);
+            match running {
+                Some(c) if c.attempt >= 1 => Ok(v),
+                _ => Err(v.describe()),
+            }
+        })
+        .await;
+    let uid = view.sandboxes[0].uid.clone();
+    let lines = |attempt: u32| -> Vec<String> {
+        let text =
+            fs::read_to_string(lab.log_path(NS, "d1", &uid, "c", attempt)).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| l.split_once(" stdout F ").map(|(_, m)| m.to_string()))
+            .filter(|m| m.starts_with("devices "))
+            .collect()
+    };
+    let first = lines(0);
+    lab.check(
+        first.len() == 1 && first[0].contains("ttyE2E") && first[0].contains("/tmp/Dev-"),
+        || format!("d1's first container saw no device: {first:?}"),
+    );
+    lab.check(lines(1) == first, || {
+        format!(
+            "the restarted container's devices differ: {first:?} then {:?}",
+            lines(1)
+        )
+    });
+    let allocations = |lab: &Lab| {
+        lab.stderr()
+            .lines()
+            .filter(|l| {
+                l.contains(&format!("pod {uid}: container \"c\": ")) && l.contains(" devices [\"")
+            })
+            .count()
+    };
+    lab.check(allocations(&lab) == 2, || {
+        format!(
+            "want one Allocate per resource for d1, saw {}",
+            allocations(&lab)
+        )
+    });
+
+    // More than is free: the kubelet's admission error.
+    lab.write_manifest("d2.yaml", &pod("d2", 2, 0));
+    lab.wait_for("d2 rejected", secs(60), || async {
+        let err = lab.stderr();
+        let want = "UnexpectedAdmissionError: Allocate failed due to requested number of devices unavailable for example.com/resource. Requested: 2, Available: 1, which is unexpected";
+        if err.lines().any(|l| l.contains("d2") && l.contains(want)) {
+            Ok(())
+        } else {
+            Err("no rejection line yet".to_string())
+        }
+    })
+    .await;
+    lab.remove_manifest("d2.yaml");
+
+    // The sample plugin dies: its devices are unhealthy; started again, it registers again.
+    plugins.stop("sample");
+    lab.wait_for("the sample plugin's stream ended", secs(60), || async {
+        if lab
+            .stderr()
+            .contains("device plugin example.com/resource: ListAndWatch ended")
+        {
+            Ok(())
+        } else {
+            Err("no 'ListAndWatch ended' line".to_string())
+        }
+    })
+    .await;
+    plugins.start(&lab, "sample", sample_cmd());
+    lab.wait_for(
+        "the sample plugin registered again",
+        secs(60),
+        registered("example.com/resource", 2),
+    )
+    .await;
+    lab.wait_for(
+        "its devices healthy again",
+        secs(60),
+        last_count("example.com/resource", "2 devices, 2 healthy"),
+    )
+    .await;
+
+    // picolet restarts: d1 keeps running with its devices (the checkpoint), the plugins
+    // register again (their sockets were removed; the sample plugin watches kubelet.sock).
+    lab.signal_picolet(Signal::SIGTERM);
+    lab.wait_picolet_exit(secs(30)).await;
+    let before = lab.stderr().len();
+    lab.start_picolet_with(&dp_flag);
+    let since = |lab: &Lab| lab.stderr().get(before..).unwrap_or_default().to_string();
+    lab.wait_for("the checkpoint restored", secs(60), || async {
+        if since(&lab).contains("device manager: checkpoint")
+            && since(&lab).contains("device assignments restored")
+        {
+            Ok(())
+        } else {
+            Err("no 'device assignments restored' line".to_string())
+        }
+    })
+    .await;
+    lab.wait_for(
+        "both plugins registered after the restart",
+        secs(90),
+        || async {
+            let err = since(&lab);
+            let ok = ["example.com/resource", "e2e.picolet.dev/serial"]
+                .iter()
+                .all(|r| err.contains(&format!("device plugin {r}: registered")));
+            if ok {
+                Ok(())
+            } else {
+                Err("not both registered yet".to_string())
+            }
+        },
+    )
+    .await;
+    let still = lab
+        .running_pod(NS, "d1", &["c"])
+        .await
+        .unwrap_or_else(|e| lab.fail(&e));
+    lab.check(still.sandboxes[0].uid == uid, || {
+        "d1 was replaced".to_string()
+    });
+    // Still one device of each is held: a pod asking for both samples is refused.
+    lab.write_manifest("d3.yaml", &pod("d3", 2, 0));
+    lab.wait_for("d3 rejected after the restart", secs(60), || async {
+        let err = since(&lab);
+        if err
+            .lines()
+            .any(|l| l.contains("d3") && l.contains("Requested: 2, Available: 1"))
+        {
+            Ok(())
+        } else {
+            Err("no rejection line yet".to_string())
+        }
+    })
+    .await;
+    lab.remove_manifest("d3.yaml");
+
+    // A device node vanishes: generic-device-plugin lists one device (capacity 1).
+    fs::remove_file(devs.join("ttyE2E1")).expect("rm device node");
+    lab.wait_for(
+        "one serial device left",
+        secs(60),
+        last_count("e2e.picolet.dev/serial", "1 devices, 1 healthy"),
+    )
+    .await;
+    plugins.stop_all();
+    lab.finish().await;
+}
+
+/// The scenario's plugin processes, killed when dropped (a failed scenario too).
+#[derive(Default)]
+struct Plugins(RefCell<Vec<(&'static str, Child)>>);
+
+impl Plugins {
+    fn start(&self, lab: &Lab, name: &'static str, mut cmd: Command) {
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(lab.root.join(format!("{name}.log")))
+            .expect("plugin log");
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("dup"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| lab.fail(&format!("start {name}: {e}")));
+        self.0.borrow_mut().push((name, child));
+    }
+
+    fn stop(&self, name: &str) {
+        let mut all = self.0.borrow_mut();
+        for (_, child) in all.iter_mut().filter(|(n, _)| *n == name) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        all.retain(|(n, _)| *n != name);
+    }
+
+    fn stop_all(&self) {
+        for (_, mut child) in self.0.borrow_mut().drain(..) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Plugins {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}
+
 fn manifest(name: &str, grace_seconds: u32, containers: &[String]) -> String {
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {NS}\nspec:\n  \
@@ -3136,6 +3497,8 @@ impl Lab {
         writeln!(log, "===== e2e: picolet start #{n} =====").expect("write");
         let child = Command::new(env!("CARGO_BIN_EXE_picolet"))
             .arg("run")
+            // Not the kubelet's device plugin directory of the machine (a scenario gives its own).
+            .args(["--device-plugin-dir", ""])
             .arg("--pod-manifest-path")
             .arg(self.manifests())
             .arg("--container-runtime-endpoint")

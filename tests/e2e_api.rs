@@ -113,6 +113,8 @@ impl Harness {
         writeln!(log, "===== e2e_api: picolet start #{} =====", self.starts).expect("write");
         let child = Command::new(env!("CARGO_BIN_EXE_picolet"))
             .arg("run")
+            // Not the kubelet's device plugin directory of the machine (a scenario gives its own).
+            .args(["--device-plugin-dir", ""])
             .arg("--pod-manifest-path")
             .arg(self.root.join("manifests"))
             .arg("--container-runtime-endpoint")

@@ -49,6 +49,8 @@ async fn node_shutdown_stops_regular_pods_then_critical_ones_and_refuses_new_pod
     let port = free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_picolet"))
         .arg("run")
+        // Not the kubelet's device plugin directory of the machine (a scenario gives its own).
+        .args(["--device-plugin-dir", ""])
         .arg("--config")
         .arg(&config)
         .arg("--pod-manifest-path")

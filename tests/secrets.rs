@@ -182,6 +182,8 @@ async fn no_secret_value_in_logs_validate_events_or_the_node_api() {
     let port = free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_picolet"))
         .arg("run")
+        // Not the kubelet's device plugin directory of the machine (a scenario gives its own).
+        .args(["--device-plugin-dir", ""])
         .arg("--pod-manifest-path")
         .arg(&manifests)
         .arg("--container-runtime-endpoint")

@@ -59,6 +59,8 @@ async fn ready_then_watchdog_pings_from_the_loop_and_none_while_it_is_stopped() 
     let log = std::fs::File::create(&log_path).expect("log file");
     let child = Command::new(env!("CARGO_BIN_EXE_picolet"))
         .arg("run")
+        // Not the kubelet's device plugin directory of the machine (a scenario gives its own).
+        .args(["--device-plugin-dir", ""])
         .arg("--pod-manifest-path")
         .arg(&manifests)
         .arg("--container-runtime-endpoint")

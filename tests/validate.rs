@@ -199,10 +199,18 @@ fn a_directory_with_what_the_pods_wait_for() {
         "  waits    for Secret default/missing: in none of these files",
         "  ignored  spec.affinity.podAntiAffinity (scheduling",
         "  ignored  spec.tolerations (scheduling)",
-        "  warned   spec.containers[0].resources.limits[nvidia.com/gpu] (an extended resource",
     ] {
         assert!(text.contains(want), "missing {want:?}:\n{text}");
     }
+    // Without the device manager the extended resource is warned about; with it, devices
+    // are given (or admission warns that no plugin registered the resource).
+    let warned =
+        "  warned   spec.containers[0].resources.limits[nvidia.com/gpu] (an extended resource";
+    assert_eq!(
+        text.contains(warned),
+        cfg!(not(feature = "device-plugins")),
+        "{text}"
+    );
     assert!(
         !text.contains("default/maybe") && !text.contains("for ConfigMap default/there"),
         "{text}"

@@ -19,6 +19,7 @@
 //! - QoS memory limits: like the kubelet without the alpha `QOSReserved` gate, the QoS
 //!   cgroups get cpu shares only; their memory is bounded by `kubepods`.
 
+pub mod devicemanager;
 pub mod manager;
 
 use crate::api::Pod;

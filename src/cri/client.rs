@@ -1204,6 +1204,20 @@ fn container_config(c: &ContainerConfig) -> proto::ContainerConfig {
             })
             .collect(),
         mounts: c.mounts.iter().map(mount).collect(),
+        devices: c
+            .devices
+            .iter()
+            .map(|d| proto::Device {
+                container_path: d.container_path.clone(),
+                host_path: d.host_path.clone(),
+                permissions: d.permissions.clone(),
+            })
+            .collect(),
+        cdi_devices: c
+            .cdi_devices
+            .iter()
+            .map(|name| proto::CdiDevice { name: name.clone() })
+            .collect(),
         labels: c.labels.clone(),
         annotations: c.annotations.clone(),
         log_path: c.log_path.clone(),

@@ -1235,6 +1235,16 @@ fn decode_container_config(c: proto::ContainerConfig) -> ContainerConfig {
                 propagation: decode_propagation(m.propagation),
             })
             .collect(),
+        devices: c
+            .devices
+            .into_iter()
+            .map(|d| crate::cri::Device {
+                container_path: d.container_path,
+                host_path: d.host_path,
+                permissions: d.permissions,
+            })
+            .collect(),
+        cdi_devices: c.cdi_devices.into_iter().map(|d| d.name).collect(),
         labels: c.labels,
         annotations: c.annotations,
         log_path: c.log_path,

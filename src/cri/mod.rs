@@ -248,6 +248,19 @@ pub struct ContainerConfig {
     pub tty: bool,
     pub resources: Resources,
     pub security: ContainerSecurity,
+    /// Host devices (CRI `Device`: container path, host path, cgroup permissions), from
+    /// device plugins.
+    pub devices: Vec<Device>,
+    /// Fully qualified CDI device names (CRI `CDIDevices`), from device plugins.
+    pub cdi_devices: Vec<String>,
+}
+
+/// CRI `Device`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Device {
+    pub container_path: String,
+    pub host_path: String,
+    pub permissions: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -361,6 +361,8 @@ pub fn container_config(
         tty: container.tty,
         resources: resources(pod, container, node.memory_capacity)?,
         security: security(pod, container, node, image_user)?,
+        devices: Vec::new(),
+        cdi_devices: Vec::new(),
     })
 }
 

@@ -324,6 +324,8 @@ pub struct Sources {
     pub pressure: Option<tokio::sync::watch::Receiver<crate::eviction::Conditions>>,
     /// Graceful node shutdown: `POST /shutdown` asks the loop through it.
     pub node_shutdown: Option<tokio::sync::mpsc::Sender<crate::node::shutdown::Request>>,
+    /// The device plugins' resources (the Node's capacity and allocatable).
+    pub devices: Option<tokio::sync::watch::Receiver<crate::cm::devicemanager::Resources>>,
 }
 
 /// Starts the node API on the current `LocalSet`: the view fed from the agent's pod events
@@ -363,6 +365,7 @@ pub fn start<R: Runtime, C: Clock>(
         api.recorder = sources.recorder;
         api.agent_metrics = sources.agent_metrics;
         api.pressure = sources.pressure;
+        api.devices = sources.devices;
         api.node_shutdown = sources.node_shutdown;
     }
     let addr = SocketAddr::new(opts.address, opts.port);

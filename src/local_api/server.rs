@@ -83,6 +83,8 @@ pub struct Api<R: Runtime, C: Clock> {
     pub agent_metrics: Option<Rc<crate::metrics::AgentMetrics>>,
     /// The eviction manager's pressure conditions (None: tests).
     pub pressure: Option<tokio::sync::watch::Receiver<crate::eviction::Conditions>>,
+    /// The device plugins' resources (None: none).
+    pub devices: Option<tokio::sync::watch::Receiver<crate::cm::devicemanager::Resources>>,
     /// Graceful node shutdown's requests to the loop (None: tests, or no loop).
     pub node_shutdown: Option<tokio::sync::mpsc::Sender<crate::node::shutdown::Request>>,
     node: RefCell<NodeCache>,
@@ -114,6 +116,7 @@ impl<R: Runtime, C: Clock> Api<R, C> {
             recorder: None,
             agent_metrics: None,
             pressure: None,
+            devices: None,
             node_shutdown: None,
             node: RefCell::new(NodeCache {
                 facts,
@@ -1168,6 +1171,9 @@ async fn node_object<R: Runtime, C: Clock>(api: &Rc<Api<R, C>>) -> Value {
     }
     if let Some(rx) = &api.pressure {
         api.node.borrow_mut().facts.pressure = *rx.borrow();
+    }
+    if let Some(rx) = &api.devices {
+        api.node.borrow_mut().facts.devices = rx.borrow().clone();
     }
     let cache = api.node.borrow();
     let now = api.clock.now();

@@ -594,11 +594,14 @@ pub fn findings(pod: &Value) -> Vec<Finding> {
         let (path, prefix) = roots.remove(0);
         collect(pod, path, prefix, rule, None, &mut out);
     }
+    // With the device manager, extended resources are its business (devices given, or the
+    // admission's Warning that no plugin registered the resource).
+    #[cfg(not(feature = "device-plugins"))]
     extended_resources(pod, &mut out);
     out
 }
 
-/// Why an extended resource is warned about.
+/// Why an extended resource is warned about (a build without the `device-plugins` feature).
 pub const EXTENDED_RESOURCE: &str = "an extended resource: admitted as the kubelet admits a static pod's, but no device plugin serves it on picolet, so the container runs without the device";
 
 /// kubelet: `IsExtendedResourceName` — a qualified name outside `kubernetes.io/`
@@ -608,7 +611,9 @@ pub fn is_extended_resource(name: &str) -> bool {
 }
 
 /// A Warned finding per extended resource a container asks for (its limit, else its
-/// request): nothing would tell the user that no device is given.
+/// request): nothing would tell the user that no device is given (a build without the
+/// `device-plugins` feature).
+#[cfg(not(feature = "device-plugins"))]
 fn extended_resources(pod: &Value, out: &mut Vec<Finding>) {
     for list in ["spec.containers", "spec.initContainers"] {
         let Some(Value::Array(items)) = lookup(pod, list) else {

@@ -119,6 +119,8 @@ pub struct NodeFacts {
     pub pressure: crate::eviction::Conditions,
     /// A graceful node shutdown is under way (`node::shutdown`): Ready is False.
     pub shutting_down: bool,
+    /// The device plugins' resources (`cm::devicemanager`): capacity and allocatable.
+    pub devices: crate::cm::devicemanager::Resources,
 }
 
 impl NodeFacts {
@@ -159,6 +161,7 @@ impl NodeFacts {
             allocatable: opts.allocatable,
             pressure: Default::default(),
             shutting_down: false,
+            devices: Default::default(),
         }
     }
 }
@@ -309,6 +312,12 @@ pub fn node_status(
             memory.to_string()
         },
     );
+    // kubelet: the device manager's resources (`GetCapacity`): every device in capacity,
+    // the healthy ones in allocatable; a resource whose plugin is gone stays, at 0.
+    for (name, count) in &facts.devices {
+        capacity.insert(name.clone(), count.capacity.to_string());
+        allocatable.insert(name.clone(), count.allocatable.to_string());
+    }
     NodeStatus {
         allocatable,
         capacity,
@@ -400,6 +409,23 @@ async fn changed(rx: &mut Option<watch::Receiver<bool>>) -> Result<(), ()> {
     }
 }
 
+/// The next change of the device plugins' resources; pending forever without a receiver
+/// (or once its sender is gone).
+async fn devices_changed(
+    rx: &mut Option<watch::Receiver<crate::cm::devicemanager::Resources>>,
+) -> Result<(), ()> {
+    match rx {
+        Some(r) => match r.changed().await {
+            Ok(()) => Ok(()),
+            Err(_) => {
+                *rx = None;
+                std::future::pending().await
+            }
+        },
+        None => std::future::pending().await,
+    }
+}
+
 /// The node task: registers, then keeps status and lease fresh until `shutdown`.
 pub struct NodeAgent<R: Runtime, C: Clock> {
     client: Client,
@@ -409,6 +435,7 @@ pub struct NodeAgent<R: Runtime, C: Clock> {
     node_uid: watch::Sender<Option<String>>,
     pressure: Option<watch::Receiver<crate::eviction::Conditions>>,
     shutting_down: Option<watch::Receiver<bool>>,
+    devices: Option<watch::Receiver<crate::cm::devicemanager::Resources>>,
 }
 
 impl<R: Runtime, C: Clock> NodeAgent<R, C> {
@@ -428,7 +455,17 @@ impl<R: Runtime, C: Clock> NodeAgent<R, C> {
             node_uid,
             pressure: None,
             shutting_down: None,
+            devices: None,
         }
+    }
+
+    /// The device plugins' resources go into the status, reported at once when they change.
+    pub fn with_devices(
+        mut self,
+        rx: Option<watch::Receiver<crate::cm::devicemanager::Resources>>,
+    ) -> Self {
+        self.devices = rx;
+        self
     }
 
     /// A graceful node shutdown makes the node NotReady, reported at once.
@@ -450,6 +487,7 @@ impl<R: Runtime, C: Clock> NodeAgent<R, C> {
         }
         let mut state = NodeState::default();
         let mut shutting_down = self.shutting_down.clone();
+        let mut devices = self.devices.clone();
         let mut status_tick = crate::task::interval(self.opts.status_update_frequency);
         let mut lease_tick = crate::task::interval(self.opts.lease_renew_interval);
         loop {
@@ -470,6 +508,9 @@ impl<R: Runtime, C: Clock> NodeAgent<R, C> {
                     self.update_status(&mut state, &mut facts).await;
                 }
                 _ = lease_tick.tick() => self.renew_lease(&mut state).await,
+                // kubelet: the device manager's capacity changes reach the status at its
+                // next update; here at once.
+                Ok(()) = devices_changed(&mut devices) => self.update_status(&mut state, &mut facts).await,
             }
         }
     }
@@ -569,6 +610,9 @@ impl<R: Runtime, C: Clock> NodeAgent<R, C> {
         }
         if let Some(rx) = &self.shutting_down {
             facts.shutting_down = *rx.borrow();
+        }
+        if let Some(rx) = &self.devices {
+            facts.devices = rx.borrow().clone();
         }
         let status = node_status(
             facts,
@@ -791,6 +835,26 @@ mod tests {
 
     const T0: UnixNanos = 1_796_000_000_000_000_000;
     const SEC: UnixNanos = 1_000_000_000;
+
+    #[test]
+    fn device_plugin_resources_in_capacity_and_allocatable() {
+        let mut f = facts();
+        let count = |capacity, allocatable| crate::cm::devicemanager::ResourceCount {
+            capacity,
+            allocatable,
+        };
+        f.devices = vec![
+            ("example.com/dev".to_string(), count(3, 2)),
+            // A plugin gone for 5 minutes: still listed, at 0.
+            ("vendor.io/gone".to_string(), count(0, 0)),
+        ];
+        let s = node_status(&f, Some(&health(true, true)), None, T0);
+        assert_eq!(s.capacity["example.com/dev"], "3");
+        assert_eq!(s.allocatable["example.com/dev"], "2");
+        assert_eq!(s.capacity["vendor.io/gone"], "0");
+        assert_eq!(s.allocatable["vendor.io/gone"], "0");
+        assert_eq!(s.capacity["cpu"], "4");
+    }
 
     #[test]
     fn status_from_facts_and_health() {

@@ -77,6 +77,7 @@ start_picolet() {
 		--rotate-server-certificates \
 		--container-runtime-endpoint "$endpoint" \
 		--root-dir "$W/root" \
+		--device-plugin-dir "" \
 		--pod-manifest-path "$W/manifests" \
 		--pod-log-dir "$W/pod-logs" \
 		--cgroup-root "/picolet-e2e-$NODE" \

@@ -29,6 +29,10 @@
 # and, after them, that the apiserver refused nothing the node asked (its audit log: no 401 or
 # 403 for system:node:<node>: NodeRestriction and the Node authorizer let every request pass).
 # Named only (not in the default run):
+#   devices     (issue 40) the upstream sample device plugin registers with picolet: the Node
+#               shows example.com/resource (capacity, allocatable, kubectl describe node), a
+#               pod asking for one is scheduled onto picolet and sees its device's mount; the
+#               plugin stopped, allocatable drops to 0
 #   idle        10 pods and nothing changing for 5 minutes: picolet's requests to the apiserver
 #               by verb and resource (its audit log), its watches, the apiserver_request_total
 #               counts, picolet's RSS; written to DIR/idle.md (kept) and printed
@@ -53,7 +57,7 @@ IMAGE=localhost/busybox:edge
 T0=$(date +%s.%N)
 passed=0 failed=0 skipped=0
 ALL=(join deploy config token static grace drain outage restart node-api)
-OPTIONAL=(idle) # named only: `tests/cluster/e2e.sh join idle`
+OPTIONAL=(idle devices) # named only: `tests/cluster/e2e.sh join idle`
 
 say() { printf 'cluster-e2e: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -104,8 +108,10 @@ fi
 CRICTL=$("$REPO/tests/upstream/build.sh" --path crictl)
 
 picolet_pid=
+device_plugin_pid=
 teardown() {
 	local rc=$?
+	if [[ -n $device_plugin_pid ]]; then kill "$device_plugin_pid" 2>/dev/null || true; fi
 	if [[ ${KEEP:-} == 1 ]]; then
 		say "KEEP=1: left running. Clean up: kill $picolet_pid; $LAB_SH down $DIR/lab; $CLUSTER down $DIR/cluster"
 		return
@@ -194,6 +200,7 @@ start_picolet() {
 		--pod-manifest-path "$DIR/node/manifests" \
 		--container-runtime-endpoint "$ENDPOINT" \
 		--root-dir "$DIR/node/root" \
+		--device-plugin-dir "$DIR/node/root/device-plugins" \
 		--pod-log-dir "$DIR/node/logs" \
 		--cgroup-root "/picolet-e2e-$PICOLET_LAB_BRIDGE" \
 		--minimum-container-ttl-duration 30m \
@@ -265,7 +272,10 @@ scenario_join() {
 		jp node "$NODE" -o 'jsonpath={.metadata.labels}'
 	check "node addresses: InternalIP $NODE_IP" "^$NODE_IP\$" jp node "$NODE" -o 'jsonpath={.status.addresses[?(@.type=="InternalIP")].address}'
 	local t
-	t=$(lease_renew)
+	# The Lease comes with the node task's first renewal (on picolet's wake-up grid), which
+	# may be after Ready and the untaint: wait for it rather than read it at once.
+	wait_for "the node's Lease exists" 60 lease_renew
+	t=$(lease_renew) || true
 	check "Lease kube-node-lease/$NODE held by the node" "^$NODE\$" jp -n kube-node-lease lease "$NODE" -o 'jsonpath={.spec.holderIdentity}'
 	wait_for "the Lease is renewed (renewTime moves on from $t)" 90 lease_renewed_after "$t"
 	if [[ $JOIN == bootstrap ]]; then
@@ -491,6 +501,50 @@ scenario_node_api() {
 	check "a token without RBAC rights at the node API: 403 (TokenReview, then SubjectAccessReview)" '^403$' \
 		curl -sk -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" "https://$NODE_IP:$PORT/pods"
 	k -n "$NS" delete pod talker --wait=false >/dev/null 2>&1 || true
+}
+
+node_resource() { # FIELD COUNT: the Node's status.FIELD of example.com/resource is COUNT
+	[[ $(jp node "$NODE" -o "jsonpath={.status.$1.example\\.com/resource}") == "$2" ]]
+}
+
+scenario_devices() {
+	echo "== devices"
+	local sample dp=$DIR/node/root/device-plugins
+	if ! sample=$("$REPO/tests/upstream/build.sh" --path sample-device-plugin); then
+		bad "tests/upstream/build.sh sample-device-plugin"
+		return 0
+	fi
+	# The plugin dials the compiled-in /var/lib/kubelet/device-plugins/kubelet.sock: in a mount
+	# namespace of its own, picolet's directory is bind-mounted there (the host's is untouched).
+	mkdir -p /var/lib/kubelet/device-plugins
+	# shellcheck disable=SC2016 # the inner shell expands $1 and $2
+	PLUGIN_SOCK_DIR=/var/lib/kubelet/device-plugins unshare --mount --propagation private \
+		sh -c 'mount --bind "$1" /var/lib/kubelet/device-plugins && exec "$2"' sh "$dp" "$sample" \
+		</dev/null >>"$DIR/node/sample-device-plugin.log" 2>&1 &
+	device_plugin_pid=$!
+	wait_for "the Node's capacity has example.com/resource: 2" 60 node_resource capacity 2
+	wait_for "its allocatable too" 60 node_resource allocatable 2
+	check "kubectl describe node lists it" 'example\.com/resource: +2' k describe node "$NODE"
+	k -n "$NS" apply -f - >/dev/null <<-EOF
+		apiVersion: v1
+		kind: Pod
+		metadata: {name: devuser}
+		spec:
+		  restartPolicy: Never
+		  containers:
+		  - name: c
+		    image: $IMAGE
+		    command: [sh, -c, 'ls -d /tmp/Dev-* > /dev/termination-log']
+		    resources: {limits: {example.com/resource: 1}}
+	EOF
+	check "the pod was scheduled onto $NODE and saw its device's mount" '^/tmp/Dev-[12]$' wait_terminated_message devuser
+	check "... on $NODE" "^$NODE\$" jp -n "$NS" pod devuser -o 'jsonpath={.spec.nodeName}'
+	kill "$device_plugin_pid"
+	wait "$device_plugin_pid" 2>/dev/null || true
+	device_plugin_pid=
+	wait_for "the plugin gone: allocatable 0" 60 node_resource allocatable 0
+	check "capacity stays" '^2$' jp node "$NODE" -o 'jsonpath={.status.capacity.example\.com/resource}'
+	k -n "$NS" delete pod devuser --wait=false >/dev/null 2>&1 || true
 }
 
 scenario_idle() {

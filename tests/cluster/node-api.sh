@@ -109,6 +109,7 @@ kc_node config use-context lab >/dev/null
 	--pod-manifest-path "$WORK/manifests" \
 	--container-runtime-endpoint "$endpoint" \
 	--root-dir "$WORK/root" \
+	--device-plugin-dir "" \
 	--pod-log-dir "$WORK/pod-logs" \
 	--cgroup-root "/picolet-e2e-$BRIDGE" \
 	--pod-infra-container-image localhost/pause:edge \

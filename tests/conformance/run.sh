@@ -177,6 +177,7 @@ RUST_LOG=${RUST_LOG:-info} "$PICOLET" run \
 	--pod-manifest-path "$DIR/node/manifests" \
 	--container-runtime-endpoint "$ENDPOINT" \
 	--root-dir "$DIR/node/root" \
+	--device-plugin-dir "" \
 	--pod-log-dir "$DIR/node/logs" \
 	--cgroup-root "$CGROUP_ROOT" \
 	--eviction-hard "${PICOLET_CONF_EVICTION_HARD:-memory.available<100Mi,nodefs.available<1%,imagefs.available<1%,nodefs.inodesFree<1%}" \

@@ -53,6 +53,7 @@ COMPONENTS=(crictl etcd "${KUBE_COMPONENTS[@]}")
 COMPONENTS+=(crio) # CRI-O: see its block below
 COMPONENTS+=(e2e.test ginkgo agnhost nnp) # node conformance: see its block below
 COMPONENTS+=(kubelet kubelet-arm64 kubelet-armv7 kubemark) # the kubelet: see its block below
+COMPONENTS+=(sample-device-plugin generic-device-plugin) # device plugins: see their block below
 
 # ---- containerd 2.x (issue 35) -------------------------------------------------------------
 COMPONENTS+=(containerd2)
@@ -92,6 +93,7 @@ component_spec() {
 	crio) crio_spec ;; # CRI-O: see its block below
 	e2e.test | ginkgo | agnhost | nnp) conformance_spec "$1" ;; # node conformance: see its block below
 	kubelet | kubelet-arm64 | kubelet-armv7 | kubemark) kubelet_spec "$1" ;; # the kubelet: see its block below
+	sample-device-plugin | generic-device-plugin) device_plugin_spec "$1" ;; # device plugins: see their block below
 	# containerd 2.x: PKG is a comma-separated list (one `go install` of the three). cgo off:
 	# static binaries like the release's shim (SHIM_CGO_ENABLED=0 in its Makefile).
 	containerd2)
@@ -282,6 +284,21 @@ component_goenv() {
 	esac
 }
 # ---- end the kubelet ---------------------------------------------------------------------------
+
+# ---- device plugins (issue 40) ---------------------------------------------------------------
+# sample-device-plugin: k8s.io/kubernetes/test/images/sample-device-plugin at KUBERNETES_VERSION
+# (the e2e tests' plugin: resource example.com/resource, devices Dev-1 and Dev-2, Allocate
+# mounts /tmp/<id>), static (CGO_ENABLED=0), in the control plane's build module.
+# generic-device-plugin: github.com/squat/generic-device-plugin (device nodes by path glob,
+# e.g. serial and USB devices) at GENERIC_DEVICE_PLUGIN_VERSION, static. It stands in for
+# smarter-device-manager, which the Go module proxy does not serve (see versions.sh).
+device_plugin_spec() {
+	case "$1" in
+	sample-device-plugin) echo "k8s.io/kubernetes k8s.io/kubernetes/test/images/sample-device-plugin $KUBERNETES_VERSION 0" ;;
+	generic-device-plugin) echo "github.com/squat/generic-device-plugin github.com/squat/generic-device-plugin $GENERIC_DEVICE_PLUGIN_VERSION 0" ;;
+	esac
+}
+# ---- end device plugins ------------------------------------------------------------------------
 
 # local_replaces GOMOD → "module required-version" per line, for each replace directive of
 # that go.mod whose target is a directory (=> ./x or ../x) and whose module it requires. Such

@@ -42,3 +42,16 @@ CONTAINERD2_VERSION=v2.4.2
 # shellcheck disable=SC2034  # used by build.sh
 CRIO_VERSION=v1.36.3
 # ---- end CRI-O ---------------------------------------------------------------------------
+
+# ---- device plugins (issue 40) -------------------------------------------------------------
+# The sample device plugin is built from k8s.io/kubernetes at KUBERNETES_VERSION (above).
+# smarter-device-manager is not served by the Go module proxy (checked 2026-12-05:
+# `go list -m -versions github.com/smarter-project/smarter-device-manager` and
+# gitlab.com/arm-research/smarter/smarter-device-manager: "403 This module version is not
+# available"). Its stand-in exposes device nodes the same way: github.com/squat/
+# generic-device-plugin, which has no tagged release; this pseudo-version is its newest commit
+# the proxy serves (`go list -m -json github.com/squat/generic-device-plugin@latest`); its
+# go.mod says `go 1.26.0`.
+# shellcheck disable=SC2034  # used by build.sh
+GENERIC_DEVICE_PLUGIN_VERSION=v0.0.0-20260515115838-2cc50b05d4d2
+# ---- end device plugins ----------------------------------------------------------------------

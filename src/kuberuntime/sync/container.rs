@@ -216,6 +216,23 @@ pub(super) async fn try_start_container<R: Runtime, C: Clock>(
         },
         None => None,
     };
+    // kubelet: GenerateRunContainerOptions → the device manager's run options: the
+    // container's devices (the same ones at every restart), their mounts first.
+    #[cfg(feature = "device-plugins")]
+    let devices = match &env.devices {
+        Some(handle) => {
+            let requests = crate::cm::devicemanager::container_requests(c);
+            match handle.container_devices(pod.uid(), &c.name, requests).await {
+                Ok(d) => d,
+                Err(e) => {
+                    return waiting(WaitingReason::CreateContainerConfigError, e.to_string());
+                }
+            }
+        }
+        None => Default::default(),
+    };
+    #[cfg(feature = "device-plugins")]
+    let mount_list = device_mounts(&devices, mount_list);
     let mut cfg = match cri_config::container_config(
         pod,
         c,
@@ -231,6 +248,8 @@ pub(super) async fn try_start_container<R: Runtime, C: Clock>(
             return waiting(WaitingReason::CreateContainerConfigError, e.to_string());
         }
     };
+    #[cfg(feature = "device-plugins")]
+    apply_devices(&mut cfg, devices);
     // kubelet: generateLinuxContainerConfig — the target's PID namespace (CRI TARGET) when
     // the container would have its own.
     if let Some(id) = target
@@ -456,3 +475,58 @@ pub(super) async fn remove_container_logged<R: Runtime, C: Clock>(
 
 // ---------------------------------------------------------------------------------------
 // Kill
+
+/// kubelet: the device manager's mounts come before the container's own (`opts.Mounts`).
+#[cfg(feature = "device-plugins")]
+fn device_mounts(
+    devices: &crate::cm::devicemanager::ContainerDevices,
+    mounts: Vec<crate::cri::Mount>,
+) -> Vec<crate::cri::Mount> {
+    if devices.mounts.is_empty() {
+        return mounts;
+    }
+    let mut out: Vec<crate::cri::Mount> = devices
+        .mounts
+        .iter()
+        .map(|m| crate::cri::Mount {
+            container_path: m.container_path.clone(),
+            host_path: m.host_path.clone(),
+            readonly: m.read_only,
+            propagation: Default::default(),
+        })
+        .collect();
+    out.extend(mounts);
+    out
+}
+
+/// kubelet: `generateContainerConfig` with the device manager's options — its environment
+/// before the container's own (a name the container sets is the container's), its
+/// annotations added, the devices and the CDI device names.
+#[cfg(feature = "device-plugins")]
+fn apply_devices(
+    cfg: &mut crate::cri::ContainerConfig,
+    d: crate::cm::devicemanager::ContainerDevices,
+) {
+    if d.is_empty() {
+        return;
+    }
+    let own = std::mem::take(&mut cfg.envs);
+    let mut envs: Vec<(String, String)> = d
+        .envs
+        .into_iter()
+        .filter(|(k, _)| !own.iter().any(|(n, _)| n == k))
+        .collect();
+    envs.extend(own);
+    cfg.envs = envs;
+    cfg.annotations.extend(d.annotations);
+    cfg.devices = d
+        .devices
+        .into_iter()
+        .map(|x| crate::cri::Device {
+            container_path: x.container_path,
+            host_path: x.host_path,
+            permissions: x.permissions,
+        })
+        .collect();
+    cfg.cdi_devices = d.cdi_devices;
+}

@@ -95,6 +95,9 @@ pub struct SyncEnv<R: Runtime, C: Clock> {
     pub recorder: Recorder,
     /// The registered CSI drivers (the plugin watcher fills it).
     pub csi: crate::volume::csi::Registry,
+    /// The device manager (`None`: no device plugins).
+    #[cfg(feature = "device-plugins")]
+    pub devices: Option<crate::cm::devicemanager::manager::Handle>,
 }
 
 impl<R: Runtime, C: Clock> SyncEnv<R, C> {
@@ -128,6 +131,8 @@ impl<R: Runtime, C: Clock> SyncEnv<R, C> {
             config: ConfigObjects::default(),
             recorder: Recorder::new("", recorder::DEFAULT_CAPACITY).with_clock(clock),
             csi: crate::volume::csi::Registry::default(),
+            #[cfg(feature = "device-plugins")]
+            devices: None,
         }
     }
 }

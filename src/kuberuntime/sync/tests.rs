@@ -49,6 +49,8 @@ fn harness() -> Harness {
         config: Default::default(),
         recorder: crate::recorder::Recorder::new("node1", 100).with_clock(clock),
         csi: Default::default(),
+        #[cfg(feature = "device-plugins")]
+        devices: None,
     };
     Harness {
         env,
@@ -569,6 +571,8 @@ async fn adoption_after_restart_kills_from_labels_alone() {
         config: h.env.config.clone(),
         recorder: h.env.recorder.clone(),
         csi: Default::default(),
+        #[cfg(feature = "device-plugins")]
+        devices: None,
     };
     h.rt.take_calls();
     let pods = list_runtime_pods(&h.rt).await.unwrap();
