@@ -297,6 +297,28 @@ pub enum PullPolicy {
     Never,
 }
 
+/// `Always` when the tag is `latest`, or there is neither tag nor digest; else
+/// `IfNotPresent` (defaults: SetDefaults_Container with `parsers.ParseImageName`).
+pub fn default_pull_policy(image: &str) -> PullPolicy {
+    let (tag, digest) = image_tag_and_digest(image);
+    match tag {
+        Some("latest") => PullPolicy::Always,
+        None if !digest => PullPolicy::Always,
+        _ => PullPolicy::IfNotPresent,
+    }
+}
+
+/// The tag of an image reference (if any) and whether it has a digest. A `:` before the
+/// last `/` is a registry port (`host:5000/repo`), not a tag.
+pub fn image_tag_and_digest(image: &str) -> (Option<&str>, bool) {
+    let (name, digest) = match image.split_once('@') {
+        Some((name, _)) => (name, true),
+        None => (image, false),
+    };
+    let last = name.rsplit('/').next().unwrap_or(name);
+    (last.split_once(':').map(|(_, tag)| tag), digest)
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PodDnsConfig {
@@ -790,10 +812,26 @@ pub struct Volume {
     /// An inline ephemeral CSI volume, published by a registered node plugin.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub csi: Option<CsiVolumeSource>,
+    /// An OCI image (or artifact) mounted read-only (KEP-4639): pulled by picolet, mounted
+    /// by the runtime (CRI `Mount.image`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImageVolumeSource>,
     /// Other volume kinds are kept verbatim so a manifest that uses them still parses;
     /// validation rejects the pod with a clear message naming the volume.
     #[serde(flatten, default, skip_serializing_if = "BTreeMap::is_empty")]
     pub other: BTreeMap<String, serde_json::Value>,
+}
+
+/// `image` of a volume (upstream `ImageVolumeSource`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageVolumeSource {
+    /// Required for a pod: the image reference, as a container's `image`.
+    #[serde(default)]
+    pub reference: String,
+    /// Defaulted as a container's `imagePullPolicy` (from the reference's tag).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_policy: Option<PullPolicy>,
 }
 
 /// `csi` of a volume: an inline ephemeral CSI volume.

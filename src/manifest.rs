@@ -44,9 +44,7 @@ use std::fmt;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::api::{
-    self, Container, EmptyDirVolumeSource, Pod, PodPhase, PodStatus, PullPolicy, RestartPolicy,
-};
+use crate::api::{self, Container, EmptyDirVolumeSource, Pod, PodPhase, PodStatus, RestartPolicy};
 use crate::clock::{self, UnixNanos};
 use crate::config_data;
 
@@ -630,6 +628,13 @@ pub fn apply_defaults(pod: &mut Pod) {
             // defaults: SetDefaults_HostPathVolumeSource (HostPathUnset)
             hp.type_.get_or_insert_with(String::new);
         }
+        // defaults: SetDefaults_ImageVolumeSource — as a container's imagePullPolicy.
+        if let Some(iv) = &mut v.image
+            && iv.pull_policy.is_none()
+            && !iv.reference.is_empty()
+        {
+            iv.pull_policy = Some(default_pull_policy(&iv.reference));
+        }
         // defaults: SetDefaults_Volume — a volume with no source is an emptyDir.
         if v.host_path.is_none()
             && v.empty_dir.is_none()
@@ -638,6 +643,7 @@ pub fn apply_defaults(pod: &mut Pod) {
             && v.downward_api.is_none()
             && v.projected.is_none()
             && v.csi.is_none()
+            && v.image.is_none()
             && v.other.is_empty()
         {
             v.empty_dir = Some(EmptyDirVolumeSource::default());
@@ -662,27 +668,7 @@ fn default_container(c: &mut Container, host_network: bool) {
         .get_or_insert_with(|| "File".to_string());
 }
 
-/// `Always` when the tag is `latest`, or there is neither tag nor digest; else
-/// `IfNotPresent` (defaults: SetDefaults_Container with `parsers.ParseImageName`).
-pub fn default_pull_policy(image: &str) -> PullPolicy {
-    let (tag, digest) = image_tag_and_digest(image);
-    match tag {
-        Some("latest") => PullPolicy::Always,
-        None if !digest => PullPolicy::Always,
-        _ => PullPolicy::IfNotPresent,
-    }
-}
-
-/// The tag of an image reference (if any) and whether it has a digest. A `:` before the
-/// last `/` is a registry port (`host:5000/repo`), not a tag.
-pub fn image_tag_and_digest(image: &str) -> (Option<&str>, bool) {
-    let (name, digest) = match image.split_once('@') {
-        Some((name, _)) => (name, true),
-        None => (image, false),
-    };
-    let last = name.rsplit('/').next().unwrap_or(name);
-    (last.split_once(':').map(|(_, tag)| tag), digest)
-}
+pub use crate::api::{default_pull_policy, image_tag_and_digest};
 
 // ---------------------------------------------------------------------------------------
 // Validation
@@ -833,6 +819,9 @@ fn validate_volumes<'a>(pod: &'a Pod, errs: &mut Vec<FieldError>) -> HashMap<&'a
         if v.csi.is_some() {
             kinds.push("csi");
         }
+        if v.image.is_some() {
+            kinds.push("image");
+        }
         kinds.extend(v.other.keys().map(String::as_str));
         let named = format!("{path} ({})", v.name);
         if kinds.len() > 1 {
@@ -856,7 +845,7 @@ fn validate_volumes<'a>(pod: &'a Pod, errs: &mut Vec<FieldError>) -> HashMap<&'a
                 errs.push(FieldError::new(
                     named,
                     format!(
-                        "{kind:?} is not a volume type (supported: hostPath, emptyDir, configMap, secret, downwardAPI, projected, csi)"
+                        "{kind:?} is not a volume type (supported: hostPath, emptyDir, configMap, secret, downwardAPI, projected, csi, image)"
                     ),
                 ));
             }
@@ -865,6 +854,24 @@ fn validate_volumes<'a>(pod: &'a Pod, errs: &mut Vec<FieldError>) -> HashMap<&'a
         validate_data_volume(v, &path, errs);
         if let Some(csi) = &v.csi {
             validate_csi_volume(csi, &format!("{path}.csi"), errs);
+        }
+        // validation: validateImageVolumeSource — a reference is required (the pull policy's
+        // values are the decoder's).
+        if let Some(iv) = &v.image {
+            if iv.reference.trim().is_empty() {
+                errs.push(FieldError::new(
+                    format!("{path}.image.reference"),
+                    "required",
+                ));
+            } else if iv.reference.trim() != iv.reference {
+                errs.push(FieldError::new(
+                    format!("{path}.image.reference"),
+                    format!(
+                        "{:?} must not have leading or trailing whitespace",
+                        iv.reference
+                    ),
+                ));
+            }
         }
         if let Some(hp) = &v.host_path {
             let p = format!("{path}.hostPath.path");

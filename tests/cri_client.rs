@@ -124,18 +124,30 @@ fn container_config(name: &str) -> ContainerConfig {
                 host_path: "/srv/data".into(),
                 readonly: true,
                 propagation: MountPropagation::HostToContainer,
+                ..Default::default()
             },
             Mount {
                 container_path: "/shared".into(),
                 host_path: "/srv/shared".into(),
                 readonly: false,
                 propagation: MountPropagation::Bidirectional,
+                ..Default::default()
             },
             Mount {
                 container_path: "/etc/hosts".into(),
                 host_path: "/var/lib/picolet/hosts".into(),
                 readonly: false,
                 propagation: MountPropagation::Private,
+                ..Default::default()
+            },
+            // An image volume: the runtime mounts the image (CRI Mount.image).
+            Mount {
+                container_path: "/models".into(),
+                readonly: true,
+                image: "sha256:0123abcd".into(),
+                image_reference: "registry.local/models:v2".into(),
+                image_sub_path: "v2/weights".into(),
+                ..Default::default()
             },
         ],
         labels: map(&[

@@ -1833,6 +1833,75 @@ async fn p_csi_inline_volume() {
     plugin.stop();
 }
 
+/// t. An image volume (KEP-4639, issue 41): the lab's busybox image mounted read-only at
+/// /vol, and its `etc` directory by subPath, into a container. containerd 2.x and CRI-O mount
+/// it (the container lists a file of the image, reads one through the subPath, and cannot
+/// write); containerd 1.6, which cannot mount images, gets picolet's refusal and no
+/// container is created.
+#[tokio::test]
+async fn t_image_volume() {
+    let Some(lab) = Lab::new("t-imgvol").await else {
+        return;
+    };
+    let pod = manifest(
+        "imgvol",
+        2,
+        &[container(
+            "c",
+            "ls /vol/bin/busybox\nhead -n 1 /image-etc/group\ntouch /vol/x 2>/dev/null || echo read-only\nsleep 3600",
+            &[],
+        )],
+    ) + "    volumeMounts:\n    - {name: img, mountPath: /vol}\n    \
+         - {name: img, mountPath: /image-etc, subPath: etc}\n  volumes:\n  - name: img\n    \
+         image: {reference: '"
+        + IMAGE
+        + "', pullPolicy: IfNotPresent}\n";
+    lab.write_manifest("imgvol.yaml", &pod);
+    lab.start_picolet();
+    if runtime_name() == "containerd" {
+        let want =
+            "image volumes need containerd >= 2.1 or CRI-O >= 1.31; the runtime is containerd 1.";
+        lab.wait_for("picolet refuses the image volume", secs(60), || async {
+            if lab.stderr().contains(want) {
+                Ok(())
+            } else {
+                Err(format!("no line with {want:?}"))
+            }
+        })
+        .await;
+        let view = lab
+            .pod_view(NS, "imgvol")
+            .await
+            .unwrap_or_else(|e| lab.fail(&e));
+        lab.check(view.containers.is_empty(), || {
+            format!("containers were created: {}", view.describe())
+        });
+    } else {
+        let view = lab
+            .wait_for("pod imgvol running", secs(60), || {
+                lab.running_pod(NS, "imgvol", &["c"])
+            })
+            .await;
+        let uid = view.sandboxes[0].uid.clone();
+        let log = lab.log_path(NS, "imgvol", &uid, "c", 0);
+        for (what, line) in [
+            ("a file of the image", "/vol/bin/busybox"),
+            ("the volume is read-only", "read-only"),
+        ] {
+            lab.wait_for(what, secs(20), || async {
+                log_has_line(&log, "stdout", line)
+            })
+            .await;
+        }
+        lab.wait_for("a file read through the subPath", secs(20), || async {
+            log_has_prefix(&log, "stdout", "root:")
+        })
+        .await;
+    }
+    lab.remove_manifest("imgvol.yaml");
+    lab.finish().await;
+}
+
 /// Not a lab test: the examples parse as v1 Pods and use the lab's local image.
 /// m. The node API, read by the real kubectl with the kubeconfig picolet writes: `get pods
 /// -A`, `-o wide`, `-o yaml`, `logs` (`--tail`, `-c`, `--timestamps`, `--previous` after a

@@ -392,7 +392,7 @@ fn validation_names_every_field() {
                     .insert("hostPth".into(), serde_json::json!({"path": "/x"}));
             },
             "spec.volumes[1] (scratch)",
-            "spec.volumes[1] (scratch): \"hostPth\" is not a volume type (supported: hostPath, emptyDir, configMap, secret, downwardAPI, projected, csi)",
+            "spec.volumes[1] (scratch): \"hostPth\" is not a volume type (supported: hostPath, emptyDir, configMap, secret, downwardAPI, projected, csi, image)",
         ),
         (
             |p| {
@@ -1011,4 +1011,60 @@ fn restart_rule(action: &str, operator: &str) -> picolet::api::ContainerRestartR
             values: vec![42],
         }),
     }
+}
+
+/// Image volumes (KEP-4639): decoded, the pull policy defaulted from the reference as a
+/// container's, a missing reference named, and another volume type beside it refused.
+#[test]
+fn image_volumes_decode_default_and_validate() {
+    let parsed = |text: String| {
+        let mut p = manifest::parse(text.as_bytes()).expect("parses");
+        manifest::apply_defaults(&mut p);
+        p
+    };
+    let checked = |text: String| {
+        let mut p = manifest::parse(text.as_bytes())?;
+        manifest::apply_defaults(&mut p);
+        manifest::validate(&p).map(|()| p)
+    };
+    let doc = |volume: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: ml}}\nspec:\n  containers:\n  - name: c\n    image: busybox:1.36\n    volumeMounts:\n    - {{name: models, mountPath: /models, subPath: v2}}\n  volumes:\n  - {volume}\n"
+        )
+    };
+    let p = parsed(doc(
+        "{name: models, image: {reference: 'quay.io/acme/models:v2'}}",
+    ));
+    let iv = p.spec.volumes[0].image.as_ref().expect("image volume");
+    assert_eq!(iv.reference, "quay.io/acme/models:v2");
+    assert_eq!(iv.pull_policy, Some(PullPolicy::IfNotPresent));
+    let p = parsed(doc(
+        "{name: models, image: {reference: quay.io/acme/models}}",
+    ));
+    assert_eq!(
+        p.spec.volumes[0].image.as_ref().unwrap().pull_policy,
+        Some(PullPolicy::Always)
+    );
+    let p = parsed(doc(
+        "{name: models, image: {reference: 'quay.io/acme/models:v2', pullPolicy: Never}}",
+    ));
+    assert_eq!(
+        p.spec.volumes[0].image.as_ref().unwrap().pull_policy,
+        Some(PullPolicy::Never)
+    );
+
+    let (msg, fields) = err_of(checked(doc("{name: models, image: {}}")));
+    assert_eq!(fields, ["spec.volumes[0].image.reference"], "{msg}");
+    assert!(msg.contains("required"), "{msg}");
+    let (msg, _) = err_of(checked(doc(
+        "{name: models, image: {reference: x}, emptyDir: {}}",
+    )));
+    assert!(
+        msg.contains("more than one volume type (found emptyDir, image)"),
+        "{msg}"
+    );
+    let (msg, fields) = err_of(checked(doc(
+        "{name: models, image: {reference: x, pullPolicy: Sometimes}}",
+    )));
+    assert!(msg.contains("Sometimes"), "{msg} {fields:?}");
 }

@@ -1269,6 +1269,12 @@ pub(super) fn mount(m: &Mount) -> proto::Mount {
         readonly: m.readonly,
         selinux_relabel: false,
         propagation: propagation(m.propagation).into(),
+        image: (!m.image.is_empty()).then(|| proto::ImageSpec {
+            image: m.image.clone(),
+            user_specified_image: m.image_reference.clone(),
+            ..Default::default()
+        }),
+        image_sub_path: m.image_sub_path.clone(),
     }
 }
 

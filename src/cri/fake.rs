@@ -112,6 +112,8 @@ struct State {
     relists: usize,
     /// The host process standing for a container or sandbox ([`FakeRuntime::set_process`]).
     processes: HashMap<String, u32>,
+    /// `Version`'s runtime name and version.
+    version: (String, String),
 }
 
 /// The in-memory runtime. Clones share state.
@@ -156,6 +158,7 @@ impl FakeRuntime {
                 serve_pod_stats: false,
                 relists: 0,
                 processes: HashMap::new(),
+                version: ("fake".into(), "0.0.0".into()),
             })),
         }
     }
@@ -179,6 +182,11 @@ impl FakeRuntime {
     /// Every call of `method` fails with `err` until `clear_failures`.
     pub fn fail_always(&self, method: Method, err: CriError) {
         self.state.borrow_mut().fail_always.insert(method, err);
+    }
+
+    /// What `Version` answers: the runtime's name and version (default `fake` `0.0.0`).
+    pub fn set_version(&self, name: &str, version: &str) {
+        self.state.borrow_mut().version = (name.into(), version.into());
     }
 
     pub fn clear_failures(&self) {
@@ -461,9 +469,10 @@ fn unimplemented(method: Method) -> CriError {
 impl Runtime for FakeRuntime {
     async fn version(&self) -> Result<RuntimeVersion, CriError> {
         self.enter(Method::Version, Call::Version)?;
+        let (runtime_name, runtime_version) = self.state.borrow().version.clone();
         Ok(RuntimeVersion {
-            runtime_name: "fake".into(),
-            runtime_version: "0.0.0".into(),
+            runtime_name,
+            runtime_version,
             runtime_api_version: "v1".into(),
         })
     }

@@ -1233,6 +1233,13 @@ fn decode_container_config(c: proto::ContainerConfig) -> ContainerConfig {
                 host_path: m.host_path,
                 readonly: m.readonly,
                 propagation: decode_propagation(m.propagation),
+                image_reference: m
+                    .image
+                    .as_ref()
+                    .map(|i| i.user_specified_image.clone())
+                    .unwrap_or_default(),
+                image: m.image.map(|i| i.image).unwrap_or_default(),
+                image_sub_path: m.image_sub_path,
             })
             .collect(),
         devices: c

@@ -175,9 +175,17 @@ pub enum MountPropagation {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Mount {
     pub container_path: String,
+    /// Empty for an image volume.
     pub host_path: String,
     pub readonly: bool,
     pub propagation: MountPropagation,
+    /// An image volume: the image (its ID, as pulled) the runtime mounts; "" for a host path.
+    pub image: String,
+    /// An image volume's reference as the pod wrote it (CRI `user_specified_image`: CRI-O
+    /// refuses the mount without it, it verifies signatures against it).
+    pub image_reference: String,
+    /// An image volume's subPath inside the image ("" = its root).
+    pub image_sub_path: String,
 }
 
 /// CRI `LinuxContainerResources`, the part picolet fills. Zero means "not set".

@@ -37,6 +37,7 @@ pub fn termination_log_mount(
         host_path: file.to_string_lossy().into_owned(),
         readonly: false,
         propagation: MountPropagation::Private,
+        ..Default::default()
     })
 }
 
@@ -131,6 +132,7 @@ pub fn etc_hosts_mount(
         host_path: file.to_string_lossy().into_owned(),
         readonly: false,
         propagation: MountPropagation::Private,
+        ..Default::default()
     }))
 }
 

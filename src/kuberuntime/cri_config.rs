@@ -999,21 +999,11 @@ fn split_tag(name: &str) -> (&str, Option<&str>) {
     }
 }
 
-/// The pull policy, API-defaulted: `Always` for `:latest` or no tag (without digest),
-/// else `IfNotPresent`.
+/// The pull policy, API-defaulted (see [`api::default_pull_policy`]).
 pub fn pull_policy(container: &api::Container) -> PullPolicy {
-    if let Some(p) = container.image_pull_policy {
-        return p;
-    }
-    let (name, digest) = match container.image.split_once('@') {
-        Some((n, _)) => (n, true),
-        None => (container.image.as_str(), false),
-    };
-    match split_tag(name).1 {
-        _ if digest => PullPolicy::IfNotPresent,
-        None | Some("latest") => PullPolicy::Always,
-        Some(_) => PullPolicy::IfNotPresent,
-    }
+    container
+        .image_pull_policy
+        .unwrap_or_else(|| api::default_pull_policy(&container.image))
 }
 
 #[cfg(test)]

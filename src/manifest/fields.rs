@@ -365,8 +365,8 @@ pub static RULES: &[Rule] = &[
     ),
     rule(
         "spec.volumes[].image",
-        Refused,
-        "image volumes are not supported",
+        Implemented,
+        "pulled as a container's image, mounted read-only by the runtime (CRI Mount.image): containerd >= 2.1, CRI-O >= 1.31; on an older runtime the container waits with CreateContainerConfigError saying so",
     ),
     rule(
         "spec.volumes[].nfs",

@@ -53,6 +53,8 @@ pub enum MountError {
         value: String,
         reason: &'static str,
     },
+    #[error("volume {volume:?}: its image is not pulled yet")]
+    ImageNotPulled { volume: String },
     #[error("{op} {path}: {source}")]
     Io {
         op: &'static str,
@@ -349,11 +351,13 @@ pub fn ensure_dir(dir: &Path, mode: u32) -> Result<(), MountError> {
 }
 
 /// The mounts for one container's `volumeMounts`, with their host side prepared.
+/// `images`: the image volumes' pulled images, by volume name (see [`image_volumes`]).
 pub fn prepare_mounts(
     root_dir: &Path,
     pod: &api::Pod,
     container: &api::Container,
     envs: &[(String, String)],
+    images: &[(String, String)],
     tmpfs: &dyn Tmpfs,
     memory_capacity: u64,
 ) -> Result<Vec<Mount>, MountError> {
@@ -369,14 +373,6 @@ pub fn prepare_mounts(
                 mount: vm.mount_path.clone(),
                 volume: vm.name.clone(),
             });
-        };
-        // configMap, secret, downwardAPI, projected: set up by `data_volumes` before the
-        // containers start, always read-only (kubelet: their mounters report ReadOnly).
-        let data_dir = volume_dir(root_dir, &pod.metadata.uid, volume);
-        let is_data = data_dir.is_some();
-        let base = match data_dir {
-            Some(dir) => dir,
-            None => volume_host_path(root_dir, pod, volume, tmpfs, memory_capacity)?,
         };
         // kubelet: subPathExpr expands `$(VAR)` with the container's environment (a
         // reference to an unknown variable stays as written), then is checked like subPath.
@@ -400,7 +396,45 @@ pub fn prepare_mounts(
             (Some(s), None) => Some(s.to_string()),
             (None, e) => e.clone(),
         };
-        let host_path = match sub.filter(|s| !s.is_empty()) {
+        let sub = sub.filter(|s| !s.is_empty());
+        if volume.image.is_some() {
+            // kubelet: an image volume is the runtime's to mount (CRI Mount.image, its
+            // subPath as image_sub_path, resolved by the runtime inside the image), always
+            // read-only.
+            let image = images
+                .iter()
+                .find(|(name, _)| *name == volume.name)
+                .map(|(_, image)| image.clone())
+                .ok_or_else(|| MountError::ImageNotPulled {
+                    volume: volume.name.clone(),
+                })?;
+            if let Some(sub) = &sub {
+                check_sub_path(sub, &vm.mount_path)?;
+            }
+            out.push(Mount {
+                container_path: vm.mount_path.clone(),
+                host_path: String::new(),
+                readonly: true,
+                propagation: propagation(vm, privileged)?,
+                image,
+                image_reference: volume
+                    .image
+                    .as_ref()
+                    .map(|i| i.reference.clone())
+                    .unwrap_or_default(),
+                image_sub_path: sub.unwrap_or_default(),
+            });
+            continue;
+        }
+        // configMap, secret, downwardAPI, projected: set up by `data_volumes` before the
+        // containers start, always read-only (kubelet: their mounters report ReadOnly).
+        let data_dir = volume_dir(root_dir, &pod.metadata.uid, volume);
+        let is_data = data_dir.is_some();
+        let base = match data_dir {
+            Some(dir) => dir,
+            None => volume_host_path(root_dir, pod, volume, tmpfs, memory_capacity)?,
+        };
+        let host_path = match sub {
             // A key of a data volume: the file of the current version (as upstream, such a
             // mount does not see later updates).
             Some(sub) if is_data => data_sub_path(&base, &sub, &vm.mount_path)?,
@@ -418,9 +452,29 @@ pub fn prepare_mounts(
                     .as_ref()
                     .is_some_and(|c| c.read_only == Some(true)),
             propagation: propagation(vm, privileged)?,
+            ..Default::default()
         });
     }
     Ok(out)
+}
+
+/// The image volumes a container mounts, each once: `(volume name, reference, pull policy)`
+/// (kubelet: `getImageVolumes`, for the volumes this container's `volumeMounts` name).
+pub fn image_volumes<'a>(
+    pod: &'a api::Pod,
+    container: &api::Container,
+) -> Vec<(&'a str, &'a str, api::PullPolicy)> {
+    let mut out: Vec<(&str, &str, api::PullPolicy)> = Vec::new();
+    for v in &pod.spec.volumes {
+        let Some(iv) = &v.image else { continue };
+        if container.volume_mounts.iter().any(|m| m.name == v.name) {
+            let policy = iv
+                .pull_policy
+                .unwrap_or_else(|| api::default_pull_policy(&iv.reference));
+            out.push((&v.name, &iv.reference, policy));
+        }
+    }
+    out
 }
 
 /// The host directory/file backing a volume, created or checked as its type says.
@@ -692,6 +746,88 @@ mod tests {
     }
 
     #[test]
+    fn image_volumes_are_the_runtimes_to_mount() {
+        let tmp = tempfile::tempdir().unwrap();
+        let image_vol = |name: &str, reference: &str, policy| api::Volume {
+            name: name.into(),
+            image: Some(api::ImageVolumeSource {
+                reference: reference.into(),
+                pull_policy: policy,
+            }),
+            ..Default::default()
+        };
+        let p = pod(vec![
+            image_vol("models", "quay.io/acme/models:v2", None),
+            image_vol("tools", "tools:1", Some(api::PullPolicy::Never)),
+            image_vol("unused", "unused:1", None),
+        ]);
+        let c = container(vec![
+            api::VolumeMount {
+                sub_path: Some("weights/v2".into()),
+                read_only: false, // an image volume is read-only whatever the mount says
+                ..mount("models", "/models")
+            },
+            mount("tools", "/opt/tools"),
+            mount("models", "/all-models"),
+        ]);
+        // Each image once, in the pod's order; a volume no mount names is not pulled.
+        assert_eq!(
+            image_volumes(&p, &c),
+            [
+                (
+                    "models",
+                    "quay.io/acme/models:v2",
+                    api::PullPolicy::IfNotPresent
+                ),
+                ("tools", "tools:1", api::PullPolicy::Never),
+            ]
+        );
+        let images = [
+            ("models".to_string(), "sha256:aaa".to_string()),
+            ("tools".to_string(), "sha256:bbb".to_string()),
+        ];
+        let fake = FakeTmpfs::default();
+        let ms = prepare_mounts(tmp.path(), &p, &c, &[], &images, &fake, 0).unwrap();
+        let want = |at: &str, image: &str, reference: &str, sub: &str| Mount {
+            container_path: at.into(),
+            host_path: String::new(),
+            readonly: true,
+            propagation: MountPropagation::Private,
+            image: image.into(),
+            image_reference: reference.into(),
+            image_sub_path: sub.into(),
+        };
+        assert_eq!(
+            ms,
+            [
+                want(
+                    "/models",
+                    "sha256:aaa",
+                    "quay.io/acme/models:v2",
+                    "weights/v2"
+                ),
+                want("/opt/tools", "sha256:bbb", "tools:1", ""),
+                want("/all-models", "sha256:aaa", "quay.io/acme/models:v2", ""),
+            ]
+        );
+        // Nothing was made on the host for them.
+        assert!(!tmp.path().join("pods").exists());
+        // Not pulled yet (a caller's bug): named, not mounted empty.
+        let e = prepare_mounts(tmp.path(), &p, &c, &[], &images[..1], &fake, 0).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "volume \"tools\": its image is not pulled yet"
+        );
+        // A subPath that leaves the image is refused as any other.
+        let bad = container(vec![api::VolumeMount {
+            sub_path: Some("../etc".into()),
+            ..mount("models", "/models")
+        }]);
+        let e = prepare_mounts(tmp.path(), &p, &bad, &[], &images, &fake, 0).unwrap_err();
+        assert!(e.to_string().contains("must not contain '..'"), "{e}");
+    }
+
+    #[test]
     fn host_path_types() {
         let tmp = tempfile::tempdir().unwrap();
         let t = tmp.path();
@@ -769,7 +905,7 @@ mod tests {
             mount("mem", "/mem"),
         ]);
         let fake = FakeTmpfs::default();
-        let ms = prepare_mounts(&root, &p, &c, &[], &fake, 1 << 30).unwrap();
+        let ms = prepare_mounts(&root, &p, &c, &[], &[], &fake, 1 << 30).unwrap();
         let cache = root.join("pods/uid-1/volumes/kubernetes.io~empty-dir/cache");
         assert_eq!(ms[0].host_path, cache.to_string_lossy());
         assert_eq!(mode(&cache), 0o777);
@@ -817,7 +953,7 @@ mod tests {
             sub_path: Some("a".into()),
             ..mount("cache", "/sub")
         }]);
-        prepare_mounts(&root, &p, &c, &[], &FakeTmpfs::default(), 1 << 30).unwrap();
+        prepare_mounts(&root, &p, &c, &[], &[], &FakeTmpfs::default(), 1 << 30).unwrap();
         let cache = root.join("pods/uid-1/volumes/kubernetes.io~empty-dir/cache");
         assert_eq!(mode(&cache), 0o2777);
         assert_eq!(fs::metadata(&cache).unwrap().gid(), gid);
@@ -898,6 +1034,7 @@ mod tests {
                 &p,
                 &container(vec![vm.clone()]),
                 &[],
+                &[],
                 &FakeTmpfs::default(),
                 0,
             )
@@ -914,7 +1051,8 @@ mod tests {
             ..Default::default()
         }));
         assert_eq!(
-            prepare_mounts(&root, &p, &c, &[], &FakeTmpfs::default(), 0).unwrap()[0].propagation,
+            prepare_mounts(&root, &p, &c, &[], &[], &FakeTmpfs::default(), 0).unwrap()[0]
+                .propagation,
             MountPropagation::Bidirectional
         );
     }
@@ -1007,20 +1145,20 @@ mod tests {
             sub_path_expr: Some("pods/$(POD_NAME)".into()),
             ..mount("logs", "/logs")
         }]);
-        let ms = prepare_mounts(&root, &p, &c, &envs, &FakeTmpfs::default(), 0).unwrap();
+        let ms = prepare_mounts(&root, &p, &c, &envs, &[], &FakeTmpfs::default(), 0).unwrap();
         let logs = empty_dir_path(&root, "uid-1", "logs");
         assert_eq!(ms[0].host_path, logs.join("pods/web-0").to_string_lossy());
         assert!(logs.join("pods/web-0").is_dir());
         // An expansion that climbs out of the volume is refused like a subPath would be.
         let evil = vec![("POD_NAME".to_string(), "../../etc".to_string())];
-        assert!(prepare_mounts(&root, &p, &c, &evil, &FakeTmpfs::default(), 0).is_err());
+        assert!(prepare_mounts(&root, &p, &c, &evil, &[], &FakeTmpfs::default(), 0).is_err());
         // Both at once: refused.
         let both = container(vec![api::VolumeMount {
             sub_path: Some("a".into()),
             sub_path_expr: Some("b".into()),
             ..mount("logs", "/logs")
         }]);
-        let e = prepare_mounts(&root, &p, &both, &envs, &FakeTmpfs::default(), 0).unwrap_err();
+        let e = prepare_mounts(&root, &p, &both, &envs, &[], &FakeTmpfs::default(), 0).unwrap_err();
         assert!(e.to_string().contains("mutually exclusive"), "{e}");
     }
 }

@@ -28,6 +28,37 @@ pub(super) struct StartContext<'a> {
     pub(super) pod_ip: String,
 }
 
+/// Whether the runtime mounts image volumes (CRI `Mount.image`): containerd from 2.1,
+/// CRI-O from 1.31 (kubelet-behaviour §25). An older one would ignore the field and bind an
+/// empty host path, so picolet refuses the container with this message instead. A runtime
+/// picolet does not know, or a version it cannot read, is let through (its own error then).
+pub fn image_volumes_supported(runtime_name: &str, runtime_version: &str) -> Result<(), String> {
+    let need = match runtime_name {
+        "containerd" => (2, 1),
+        "cri-o" => (1, 31),
+        _ => return Ok(()),
+    };
+    let v = runtime_version.trim_start_matches('v');
+    let mut parts = v.split(|ch: char| !ch.is_ascii_digit());
+    let major = parts.next().and_then(|p| p.parse::<u32>().ok());
+    let minor = parts.next().and_then(|p| p.parse::<u32>().ok());
+    match (major, minor) {
+        (Some(major), Some(minor)) if (major, minor) < need => Err(format!(
+            "image volumes need containerd >= 2.1 or CRI-O >= 1.31; the runtime is {runtime_name} {runtime_version}"
+        )),
+        _ => Ok(()),
+    }
+}
+
+async fn image_volume_support<R: Runtime>(runtime: &R) -> Result<(), String> {
+    match runtime.version().await {
+        Ok(v) => image_volumes_supported(&v.runtime_name, &v.runtime_version),
+        Err(e) => Err(format!(
+            "image volumes: cannot tell the runtime's version: {e}"
+        )),
+    }
+}
+
 pub(super) fn waiting(reason: WaitingReason, message: impl Into<String>) -> StartOutcome {
     StartOutcome::Waiting {
         reason,
@@ -99,11 +130,50 @@ pub(super) async fn try_start_container<R: Runtime, C: Clock>(
         return waiting(WaitingReason::CrashLoopBackOff, w.message);
     }
 
-    let (image_ref, image_user) =
-        match ensure_image(env, cx, c, field_path, &mut backoff.image_pull, result).await {
-            Ok(found) => found,
-            Err(outcome) => return outcome,
-        };
+    let (image_ref, image_user) = match ensure_image(
+        env,
+        cx,
+        &c.image,
+        cri_config::pull_policy(c),
+        field_path,
+        &mut backoff.image_pull,
+        result,
+    )
+    .await
+    {
+        Ok(found) => found,
+        Err(outcome) => return outcome,
+    };
+    // kubelet: getImageVolumes — the image volumes' images, pulled as containers' are (pull
+    // policy, the pod's pull secrets, back-off); here those of the volumes this container
+    // mounts, before it is created.
+    let wanted_volumes = mounts::image_volumes(pod, c);
+    let mut image_volumes: Vec<(String, String)> = Vec::with_capacity(wanted_volumes.len());
+    if !wanted_volumes.is_empty() {
+        if let Err(message) = image_volume_support(&env.runtime).await {
+            log::warn!("pod {pod_name}: container {:?}: {message}", c.name);
+            return waiting(WaitingReason::CreateContainerConfigError, message);
+        }
+        for (volume, reference, policy) in wanted_volumes {
+            match ensure_image(
+                env,
+                cx,
+                reference,
+                policy,
+                field_path,
+                &mut backoff.image_pull,
+                result,
+            )
+            .await
+            {
+                Ok((id, _)) => image_volumes.push((volume.to_string(), id)),
+                Err(StartOutcome::Waiting { reason, message }) => {
+                    return waiting(reason, format!("image volume {volume:?}: {message}"));
+                }
+                Err(outcome) => return outcome,
+            }
+        }
+    }
     // kubelet: getImageUser, for verifyRunAsNonRoot — read only when it decides (runAsNonRoot
     // without a runAsUser), and again only after a pull.
     let image_user = match image_user {
@@ -160,6 +230,7 @@ pub(super) async fn try_start_container<R: Runtime, C: Clock>(
         pod,
         c,
         &envs,
+        &image_volumes,
         env.tmpfs.as_ref(),
         env.memory_capacity,
     ) {
@@ -492,7 +563,7 @@ fn device_mounts(
             container_path: m.container_path.clone(),
             host_path: m.host_path.clone(),
             readonly: m.read_only,
-            propagation: Default::default(),
+            ..Default::default()
         })
         .collect();
     out.extend(mounts);

@@ -14,35 +14,36 @@ use crate::recorder;
 use super::*;
 
 /// kubelet: `EnsureImageExists` — pull policy, `Never` without the image, pull back-off
-/// per pod + image. Returns the image reference, and its user when it was already present
+/// per pod + image; for a container's image and an image volume's alike. Returns the image reference, and its user when it was already present
 /// (the status read says; after a pull it is not known).
 pub(super) async fn ensure_image<R: Runtime, C: Clock>(
     env: &SyncEnv<R, C>,
     cx: &StartContext<'_>,
-    c: &api::Container,
+    wanted: &str,
+    policy: PullPolicy,
     field_path: &str,
     pull_backoff: &mut Backoff,
     result: &mut PodSyncResult,
 ) -> Result<(String, Option<ImageUser>), StartOutcome> {
     let pod = cx.pod;
     let fp = Some(field_path);
-    let image = cri_config::image_with_default_tag(&c.image).map_err(|e| {
+    let image = cri_config::image_with_default_tag(wanted).map_err(|e| {
         // kubelet: EnsureImageExists — events.FailedToInspectImage.
         env.recorder.warning(
             pod,
             fp,
             recorder::INSPECT_FAILED,
-            format!("Failed to apply default image tag {:?}: {e}", c.image),
+            format!("Failed to apply default image tag {:?}: {e}", wanted),
         );
         waiting(WaitingReason::InvalidImageName, e.to_string())
     })?;
     let present = env.runtime.image_status(&image).await.map_err(|e| {
-        let message = format!("Failed to inspect image {:?}: {e}", c.image);
+        let message = format!("Failed to inspect image {:?}: {e}", wanted);
         env.recorder
             .warning(pod, fp, recorder::INSPECT_FAILED, message.clone());
         waiting(WaitingReason::ImageInspectError, message)
     })?;
-    let pull = match cri_config::pull_policy(c) {
+    let pull = match policy {
         PullPolicy::Never => false,
         PullPolicy::Always => true,
         PullPolicy::IfNotPresent => present.is_none(),
@@ -55,14 +56,14 @@ pub(super) async fn ensure_image<R: Runtime, C: Clock>(
                     pod,
                     fp,
                     recorder::PULLED_IMAGE,
-                    format!("Container image {:?} already present on machine", c.image),
+                    format!("Container image {:?} already present on machine", wanted),
                 );
                 Ok((img.id, Some(img.user)))
             }
             None => {
                 let message = format!(
                     "Container image {:?} is not present with pull policy of Never",
-                    c.image
+                    wanted
                 );
                 // kubelet: events.ErrImageNeverPullPolicy.
                 env.recorder
@@ -71,10 +72,10 @@ pub(super) async fn ensure_image<R: Runtime, C: Clock>(
             }
         };
     }
-    let key = backoff::image_pull_key(&cx.pod.metadata.uid, &c.image);
+    let key = backoff::image_pull_key(&cx.pod.metadata.uid, wanted);
     if let Some(remaining) = pull_backoff.remaining_since_update(&key, env.clock.now()) {
         result.note_requeue(remaining);
-        let message = format!("Back-off pulling image {:?}", c.image);
+        let message = format!("Back-off pulling image {:?}", wanted);
         // kubelet: EnsureImageExists — events.BackOffPullImage (type Normal upstream).
         env.recorder
             .normal(pod, fp, recorder::BACK_OFF, message.clone());
@@ -98,7 +99,7 @@ pub(super) async fn ensure_image<R: Runtime, C: Clock>(
     log::info!(
         "pod {}: pulling image {:?}{}",
         cx.pod.full_name(),
-        c.image,
+        wanted,
         if auth.is_some() { whose } else { "" }
     );
     // kubelet: EnsureImageExists — events.PullingImage.
@@ -106,7 +107,7 @@ pub(super) async fn ensure_image<R: Runtime, C: Clock>(
         pod,
         fp,
         recorder::PULLING_IMAGE,
-        format!("Pulling image {:?}", c.image),
+        format!("Pulling image {:?}", wanted),
     );
     let pull_started = tokio::time::Instant::now();
     match env
@@ -126,7 +127,7 @@ pub(super) async fn ensure_image<R: Runtime, C: Clock>(
                 recorder::PULLED_IMAGE,
                 format!(
                     "Successfully pulled image {:?} in {took} ({took} including waiting)",
-                    c.image
+                    wanted
                 ),
             );
             Ok((image_ref, None))
@@ -163,14 +164,14 @@ pub(super) async fn ensure_image<R: Runtime, C: Clock>(
             log::warn!(
                 "pod {}: failed to pull image {:?}: {msg}{hint}",
                 cx.pod.full_name(),
-                c.image
+                wanted
             );
             // kubelet: events.FailedToPullImage.
             env.recorder.warning(
                 pod,
                 fp,
                 recorder::FAILED,
-                format!("Failed to pull image {:?}: {msg}", c.image),
+                format!("Failed to pull image {:?}: {msg}", wanted),
             );
             Err(waiting(WaitingReason::ErrImagePull, format!("{msg}{hint}")))
         }

@@ -1689,3 +1689,146 @@ async fn run_as_non_root_checks_the_image_user() {
         "the pulled image has no USER: root"
     );
 }
+
+// ----- image volumes (KEP-4639) --------------------------------------------------------
+
+fn image_volume_pod() -> api::Pod {
+    let mut p = one_container_pod("busybox:1.36");
+    p.spec.volumes = vec![api::Volume {
+        name: "models".into(),
+        image: Some(api::ImageVolumeSource {
+            reference: "example.com/models:v2".into(),
+            pull_policy: Some(api::PullPolicy::IfNotPresent),
+        }),
+        ..Default::default()
+    }];
+    p.spec.containers[0].volume_mounts = vec![api::VolumeMount {
+        name: "models".into(),
+        mount_path: "/models".into(),
+        sub_path: Some("weights".into()),
+        ..Default::default()
+    }];
+    p
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_image_volume_is_pulled_and_mounted_by_the_runtime() {
+    let mut h = harness();
+    h.rt.set_version("containerd", "v2.4.2");
+    h.rt.add_image("busybox:1.36");
+    let p = image_volume_pod();
+    let (r, calls) = h.sync(&p).await;
+    let (id, _) = started(&r, "web");
+    assert!(
+        calls
+            .iter()
+            .any(|c| matches!(c, Call::PullImage(i) if i == "example.com/models:v2")),
+        "{calls:?}"
+    );
+    let cfg = h.rt.container_config(&id).unwrap();
+    let m = cfg
+        .mounts
+        .iter()
+        .find(|m| m.container_path == "/models")
+        .expect("the image volume's mount");
+    assert!(m.host_path.is_empty(), "{m:?}");
+    assert!(m.readonly);
+    assert_eq!(m.image_sub_path, "weights");
+    let pulled =
+        h.rt.images()
+            .into_iter()
+            .find(|i| i.repo_tags.iter().any(|t| t == "example.com/models:v2"))
+            .expect("pulled");
+    assert_eq!(m.image, pulled.id);
+    assert_eq!(m.image_reference, "example.com/models:v2");
+
+    // The next start (a restart) finds it present: no pull (IfNotPresent).
+    h.rt.exit_container(&id, 1);
+    advance(11).await;
+    let (r, calls) = h.sync(&p).await;
+    started(&r, "web");
+    assert!(
+        !calls.iter().any(|c| matches!(c, Call::PullImage(_))),
+        "{calls:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_image_volume_that_cannot_be_pulled_holds_its_container_with_back_off() {
+    let mut h = harness();
+    h.rt.set_version("cri-o", "1.36.3");
+    h.rt.add_image("busybox:1.36");
+    h.rt.fail_once(
+        Method::PullImage,
+        FakeRuntime::rpc_error(Method::PullImage, "registry unreachable"),
+    );
+    let p = image_volume_pod();
+    let (r, calls) = h.sync(&p).await;
+    let (reason, msg) = r.waiting("web").unwrap();
+    assert_eq!(reason, WaitingReason::ErrImagePull);
+    assert!(
+        msg.starts_with("image volume \"models\": ") && msg.contains("registry unreachable"),
+        "{msg}"
+    );
+    assert!(
+        !calls
+            .iter()
+            .any(|c| matches!(c, Call::CreateContainer { .. }))
+    );
+    advance(3).await;
+    let (r, _) = h.sync(&p).await;
+    assert_eq!(
+        r.waiting("web"),
+        Some((
+            WaitingReason::ImagePullBackOff,
+            "image volume \"models\": Back-off pulling image \"example.com/models:v2\""
+        ))
+    );
+    advance(10).await;
+    let (r, _) = h.sync(&p).await;
+    started(&r, "web");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_image_volume_on_a_runtime_without_them_is_refused_clearly() {
+    let mut h = harness();
+    h.rt.set_version("containerd", "1.6.20~ds1");
+    h.rt.add_image("busybox:1.36");
+    let p = image_volume_pod();
+    let (r, calls) = h.sync(&p).await;
+    assert_eq!(
+        r.waiting("web"),
+        Some((
+            WaitingReason::CreateContainerConfigError,
+            "image volumes need containerd >= 2.1 or CRI-O >= 1.31; the runtime is containerd 1.6.20~ds1"
+        ))
+    );
+    assert!(
+        !calls
+            .iter()
+            .any(|c| matches!(c, Call::PullImage(_) | Call::CreateContainer { .. })),
+        "{calls:?}"
+    );
+}
+
+#[test]
+fn image_volume_support_by_runtime_version() {
+    use super::container::image_volumes_supported as ok;
+    for (name, version, want) in [
+        ("containerd", "1.6.20~ds1", false),
+        ("containerd", "v1.7.27", false),
+        ("containerd", "v2.0.5", false),
+        ("containerd", "v2.1.0", true),
+        ("containerd", "2.1.0-rc.1", true),
+        ("containerd", "v2.4.2", true),
+        ("containerd", "v3.0.0", true),
+        ("cri-o", "1.30.4", false),
+        ("cri-o", "1.31.0", true),
+        ("cri-o", "1.36.3", true),
+        // Unknown runtimes and unreadable versions: the runtime decides.
+        ("fake", "0.0.0", true),
+        ("containerd", "devel", true),
+    ] {
+        assert_eq!(ok(name, version).is_ok(), want, "{name} {version}");
+    }
+}
