@@ -298,35 +298,14 @@ fn resources(pod: &Pod, node: &NodeInfo, others: &[&&Pod]) -> Option<Rejection> 
     None
 }
 
-/// kubelet: `PodRequests` — the sum over regular containers and sidecars, or the largest
-/// init container's if that is more; a request left out is its limit (API defaulting).
-/// (cpu millicores, memory bytes)
+/// kubelet: `PodRequests` — the pod-level requests when set, else the sum over regular
+/// containers and sidecars, or the largest init container's if that is more; a request left
+/// out is its limit (API defaulting). (cpu millicores, memory bytes)
 pub fn pod_requests(pod: &Pod) -> (i64, i64) {
-    let req = |c: &crate::api::Container, name: &str, scale: i32| -> i64 {
-        c.resources
-            .as_ref()
-            .and_then(|r| r.requests.get(name).or_else(|| r.limits.get(name)))
-            .and_then(|q| q.scaled(scale))
-            .unwrap_or(0)
-            .max(0)
-    };
-    let sidecar =
-        |c: &&crate::api::Container| c.restart_policy == Some(crate::api::RestartPolicy::Always);
-    let (mut cpu, mut mem) = (0i64, 0i64);
-    for c in pod
-        .spec
-        .containers
-        .iter()
-        .chain(pod.spec.init_containers.iter().filter(sidecar))
-    {
-        cpu = cpu.saturating_add(req(c, "cpu", 3));
-        mem = mem.saturating_add(req(c, "memory", 0));
-    }
-    for c in pod.spec.init_containers.iter().filter(|c| !sidecar(c)) {
-        cpu = cpu.max(req(c, "cpu", 3));
-        mem = mem.max(req(c, "memory", 0));
-    }
-    (cpu, mem)
+    (
+        crate::qos::pod_request(pod, "cpu"),
+        crate::qos::pod_request(pod, "memory"),
+    )
 }
 
 /// One host port a pod asks for.

@@ -189,9 +189,11 @@ pub struct PodSpec {
     /// kubelet: `GeneratePodReadyCondition` — Ready waits for each gate's condition.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub readiness_gates: Vec<PodReadinessGate>,
-    /// Pod-level resources (not the containers').
+    /// Pod-level resources (KEP-2837, `PodLevelResources`): cpu and memory for the pod as a
+    /// whole — its QoS class, its cgroup, admission, and the limits of containers that set
+    /// none (`qos::pod_level`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resources: Option<serde_json::Value>,
+    pub resources: Option<ResourceRequirements>,
     /// Debug containers added through `pods/ephemeralcontainers`: the same model as a
     /// container (kubelet casts `EphemeralContainerCommon` to `v1.Container`), with
     /// [`Container::target_container_name`].

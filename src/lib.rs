@@ -49,7 +49,7 @@
 //! 2      probe         api kube
 //! 2      recorder      api clock json kube
 //! 3      fieldpath     api config_data
-//! 3      manifest      api clock config_data sort
+//! 3      manifest      api clock config_data qos sort
 //! 3      messages      api config_data
 //! 3      node          api clock cm cri eviction kube qos sort task
 //! 3      options       api cm eviction images

@@ -623,6 +623,8 @@ pub fn apply_defaults(pod: &mut Pod) {
     {
         default_container(c, host_network);
     }
+    default_pod_requests(pod);
+    let spec = &mut pod.spec;
     for v in &mut spec.volumes {
         if let Some(hp) = &mut v.host_path {
             // defaults: SetDefaults_HostPathVolumeSource (HostPathUnset)
@@ -648,6 +650,40 @@ pub fn apply_defaults(pod: &mut Pod) {
         {
             v.empty_dir = Some(EmptyDirVolumeSource::default());
         }
+    }
+}
+
+/// defaults: `defaultPodRequests` — with pod-level limits, a pod-level request of cpu or
+/// memory left out is the containers' aggregated request of it when they make one, else the
+/// pod-level limit. Nothing without pod-level limits.
+fn default_pod_requests(pod: &mut Pod) {
+    let Some(r) = &pod.spec.resources else {
+        return;
+    };
+    if r.limits.is_empty() {
+        return;
+    }
+    let mut add: Vec<(String, crate::api::Quantity)> = Vec::new();
+    for name in crate::qos::POD_LEVEL_RESOURCES {
+        if r.requests.contains_key(name) {
+            continue;
+        }
+        let aggregated = crate::qos::container_requests(pod, name);
+        let q = if aggregated > 0 {
+            crate::api::Quantity::Str(if name == "cpu" {
+                format!("{aggregated}m")
+            } else {
+                aggregated.to_string()
+            })
+        } else if let Some(limit) = r.limits.get(name) {
+            limit.clone()
+        } else {
+            continue;
+        };
+        add.push((name.to_string(), q));
+    }
+    if let Some(r) = &mut pod.spec.resources {
+        r.requests.extend(add);
     }
 }
 
@@ -746,6 +782,7 @@ fn validate_into(pod: &Pod, errs: &mut Vec<FieldError>) {
     }
 
     let volumes = validate_volumes(pod, errs);
+    validate_pod_resources(pod, errs);
 
     // Container names are unique across init and regular containers.
     let mut names: HashMap<&str, String> = HashMap::new();
@@ -772,6 +809,118 @@ fn validate_into(pod: &Pod, errs: &mut Vec<FieldError>) {
             }
         }
         validate_container(&path, c, spec.host_network, &volumes, errs);
+    }
+}
+
+/// validation: `validatePodResources` and `validatePodResourceConsistency` — pod-level
+/// resources name only cpu and memory, with valid quantities, requests at most the limits;
+/// the pod-level request at least the containers' aggregated request, and no container
+/// limit above the pod-level limit.
+fn validate_pod_resources(pod: &Pod, errs: &mut Vec<FieldError>) {
+    let Some(r) = &pod.spec.resources else {
+        return;
+    };
+    let supported = crate::qos::POD_LEVEL_RESOURCES;
+    let mut bad = false;
+    for (which, map) in [("limits", &r.limits), ("requests", &r.requests)] {
+        for (name, q) in map {
+            let field = format!("spec.resources.{which}.{name}");
+            if !supported.contains(&name.as_str()) {
+                errs.push(FieldError::new(
+                    field,
+                    format!("unsupported resource {name:?} (pod-level resources: cpu, memory)"),
+                ));
+                bad = true;
+            } else if q.scaled(crate::qos::scale_of(name)).is_none_or(|v| v < 0) {
+                errs.push(FieldError::new(
+                    field,
+                    format!(
+                        "{:?}: expected a quantity such as 500m, 1, 0.5 or 64Mi, not negative",
+                        q.as_string()
+                    ),
+                ));
+                bad = true;
+            }
+        }
+    }
+    if r.claims.is_some() {
+        errs.push(FieldError::new(
+            "spec.resources.claims",
+            "claims are not supported in pod-level resources",
+        ));
+    }
+    if bad {
+        return;
+    }
+    let show = |name: &str, v: i64| {
+        if name == "cpu" {
+            format!("{v}m")
+        } else {
+            v.to_string()
+        }
+    };
+    for name in supported {
+        let request = crate::qos::pod_level(pod, false, name);
+        let limit = crate::qos::pod_level(pod, true, name);
+        if let (Some(req), Some(lim)) = (request, limit)
+            && req > lim
+        {
+            errs.push(FieldError::new(
+                format!("spec.resources.requests.{name}"),
+                format!(
+                    "{} must be less than or equal to the {name} limit of {}",
+                    show(name, req),
+                    show(name, lim)
+                ),
+            ));
+        }
+        let aggregated = crate::qos::container_requests(pod, name);
+        if let Some(req) = request
+            && aggregated > req
+        {
+            errs.push(FieldError::new(
+                format!("spec.resources.requests.{name}"),
+                format!(
+                    "{} must be greater than or equal to the containers' aggregated requests of {}",
+                    show(name, req),
+                    show(name, aggregated)
+                ),
+            ));
+        }
+        if let Some(lim) = limit {
+            for (path, c) in pod
+                .spec
+                .init_containers
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (format!("spec.initContainers[{i}]"), c))
+                .chain(
+                    pod.spec
+                        .containers
+                        .iter()
+                        .enumerate()
+                        .map(|(i, c)| (format!("spec.containers[{i}]"), c)),
+                )
+            {
+                let c_lim = c
+                    .resources
+                    .as_ref()
+                    .and_then(|r| r.limits.get(name))
+                    .and_then(|q| q.scaled(crate::qos::scale_of(name)));
+                if let Some(c_lim) = c_lim
+                    && c_lim > lim
+                {
+                    errs.push(FieldError::new(
+                        format!("{path}.resources.limits.{name}"),
+                        format!(
+                            "{} must be less than or equal to the pod-level {name} limit of {}",
+                            show(name, c_lim),
+                            show(name, lim)
+                        ),
+                    ));
+                }
+            }
+        }
     }
 }
 

@@ -31,11 +31,89 @@ impl QosClass {
 
 const QOS_RESOURCES: [&str; 2] = ["cpu", "memory"];
 
+/// The resources `spec.resources` may name (kubelet: `IsSupportedPodLevelResource`; upstream
+/// also takes `hugepages-*`, which picolet does not manage).
+pub const POD_LEVEL_RESOURCES: [&str; 2] = QOS_RESOURCES;
+
+/// The scale a resource is counted in: cpu in millicores, memory in bytes.
+pub fn scale_of(name: &str) -> i32 {
+    if name == "cpu" { 3 } else { 0 }
+}
+
+/// A pod-level value (`spec.resources.limits` or `.requests` of `name`), when positive.
+pub fn pod_level(pod: &Pod, limits: bool, name: &str) -> Option<i64> {
+    let r = pod.spec.resources.as_ref()?;
+    let map = if limits { &r.limits } else { &r.requests };
+    map.get(name)
+        .and_then(|q| q.scaled(scale_of(name)))
+        .filter(|v| *v > 0)
+}
+
+/// kubelet: `IsPodLevelResourcesSet` — a pod-level request or limit of cpu or memory.
+pub fn pod_level_set(pod: &Pod) -> bool {
+    POD_LEVEL_RESOURCES
+        .iter()
+        .any(|n| pod_level(pod, true, n).is_some() || pod_level(pod, false, n).is_some())
+}
+
+/// kubelet: `AggregateContainerRequests` — the sum over regular containers and sidecars, or
+/// the largest other init container's if that is more; a request left out is its limit (API
+/// defaulting). In [`scale_of`] units.
+pub fn container_requests(pod: &Pod, name: &str) -> i64 {
+    let scale = scale_of(name);
+    let req = |c: &crate::api::Container| -> i64 {
+        c.resources
+            .as_ref()
+            .and_then(|r| r.requests.get(name).or_else(|| r.limits.get(name)))
+            .and_then(|q| q.scaled(scale))
+            .unwrap_or(0)
+            .max(0)
+    };
+    let sidecar =
+        |c: &&crate::api::Container| c.restart_policy == Some(crate::api::RestartPolicy::Always);
+    let mut sum = 0i64;
+    for c in pod
+        .spec
+        .containers
+        .iter()
+        .chain(pod.spec.init_containers.iter().filter(sidecar))
+    {
+        sum = sum.saturating_add(req(c));
+    }
+    let mut init_max = 0i64;
+    for c in pod.spec.init_containers.iter().filter(|c| !sidecar(c)) {
+        init_max = init_max.max(req(c));
+    }
+    sum.max(init_max)
+}
+
+/// kubelet: `PodRequests` — the pod-level request of `name` when set (pod-level resources
+/// take precedence), else [`container_requests`]. In [`scale_of`] units.
+pub fn pod_request(pod: &Pod, name: &str) -> i64 {
+    pod_level(pod, false, name).unwrap_or_else(|| container_requests(pod, name))
+}
+
 /// The pod's QoS class.
 pub fn pod_qos(pod: &Pod) -> QosClass {
     let mut requests: BTreeMap<&str, i64> = BTreeMap::new();
     let mut limits: BTreeMap<&str, i64> = BTreeMap::new();
     let mut guaranteed = true;
+    if pod_level_set(pod) {
+        // kubelet: ComputePodQOS — pod-level resources, when set, decide the class alone:
+        // Guaranteed needs pod-level cpu and memory limits equal to the requests.
+        for name in QOS_RESOURCES {
+            if let Some(v) = pod_level(pod, false, name) {
+                requests.insert(name, v);
+            }
+            if let Some(v) = pod_level(pod, true, name) {
+                limits.insert(name, v);
+            }
+        }
+        if !limits.is_empty() && limits.len() < QOS_RESOURCES.len() {
+            guaranteed = false;
+        }
+        return classify(&requests, &limits, guaranteed);
+    }
     for c in pod.spec.containers.iter().chain(&pod.spec.init_containers) {
         let res = c.resources.as_ref();
         let mut limited = 0;
@@ -57,6 +135,14 @@ pub fn pod_qos(pod: &Pod) -> QosClass {
             guaranteed = false;
         }
     }
+    classify(&requests, &limits, guaranteed)
+}
+
+fn classify(
+    requests: &BTreeMap<&str, i64>,
+    limits: &BTreeMap<&str, i64>,
+    guaranteed: bool,
+) -> QosClass {
     if requests.is_empty() && limits.is_empty() {
         return QosClass::BestEffort;
     }
@@ -112,11 +198,19 @@ pub fn oom_score_adj(pod: &Pod, container: &crate::api::Container, memory_capaci
         QosClass::Burstable => {}
     }
     let res = container.resources.as_ref();
-    let request = res
+    let mut request = res
         .and_then(|r| r.requests.get("memory").or_else(|| r.limits.get("memory")))
         .and_then(|q| q.scaled(0))
         .unwrap_or(0)
         .max(0) as i128;
+    // kubelet: with a pod-level memory request, the part of it no container requests is
+    // shared equally among all containers (init containers included) for the score
+    // (`remainingPodMemReqPerContainer`).
+    if let Some(pod_request) = pod_level(pod, false, "memory") {
+        let n = (pod.spec.containers.len() + pod.spec.init_containers.len()).max(1) as i128;
+        let remaining = i128::from(pod_request) - i128::from(container_requests(pod, "memory"));
+        request += remaining / n;
+    }
     let adj = if memory_capacity == 0 {
         1000
     } else {
@@ -262,6 +356,95 @@ mod tests {
             assert_eq!(pod_qos(&pod), want, "{name}");
         }
         assert_eq!(QosClass::Burstable.as_str(), "Burstable");
+    }
+
+    fn with_pod_level(mut pod: Pod, r: Option<ResourceRequirements>) -> Pod {
+        pod.spec.resources = r;
+        pod
+    }
+
+    /// kubelet: ComputePodQOS with pod-level resources — they decide alone.
+    #[test]
+    fn qos_with_pod_level_resources() {
+        let both = &[("cpu", "1"), ("memory", "128Mi")];
+        let cases: Vec<(&str, Pod, QosClass)> = vec![
+            (
+                "pod-level requests = limits, containers with nothing",
+                with_pod_level(pod_with(vec![None, None], vec![]), res(both, both)),
+                QosClass::Guaranteed,
+            ),
+            (
+                "pod-level Guaranteed whatever the containers say",
+                with_pod_level(
+                    pod_with(vec![res(&[("cpu", "100m")], &[])], vec![]),
+                    res(both, both),
+                ),
+                QosClass::Guaranteed,
+            ),
+            (
+                "pod-level cpu limit only",
+                with_pod_level(
+                    pod_with(vec![None], vec![]),
+                    res(&[("cpu", "1")], &[("cpu", "1")]),
+                ),
+                QosClass::Burstable,
+            ),
+            (
+                "pod-level requests only",
+                with_pod_level(pod_with(vec![None], vec![]), res(both, &[])),
+                QosClass::Burstable,
+            ),
+            (
+                "pod-level requests below limits",
+                with_pod_level(
+                    pod_with(vec![None], vec![]),
+                    res(&[("cpu", "500m"), ("memory", "128Mi")], both),
+                ),
+                QosClass::Burstable,
+            ),
+            (
+                "containers Guaranteed but pod-level requests only: Burstable",
+                with_pod_level(pod_with(vec![res(both, both)], vec![]), res(both, &[])),
+                QosClass::Burstable,
+            ),
+            (
+                "pod-level with only other resources: the containers decide",
+                with_pod_level(
+                    pod_with(vec![res(both, both)], vec![]),
+                    res(&[("ephemeral-storage", "1Gi")], &[]),
+                ),
+                QosClass::Guaranteed,
+            ),
+        ];
+        for (name, pod, want) in cases {
+            assert_eq!(pod_qos(&pod), want, "{name}");
+        }
+    }
+
+    /// kubelet: remainingPodMemReqPerContainer — the pod-level memory request no container
+    /// asks for is shared among all containers for the OOM score.
+    #[test]
+    fn oom_score_adj_with_a_pod_level_memory_request() {
+        const GI: u64 = 1 << 30;
+        // 4 GiB node; pod asks 1 GiB at pod level, limit 2 GiB (Burstable); two containers,
+        // one asking 256 MiB: the other 768 MiB are 384 MiB each.
+        let pod = with_pod_level(
+            pod_with(vec![res(&[("memory", "256Mi")], &[]), None], vec![]),
+            res(&[("memory", "1Gi")], &[("memory", "2Gi")]),
+        );
+        assert_eq!(pod_qos(&pod), QosClass::Burstable);
+        let want = |mib: i128| (1000 - 1000 * mib * (1 << 20) / (4 * GI as i128)) as i64;
+        assert_eq!(
+            oom_score_adj(&pod, &pod.spec.containers[0], 4 * GI),
+            want(256 + 384)
+        );
+        assert_eq!(
+            oom_score_adj(&pod, &pod.spec.containers[1], 4 * GI),
+            want(384)
+        );
+        assert_eq!(pod_request(&pod, "memory"), 1 << 30);
+        assert_eq!(pod_request(&pod, "cpu"), 0);
+        assert_eq!(container_requests(&pod, "memory"), 256 << 20);
     }
 
     #[test]

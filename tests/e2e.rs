@@ -2525,8 +2525,10 @@ async fn q_node_shutdown_runs_pre_stop_hooks_in_priority_order() {
 /// n. Pod cgroups (`--cgroups-per-qos`, on by default) on this machine's real cgroups: a
 /// Burstable pod's cgroup `<the lab's --cgroup-root>/kubepods/burstable/pod<uid>` exists with the pod's memory limit,
 /// cpu shares and quota, seen from the host and from inside the container (its own cgroup
-/// path); it is gone once the pod is deleted. cgroup v1 only (the lab machine's); on v2 the
-/// host half reads `memory.max` and `cpu.weight`.
+/// path); it is gone once the pod is deleted. A pod with pod-level resources (`spec.resources`,
+/// issue 41) gets its cgroup from them, and its container, which sets no limit, the pod's
+/// memory limit. cgroup v1 only (the lab machine's); on v2 the host half reads `memory.max`
+/// and `cpu.weight`.
 #[tokio::test]
 async fn n_pod_cgroups() {
     let Some(lab) = Lab::new("n-pod-cgroups").await else {
@@ -2540,6 +2542,26 @@ async fn n_pod_cgroups() {
          limits: {cpu: 200m, memory: 64Mi}\n",
     );
     lab.write_manifest("limited.yaml", &manifest("limited", 2, &[c]));
+    // Pod-level resources (KEP-2837, issue 41): the pod cgroup from spec.resources, and the
+    // container, which sets none, limited by the pod's limits.
+    let own_limit = if v2 {
+        "cat /sys/fs/cgroup/memory.max"
+    } else {
+        "cat /sys/fs/cgroup/memory/memory.limit_in_bytes"
+    };
+    lab.write_manifest(
+        "podlevel.yaml",
+        &(manifest(
+            "podlevel",
+            2,
+            &[container(
+                "free",
+                &format!("{own_limit}\nwhile true; do sleep 1; done"),
+                &[],
+            )],
+        ) + "  resources:\n    requests: {cpu: 300m, memory: 48Mi}\n    \
+               limits: {cpu: 500m, memory: 96Mi}\n"),
+    );
     lab.start_picolet();
     let view = lab
         .wait_for("pod limited running", secs(60), || {
@@ -2591,6 +2613,48 @@ async fn n_pod_cgroups() {
         },
     )
     .await;
+
+    let view = lab
+        .wait_for("pod podlevel running", secs(60), || {
+            lab.running_pod(NS, "podlevel", &["free"])
+        })
+        .await;
+    let pl_uid = view.sandboxes[0].uid.clone();
+    let pl_cgroup = format!(
+        "{}/kubepods/burstable/pod{pl_uid}",
+        lab::cgroup_root().trim_start_matches('/')
+    );
+    let want: &[(&str, &str, &str)] = if v2 {
+        &[
+            ("memory", "memory.max", "100663296"),
+            ("cpu", "cpu.max", "50000 100000"),
+        ]
+    } else {
+        &[
+            ("memory", "memory.limit_in_bytes", "100663296"),
+            ("cpu", "cpu.shares", "307"),
+            ("cpu", "cpu.cfs_quota_us", "50000"),
+        ]
+    };
+    for (ctrl, file, value) in want {
+        let p = if v2 {
+            format!("/sys/fs/cgroup/{pl_cgroup}/{file}")
+        } else {
+            format!("/sys/fs/cgroup/{ctrl}/{pl_cgroup}/{file}")
+        };
+        let got = fs::read_to_string(&p).map(|s| s.trim().to_string());
+        lab.check(got.as_deref().ok() == Some(*value), || {
+            format!("pod-level resources: {p} want {value}, got {got:?}")
+        });
+    }
+    let log = lab.log_path(NS, "podlevel", &pl_uid, "free", 0);
+    lab.wait_for(
+        "the container without limits has the pod-level memory limit",
+        secs(15),
+        || async { log_has_line(&log, "stdout", "100663296") },
+    )
+    .await;
+    lab.remove_manifest("podlevel.yaml");
 
     lab.remove_manifest("limited.yaml");
     lab.wait_for("the pod cgroup removed", secs(60), || async {

@@ -1068,3 +1068,76 @@ fn image_volumes_decode_default_and_validate() {
     )));
     assert!(msg.contains("Sometimes"), "{msg} {fields:?}");
 }
+
+/// Pod-level resources (KEP-2837): requests defaulted as the apiserver does
+/// (`defaultPodRequests`), and the consistency rules of `validatePodResources`.
+#[test]
+fn pod_level_resources_default_and_validate() {
+    let checked = |resources: &str, container: &str| {
+        let text = format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: p}}\nspec:\n  resources: {resources}\n  containers:\n  - name: c\n    image: busybox:1.36\n    resources: {container}\n"
+        );
+        let mut p = manifest::parse(text.as_bytes())?;
+        manifest::apply_defaults(&mut p);
+        manifest::validate(&p).map(|()| p)
+    };
+    let q = |p: &Pod, name: &str| p.spec.resources.as_ref().unwrap().requests[name].as_string();
+    // Limits only: requests default to them; a container request wins for its resource.
+    let p = checked("{limits: {cpu: '1', memory: 256Mi}}", "{}").expect("valid");
+    assert_eq!(
+        (q(&p, "cpu"), q(&p, "memory")),
+        ("1".into(), "256Mi".into())
+    );
+    let p = checked(
+        "{limits: {cpu: '1', memory: 256Mi}}",
+        "{requests: {cpu: 250m}}",
+    )
+    .expect("valid");
+    assert_eq!(
+        (q(&p, "cpu"), q(&p, "memory")),
+        ("250m".into(), "256Mi".into())
+    );
+    // Requests only: nothing defaulted.
+    let p = checked("{requests: {cpu: 500m}}", "{}").expect("valid");
+    assert_eq!(p.spec.resources.as_ref().unwrap().requests.len(), 1);
+
+    for (resources, container, field, text) in [
+        (
+            "{limits: {cpu: '1', nvidia.com/gpu: '1'}}",
+            "{}",
+            "spec.resources.limits.nvidia.com/gpu",
+            "unsupported resource",
+        ),
+        (
+            "{limits: {memory: lots}}",
+            "{}",
+            "spec.resources.limits.memory",
+            "expected a quantity",
+        ),
+        (
+            "{requests: {cpu: '2'}, limits: {cpu: '1'}}",
+            "{}",
+            "spec.resources.requests.cpu",
+            "2000m must be less than or equal to the cpu limit of 1000m",
+        ),
+        (
+            "{requests: {memory: 64Mi}}",
+            "{requests: {memory: 128Mi}}",
+            "spec.resources.requests.memory",
+            "must be greater than or equal to the containers' aggregated requests of 134217728",
+        ),
+        (
+            "{limits: {cpu: 500m}}",
+            "{limits: {cpu: '1'}}",
+            "spec.containers[0].resources.limits.cpu",
+            "1000m must be less than or equal to the pod-level cpu limit of 500m",
+        ),
+    ] {
+        let (msg, fields) = err_of(checked(resources, container));
+        assert!(
+            fields.iter().any(|f| f == field),
+            "{resources}: {msg} {fields:?}"
+        );
+        assert!(msg.contains(text), "{resources}: {msg}");
+    }
+}

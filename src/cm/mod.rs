@@ -228,8 +228,19 @@ pub fn shares_to_weight(shares: u64) -> u64 {
 
 /// A pod's cpu request (milli) and, when every container (init containers included) sets
 /// one, its cpu and memory limits: kubelet `PodRequests`/`PodLimits` — the regular
-/// containers' sum, or the largest init container's if that is more.
+/// containers' sum, or the largest init container's if that is more. Pod-level resources
+/// (`spec.resources`) take precedence: a pod-level request or limit is the pod's, and a
+/// pod-level limit is declared whatever the containers say.
 fn pod_totals(pod: &Pod) -> (i64, Option<i64>, Option<i64>) {
+    let (cpu_request, cpu_limit, mem_limit) = container_totals(pod);
+    (
+        qos::pod_level(pod, false, "cpu").unwrap_or(cpu_request),
+        qos::pod_level(pod, true, "cpu").or(cpu_limit),
+        qos::pod_level(pod, true, "memory").or(mem_limit),
+    )
+}
+
+fn container_totals(pod: &Pod) -> (i64, Option<i64>, Option<i64>) {
     let get = |c: &crate::api::Container, limits: bool, name: &str, scale: i32| {
         let r = c.resources.as_ref()?;
         let q = if limits {

@@ -156,6 +156,63 @@ fn pod_resources_follow_the_kubelet() {
     }
 }
 
+/// kubelet: ResourceConfigForPod with pod-level resources — the pod-level request gives
+/// the shares, a pod-level limit is declared whatever the containers set.
+#[test]
+fn pod_level_resources_set_the_pod_cgroup() {
+    let mi = 1i64 << 20;
+    let with = |containers: &[(&'static str, &'static str, &'static str, &'static str)],
+                pod_level: serde_json::Value| {
+        let mut p = pod(containers);
+        p.spec.resources = Some(serde_json::from_value(pod_level).unwrap());
+        p
+    };
+    // Burstable at pod level: requests 500m/64Mi, limits 1 cpu/128Mi; containers set nothing.
+    let p = with(
+        &[("", "", "", ""), ("", "", "", "")],
+        serde_json::json!({"requests": {"cpu": "500m", "memory": "64Mi"},
+                           "limits": {"cpu": "1", "memory": "128Mi"}}),
+    );
+    assert_eq!(crate::qos::pod_qos(&p), QosClass::Burstable);
+    assert_eq!(
+        pod_resources(&p),
+        Resources {
+            cpu_shares: Some(512),
+            cpu_quota: Some(100_000),
+            memory_limit: Some(128 * mi),
+        }
+    );
+    assert_eq!(pod_cpu_request(&p), 500);
+    // Guaranteed at pod level over a container with its own smaller limits.
+    let p = with(
+        &[("100m", "200m", "", "32Mi")],
+        serde_json::json!({"requests": {"cpu": "2", "memory": "256Mi"},
+                           "limits": {"cpu": "2", "memory": "256Mi"}}),
+    );
+    assert_eq!(crate::qos::pod_qos(&p), QosClass::Guaranteed);
+    assert_eq!(
+        pod_resources(&p),
+        Resources {
+            cpu_shares: Some(2048),
+            cpu_quota: Some(200_000),
+            memory_limit: Some(256 * mi),
+        }
+    );
+    // A pod-level memory limit only: cpu from the containers (no cpu limit declared).
+    let p = with(
+        &[("100m", "", "", "")],
+        serde_json::json!({"limits": {"memory": "96Mi"}, "requests": {"memory": "96Mi"}}),
+    );
+    assert_eq!(
+        pod_resources(&p),
+        Resources {
+            cpu_shares: Some(102),
+            cpu_quota: None,
+            memory_limit: Some(96 * mi),
+        }
+    );
+}
+
 #[test]
 fn init_containers_count_when_larger() {
     let mut p = pod(&[("100m", "100m", "", "64Mi")]);

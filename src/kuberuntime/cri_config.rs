@@ -636,8 +636,16 @@ pub fn resources(
             .map(Option::unwrap_or_default)
     };
     let cpu_request = get(&r.requests, "requests", "cpu", 3)?;
-    let cpu_limit = get(&r.limits, "limits", "cpu", 3)?;
-    let memory_limit = get(&r.limits, "limits", "memory", 0)?;
+    // kubelet: getCPULimit/getMemoryLimit — with pod-level resources, a container that sets
+    // no limit gets the pod's.
+    let cpu_limit = match get(&r.limits, "limits", "cpu", 3)? {
+        0 => crate::qos::pod_level(pod, true, "cpu").unwrap_or(0),
+        v => v,
+    };
+    let memory_limit = match get(&r.limits, "limits", "memory", 0)? {
+        0 => crate::qos::pod_level(pod, true, "memory").unwrap_or(0),
+        v => v,
+    };
     // validate memory requests too, so a typo is reported rather than ignored
     get(&r.requests, "requests", "memory", 0)?;
 
@@ -1777,6 +1785,43 @@ mod tests {
                 field: "requests.memory".into(),
                 value: "lots".into()
             })
+        );
+    }
+
+    /// kubelet: getCPULimit/getMemoryLimit — a container without a limit of its own gets the
+    /// pod-level limit (shares from it too, as for a limit without a request); its own
+    /// limit stays.
+    #[test]
+    fn pod_level_limits_for_containers_without_their_own() {
+        use api::Quantity::Str;
+        let mut p = pod();
+        p.spec.resources = Some(api::ResourceRequirements {
+            limits: [
+                ("cpu".to_string(), Str("1".into())),
+                ("memory".to_string(), Str("256Mi".into())),
+            ]
+            .into(),
+            ..Default::default()
+        });
+        let none = with_resources(&[], &[]);
+        let got = resources(&p, &none, 1 << 30).unwrap();
+        assert_eq!(
+            (
+                got.cpu_shares,
+                got.cpu_quota,
+                got.cpu_period,
+                got.memory_limit_in_bytes
+            ),
+            (1024, 100_000, 100_000, 256 << 20)
+        );
+        let own = with_resources(
+            &[("cpu", Str("100m".into()))],
+            &[("memory", Str("64Mi".into()))],
+        );
+        let got = resources(&p, &own, 1 << 30).unwrap();
+        assert_eq!(
+            (got.cpu_shares, got.cpu_quota, got.memory_limit_in_bytes),
+            (102, 100_000, 64 << 20)
         );
     }
 

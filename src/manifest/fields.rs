@@ -154,8 +154,8 @@ pub static RULES: &[Rule] = &[
     ),
     rule(
         "spec.resources",
-        Warned,
-        "pod-level resources are not applied (the pod cgroup's limits come from its containers)",
+        Implemented,
+        "cpu and memory (KEP-2837): the QoS class, the pod cgroup's shares, quota and memory limit, admission, and the limits of containers that set none; hugepages are not managed",
     ),
     rule(
         "spec.ephemeralContainers",

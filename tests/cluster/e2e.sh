@@ -33,6 +33,13 @@
 #               shows example.com/resource (capacity, allocatable, kubectl describe node), a
 #               pod asking for one is scheduled onto picolet and sees its device's mount; the
 #               plugin stopped, allocatable drops to 0
+#   image-volume (issue 41) an API pod with an image volume (the lab's busybox image, and its
+#               etc/ by subPath) reads a file of the image and cannot write to it, on a lab
+#               runtime that mounts images (PICOLET_LAB_RUNTIME=containerd2 or crio); on
+#               containerd 1.6 the container waits with CreateContainerConfigError naming the
+#               runtime
+#   pod-level   (issue 41) a pod with pod-level resources (spec.resources) is scheduled onto
+#               picolet; its container, which sets no limit, runs under the pod's memory limit
 #   idle        10 pods and nothing changing for 5 minutes: picolet's requests to the apiserver
 #               by verb and resource (its audit log), its watches, the apiserver_request_total
 #               counts, picolet's RSS; written to DIR/idle.md (kept) and printed
@@ -57,7 +64,7 @@ IMAGE=localhost/busybox:edge
 T0=$(date +%s.%N)
 passed=0 failed=0 skipped=0
 ALL=(join deploy config token static grace drain outage restart node-api)
-OPTIONAL=(idle devices) # named only: `tests/cluster/e2e.sh join idle`
+OPTIONAL=(idle devices image-volume pod-level) # named only: `tests/cluster/e2e.sh join idle`
 
 say() { printf 'cluster-e2e: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -252,6 +259,14 @@ said_once() {
 }
 idle_ready() { [[ $(jp deploy idle -o 'jsonpath={.status.availableReplicas}') == 10 ]]; }
 running_web() { [[ $(jp deploy web -o 'jsonpath={.status.availableReplicas}') == 3 ]]; }
+wait_pod_log() { # POD: its log, once the pod Succeeded
+	local end=$((SECONDS + 120))
+	until phase_is "$1" Succeeded || phase_is "$1" Failed; do
+		((SECONDS < end)) || return 1
+		sleep 1
+	done
+	k -n "$NS" logs "$1"
+}
 wait_terminated_message() { # POD: its first container's termination message, once Succeeded
 	local end=$((SECONDS + 120))
 	until phase_is "$1" Succeeded || phase_is "$1" Failed; do
@@ -545,6 +560,68 @@ scenario_devices() {
 	wait_for "the plugin gone: allocatable 0" 60 node_resource allocatable 0
 	check "capacity stays" '^2$' jp node "$NODE" -o 'jsonpath={.status.capacity.example\.com/resource}'
 	k -n "$NS" delete pod devuser --wait=false >/dev/null 2>&1 || true
+}
+
+waiting_reason() { # POD: its first container's waiting reason and message
+	jp -n "$NS" pod "$1" -o 'jsonpath={.status.containerStatuses[0].state.waiting.reason}: {.status.containerStatuses[0].state.waiting.message}'
+}
+refused_image_volume() {
+	[[ $(waiting_reason imgvol) == "CreateContainerConfigError: image volumes need containerd >= 2.1 or CRI-O >= 1.31; the runtime is containerd 1."* ]]
+}
+
+scenario_image_volume() {
+	echo "== image-volume (${PICOLET_LAB_RUNTIME:-containerd})"
+	k -n "$NS" apply -f - >/dev/null <<-EOF
+		apiVersion: v1
+		kind: Pod
+		metadata: {name: imgvol}
+		spec:
+		  restartPolicy: Never
+		  containers:
+		  - name: c
+		    image: $IMAGE
+		    command: [sh, -c, 'ls /vol/bin/busybox; head -n 1 /image-etc/group; if touch /vol/x 2>/dev/null; then echo writable; else echo read-only; fi']
+		    volumeMounts:
+		    - {name: img, mountPath: /vol}
+		    - {name: img, mountPath: /image-etc, subPath: etc}
+		  volumes:
+		  - name: img
+		    image: {reference: '$IMAGE', pullPolicy: IfNotPresent}
+	EOF
+	case ${PICOLET_LAB_RUNTIME:-containerd} in
+	containerd)
+		wait_for "containerd 1.6: the container waits with CreateContainerConfigError naming the runtime" 120 refused_image_volume
+		;;
+	*)
+		check "the apiserver kept the image volume (ImageVolume on by default)" "^$IMAGE\$" \
+			jp -n "$NS" pod imgvol -o 'jsonpath={.spec.volumes[0].image.reference}'
+		check "the container listed a file of the image, read one through the subPath, could not write" \
+			$'^/vol/bin/busybox\nroot:x:0:\nread-only$' wait_pod_log imgvol
+		;;
+	esac
+	k -n "$NS" delete pod imgvol --wait=false >/dev/null 2>&1 || true
+}
+
+scenario_pod_level() {
+	echo "== pod-level"
+	k -n "$NS" apply -f - >/dev/null <<-EOF
+		apiVersion: v1
+		kind: Pod
+		metadata: {name: podlevel}
+		spec:
+		  restartPolicy: Never
+		  resources: {requests: {cpu: 300m, memory: 48Mi}, limits: {cpu: 500m, memory: 96Mi}}
+		  containers:
+		  - name: c
+		    image: $IMAGE
+		    command: [sh, -c, 'cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max']
+	EOF
+	check "the apiserver kept the pod-level resources (PodLevelResources on by default)" '^96Mi$' \
+		jp -n "$NS" pod podlevel -o 'jsonpath={.spec.resources.limits.memory}'
+	check "scheduled onto $NODE; its container, without limits of its own, ran under the pod's 96Mi" '^100663296$' \
+		wait_pod_log podlevel
+	check "status.qosClass Burstable" '^Burstable$' jp -n "$NS" pod podlevel -o 'jsonpath={.status.qosClass}'
+	k -n "$NS" delete pod podlevel --wait=false >/dev/null 2>&1 || true
 }
 
 scenario_idle() {
