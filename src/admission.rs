@@ -749,8 +749,11 @@ mod tests {
             ),
             (
                 "refused field",
-                |p| p.spec.host_users = Some(false),
-                Some((REASON_UNSUPPORTED, "spec.hostUsers (user namespaces")),
+                |p| {
+                    p.spec.containers[0].volume_devices =
+                        Some(serde_json::json!([{"name": "v", "devicePath": "/dev/x"}]))
+                },
+                Some((REASON_UNSUPPORTED, "spec.containers[0].volumeDevices")),
                 0,
             ),
             (

@@ -783,6 +783,21 @@ fn validate_into(pod: &Pod, errs: &mut Vec<FieldError>) {
 
     let volumes = validate_volumes(pod, errs);
     validate_pod_resources(pod, errs);
+    // validation: validateHostUsers — a pod user namespace with none of the host's others.
+    if spec.host_users == Some(false) {
+        for (set, field) in [
+            (spec.host_network, "spec.hostNetwork"),
+            (spec.host_pid, "spec.hostPID"),
+            (spec.host_ipc, "spec.hostIPC"),
+        ] {
+            if set {
+                errs.push(FieldError::new(
+                    field,
+                    "forbidden when spec.hostUsers is false",
+                ));
+            }
+        }
+    }
 
     // Container names are unique across init and regular containers.
     let mut names: HashMap<&str, String> = HashMap::new();

@@ -987,7 +987,10 @@ async fn refused_and_unmatched_pods_fail_without_starting_anything() {
                 "spec:\n  nodeSelector: {zone: garage, kubernetes.io/os: linux}\n",
             );
             std::fs::write(dir.join("web.yaml"), web).unwrap();
-            let users = manifest("users", "1").replace("spec:\n", "spec:\n  hostUsers: false\n");
+            let users = manifest("users", "1").replace(
+                "    command:",
+                "    volumeDevices: [{name: v, devicePath: /dev/xvda}]\n    command:",
+            );
             std::fs::write(dir.join("users.yaml"), users).unwrap();
             // A volume kind picolet does not implement: the same policy (refused at
             // admission, the volume named), not a broken file.
@@ -1015,7 +1018,7 @@ async fn refused_and_unmatched_pods_fail_without_starting_anything() {
             assert_eq!(users.phase, Some(picolet::api::PodPhase::Failed));
             assert_eq!(users.reason.as_deref(), Some("UnsupportedField"));
             let msg = users.message.as_deref().unwrap_or_default();
-            assert!(msg.contains("spec.hostUsers"), "{msg}");
+            assert!(msg.contains("spec.containers[0].volumeDevices"), "{msg}");
             let claim = &last["claim-node1"];
             assert_eq!(claim.phase, Some(picolet::api::PodPhase::Failed));
             assert_eq!(claim.reason.as_deref(), Some("UnsupportedField"));

@@ -488,6 +488,7 @@ async fn node_registers_reports_status_and_renews_its_lease() {
                 runtime_ready: true,
                 network_ready: false,
                 message: "cni not initialised".into(),
+                userns_handlers: None,
             });
             wait_until("Ready=False", 5, || {
                 (ready(&mock).as_deref() == Some("False")).then_some(())

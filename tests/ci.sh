@@ -127,7 +127,7 @@ export PICOLET_CRICTL
 # mostly waits for containers) leave a core free: cold, the two builds take some 12 min.
 rt_build_log=$(mktemp)
 # (its own session: a failed run stops the whole build, see ci_summary)
-setsid nice -n 5 tests/upstream/build.sh containerd2 crio >"$rt_build_log" 2>&1 &
+setsid nice -n 5 tests/upstream/build.sh containerd2 runc crio >"$rt_build_log" 2>&1 &
 rt_build_pid=$!
 
 # The fuzz targets for a short while each (the long runs are tests/fuzz/run.sh 600).
@@ -145,7 +145,7 @@ wait "$rt_build_pid" || rt_build_rc=$?
 rt_build_pid=''
 cat "$rt_build_log"
 rm -f "$rt_build_log"
-((rt_build_rc == 0)) || { echo "ci: tests/upstream/build.sh containerd2 crio failed (exit $rt_build_rc)" >&2; exit 1; }
+((rt_build_rc == 0)) || { echo "ci: tests/upstream/build.sh containerd2 runc crio failed (exit $rt_build_rc)" >&2; exit 1; }
 
 # containerd 2.x and CRI-O side by side (~6 min saved): each lab its own directory, bridge,
 # subnet (so its own cgroup roots, host ports and mirror port, see tests/e2e/lab.sh) — the

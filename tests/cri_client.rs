@@ -98,6 +98,11 @@ fn sandbox_config(name: &str) -> SandboxConfig {
             network: NamespaceMode::Pod,
             pid: NamespaceMode::Container,
             ipc: NamespaceMode::Pod,
+            // A pod user namespace (hostUsers: false) crosses the wire and back.
+            userns: Some(picolet::cri::IdMapping {
+                host_id: 131_072,
+                length: 65_536,
+            }),
         },
         privileged: true,
         sysctls: map(&[("net.ipv4.ip_unprivileged_port_start", "0")]),
@@ -179,6 +184,7 @@ fn container_config(name: &str) -> ContainerConfig {
                 network: NamespaceMode::Pod,
                 pid: NamespaceMode::Container,
                 ipc: NamespaceMode::Pod,
+                userns: None,
             },
             // An ephemeral container's target: CRI TARGET with its ID, and back.
             pid_target: "c0ffee".into(),

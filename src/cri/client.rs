@@ -345,7 +345,17 @@ impl Runtime for CriRuntime {
         let req = proto::StatusRequest { verbose: false };
         let resp = call!(self, runtime, status, METHOD, query, req)?;
         let conditions = resp.status.map(|s| s.conditions).unwrap_or_default();
-        Ok(runtime_health(&conditions))
+        let mut health = runtime_health(&conditions);
+        if !resp.runtime_handlers.is_empty() {
+            health.userns_handlers = Some(
+                resp.runtime_handlers
+                    .into_iter()
+                    .filter(|h| h.features.as_ref().is_some_and(|f| f.user_namespaces))
+                    .map(|h| h.name)
+                    .collect(),
+            );
+        }
+        Ok(health)
     }
 
     async fn run_pod_sandbox(&self, config: &SandboxConfig) -> Result<String, CriError> {
@@ -1094,6 +1104,19 @@ pub(super) fn namespace_option(options: &NamespaceOptions) -> proto::NamespaceOp
         pid: namespace_mode(options.pid).into(),
         ipc: namespace_mode(options.ipc).into(),
         target_id: String::new(),
+        // kubelet: one mapping of 0.. to the pod's range, the same for users and groups.
+        userns_options: options.userns.map(|m| {
+            let map = || proto::IdMapping {
+                host_id: m.host_id,
+                container_id: 0,
+                length: m.length,
+            };
+            proto::UserNamespace {
+                mode: proto::NamespaceMode::Pod.into(),
+                uids: vec![map()],
+                gids: vec![map()],
+            }
+        }),
     }
 }
 
@@ -1322,6 +1345,7 @@ fn runtime_health(conditions: &[proto::RuntimeCondition]) -> RuntimeHealth {
         runtime_ready: ready("RuntimeReady"),
         network_ready: ready("NetworkReady"),
         message,
+        userns_handlers: None,
     }
 }
 

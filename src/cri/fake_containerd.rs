@@ -407,6 +407,7 @@ impl FakeContainerd {
                 runtime_ready: true,
                 network_ready: true,
                 message: String::new(),
+                userns_handlers: None,
             },
             sandbox_ip: None,
             term_exit_code: 0,

@@ -833,6 +833,18 @@ impl RuntimeService for FakeService {
                 ],
             }),
             info: BTreeMap::new(),
+            runtime_handlers: health
+                .userns_handlers
+                .iter()
+                .flatten()
+                .map(|name| proto::RuntimeHandler {
+                    name: name.clone(),
+                    features: Some(proto::RuntimeHandlerFeatures {
+                        recursive_read_only_mounts: false,
+                        user_namespaces: true,
+                    }),
+                })
+                .collect(),
         }))
     }
 
@@ -1153,6 +1165,14 @@ fn decode_namespace_options(o: Option<proto::NamespaceOption>) -> NamespaceOptio
         network: client::from_namespace_mode(o.network),
         pid: client::from_namespace_mode(o.pid),
         ipc: client::from_namespace_mode(o.ipc),
+        userns: o
+            .userns_options
+            .filter(|u| u.mode == proto::NamespaceMode::Pod as i32)
+            .and_then(|u| u.uids.first().copied())
+            .map(|m| crate::cri::IdMapping {
+                host_id: m.host_id,
+                length: m.length,
+            }),
     }
 }
 

@@ -114,6 +114,16 @@ pub struct NamespaceOptions {
     pub network: NamespaceMode,
     pub pid: NamespaceMode,
     pub ipc: NamespaceMode,
+    /// A user namespace of the pod's own (`hostUsers: false`): IDs 0.. in the pod are
+    /// `host_id`.. on the host, for users and groups alike. `None`: the host's.
+    pub userns: Option<IdMapping>,
+}
+
+/// CRI `IDMapping` with `container_id` 0 (kubelet: one range per pod, uids = gids).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct IdMapping {
+    pub host_id: u32,
+    pub length: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -377,6 +387,9 @@ pub struct RuntimeHealth {
     pub network_ready: bool,
     /// Reasons/messages of the conditions that are not ready.
     pub message: String,
+    /// The runtime handlers that support user namespaces ("" = the default handler);
+    /// `None` when the runtime reports no handlers at all (containerd 1.x, older CRI-O).
+    pub userns_handlers: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -183,6 +183,9 @@ pub fn namespace_options(pod: &api::Pod) -> NamespaceOptions {
         } else {
             NamespaceMode::Pod
         },
+        // The pod's user namespace is the sync's to add: its IDs are allocated on disk
+        // (`kuberuntime::userns`).
+        userns: None,
     }
 }
 
@@ -1134,7 +1137,8 @@ mod tests {
             NamespaceOptions {
                 network: NamespaceMode::Pod,
                 pid: NamespaceMode::Container,
-                ipc: NamespaceMode::Pod
+                ipc: NamespaceMode::Pod,
+                userns: None,
             }
         );
         assert!(!c.privileged);
@@ -1155,7 +1159,8 @@ mod tests {
             NamespaceOptions {
                 network: NamespaceMode::Node,
                 pid: NamespaceMode::Node,
-                ipc: NamespaceMode::Node
+                ipc: NamespaceMode::Node,
+                userns: None,
             }
         );
     }
@@ -1858,6 +1863,7 @@ mod tests {
                     network: NamespaceMode::Pod,
                     pid: NamespaceMode::Container,
                     ipc: NamespaceMode::Pod,
+                    userns: None,
                 },
                 pid_target: String::new(),
                 run_as_user: Some(1001),

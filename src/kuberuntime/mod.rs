@@ -21,6 +21,7 @@
 //!   start and what a dead one leaves (`container.rs`), KillPod and cleanup (`kill.rs`)
 //! - `cni_cache.rs` the empty CNI cache files a power cut leaves, removed once per boot
 //! - `gc.rs`     container GC: which dead containers, sandboxes and pod log dirs go, and going
+//! - `userns.rs` the ID ranges of pods with their own user namespace (`hostUsers: false`)
 
 pub mod backoff;
 pub mod cni_cache;
@@ -31,3 +32,4 @@ pub mod hooks;
 pub mod labels;
 pub mod plan;
 pub mod sync;
+pub mod userns;

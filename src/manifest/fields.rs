@@ -185,11 +185,10 @@ pub static RULES: &[Rule] = &[
     ),
     rule("spec.securityContext.windowsOptions", Ignored, "Linux only"),
     // pod spec: refused
-    unless(
+    rule(
         "spec.hostUsers",
-        Refused,
-        &["true"],
-        "user namespaces are not supported: running the pod in the host's user namespace would give it more than it asked for",
+        Implemented,
+        "false: a user namespace of the pod's own, 65536 IDs from 65536 up (the kubelet's defaults), on runtime handlers that report the feature (containerd >= 2.0 with runc >= 1.2, CRI-O); elsewhere the sandbox is refused, never run in the host's",
     ),
     unless(
         "spec.os.name",
@@ -812,6 +811,6 @@ mod tests {
         );
         let refused = json!({"spec": {"hostUsers": false, "os": {"name": "windows"}}});
         let got: Vec<String> = findings(&refused).into_iter().map(|f| f.path).collect();
-        assert_eq!(got, vec!["spec.hostUsers", "spec.os.name"]);
+        assert_eq!(got, vec!["spec.os.name"]);
     }
 }

@@ -815,6 +815,7 @@ mod tests {
             runtime_ready: true,
             network_ready: true,
             message: String::new(),
+            userns_handlers: None,
         };
         assert_eq!(ready_of(&node_status(&f, Some(&h), None, 1)), "True");
         f.shutting_down = true;
@@ -830,6 +831,7 @@ mod tests {
             runtime_ready: runtime,
             network_ready: network,
             message: String::new(),
+            userns_handlers: None,
         }
     }
 

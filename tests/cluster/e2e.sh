@@ -40,6 +40,9 @@
 #               runtime
 #   pod-level   (issue 41) a pod with pod-level resources (spec.resources) is scheduled onto
 #               picolet; its container, which sets no limit, runs under the pod's memory limit
+#   user-namespaces (issue 41) a pod with hostUsers: false: on containerd2 or crio (runc 1.5)
+#               its uid_map maps 0 to 65536, 65536 IDs; on containerd 1.6 no sandbox, a
+#               FailedCreatePodSandBox event naming the missing support
 #   idle        10 pods and nothing changing for 5 minutes: picolet's requests to the apiserver
 #               by verb and resource (its audit log), its watches, the apiserver_request_total
 #               counts, picolet's RSS; written to DIR/idle.md (kept) and printed
@@ -64,7 +67,7 @@ IMAGE=localhost/busybox:edge
 T0=$(date +%s.%N)
 passed=0 failed=0 skipped=0
 ALL=(join deploy config token static grace drain outage restart node-api)
-OPTIONAL=(idle devices image-volume pod-level) # named only: `tests/cluster/e2e.sh join idle`
+OPTIONAL=(idle devices image-volume pod-level user-namespaces) # named only: `tests/cluster/e2e.sh join idle`
 
 say() { printf 'cluster-e2e: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -622,6 +625,37 @@ scenario_pod_level() {
 		wait_pod_log podlevel
 	check "status.qosClass Burstable" '^Burstable$' jp -n "$NS" pod podlevel -o 'jsonpath={.status.qosClass}'
 	k -n "$NS" delete pod podlevel --wait=false >/dev/null 2>&1 || true
+}
+
+userns_refused_event() {
+	k -n "$NS" get events --field-selector involvedObject.name=users,reason=FailedCreatePodSandBox \
+		-o 'jsonpath={.items[*].message}' 2>/dev/null | grep -q 'does not support user namespaces'
+}
+
+scenario_user_namespaces() {
+	echo "== user-namespaces (${PICOLET_LAB_RUNTIME:-containerd})"
+	k -n "$NS" apply -f - >/dev/null <<-EOF
+		apiVersion: v1
+		kind: Pod
+		metadata: {name: users}
+		spec:
+		  restartPolicy: Never
+		  hostUsers: false
+		  containers:
+		  - name: c
+		    image: $IMAGE
+		    command: [sh, -c, 'cat /proc/self/uid_map']
+	EOF
+	case ${PICOLET_LAB_RUNTIME:-containerd} in
+	containerd)
+		wait_for "containerd 1.6: no sandbox, a FailedCreatePodSandBox event naming the missing support" 120 userns_refused_event
+		check "... and the pod is still Pending" '^Pending$' jp -n "$NS" pod users -o 'jsonpath={.status.phase}'
+		;;
+	*)
+		check "the pod's uid 0 is 65536 on the host, 65536 of them" '^ *0 +65536 +65536$' wait_pod_log users
+		;;
+	esac
+	k -n "$NS" delete pod users --wait=false >/dev/null 2>&1 || true
 }
 
 scenario_idle() {

@@ -57,6 +57,7 @@ COMPONENTS+=(sample-device-plugin generic-device-plugin) # device plugins: see t
 
 # ---- containerd 2.x (issue 35) -------------------------------------------------------------
 COMPONENTS+=(containerd2)
+COMPONENTS+=(runc) # a runc with idmapped mounts for the containerd 2.x lab (issue 41)
 CONTAINERD2_MODULE=github.com/containerd/containerd/v2
 CONTAINERD2_BINS=(containerd containerd-shim-runc-v2 ctr)
 # component_bins NAME: the binaries a component builds (its own name for most).
@@ -96,6 +97,8 @@ component_spec() {
 	sample-device-plugin | generic-device-plugin) device_plugin_spec "$1" ;; # device plugins: see their block below
 	# containerd 2.x: PKG is a comma-separated list (one `go install` of the three). cgo off:
 	# static binaries like the release's shim (SHIM_CGO_ENABLED=0 in its Makefile).
+	# runc: cgo (its nsenter is C) with libseccomp, as its Makefile's default BUILDTAGS.
+	runc) echo "github.com/opencontainers/runc github.com/opencontainers/runc $RUNC_VERSION 1" ;;
 	containerd2)
 		local b pkgs=()
 		for b in "${CONTAINERD2_BINS[@]}"; do pkgs+=("$CONTAINERD2_MODULE/cmd/$b"); done
@@ -158,6 +161,7 @@ component_tags() {
 	# containerd: without the btrfs, devmapper and zfs snapshotters (the lab uses overlayfs;
 	# btrfs needs cgo and libbtrfs headers).
 	if [[ $1 == containerd2 ]]; then echo "no_btrfs,no_devmapper,no_zfs"; fi
+	if [[ $1 == runc ]]; then echo "seccomp"; fi
 	return 0
 }
 

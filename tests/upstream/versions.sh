@@ -28,6 +28,12 @@ ETCD_VERSION=v3.7.0
 # has no replace directives, so `go install pkg@v2.4.2` builds it with Go 1.26.
 # shellcheck disable=SC2034  # used by build.sh
 CONTAINERD2_VERSION=v2.4.2
+# runc for the containerd 2.x lab (issue 41): Debian's runc 1.1.5 has no idmapped mounts, so
+# containerd 2.x cannot give pods user namespaces with it (`hostUsers: false`: runc >= 1.2).
+# v1.5.3 is the newest the proxy serves (module github.com/opencontainers/runc, a program;
+# `runc features` says mountExtensions.idmap enabled); built with cgo and libseccomp.
+# shellcheck disable=SC2034  # used by build.sh
+RUNC_VERSION=v1.5.3
 # ---- end containerd 2.x ----------------------------------------------------------------------
 
 # ---- CRI-O (issue 35 part B) -------------------------------------------------------------

@@ -321,6 +321,8 @@ pub(super) async fn try_start_container<R: Runtime, C: Clock>(
     };
     #[cfg(feature = "device-plugins")]
     apply_devices(&mut cfg, devices);
+    // kubelet: NamespacesForPod — the containers carry the pod's user namespace too.
+    cfg.security.namespace_options.userns = cx.sandbox_config.namespace_options.userns;
     // kubelet: generateLinuxContainerConfig — the target's PID namespace (CRI TARGET) when
     // the container would have its own.
     if let Some(id) = target

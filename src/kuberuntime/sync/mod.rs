@@ -47,6 +47,7 @@ use crate::cri::{CriError, PodRuntimeStatus, Runtime, Sandbox, SandboxState};
 use crate::kuberuntime::backoff::PodBackoffs;
 use crate::kuberuntime::cri_config::{self, SandboxParams};
 use crate::kuberuntime::plan::{self, PodActions};
+use crate::kuberuntime::userns;
 use crate::recorder::{self, Recorder};
 use crate::volume::data_volumes;
 use crate::volume::mounts;
@@ -497,7 +498,7 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
         }
         None => env.cgroup_parent.clone(),
     };
-    let sandbox_config = cri_config::sandbox_config(
+    let mut sandbox_config = cri_config::sandbox_config(
         pod,
         actions.attempt,
         SandboxParams {
@@ -507,6 +508,41 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
             node: env.node_params(&seccomp_root),
         },
     );
+    // kubelet: usernsForPod — a pod with hostUsers: false gets its range (kept on disk) in
+    // the sandbox's and every container's namespace options; a new sandbox only on a
+    // handler that reports user-namespace support, never a silent run in the host's.
+    if userns::wanted(pod) {
+        let setup = async {
+            if actions.create_sandbox {
+                let health = env.runtime.status().await.map_err(|e| {
+                    format!("cannot tell whether the runtime supports user namespaces: {e}")
+                })?;
+                userns::runtime_supports(
+                    health.userns_handlers.as_deref(),
+                    &sandbox_config.runtime_handler,
+                )?;
+            }
+            userns::allocate(&env.root_dir, &pod.metadata.uid).map_err(|e| e.to_string())
+        };
+        match setup.await {
+            Ok(m) => sandbox_config.namespace_options.userns = Some(m),
+            Err(message) => {
+                log::warn!("pod {pod_name}: {message}");
+                env.recorder.warning(
+                    pod,
+                    None,
+                    recorder::FAILED_CREATE_POD_SANDBOX,
+                    format!("Failed to create pod sandbox: {message}"),
+                );
+                result.sandbox_error = Some(SandboxFailure {
+                    message,
+                    network_not_ready: false,
+                });
+                result.containers = all_creating(pod, &actions, "");
+                return result;
+            }
+        }
+    }
 
     if actions.create_sandbox {
         log::info!(

@@ -1832,3 +1832,88 @@ fn image_volume_support_by_runtime_version() {
         assert_eq!(ok(name, version).is_ok(), want, "{name} {version}");
     }
 }
+
+// ----- user namespaces (hostUsers: false) -----------------------------------------------
+
+fn health_with_userns(handlers: Option<Vec<String>>) -> crate::cri::RuntimeHealth {
+    crate::cri::RuntimeHealth {
+        runtime_ready: true,
+        network_ready: true,
+        message: String::new(),
+        userns_handlers: handlers,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pod_without_host_users_gets_its_range_in_sandbox_and_containers() {
+    let mut h = harness();
+    h.rt.set_health(health_with_userns(Some(vec![String::new()])));
+    let mut p = one_container_pod("busybox:1.36");
+    p.spec.host_users = Some(false);
+    let (r, _) = h.sync(&p).await;
+    let (id, _) = started(&r, "web");
+    let want = Some(crate::cri::IdMapping {
+        host_id: 65_536,
+        length: 65_536,
+    });
+    let sandbox = h.rt.sandbox_config(&r.sandbox_id).unwrap();
+    assert_eq!(sandbox.namespace_options.userns, want);
+    let c = h.rt.container_config(&id).unwrap();
+    assert_eq!(c.security.namespace_options.userns, want);
+    assert!(h.env.root_dir.join("pods/uid-1/userns").is_file());
+
+    // A second pod gets the next range; a pod with host users gets none.
+    let mut q = one_container_pod("busybox:1.36");
+    q.metadata.uid = "uid-2".into();
+    q.metadata.name = "other".into();
+    q.spec.host_users = Some(false);
+    let (r, _) = h.sync(&q).await;
+    started(&r, "web");
+    assert_eq!(
+        h.rt.sandbox_config(&r.sandbox_id)
+            .unwrap()
+            .namespace_options
+            .userns
+            .map(|m| m.host_id),
+        Some(131_072)
+    );
+    let mut plain = one_container_pod("busybox:1.36");
+    plain.metadata.uid = "uid-3".into();
+    plain.metadata.name = "plain".into();
+    let (r, _) = h.sync(&plain).await;
+    started(&r, "web");
+    assert_eq!(
+        h.rt.sandbox_config(&r.sandbox_id)
+            .unwrap()
+            .namespace_options
+            .userns,
+        None
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_runtime_without_user_namespaces_gets_no_sandbox_for_such_a_pod() {
+    let mut h = harness();
+    // containerd 1.x: no runtime handlers reported at all.
+    let mut p = one_container_pod("busybox:1.36");
+    p.spec.host_users = Some(false);
+    let (r, calls) = h.sync(&p).await;
+    let e = r.sandbox_error.as_ref().expect("refused");
+    assert!(
+        e.message
+            .starts_with("RuntimeClass handler \"\" does not support user namespaces"),
+        "{}",
+        e.message
+    );
+    assert!(
+        !calls
+            .iter()
+            .any(|c| matches!(c, Call::RunPodSandbox { .. })),
+        "{calls:?}"
+    );
+    // A runtime that reports handlers, but not this one's support.
+    h.rt.set_health(health_with_userns(Some(vec!["edge".into()])));
+    let (r, _) = h.sync(&p).await;
+    assert!(r.sandbox_error.is_some());
+    assert!(!h.env.root_dir.join("pods/uid-1/userns").exists());
+}

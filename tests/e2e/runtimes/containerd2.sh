@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # The lab's runtime `containerd2`: containerd 2.x (CONTAINERD2_VERSION in
 # tests/upstream/versions.sh) built from its Go module by tests/upstream/build.sh — containerd,
-# its containerd-shim-runc-v2 and ctr, all three from that build — with runc from Debian,
-# config version 3. Everything but the config is containerd.sh's.
+# its containerd-shim-runc-v2 and ctr, all three from that build — with runc built by the
+# same script (RUNC_VERSION: Debian's 1.1.5 has no idmapped mounts, which user namespaces
+# need), config version 3. Everything but the config is containerd.sh's.
 #
 # Outside $LAB: nothing. containerd 2.x's shim manager takes a socket directory
 # (`socket_dir`, default /run/containerd/s): the lab's is $LAB/s. NRI (socket
@@ -20,6 +21,10 @@ containerd2_bin_dir() {
 	if [[ -z "${CONTAINERD2_BIN_DIR:-}" ]]; then
 		CONTAINERD2_BIN_DIR=$("$SCRIPT_DIR/../upstream/build.sh" --path containerd2) ||
 			die "tests/upstream/build.sh containerd2 failed"
+	fi
+	if [[ -z "${RUNC_BIN:-}" ]]; then
+		RUNC_BIN=$("$SCRIPT_DIR/../upstream/build.sh" --path runc) ||
+			die "tests/upstream/build.sh runc failed"
 	fi
 	CTRD="$CONTAINERD2_BIN_DIR/containerd"
 	CTR="$CONTAINERD2_BIN_DIR/ctr"
@@ -93,7 +98,7 @@ state = "$LAB/state"
       runtime_type = "io.containerd.runc.v2"
 
       [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
-        BinaryName = "/usr/sbin/runc"
+        BinaryName = "$RUNC_BIN"
         SystemdCgroup = false
         Root = "$LAB/runc"
 
@@ -102,7 +107,7 @@ state = "$LAB/state"
       runtime_type = "io.containerd.runc.v2"
 
       [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.edge.options]
-        BinaryName = "/usr/sbin/runc"
+        BinaryName = "$RUNC_BIN"
         SystemdCgroup = false
         Root = "$LAB/runc"
 
@@ -116,4 +121,4 @@ EOF
 containerd_save_host_state() { :; }
 
 # Lines for $LAB/lab.env: the build the lab runs.
-rt_env() { printf 'CONTAINERD2_BIN_DIR=%q\n' "$CONTAINERD2_BIN_DIR"; }
+rt_env() { printf 'CONTAINERD2_BIN_DIR=%q\nRUNC_BIN=%q\n' "$CONTAINERD2_BIN_DIR" "$RUNC_BIN"; }

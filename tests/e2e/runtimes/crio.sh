@@ -2,7 +2,9 @@
 # CRI-O as the lab's runtime (sourced by tests/e2e/lab.sh when PICOLET_LAB_RUNTIME=crio).
 #
 # crio and pinns are built from CRI-O's Go module by tests/upstream/build.sh (CRIO_VERSION in
-# tests/upstream/versions.sh); conmon, runc, crun and skopeo come from Debian. Everything is
+# tests/upstream/versions.sh), and runc too (RUNC_VERSION: Debian's 1.1.5 has no idmapped
+# mounts, so CRI-O would report no user-namespace support); conmon, crun and skopeo come from
+# Debian. Everything is
 # private to $LAB: config (crio.conf, an empty drop-in dir), containers-storage root and
 # runroot, socket, version and clean-shutdown files, exits/attach/namespaces dirs, pod logs,
 # signature policy, registries.conf (no search registries), runc/crun roots, CNI conf/cache.
@@ -27,6 +29,7 @@ rt_ensure() {
 	mkdir -p "$LAB/bin"
 	ln -sf "$bin" "$LAB/bin/crio"
 	ln -sf "${bin%/*}/pinns" "$LAB/bin/pinns"
+	RUNC_BIN=$("$REPO/tests/upstream/build.sh" --path runc) || die "tests/upstream/build.sh runc failed"
 	for f in conmon runc crun skopeo; do
 		command -v "$f" >/dev/null || die "$f not found in PATH"
 	done
@@ -44,6 +47,9 @@ crio_write_wrappers() {
 	local rt real
 	for rt in runc crun; do
 		real=$(command -v "$rt") || die "$rt not found in PATH"
+		if [[ $rt == runc ]]; then
+			real=${RUNC_BIN:-$("$REPO/tests/upstream/build.sh" --path runc)} || die "tests/upstream/build.sh runc failed"
+		fi
 		write_if_changed "$LAB/bin/$rt" "$(
 			cat <<EOC
 #!/bin/sh

@@ -1,0 +1,276 @@
+//! User namespaces for pods (`hostUsers: false`; kubelet: `userns/userns_manager.go`).
+//!
+//! Each such pod gets 65536 IDs of its own: pod IDs 0–65535 are host IDs `slot × 65536`…,
+//! the same for users and groups, slot 1 and up (the host's own 0–65535 are never given).
+//! The range is chosen once and kept in the pod's directory, `pods/<uid>/userns`, in the
+//! kubelet's JSON (`uidMappings`/`gidMappings` of `hostId`, `containerId`, `length`): a
+//! restarted container, a new sandbox and a restarted picolet find the same range, and it is
+//! free again when the pod's directory is removed. Which slots are taken is read from those
+//! files when a pod needs one (rare: at its first sandbox), so there is no second record to
+//! disagree with the disk. All allocation runs on the pod workers' one thread with no await
+//! between the scan and the write: two pods never get the same slot.
+//!
+//! picolet: the kubelet's range is configurable (`getsubids` of the `kubelet` user,
+//! `userNamespaces.idsPerPod`); picolet's is fixed at the kubelet's defaults (first ID
+//! 65536, 65536 per pod, up to 2³² − 65536).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::api;
+use crate::cri::IdMapping;
+use crate::volume::mounts;
+
+/// kubelet: the default `idsPerPod`.
+pub const IDS_PER_POD: u32 = 65_536;
+/// The highest slot: its range ends at 2³² − 1.
+const MAX_SLOT: u32 = u32::MAX / IDS_PER_POD;
+/// The file in a pod's directory (kubelet: `userns` under the pod's directory).
+pub const FILE: &str = "userns";
+
+#[derive(Debug, thiserror::Error)]
+pub enum UsernsError {
+    #[error("user namespace of pod {uid}: {path}: {source}")]
+    Io {
+        uid: String,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("user namespace of pod {uid}: {path}: {reason}")]
+    Corrupt {
+        uid: String,
+        path: PathBuf,
+        reason: String,
+    },
+    #[error(
+        "no user namespace range left for pod {uid}: all {MAX_SLOT} ranges of {IDS_PER_POD} IDs are taken"
+    )]
+    Exhausted { uid: String },
+}
+
+/// Whether the pod asks for a user namespace of its own.
+pub fn wanted(pod: &api::Pod) -> bool {
+    pod.spec.host_users == Some(false)
+}
+
+/// kubelet: `runtimeHandlerSupportsUserNamespaces` — the pod's handler ("" = the runtime's
+/// default) must report the feature in `Status`; a runtime that reports no handlers
+/// (containerd 1.x) cannot give pods user namespaces (it would run the pod in the host's).
+pub fn runtime_supports(handlers: Option<&[String]>, handler: &str) -> Result<(), String> {
+    match handlers {
+        Some(hs) if hs.iter().any(|h| h == handler) => Ok(()),
+        Some(_) => Err(format!(
+            "RuntimeClass handler {handler:?} does not support user namespaces (containerd >= 2.0 with runc >= 1.2 or crun >= 1.9, CRI-O >= 1.25, and a kernel with idmapped mounts, >= 6.3 for tmpfs)"
+        )),
+        None => Err(format!(
+            "RuntimeClass handler {handler:?} does not support user namespaces: the runtime reports no runtime handler features (containerd 1.x); hostUsers: false needs containerd >= 2.0 with runc >= 1.2 or crun >= 1.9, or CRI-O >= 1.25"
+        )),
+    }
+}
+
+/// The lowest slot no range in `used` (host IDs) starts at.
+pub fn free_slot(used: &[u32]) -> Option<u32> {
+    (1..=MAX_SLOT).find(|slot| !used.contains(&(slot * IDS_PER_POD)))
+}
+
+/// The kubelet's file: `{"uidMappings":[{"hostId":…,"containerId":0,"length":…}],"gidMappings":[…]}`.
+pub fn encode(m: IdMapping) -> String {
+    let one = format!(
+        "[{{\"hostId\":{},\"containerId\":0,\"length\":{}}}]",
+        m.host_id, m.length
+    );
+    format!("{{\"uidMappings\":{one},\"gidMappings\":{one}}}")
+}
+
+/// Reads the kubelet's file: one mapping from container ID 0, the same for users and groups,
+/// of `IDS_PER_POD` IDs at a multiple of it (what picolet and the kubelet's defaults write).
+pub fn decode(text: &str) -> Result<IdMapping, String> {
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let one = |key: &str| -> Result<IdMapping, String> {
+        let list = v
+            .get(key)
+            .and_then(|l| l.as_array())
+            .ok_or_else(|| format!("no {key}"))?;
+        let [m] = list.as_slice() else {
+            return Err(format!("{key}: {} mappings, picolet reads one", list.len()));
+        };
+        let field = |name: &str| {
+            m.get(name)
+                .and_then(serde_json::Value::as_u64)
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| format!("{key}: {name} missing or not a 32-bit number"))
+        };
+        if field("containerId")? != 0 {
+            return Err(format!("{key}: containerId is not 0"));
+        }
+        Ok(IdMapping {
+            host_id: field("hostId")?,
+            length: field("length")?,
+        })
+    };
+    let (uids, gids) = (one("uidMappings")?, one("gidMappings")?);
+    if uids != gids {
+        return Err("uidMappings and gidMappings differ".into());
+    }
+    if uids.length != IDS_PER_POD || uids.host_id % IDS_PER_POD != 0 || uids.host_id == 0 {
+        return Err(format!(
+            "range {}+{} is not one of {IDS_PER_POD} IDs from a multiple of it above 0",
+            uids.host_id, uids.length
+        ));
+    }
+    Ok(uids)
+}
+
+fn path_of(root_dir: &Path, uid: &str) -> PathBuf {
+    mounts::pod_dir(root_dir, uid).join(FILE)
+}
+
+/// The pod's range: the one on disk, else the lowest free one, written to disk first.
+pub fn allocate(root_dir: &Path, uid: &str) -> Result<IdMapping, UsernsError> {
+    let path = path_of(root_dir, uid);
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| UsernsError::Io {
+            uid: uid.to_string(),
+            path,
+            source,
+        }
+    };
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            return decode(&text).map_err(|reason| UsernsError::Corrupt {
+                uid: uid.to_string(),
+                path,
+                reason,
+            });
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(&path)(e)),
+    }
+    let used = used_ranges(root_dir);
+    let slot = free_slot(&used).ok_or_else(|| UsernsError::Exhausted {
+        uid: uid.to_string(),
+    })?;
+    let m = IdMapping {
+        host_id: slot * IDS_PER_POD,
+        length: IDS_PER_POD,
+    };
+    let dir = mounts::pod_dir(root_dir, uid);
+    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+    let tmp = dir.join(".userns.tmp");
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(encode(m).as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &path)?;
+        std::fs::File::open(&dir)?.sync_all()
+    };
+    write().map_err(io(&path))?;
+    Ok(m)
+}
+
+/// The ranges the pods' files hold (unreadable ones are skipped: their pods keep what they
+/// have, and a new pod may not get a slot only a broken file names — said at that pod's
+/// sync, which fails on it).
+fn used_ranges(root_dir: &Path) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir(root_dir.join("pods")) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join(FILE)).ok())
+        .filter_map(|text| decode(&text).ok())
+        .map(|m| m.host_id)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_the_lowest_free_above_the_hosts_own() {
+        assert_eq!(free_slot(&[]), Some(1));
+        assert_eq!(free_slot(&[65_536]), Some(2));
+        assert_eq!(free_slot(&[131_072]), Some(1));
+        assert_eq!(free_slot(&[65_536, 196_608]), Some(2));
+        let all: Vec<u32> = (1..=MAX_SLOT).map(|s| s * IDS_PER_POD).collect();
+        assert_eq!(free_slot(&all), None);
+        // The last slot's range ends at 2^32 - 1.
+        assert_eq!(
+            u64::from(MAX_SLOT) * u64::from(IDS_PER_POD) + u64::from(IDS_PER_POD),
+            1 << 32
+        );
+    }
+
+    #[test]
+    fn the_kubelets_file_round_trips_and_odd_ones_are_named() {
+        let m = IdMapping {
+            host_id: 131_072,
+            length: IDS_PER_POD,
+        };
+        assert_eq!(
+            encode(m),
+            r#"{"uidMappings":[{"hostId":131072,"containerId":0,"length":65536}],"gidMappings":[{"hostId":131072,"containerId":0,"length":65536}]}"#
+        );
+        assert_eq!(decode(&encode(m)), Ok(m));
+        for (text, why) in [
+            ("{", "EOF"),
+            ("{}", "no uidMappings"),
+            (r#"{"uidMappings":[],"gidMappings":[]}"#, "0 mappings"),
+            (
+                r#"{"uidMappings":[{"hostId":65536,"containerId":0,"length":65536}],"gidMappings":[{"hostId":131072,"containerId":0,"length":65536}]}"#,
+                "differ",
+            ),
+            (
+                r#"{"uidMappings":[{"hostId":0,"containerId":0,"length":65536}],"gidMappings":[{"hostId":0,"containerId":0,"length":65536}]}"#,
+                "above 0",
+            ),
+            (
+                r#"{"uidMappings":[{"hostId":65536,"containerId":1,"length":65536}],"gidMappings":[{"hostId":65536,"containerId":1,"length":65536}]}"#,
+                "containerId is not 0",
+            ),
+        ] {
+            let e = decode(text).unwrap_err();
+            assert!(e.contains(why), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn allocation_is_kept_on_disk_and_freed_with_the_pod_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let a = allocate(root, "uid-a").unwrap();
+        let b = allocate(root, "uid-b").unwrap();
+        assert_eq!((a.host_id, b.host_id), (65_536, 131_072));
+        // Asked again (a new sandbox, a restarted picolet): the same range.
+        assert_eq!(allocate(root, "uid-a").unwrap(), a);
+        assert_eq!(
+            std::fs::read_to_string(root.join("pods/uid-a/userns")).unwrap(),
+            encode(a)
+        );
+        // The pod's directory removed: its range is free for the next pod.
+        std::fs::remove_dir_all(root.join("pods/uid-a")).unwrap();
+        assert_eq!(allocate(root, "uid-c").unwrap().host_id, 65_536);
+        // A broken file is named, not replaced by another range.
+        std::fs::write(root.join("pods/uid-b/userns"), "{").unwrap();
+        let e = allocate(root, "uid-b").unwrap_err().to_string();
+        assert!(e.contains("pods/uid-b/userns"), "{e}");
+    }
+
+    #[test]
+    fn runtime_support_follows_the_handlers_it_reports() {
+        let hs = vec![String::new(), "edge".to_string()];
+        assert_eq!(runtime_supports(Some(&hs), ""), Ok(()));
+        assert_eq!(runtime_supports(Some(&hs), "edge"), Ok(()));
+        let e = runtime_supports(Some(&hs), "kata").unwrap_err();
+        assert!(
+            e.starts_with("RuntimeClass handler \"kata\" does not support user namespaces"),
+            "{e}"
+        );
+        let e = runtime_supports(None, "").unwrap_err();
+        assert!(e.contains("containerd 1.x"), "{e}");
+        assert!(runtime_supports(Some(&[]), "").is_err());
+    }
+}
