@@ -26,9 +26,12 @@ PICOLET_BUDGET_STATIC=${PICOLET_BUDGET_STATIC:-$((3 * 1024 * 1024))}
 # 39, ARMv6's full build leaves the image mirror out (feature image-mirror: ~95 KB there, with
 # 52 KB left under its 4 MiB budget); aarch64 and ARMv7 have it. From issue 40 the device
 # manager (feature device-plugins, ~90-110 KB) is left out there too (26 KB left without it).
+# From issue 41 (image volumes, pod-level resources, user namespaces: +29 KB there, 2.7 KB
+# over) ARMv6 compiles its debug-level log lines out again (log/release_max_level_info,
+# ~23 KB); info, warn and error lines stay.
 features_for() {
 	case "$1" in
-	arm-unknown-linux-musleabihf) echo "--no-default-features --features apiserver" ;;
+	arm-unknown-linux-musleabihf) echo "--no-default-features --features apiserver,log/release_max_level_info" ;;
 	*) ;;
 	esac
 }

@@ -28,27 +28,6 @@ const MAX_SLOT: u32 = u32::MAX / IDS_PER_POD;
 /// The file in a pod's directory (kubelet: `userns` under the pod's directory).
 pub const FILE: &str = "userns";
 
-#[derive(Debug, thiserror::Error)]
-pub enum UsernsError {
-    #[error("user namespace of pod {uid}: {path}: {source}")]
-    Io {
-        uid: String,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("user namespace of pod {uid}: {path}: {reason}")]
-    Corrupt {
-        uid: String,
-        path: PathBuf,
-        reason: String,
-    },
-    #[error(
-        "no user namespace range left for pod {uid}: all {MAX_SLOT} ranges of {IDS_PER_POD} IDs are taken"
-    )]
-    Exhausted { uid: String },
-}
-
 /// Whether the pod asks for a user namespace of its own.
 pub fn wanted(pod: &api::Pod) -> bool {
     pod.spec.host_users == Some(false)
@@ -85,41 +64,54 @@ pub fn encode(m: IdMapping) -> String {
 
 /// Reads the kubelet's file: one mapping from container ID 0, the same for users and groups,
 /// of `IDS_PER_POD` IDs at a multiple of it (what picolet and the kubelet's defaults write).
+/// A small reader of its own (binary size): the three numbers of each list, in any order and
+/// spacing, and nothing more than one mapping per list.
 pub fn decode(text: &str) -> Result<IdMapping, String> {
-    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
-    let one = |key: &str| -> Result<IdMapping, String> {
-        let list = v
-            .get(key)
-            .and_then(|l| l.as_array())
-            .ok_or_else(|| format!("no {key}"))?;
-        let [m] = list.as_slice() else {
-            return Err(format!("{key}: {} mappings, picolet reads one", list.len()));
-        };
-        let field = |name: &str| {
-            m.get(name)
-                .and_then(serde_json::Value::as_u64)
-                .and_then(|n| u32::try_from(n).ok())
-                .ok_or_else(|| format!("{key}: {name} missing or not a 32-bit number"))
-        };
-        if field("containerId")? != 0 {
-            return Err(format!("{key}: containerId is not 0"));
+    let list = |key: &str| -> Result<[u32; 3], String> {
+        let quoted = format!("\"{key}\"");
+        let start = text.find(&quoted).ok_or_else(|| format!("no {key}"))? + quoted.len();
+        let rest = &text[start..];
+        let body = rest
+            .split_once('[')
+            .and_then(|(_, b)| b.split_once(']'))
+            .map(|(b, _)| b)
+            .ok_or_else(|| format!("{key}: not a list"))?;
+        if body.matches('{').count() != 1 {
+            return Err(format!(
+                "{key}: {} mappings, picolet reads one",
+                body.matches('{').count()
+            ));
         }
-        Ok(IdMapping {
-            host_id: field("hostId")?,
-            length: field("length")?,
-        })
+        let mut out = [0u32; 3];
+        for (i, field) in ["hostId", "containerId", "length"].iter().enumerate() {
+            let quoted = format!("\"{field}\"");
+            out[i] = body
+                .find(&quoted)
+                .map(|at| &body[at + quoted.len()..])
+                .and_then(|v| v.trim_start().strip_prefix(':'))
+                .map(|v| {
+                    let v = v.trim_start();
+                    &v[..v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len())]
+                })
+                .and_then(|digits| digits.parse().ok())
+                .ok_or_else(|| format!("{key}: {field} missing or not a 32-bit number"))?;
+        }
+        Ok(out)
     };
-    let (uids, gids) = (one("uidMappings")?, one("gidMappings")?);
+    let (uids, gids) = (list("uidMappings")?, list("gidMappings")?);
     if uids != gids {
         return Err("uidMappings and gidMappings differ".into());
     }
-    if uids.length != IDS_PER_POD || uids.host_id % IDS_PER_POD != 0 || uids.host_id == 0 {
+    let [host_id, container_id, length] = uids;
+    if container_id != 0 {
+        return Err("containerId is not 0".into());
+    }
+    if length != IDS_PER_POD || host_id % IDS_PER_POD != 0 || host_id == 0 {
         return Err(format!(
-            "range {}+{} is not one of {IDS_PER_POD} IDs from a multiple of it above 0",
-            uids.host_id, uids.length
+            "range {host_id}+{length} is not one of {IDS_PER_POD} IDs from a multiple of it above 0"
         ));
     }
-    Ok(uids)
+    Ok(IdMapping { host_id, length })
 }
 
 fn path_of(root_dir: &Path, uid: &str) -> PathBuf {
@@ -127,46 +119,37 @@ fn path_of(root_dir: &Path, uid: &str) -> PathBuf {
 }
 
 /// The pod's range: the one on disk, else the lowest free one, written to disk first.
-pub fn allocate(root_dir: &Path, uid: &str) -> Result<IdMapping, UsernsError> {
+/// Errors name the pod and the file.
+pub fn allocate(root_dir: &Path, uid: &str) -> Result<IdMapping, String> {
     let path = path_of(root_dir, uid);
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| UsernsError::Io {
-            uid: uid.to_string(),
-            path,
-            source,
-        }
-    };
+    let err =
+        |e: &dyn std::fmt::Display| format!("user namespace of pod {uid}: {}: {e}", path.display());
     match std::fs::read_to_string(&path) {
-        Ok(text) => {
-            return decode(&text).map_err(|reason| UsernsError::Corrupt {
-                uid: uid.to_string(),
-                path,
-                reason,
-            });
-        }
+        Ok(text) => return decode(&text).map_err(|e| err(&e)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io(&path)(e)),
+        Err(e) => return Err(err(&e)),
     }
     let used = used_ranges(root_dir);
-    let slot = free_slot(&used).ok_or_else(|| UsernsError::Exhausted {
-        uid: uid.to_string(),
+    let slot = free_slot(&used).ok_or_else(|| {
+        format!(
+            "no user namespace range left for pod {uid}: all {MAX_SLOT} ranges of {IDS_PER_POD} IDs are taken"
+        )
     })?;
     let m = IdMapping {
         host_id: slot * IDS_PER_POD,
         length: IDS_PER_POD,
     };
     let dir = mounts::pod_dir(root_dir, uid);
-    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
     let tmp = dir.join(".userns.tmp");
     let write = || -> std::io::Result<()> {
+        std::fs::create_dir_all(&dir)?;
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(encode(m).as_bytes())?;
         f.sync_all()?;
         std::fs::rename(&tmp, &path)?;
         std::fs::File::open(&dir)?.sync_all()
     };
-    write().map_err(io(&path))?;
+    write().map_err(|e| err(&e))?;
     Ok(m)
 }
 
@@ -216,7 +199,7 @@ mod tests {
         );
         assert_eq!(decode(&encode(m)), Ok(m));
         for (text, why) in [
-            ("{", "EOF"),
+            ("{", "no uidMappings"),
             ("{}", "no uidMappings"),
             (r#"{"uidMappings":[],"gidMappings":[]}"#, "0 mappings"),
             (

@@ -130,50 +130,50 @@ pub(super) async fn try_start_container<R: Runtime, C: Clock>(
         return waiting(WaitingReason::CrashLoopBackOff, w.message);
     }
 
-    let (image_ref, image_user) = match ensure_image(
-        env,
-        cx,
-        &c.image,
-        cri_config::pull_policy(c),
-        field_path,
-        &mut backoff.image_pull,
-        result,
-    )
-    .await
-    {
-        Ok(found) => found,
-        Err(outcome) => return outcome,
-    };
-    // kubelet: getImageVolumes — the image volumes' images, pulled as containers' are (pull
-    // policy, the pod's pull secrets, back-off); here those of the volumes this container
-    // mounts, before it is created.
+    // The container's image, then (kubelet: getImageVolumes) the images of the image
+    // volumes this container mounts, pulled as containers' are (pull policy, the pod's pull
+    // secrets, back-off), before it is created. One loop, one await of `ensure_image`
+    // (binary size: its state machine is not inlined twice).
     let wanted_volumes = mounts::image_volumes(pod, c);
+    if !wanted_volumes.is_empty()
+        && let Err(message) = image_volume_support(&env.runtime).await
+    {
+        log::warn!("pod {pod_name}: container {:?}: {message}", c.name);
+        return waiting(WaitingReason::CreateContainerConfigError, message);
+    }
     let mut image_volumes: Vec<(String, String)> = Vec::with_capacity(wanted_volumes.len());
-    if !wanted_volumes.is_empty() {
-        if let Err(message) = image_volume_support(&env.runtime).await {
-            log::warn!("pod {pod_name}: container {:?}: {message}", c.name);
-            return waiting(WaitingReason::CreateContainerConfigError, message);
-        }
-        for (volume, reference, policy) in wanted_volumes {
-            match ensure_image(
-                env,
-                cx,
-                reference,
-                policy,
-                field_path,
-                &mut backoff.image_pull,
-                result,
-            )
-            .await
-            {
-                Ok((id, _)) => image_volumes.push((volume.to_string(), id)),
-                Err(StartOutcome::Waiting { reason, message }) => {
-                    return waiting(reason, format!("image volume {volume:?}: {message}"));
-                }
-                Err(outcome) => return outcome,
+    let mut container_image = None;
+    let wanted = std::iter::once((None, c.image.as_str(), cri_config::pull_policy(c))).chain(
+        wanted_volumes
+            .into_iter()
+            .map(|(volume, reference, policy)| (Some(volume), reference, policy)),
+    );
+    for (volume, image, policy) in wanted {
+        match ensure_image(
+            env,
+            cx,
+            image,
+            policy,
+            field_path,
+            &mut backoff.image_pull,
+            result,
+        )
+        .await
+        {
+            Ok(found) => match volume {
+                None => container_image = Some(found),
+                Some(volume) => image_volumes.push((volume.to_string(), found.0)),
+            },
+            Err(StartOutcome::Waiting { reason, message }) if volume.is_some() => {
+                let volume = volume.unwrap_or_default();
+                return waiting(reason, format!("image volume {volume:?}: {message}"));
             }
+            Err(outcome) => return outcome,
         }
     }
+    let Some((image_ref, image_user)) = container_image else {
+        return waiting(WaitingReason::ImageInspectError, "no image");
+    };
     // kubelet: getImageUser, for verifyRunAsNonRoot — read only when it decides (runAsNonRoot
     // without a runAsUser), and again only after a pull.
     let image_user = match image_user {

@@ -512,7 +512,8 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
     // the sandbox's and every container's namespace options; a new sandbox only on a
     // handler that reports user-namespace support, never a silent run in the host's.
     if userns::wanted(pod) {
-        let setup = async {
+        // Boxed: its Status call stays out of sync_pod's state machine (binary size).
+        let setup = Box::pin(async {
             if actions.create_sandbox {
                 let health = env.runtime.status().await.map_err(|e| {
                     format!("cannot tell whether the runtime supports user namespaces: {e}")
@@ -522,8 +523,8 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
                     &sandbox_config.runtime_handler,
                 )?;
             }
-            userns::allocate(&env.root_dir, &pod.metadata.uid).map_err(|e| e.to_string())
-        };
+            userns::allocate(&env.root_dir, &pod.metadata.uid)
+        });
         match setup.await {
             Ok(m) => sandbox_config.namespace_options.userns = Some(m),
             Err(message) => {
