@@ -2629,15 +2629,19 @@ async fn n_pod_cgroups() {
         "{}/kubepods/burstable/pod{uid}",
         lab::cgroup_root().trim_start_matches('/')
     );
-    let host = |ctrl: &str, file: &str| {
-        let p = if v2 {
-            format!("/sys/fs/cgroup/{pod_cgroup}/{file}")
-        } else {
-            format!("/sys/fs/cgroup/{ctrl}/{pod_cgroup}/{file}")
-        };
-        fs::read_to_string(&p)
-            .map(|s| s.trim().to_string())
-            .map_err(|e| format!("{p}: {e}"))
+    // A pod cgroup's files, read from the host: each (controller, file, value) must hold.
+    let check_cgroup = |cgroup: &str, want: &[(&str, &str, &str)]| {
+        for (ctrl, file, value) in want {
+            let p = if v2 {
+                format!("/sys/fs/cgroup/{cgroup}/{file}")
+            } else {
+                format!("/sys/fs/cgroup/{ctrl}/{cgroup}/{file}")
+            };
+            let got = fs::read_to_string(&p).map(|s| s.trim().to_string());
+            lab.check(got.as_deref().ok() == Some(*value), || {
+                format!("pod cgroup {p}: want {value}, got {got:?}")
+            });
+        }
     };
     let want: &[(&str, &str, &str)] = if v2 {
         &[
@@ -2652,12 +2656,7 @@ async fn n_pod_cgroups() {
             ("cpu", "cpu.cfs_quota_us", "20000"),
         ]
     };
-    for (ctrl, file, value) in want {
-        let got = host(ctrl, file);
-        lab.check(got.as_deref() == Ok(*value), || {
-            format!("pod cgroup {pod_cgroup}: {file} want {value}, got {got:?}")
-        });
-    }
+    check_cgroup(&pod_cgroup, want);
     let log = lab.log_path(NS, "limited", &uid, "limited", 0);
     lab.wait_for(
         &format!("the container's /proc/self/cgroup under {pod_cgroup}"),
@@ -2692,17 +2691,7 @@ async fn n_pod_cgroups() {
             ("cpu", "cpu.cfs_quota_us", "50000"),
         ]
     };
-    for (ctrl, file, value) in want {
-        let p = if v2 {
-            format!("/sys/fs/cgroup/{pl_cgroup}/{file}")
-        } else {
-            format!("/sys/fs/cgroup/{ctrl}/{pl_cgroup}/{file}")
-        };
-        let got = fs::read_to_string(&p).map(|s| s.trim().to_string());
-        lab.check(got.as_deref().ok() == Some(*value), || {
-            format!("pod-level resources: {p} want {value}, got {got:?}")
-        });
-    }
+    check_cgroup(&pl_cgroup, want);
     let log = lab.log_path(NS, "podlevel", &pl_uid, "free", 0);
     lab.wait_for(
         "the container without limits has the pod-level memory limit",

@@ -262,20 +262,16 @@ said_once() {
 }
 idle_ready() { [[ $(jp deploy idle -o 'jsonpath={.status.availableReplicas}') == 10 ]]; }
 running_web() { [[ $(jp deploy web -o 'jsonpath={.status.availableReplicas}') == 3 ]]; }
-wait_pod_log() { # POD: its log, once the pod Succeeded
+wait_finished() { # POD: until it Succeeded or Failed, at most 120 s
 	local end=$((SECONDS + 120))
 	until phase_is "$1" Succeeded || phase_is "$1" Failed; do
 		((SECONDS < end)) || return 1
 		sleep 1
 	done
-	k -n "$NS" logs "$1"
 }
+wait_pod_log() { wait_finished "$1" && k -n "$NS" logs "$1"; } # POD: its log, once finished
 wait_terminated_message() { # POD: its first container's termination message, once Succeeded
-	local end=$((SECONDS + 120))
-	until phase_is "$1" Succeeded || phase_is "$1" Failed; do
-		((SECONDS < end)) || return 1
-		sleep 1
-	done
+	wait_finished "$1" || return 1
 	jp -n "$NS" pod "$1" -o 'jsonpath={.status.containerStatuses[0].state.terminated.message}'
 }
 
