@@ -49,8 +49,9 @@ mod shutdown;
 pub use eviction::EvictionConfig;
 
 use crate::admission::{self, NodeInfo};
+use crate::allocation;
 use crate::api::Pod;
-use crate::clock::Clock;
+use crate::clock::{self, Clock};
 use crate::config_data::{self, ConfigObjects, ObjectChannels, ObjectsUpdate, Scope};
 use crate::cri::{
     ContainerEvent, ContainerState, CriError, PodRuntimeStatus, Runtime, SandboxState,
@@ -235,6 +236,7 @@ pub async fn run<R: Runtime, C: Clock>(
         probes: prober.handle(),
         node_ip: cfg.node_ip.map(|ip| ip.to_string()),
         root_dir: cfg.root_dir.clone(),
+        recorder: Some(recorder.clone()),
         ..PodState::default()
     };
     let syncer = AgentSyncer {
@@ -262,6 +264,7 @@ pub async fn run<R: Runtime, C: Clock>(
             csi: csi.clone(),
             #[cfg(feature = "device-plugins")]
             devices: devices.as_ref().map(|d| d.handle.clone()),
+            resized: Default::default(),
         },
     };
     let mut state = Loop {
@@ -313,6 +316,9 @@ pub async fn run<R: Runtime, C: Clock>(
         eviction: None,
         #[cfg(feature = "device-plugins")]
         devices,
+        allocations: allocation::Checkpoint::load(&cfg.root_dir.join("allocated_pods_state")),
+        deferred: Default::default(),
+        deferred_retry: None,
     };
     state.eviction = eviction::loop_state(cfg.eviction.clone(), pressure, reclaim_images);
 
@@ -516,6 +522,13 @@ struct Loop<R: Runtime, C: Clock> {
     /// The device manager's counts and the active pods' publication (`None`: no plugins).
     #[cfg(feature = "device-plugins")]
     devices: Option<Devices>,
+    /// In-place resize: the allocated cpu and memory of the pods that can resize (kubelet:
+    /// the allocation manager and its checkpoint); the workers run the allocated pods.
+    allocations: allocation::Checkpoint,
+    /// Resizes deferred for want of room (kubelet: `podsWithPendingResizes`), retried when a
+    /// pod goes and at `deferred_retry` (30 s after the first, then every 3 min).
+    deferred: std::collections::BTreeSet<String>,
+    deferred_retry: Option<tokio::time::Instant>,
 }
 
 impl<R: Runtime, C: Clock> Loop<R, C> {
@@ -609,8 +622,17 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                         self.pod_state.known_absent.insert(uid.clone());
                     }
                     self.pods.add_or_update(pod.clone());
-                    if self.admit(&pod) {
-                        self.start_or_hold(pod);
+                    // kubelet: AddPod — admitted at its allocated resources (after a
+                    // restart, the checkpoint's), which are then recorded.
+                    let allocated = self.allocated(&pod);
+                    if self.admit(&allocated) {
+                        if allocation::resizable(&pod) && self.allocations.get(&uid).is_none() {
+                            self.allocations
+                                .set(&uid, Some(allocation::PodAllocation::of(&pod)));
+                        }
+                        self.start_or_hold(pod.clone());
+                        // A resize asked for while picolet was down.
+                        self.handle_resize(&pod);
                     }
                 }
                 PodOp::Update | PodOp::Delete if self.rejected.contains(&uid) => {
@@ -625,8 +647,10 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                     log::info!("pod {name} (uid {uid}) updated by source {}", update.source);
                     self.pods.add_or_update(pod.clone());
                     if !self.held.contains(&uid) {
-                        self.workers
-                            .update_pod(UpdatePodOptions::new(UpdateType::Update, pod));
+                        if update.op == PodOp::Update {
+                            self.handle_resize(&pod);
+                        }
+                        self.send_to_workers(UpdateType::Update, pod);
                     }
                 }
                 PodOp::Remove => {
@@ -637,6 +661,11 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                     self.held.remove(&uid);
                     self.rejected.remove(&uid);
                     self.workers.update_pod(UpdatePodOptions::kill(pod, None));
+                    // kubelet: RemovePod, then the deferred resizes may fit now.
+                    self.allocations.set(&uid, None);
+                    if self.deferred.remove(&uid) || !self.deferred.is_empty() {
+                        self.retry_deferred();
+                    }
                 }
                 PodOp::Reconcile => {
                     let terminal = pod
@@ -651,8 +680,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                         && !self.rejected.contains(&uid)
                         && crate::status::need_to_reconcile_readiness(&pod);
                     if terminal || gates {
-                        self.workers
-                            .update_pod(UpdatePodOptions::new(UpdateType::Sync, pod));
+                        self.send_to_workers(UpdateType::Sync, pod);
                     }
                 }
             }
@@ -665,19 +693,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// pod is not re-admitted (a static pod's edit is a new UID, so it is).
     fn admit(&mut self, pod: &Arc<Pod>) -> bool {
         // kubelet: filterOutInactivePods — admitted pods whose worker has not finished.
-        let active: Vec<Arc<Pod>> = self
-            .pods
-            .pods()
-            .into_iter()
-            .filter(|p| {
-                let finished = self.workers.is_known(p.uid()) && self.workers.is_finished(p.uid());
-                let skip = p.uid() == pod.uid()
-                    || self.rejected.contains(p.uid())
-                    || is_mirror_pod(p)
-                    || finished;
-                !skip
-            })
-            .collect();
+        let active = self.active_pods(pod.uid());
         let active: Vec<&Pod> = active.iter().map(AsRef::as_ref).collect();
         let mut verdict = admission::admit(pod, &self.node, &active);
         #[cfg(feature = "device-plugins")]
@@ -734,6 +750,156 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                 .update_pod(UpdatePodOptions::kill(Arc::clone(pod), None));
         }
         false
+    }
+
+    /// kubelet: filterOutInactivePods — the admitted pods whose worker has not finished
+    /// (but `except`), as allocated (kubelet: `getAllocatedPods`).
+    fn active_pods(&self, except: &str) -> Vec<Arc<Pod>> {
+        self.pods
+            .pods()
+            .into_iter()
+            .filter(|p| {
+                let finished = self.workers.is_known(p.uid()) && self.workers.is_finished(p.uid());
+                let skip = p.uid() == except
+                    || self.rejected.contains(p.uid())
+                    || is_mirror_pod(p)
+                    || finished;
+                !skip
+            })
+            .map(|p| self.allocated(&p))
+            .collect()
+    }
+
+    /// The pod as allocated (kubelet: `UpdatePodFromAllocation`): its allocated cpu and
+    /// memory in place of the desired ones.
+    fn allocated(&self, pod: &Arc<Pod>) -> Arc<Pod> {
+        match self
+            .allocations
+            .get(pod.uid())
+            .and_then(|a| allocation::apply(pod, a))
+        {
+            Some(p) => Arc::new(p),
+            None => Arc::clone(pod),
+        }
+    }
+
+    /// The pod workers run the allocated pod (kubelet: the pod workers'
+    /// `UpdatePodFromAllocation`): a resize takes effect once it is allocated.
+    fn send_to_workers(&mut self, kind: UpdateType, pod: Arc<Pod>) {
+        let pod = self.allocated(&pod);
+        self.workers.update_pod(UpdatePodOptions::new(kind, pod));
+    }
+
+    /// kubelet: `handlePodResourcesResize` — a pod whose desired cpu or memory differs from
+    /// its allocation: allocated when it can be (the resize admit handler, then admission
+    /// against the other allocated pods), with PodResizeInProgress and a ResizeStarted
+    /// event; else PodResizePending (Infeasible, or Deferred and retried) and its event.
+    /// Whether it was allocated.
+    fn handle_resize(&mut self, pod: &Arc<Pod>) -> bool {
+        let uid = pod.uid();
+        let Some(allocated) = self.allocations.get(uid) else {
+            return false;
+        };
+        let desired = allocation::PodAllocation::of(pod);
+        let generation = pod.metadata.generation;
+        let now = clock::rfc3339(self.clock.now());
+        if desired.same(allocated) {
+            // Reverted, or nothing asked.
+            self.deferred.remove(uid);
+            if let Some(c) = self.pod_state.resize.get_mut(uid) {
+                c.pending = None;
+            }
+            return false;
+        }
+        let node = (
+            if self.node.cpu_milli > 0 {
+                self.node.cpu_milli
+            } else {
+                i64::MAX
+            },
+            if self.node.memory_bytes > 0 {
+                self.node.memory_bytes
+            } else {
+                i64::MAX
+            },
+        );
+        let verdict = match allocation::infeasible(pod, allocated, node) {
+            Some(m) => Err((allocation::REASON_INFEASIBLE, m)),
+            None => {
+                let others = self.active_pods(uid);
+                let others: Vec<&Pod> = others.iter().map(AsRef::as_ref).collect();
+                match admission::admit(pod, &self.node, &others).rejection {
+                    Some(r) => Err((r.reason, r.message)),
+                    None => Ok(()),
+                }
+            }
+        };
+        let c = self.pod_state.resize.entry(uid.to_string()).or_default();
+        match verdict {
+            Ok(()) => {
+                self.allocations.set(uid, Some(desired));
+                self.deferred.remove(uid);
+                c.pending = None;
+                c.clear_in_progress();
+                c.set_in_progress("", "", generation, now);
+                log::info!("pod {}: resize allocated", pod.full_name());
+                self.recorder.normal(
+                    pod,
+                    None,
+                    "ResizeStarted",
+                    allocation::event_message("Pod resize started", pod, generation, ""),
+                );
+                true
+            }
+            Err((reason, message)) => {
+                let changed = c.set_pending(reason, &message, generation, now);
+                let deferred = c.is_deferred();
+                if changed {
+                    log::info!("pod {}: resize pending: {message}", pod.full_name());
+                    let (event, prefix) = if deferred {
+                        ("ResizeDeferred", "Pod resize Deferred")
+                    } else {
+                        ("ResizeInfeasible", "Pod resize Infeasible")
+                    };
+                    self.recorder.warning(
+                        pod,
+                        None,
+                        event,
+                        allocation::event_message(prefix, pod, generation, &message),
+                    );
+                }
+                if deferred {
+                    if self.deferred.insert(uid.to_string()) && self.deferred_retry.is_none() {
+                        self.deferred_retry =
+                            Some(tokio::time::Instant::now() + std::time::Duration::from_secs(30));
+                    }
+                } else {
+                    self.deferred.remove(uid);
+                }
+                false
+            }
+        }
+    }
+
+    /// kubelet: `RetryPendingResizes` — every deferred resize is tried again (UID order);
+    /// each allocated or still pending one is synced, so its status says so.
+    fn retry_deferred(&mut self) {
+        self.deferred_retry = (!self.deferred.is_empty())
+            .then(|| tokio::time::Instant::now() + std::time::Duration::from_secs(180));
+        let uids: Vec<String> = self.deferred.iter().cloned().collect();
+        for uid in uids {
+            let Some(pod) = self.pods.get_by_uid(&uid).cloned() else {
+                self.deferred.remove(&uid);
+                continue;
+            };
+            self.handle_resize(&pod);
+            if !self.held.contains(&uid) && self.workers.is_known(&uid) {
+                self.send_to_workers(UpdateType::Sync, pod);
+            }
+        }
+        if self.deferred.is_empty() {
+            self.deferred_retry = None;
+        }
     }
 
     /// kubelet: the device manager's admit handler (`allocateResources`): a pod asking
@@ -821,8 +987,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         self.held.remove(&uid);
         // kubelet: HandlePodAdditions → probeManager.AddPod.
         self.prober.add_pod(&pod);
-        self.workers
-            .update_pod(UpdatePodOptions::new(UpdateType::Create, pod));
+        self.send_to_workers(UpdateType::Create, pod);
     }
 
     /// kubelet: `syncLoopIteration`'s liveness/readiness/startup cases → `handleProbeSync`:
@@ -857,8 +1022,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                 "pod {}: a ConfigMap or Secret it references changed; syncing",
                 pod.full_name()
             );
-            self.workers
-                .update_pod(UpdatePodOptions::new(UpdateType::Sync, pod));
+            self.send_to_workers(UpdateType::Sync, pod);
         }
     }
 
@@ -880,8 +1044,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             })
             .collect();
         for pod in waiting {
-            self.workers
-                .update_pod(UpdatePodOptions::new(UpdateType::Sync, pod));
+            self.send_to_workers(UpdateType::Sync, pod);
         }
     }
 
@@ -891,8 +1054,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         }
         if let Some(pod) = self.pods.get_by_uid(uid) {
             let pod = pod.clone();
-            self.workers
-                .update_pod(UpdatePodOptions::new(UpdateType::Sync, pod));
+            self.send_to_workers(UpdateType::Sync, pod);
         }
     }
 
@@ -1086,8 +1248,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             if let Some(pod) = self.pods.get_by_uid(&uid) {
                 log::debug!("pleg: pod {} changed in the runtime", pod.full_name());
                 let pod = pod.clone();
-                self.workers
-                    .update_pod(UpdatePodOptions::new(UpdateType::Sync, pod));
+                self.send_to_workers(UpdateType::Sync, pod);
             }
         }
     }
@@ -1137,6 +1298,15 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             }
         }
         self.compact();
+        if self
+            .deferred_retry
+            .is_some_and(|at| tokio::time::Instant::now() >= at)
+        {
+            self.retry_deferred();
+        }
+        // kubelet: RemoveOrphanedPods — allocations of pods no source has any more.
+        let pods = &self.pods;
+        self.allocations.retain(|uid| pods.contains(uid));
         // Desired pods without a worker: held static pods whose predecessor is gone, and
         // pods re-added after their worker finished (never the ones admission rejected).
         let restart = self

@@ -89,6 +89,10 @@ pub struct ObjectMeta {
     pub deletion_timestamp: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion_grace_period_seconds: Option<i64>,
+    /// The apiserver's count of spec changes (a resize bumps it): the resize conditions'
+    /// `observedGeneration`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub generation: i64,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -573,6 +577,9 @@ pub struct Container {
     /// first rule matching the exit code decides (see [`container_should_restart`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub restart_policy_rules: Vec<ContainerRestartRule>,
+    /// In-place resize: per resource, whether a change restarts the container.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resize_policy: Vec<ContainerResizePolicy>,
     // Carried for the field policy (`manifest::fields`): refused until implemented.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume_devices: Option<serde_json::Value>,
@@ -580,6 +587,16 @@ pub struct Container {
     /// container whose process namespace it joins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_container_name: Option<String>,
+}
+
+/// `spec.containers[].resizePolicy[]`: `restartPolicy` is `NotRequired` (default) or
+/// `RestartContainer`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerResizePolicy {
+    pub resource_name: String,
+    #[serde(default)]
+    pub restart_policy: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -1236,6 +1253,13 @@ pub struct PodCondition {
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The pod generation the condition was set for (the resize conditions carry it).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub observed_generation: i64,
+}
+
+fn is_zero(v: &i64) -> bool {
+    *v == 0
 }
 
 /// `spec.readinessGates[]`: a pod condition type that must be True for the pod to be Ready.
@@ -1266,6 +1290,13 @@ pub struct ContainerStatus {
     pub container_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started: Option<bool>,
+    /// kubelet (InPlacePodVerticalScaling): the requests allocated to the container.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub allocated_resources: BTreeMap<String, Quantity>,
+    /// kubelet: what the container runs with (the actuated values while it runs, else the
+    /// allocated ones).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

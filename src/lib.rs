@@ -41,6 +41,7 @@
 //! 1      pod_workers   api metrics shrink sort task
 //! 1      qos           api
 //! 1      x509          api clock
+//! 2      allocation    api qos
 //! 2      certificate   api checkpoint clock kube x509
 //! 2      cm            api grpc qos sort task
 //! 2      config_data   api checkpoint clock kube sort task
@@ -57,15 +58,15 @@
 //! 4      logs          clock cri messages noatime sort task
 //! 4      pod_config    api messages
 //! 4      source        api checkpoint clock config_data kube manifest messages noatime recorder sort task
-//! 4      status        api clock config_data cri kube messages pod_manager qos sort task
+//! 4      status        allocation api clock config_data cri kube messages pod_manager qos sort task
 //! 4      volume        api clock config_data cri fieldpath grpc noatime sort task
-//! 5      kuberuntime   api clock cm config_data cri fieldpath logs noatime probe qos recorder sort volume
+//! 5      kuberuntime   allocation api clock cm config_data cri fieldpath logs noatime probe qos recorder sort volume
 //! 6      local_api     api checkpoint clock cm cri eviction http1 json kube kuberuntime manifest messages metrics node recorder shrink sort task x509
 //! 6      pleg          cri kuberuntime sort task
 //! 6      prober        api clock cri kuberuntime metrics probe recorder shrink status task
 //! 7      cli           admission clock config_data kube local_api manifest node options sort source
-//! 7      pod_sync      api clock cri kuberuntime messages pleg pod_workers prober recorder shrink status
-//! 8      agent         admission api clock cm config_data cri eviction images kuberuntime logs manifest messages metrics noatime node pleg pod_config pod_manager pod_sync pod_workers prober qos recorder shrink sort status task volume
+//! 7      pod_sync      allocation api clock cri kuberuntime messages pleg pod_workers prober recorder shrink status
+//! 8      agent         admission allocation api clock cm config_data cri eviction images kuberuntime logs manifest messages metrics noatime node pleg pod_config pod_manager pod_sync pod_workers prober qos recorder shrink sort status task volume
 //! 9      daemon        admission agent certificate checkpoint clock cm config_data cri eviction images kube kuberuntime local_api logs messages metrics mirror node options pleg prober recorder source status task volume
 //! ```
 //!
@@ -97,6 +98,7 @@
 //! - `qos`            QoS class and OOM score of a pod (pure)
 //! - `x509`           (feature `apiserver`) DER: the X.509 certificates and PKCS#10 requests picolet makes and reads
 //! - [`mirror`]       (feature `image-mirror`) the image mirror: a read-only OCI distribution endpoint over a directory of image archives (air-gapped nodes)
+//! - `allocation`     in-place resize: the pods' allocated cpu and memory (checkpointed), what containers were created with, the resize conditions
 //! - `certificate`    (feature `apiserver`) TLS bootstrap, client and serving certificate rotation by CSR
 //! - [`cm`]           the container manager's cgroups: kubepods, QoS and pod cgroups, allocatable; `cm::devicemanager` (feature `device-plugins`): device plugins' registration, devices and Allocate
 //! - `config_data`    ConfigMaps/Secrets of the node (local files, and the apiserver's watches)
@@ -126,6 +128,7 @@
 
 pub mod admission;
 pub mod agent;
+mod allocation;
 pub mod api;
 #[cfg(feature = "apiserver")]
 mod certificate;

@@ -20,7 +20,10 @@ use tokio::sync::{mpsc, oneshot};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::api::Pod;
+use std::collections::BTreeMap;
+
+use crate::allocation::{self, ResizeConditions};
+use crate::api::{Pod, ResourceRequirements};
 use crate::clock::{Clock, UnixNanos};
 use crate::cri::{ContainerState, CriError, PodRuntimeStatus, Runtime};
 use crate::kuberuntime::backoff::PodBackoffs;
@@ -84,6 +87,13 @@ pub(crate) struct PodState {
     pub(crate) node_ip: Option<String>,
     /// `--root-dir`: the pods' termination message files.
     pub(crate) root_dir: PathBuf,
+    /// In-place resize: each pod's resize conditions (the loop sets PodResizePending and
+    /// starts PodResizeInProgress; a sync's report ends it), and what its running
+    /// containers run with, by name.
+    pub(crate) resize: HashMap<String, ResizeConditions>,
+    pub(crate) actual: HashMap<String, BTreeMap<String, ResourceRequirements>>,
+    /// The resize events (`None` in tests).
+    pub(crate) recorder: Option<recorder::Recorder>,
 }
 
 /// A change the relister saw in a pod.
@@ -212,6 +222,9 @@ pub(crate) struct SyncedView {
     /// When they ended; `None`: it is the cached view, unchanged.
     settled_at: Option<tokio::time::Instant>,
     status: PodRuntimeStatus,
+    /// In-place resize after the sync: whether a running container still differs from
+    /// the allocated pod, the failed step, what the running containers run with.
+    resize: (bool, Option<String>, BTreeMap<String, ResourceRequirements>),
 }
 
 /// The loop's answer to [`SyncRequest::Finish`].
@@ -263,6 +276,8 @@ impl PodState {
                 self.record_status(&pod, &after, &WaitingReasons::new(), now);
             }
             SyncRequest::CleanedUp { uid, container_ids } => {
+                self.resize.remove(&uid);
+                self.actual.remove(&uid);
                 self.backoffs.remove(&uid);
                 self.pod_cache.remove(&uid);
                 self.changed.remove(&uid);
@@ -328,6 +343,7 @@ impl PodState {
             self.changed.remove(uid);
         }
         // The view's reads ended now, or, reused as it was, when they ended before.
+        self.resize_report(pod, &view.resize, now);
         let settled_at = view
             .settled_at
             .or_else(|| self.pod_cache.get(uid).map(|c| c.settled_at))
@@ -350,6 +366,67 @@ impl PodState {
             );
         }
         Recorded { terminal, deadline }
+    }
+
+    /// kubelet: the PodResizeInProgress condition after a sync (`IsPodResizeInProgress`,
+    /// a failed `ResizePodInPlace` step), with the ResizeError and ResizeCompleted events.
+    fn resize_report(
+        &mut self,
+        pod: &Pod,
+        (in_progress, error, actual): &(
+            bool,
+            Option<String>,
+            BTreeMap<String, ResourceRequirements>,
+        ),
+        now: UnixNanos,
+    ) {
+        let uid = pod.uid();
+        if actual.is_empty() {
+            self.actual.remove(uid);
+        } else {
+            self.actual.insert(uid.to_string(), actual.clone());
+        }
+        if !self.resize.contains_key(uid) && error.is_none() && !in_progress {
+            return;
+        }
+        let c = self.resize.entry(uid.to_string()).or_default();
+        let generation = pod.metadata.generation;
+        let at = crate::clock::rfc3339(now);
+        let event = if let Some(e) = error {
+            c.set_in_progress(allocation::REASON_ERROR, e, generation, at)
+                .then(|| {
+                    let g = c
+                        .in_progress
+                        .as_ref()
+                        .map_or(generation, |c| c.observed_generation);
+                    (
+                        true,
+                        "ResizeError",
+                        allocation::event_message("Pod resize error", pod, g, e),
+                    )
+                })
+        } else if *in_progress {
+            c.set_in_progress("", "", generation, at);
+            None
+        } else {
+            c.clear_in_progress().map(|g| {
+                (
+                    false,
+                    "ResizeCompleted",
+                    allocation::event_message("Pod resize completed", pod, g, ""),
+                )
+            })
+        };
+        if *c == ResizeConditions::default() {
+            self.resize.remove(uid);
+        }
+        if let (Some((warning, reason, message)), Some(r)) = (event, &self.recorder) {
+            if warning {
+                r.warning(pod, None, reason, message);
+            } else {
+                r.normal(pod, None, reason, message);
+            }
+        }
     }
 
     /// Recomputes the API status from a fresh runtime view and stores it (logged on change).
@@ -381,6 +458,8 @@ impl PodState {
             self.node_ip.as_deref(),
             &status::StatusOptions {
                 probes: Some(&probe_results),
+                resize: self.resize.get(pod.uid()),
+                actual: self.actual.get(pod.uid()),
                 ..Default::default()
             },
         );
@@ -605,10 +684,20 @@ impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
                 .await
                 .map_err(failure)?
         };
+        // kubelet: the resize's state after the sync (IsPodResizeInProgress).
+        let resize = if crate::allocation::resizable(pod) {
+            let records = self.env.resized.of(&self.env.root_dir, &uid);
+            let (in_progress, actual) =
+                crate::kuberuntime::sync::resize::report(pod, &after, &records);
+            (in_progress, result.resize_error.clone(), actual)
+        } else {
+            Default::default()
+        };
         let view = SyncedView {
             read_at,
             settled_at: read_now.then(tokio::time::Instant::now),
             status: after,
+            resize,
         };
         let reasons = waiting_reasons(&result);
         let Some(Answer::Recorded(recorded)) = self
@@ -801,6 +890,9 @@ fn describe_failure(pod: &Pod, result: &PodSyncResult) -> String {
     if let Some(e) = &result.sandbox_error {
         parts.push(format!("sandbox: {}", e.message));
     }
+    if let Some(e) = &result.resize_error {
+        parts.push(format!("resize: {e}"));
+    }
     for c in &result.containers {
         if let StartOutcome::Waiting { reason, message } = &c.outcome {
             if !reason.is_back_off() {
@@ -861,6 +953,7 @@ mod tests {
                 uid: pod.uid().to_string(),
                 ..PodRuntimeStatus::default()
             },
+            resize: Default::default(),
         };
         state.answer(
             SyncRequest::Finish {

@@ -168,6 +168,31 @@ impl PodCgroups {
         Ok(self.layout.path(&name))
     }
 
+    /// kubelet: `SetPodCgroupConfig` in an in-place resize — the pod cgroup's cpu values
+    /// (shares and quota) or its memory limit from the (allocated) pod, and the burstable
+    /// cgroup's shares after it. A limit the pod does not set is left as it is.
+    pub async fn resize(&self, pod: &Pod, cpu: bool) -> Result<(), CgroupError> {
+        if self.layout.driver == CgroupDriver::Systemd {
+            return Ok(());
+        }
+        self.track(pod);
+        let all = super::pod_resources(pod);
+        let res = if cpu {
+            super::Resources {
+                memory_limit: None,
+                ..all
+            }
+        } else {
+            super::Resources {
+                memory_limit: all.memory_limit,
+                ..Default::default()
+            }
+        };
+        let name = self.layout.pod_cgroup(qos::pod_qos(pod), pod.uid());
+        self.run(Work::Apply(super::ensure_ops(&self.layout, &name, &res)))
+            .await
+    }
+
     /// The pod is terminated and its containers gone: its cgroup goes (kubelet:
     /// `cleanupOrphanedPodCgroups` → `podContainerManager.Destroy`), then the QoS shares
     /// are updated. A failure is kept for [`PodCgroups::retry_removals`].

@@ -683,6 +683,27 @@ impl Runtime for CriRuntime {
             .collect())
     }
 
+    async fn update_container_resources(
+        &self,
+        id: &str,
+        resources: &crate::cri::Resources,
+    ) -> Result<(), CriError> {
+        const METHOD: &str = "UpdateContainerResources";
+        let req = proto::UpdateContainerResourcesRequest {
+            container_id: id.to_string(),
+            linux: Some(linux_resources(resources)),
+        };
+        call!(
+            self,
+            runtime,
+            update_container_resources,
+            METHOD,
+            request,
+            req
+        )?;
+        Ok(())
+    }
+
     async fn reopen_container_log(&self, id: &str) -> Result<(), CriError> {
         const METHOD: &str = "ReopenContainerLog";
         let req = proto::ReopenContainerLogRequest {
@@ -1248,14 +1269,7 @@ fn container_config(c: &ContainerConfig) -> proto::ContainerConfig {
         stdin_once: c.stdin_once,
         tty: c.tty,
         linux: Some(proto::LinuxContainerConfig {
-            resources: Some(proto::LinuxContainerResources {
-                cpu_period: c.resources.cpu_period,
-                cpu_quota: c.resources.cpu_quota,
-                cpu_shares: c.resources.cpu_shares,
-                memory_limit_in_bytes: c.resources.memory_limit_in_bytes,
-                oom_score_adj: c.resources.oom_score_adj,
-                ..Default::default()
-            }),
+            resources: Some(linux_resources(&c.resources)),
             security_context: Some(proto::LinuxContainerSecurityContext {
                 capabilities,
                 privileged: s.privileged,
@@ -1559,6 +1573,17 @@ fn image_info(method: &'static str, i: proto::Image) -> Result<ImageInfo, CriErr
         pinned: i.pinned,
         user,
     })
+}
+
+fn linux_resources(r: &crate::cri::Resources) -> proto::LinuxContainerResources {
+    proto::LinuxContainerResources {
+        cpu_period: r.cpu_period,
+        cpu_quota: r.cpu_quota,
+        cpu_shares: r.cpu_shares,
+        memory_limit_in_bytes: r.memory_limit_in_bytes,
+        oom_score_adj: r.oom_score_adj,
+        ..Default::default()
+    }
 }
 
 #[cfg(test)]

@@ -67,6 +67,7 @@ pub enum Call {
     ListImages,
     RemoveImage(String),
     ImageFsInfo,
+    UpdateContainerResources(String),
     ReopenContainerLog(String),
     GetContainerEvents,
     ListContainerStats,
@@ -697,6 +698,17 @@ impl Runtime for FakeRuntime {
     async fn image_fs_info(&self) -> Result<Vec<ImageFsUsage>, CriError> {
         self.call(Method::ImageFsInfo, Call::ImageFsInfo, |m| {
             Ok(vec![m.image_fs_info()])
+        })
+    }
+
+    async fn update_container_resources(
+        &self,
+        id: &str,
+        resources: &crate::cri::Resources,
+    ) -> Result<(), CriError> {
+        let call = Call::UpdateContainerResources(id.into());
+        self.call(Method::UpdateContainerResources, call, |m| {
+            m.update_container_resources(id, resources)
         })
     }
 

@@ -76,8 +76,8 @@ use tonic::Code;
 use crate::clock::{Clock, UnixNanos};
 use crate::cri::{
     ContainerConfig, ContainerEventKind, ContainerInfo, ContainerState, ContainerStats, CpuUsage,
-    ExecResult, ImageInfo, MemoryUsage, NamespaceMode, PodSandboxStats, RuntimeHealth, Sandbox,
-    SandboxConfig, SandboxState,
+    ExecResult, ImageInfo, MemoryUsage, NamespaceMode, PodSandboxStats, Resources, RuntimeHealth,
+    Sandbox, SandboxConfig, SandboxState,
 };
 
 /// Where the model says its images live (`ImageFsInfo`).
@@ -99,6 +99,7 @@ pub enum Method {
     RemoveContainer,
     ListContainers,
     ContainerStatus,
+    UpdateContainerResources,
     ReopenContainerLog,
     ExecSync,
     GetContainerEvents,
@@ -113,7 +114,7 @@ pub enum Method {
 
 impl Method {
     /// Every method, in declaration order.
-    pub const ALL: [Method; 23] = [
+    pub const ALL: [Method; 24] = [
         Method::Version,
         Method::Status,
         Method::RunPodSandbox,
@@ -127,6 +128,7 @@ impl Method {
         Method::RemoveContainer,
         Method::ListContainers,
         Method::ContainerStatus,
+        Method::UpdateContainerResources,
         Method::ReopenContainerLog,
         Method::ExecSync,
         Method::GetContainerEvents,
@@ -155,6 +157,7 @@ impl Method {
             Method::RemoveContainer => "RemoveContainer",
             Method::ListContainers => "ListContainers",
             Method::ContainerStatus => "ContainerStatus",
+            Method::UpdateContainerResources => "UpdateContainerResources",
             Method::ReopenContainerLog => "ReopenContainerLog",
             Method::ExecSync => "ExecSync",
             Method::GetContainerEvents => "GetContainerEvents",
@@ -916,6 +919,22 @@ impl FakeContainerd {
 
     pub fn container_status(&self, id: &str) -> Answer<&ContainerRec> {
         self.find_container(id)
+    }
+
+    /// `UpdateContainerResources`: a created or running container takes the new cpu and
+    /// memory (its config's; the oom score stays); containerd refuses an exited one.
+    pub fn update_container_resources(&mut self, id: &str, r: &Resources) -> Answer<()> {
+        let c = self.find_container_mut(id)?;
+        if c.info.state == ContainerState::Exited {
+            return Err(Refusal::new(
+                Code::Unknown,
+                format!("container {id} is in CONTAINER_EXITED state"),
+            ));
+        }
+        let cur = &mut c.config.resources;
+        (cur.cpu_period, cur.cpu_quota, cur.cpu_shares) = (r.cpu_period, r.cpu_quota, r.cpu_shares);
+        cur.memory_limit_in_bytes = r.memory_limit_in_bytes;
+        Ok(())
     }
 
     /// `ReopenContainerLog`: containerd refuses a container that is not running ("container

@@ -987,6 +987,25 @@ impl RuntimeService for FakeService {
         }))
     }
 
+    async fn update_container_resources(
+        &self,
+        req: Request<proto::UpdateContainerResourcesRequest>,
+    ) -> Answer<proto::UpdateContainerResourcesResponse> {
+        let req = req.into_inner();
+        self.gate(Method::UpdateContainerResources, &req.container_id)
+            .await?;
+        let l = req.linux.unwrap_or_default();
+        let r = crate::cri::Resources {
+            cpu_period: l.cpu_period,
+            cpu_quota: l.cpu_quota,
+            cpu_shares: l.cpu_shares,
+            memory_limit_in_bytes: l.memory_limit_in_bytes,
+            oom_score_adj: l.oom_score_adj,
+        };
+        self.model(|m| m.update_container_resources(&req.container_id, &r))?;
+        Ok(Response::new(proto::UpdateContainerResourcesResponse {}))
+    }
+
     async fn reopen_container_log(
         &self,
         req: Request<proto::ReopenContainerLogRequest>,

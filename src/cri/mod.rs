@@ -673,6 +673,17 @@ pub trait Runtime: Clone + 'static {
     fn image_fs_info(&self) -> impl Future<Output = Result<Vec<ImageFsUsage>, CriError>> {
         async { Err(unimplemented("ImageFsInfo")) }
     }
+    /// CRI `UpdateContainerResources`: new cpu and memory for a running container (in-place
+    /// resize; only the cpu and memory fields of `resources` count). The default:
+    /// `Unimplemented`.
+    fn update_container_resources(
+        &self,
+        id: &str,
+        resources: &Resources,
+    ) -> impl Future<Output = Result<(), CriError>> {
+        let _ = (id, resources);
+        async { Err(unimplemented("UpdateContainerResources")) }
+    }
     /// CRI `ReopenContainerLog`: the runtime reopens a running container's log file at its
     /// path (log rotation renamed the old one). The default: `Unimplemented`.
     fn reopen_container_log(&self, id: &str) -> impl Future<Output = Result<(), CriError>> {

@@ -1588,6 +1588,11 @@ pub fn merge(target: &mut Value, patch: &Value, strategic: bool) {
             (Some(Value::Array(existing)), Value::Array(items)) if keyed => {
                 for item in items {
                     let t = item.get("type").cloned();
+                    // The `$patch: delete` directive removes the element of its key.
+                    if item.get("$patch").and_then(Value::as_str) == Some("delete") {
+                        existing.retain(|e| t.is_none() || e.get("type") != t.as_ref());
+                        continue;
+                    }
                     match existing
                         .iter_mut()
                         .find(|e| t.is_some() && e.get("type") == t.as_ref())

@@ -88,6 +88,13 @@ pub fn container_annotations(
             .clone()
             .unwrap_or_else(|| DEFAULT_TERMINATION_MESSAGE_POLICY.to_string()),
     );
+    // In-place resize: what the container is created with (the actuated values).
+    if crate::allocation::resizable(pod) {
+        a.insert(
+            crate::allocation::RESOURCES_ANNOTATION.into(),
+            crate::allocation::annotation(container),
+        );
+    }
     if let Some(g) = pod.metadata.deletion_grace_period_seconds {
         a.insert(POD_DELETION_GRACE_PERIOD_ANNOTATION.into(), g.to_string());
     }

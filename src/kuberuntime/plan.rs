@@ -30,6 +30,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use crate::allocation::Amounts;
 use crate::api::{self, RestartPolicy};
 use crate::clock::UnixNanos;
 use crate::cri::{
@@ -258,6 +259,98 @@ pub fn compute_pod_actions_with_probes(
         a.ephemeral_containers_to_start.clear();
     }
     a
+}
+
+/// One running container's new cpu and memory (kubelet: `containerToUpdateInfo`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContainerUpdate {
+    pub id: String,
+    pub name: String,
+    /// The allocated values (its cpu and memory requirements).
+    pub desired: api::ResourceRequirements,
+    pub desired_amounts: Amounts,
+    /// What it runs with now.
+    pub current: Amounts,
+}
+
+/// kubelet: `computePodResizeAction` over the running containers and sidecars — each
+/// whose allocated cpu or memory differs from what it runs with (`actual`, by container
+/// ID; its creation annotation otherwise) is updated in place, or, when the
+/// `resizePolicy` of a changed resource says `RestartContainer`, killed and started again
+/// (added to `a`). Nothing when the pod is being killed or cannot resize.
+pub fn add_resize(
+    pod: &api::Pod,
+    status: &PodRuntimeStatus,
+    actual: &BTreeMap<String, api::ResourceRequirements>,
+    a: &mut PodActions,
+) -> Vec<ContainerUpdate> {
+    let mut updates = Vec::new();
+    if a.kill_pod || !crate::allocation::resizable(pod) {
+        return updates;
+    }
+    let sidecars = pod
+        .spec
+        .init_containers
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| is_restartable_init_container(c));
+    let all = pod
+        .spec
+        .containers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (i, c, false))
+        .chain(sidecars.map(|(i, c)| (i, c, true)));
+    for (idx, c, init) in all {
+        let Some(s) = newest_container(status, &c.name).filter(|s| {
+            s.state == ContainerState::Running && !a.containers_to_kill.contains_key(&s.id)
+        }) else {
+            continue;
+        };
+        let desired = crate::allocation::cpu_memory(c.resources.as_ref());
+        let cur = actual
+            .get(&s.id)
+            .cloned()
+            .or_else(|| crate::allocation::from_annotation(&s.annotations))
+            .unwrap_or_default();
+        let (want, have) = (Amounts::of(Some(&desired)), Amounts::of(Some(&cur)));
+        if want == have {
+            continue;
+        }
+        let restart = |name: &str, changed: bool| {
+            changed
+                && c.resize_policy
+                    .iter()
+                    .any(|p| p.resource_name == name && p.restart_policy == "RestartContainer")
+        };
+        let cpu = (want.cpu_request, want.cpu_limit) != (have.cpu_request, have.cpu_limit);
+        let memory =
+            (want.memory_request, want.memory_limit) != (have.memory_request, have.memory_limit);
+        if restart("cpu", cpu) || restart("memory", memory) {
+            a.containers_to_kill.insert(
+                s.id.clone(),
+                ContainerToKill {
+                    name: c.name.clone(),
+                    message: format!("Container {} resize requires restart", c.name),
+                    reason: KillReason::Unknown,
+                },
+            );
+            if init {
+                a.init_containers_to_start.push(idx);
+            } else {
+                a.containers_to_start.push(idx);
+            }
+            continue;
+        }
+        updates.push(ContainerUpdate {
+            id: s.id.clone(),
+            name: c.name.clone(),
+            desired,
+            desired_amounts: want,
+            current: have,
+        });
+    }
+    updates
 }
 
 /// kubelet: `computeInitContainerActions` (the SidecarContainers version, which covers
@@ -1540,5 +1633,109 @@ mod tests {
             should_back_off(&mut b, &p, &changed, &exited_at(t0 + 12 * S), t0 + 12 * S),
             None
         );
+    }
+    // ----- in-place resize --------------------------------------------------------------
+
+    fn with_resources(mut p: api::Pod, name: &str, cpu: &str, memory: &str) -> api::Pod {
+        let q = |v: &str| api::Quantity::Str(v.into());
+        let r = api::ResourceRequirements {
+            requests: [
+                ("cpu".to_string(), q(cpu)),
+                ("memory".to_string(), q(memory)),
+            ]
+            .into(),
+            limits: [("memory".to_string(), q(memory))].into(),
+            claims: None,
+        };
+        for c in p
+            .spec
+            .containers
+            .iter_mut()
+            .chain(p.spec.init_containers.iter_mut())
+        {
+            if c.name == name {
+                c.resources = Some(r.clone());
+            }
+        }
+        p
+    }
+
+    #[test]
+    fn resize_updates_in_place_or_restarts_per_policy() {
+        let old = with_resources(
+            pod(RestartPolicy::Always, &[sidecar("side")], &["a", "b"]),
+            "a",
+            "100m",
+            "64Mi",
+        );
+        let old = with_resources(
+            with_resources(old, "b", "100m", "64Mi"),
+            "side",
+            "100m",
+            "64Mi",
+        );
+        let running = |p: &api::Pod| {
+            status(
+                vec![ready()],
+                vec![
+                    rc(p, &c_of(p, "a"), "ca", Running, 0),
+                    rc(p, &c_of(p, "b"), "cb", Running, 0),
+                    rc(p, &c_of(p, "side"), "cs", Running, 0),
+                ],
+            )
+        };
+        let st = running(&old);
+        // Nothing changed: nothing to do.
+        let mut a = compute_pod_actions(&old, &st);
+        assert!(add_resize(&old, &st, &BTreeMap::new(), &mut a).is_empty());
+        assert!(a.is_noop());
+
+        // a: cpu up (in place); b: memory down with RestartContainer; side: cpu down.
+        let mut new = with_resources(old.clone(), "a", "200m", "64Mi");
+        new = with_resources(new, "b", "100m", "32Mi");
+        new = with_resources(new, "side", "50m", "64Mi");
+        new.spec.containers[1].resize_policy = vec![api::ContainerResizePolicy {
+            resource_name: "memory".into(),
+            restart_policy: "RestartContainer".into(),
+        }];
+        let mut a = compute_pod_actions(&new, &st);
+        let updates = add_resize(&new, &st, &BTreeMap::new(), &mut a);
+        let got: Vec<(&str, i64, i64)> = updates
+            .iter()
+            .map(|u| {
+                (
+                    u.name.as_str(),
+                    u.current.cpu_request,
+                    u.desired_amounts.cpu_request,
+                )
+            })
+            .collect();
+        assert_eq!(got, vec![("a", 100, 200), ("side", 100, 50)]);
+        assert_eq!(a.containers_to_start, vec![1]);
+        assert_eq!(
+            a.containers_to_kill["cb"].message,
+            "Container b resize requires restart"
+        );
+
+        // What an update recorded counts over the creation annotation: a is done.
+        let done: BTreeMap<String, api::ResourceRequirements> =
+            [("ca".to_string(), c_of(&new, "a").resources.unwrap())].into();
+        let mut a = compute_pod_actions(&new, &st);
+        let updates = add_resize(&new, &st, &done, &mut a);
+        assert!(updates.iter().all(|u| u.name != "a"));
+
+        // A static pod never resizes; a pod being killed neither.
+        let mut fixed = new.clone();
+        fixed
+            .metadata
+            .annotations
+            .insert(api::ANNOTATION_CONFIG_SOURCE.into(), "file".into());
+        let mut a = compute_pod_actions(&fixed, &st);
+        assert!(add_resize(&fixed, &st, &BTreeMap::new(), &mut a).is_empty());
+        let mut a = PodActions {
+            kill_pod: true,
+            ..PodActions::default()
+        };
+        assert!(add_resize(&new, &st, &BTreeMap::new(), &mut a).is_empty());
     }
 }

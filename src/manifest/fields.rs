@@ -209,8 +209,8 @@ pub static RULES: &[Rule] = &[
     // containers (also init containers)
     rule(
         "spec.containers[].resizePolicy",
-        Ignored,
-        "in-place resize is not supported; the policy only matters then",
+        Implemented,
+        "in-place resize (the pod's resize subresource, cluster mode): NotRequired updates the running container's cpu and memory (CRI UpdateContainerResources), RestartContainer restarts it; static pods never resize (upstream's rule)",
     ),
     rule(
         "spec.containers[].securityContext.windowsOptions",

@@ -27,7 +27,13 @@ const READINESS_GATES_NOT_READY: &str = "ReadinessGatesNotReady";
 pub fn owned_by_kubelet(type_: &str) -> bool {
     matches!(
         type_,
-        POD_SCHEDULED | READY | INITIALIZED | CONTAINERS_READY | POD_READY_TO_START_CONTAINERS
+        POD_SCHEDULED
+            | READY
+            | INITIALIZED
+            | CONTAINERS_READY
+            | POD_READY_TO_START_CONTAINERS
+            | crate::allocation::POD_RESIZE_PENDING
+            | crate::allocation::POD_RESIZE_IN_PROGRESS
     )
 }
 
@@ -88,6 +94,7 @@ pub fn set_disruption_target(status: &mut PodStatus, message: &str, now: UnixNan
         last_transition_time: clock::rfc3339(now),
         reason: Some(TERMINATION_BY_KUBELET.to_string()),
         message: Some(message.to_string()),
+        observed_generation: 0,
     };
     match status
         .conditions
@@ -287,6 +294,7 @@ fn condition(
         last_transition_time: None,
         reason: reason.map(str::to_string),
         message,
+        observed_generation: 0,
     }
 }
 

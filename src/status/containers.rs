@@ -26,6 +26,8 @@ pub(super) struct Inputs<'a> {
     pub observed: &'a PodRuntimeStatus,
     pub reasons: &'a BTreeMap<String, (String, String)>,
     pub runtime_name: &'a str,
+    /// What running containers run with, by name (in-place resize).
+    pub actual: Option<&'a BTreeMap<String, api::ResourceRequirements>>,
 }
 
 /// Statuses for `specs` (init or regular), in spec order.
@@ -80,6 +82,33 @@ pub(super) fn convert(
                     };
                     status.state = waiting(reason, message);
                 }
+            }
+            // kubelet (InPlacePodVerticalScaling): the allocated requests, and the resources
+            // it runs with — what was last applied while it runs, else the allocated ones.
+            if let Some(r) = spec
+                .resources
+                .as_ref()
+                .filter(|r| !(r.limits.is_empty() && r.requests.is_empty()))
+            {
+                status.allocated_resources.clone_from(&r.requests);
+                let mut shown = api::ResourceRequirements {
+                    claims: None,
+                    ..r.clone()
+                };
+                if let Some(a) = inp
+                    .actual
+                    .and_then(|m| m.get(&spec.name))
+                    .filter(|_| status.state.running.is_some())
+                {
+                    for (map, from) in [
+                        (&mut shown.limits, &a.limits),
+                        (&mut shown.requests, &a.requests),
+                    ] {
+                        map.retain(|k, _| k != "cpu" && k != "memory");
+                        map.extend(from.iter().map(|(k, v)| (k.clone(), v.clone())));
+                    }
+                }
+                status.resources = Some(shown);
             }
             status
         })

@@ -123,6 +123,10 @@ pub struct StatusOptions<'a> {
     pub pod_is_terminal: bool,
     /// Probe results; `None` means no probe has reported yet.
     pub probes: Option<&'a ProbeResults>,
+    /// In-place resize: the pod's resize conditions, and what its running containers run
+    /// with (by name).
+    pub resize: Option<&'a crate::allocation::ResizeConditions>,
+    pub actual: Option<&'a BTreeMap<String, api::ResourceRequirements>>,
 }
 
 /// The pod's status from what the runtime holds (kubelet: `generateAPIPodStatus` plus the
@@ -176,6 +180,7 @@ pub fn compute_pod_status_with(
         observed,
         reasons,
         runtime_name,
+        actual: opts.actual,
     };
     let spec = &pod.spec;
     let mut init_statuses = containers::convert(
@@ -248,6 +253,10 @@ pub fn compute_pod_status_with(
         phase,
         now,
     );
+    // kubelet: determinePodResizeStatus — the resize conditions, cleared once terminal.
+    if let Some(r) = opts.resize.filter(|_| !phase.is_terminal()) {
+        status.conditions.extend(r.conditions().cloned());
+    }
 
     // Pod IPs: from the newest sandbox while it is ready; once every sandbox is gone or
     // stopped, keep the last known ones (kubelet: PLEG getPodIPs, k8s#47806, k8s#125404).

@@ -216,7 +216,7 @@ impl StatusSyncer {
             "{}/status",
             pod_path(&target.metadata.namespace, Some(&target.metadata.name))
         );
-        let body = json!({"metadata": {"uid": target.uid()}, "status": status_patch(&status)});
+        let body = json!({"metadata": {"uid": target.uid()}, "status": status_patch(&status, target.status.as_ref())});
         match self
             .client
             .patch::<serde_json::Value>(&path, PatchKind::StrategicMerge, &body)
@@ -489,7 +489,11 @@ impl SyncState {
 /// Only the kubelet's own conditions and DisruptionTarget are sent (kubelet:
 /// `mergePodStatus`): the others (readiness gates') are their writers', and our copy of them
 /// may be older than the apiserver's.
-fn status_patch(status: &PodStatus) -> serde_json::Value {
+///
+/// A kubelet-owned condition the apiserver's copy (`api`) has and ours no longer has (a
+/// resize condition cleared) is deleted by a `$patch: delete` directive: conditions merge
+/// by type, so leaving it out would keep it.
+fn status_patch(status: &PodStatus, api: Option<&PodStatus>) -> serde_json::Value {
     use serde_json::Value;
     let mut ours = status.clone();
     ours.conditions
@@ -507,6 +511,19 @@ fn status_patch(status: &PodStatus) -> serde_json::Value {
                 .iter_mut()
                 .filter_map(Value::as_object_mut)
                 .for_each(fill);
+        }
+        let gone = api.into_iter().flat_map(|a| &a.conditions).filter(|c| {
+            status::owned_by_kubelet(&c.type_)
+                && !ours.conditions.iter().any(|o| o.type_ == c.type_)
+        });
+        for c in gone {
+            let del = serde_json::json!({"type": c.type_, "$patch": "delete"});
+            match o.get_mut("conditions").and_then(Value::as_array_mut) {
+                Some(list) => list.push(del),
+                None => {
+                    o.insert("conditions".into(), Value::Array(vec![del]));
+                }
+            }
         }
     }
     v
@@ -891,6 +908,7 @@ mod tests {
             last_transition_time: Some("t".into()),
             reason: why.map(|_| "ContainersNotReady".to_string()),
             message: why.map(str::to_string),
+            observed_generation: 0,
         };
         let before = PodStatus {
             phase: Some(PodPhase::Pending),
@@ -904,14 +922,14 @@ mod tests {
             ..PodStatus::default()
         };
         let mut server = serde_json::to_value(&before).unwrap();
-        crate::kube::mock::merge(&mut server, &status_patch(&after), true);
+        crate::kube::mock::merge(&mut server, &status_patch(&after, None), true);
         let kept: PodStatus = serde_json::from_value(server).unwrap();
         assert!(api_shows(&kept, &after), "{kept:#?}");
         assert_eq!(kept.conditions[0].message, None);
         assert_eq!(kept.message, None);
         // The patch of an unchanged status is a no-op on the server's copy.
         let mut again = serde_json::to_value(&kept).unwrap();
-        crate::kube::mock::merge(&mut again, &status_patch(&after), true);
+        crate::kube::mock::merge(&mut again, &status_patch(&after, None), true);
         assert_eq!(serde_json::from_value::<PodStatus>(again).unwrap(), kept);
     }
 
@@ -938,7 +956,7 @@ mod tests {
             ..PodStatus::default()
         };
         let mut v = serde_json::to_value(&server).unwrap();
-        crate::kube::mock::merge(&mut v, &status_patch(&ours), true);
+        crate::kube::mock::merge(&mut v, &status_patch(&ours, None), true);
         let kept: PodStatus = serde_json::from_value(v).unwrap();
         let get = |t: &str| {
             kept.conditions
@@ -949,6 +967,21 @@ mod tests {
         assert_eq!(get("k8s.io/gate"), Some("False"));
         assert_eq!(get("Ready"), Some("False"));
         assert_eq!(get("DisruptionTarget"), Some("True"));
+
+        // A kubelet-owned condition ours no longer has (a resize done) is deleted; the
+        // others' stay.
+        let mut server = ours.clone();
+        server.conditions.push(cond("PodResizeInProgress", "True"));
+        let mut v = serde_json::to_value(&server).unwrap();
+        crate::kube::mock::merge(&mut v, &status_patch(&ours, Some(&server)), true);
+        let kept: PodStatus = serde_json::from_value(v).unwrap();
+        assert!(
+            !kept
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "PodResizeInProgress")
+        );
+        assert_eq!(kept.conditions.len(), 3);
     }
 
     #[test]

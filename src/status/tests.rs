@@ -2218,3 +2218,71 @@ fn logs_once_per_change_and_never_at_idle() {
         ["INFO pod status: default/web-node1 Running 1/1 ready: app Running (restarts 1)"]
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// In-place resize: the allocated and actual resources, the resize conditions.
+
+#[test]
+fn resize_shows_allocated_and_actual_resources_and_its_conditions() {
+    let q = |v: &str| api::Quantity::Str(v.into());
+    let mut p = pod(&["web", "idle"]);
+    p.spec.containers[0].resources = Some(api::ResourceRequirements {
+        requests: [("cpu".to_string(), q("200m"))].into(),
+        limits: [("memory".to_string(), q("128Mi"))].into(),
+        claims: None,
+    });
+    let actual: BTreeMap<String, api::ResourceRequirements> = [(
+        "web".to_string(),
+        api::ResourceRequirements {
+            requests: [("cpu".to_string(), q("100m"))].into(),
+            limits: [("memory".to_string(), q("64Mi"))].into(),
+            claims: None,
+        },
+    )]
+    .into();
+    let mut resize = crate::allocation::ResizeConditions::default();
+    resize.set_in_progress("", "", 7, Some("t".into()));
+    let opts = StatusOptions {
+        resize: Some(&resize),
+        actual: Some(&actual),
+        ..StatusOptions::default()
+    };
+    let obs = observed(vec![running("web", 0, 0), running("idle", 0, 0)]);
+    let st = compute_pod_status_with(&p, &obs, &WaitingReasons::new(), None, T0, None, &opts);
+    let web = cs(&st, "web");
+    assert_eq!(web.allocated_resources["cpu"], q("200m"));
+    // Running: what it was last given, not yet the allocation.
+    let r = web.resources.clone().unwrap();
+    assert_eq!(
+        (&r.requests["cpu"], &r.limits["memory"]),
+        (&q("100m"), &q("64Mi"))
+    );
+    // A container with no resources shows none.
+    assert!(cs(&st, "idle").resources.is_none());
+    let c = cond(&st, "PodResizeInProgress");
+    assert_eq!((c.status.as_ref(), c.observed_generation), ("True", 7));
+    assert!(owned_by_kubelet("PodResizeInProgress") && owned_by_kubelet("PodResizePending"));
+
+    // Not running: the allocation; the condition gone with the manager's.
+    let st = compute_pod_status_with(
+        &p,
+        &observed(vec![]),
+        &WaitingReasons::new(),
+        Some(&st),
+        T0,
+        None,
+        &StatusOptions {
+            actual: Some(&actual),
+            ..StatusOptions::default()
+        },
+    );
+    assert_eq!(
+        cs(&st, "web").resources.clone().unwrap().limits["memory"],
+        q("128Mi")
+    );
+    assert!(
+        !st.conditions
+            .iter()
+            .any(|c| c.type_ == "PodResizeInProgress")
+    );
+}

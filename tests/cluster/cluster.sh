@@ -117,7 +117,10 @@ wait_for() {
 		for name in "${COMPONENTS[@]}"; do
 			if [[ -f $DIR/pids/$name.pid ]] && ! pid_of "$name" >/dev/null; then
 				tail -n 30 "$DIR/logs/$name.log" >&2 || true
-				die "$name exited while waiting for $what (log $DIR/logs/$name.log)"
+				# Our child: its exit status says how it ended (137: SIGKILL from outside).
+				local rc=0
+				wait "$(<"$DIR/pids/$name.pid")" 2>/dev/null || rc=$?
+				die "$name exited (status $rc) while waiting for $what (log $DIR/logs/$name.log)"
 			fi
 		done
 		sleep 0.2

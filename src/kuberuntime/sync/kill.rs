@@ -423,6 +423,7 @@ pub async fn cleanup_pod<R: Runtime, C: Clock>(
             ids: alive,
         });
     }
+    env.resized.forget(uid);
     // kubelet: the volume manager unmounts (NodeUnpublishVolume) the csi volumes once the
     // containers stopped; the pod is not cleaned up, and stays not finished, until every one
     // is unpublished and nothing is mounted on its target any more (retried by the worker).

@@ -22,6 +22,7 @@
 mod container;
 mod image;
 mod kill;
+pub mod resize;
 mod sandbox;
 mod status;
 
@@ -99,6 +100,8 @@ pub struct SyncEnv<R: Runtime, C: Clock> {
     /// The device manager (`None`: no device plugins).
     #[cfg(feature = "device-plugins")]
     pub devices: Option<crate::cm::devicemanager::manager::Handle>,
+    /// In-place resize: what the updated containers run with.
+    pub resized: resize::Records,
 }
 
 impl<R: Runtime, C: Clock> SyncEnv<R, C> {
@@ -134,6 +137,7 @@ impl<R: Runtime, C: Clock> SyncEnv<R, C> {
             csi: crate::volume::csi::Registry::default(),
             #[cfg(feature = "device-plugins")]
             devices: None,
+            resized: Default::default(),
         }
     }
 }
@@ -300,6 +304,8 @@ pub struct PodSyncResult {
     pub containers: Vec<ContainerSyncResult>,
     /// The earliest moment a back-off ends: sync again then.
     pub requeue_after: Option<Duration>,
+    /// An in-place resize step failed (the PodResizeInProgress condition's message).
+    pub resize_error: Option<String>,
 }
 
 impl PodSyncResult {
@@ -307,6 +313,7 @@ impl PodSyncResult {
     pub fn is_error(&self) -> bool {
         self.kill_error.is_some()
             || self.sandbox_error.is_some()
+            || self.resize_error.is_some()
             || self.containers.iter().any(|c| {
                 matches!(&c.outcome, StartOutcome::Waiting { reason, .. } if !reason.is_back_off())
             })
@@ -383,7 +390,17 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
     backoff: &mut PodBackoffs,
     probes: &plan::ProbeVerdicts,
 ) -> PodSyncResult {
-    let actions = plan::compute_pod_actions_with_probes(pod, status, probes);
+    let mut actions = plan::compute_pod_actions_with_probes(pod, status, probes);
+    // kubelet: computePodResizeAction — running containers whose allocated cpu or memory
+    // differs from what they run with.
+    let kills = actions.containers_to_kill.len();
+    let updates = if crate::allocation::resizable(pod) {
+        let records = env.resized.of(&env.root_dir, pod.uid());
+        plan::add_resize(pod, status, &records, &mut actions)
+    } else {
+        Vec::new()
+    };
+    let restarted = actions.containers_to_kill.len() > kills;
     let pod_name = pod.full_name();
     if !actions.is_noop() {
         log::debug!("pod {pod_name}: actions {actions:?}");
@@ -430,6 +447,14 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
             }
         }
         result.pruned = prune_init_containers(env, pod, status).await;
+    }
+
+    // kubelet: doPodResizeAction — after the kills, before anything starts.
+    if !updates.is_empty() || restarted {
+        if let Err(e) = resize::apply(env, pod, status, &updates, restarted).await {
+            log::warn!("pod {pod_name}: resize: {e}");
+            result.resize_error = Some(e);
+        }
     }
 
     let nothing_to_start = !actions.create_sandbox

@@ -51,6 +51,7 @@ fn harness() -> Harness {
         csi: Default::default(),
         #[cfg(feature = "device-plugins")]
         devices: None,
+        resized: Default::default(),
     };
     Harness {
         env,
@@ -573,6 +574,7 @@ async fn adoption_after_restart_kills_from_labels_alone() {
         csi: Default::default(),
         #[cfg(feature = "device-plugins")]
         devices: None,
+        resized: Default::default(),
     };
     h.rt.take_calls();
     let pods = list_runtime_pods(&h.rt).await.unwrap();
@@ -1916,4 +1918,104 @@ async fn a_runtime_without_user_namespaces_gets_no_sandbox_for_such_a_pod() {
     let (r, _) = h.sync(&p).await;
     assert!(r.sandbox_error.is_some());
     assert!(!h.env.root_dir.join("pods/uid-1/userns").exists());
+}
+
+fn sized(mut p: api::Pod, name: &str, cpu: &str, memory: &str) -> api::Pod {
+    let q = |v: &str| api::Quantity::Str(v.into());
+    for c in p.spec.containers.iter_mut().filter(|c| c.name == name) {
+        c.resources = Some(api::ResourceRequirements {
+            requests: [
+                ("cpu".to_string(), q(cpu)),
+                ("memory".to_string(), q(memory)),
+            ]
+            .into(),
+            limits: [
+                ("cpu".to_string(), q(cpu)),
+                ("memory".to_string(), q(memory)),
+            ]
+            .into(),
+            claims: None,
+        });
+    }
+    p
+}
+
+#[tokio::test(start_paused = true)]
+async fn resize_updates_running_containers_decreases_first_and_remembers() {
+    let mut h = harness();
+    h.rt.add_image("nginx:1.25");
+    h.rt.add_image("busybox:1.36");
+    let p = sized(
+        sized(pod(RestartPolicy::Always), "web", "500m", "128Mi"),
+        "helper",
+        "200m",
+        "64Mi",
+    );
+    let (r, _) = h.sync(&p).await;
+    let (web, _) = started(&r, "web");
+    let (helper, _) = started(&r, "helper");
+    std::fs::create_dir_all(h.env.root_dir.join("pods/uid-1")).unwrap();
+
+    // web shrinks, helper grows: the decrease goes first, memory before cpu.
+    let new = sized(
+        sized(p.clone(), "web", "250m", "96Mi"),
+        "helper",
+        "400m",
+        "96Mi",
+    );
+    let (r, calls) = h.sync(&new).await;
+    assert_eq!(r.resize_error, None);
+    assert!(r.actions.is_noop(), "{:?}", r.actions);
+    let upd = |id: &str| Call::UpdateContainerResources(id.to_string());
+    assert_eq!(
+        calls,
+        vec![upd(&web), upd(&helper), upd(&web), upd(&helper)]
+    );
+    let cfg = h.rt.container_config(&web).unwrap().resources;
+    assert_eq!(
+        (cfg.cpu_quota, cfg.memory_limit_in_bytes),
+        (25_000, 96 << 20)
+    );
+    let cfg = h.rt.container_config(&helper).unwrap().resources;
+    assert_eq!((cfg.cpu_shares, cfg.memory_limit_in_bytes), (409, 96 << 20));
+
+    // Done: the next sync does nothing, and says nothing is left.
+    let (_, calls) = h.sync(&new).await;
+    assert!(calls.is_empty(), "{calls:?}");
+    let records = h.env.resized.of(&h.env.root_dir, "uid-1");
+    let st = h.status("uid-1").await;
+    let (in_progress, actual) = crate::kuberuntime::sync::resize::report(&new, &st, &records);
+    assert!(!in_progress);
+    assert_eq!(
+        actual["web"].limits["memory"],
+        api::Quantity::Str("96Mi".into())
+    );
+    // A new picolet reads what was applied from the pod's file.
+    assert_eq!(
+        crate::kuberuntime::sync::resize::Records::default().of(&h.env.root_dir, "uid-1"),
+        records
+    );
+
+    // A refused update stops the resize and says why; the next sync tries again.
+    let newer = sized(new.clone(), "web", "300m", "96Mi");
+    h.rt.fail_once(
+        crate::cri::fake_containerd::Method::UpdateContainerResources,
+        crate::cri::CriError::Rpc {
+            method: "UpdateContainerResources",
+            code: "Unknown".into(),
+            message: "no".into(),
+        },
+    );
+    let (r, _) = h.sync(&newer).await;
+    assert!(
+        r.resize_error
+            .as_deref()
+            .unwrap()
+            .starts_with("container \"web\": "),
+        "{r:?}"
+    );
+    assert!(r.is_error());
+    let (r, calls) = h.sync(&newer).await;
+    assert_eq!(r.resize_error, None);
+    assert_eq!(calls, vec![upd(&web)]);
 }

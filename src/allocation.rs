@@ -1,0 +1,538 @@
+//! In-place pod resize (kubelet: `pkg/kubelet/allocation`, the resize parts of
+//! `kuberuntime_manager.go` and of the status manager): what picolet allocated to each
+//! pod's containers, what a running container was given, and the two resize conditions.
+//!
+//! Owns: the pure rules (which resources a resize changes, the allocated pod, the resizes
+//! refused outright), the allocation checkpoint (`ROOT-DIR/allocated_pods_state`: the
+//! kubelet's file name, our own JSON), the container annotation that says what a container
+//! was created with, and the `PodResizePending` / `PodResizeInProgress` conditions.
+//!
+//! Must never: decide whether a resize fits beside the other pods (that is admission's,
+//! run by the agent), talk to the runtime, or read the clock (`now` comes in).
+//!
+//! The rules (docs/kubelet-behaviour.md §23): only cpu and memory of containers and
+//! sidecars resize in place; the pod workers see the *allocated* pod — the desired pod with
+//! the allocated cpu and memory in place of its own — so a resize takes effect only once
+//! it is allocated, as a whole. Static pods never resize ("In-place resize of static-pods
+//! is not supported"), nor do pod-level resources (picolet behaves as the kubelet with
+//! `InPlacePodLevelResourcesVerticalScaling` off). Differences: the checkpoint holds only
+//! the pods that can resize (neither static nor BestEffort: the QoS class may not change),
+//! so a node of static pods never writes it; deferred resizes are retried in UID order
+//! (upstream sorts them by priority and QoS class).
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::api::{Container, Pod, PodCondition, ResourceRequirements};
+
+const RESIZABLE: [&str; 2] = ["cpu", "memory"];
+
+/// kubelet: the condition types and reasons of a resize.
+pub const POD_RESIZE_PENDING: &str = "PodResizePending";
+pub const POD_RESIZE_IN_PROGRESS: &str = "PodResizeInProgress";
+pub const REASON_INFEASIBLE: &str = "Infeasible";
+pub const REASON_DEFERRED: &str = "Deferred";
+pub const REASON_ERROR: &str = "Error";
+
+/// What picolet created a container with (its cpu and memory, JSON): the actuated values
+/// until an `UpdateContainerResources` changes them (kubelet: the actuated state).
+pub const RESOURCES_ANNOTATION: &str = "io.picolet.container.resources";
+
+/// A container's cpu and memory as numbers (kubelet: kuberuntime's `resourceRequirements`):
+/// millicores and bytes, 0 when unset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Amounts {
+    pub cpu_request: i64,
+    pub cpu_limit: i64,
+    pub memory_request: i64,
+    pub memory_limit: i64,
+}
+
+impl Amounts {
+    pub fn of(r: Option<&ResourceRequirements>) -> Self {
+        let get = |limits: bool, name: &str| {
+            r.and_then(|r| if limits { &r.limits } else { &r.requests }.get(name))
+                .and_then(|q| q.scaled(crate::qos::scale_of(name)))
+                .unwrap_or(0)
+        };
+        Amounts {
+            cpu_request: get(false, "cpu"),
+            cpu_limit: get(true, "cpu"),
+            memory_request: get(false, "memory"),
+            memory_limit: get(true, "memory"),
+        }
+    }
+}
+
+/// Only the cpu and memory entries of `r` (what resizes).
+pub fn cpu_memory(r: Option<&ResourceRequirements>) -> ResourceRequirements {
+    let keep = |m: &BTreeMap<String, crate::api::Quantity>| {
+        m.iter()
+            .filter(|(k, _)| RESIZABLE.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    ResourceRequirements {
+        limits: r.map(|r| keep(&r.limits)).unwrap_or_default(),
+        requests: r.map(|r| keep(&r.requests)).unwrap_or_default(),
+        claims: None,
+    }
+}
+
+fn is_empty(r: &ResourceRequirements) -> bool {
+    r.limits.is_empty() && r.requests.is_empty()
+}
+
+/// What was allocated to one pod: its pod-level and its containers' cpu and memory
+/// (containers without any are left out).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PodAllocation {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<ResourceRequirements>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub containers: BTreeMap<String, ResourceRequirements>,
+}
+
+impl PodAllocation {
+    pub fn of(pod: &Pod) -> Self {
+        let containers = pod
+            .spec
+            .containers
+            .iter()
+            .chain(&pod.spec.init_containers)
+            .map(|c| (c.name.clone(), cpu_memory(c.resources.as_ref())))
+            .filter(|(_, r)| !is_empty(r))
+            .collect();
+        let pod_level = Some(cpu_memory(pod.spec.resources.as_ref())).filter(|r| !is_empty(r));
+        PodAllocation {
+            pod: pod_level,
+            containers,
+        }
+    }
+
+    /// The same amounts (quantities compared by value: `1` is `1000m`).
+    pub fn same(&self, other: &Self) -> bool {
+        let names = self.containers.keys().chain(other.containers.keys());
+        Amounts::of(self.pod.as_ref()) == Amounts::of(other.pod.as_ref())
+            && names.into_iter().all(|n| {
+                Amounts::of(self.containers.get(n)) == Amounts::of(other.containers.get(n))
+            })
+    }
+}
+
+/// Whether a pod can ever resize in place: from the apiserver, and not BestEffort (a resize
+/// may not change the QoS class, and a BestEffort pod has nothing to change).
+pub fn resizable(pod: &Pod) -> bool {
+    !pod.is_static() && crate::qos::pod_qos(pod) != crate::qos::QosClass::BestEffort
+}
+
+/// The pod as allocated (kubelet: `UpdatePodFromAllocation`): `alloc`'s cpu and memory in
+/// place of the pod's own; `None` when they are the same.
+pub fn apply(pod: &Pod, alloc: &PodAllocation) -> Option<Pod> {
+    if PodAllocation::of(pod).same(alloc) {
+        return None;
+    }
+    let mut out = pod.clone();
+    let set = |r: &mut Option<ResourceRequirements>, a: Option<&ResourceRequirements>| {
+        let mut new = r.take().unwrap_or_default();
+        new.limits.retain(|k, _| !RESIZABLE.contains(&k.as_str()));
+        new.requests.retain(|k, _| !RESIZABLE.contains(&k.as_str()));
+        if let Some(a) = a {
+            new.limits.extend(a.limits.clone());
+            new.requests.extend(a.requests.clone());
+        }
+        *r = (!is_empty(&new) || new.claims.is_some()).then_some(new);
+    };
+    set(&mut out.spec.resources, alloc.pod.as_ref());
+    for c in out
+        .spec
+        .containers
+        .iter_mut()
+        .chain(out.spec.init_containers.iter_mut())
+    {
+        set(&mut c.resources, alloc.containers.get(&c.name));
+    }
+    Some(out)
+}
+
+/// The resizes refused outright, whatever else runs (kubelet: the resize admit handler,
+/// reason `Infeasible`): a static pod, a pod-level change, more than the node can give.
+/// `allocatable` is the node's cpu (millicores) and memory (bytes).
+pub fn infeasible(pod: &Pod, allocated: &PodAllocation, allocatable: (i64, i64)) -> Option<String> {
+    if pod.is_static() {
+        return Some("In-place resize of static-pods is not supported".into());
+    }
+    if Amounts::of(PodAllocation::of(pod).pod.as_ref()) != Amounts::of(allocated.pod.as_ref()) {
+        return Some("InPlacePodLevelResourcesVerticalScaling is disabled".into());
+    }
+    let (cpu, memory) = (
+        crate::qos::pod_request(pod, "cpu"),
+        crate::qos::pod_request(pod, "memory"),
+    );
+    let over = if memory > allocatable.1 {
+        format!("memory, requested: {memory}, capacity: {}", allocatable.1)
+    } else if cpu > allocatable.0 {
+        format!("cpu, requested: {cpu}, capacity: {}", allocatable.0)
+    } else {
+        return None;
+    };
+    Some(format!("Node didn't have enough capacity: {over}"))
+}
+
+/// kubelet: the resize events' message (`podResizeMessage`): the prefix, then the
+/// containers' resources and the generation as JSON.
+pub fn event_message(prefix: &str, pod: &Pod, generation: i64, error: &str) -> String {
+    let list = |cs: &[Container]| {
+        cs.iter()
+            .map(|c| {
+                let r =
+                    serde_json::to_string(&cpu_memory(c.resources.as_ref())).unwrap_or_default();
+                format!("{{\"name\":{:?},\"resources\":{r}}}", c.name)
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let mut s = format!("{prefix}: {{");
+    if !pod.spec.init_containers.is_empty() {
+        s += &format!("\"initContainers\":[{}],", list(&pod.spec.init_containers));
+    }
+    s += &format!(
+        "\"containers\":[{}],\"generation\":{generation}",
+        list(&pod.spec.containers)
+    );
+    if !error.is_empty() {
+        s += &format!(",\"error\":{error:?}");
+    }
+    s + "}"
+}
+
+/// The container's cpu and memory for [`RESOURCES_ANNOTATION`].
+pub fn annotation(c: &Container) -> String {
+    serde_json::to_string(&cpu_memory(c.resources.as_ref())).unwrap_or_default()
+}
+
+/// What [`RESOURCES_ANNOTATION`] says (`None`: missing or unreadable).
+pub fn from_annotation(annotations: &BTreeMap<String, String>) -> Option<ResourceRequirements> {
+    serde_json::from_str(annotations.get(RESOURCES_ANNOTATION)?).ok()
+}
+
+// ---------------------------------------------------------------------------------------
+// The checkpoint
+
+/// The allocations of the pods that can resize, kept in one file (kubelet:
+/// `allocated_pods_state`), written whenever one changes.
+#[derive(Debug, Default)]
+pub struct Checkpoint {
+    path: PathBuf,
+    pods: BTreeMap<String, PodAllocation>,
+}
+
+impl Checkpoint {
+    /// Reads the file; a missing one is empty, an unreadable one is logged and replaced.
+    pub fn load(path: &Path) -> Self {
+        let pods = match std::fs::read(path) {
+            Ok(b) => serde_json::from_slice(&b).unwrap_or_else(|e| {
+                log::warn!("{}: {e}; starting without it", path.display());
+                BTreeMap::new()
+            }),
+            Err(_) => BTreeMap::new(),
+        };
+        Checkpoint {
+            path: path.to_path_buf(),
+            pods,
+        }
+    }
+
+    pub fn get(&self, uid: &str) -> Option<&PodAllocation> {
+        self.pods.get(uid)
+    }
+
+    /// Records a pod's allocation (`None`: forgets it); the file is written on a change.
+    pub fn set(&mut self, uid: &str, alloc: Option<PodAllocation>) {
+        let changed = match alloc {
+            Some(a) => self.pods.insert(uid.to_string(), a.clone()).as_ref() != Some(&a),
+            None => self.pods.remove(uid).is_some(),
+        };
+        if changed {
+            self.save();
+        }
+    }
+
+    /// Forgets every pod `keep` does not name (kubelet: `RemoveOrphanedPods`).
+    pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
+        let before = self.pods.len();
+        self.pods.retain(|uid, _| keep(uid));
+        if self.pods.len() != before {
+            self.save();
+        }
+    }
+
+    fn save(&self) {
+        let tmp = self.path.with_extension("tmp");
+        let r = serde_json::to_vec(&self.pods)
+            .map_err(std::io::Error::other)
+            .and_then(|b| std::fs::write(&tmp, b))
+            .and_then(|()| std::fs::rename(&tmp, &self.path));
+        if let Err(e) = r {
+            log::warn!("{}: {e}", self.path.display());
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The conditions
+
+/// A pod's resize conditions (kubelet: the status manager's `podResizeConditions`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ResizeConditions {
+    pub pending: Option<PodCondition>,
+    pub in_progress: Option<PodCondition>,
+}
+
+fn condition(
+    type_: &'static str,
+    old: Option<&PodCondition>,
+    reason: &str,
+    message: &str,
+    generation: i64,
+    now: Option<String>,
+) -> PodCondition {
+    let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
+    PodCondition {
+        type_: Cow::Borrowed(type_),
+        status: Cow::Borrowed("True"),
+        last_transition_time: match old {
+            Some(o) if o.reason.as_deref().unwrap_or("") == reason => {
+                o.last_transition_time.clone()
+            }
+            _ => now,
+        },
+        reason: some(reason),
+        message: some(message),
+        observed_generation: generation,
+    }
+}
+
+impl ResizeConditions {
+    /// kubelet: `SetPodResizePendingCondition` — any reason but Infeasible reads Deferred.
+    /// Whether the reason or generation changed (an event is due).
+    pub fn set_pending(
+        &mut self,
+        reason: &str,
+        message: &str,
+        generation: i64,
+        now: Option<String>,
+    ) -> bool {
+        let reason = if reason == REASON_INFEASIBLE {
+            REASON_INFEASIBLE
+        } else {
+            REASON_DEFERRED
+        };
+        let old = self.pending.take();
+        let new = condition(
+            POD_RESIZE_PENDING,
+            old.as_ref(),
+            reason,
+            message,
+            generation,
+            now,
+        );
+        let changed = old.is_none_or(|o| {
+            o.reason != new.reason || o.observed_generation != new.observed_generation
+        });
+        self.pending = Some(new);
+        changed
+    }
+
+    pub fn is_deferred(&self) -> bool {
+        self.pending
+            .as_ref()
+            .is_some_and(|c| c.reason.as_deref() == Some(REASON_DEFERRED))
+    }
+
+    /// kubelet: `SetPodResizeInProgressCondition` — an existing condition keeps its
+    /// generation, and its reason and message unless new ones are given. Whether it changed.
+    pub fn set_in_progress(
+        &mut self,
+        reason: &str,
+        message: &str,
+        generation: i64,
+        now: Option<String>,
+    ) -> bool {
+        let old = self.in_progress.take();
+        let (reason, message, generation) = match &old {
+            Some(o) if reason.is_empty() && message.is_empty() => (
+                o.reason.clone().unwrap_or_default(),
+                o.message.clone().unwrap_or_default(),
+                o.observed_generation,
+            ),
+            Some(o) => (
+                reason.to_string(),
+                message.to_string(),
+                o.observed_generation,
+            ),
+            None => (reason.to_string(), message.to_string(), generation),
+        };
+        let new = condition(
+            POD_RESIZE_IN_PROGRESS,
+            old.as_ref(),
+            &reason,
+            &message,
+            generation,
+            now,
+        );
+        let changed = old.as_ref().is_none_or(|o| {
+            (&o.reason, &o.message, o.observed_generation)
+                != (&new.reason, &new.message, new.observed_generation)
+        });
+        self.in_progress = Some(new);
+        changed
+    }
+
+    /// Clears `PodResizeInProgress`: the generation it had, if it was set.
+    pub fn clear_in_progress(&mut self) -> Option<i64> {
+        self.in_progress.take().map(|c| c.observed_generation)
+    }
+
+    pub fn conditions(&self) -> impl Iterator<Item = &PodCondition> {
+        self.pending.iter().chain(&self.in_progress)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::Quantity;
+
+    fn pod(cpu: &str, memory: &str) -> Pod {
+        let mut p = Pod::default();
+        p.metadata.uid = "u1".into();
+        let q = |v: &str| Quantity::Str(v.into());
+        p.spec.containers = vec![Container {
+            name: "c".into(),
+            resources: Some(ResourceRequirements {
+                requests: [
+                    ("cpu".to_string(), q(cpu)),
+                    ("memory".to_string(), q(memory)),
+                ]
+                .into(),
+                limits: [
+                    ("memory".to_string(), q(memory)),
+                    ("example.com/dev".to_string(), q("1")),
+                ]
+                .into(),
+                claims: None,
+            }),
+            ..Default::default()
+        }];
+        p
+    }
+
+    #[test]
+    fn the_allocated_pod_takes_cpu_and_memory_only() {
+        let old = pod("1", "64Mi");
+        let alloc = PodAllocation::of(&old);
+        // Quantities compare by value.
+        assert!(apply(&pod("1000m", "67108864"), &alloc).is_none());
+        let resized = apply(&pod("2", "128Mi"), &alloc).unwrap();
+        let r = resized.spec.containers[0].resources.clone().unwrap();
+        assert_eq!(r.requests["cpu"], Quantity::Str("1".into()));
+        assert_eq!(r.limits["memory"], Quantity::Str("64Mi".into()));
+        assert_eq!(r.limits["example.com/dev"], Quantity::Str("1".into()));
+        assert!(!alloc.same(&PodAllocation::of(&pod("2", "64Mi"))));
+    }
+
+    #[test]
+    fn infeasible_resizes() {
+        let old = pod("1", "64Mi");
+        let alloc = PodAllocation::of(&old);
+        let big = (4000, 1 << 30);
+        assert_eq!(infeasible(&pod("2", "64Mi"), &alloc, big), None);
+        assert_eq!(
+            infeasible(&pod("2", "2Gi"), &alloc, big).unwrap(),
+            "Node didn't have enough capacity: memory, requested: 2147483648, capacity: 1073741824"
+        );
+        assert_eq!(
+            infeasible(&pod("5", "64Mi"), &alloc, big).unwrap(),
+            "Node didn't have enough capacity: cpu, requested: 5000, capacity: 4000"
+        );
+        let mut fixed = pod("2", "64Mi");
+        fixed
+            .metadata
+            .annotations
+            .insert(crate::api::ANNOTATION_CONFIG_SOURCE.into(), "file".into());
+        assert_eq!(
+            infeasible(&fixed, &alloc, big).unwrap(),
+            "In-place resize of static-pods is not supported"
+        );
+        let mut plr = pod("1", "64Mi");
+        plr.spec.resources = Some(cpu_memory(plr.spec.containers[0].resources.as_ref()));
+        assert_eq!(
+            infeasible(&plr, &alloc, big).unwrap(),
+            "InPlacePodLevelResourcesVerticalScaling is disabled"
+        );
+    }
+
+    #[test]
+    fn conditions_follow_the_status_manager() {
+        let mut c = ResizeConditions::default();
+        let t = |s: &str| Some(s.to_string());
+        assert!(c.set_pending("OutOfcpu", "no room", 2, t("t1")));
+        assert!(c.is_deferred());
+        // Same reason and generation: no new event, the transition time stays.
+        assert!(!c.set_pending("OutOfmemory", "still none", 2, t("t2")));
+        let p = c.pending.clone().unwrap();
+        assert_eq!(
+            (p.reason.as_deref(), p.message.as_deref()),
+            (Some("Deferred"), Some("still none"))
+        );
+        assert_eq!(p.last_transition_time.as_deref(), Some("t1"));
+        assert!(c.set_pending("Infeasible", "too big", 2, t("t3")));
+        assert!(!c.is_deferred());
+        // In progress keeps its generation, and its error unless a new one is given.
+        assert!(c.set_in_progress("", "", 3, t("t4")));
+        assert!(c.set_in_progress(REASON_ERROR, "boom", 4, t("t5")));
+        assert!(!c.set_in_progress("", "", 5, t("t6")));
+        let i = c.in_progress.clone().unwrap();
+        assert_eq!(
+            (i.observed_generation, i.message.as_deref()),
+            (3, Some("boom"))
+        );
+        assert_eq!(c.conditions().count(), 2);
+        assert_eq!(c.clear_in_progress(), Some(3));
+        assert_eq!(c.clear_in_progress(), None);
+    }
+
+    #[test]
+    fn the_checkpoint_keeps_what_it_is_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("allocated_pods_state");
+        let mut cp = Checkpoint::load(&path);
+        assert!(!path.exists());
+        cp.set("u1", Some(PodAllocation::of(&pod("1", "64Mi"))));
+        cp.set("u2", Some(PodAllocation::of(&pod("2", "64Mi"))));
+        let back = Checkpoint::load(&path);
+        assert_eq!(back.get("u1"), cp.get("u1"));
+        cp.retain(|uid| uid == "u2");
+        cp.set("u2", None);
+        assert!(Checkpoint::load(&path).get("u2").is_none());
+        std::fs::write(&path, "{not json").unwrap();
+        assert!(Checkpoint::load(&path).get("u1").is_none());
+    }
+
+    #[test]
+    fn event_messages_read_as_upstreams() {
+        let p = pod("1", "64Mi");
+        assert_eq!(
+            event_message("Pod resize started", &p, 2, ""),
+            r#"Pod resize started: {"containers":[{"name":"c","resources":{"limits":{"memory":"64Mi"},"requests":{"cpu":"1","memory":"64Mi"}}}],"generation":2}"#
+        );
+        assert!(
+            event_message("Pod resize error", &p, 2, "x")
+                .ends_with(r#""generation":2,"error":"x"}"#)
+        );
+    }
+}
