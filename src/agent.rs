@@ -316,7 +316,11 @@ pub async fn run<R: Runtime, C: Clock>(
         eviction: None,
         #[cfg(feature = "device-plugins")]
         devices,
-        allocations: allocation::Checkpoint::load(&cfg.root_dir.join("allocated_pods_state")),
+        allocations: if allocation::ENABLED {
+            allocation::Checkpoint::load(&cfg.root_dir.join("allocated_pods_state"))
+        } else {
+            allocation::Checkpoint::default()
+        },
         deferred: Default::default(),
         deferred_retry: None,
     };
@@ -581,6 +585,10 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         {
             self.stopped_at
                 .insert(uid.clone(), tokio::time::Instant::now());
+            // kubelet: a terminated pod's room may let a deferred resize through.
+            if !self.deferred.is_empty() {
+                self.retry_deferred();
+            }
         }
         if let (
             Some(tx),
@@ -626,13 +634,18 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                     // restart, the checkpoint's), which are then recorded.
                     let allocated = self.allocated(&pod);
                     if self.admit(&allocated) {
-                        if allocation::resizable(&pod) && self.allocations.get(&uid).is_none() {
+                        if allocation::ENABLED
+                            && allocation::resizable(&pod)
+                            && self.allocations.get(&uid).is_none()
+                        {
                             self.allocations
                                 .set(&uid, Some(allocation::PodAllocation::of(&pod)));
                         }
                         self.start_or_hold(pod.clone());
                         // A resize asked for while picolet was down.
-                        self.handle_resize(&pod);
+                        if self.handle_resize(&pod) && !self.held.contains(&uid) {
+                            self.send_to_workers(UpdateType::Update, pod);
+                        }
                     }
                 }
                 PodOp::Update | PodOp::Delete if self.rejected.contains(&uid) => {
@@ -772,7 +785,11 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
 
     /// The pod as allocated (kubelet: `UpdatePodFromAllocation`): its allocated cpu and
     /// memory in place of the desired ones.
+    #[inline(never)]
     fn allocated(&self, pod: &Arc<Pod>) -> Arc<Pod> {
+        if !allocation::ENABLED {
+            return Arc::clone(pod);
+        }
         match self
             .allocations
             .get(pod.uid())
@@ -785,6 +802,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
 
     /// The pod workers run the allocated pod (kubelet: the pod workers'
     /// `UpdatePodFromAllocation`): a resize takes effect once it is allocated.
+    #[inline(never)]
     fn send_to_workers(&mut self, kind: UpdateType, pod: Arc<Pod>) {
         let pod = self.allocated(&pod);
         self.workers.update_pod(UpdatePodOptions::new(kind, pod));
@@ -796,6 +814,9 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// event; else PodResizePending (Infeasible, or Deferred and retried) and its event.
     /// Whether it was allocated.
     fn handle_resize(&mut self, pod: &Arc<Pod>) -> bool {
+        if !allocation::ENABLED {
+            return false;
+        }
         let uid = pod.uid();
         let Some(allocated) = self.allocations.get(uid) else {
             return false;
@@ -834,7 +855,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                 }
             }
         };
-        let c = self.pod_state.resize.entry(uid.to_string()).or_default();
+        let c = self.pod_state.resize.entry(uid);
         match verdict {
             Ok(()) => {
                 self.allocations.set(uid, Some(desired));
@@ -884,6 +905,9 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// kubelet: `RetryPendingResizes` — every deferred resize is tried again (UID order);
     /// each allocated or still pending one is synced, so its status says so.
     fn retry_deferred(&mut self) {
+        if !allocation::ENABLED {
+            return;
+        }
         self.deferred_retry = (!self.deferred.is_empty())
             .then(|| tokio::time::Instant::now() + std::time::Duration::from_secs(180));
         let uids: Vec<String> = self.deferred.iter().cloned().collect();
@@ -1305,8 +1329,10 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             self.retry_deferred();
         }
         // kubelet: RemoveOrphanedPods — allocations of pods no source has any more.
-        let pods = &self.pods;
-        self.allocations.retain(|uid| pods.contains(uid));
+        if allocation::ENABLED {
+            let pods = &self.pods;
+            self.allocations.retain(|uid| pods.contains(uid));
+        }
         // Desired pods without a worker: held static pods whose predecessor is gone, and
         // pods re-added after their worker finished (never the ones admission rejected).
         let restart = self

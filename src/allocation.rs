@@ -24,11 +24,15 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::api::{Container, Pod, PodCondition, ResourceRequirements};
 
 const RESIZABLE: [&str; 2] = ["cpu", "memory"];
+
+/// The feature `in-place-resize` is built in: without it nothing here runs (each entry point
+/// checks this constant, so the code goes from the binary).
+pub const ENABLED: bool = cfg!(feature = "in-place-resize");
 
 /// kubelet: the condition types and reasons of a resize.
 pub const POD_RESIZE_PENDING: &str = "PodResizePending";
@@ -70,10 +74,11 @@ impl Amounts {
 /// Only the cpu and memory entries of `r` (what resizes).
 pub fn cpu_memory(r: Option<&ResourceRequirements>) -> ResourceRequirements {
     let keep = |m: &BTreeMap<String, crate::api::Quantity>| {
-        m.iter()
-            .filter(|(k, _)| RESIZABLE.contains(&k.as_str()))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
+        crate::sort::collect_map(
+            m.iter()
+                .filter(|(k, _)| RESIZABLE.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone())),
+        )
     };
     ResourceRequirements {
         limits: r.map(|r| keep(&r.limits)).unwrap_or_default(),
@@ -86,14 +91,126 @@ fn is_empty(r: &ResourceRequirements) -> bool {
     r.limits.is_empty() && r.requests.is_empty()
 }
 
+/// A short table by key (pod UIDs): searched in order, so that no hash map type per value
+/// type is in the binary (a few KB each); the tables here hold one entry per running pod.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ByKey<T>(Vec<(String, T)>);
+
+impl<T> Default for ByKey<T> {
+    fn default() -> Self {
+        ByKey(Vec::new())
+    }
+}
+
+impl<T: Default> ByKey<T> {
+    pub fn get(&self, key: &str) -> Option<&T> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    pub fn get_mut(&mut self, key: &str) -> Option<&mut T> {
+        self.0.iter_mut().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    /// The entry of `key`, made (default) if missing.
+    pub fn entry(&mut self, key: &str) -> &mut T {
+        let i = match self.0.iter().position(|(k, _)| k == key) {
+            Some(i) => i,
+            None => {
+                self.0.push((key.to_string(), T::default()));
+                self.0.len() - 1
+            }
+        };
+        &mut self.0[i].1
+    }
+
+    pub fn remove(&mut self, key: &str) {
+        if let Some(i) = self.0.iter().position(|(k, _)| k == key) {
+            self.0.swap_remove(i);
+        }
+    }
+}
+
+/// Requirements by name (containers; updated container IDs). A short list, searched in
+/// order: no map type of its own in the binary.
+pub type Named = Vec<(String, ResourceRequirements)>;
+
+/// The requirements of `name` in `list`.
+pub fn named<'a>(list: &'a Named, name: &str) -> Option<&'a ResourceRequirements> {
+    list.iter().find(|(n, _)| n == name).map(|(_, r)| r)
+}
+
+/// Sets `name`'s requirements in `list`.
+pub fn set_named(list: &mut Named, name: &str, r: ResourceRequirements) {
+    match list.iter_mut().find(|(n, _)| n == name) {
+        Some(e) => e.1 = r,
+        None => list.push((name.to_string(), r)),
+    }
+}
+
+/// Requirements as JSON (`{"limits": {...}, "requests": {...}}`), by hand: serde's code for
+/// it through another serializer or deserializer would be binary size for nothing.
+pub fn rr_to_json(r: &ResourceRequirements) -> Value {
+    let side = |m: &BTreeMap<String, crate::api::Quantity>| {
+        let mut o = serde_json::Map::new();
+        for (k, q) in m {
+            o.insert(k.clone(), Value::String(q.as_string()));
+        }
+        Value::Object(o)
+    };
+    let mut o = serde_json::Map::new();
+    for (k, m) in [("limits", &r.limits), ("requests", &r.requests)] {
+        if !m.is_empty() {
+            o.insert(k.into(), side(m));
+        }
+    }
+    Value::Object(o)
+}
+
+/// [`rr_to_json`] read back (`None`: not an object).
+pub fn rr_of_json(v: &Value) -> Option<ResourceRequirements> {
+    let side = |k: &str| {
+        let mut m = BTreeMap::new();
+        for (n, q) in v.get(k).and_then(Value::as_object).into_iter().flatten() {
+            let q = match q {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            m.insert(n.clone(), crate::api::Quantity::Str(q));
+        }
+        m
+    };
+    v.as_object()?;
+    Some(ResourceRequirements {
+        limits: side("limits"),
+        requests: side("requests"),
+        claims: None,
+    })
+}
+
+/// `{name: requirements}` as JSON.
+pub fn named_to_json(list: &Named) -> Value {
+    let mut o = serde_json::Map::new();
+    for (n, r) in list {
+        o.insert(n.clone(), rr_to_json(r));
+    }
+    Value::Object(o)
+}
+
+/// [`named_to_json`] read back (what does not decode is left out).
+pub fn named_of_json(v: &Value) -> Named {
+    v.as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(n, r)| Some((n.clone(), rr_of_json(r)?)))
+        .collect()
+}
+
 /// What was allocated to one pod: its pod-level and its containers' cpu and memory
 /// (containers without any are left out).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct PodAllocation {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<ResourceRequirements>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub containers: BTreeMap<String, ResourceRequirements>,
+    pub containers: Named,
 }
 
 impl PodAllocation {
@@ -115,18 +232,34 @@ impl PodAllocation {
 
     /// The same amounts (quantities compared by value: `1` is `1000m`).
     pub fn same(&self, other: &Self) -> bool {
-        let names = self.containers.keys().chain(other.containers.keys());
+        let names = self.containers.iter().chain(&other.containers);
         Amounts::of(self.pod.as_ref()) == Amounts::of(other.pod.as_ref())
-            && names.into_iter().all(|n| {
-                Amounts::of(self.containers.get(n)) == Amounts::of(other.containers.get(n))
+            && names.into_iter().all(|(n, _)| {
+                Amounts::of(named(&self.containers, n)) == Amounts::of(named(&other.containers, n))
             })
+    }
+
+    fn to_json(&self) -> Value {
+        let mut o = serde_json::Map::new();
+        if let Some(p) = &self.pod {
+            o.insert("pod".into(), rr_to_json(p));
+        }
+        o.insert("containers".into(), named_to_json(&self.containers));
+        Value::Object(o)
+    }
+
+    fn of_json(v: &Value) -> Self {
+        PodAllocation {
+            pod: v.get("pod").and_then(rr_of_json),
+            containers: v.get("containers").map(named_of_json).unwrap_or_default(),
+        }
     }
 }
 
 /// Whether a pod can ever resize in place: from the apiserver, and not BestEffort (a resize
 /// may not change the QoS class, and a BestEffort pod has nothing to change).
 pub fn resizable(pod: &Pod) -> bool {
-    !pod.is_static() && crate::qos::pod_qos(pod) != crate::qos::QosClass::BestEffort
+    ENABLED && !pod.is_static() && crate::qos::pod_qos(pod) != crate::qos::QosClass::BestEffort
 }
 
 /// The pod as allocated (kubelet: `UpdatePodFromAllocation`): `alloc`'s cpu and memory in
@@ -153,7 +286,7 @@ pub fn apply(pod: &Pod, alloc: &PodAllocation) -> Option<Pod> {
         .iter_mut()
         .chain(out.spec.init_containers.iter_mut())
     {
-        set(&mut c.resources, alloc.containers.get(&c.name));
+        set(&mut c.resources, named(&alloc.containers, &c.name));
     }
     Some(out)
 }
@@ -188,8 +321,7 @@ pub fn event_message(prefix: &str, pod: &Pod, generation: i64, error: &str) -> S
     let list = |cs: &[Container]| {
         cs.iter()
             .map(|c| {
-                let r =
-                    serde_json::to_string(&cpu_memory(c.resources.as_ref())).unwrap_or_default();
+                let r = rr_to_json(&cpu_memory(c.resources.as_ref())).to_string();
                 format!("{{\"name\":{:?},\"resources\":{r}}}", c.name)
             })
             .collect::<Vec<_>>()
@@ -211,12 +343,31 @@ pub fn event_message(prefix: &str, pod: &Pod, generation: i64, error: &str) -> S
 
 /// The container's cpu and memory for [`RESOURCES_ANNOTATION`].
 pub fn annotation(c: &Container) -> String {
-    serde_json::to_string(&cpu_memory(c.resources.as_ref())).unwrap_or_default()
+    rr_to_json(&cpu_memory(c.resources.as_ref())).to_string()
 }
 
 /// What [`RESOURCES_ANNOTATION`] says (`None`: missing or unreadable).
 pub fn from_annotation(annotations: &BTreeMap<String, String>) -> Option<ResourceRequirements> {
-    serde_json::from_str(annotations.get(RESOURCES_ANNOTATION)?).ok()
+    rr_of_json(&read_json(
+        annotations.get(RESOURCES_ANNOTATION)?.as_bytes(),
+    )?)
+}
+
+/// A small state file's JSON (`None`: missing or unreadable).
+pub(crate) fn read_json(bytes: &[u8]) -> Option<Value> {
+    serde_json::from_slice(bytes).ok()
+}
+
+/// Writes a small state file whole: a temporary beside it, then renamed over it.
+pub(crate) fn write_file(path: &Path, value: &Value) {
+    let tmp = PathBuf::from(format!("{}.tmp", path.display()));
+    let r = serde_json::to_vec(value)
+        .map_err(std::io::Error::other)
+        .and_then(|b| std::fs::write(&tmp, b))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = r {
+        log::warn!("{}: {e}", path.display());
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -227,18 +378,23 @@ pub fn from_annotation(annotations: &BTreeMap<String, String>) -> Option<Resourc
 #[derive(Debug, Default)]
 pub struct Checkpoint {
     path: PathBuf,
-    pods: BTreeMap<String, PodAllocation>,
+    /// By pod UID.
+    pods: Vec<(String, PodAllocation)>,
 }
 
 impl Checkpoint {
     /// Reads the file; a missing one is empty, an unreadable one is logged and replaced.
     pub fn load(path: &Path) -> Self {
-        let pods = match std::fs::read(path) {
-            Ok(b) => serde_json::from_slice(&b).unwrap_or_else(|e| {
-                log::warn!("{}: {e}; starting without it", path.display());
-                BTreeMap::new()
-            }),
-            Err(_) => BTreeMap::new(),
+        let pods = match std::fs::read(path).map(|b| read_json(&b)) {
+            Ok(Some(Value::Object(o))) => o
+                .iter()
+                .map(|(uid, a)| (uid.clone(), PodAllocation::of_json(a)))
+                .collect(),
+            Ok(_) => {
+                log::warn!("{}: unreadable; starting without it", path.display());
+                Vec::new()
+            }
+            Err(_) => Vec::new(),
         };
         Checkpoint {
             path: path.to_path_buf(),
@@ -247,14 +403,23 @@ impl Checkpoint {
     }
 
     pub fn get(&self, uid: &str) -> Option<&PodAllocation> {
-        self.pods.get(uid)
+        self.pods.iter().find(|(u, _)| u == uid).map(|(_, a)| a)
     }
 
     /// Records a pod's allocation (`None`: forgets it); the file is written on a change.
     pub fn set(&mut self, uid: &str, alloc: Option<PodAllocation>) {
-        let changed = match alloc {
-            Some(a) => self.pods.insert(uid.to_string(), a.clone()).as_ref() != Some(&a),
-            None => self.pods.remove(uid).is_some(),
+        let at = self.pods.iter().position(|(u, _)| u == uid);
+        let changed = match (alloc, at) {
+            (Some(a), Some(i)) => std::mem::replace(&mut self.pods[i].1, a) != self.pods[i].1,
+            (Some(a), None) => {
+                self.pods.push((uid.to_string(), a));
+                true
+            }
+            (None, Some(i)) => {
+                self.pods.swap_remove(i);
+                true
+            }
+            (None, None) => false,
         };
         if changed {
             self.save();
@@ -264,32 +429,31 @@ impl Checkpoint {
     /// Forgets every pod `keep` does not name (kubelet: `RemoveOrphanedPods`).
     pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
         let before = self.pods.len();
-        self.pods.retain(|uid, _| keep(uid));
+        self.pods.retain(|(uid, _)| keep(uid));
         if self.pods.len() != before {
             self.save();
         }
     }
 
     fn save(&self) {
-        let tmp = self.path.with_extension("tmp");
-        let r = serde_json::to_vec(&self.pods)
-            .map_err(std::io::Error::other)
-            .and_then(|b| std::fs::write(&tmp, b))
-            .and_then(|()| std::fs::rename(&tmp, &self.path));
-        if let Err(e) = r {
-            log::warn!("{}: {e}", self.path.display());
+        let mut o = serde_json::Map::new();
+        for (uid, a) in &self.pods {
+            o.insert(uid.clone(), a.to_json());
         }
+        write_file(&self.path, &Value::Object(o));
     }
 }
 
 // ---------------------------------------------------------------------------------------
 // The conditions
 
-/// A pod's resize conditions (kubelet: the status manager's `podResizeConditions`).
+/// A pod's resize conditions (kubelet: the status manager's `podResizeState`), and what
+/// its running containers run with, by name (for `containerStatuses[].resources`).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ResizeConditions {
+pub struct ResizeState {
     pub pending: Option<PodCondition>,
     pub in_progress: Option<PodCondition>,
+    pub actual: Named,
 }
 
 fn condition(
@@ -316,7 +480,7 @@ fn condition(
     }
 }
 
-impl ResizeConditions {
+impl ResizeState {
     /// kubelet: `SetPodResizePendingCondition` — any reason but Infeasible reads Deferred.
     /// Whether the reason or generation changed (an event is due).
     pub fn set_pending(
@@ -478,7 +642,7 @@ mod tests {
 
     #[test]
     fn conditions_follow_the_status_manager() {
-        let mut c = ResizeConditions::default();
+        let mut c = ResizeState::default();
         let t = |s: &str| Some(s.to_string());
         assert!(c.set_pending("OutOfcpu", "no room", 2, t("t1")));
         assert!(c.is_deferred());

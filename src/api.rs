@@ -577,9 +577,11 @@ pub struct Container {
     /// first rule matching the exit code decides (see [`container_should_restart`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub restart_policy_rules: Vec<ContainerRestartRule>,
-    /// In-place resize: per resource, whether a change restarts the container.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub resize_policy: Vec<ContainerResizePolicy>,
+    /// In-place resize: per resource (`[{resourceName, restartPolicy}]`), whether a change
+    /// restarts the container (`RestartContainer`) or not (`NotRequired`, the default).
+    /// Kept as JSON: read in one place (`plan::add_resize`), a typed list costs its decoder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resize_policy: Option<serde_json::Value>,
     // Carried for the field policy (`manifest::fields`): refused until implemented.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume_devices: Option<serde_json::Value>,
@@ -587,16 +589,6 @@ pub struct Container {
     /// container whose process namespace it joins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_container_name: Option<String>,
-}
-
-/// `spec.containers[].resizePolicy[]`: `restartPolicy` is `NotRequired` (default) or
-/// `RestartContainer`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ContainerResizePolicy {
-    pub resource_name: String,
-    #[serde(default)]
-    pub restart_policy: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

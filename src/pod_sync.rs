@@ -20,10 +20,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use tokio_util::sync::CancellationToken;
 
-use std::collections::BTreeMap;
-
-use crate::allocation::{self, ResizeConditions};
-use crate::api::{Pod, ResourceRequirements};
+use crate::allocation::{self, ResizeState};
+use crate::api::Pod;
 use crate::clock::{Clock, UnixNanos};
 use crate::cri::{ContainerState, CriError, PodRuntimeStatus, Runtime};
 use crate::kuberuntime::backoff::PodBackoffs;
@@ -90,8 +88,7 @@ pub(crate) struct PodState {
     /// In-place resize: each pod's resize conditions (the loop sets PodResizePending and
     /// starts PodResizeInProgress; a sync's report ends it), and what its running
     /// containers run with, by name.
-    pub(crate) resize: HashMap<String, ResizeConditions>,
-    pub(crate) actual: HashMap<String, BTreeMap<String, ResourceRequirements>>,
+    pub(crate) resize: allocation::ByKey<ResizeState>,
     /// The resize events (`None` in tests).
     pub(crate) recorder: Option<recorder::Recorder>,
 }
@@ -224,7 +221,7 @@ pub(crate) struct SyncedView {
     status: PodRuntimeStatus,
     /// In-place resize after the sync: whether a running container still differs from
     /// the allocated pod, the failed step, what the running containers run with.
-    resize: (bool, Option<String>, BTreeMap<String, ResourceRequirements>),
+    resize: (bool, Option<String>, allocation::Named),
 }
 
 /// The loop's answer to [`SyncRequest::Finish`].
@@ -277,7 +274,6 @@ impl PodState {
             }
             SyncRequest::CleanedUp { uid, container_ids } => {
                 self.resize.remove(&uid);
-                self.actual.remove(&uid);
                 self.backoffs.remove(&uid);
                 self.pod_cache.remove(&uid);
                 self.changed.remove(&uid);
@@ -373,23 +369,18 @@ impl PodState {
     fn resize_report(
         &mut self,
         pod: &Pod,
-        (in_progress, error, actual): &(
-            bool,
-            Option<String>,
-            BTreeMap<String, ResourceRequirements>,
-        ),
+        (in_progress, error, actual): &(bool, Option<String>, allocation::Named),
         now: UnixNanos,
     ) {
-        let uid = pod.uid();
-        if actual.is_empty() {
-            self.actual.remove(uid);
-        } else {
-            self.actual.insert(uid.to_string(), actual.clone());
-        }
-        if !self.resize.contains_key(uid) && error.is_none() && !in_progress {
+        if !allocation::ENABLED {
             return;
         }
-        let c = self.resize.entry(uid.to_string()).or_default();
+        let uid = pod.uid();
+        if self.resize.get(uid).is_none() && error.is_none() && !in_progress && actual.is_empty() {
+            return;
+        }
+        let c = self.resize.entry(uid);
+        c.actual.clone_from(actual);
         let generation = pod.metadata.generation;
         let at = crate::clock::rfc3339(now);
         let event = if let Some(e) = error {
@@ -417,7 +408,7 @@ impl PodState {
                 )
             })
         };
-        if *c == ResizeConditions::default() {
+        if *c == ResizeState::default() {
             self.resize.remove(uid);
         }
         if let (Some((warning, reason, message)), Some(r)) = (event, &self.recorder) {
@@ -459,7 +450,6 @@ impl PodState {
             &status::StatusOptions {
                 probes: Some(&probe_results),
                 resize: self.resize.get(pod.uid()),
-                actual: self.actual.get(pod.uid()),
                 ..Default::default()
             },
         );
@@ -685,7 +675,7 @@ impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
                 .map_err(failure)?
         };
         // kubelet: the resize's state after the sync (IsPodResizeInProgress).
-        let resize = if crate::allocation::resizable(pod) {
+        let resize = if allocation::ENABLED && allocation::resizable(pod) {
             let records = self.env.resized.of(&self.env.root_dir, &uid);
             let (in_progress, actual) =
                 crate::kuberuntime::sync::resize::report(pod, &after, &records);

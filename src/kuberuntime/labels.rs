@@ -89,7 +89,7 @@ pub fn container_annotations(
             .unwrap_or_else(|| DEFAULT_TERMINATION_MESSAGE_POLICY.to_string()),
     );
     // In-place resize: what the container is created with (the actuated values).
-    if crate::allocation::resizable(pod) {
+    if crate::allocation::ENABLED && crate::allocation::resizable(pod) {
         a.insert(
             crate::allocation::RESOURCES_ANNOTATION.into(),
             crate::allocation::annotation(container),

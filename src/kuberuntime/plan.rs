@@ -278,14 +278,15 @@ pub struct ContainerUpdate {
 /// ID; its creation annotation otherwise) is updated in place, or, when the
 /// `resizePolicy` of a changed resource says `RestartContainer`, killed and started again
 /// (added to `a`). Nothing when the pod is being killed or cannot resize.
+#[inline(never)]
 pub fn add_resize(
     pod: &api::Pod,
     status: &PodRuntimeStatus,
-    actual: &BTreeMap<String, api::ResourceRequirements>,
+    actual: &crate::allocation::Named,
     a: &mut PodActions,
 ) -> Vec<ContainerUpdate> {
     let mut updates = Vec::new();
-    if a.kill_pod || !crate::allocation::resizable(pod) {
+    if !crate::allocation::ENABLED || a.kill_pod || !crate::allocation::resizable(pod) {
         return updates;
     }
     let sidecars = pod
@@ -308,8 +309,7 @@ pub fn add_resize(
             continue;
         };
         let desired = crate::allocation::cpu_memory(c.resources.as_ref());
-        let cur = actual
-            .get(&s.id)
+        let cur = crate::allocation::named(actual, &s.id)
             .cloned()
             .or_else(|| crate::allocation::from_annotation(&s.annotations))
             .unwrap_or_default();
@@ -318,10 +318,13 @@ pub fn add_resize(
             continue;
         }
         let restart = |name: &str, changed: bool| {
+            let policies = c.resize_policy.as_ref().and_then(|v| v.as_array());
             changed
-                && c.resize_policy
-                    .iter()
-                    .any(|p| p.resource_name == name && p.restart_policy == "RestartContainer")
+                && policies.into_iter().flatten().any(|p| {
+                    p.get("resourceName").and_then(|v| v.as_str()) == Some(name)
+                        && p.get("restartPolicy").and_then(|v| v.as_str())
+                            == Some("RestartContainer")
+                })
         };
         let cpu = (want.cpu_request, want.cpu_limit) != (have.cpu_request, have.cpu_limit);
         let memory =
@@ -1636,6 +1639,7 @@ mod tests {
     }
     // ----- in-place resize --------------------------------------------------------------
 
+    #[cfg(feature = "in-place-resize")]
     fn with_resources(mut p: api::Pod, name: &str, cpu: &str, memory: &str) -> api::Pod {
         let q = |v: &str| api::Quantity::Str(v.into());
         let r = api::ResourceRequirements {
@@ -1660,6 +1664,7 @@ mod tests {
         p
     }
 
+    #[cfg(feature = "in-place-resize")]
     #[test]
     fn resize_updates_in_place_or_restarts_per_policy() {
         let old = with_resources(
@@ -1687,19 +1692,18 @@ mod tests {
         let st = running(&old);
         // Nothing changed: nothing to do.
         let mut a = compute_pod_actions(&old, &st);
-        assert!(add_resize(&old, &st, &BTreeMap::new(), &mut a).is_empty());
+        assert!(add_resize(&old, &st, &Vec::new(), &mut a).is_empty());
         assert!(a.is_noop());
 
         // a: cpu up (in place); b: memory down with RestartContainer; side: cpu down.
         let mut new = with_resources(old.clone(), "a", "200m", "64Mi");
         new = with_resources(new, "b", "100m", "32Mi");
         new = with_resources(new, "side", "50m", "64Mi");
-        new.spec.containers[1].resize_policy = vec![api::ContainerResizePolicy {
-            resource_name: "memory".into(),
-            restart_policy: "RestartContainer".into(),
-        }];
+        new.spec.containers[1].resize_policy = Some(serde_json::json!([
+            {"resourceName": "memory", "restartPolicy": "RestartContainer"}
+        ]));
         let mut a = compute_pod_actions(&new, &st);
-        let updates = add_resize(&new, &st, &BTreeMap::new(), &mut a);
+        let updates = add_resize(&new, &st, &Vec::new(), &mut a);
         let got: Vec<(&str, i64, i64)> = updates
             .iter()
             .map(|u| {
@@ -1718,8 +1722,7 @@ mod tests {
         );
 
         // What an update recorded counts over the creation annotation: a is done.
-        let done: BTreeMap<String, api::ResourceRequirements> =
-            [("ca".to_string(), c_of(&new, "a").resources.unwrap())].into();
+        let done = vec![("ca".to_string(), c_of(&new, "a").resources.unwrap())];
         let mut a = compute_pod_actions(&new, &st);
         let updates = add_resize(&new, &st, &done, &mut a);
         assert!(updates.iter().all(|u| u.name != "a"));
@@ -1731,11 +1734,11 @@ mod tests {
             .annotations
             .insert(api::ANNOTATION_CONFIG_SOURCE.into(), "file".into());
         let mut a = compute_pod_actions(&fixed, &st);
-        assert!(add_resize(&fixed, &st, &BTreeMap::new(), &mut a).is_empty());
+        assert!(add_resize(&fixed, &st, &Vec::new(), &mut a).is_empty());
         let mut a = PodActions {
             kill_pod: true,
             ..PodActions::default()
         };
-        assert!(add_resize(&new, &st, &BTreeMap::new(), &mut a).is_empty());
+        assert!(add_resize(&new, &st, &Vec::new(), &mut a).is_empty());
     }
 }

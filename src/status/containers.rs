@@ -27,7 +27,7 @@ pub(super) struct Inputs<'a> {
     pub reasons: &'a BTreeMap<String, (String, String)>,
     pub runtime_name: &'a str,
     /// What running containers run with, by name (in-place resize).
-    pub actual: Option<&'a BTreeMap<String, api::ResourceRequirements>>,
+    pub actual: Option<&'a crate::allocation::Named>,
 }
 
 /// Statuses for `specs` (init or regular), in spec order.
@@ -85,10 +85,14 @@ pub(super) fn convert(
             }
             // kubelet (InPlacePodVerticalScaling): the allocated requests, and the resources
             // it runs with — what was last applied while it runs, else the allocated ones.
+            // Only for the pods that can resize (the apiserver's pods: their quantities are
+            // its canonical spelling, as it would store ours); a static pod's are its
+            // manifest's, which the mirror pod's status would rewrite at every sync.
             if let Some(r) = spec
                 .resources
                 .as_ref()
                 .filter(|r| !(r.limits.is_empty() && r.requests.is_empty()))
+                .filter(|_| crate::allocation::ENABLED && crate::allocation::resizable(inp.pod))
             {
                 status.allocated_resources.clone_from(&r.requests);
                 let mut shown = api::ResourceRequirements {
@@ -97,7 +101,7 @@ pub(super) fn convert(
                 };
                 if let Some(a) = inp
                     .actual
-                    .and_then(|m| m.get(&spec.name))
+                    .and_then(|m| crate::allocation::named(m, &spec.name))
                     .filter(|_| status.state.running.is_some())
                 {
                     for (map, from) in [

@@ -124,9 +124,8 @@ pub struct StatusOptions<'a> {
     /// Probe results; `None` means no probe has reported yet.
     pub probes: Option<&'a ProbeResults>,
     /// In-place resize: the pod's resize conditions, and what its running containers run
-    /// with (by name).
-    pub resize: Option<&'a crate::allocation::ResizeConditions>,
-    pub actual: Option<&'a BTreeMap<String, api::ResourceRequirements>>,
+    /// with.
+    pub resize: Option<&'a crate::allocation::ResizeState>,
 }
 
 /// The pod's status from what the runtime holds (kubelet: `generateAPIPodStatus` plus the
@@ -180,7 +179,7 @@ pub fn compute_pod_status_with(
         observed,
         reasons,
         runtime_name,
-        actual: opts.actual,
+        actual: opts.resize.map(|r| &r.actual),
     };
     let spec = &pod.spec;
     let mut init_statuses = containers::convert(

@@ -517,7 +517,10 @@ fn status_patch(status: &PodStatus, api: Option<&PodStatus>) -> serde_json::Valu
                 && !ours.conditions.iter().any(|o| o.type_ == c.type_)
         });
         for c in gone {
-            let del = serde_json::json!({"type": c.type_, "$patch": "delete"});
+            let mut del = serde_json::Map::new();
+            del.insert("type".into(), Value::String(c.type_.to_string()));
+            del.insert("$patch".into(), Value::String("delete".into()));
+            let del = Value::Object(del);
             match o.get_mut("conditions").and_then(Value::as_array_mut) {
                 Some(list) => list.push(del),
                 None => {

@@ -2222,29 +2222,35 @@ fn logs_once_per_change_and_never_at_idle() {
 // ---------------------------------------------------------------------------------------
 // In-place resize: the allocated and actual resources, the resize conditions.
 
+#[cfg(feature = "in-place-resize")]
 #[test]
 fn resize_shows_allocated_and_actual_resources_and_its_conditions() {
     let q = |v: &str| api::Quantity::Str(v.into());
     let mut p = pod(&["web", "idle"]);
+    // An apiserver pod (static pods show no resources: see containers.rs).
+    p.metadata
+        .annotations
+        .insert(api::ANNOTATION_CONFIG_SOURCE.into(), "api".into());
     p.spec.containers[0].resources = Some(api::ResourceRequirements {
         requests: [("cpu".to_string(), q("200m"))].into(),
         limits: [("memory".to_string(), q("128Mi"))].into(),
         claims: None,
     });
-    let actual: BTreeMap<String, api::ResourceRequirements> = [(
+    let actual = vec![(
         "web".to_string(),
         api::ResourceRequirements {
             requests: [("cpu".to_string(), q("100m"))].into(),
             limits: [("memory".to_string(), q("64Mi"))].into(),
             claims: None,
         },
-    )]
-    .into();
-    let mut resize = crate::allocation::ResizeConditions::default();
+    )];
+    let mut resize = crate::allocation::ResizeState {
+        actual: actual.clone(),
+        ..Default::default()
+    };
     resize.set_in_progress("", "", 7, Some("t".into()));
     let opts = StatusOptions {
         resize: Some(&resize),
-        actual: Some(&actual),
         ..StatusOptions::default()
     };
     let obs = observed(vec![running("web", 0, 0), running("idle", 0, 0)]);
@@ -2272,7 +2278,10 @@ fn resize_shows_allocated_and_actual_resources_and_its_conditions() {
         T0,
         None,
         &StatusOptions {
-            actual: Some(&actual),
+            resize: Some(&crate::allocation::ResizeState {
+                actual,
+                ..Default::default()
+            }),
             ..StatusOptions::default()
         },
     );

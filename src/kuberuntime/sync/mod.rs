@@ -394,7 +394,7 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
     // kubelet: computePodResizeAction — running containers whose allocated cpu or memory
     // differs from what they run with.
     let kills = actions.containers_to_kill.len();
-    let updates = if crate::allocation::resizable(pod) {
+    let updates = if crate::allocation::ENABLED && crate::allocation::resizable(pod) {
         let records = env.resized.of(&env.root_dir, pod.uid());
         plan::add_resize(pod, status, &records, &mut actions)
     } else {
@@ -450,8 +450,11 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
     }
 
     // kubelet: doPodResizeAction — after the kills, before anything starts.
-    if !updates.is_empty() || restarted {
-        if let Err(e) = resize::apply(env, pod, status, &updates, restarted).await {
+    if crate::allocation::ENABLED && (!updates.is_empty() || restarted) {
+        // Boxed and dynamic: its state and code stay out of sync_pod's (binary size).
+        let apply: std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + '_>> =
+            Box::pin(resize::apply(env, pod, status, &updates, restarted));
+        if let Err(e) = apply.await {
             log::warn!("pod {pod_name}: resize: {e}");
             result.resize_error = Some(e);
         }

@@ -13,37 +13,44 @@
 //! failed step stops the resize; the next sync plans what is left again.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::rc::Rc;
 
 use super::SyncEnv;
-use crate::allocation::{self, Amounts};
+use crate::allocation::{self, Amounts, Named};
 use crate::api::{self, ResourceRequirements};
 use crate::clock::Clock;
 use crate::cri::{ContainerState, PodRuntimeStatus, Runtime};
 use crate::kuberuntime::plan::{self, ContainerUpdate};
 
-/// By pod UID: container ID → the cpu and memory it was last updated to.
+/// By pod UID: container ID → the cpu and memory it was last updated to (`None`: the pod's
+/// file not read yet).
 #[derive(Clone, Default)]
-pub struct Records(Rc<RefCell<HashMap<String, BTreeMap<String, ResourceRequirements>>>>);
+pub struct Records(Rc<RefCell<allocation::ByKey<Option<Named>>>>);
 
 fn file(root: &Path, uid: &str) -> std::path::PathBuf {
     root.join("pods").join(uid).join("resized")
 }
 
 impl Records {
-    /// The pod's updated containers (read from its file the first time).
-    pub fn of(&self, root: &Path, uid: &str) -> BTreeMap<String, ResourceRequirements> {
-        let mut all = self.0.borrow_mut();
-        all.entry(uid.to_string())
-            .or_insert_with(|| {
-                std::fs::read(file(root, uid))
-                    .ok()
-                    .and_then(|b| serde_json::from_slice(&b).ok())
-                    .unwrap_or_default()
-            })
-            .clone()
+    /// The pod's records, read from its file the first time.
+    fn loaded<'a>(
+        all: &'a mut allocation::ByKey<Option<Named>>,
+        root: &Path,
+        uid: &str,
+    ) -> &'a mut Named {
+        all.entry(uid).get_or_insert_with(|| {
+            std::fs::read(file(root, uid))
+                .ok()
+                .and_then(|b| allocation::read_json(&b))
+                .map(|v| allocation::named_of_json(&v))
+                .unwrap_or_default()
+        })
+    }
+
+    /// The pod's updated containers.
+    pub fn of(&self, root: &Path, uid: &str) -> Named {
+        Self::loaded(&mut self.0.borrow_mut(), root, uid).clone()
     }
 
     /// Records an update; the file keeps only containers that still `run`.
@@ -56,17 +63,10 @@ impl Records {
         run: &dyn Fn(&str) -> bool,
     ) {
         let mut all = self.0.borrow_mut();
-        let pod = all.entry(uid.to_string()).or_default();
-        pod.retain(|k, _| run(k));
-        pod.insert(id.to_string(), r);
-        let path = file(root, uid);
-        let r = serde_json::to_vec(&*pod)
-            .map_err(std::io::Error::other)
-            .and_then(|b| std::fs::write(path.with_extension("tmp"), b))
-            .and_then(|()| std::fs::rename(path.with_extension("tmp"), &path));
-        if let Err(e) = r {
-            log::warn!("{}: {e}", path.display());
-        }
+        let pod = Self::loaded(&mut all, root, uid);
+        pod.retain(|(k, _)| run(k));
+        allocation::set_named(pod, id, r);
+        allocation::write_file(&file(root, uid), &allocation::named_to_json(pod));
     }
 
     /// The pod is cleaned up (its directory goes with the file).
@@ -76,12 +76,8 @@ impl Records {
 }
 
 /// What a running container runs with: its last update, else its creation annotation.
-fn actual_of(
-    records: &BTreeMap<String, ResourceRequirements>,
-    c: &crate::cri::ContainerInfo,
-) -> Option<ResourceRequirements> {
-    records
-        .get(&c.id)
+fn actual_of(records: &Named, c: &crate::cri::ContainerInfo) -> Option<ResourceRequirements> {
+    allocation::named(records, &c.id)
         .cloned()
         .or_else(|| allocation::from_annotation(&c.annotations))
 }
@@ -89,13 +85,9 @@ fn actual_of(
 /// After a sync: each running container's cpu and memory by name (for
 /// `status.containerStatuses[].resources`), and whether any differs from the allocated pod
 /// (kubelet: `IsPodResizeInProgress`).
-pub fn report(
-    pod: &api::Pod,
-    status: &PodRuntimeStatus,
-    records: &BTreeMap<String, ResourceRequirements>,
-) -> (bool, BTreeMap<String, ResourceRequirements>) {
+pub fn report(pod: &api::Pod, status: &PodRuntimeStatus, records: &Named) -> (bool, Named) {
     let mut in_progress = false;
-    let mut actual = BTreeMap::new();
+    let mut actual = Named::new();
     for c in pod.spec.containers.iter().chain(&pod.spec.init_containers) {
         let Some(s) =
             plan::newest_container(status, &c.name).filter(|s| s.state == ContainerState::Running)
@@ -106,49 +98,32 @@ pub fn report(
             continue;
         };
         in_progress |= Amounts::of(Some(&r)) != Amounts::of(c.resources.as_ref());
-        actual.insert(c.name.clone(), r);
+        actual.push((c.name.clone(), r));
     }
     (in_progress, actual)
 }
 
-/// Applies `updates` (and the pod cgroup for containers restarted by their resize policy,
-/// `restarted`) to the allocated `pod`. The error says what failed (the condition's
-/// message).
-pub async fn apply<R: Runtime, C: Clock>(
-    env: &SyncEnv<R, C>,
+/// One step of a resize, in order.
+enum Step {
+    /// The pod cgroup's cpu (`true`) or memory values, from the allocated pod.
+    Cgroup(bool),
+    /// `updates[i]` to `target`, as the runtime takes it.
+    Update(usize, ResourceRequirements, crate::cri::Resources),
+}
+
+/// The steps of a resize in the kubelet's order (pure): memory, then cpu; for each, the
+/// pod cgroup first when the pod's value grows and last when it shrinks; the containers'
+/// decreases before their increases, each update carrying what the container then runs
+/// with of the other resource.
+#[inline(never)]
+fn steps(
     pod: &api::Pod,
-    status: &PodRuntimeStatus,
     updates: &[ContainerUpdate],
     restarted: bool,
-) -> Result<(), String> {
-    let uid = pod.uid();
-    // The pod as it runs: each container's current values in place of the allocated ones.
-    let current = allocation::PodAllocation {
-        pod: None,
-        containers: pod
-            .spec
-            .containers
-            .iter()
-            .chain(&pod.spec.init_containers)
-            .map(|c| {
-                let u = updates.iter().find(|u| u.name == c.name);
-                let r = match u {
-                    Some(u) => with_amounts(&u.desired, &u.current, &u.current),
-                    None => allocation::cpu_memory(c.resources.as_ref()),
-                };
-                (c.name.clone(), r)
-            })
-            .collect(),
-    };
-    let running = allocation::apply(pod, &current).unwrap_or_else(|| pod.clone());
-    let alive = |id: &str| {
-        status
-            .containers
-            .iter()
-            .any(|c| c.id == id && c.state == ContainerState::Running)
-    };
-    let mut now: HashMap<&str, Amounts> =
-        updates.iter().map(|u| (u.id.as_str(), u.current)).collect();
+    memory_capacity: u64,
+) -> Result<Vec<Step>, String> {
+    let mut now: Vec<Amounts> = updates.iter().map(|u| u.current).collect();
+    let mut out = Vec::new();
     for cpu in [false, true] {
         let pick = |a: &Amounts| {
             if cpu {
@@ -157,80 +132,87 @@ pub async fn apply<R: Runtime, C: Clock>(
                 (a.memory_request, a.memory_limit)
             }
         };
-        let mut changed: Vec<&ContainerUpdate> = updates
-            .iter()
-            .filter(|u| pick(&u.desired_amounts) != pick(&u.current))
-            .collect();
-        if changed.is_empty() && !restarted {
+        let changed = |u: &ContainerUpdate| pick(&u.desired_amounts) != pick(&u.current);
+        if !updates.iter().any(changed) && !restarted {
             continue;
         }
-        let pod_value = |p: &api::Pod| {
-            let r = crate::cm::pod_resources(p);
-            if cpu {
-                (
-                    r.cpu_quota.unwrap_or(i64::MAX),
-                    r.cpu_shares.unwrap_or(0) as i64,
-                )
-            } else {
-                (r.memory_limit.unwrap_or(i64::MAX), 0)
-            }
-        };
-        let (old, new) = (pod_value(&running), pod_value(pod));
-        let grows = new.0 > old.0 || new.1 > old.1;
-        let cgroup = || async {
-            match &env.pod_cgroups {
-                Some(cg) => cg
-                    .resize(pod, cpu)
-                    .await
-                    .map_err(|e| format!("failed to set the pod cgroup: {e}")),
-                None => Ok(()),
-            }
-        };
-        if grows {
-            cgroup().await?;
-        }
-        // kubelet: decreases first, so that the pod's total never passes its limit.
-        let up = |u: &&ContainerUpdate| {
-            let (d, c) = (pick(&u.desired_amounts), pick(&u.current));
-            d.1.max(d.0) > c.1.max(c.0)
-        };
-        crate::sort::sort_by(&mut changed, |a, b| up(a).cmp(&up(b)));
-        for u in changed {
-            // The resource in hand takes its new values; the other keeps what runs.
-            let have = now.get(u.id.as_str()).copied().unwrap_or(u.current);
-            let target = if cpu {
-                with_amounts(&u.desired, &u.desired_amounts, &have)
-            } else {
-                with_amounts(&u.desired, &have, &u.desired_amounts)
-            };
-            let mut spec = pod
-                .spec
-                .containers
+        // The pod cgroup's values are its containers' sums (kubelet: ResourceConfigForPod;
+        // an init container's larger request is not counted here): they grow when the
+        // updates' changes add up to more, limit or request.
+        let delta = |f: fn(&(i64, i64)) -> i64| -> i64 {
+            updates
                 .iter()
-                .chain(&pod.spec.init_containers)
-                .find(|c| c.name == u.name)
-                .cloned()
-                .unwrap_or_default();
-            spec.resources = Some(target.clone());
-            let resources =
-                crate::kuberuntime::cri_config::resources(pod, &spec, env.memory_capacity)
-                    .map_err(|e| e.to_string())?;
-            env.runtime
-                .update_container_resources(&u.id, &resources)
-                .await
-                .map_err(|e| format!("container {:?}: {e}", u.name))?;
-            log::info!(
-                "pod {}: container {:?} resized to {}",
-                pod.full_name(),
-                u.name,
-                serde_json::to_string(&target).unwrap_or_default()
-            );
-            now.insert(u.id.as_str(), Amounts::of(Some(&target)));
-            env.resized
-                .record(&env.root_dir, uid, &u.id, target, &alive);
+                .map(|u| f(&pick(&u.desired_amounts)) - f(&pick(&u.current)))
+                .sum()
+        };
+        let grows = delta(|p| p.1) > 0 || (cpu && delta(|p| p.0) > 0);
+        if grows {
+            out.push(Step::Cgroup(cpu));
+        }
+        for increases in [false, true] {
+            for (i, u) in updates.iter().enumerate() {
+                let (d, c) = (pick(&u.desired_amounts), pick(&u.current));
+                if !changed(u) || (d.1.max(d.0) > c.1.max(c.0)) != increases {
+                    continue;
+                }
+                let target = if cpu {
+                    with_amounts(&u.desired, &u.desired_amounts, &now[i])
+                } else {
+                    with_amounts(&u.desired, &now[i], &u.desired_amounts)
+                };
+                let spec = api::Container {
+                    resources: Some(target.clone()),
+                    ..Default::default()
+                };
+                let resources =
+                    crate::kuberuntime::cri_config::resources(pod, &spec, memory_capacity)
+                        .map_err(|e| e.to_string())?;
+                now[i] = Amounts::of(Some(&target));
+                out.push(Step::Update(i, target, resources));
+            }
         }
         if !grows {
-            cgroup().await?;
+            out.push(Step::Cgroup(cpu));
+        }
+    }
+    Ok(out)
+}
+
+/// Applies `updates` (and the pod cgroup for containers restarted by their resize policy,
+/// `restarted`) to the allocated `pod`, step by step; the first failure stops it and says
+/// what failed (the condition's message).
+pub async fn apply<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    pod: &api::Pod,
+    status: &PodRuntimeStatus,
+    updates: &[ContainerUpdate],
+    restarted: bool,
+) -> Result<(), String> {
+    let alive = |id: &str| {
+        status
+            .containers
+            .iter()
+            .any(|c| c.id == id && c.state == ContainerState::Running)
+    };
+    for step in steps(pod, updates, restarted, env.memory_capacity)? {
+        match step {
+            Step::Cgroup(cpu) => {
+                if let Some(cg) = &env.pod_cgroups {
+                    cg.resize(pod, cpu)
+                        .await
+                        .map_err(|e| format!("failed to set the pod cgroup: {e}"))?;
+                }
+            }
+            Step::Update(i, target, resources) => {
+                let u = &updates[i];
+                env.runtime
+                    .update_container_resources(&u.id, &resources)
+                    .await
+                    .map_err(|e| format!("container {:?}: {e}", u.name))?;
+                log::info!("pod {}: container {:?} resized", pod.full_name(), u.name);
+                env.resized
+                    .record(&env.root_dir, pod.uid(), &u.id, target, &alive);
+            }
         }
     }
     Ok(())
@@ -261,10 +243,13 @@ fn with_amounts(
                 map.insert(name.to_string(), q.clone());
             }
         } else if value > 0 {
-            let q = if name == "cpu" {
+            // The apiserver's canonical spelling (status quantities are compared as text).
+            let q = if name == "cpu" && value % 1000 != 0 {
                 format!("{value}m")
+            } else if name == "cpu" {
+                decimal(value / 1000)
             } else {
-                value.to_string()
+                decimal(value)
             };
             map.insert(name.to_string(), api::Quantity::Str(q));
         }
@@ -289,4 +274,26 @@ fn with_amounts(
         memory.memory_limit == mine.memory_limit,
     );
     out
+}
+
+/// A count in `DecimalSI` canonical form: the largest exact suffix of 1000 (`64M`, `1536`).
+fn decimal(mut v: i64) -> String {
+    let mut i = 0;
+    while v != 0 && v % 1000 == 0 && i < 6 {
+        v /= 1000;
+        i += 1;
+    }
+    format!("{v}{}", ["", "k", "M", "G", "T", "P", "E"][i])
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn decimal_quantities_are_canonical() {
+        let d = super::decimal;
+        assert_eq!(
+            (d(1536), d(64_000_000), d(0), d(2000)),
+            ("1536".into(), "64M".into(), "0".into(), "2k".into())
+        );
+    }
 }
