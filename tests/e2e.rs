@@ -1594,10 +1594,13 @@ spec:
     });
     let conf = lab.wait_for("conf", secs(10), file("conf")).await;
     lab.check(conf == "v=1", || format!("app.conf: {conf:?}"));
+    // Waited for, not read once: the container wrote its files as soon as it started, and
+    // CRI-O may still list it Created for a moment then (found by the CRI-O run of CI).
     let before = lab
-        .running_pod(NS, "cfg", &["c"])
-        .await
-        .unwrap_or_else(|e| lab.fail(&e));
+        .wait_for("pod cfg running", secs(30), || {
+            lab.running_pod(NS, "cfg", &["c"])
+        })
+        .await;
     let id_before = before.containers[0].id.clone();
     // No secret value in picolet's log.
     lab.check(!lab.stderr().contains("s3cret"), || {
