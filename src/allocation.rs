@@ -358,16 +358,17 @@ pub(crate) fn read_json(bytes: &[u8]) -> Option<Value> {
     serde_json::from_slice(bytes).ok()
 }
 
-/// Writes a small state file whole: a temporary beside it, then renamed over it.
+/// Writes a small state file whole and durably (`checkpoint::write_private`: temporary,
+/// fsync, rename, directory fsync, 0600). Only with the feature, which needs `apiserver`.
 pub(crate) fn write_file(path: &Path, value: &Value) {
-    let tmp = PathBuf::from(format!("{}.tmp", path.display()));
-    let r = serde_json::to_vec(value)
-        .map_err(std::io::Error::other)
-        .and_then(|b| std::fs::write(&tmp, b))
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if let Err(e) = r {
+    #[cfg(feature = "in-place-resize")]
+    if let Err(e) =
+        crate::checkpoint::write_private(path, &serde_json::to_vec(value).unwrap_or_default())
+    {
         log::warn!("{}: {e}", path.display());
     }
+    #[cfg(not(feature = "in-place-resize"))]
+    let _ = (path, value);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -670,6 +671,7 @@ mod tests {
         assert_eq!(c.clear_in_progress(), None);
     }
 
+    #[cfg(feature = "in-place-resize")]
     #[test]
     fn the_checkpoint_keeps_what_it_is_given() {
         let dir = tempfile::tempdir().unwrap();

@@ -41,7 +41,7 @@
 //! 1      pod_workers   api metrics shrink sort task
 //! 1      qos           api
 //! 1      x509          api clock
-//! 2      allocation    api qos sort
+//! 2      allocation    api checkpoint qos sort
 //! 2      certificate   api checkpoint clock kube x509
 //! 2      cm            api grpc qos sort task
 //! 2      config_data   api checkpoint clock kube sort task
