@@ -94,6 +94,16 @@ pid_of() {
 	echo "$p"
 }
 
+# exited PID: our child PID has ended (gone, or a zombie not yet reaped). Not `pid_of`: between
+# fork and exec a child's cmdline is still this script's, which is not "ours" by pid_of's rule,
+# and `wait` on a child taken for dead then blocked until the job's own timeout.
+exited() {
+	local stat
+	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+	stat=${stat##*) }
+	[[ ${stat%% *} == Z ]]
+}
+
 # start NAME BINARY ARG...: in the background, in its own session, log and PID under DIR.
 start() {
 	local name=$1 bin=$2
@@ -107,15 +117,18 @@ start() {
 
 # wait_for WHAT SECONDS CMD...: until CMD succeeds; on timeout show the log tails and fail.
 wait_for() {
-	local what=$1 secs=$2 i name
+	local what=$1 secs=$2 name deadline
 	shift 2
-	for ((i = 0; i < secs * 5; i++)); do
+	# Wall time, not a count of tries: a check that hangs until its own timeout (curl's
+	# --max-time) must not stretch the wait to many times SECONDS.
+	deadline=$((SECONDS + secs))
+	while ((SECONDS < deadline)); do
 		if "$@" >/dev/null 2>&1; then
 			say "$what ready after $(elapsed)"
 			return 0
 		fi
 		for name in "${COMPONENTS[@]}"; do
-			if [[ -f $DIR/pids/$name.pid ]] && ! pid_of "$name" >/dev/null; then
+			if [[ -f $DIR/pids/$name.pid ]] && exited "$(<"$DIR/pids/$name.pid")"; then
 				tail -n 30 "$DIR/logs/$name.log" >&2 || true
 				# Our child: its exit status says how it ended (137: SIGKILL from outside).
 				local rc=0
@@ -128,6 +141,8 @@ wait_for() {
 	for name in "${COMPONENTS[@]}"; do
 		[[ -f $DIR/logs/$name.log ]] && { say "--- $name.log (tail)"; tail -n 15 "$DIR/logs/$name.log" >&2; }
 	done
+	say "--- the last check: $*"
+	"$@" >&2 || true
 	die "$what not ready after ${secs}s"
 }
 
