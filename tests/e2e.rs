@@ -3412,7 +3412,30 @@ async fn s_device_plugins() {
     .await;
     lab.remove_manifest("d3.yaml");
 
-    // A device node vanishes: generic-device-plugin lists one device (capacity 1).
+    // A device node vanishes: generic-device-plugin lists one device (capacity 1). First the
+    // plugin is restarted: it keeps one device list for all its ListAndWatch streams, and
+    // the stream of the picolet before the restart (whose socket removal made it register
+    // again) still refreshes it every 5 s, sending only on a change — when that stream is
+    // the first to see the node gone, its send fails and the live stream never hears of it
+    // (a CRI-O run of .ci/run timed out so). A restarted plugin has one stream.
+    let registrations = lab
+        .stderr()
+        .matches("device plugin e2e.picolet.dev/serial: registered")
+        .count();
+    plugins.stop("generic");
+    plugins.start(&lab, "generic", generic_cmd());
+    lab.wait_for(
+        "the generic plugin registered again",
+        secs(60),
+        registered("e2e.picolet.dev/serial", registrations + 1),
+    )
+    .await;
+    lab.wait_for(
+        "2 serial devices again",
+        secs(60),
+        last_count("e2e.picolet.dev/serial", "2 devices, 2 healthy"),
+    )
+    .await;
     fs::remove_file(devs.join("ttyE2E1")).expect("rm device node");
     lab.wait_for(
         "one serial device left",
