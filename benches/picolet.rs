@@ -2068,6 +2068,7 @@ async fn raw_start(rt: &CriRuntime, n: usize) -> Res<RawStart> {
                 seccomp_default: false,
                 memory_capacity: 1 << 30,
                 cpu_capacity_milli: 4000,
+                swap: Default::default(),
                 host_ip: "",
                 objects: None,
             };

@@ -176,6 +176,10 @@ pub struct AgentConfig {
     pub eviction: Option<EvictionConfig>,
     /// Graceful node shutdown's priority groups (`node::shutdown::groups`; empty: off).
     pub shutdown_groups: Vec<crate::node::shutdown::Group>,
+    /// The node's swap (`node::swap`): containers' swap limits.
+    pub swap: crate::qos::NodeSwap,
+    /// Memory-backed volumes are mounted `noswap` (the node has swap, the kernel can).
+    pub tmpfs_noswap: bool,
 }
 
 /// The loop over any `Runtime` and `Clock` (tests use the fake runtime and paused time),
@@ -211,7 +215,9 @@ pub async fn run<R: Runtime, C: Clock>(
     };
     let (to_loop, mut sync_requests) = mpsc::unbounded_channel::<SyncRequest>();
     let config_objects = ConfigObjects::default().with_services(services);
-    let tmpfs: Arc<dyn Tmpfs> = Arc::new(crate::volume::mounts::SysTmpfs);
+    let tmpfs: Arc<dyn Tmpfs> = Arc::new(crate::volume::mounts::SysTmpfs {
+        noswap: cfg.tmpfs_noswap,
+    });
     let Tasks {
         csi,
         mut csi_drivers,
@@ -256,6 +262,7 @@ pub async fn run<R: Runtime, C: Clock>(
             seccomp_default: cfg.seccomp_default,
             memory_capacity: node::memory_capacity(),
             cpu_capacity_milli: node::cpu_capacity_milli(),
+            swap: cfg.swap,
             host_ip: cfg.node_ip.map(|ip| ip.to_string()).unwrap_or_default(),
             tmpfs: tmpfs.clone(),
             credential_paths: crate::cri::credentials::default_paths(&cfg.root_dir),
@@ -290,6 +297,7 @@ pub async fn run<R: Runtime, C: Clock>(
         gc_task: None,
         stopped_at: HashMap::new(),
         burst: 0,
+        swap: cfg.swap,
         node: NodeInfo {
             node_name: cfg.node_name.clone(),
             labels: cfg.node_labels.clone(),
@@ -492,6 +500,8 @@ struct Loop<R: Runtime, C: Clock> {
     gc_task: Option<tokio::task::JoinHandle<()>>,
     /// What admission checks pods against.
     node: NodeInfo,
+    /// The node's swap (a resize that changes what a container may swap is Infeasible).
+    swap: crate::qos::NodeSwap,
     node_ip: Option<String>,
     /// Graceful node shutdown: the one under way, the plan, and where its state goes.
     shutdown: Option<shutdown::ShutdownState>,
@@ -844,7 +854,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                 i64::MAX
             },
         );
-        let verdict = match allocation::infeasible(pod, allocated, node) {
+        let verdict = match allocation::infeasible(pod, allocated, node, &self.swap) {
             Some(m) => Err((allocation::REASON_INFEASIBLE, m)),
             None => {
                 let others = self.active_pods(uid);

@@ -294,9 +294,17 @@ pub fn apply(pod: &Pod, alloc: &PodAllocation) -> Option<Pod> {
 /// The resizes refused outright, whatever else runs (kubelet: the resize admit handler,
 /// reason `Infeasible`): a static pod, a pod-level change, more than the node can give.
 /// `allocatable` is the node's cpu (millicores) and memory (bytes).
-pub fn infeasible(pod: &Pod, allocated: &PodAllocation, allocatable: (i64, i64)) -> Option<String> {
+pub fn infeasible(
+    pod: &Pod,
+    allocated: &PodAllocation,
+    allocatable: (i64, i64),
+    swap: &crate::qos::NodeSwap,
+) -> Option<String> {
     if pod.is_static() {
         return Some("In-place resize of static-pods is not supported".into());
+    }
+    if swap_involved(pod, allocated, swap) {
+        return Some("In-place resize of containers with swap is not supported.".into());
     }
     if Amounts::of(PodAllocation::of(pod).pod.as_ref()) != Amounts::of(allocated.pod.as_ref()) {
         return Some("InPlacePodLevelResourcesVerticalScaling is disabled".into());
@@ -313,6 +321,41 @@ pub fn infeasible(pod: &Pod, allocated: &PodAllocation, allocatable: (i64, i64))
         return None;
     };
     Some(format!("Node didn't have enough capacity: {over}"))
+}
+
+/// kubelet: `disallowResizeForSwappableContainers` — a container's memory request changes
+/// without a `RestartContainer` memory policy, and it may swap before or after.
+fn swap_involved(pod: &Pod, allocated: &PodAllocation, swap: &crate::qos::NodeSwap) -> bool {
+    use crate::qos::SwapBehavior::NoSwap;
+    let Some(before) = apply(pod, allocated) else {
+        return false;
+    };
+    let all = |p: &Pod| -> Vec<Container> {
+        p.spec
+            .containers
+            .iter()
+            .chain(&p.spec.init_containers)
+            .cloned()
+            .collect()
+    };
+    let request = |c: &Container| Amounts::of(c.resources.as_ref()).memory_request;
+    let old = all(&before);
+    all(pod).iter().any(|c| {
+        old.iter().find(|o| o.name == c.name).is_some_and(|o| {
+            request(c) != request(o)
+                && !restarts_on(o, "memory")
+                && (swap.behavior_for(pod, c) != NoSwap || swap.behavior_for(&before, o) != NoSwap)
+        })
+    })
+}
+
+/// The container's `resizePolicy` restarts it when `resource` changes.
+pub fn restarts_on(c: &Container, resource: &str) -> bool {
+    let policies = c.resize_policy.as_ref().and_then(|v| v.as_array());
+    policies.into_iter().flatten().any(|p| {
+        p.get("resourceName").and_then(|v| v.as_str()) == Some(resource)
+            && p.get("restartPolicy").and_then(|v| v.as_str()) == Some("RestartContainer")
+    })
 }
 
 /// kubelet: the resize events' message (`podResizeMessage`): the prefix, then the
@@ -596,6 +639,65 @@ mod tests {
         p
     }
 
+    /// kubelet: disallowResizeForSwappableContainers — a memory request resize of a
+    /// container that may swap (before or after) is Infeasible, unless memory restarts it.
+    #[test]
+    fn resizes_of_swapping_containers_are_infeasible() {
+        use crate::qos::{NodeSwap, SwapBehavior};
+        let with_request = |request: &str| {
+            let mut p = pod("1", "1Gi");
+            let r = p.spec.containers[0].resources.as_mut().unwrap();
+            r.requests
+                .insert("memory".into(), Quantity::Str(request.into()));
+            p
+        };
+        let alloc = PodAllocation::of(&with_request("256Mi"));
+        let big = (4000, 4 << 30);
+        let limited = NodeSwap {
+            behavior: SwapBehavior::LimitedSwap,
+            controller: true,
+            unified: true,
+            capacity: 1 << 30,
+        };
+        let msg = "In-place resize of containers with swap is not supported.";
+        assert_eq!(
+            infeasible(&with_request("512Mi"), &alloc, big, &limited).as_deref(),
+            Some(msg)
+        );
+        // Up to request = limit: swapped before, so still refused.
+        assert_eq!(
+            infeasible(&with_request("1Gi"), &alloc, big, &limited).as_deref(),
+            Some(msg)
+        );
+        // The cpu alone, NoSwap, or a memory policy that restarts: allowed.
+        let mut cpu_only = with_request("256Mi");
+        cpu_only.spec.containers[0]
+            .resources
+            .as_mut()
+            .unwrap()
+            .requests
+            .insert("cpu".into(), Quantity::Str("2".into()));
+        assert_eq!(infeasible(&cpu_only, &alloc, big, &limited), None);
+        let no_swap = NodeSwap {
+            behavior: SwapBehavior::NoSwap,
+            ..limited
+        };
+        assert_eq!(
+            infeasible(&with_request("512Mi"), &alloc, big, &no_swap),
+            None
+        );
+        let mut restarts = with_request("512Mi");
+        restarts.spec.containers[0].resize_policy = Some(serde_json::json!([
+            {"resourceName": "memory", "restartPolicy": "RestartContainer"}
+        ]));
+        let alloc_restarts = {
+            let mut p = with_request("256Mi");
+            p.spec.containers[0].resize_policy = restarts.spec.containers[0].resize_policy.clone();
+            PodAllocation::of(&p)
+        };
+        assert_eq!(infeasible(&restarts, &alloc_restarts, big, &limited), None);
+    }
+
     #[test]
     fn the_allocated_pod_takes_cpu_and_memory_only() {
         let old = pod("1", "64Mi");
@@ -615,13 +717,16 @@ mod tests {
         let old = pod("1", "64Mi");
         let alloc = PodAllocation::of(&old);
         let big = (4000, 1 << 30);
-        assert_eq!(infeasible(&pod("2", "64Mi"), &alloc, big), None);
         assert_eq!(
-            infeasible(&pod("2", "2Gi"), &alloc, big).unwrap(),
+            infeasible(&pod("2", "64Mi"), &alloc, big, &Default::default()),
+            None
+        );
+        assert_eq!(
+            infeasible(&pod("2", "2Gi"), &alloc, big, &Default::default()).unwrap(),
             "Node didn't have enough capacity: memory, requested: 2147483648, capacity: 1073741824"
         );
         assert_eq!(
-            infeasible(&pod("5", "64Mi"), &alloc, big).unwrap(),
+            infeasible(&pod("5", "64Mi"), &alloc, big, &Default::default()).unwrap(),
             "Node didn't have enough capacity: cpu, requested: 5000, capacity: 4000"
         );
         let mut fixed = pod("2", "64Mi");
@@ -630,13 +735,13 @@ mod tests {
             .annotations
             .insert(crate::api::ANNOTATION_CONFIG_SOURCE.into(), "file".into());
         assert_eq!(
-            infeasible(&fixed, &alloc, big).unwrap(),
+            infeasible(&fixed, &alloc, big, &Default::default()).unwrap(),
             "In-place resize of static-pods is not supported"
         );
         let mut plr = pod("1", "64Mi");
         plr.spec.resources = Some(cpu_memory(plr.spec.containers[0].resources.as_ref()));
         assert_eq!(
-            infeasible(&plr, &alloc, big).unwrap(),
+            infeasible(&plr, &alloc, big, &Default::default()).unwrap(),
             "InPlacePodLevelResourcesVerticalScaling is disabled"
         );
     }

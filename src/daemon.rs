@@ -55,6 +55,10 @@ pub enum DaemonError {
     /// start too).
     #[error("{0}")]
     Sysctls(String),
+    /// `--fail-swap-on` with swap on, or `LimitedSwap` on cgroup v1 (the kubelet refuses to
+    /// start too).
+    #[error("{0}")]
+    Swap(String),
     #[cfg(feature = "apiserver")]
     #[error(transparent)]
     Api(#[from] crate::kube::ApiError),
@@ -239,6 +243,27 @@ pub async fn run(
 ) -> Result<(), DaemonError> {
     let node_name = node::node_name(opts.hostname_override.as_deref())?;
     sysctl_allowlist(&opts).map_err(DaemonError::Sysctls)?;
+    let (swap, noswap) = node_swap(&opts).map_err(DaemonError::Swap)?;
+    if swap.capacity > 0 {
+        log::info!(
+            "swap: {} MiB; memorySwap.swapBehavior {:?}{}",
+            swap.capacity >> 20,
+            swap.behavior,
+            if swap.controller {
+                ""
+            } else {
+                ", but no swap controller: containers' swap is not limited"
+            }
+        );
+        if !noswap {
+            // kubelet: the PossibleMemoryBackedVolumesOnDisk warning (an event upstream).
+            log::warn!(
+                "The tmpfs noswap option is not supported (kernel < 6.4). Memory-backed volumes \
+                 (e.g. secrets, emptyDirs, etc.) might be swapped to disk and should no longer \
+                 be considered secure."
+            );
+        }
+    }
     // kubelet: setupDataDirs, before anything writes under the root directory.
     crate::volume::mounts::setup_data_dirs(&opts.root_dir)?;
     // picolet: a clock not set yet (no RTC, before NTP) is named once; nothing waits for it
@@ -444,8 +469,45 @@ pub fn sysctl_allowlist(opts: &Options) -> Result<crate::admission::Sysctls, Str
     crate::admission::Sysctls::new(&all).map_err(|e| format!("--allowed-unsafe-sysctls: {e}"))
 }
 
+/// The node's swap for pods and whether tmpfs mounts get `noswap`, after the kubelet's
+/// start-up checks (`NewContainerManager`'s `failSwapOn`; LimitedSwap only on cgroup v2).
+pub fn node_swap(opts: &Options) -> Result<(crate::qos::NodeSwap, bool), String> {
+    let proc_root = std::path::Path::new("/proc");
+    node_swap_at(opts, proc_root, std::path::Path::new("/sys/fs/cgroup"))
+}
+
+/// [`node_swap`] over other roots (tests).
+fn node_swap_at(
+    opts: &Options,
+    proc_root: &std::path::Path,
+    cgroup_root: &std::path::Path,
+) -> Result<(crate::qos::NodeSwap, bool), String> {
+    let swap = node::swap(opts.swap_behavior, proc_root, cgroup_root);
+    if swap.capacity > 0 && opts.fail_swap_on {
+        return Err(
+            "running with swap on is not supported, please disable swap or set \
+                    --fail-swap-on flag to false"
+                .into(),
+        );
+    }
+    if swap.behavior == crate::qos::SwapBehavior::LimitedSwap && !swap.unified {
+        return Err(
+            "memorySwap.swapBehavior LimitedSwap is only supported with cgroup v2 \
+                    (this node runs cgroup v1)"
+                .into(),
+        );
+    }
+    let release =
+        std::fs::read_to_string(proc_root.join("sys/kernel/osrelease")).unwrap_or_default();
+    let noswap = swap.capacity > 0
+        && crate::admission::kernel_version(&release).is_some_and(|v| v >= (6, 4));
+    Ok((swap, noswap))
+}
+
 /// What the loop needs of `opts`.
 fn agent_config(opts: &Options, node_name: String) -> AgentConfig {
+    // `run` refused to start on an error.
+    let (swap, tmpfs_noswap) = node_swap(opts).unwrap_or_default();
     AgentConfig {
         node_labels: node::node_labels(&node_name, &opts.node_labels),
         node_name,
@@ -474,6 +536,8 @@ fn agent_config(opts: &Options, node_name: String) -> AgentConfig {
             opts.shutdown_grace_period,
             opts.shutdown_grace_period_critical_pods,
         ),
+        swap,
+        tmpfs_noswap,
     }
 }
 
@@ -995,4 +1059,49 @@ pub fn start_apiserver_mode<R: Runtime, C: Clock>(
     }
     ext.source_channel = Some((src_tx, src_rx));
     Ok(ext)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// kubelet: failSwapOn refuses a node with swap; LimitedSwap needs cgroup v2; tmpfs
+    /// `noswap` from kernel 6.4 when there is swap.
+    #[test]
+    fn swap_start_checks() {
+        use crate::qos::SwapBehavior;
+        let tmp = tempfile::tempdir().unwrap();
+        let (proc_root, cg) = (tmp.path().join("proc"), tmp.path().join("cg"));
+        std::fs::create_dir_all(proc_root.join("sys/kernel")).unwrap();
+        std::fs::create_dir_all(&cg).unwrap();
+        let meminfo = |swap_kib: u64| {
+            let text = format!("MemTotal: 1000000 kB\nSwapTotal: {swap_kib} kB\n");
+            std::fs::write(proc_root.join("meminfo"), text).unwrap();
+        };
+        let kernel = |v: &str| std::fs::write(proc_root.join("sys/kernel/osrelease"), v).unwrap();
+        let mut opts = Options::default();
+        meminfo(1024);
+        kernel("6.1.0-28-arm64\n");
+        let (swap, noswap) = node_swap_at(&opts, &proc_root, &cg).unwrap();
+        assert_eq!((swap.capacity, noswap), (1 << 20, false));
+        kernel("6.6.31\n");
+        assert!(node_swap_at(&opts, &proc_root, &cg).unwrap().1);
+        opts.fail_swap_on = true;
+        assert_eq!(
+            node_swap_at(&opts, &proc_root, &cg).unwrap_err(),
+            "running with swap on is not supported, please disable swap or set --fail-swap-on \
+             flag to false"
+        );
+        meminfo(0);
+        let (swap, noswap) = node_swap_at(&opts, &proc_root, &cg).unwrap();
+        assert_eq!((swap.capacity, noswap), (0, false));
+        opts.swap_behavior = SwapBehavior::LimitedSwap;
+        assert!(
+            node_swap_at(&opts, &proc_root, &cg)
+                .unwrap_err()
+                .contains("LimitedSwap is only supported with cgroup v2")
+        );
+        std::fs::write(cg.join("cgroup.controllers"), "memory").unwrap();
+        assert!(node_swap_at(&opts, &proc_root, &cg).is_ok());
+    }
 }

@@ -26,6 +26,8 @@ pub struct NodeParams<'a> {
     pub memory_capacity: u64,
     /// The node's CPUs in millicores: `resourceFieldRef` `limits.cpu` without a limit.
     pub cpu_capacity_milli: i64,
+    /// The node's swap (`memorySwap.swapBehavior`, what the host offers).
+    pub swap: crate::qos::NodeSwap,
     /// The node's IP (`status.hostIP`); "" if unknown.
     pub host_ip: &'a str,
     /// The ConfigMaps and Secrets env refs read (`None`: none known).

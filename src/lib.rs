@@ -49,11 +49,11 @@
 //! 2      images        clock cri sort task
 //! 2      probe         api kube
 //! 2      recorder      api clock json kube
-//! 3      fieldpath     api config_data
+//! 3      fieldpath     api config_data qos
 //! 3      manifest      api clock config_data qos sort
 //! 3      messages      api config_data
 //! 3      node          api clock cm cri eviction kube qos sort task
-//! 3      options       api cm eviction images
+//! 3      options       api cm eviction images qos
 //! 4      admission     api manifest qos
 //! 4      logs          clock cri messages noatime sort task
 //! 4      pod_config    api messages
@@ -67,7 +67,7 @@
 //! 7      cli           admission clock config_data kube local_api manifest node options sort source
 //! 7      pod_sync      allocation api clock cri kuberuntime messages pleg pod_workers prober recorder shrink status
 //! 8      agent         admission allocation api clock cm config_data cri eviction images kuberuntime logs manifest messages metrics noatime node pleg pod_config pod_manager pod_sync pod_workers prober qos recorder shrink sort status task volume
-//! 9      daemon        admission agent certificate checkpoint clock cm config_data cri eviction images kube kuberuntime local_api logs messages metrics mirror node options pleg prober recorder source status task volume
+//! 9      daemon        admission agent certificate checkpoint clock cm config_data cri eviction images kube kuberuntime local_api logs messages metrics mirror node options pleg prober qos recorder source status task volume
 //! ```
 //!
 //! Fakes: one per external boundary, and each boundary's fake is one model with thin
@@ -95,7 +95,7 @@
 //! - `kube`           (feature `apiserver`) the apiserver client: HTTP(S), kubeconfig, typed calls, watches
 //! - `pod_manager`    the desired pods, by UID and by full name
 //! - `pod_workers`    the per-pod lifecycle state machine and its scheduling
-//! - `qos`            QoS class and OOM score of a pod (pure)
+//! - `qos`            QoS class, OOM score and swap of a pod (pure)
 //! - `x509`           (feature `apiserver`) DER: the X.509 certificates and PKCS#10 requests picolet makes and reads
 //! - [`mirror`]       (feature `image-mirror`) the image mirror: a read-only OCI distribution endpoint over a directory of image archives (air-gapped nodes)
 //! - `allocation`     in-place resize: the pods' allocated cpu and memory (checkpointed), what containers were created with, the resize conditions

@@ -101,6 +101,12 @@ pub struct Options {
     /// `--seccomp-default`: `RuntimeDefault` seccomp for containers that ask for none
     /// (kubelet `seccompDefault`, off by default).
     pub seccomp_default: bool,
+    /// `--fail-swap-on` (kubelet `failSwapOn`): refuse to start when the node has swap.
+    /// picolet's default is false (the kubelet's is true): boards run with swap (Raspberry
+    /// Pi OS's dphys-swapfile), and pods get none of it unless `LimitedSwap` is set.
+    pub fail_swap_on: bool,
+    /// kubelet `memorySwap.swapBehavior` (config file only, as the kubelet).
+    pub swap_behavior: crate::qos::SwapBehavior,
     /// `--minimum-container-ttl-duration`: container GC leaves a dead container alone until
     /// it is this old (kubelet: `GCPolicy.MinAge`, default 0).
     pub minimum_container_ttl_duration: Duration,
@@ -236,6 +242,8 @@ impl Default for Options {
             kube_reserved: crate::cm::Reserved::default(),
             enforce_node_allocatable: true,
             seccomp_default: false,
+            fail_swap_on: false,
+            swap_behavior: crate::qos::SwapBehavior::NoSwap,
             minimum_container_ttl_duration: Duration::ZERO,
             maximum_dead_containers_per_container: Some(1),
             eviction_hard: crate::eviction::parse_thresholds(
@@ -332,6 +340,8 @@ FLAGS (kubelet names):
                                         pods: kubepods limited to capacity - reserved [pods]
     --seccomp-default[=true|false]      RuntimeDefault seccomp for containers that set no
                                         seccompProfile [false: Unconfined, as the kubelet]
+    --fail-swap-on[=true|false]         refuse to start when the node has swap [false]
+                                        (config memorySwap.swapBehavior: NoSwap|LimitedSwap)
     --node-ip IP                        the node's IP: pods' hostIP, host-network pods' podIP,
                                         the Node's InternalIP [the default route's address;
                                         cluster mode: the address reaching the apiserver]
@@ -416,6 +426,9 @@ struct ConfigFile {
     kube_reserved: Option<BTreeMap<String, String>>,
     enforce_node_allocatable: Option<Vec<String>>,
     seccomp_default: Option<bool>,
+    fail_swap_on: Option<bool>,
+    /// `{swapBehavior: …}`, read by key.
+    memory_swap: Option<serde_yaml_ng::Value>,
     kubeconfig: Option<PathBuf>,
     rotate_certificates: Option<bool>,
     #[serde(rename = "serverTLSBootstrap")]
@@ -601,6 +614,7 @@ pub fn parse(args: &[String]) -> Result<Command, OptionsError> {
                     }
                 }
             }
+            "--fail-swap-on" => opts.fail_swap_on = bool_flag(flag, raw_value.as_deref())?,
             "--minimum-container-ttl-duration" => {
                 opts.minimum_container_ttl_duration = duration_flag(flag, &value()?)?
             }
@@ -945,6 +959,22 @@ fn apply_config_file(opts: &mut Options, path: &str) -> Result<(), OptionsError>
     }
     if let Some(v) = cfg.seccomp_default {
         opts.seccomp_default = v;
+    }
+    if let Some(v) = cfg.fail_swap_on {
+        opts.fail_swap_on = v;
+    }
+    // kubelet: ValidateKubeletConfiguration's memorySwap.swapBehavior.
+    if let Some(v) = cfg.memory_swap.as_ref().and_then(|m| m.get("swapBehavior")) {
+        opts.swap_behavior = match v.as_str() {
+            Some("" | "NoSwap") => crate::qos::SwapBehavior::NoSwap,
+            Some("LimitedSwap") => crate::qos::SwapBehavior::LimitedSwap,
+            other => {
+                let v = other.map_or_else(|| "(not a string)".to_string(), |s| format!("{s:?}"));
+                return Err(bad(format!(
+                    "memorySwap.swapBehavior {v} must be one of: \"\", \"LimitedSwap\" or \"NoSwap\""
+                )));
+            }
+        };
     }
     if let Some(v) = cfg.kubeconfig {
         opts.kubeconfig = Some(v);
@@ -1293,6 +1323,8 @@ const KNOWN_CONFIG_KEYS: &[&str] = &[
     "manifestURL",
     "staticPodURLHeader",
     "seccompDefault",
+    "failSwapOn",
+    "memorySwap",
     "address",
     "port",
     "tlsCertFile",
@@ -1574,6 +1606,59 @@ mod tests {
         std::fs::write(&path, "fileCheckFrequency: often\n").unwrap();
         let err = parse(&args(&format!("run --config {p}"))).unwrap_err();
         assert!(err.to_string().contains("fileCheckFrequency"), "{err}");
+    }
+
+    /// kubelet: `failSwapOn` (flag and key; picolet's default false), `memorySwap` (key
+    /// only) with the kubelet's validation message.
+    #[test]
+    fn swap_settings() {
+        use crate::qos::SwapBehavior;
+        let Command::Run(o) = parse(&args("run")).unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            (o.fail_swap_on, o.swap_behavior),
+            (false, SwapBehavior::NoSwap)
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.yaml");
+        let p = path.display().to_string();
+        std::fs::write(
+            &path,
+            "failSwapOn: true\nmemorySwap: {swapBehavior: LimitedSwap}\n",
+        )
+        .unwrap();
+        let Command::Run(o) = parse(&args(&format!("run --config {p}"))).unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            (o.fail_swap_on, o.swap_behavior),
+            (true, SwapBehavior::LimitedSwap)
+        );
+        let Command::Run(o) =
+            parse(&args(&format!("run --config {p} --fail-swap-on=false"))).unwrap()
+        else {
+            panic!()
+        };
+        assert!(!o.fail_swap_on);
+        for (yaml, want) in [
+            (
+                "memorySwap: {swapBehavior: Unlimited}\n",
+                "memorySwap.swapBehavior \"Unlimited\" must be one of: \"\", \"LimitedSwap\" or \"NoSwap\"",
+            ),
+            (
+                "memorySwap: {swapBehavior: [1]}\n",
+                "memorySwap.swapBehavior (not a string) must be one of",
+            ),
+            ("failSwapOn: perhaps\n", "failSwapOn"),
+        ] {
+            std::fs::write(&path, yaml).unwrap();
+            let err = parse(&args(&format!("run --config {p}")))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(want) && err.contains(&p), "{yaml}: {err}");
+        }
+        assert!(parse(&args("run --fail-swap-on=maybe")).is_err());
     }
 
     #[test]

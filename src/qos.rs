@@ -1,5 +1,6 @@
 //! QoS class of a pod (kubelet: `pkg/apis/core/v1/helper/qos` `ComputePodQOS`) and the
-//! OOM score its containers get (kubelet: `pkg/kubelet/qos/policy.go`).
+//! OOM score its containers get (kubelet: `pkg/kubelet/qos/policy.go`), and the swap they
+//! get by it ([`NodeSwap`]; kubelet: `kuberuntime_container_linux.go`'s swap helpers).
 //!
 //! Over all containers, init containers included, only `cpu` and `memory` count and only
 //! positive quantities: nothing requested or limited → BestEffort; every container limits
@@ -223,6 +224,91 @@ pub fn oom_score_adj(pod: &Pod, container: &crate::api::Container, memory_capaci
         return BESTEFFORT_OOM_SCORE_ADJ - 1;
     }
     adj as i64
+}
+
+/// kubelet `memorySwap.swapBehavior` (`NoSwap` when unset).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SwapBehavior {
+    #[default]
+    NoSwap,
+    LimitedSwap,
+}
+
+/// The node's swap as containers get it (kubelet: `NodeSwap`, GA in 1.34): the configured
+/// behavior and what the host offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NodeSwap {
+    pub behavior: SwapBehavior,
+    /// kubelet `getSwapControllerAvailable`: v1 `memory.memsw.limit_in_bytes` at the memory
+    /// hierarchy's root, v2 `memory.swap.max` in picolet's own cgroup.
+    pub controller: bool,
+    /// The cgroup v2 unified hierarchy.
+    pub unified: bool,
+    /// `SwapTotal` in bytes.
+    pub capacity: u64,
+}
+
+impl NodeSwap {
+    /// kubelet: `GetContainerSwapBehavior` — `LimitedSwap` only on cgroup v2 with a swap
+    /// controller, for a Burstable, non-critical pod's container whose memory request is
+    /// set and below its limit (a request left out is the limit, as API defaulting).
+    pub fn behavior_for(&self, pod: &Pod, container: &crate::api::Container) -> SwapBehavior {
+        if self.behavior == SwapBehavior::NoSwap
+            || !self.controller
+            || !self.unified
+            || is_critical(pod)
+            || pod_qos(pod) != QosClass::Burstable
+        {
+            return SwapBehavior::NoSwap;
+        }
+        let (request, limit) = container_memory(container);
+        if request == 0 || request == limit {
+            return SwapBehavior::NoSwap;
+        }
+        SwapBehavior::LimitedSwap
+    }
+
+    /// kubelet: `configureContainerSwapResources` — CRI `memory_swap_limit_in_bytes`
+    /// (cgroup v1) and `unified["memory.swap.max"]` (v2; `None`: not set). Nothing without a
+    /// swap controller; `NoSwap` is memory+swap = the memory limit on v1, `memory.swap.max`
+    /// 0 on v2; `LimitedSwap` is the container's share of the node's memory, of the swap
+    /// (`request / MemTotal × SwapTotal`).
+    pub fn container(
+        &self,
+        pod: &Pod,
+        container: &crate::api::Container,
+        memory_limit: i64,
+        memory_capacity: u64,
+    ) -> (i64, Option<i64>) {
+        if !self.controller {
+            return (0, None);
+        }
+        let request = container_memory(container).0;
+        // kubelet: calcSwapForBurstablePods — a request above the node's memory, or an
+        // unknown capacity, disallows swap.
+        let limited = (self.behavior_for(pod, container) == SwapBehavior::LimitedSwap
+            && memory_capacity > 0
+            && request as u64 <= memory_capacity)
+            .then(|| (request as f64 / memory_capacity as f64 * self.capacity as f64) as i64);
+        match (limited, self.unified) {
+            (Some(swap), _) => (0, Some(swap)),
+            (None, false) => (memory_limit, None),
+            (None, true) => (0, Some(0)),
+        }
+    }
+}
+
+/// A container's memory request (its limit when left out) and limit, in bytes.
+fn container_memory(container: &crate::api::Container) -> (i64, i64) {
+    let Some(r) = container.resources.as_ref() else {
+        return (0, 0);
+    };
+    let get = |q: Option<&Quantity>| q.and_then(|q| q.scaled(0)).unwrap_or(0).max(0);
+    let limit = get(r.limits.get("memory"));
+    match get(r.requests.get("memory")) {
+        0 => (limit, limit),
+        request => (request, limit),
+    }
 }
 
 /// Requests and limits are compared in milli-units (exact for every quantity Kubernetes
@@ -500,5 +586,105 @@ mod tests {
         api.spec.priority_class_name = Some(SYSTEM_NODE_CRITICAL.into());
         api.spec.priority = Some(2_000_001_000);
         assert_eq!(oom_score_adj(&api, &api.spec.containers[0], gi), -997);
+    }
+
+    /// kubelet: GetContainerSwapBehavior and configureContainerSwapResources
+    /// (`kuberuntime_container_linux_test.go`'s cases, as (memsw, memory.swap.max)).
+    #[test]
+    fn swap_table() {
+        let gib = 1u64 << 30;
+        let v2 = NodeSwap {
+            behavior: SwapBehavior::LimitedSwap,
+            controller: true,
+            unified: true,
+            capacity: 2 * gib,
+        };
+        let burstable = pod_with(
+            vec![res(&[("memory", "1Gi")], &[("memory", "2Gi")])],
+            vec![],
+        );
+        let request_only = pod_with(vec![res(&[("memory", "256Mi")], &[])], vec![]);
+        let equal = pod_with(
+            vec![
+                res(&[("memory", "1Gi")], &[("memory", "1Gi")]),
+                res(&[("cpu", "1")], &[]),
+            ],
+            vec![],
+        );
+        let guaranteed = pod_with(vec![res(&[], &[("cpu", "1"), ("memory", "1Gi")])], vec![]);
+        let no_memory = pod_with(vec![res(&[("cpu", "1")], &[])], vec![]);
+        let mut critical = burstable.clone();
+        critical.spec.priority = Some(SYSTEM_CRITICAL_PRIORITY);
+        let limit = 2i64 << 30;
+        type Want = (i64, Option<i64>);
+        let cases: Vec<(&str, NodeSwap, &Pod, Want)> = vec![
+            // request 1Gi of 4Gi memory → a quarter of the 2Gi swap.
+            (
+                "LimitedSwap, Burstable",
+                v2,
+                &burstable,
+                (0, Some(512 << 20)),
+            ),
+            (
+                "request without a limit",
+                v2,
+                &request_only,
+                (0, Some(128 << 20)),
+            ),
+            ("request = limit", v2, &equal, (0, Some(0))),
+            ("Guaranteed", v2, &guaranteed, (0, Some(0))),
+            ("no memory request", v2, &no_memory, (0, Some(0))),
+            ("critical pod", v2, &critical, (0, Some(0))),
+            (
+                "NoSwap on v2",
+                NodeSwap {
+                    behavior: SwapBehavior::NoSwap,
+                    ..v2
+                },
+                &burstable,
+                (0, Some(0)),
+            ),
+            (
+                "no swap controller",
+                NodeSwap {
+                    controller: false,
+                    ..v2
+                },
+                &burstable,
+                (0, None),
+            ),
+            (
+                "v1: memory+swap = the limit",
+                NodeSwap {
+                    unified: false,
+                    behavior: SwapBehavior::NoSwap,
+                    ..v2
+                },
+                &burstable,
+                (limit, None),
+            ),
+            (
+                "v1 never LimitedSwap",
+                NodeSwap {
+                    unified: false,
+                    ..v2
+                },
+                &burstable,
+                (limit, None),
+            ),
+        ];
+        for (what, swap, pod, want) in cases {
+            let c = &pod.spec.containers[0];
+            assert_eq!(swap.container(pod, c, limit, 4 * gib), want, "{what}");
+        }
+        // A request above the node's memory, or an unknown capacity: no swap.
+        let c = &burstable.spec.containers[0];
+        assert_eq!(v2.container(&burstable, c, limit, gib / 2), (0, Some(0)));
+        assert_eq!(v2.container(&burstable, c, limit, 0), (0, Some(0)));
+        assert_eq!(v2.behavior_for(&burstable, c), SwapBehavior::LimitedSwap);
+        assert_eq!(
+            v2.behavior_for(&equal, &equal.spec.containers[0]),
+            SwapBehavior::NoSwap
+        );
     }
 }

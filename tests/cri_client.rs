@@ -177,6 +177,8 @@ fn container_config(name: &str) -> ContainerConfig {
             cpu_shares: 512,
             memory_limit_in_bytes: 64 << 20,
             oom_score_adj: 903,
+            memory_swap_limit_in_bytes: 64 << 20,
+            swap_max: None,
         },
         security: ContainerSecurity {
             privileged: false,

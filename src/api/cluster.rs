@@ -143,6 +143,9 @@ pub struct NodeSystemInfo {
     pub operating_system: String,
     #[serde(default)]
     pub architecture: String,
+    /// `{"capacity": bytes}` (NodeSwapStatus), when the node has swap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swap: Option<serde_json::Value>,
 }
 
 /// `coordination.k8s.io/v1` Lease.

@@ -1582,6 +1582,11 @@ fn linux_resources(r: &crate::cri::Resources) -> proto::LinuxContainerResources 
         cpu_shares: r.cpu_shares,
         memory_limit_in_bytes: r.memory_limit_in_bytes,
         oom_score_adj: r.oom_score_adj,
+        memory_swap_limit_in_bytes: r.memory_swap_limit_in_bytes,
+        unified: r
+            .swap_max
+            .map(|v| [("memory.swap.max".to_string(), v.to_string())].into())
+            .unwrap_or_default(),
         ..Default::default()
     }
 }

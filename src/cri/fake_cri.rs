@@ -995,13 +995,7 @@ impl RuntimeService for FakeService {
         self.gate(Method::UpdateContainerResources, &req.container_id)
             .await?;
         let l = req.linux.unwrap_or_default();
-        let r = crate::cri::Resources {
-            cpu_period: l.cpu_period,
-            cpu_quota: l.cpu_quota,
-            cpu_shares: l.cpu_shares,
-            memory_limit_in_bytes: l.memory_limit_in_bytes,
-            oom_score_adj: l.oom_score_adj,
-        };
+        let r = resources_of(&l);
         self.model(|m| m.update_container_resources(&req.container_id, &r))?;
         Ok(Response::new(proto::UpdateContainerResourcesResponse {}))
     }
@@ -1250,6 +1244,22 @@ fn decode_profile(p: Option<proto::SecurityProfile>) -> Option<SecurityProfile> 
     })
 }
 
+/// The CRI resources as the domain type (the inverse of the client's `linux_resources`).
+fn resources_of(l: &proto::LinuxContainerResources) -> Resources {
+    Resources {
+        cpu_period: l.cpu_period,
+        cpu_quota: l.cpu_quota,
+        cpu_shares: l.cpu_shares,
+        memory_limit_in_bytes: l.memory_limit_in_bytes,
+        oom_score_adj: l.oom_score_adj,
+        memory_swap_limit_in_bytes: l.memory_swap_limit_in_bytes,
+        swap_max: l
+            .unified
+            .get("memory.swap.max")
+            .and_then(|v| v.parse().ok()),
+    }
+}
+
 fn decode_container_config(c: proto::ContainerConfig) -> ContainerConfig {
     let meta = c.metadata.unwrap_or_default();
     let linux = c.linux.unwrap_or_default();
@@ -1297,13 +1307,7 @@ fn decode_container_config(c: proto::ContainerConfig) -> ContainerConfig {
         stdin: c.stdin,
         stdin_once: c.stdin_once,
         tty: c.tty,
-        resources: Resources {
-            cpu_period: resources.cpu_period,
-            cpu_quota: resources.cpu_quota,
-            cpu_shares: resources.cpu_shares,
-            memory_limit_in_bytes: resources.memory_limit_in_bytes,
-            oom_score_adj: resources.oom_score_adj,
-        },
+        resources: resources_of(&resources),
         security: ContainerSecurity {
             privileged: sc.privileged,
             pid_target: sc

@@ -207,6 +207,10 @@ pub struct Resources {
     pub memory_limit_in_bytes: i64,
     /// kubelet: `qos.GetContainerOOMScoreAdjust`.
     pub oom_score_adj: i64,
+    /// cgroup v1 memory+swap (`NoSwap`: the memory limit); 0 = not set.
+    pub memory_swap_limit_in_bytes: i64,
+    /// cgroup v2 `memory.swap.max` (CRI `unified`); `None` = not set.
+    pub swap_max: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -362,7 +362,7 @@ pub fn container_config(
         stdin: container.stdin,
         stdin_once: container.stdin_once,
         tty: container.tty,
-        resources: resources(pod, container, node.memory_capacity)?,
+        resources: resources(pod, container, node.memory_capacity, &node.swap)?,
         security: security(pod, container, node, image_user)?,
         devices: Vec::new(),
         cdi_devices: Vec::new(),
@@ -623,6 +623,7 @@ pub fn resources(
     pod: &api::Pod,
     container: &api::Container,
     memory_capacity: u64,
+    swap: &crate::qos::NodeSwap,
 ) -> Result<Resources, ConfigError> {
     let empty = api::ResourceRequirements::default();
     let r = container.resources.as_ref().unwrap_or(&empty);
@@ -665,12 +666,16 @@ pub fn resources(
             QUOTA_PERIOD,
         )
     };
+    let (memory_swap_limit_in_bytes, swap_max) =
+        swap.container(pod, container, memory_limit, memory_capacity);
     Ok(Resources {
         cpu_period,
         cpu_quota,
         cpu_shares: milli_cpu_to_shares(shares_from),
         memory_limit_in_bytes: memory_limit,
         oom_score_adj: crate::qos::oom_score_adj(pod, container, memory_capacity),
+        memory_swap_limit_in_bytes,
+        swap_max,
     })
 }
 
@@ -1028,6 +1033,7 @@ mod tests {
             seccomp_default: false,
             memory_capacity: 1 << 30,
             cpu_capacity_milli: 4000,
+            swap: Default::default(),
             host_ip: "192.0.2.1",
             objects: None,
         }
@@ -1752,6 +1758,7 @@ mod tests {
                     cpu_period: 100_000,
                     memory_limit_in_bytes: 128 * 1024 * 1024,
                     oom_score_adj: 0,
+                    ..Default::default()
                 },
             ),
             (
@@ -1762,6 +1769,7 @@ mod tests {
                     cpu_period: 100_000,
                     memory_limit_in_bytes: 0,
                     oom_score_adj: 0,
+                    ..Default::default()
                 },
             ),
             (
@@ -1772,20 +1780,39 @@ mod tests {
                     cpu_period: 100_000,
                     memory_limit_in_bytes: 0,
                     oom_score_adj: 0,
+                    ..Default::default()
                 },
             ),
         ];
         for (c, want) in cases {
             // (oom_score_adj has its own table in qos.rs)
-            let got = resources(&pod(), &c, 1 << 30).map(|r| Resources {
+            let got = resources(&pod(), &c, 1 << 30, &Default::default()).map(|r| Resources {
                 oom_score_adj: 0,
                 ..r
             });
             assert_eq!(got, Ok(want), "{:?}", c.resources);
         }
+        // The node's swap goes into the same resources (kubelet:
+        // configureContainerSwapResources; its table is in qos.rs).
+        let limited = with_resources(&[], &[("memory", Str("128Mi".into()))]);
+        let v1 = crate::qos::NodeSwap {
+            controller: true,
+            ..Default::default()
+        };
+        let got = resources(&pod(), &limited, 1 << 30, &v1).unwrap();
+        assert_eq!(
+            (got.memory_swap_limit_in_bytes, got.swap_max),
+            (128 << 20, None)
+        );
+        let v2 = crate::qos::NodeSwap {
+            unified: true,
+            ..v1
+        };
+        let got = resources(&pod(), &limited, 1 << 30, &v2).unwrap();
+        assert_eq!((got.memory_swap_limit_in_bytes, got.swap_max), (0, Some(0)));
         let bad = with_resources(&[("memory", Str("lots".into()))], &[]);
         assert_eq!(
-            resources(&pod(), &bad, 1 << 30),
+            resources(&pod(), &bad, 1 << 30, &Default::default()),
             Err(ConfigError::InvalidQuantity {
                 field: "requests.memory".into(),
                 value: "lots".into()
@@ -1809,7 +1836,7 @@ mod tests {
             ..Default::default()
         });
         let none = with_resources(&[], &[]);
-        let got = resources(&p, &none, 1 << 30).unwrap();
+        let got = resources(&p, &none, 1 << 30, &Default::default()).unwrap();
         assert_eq!(
             (
                 got.cpu_shares,
@@ -1823,7 +1850,7 @@ mod tests {
             &[("cpu", Str("100m".into()))],
             &[("memory", Str("64Mi".into()))],
         );
-        let got = resources(&p, &own, 1 << 30).unwrap();
+        let got = resources(&p, &own, 1 << 30, &Default::default()).unwrap();
         assert_eq!(
             (got.cpu_shares, got.cpu_quota, got.memory_limit_in_bytes),
             (102, 100_000, 64 << 20)
@@ -2062,6 +2089,7 @@ mod tests {
             seccomp_default,
             memory_capacity: 1 << 30,
             cpu_capacity_milli: 4000,
+            swap: Default::default(),
             host_ip: "",
             objects: None,
         };

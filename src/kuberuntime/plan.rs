@@ -317,15 +317,8 @@ pub fn add_resize(
         if want == have {
             continue;
         }
-        let restart = |name: &str, changed: bool| {
-            let policies = c.resize_policy.as_ref().and_then(|v| v.as_array());
-            changed
-                && policies.into_iter().flatten().any(|p| {
-                    p.get("resourceName").and_then(|v| v.as_str()) == Some(name)
-                        && p.get("restartPolicy").and_then(|v| v.as_str())
-                            == Some("RestartContainer")
-                })
-        };
+        let restart =
+            |name: &str, changed: bool| changed && crate::allocation::restarts_on(c, name);
         let cpu = (want.cpu_request, want.cpu_limit) != (have.cpu_request, have.cpu_limit);
         let memory =
             (want.memory_request, want.memory_limit) != (have.memory_request, have.memory_limit);

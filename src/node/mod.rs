@@ -59,10 +59,50 @@ pub fn node_labels(node_name: &str, extra: &BTreeMap<String, String>) -> BTreeMa
 
 /// `MemTotal:  3884300 kB` → 3884300.
 pub fn parse_meminfo(text: &str) -> Option<u64> {
+    meminfo_field(text, "MemTotal:")
+}
+
+/// A `/proc/meminfo` field's number (kB), `key` with its colon.
+pub fn meminfo_field(text: &str, key: &str) -> Option<u64> {
     text.lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .find_map(|l| l.strip_prefix(key))
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|n| n.parse().ok())
+}
+
+/// The node's swap for containers (kubelet: cAdvisor's `SwapCapacity` = `SwapTotal`,
+/// `isCgroup2UnifiedMode`, `checkSwapControllerAvailability`): v1 has a swap controller when
+/// `memory.memsw.limit_in_bytes` is at the memory hierarchy's root (`swapaccount=1`), v2 when
+/// `memory.swap.max` is in picolet's own cgroup (`/proc/self/cgroup`: none in the root).
+pub fn swap(
+    behavior: crate::qos::SwapBehavior,
+    proc_root: &Path,
+    cgroup_root: &Path,
+) -> crate::qos::NodeSwap {
+    let read = |p: &str| std::fs::read_to_string(proc_root.join(p)).unwrap_or_default();
+    let unified = cgroup_root.join("cgroup.controllers").exists();
+    let controller = if unified {
+        read("self/cgroup")
+            .lines()
+            .find_map(|l| l.strip_prefix("0::"))
+            .is_some_and(|own| {
+                cgroup_root
+                    .join(own.trim_start_matches('/'))
+                    .join("memory.swap.max")
+                    .exists()
+            })
+    } else {
+        cgroup_root
+            .join("memory/memory.memsw.limit_in_bytes")
+            .exists()
+    };
+    crate::qos::NodeSwap {
+        behavior,
+        controller,
+        unified,
+        capacity: meminfo_field(&read("meminfo"), "SwapTotal:")
+            .map_or(0, |k| k.saturating_mul(1024)),
+    }
 }
 
 /// The node's memory in bytes (`MemTotal` of `/proc/meminfo`, as the kubelet's machine
@@ -622,5 +662,47 @@ mod tests {
         let late = t0 + grid * 60 + Duration::from_secs(40);
         assert!(w.due(late));
         assert!(!w.due(late + grid));
+    }
+
+    /// The swap a node offers: SwapTotal, the hierarchy, the controller (v1 at the memory
+    /// root, v2 in picolet's own cgroup — none when it runs in the root cgroup).
+    #[test]
+    fn swap_of_the_host() {
+        use crate::qos::SwapBehavior::{LimitedSwap, NoSwap};
+        let tmp = tempfile::tempdir().unwrap();
+        let (proc_root, cg) = (tmp.path().join("proc"), tmp.path().join("cg"));
+        std::fs::create_dir_all(proc_root.join("self")).unwrap();
+        std::fs::create_dir_all(cg.join("memory")).unwrap();
+        std::fs::write(
+            proc_root.join("meminfo"),
+            "MemTotal: 4096 kB\nSwapTotal:  102396 kB\n",
+        )
+        .unwrap();
+        // v1 without swapaccount: no memsw file.
+        let s = swap(NoSwap, &proc_root, &cg);
+        assert_eq!(
+            (s.unified, s.controller, s.capacity),
+            (false, false, 102_396 * 1024)
+        );
+        std::fs::write(cg.join("memory/memory.memsw.limit_in_bytes"), "").unwrap();
+        assert!(swap(NoSwap, &proc_root, &cg).controller);
+        // v2, picolet in system.slice/picolet.service.
+        std::fs::write(cg.join("cgroup.controllers"), "cpu memory pids").unwrap();
+        std::fs::write(
+            proc_root.join("self/cgroup"),
+            "0::/system.slice/picolet.service\n",
+        )
+        .unwrap();
+        let s = swap(LimitedSwap, &proc_root, &cg);
+        assert_eq!(
+            (s.behavior, s.unified, s.controller),
+            (LimitedSwap, true, false)
+        );
+        let own = cg.join("system.slice/picolet.service");
+        std::fs::create_dir_all(&own).unwrap();
+        std::fs::write(own.join("memory.swap.max"), "max").unwrap();
+        assert!(swap(LimitedSwap, &proc_root, &cg).controller);
+        std::fs::write(proc_root.join("meminfo"), "MemTotal: 4096 kB\n").unwrap();
+        assert_eq!(swap(NoSwap, &proc_root, &cg).capacity, 0);
     }
 }

@@ -103,6 +103,8 @@ pub struct NodeFacts {
     pub cpus: u32,
     /// `MemTotal` in KiB.
     pub memory_kib: u64,
+    /// `SwapTotal` in KiB.
+    pub swap_kib: u64,
     pub max_pods: u32,
     /// The node API's port (kubelet: `daemonEndpoints.kubeletEndpoint.Port`).
     pub kubelet_port: u16,
@@ -128,6 +130,7 @@ impl NodeFacts {
     pub fn read(opts: &NodeOptions) -> Self {
         let read = |p: PathBuf| std::fs::read_to_string(p).unwrap_or_default();
         let cpuinfo = read(opts.proc_root.join("cpuinfo"));
+        let meminfo = read(opts.proc_root.join("meminfo"));
         let cpus = cpuinfo
             .lines()
             .filter(|l| l.starts_with("processor"))
@@ -143,7 +146,8 @@ impl NodeFacts {
             hostname: opts.node_name.clone(),
             internal_ip: opts.node_ip,
             cpus,
-            memory_kib: parse_meminfo(&read(opts.proc_root.join("meminfo"))).unwrap_or(0),
+            memory_kib: parse_meminfo(&meminfo).unwrap_or(0),
+            swap_kib: crate::node::meminfo_field(&meminfo, "SwapTotal:").unwrap_or(0),
             max_pods: opts.max_pods,
             kubelet_port: opts.kubelet_port,
             kernel_version: read(opts.proc_root.join("sys/kernel/osrelease"))
@@ -335,6 +339,9 @@ pub fn node_status(
             kube_proxy_version: String::new(),
             operating_system: "linux".into(),
             architecture: go_arch().into(),
+            // kubelet: the MachineInfo setter, with NodeSwap (GA) and swap on.
+            swap: (facts.swap_kib > 0)
+                .then(|| json!({"capacity": facts.swap_kib.saturating_mul(1024)})),
         }),
     }
 }
@@ -900,7 +907,15 @@ mod tests {
         assert_eq!(info.container_runtime_version, "containerd://1.6.20");
         assert_eq!(info.operating_system, "linux");
         assert_eq!(info.architecture, go_arch());
+        assert_eq!(info.swap, None);
         assert_eq!(ready_of(&s), "True");
+        // kubelet: nodeInfo.swap.capacity when the node has swap (NodeSwap, GA).
+        let with_swap = NodeFacts {
+            swap_kib: 102_396,
+            ..facts()
+        };
+        let info = node_status(&with_swap, None, None, T0).node_info.unwrap();
+        assert_eq!(info.swap, Some(json!({"capacity": 102_396u64 * 1024})));
 
         // (health, Ready) table
         for (h, want) in [
@@ -1014,7 +1029,11 @@ mod tests {
         std::fs::create_dir_all(proc_.join("sys/kernel/random")).unwrap();
         std::fs::create_dir_all(&etc).unwrap();
         std::fs::write(proc_.join("cpuinfo"), "processor\t: 0\n\nprocessor\t: 1\n").unwrap();
-        std::fs::write(proc_.join("meminfo"), "MemTotal: 1000 kB\n").unwrap();
+        std::fs::write(
+            proc_.join("meminfo"),
+            "MemTotal: 1000 kB\nSwapTotal: 512 kB\n",
+        )
+        .unwrap();
         std::fs::write(proc_.join("sys/kernel/osrelease"), "6.1.0\n").unwrap();
         std::fs::write(proc_.join("sys/kernel/random/boot_id"), "b00t\n").unwrap();
         std::fs::write(etc.join("os-release"), "PRETTY_NAME=\"Test OS\"\n").unwrap();
@@ -1026,6 +1045,7 @@ mod tests {
         opts.max_pods = 20;
         let f = NodeFacts::read(&opts);
         assert_eq!((f.cpus, f.memory_kib, f.max_pods), (2, 1000, 20));
+        assert_eq!(f.swap_kib, 512);
         assert_eq!(f.kernel_version, "6.1.0");
         assert_eq!(f.os_image, "Test OS");
         assert_eq!((f.machine_id.as_str(), f.boot_id.as_str()), ("m1", "b00t"));

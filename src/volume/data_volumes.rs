@@ -344,6 +344,7 @@ mod tests {
             seccomp_default: false,
             memory_capacity: 1 << 30,
             cpu_capacity_milli: 4000,
+            swap: Default::default(),
             host_ip: "10.0.0.2",
             objects: None,
         }

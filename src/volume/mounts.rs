@@ -105,16 +105,31 @@ impl TmpfsAccess {
     }
 }
 
+/// The tmpfs mount's data: the access, the size, `noswap`.
+pub fn tmpfs_data(access: TmpfsAccess, size: Option<u64>, noswap: bool) -> String {
+    let mut data = access.options();
+    if let Some(bytes) = size {
+        data += &format!(",size={bytes}");
+    }
+    if noswap {
+        data += ",noswap";
+    }
+    data
+}
+
 /// `mount(2)` and `umount2(2)`.
-pub struct SysTmpfs;
+#[derive(Default)]
+pub struct SysTmpfs {
+    /// Mount with `noswap` (kernel ≥ 6.4), so memory-backed volumes (Secrets, `Memory`
+    /// emptyDirs) never reach a swap device (kubelet: `IsTmpfsNoswapOptionSupported`, asked
+    /// when the node has swap).
+    pub noswap: bool,
+}
 
 impl Tmpfs for SysTmpfs {
     fn mount(&self, dir: &Path, size: Option<u64>, access: TmpfsAccess) -> io::Result<()> {
         use nix::mount::{MsFlags, mount};
-        let data = match size {
-            Some(bytes) => format!("{},size={bytes}", access.options()),
-            None => access.options(),
-        };
+        let data = tmpfs_data(access, size, self.noswap);
         mount(
             Some("tmpfs"),
             dir,
@@ -1102,6 +1117,13 @@ mod tests {
             .options(),
             "mode=2750,gid=2000"
         );
+        // kubelet: generateTmpfsMountOptions — `noswap` when the node has swap and the
+        // kernel has the option (6.4).
+        assert_eq!(
+            tmpfs_data(TmpfsAccess::Shared, Some(1 << 20), true),
+            "mode=1777,size=1048576,noswap"
+        );
+        assert_eq!(tmpfs_data(TmpfsAccess::Shared, None, false), "mode=1777");
     }
 
     #[test]

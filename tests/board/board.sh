@@ -23,6 +23,10 @@
 #   BOARD_CPU=cortex-a53   qemu -cpu (`max` also works, slower under TCG)
 #   BOARD_SMP=2 BOARD_MEM=1024
 #   BOARD_RTC_BASE=        qemu -rtc base=… (e.g. 2000-01-01: a board whose clock is wrong)
+#   BOARD_GUESTFWD=        qemu user-net guestfwd rules, space-separated (e.g.
+#                          tcp:10.0.2.100:6443-cmd:socat - TCP:127.0.0.1:6443 — the one way out
+#                          of restrict=on, to a server of the host's; spaces inside a rule as
+#                          %20)
 #   BOARD_BOOT_TIMEOUT=900 seconds `up`/`reboot` wait for ssh (polling)
 #   BOARD_SETTLE=1         `up`/`reboot` then wait for the boot to settle (is-system-running
 #                          --wait, 10 min at most); 0: return as soon as ssh answers
@@ -317,6 +321,10 @@ cmd_up() {
 	port=$(free_port)
 	printf 'SSH_PORT=%s\nCMDLINE=%q\n' "$port" "$(cmdline)" >"$ENVFILE"
 	[ -z "${BOARD_RTC_BASE:-}" ] || rtc=(-rtc "base=$BOARD_RTC_BASE")
+	local fwd="" rule
+	for rule in ${BOARD_GUESTFWD:-}; do
+		fwd+=",guestfwd=${rule//%20/ }"
+	done
 	printf '\n==== board.sh up %s ====\n' "$(date -u +%FT%TZ)" >>"$CONSOLE_LOG"
 	start=$(now)
 	# user-mode networking with restrict=on: the guest reaches nothing (no server, not the
@@ -328,7 +336,7 @@ cmd_up() {
 		-kernel "$DIR/vmlinuz" -initrd "$DIR/initrd.img" -append "$(cmdline)" \
 		-drive "file=$DISK,format=raw,if=none,id=disk0,cache=writeback" \
 		-device virtio-blk-pci,drive=disk0 \
-		-netdev "user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:$port-:22" \
+		-netdev "user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:$port-:22$fwd" \
 		-device virtio-net-pci,netdev=net0,romfile= \
 		-device virtio-rng-pci \
 		-virtfs "local,path=$DIR/share,mount_tag=board-share,security_model=none,id=share0" \

@@ -35,27 +35,11 @@ POD_TIMEOUT=${BOARD_POD_TIMEOUT:-600}
 CUTS=${BOARD_CUTS:-3}
 SHARE="$DIR/share"
 
-passed=0
-failed=0
 phases=()
 
 log() { printf '==> smoke: %s\n' "$*" >&2; }
-pass() {
-	passed=$((passed + 1))
-	printf 'PASS %s\n' "$*"
-}
-fail() {
-	failed=$((failed + 1))
-	printf 'FAIL %s\n' "$*"
-}
-# check NAME CMD...: one check, on the host.
-check() {
-	local name=$1
-	shift
-	if "$@"; then pass "$name"; else fail "$name"; fi
-}
-# g CMD: a shell string in the guest.
-g() { "$BOARD" run "$1" "$DIR"; }
+# shellcheck source=tests/board/checks.sh
+. "$SCRIPT_DIR/checks.sh"
 
 phase_start=0
 phase() {

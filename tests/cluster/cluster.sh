@@ -226,7 +226,7 @@ make_pki() {
 			-addext "basicConstraints=critical,CA:TRUE" \
 			-addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" 2>/dev/null
 		cert apiserver "/CN=kube-apiserver" serverAuth \
-			"DNS:localhost, DNS:kubernetes, DNS:kubernetes.default, DNS:kubernetes.default.svc, DNS:kubernetes.default.svc.cluster.local, IP:127.0.0.1, IP:::1, IP:$SERVICE_FIRST_IP"
+			"DNS:localhost, DNS:kubernetes, DNS:kubernetes.default, DNS:kubernetes.default.svc, DNS:kubernetes.default.svc.cluster.local, IP:127.0.0.1, IP:::1, IP:$SERVICE_FIRST_IP${PICOLET_CLUSTER_APISERVER_SANS:+, $PICOLET_CLUSTER_APISERVER_SANS}"
 		cert apiserver-kubelet-client "/CN=kube-apiserver-kubelet-client" clientAuth
 		cert apiserver-etcd-client "/CN=kube-apiserver-etcd-client" clientAuth
 		cert etcd "/CN=etcd" "serverAuth, clientAuth" "DNS:localhost, IP:127.0.0.1"

@@ -671,6 +671,14 @@ scenario_resize() {
 	wait_for "after the resize: a runs with 192Mi and no PodResize condition is left" 120 resize_done a 192Mi
 	check "a's cgroup: memory limit 192Mi, cpu quota 30 ms per 100 ms" $'^201326592\n30000$' \
 		in_a /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/cpu/cpu.cfs_quota_us
+	# kubelet NoSwap on cgroup v1 with swap accounting: memory+swap = the memory limit, in
+	# the resize's update too.
+	if [[ -f /sys/fs/cgroup/memory/memory.memsw.limit_in_bytes ]]; then
+		check "a's memory+swap limit (NoSwap): 192Mi too" '^201326592$' \
+			in_a /sys/fs/cgroup/memory/memory.memsw.limit_in_bytes
+	else
+		skip "memory+swap limit: no swap accounting on this host"
+	fi
 	check "a kept running (same container, no restart); b was restarted by its policy" "^$a0 0 1\$" \
 		jp -n "$NS" pod resize -o 'jsonpath={.status.containerStatuses[?(@.name=="a")].containerID} {.status.containerStatuses[?(@.name=="a")].restartCount} {.status.containerStatuses[?(@.name=="b")].restartCount}'
 	check "b's new container is not the old one" '^new$' b_replaced "$b0"

@@ -28,6 +28,8 @@ pub fn agent_config(dir: &Path, node: &str) -> DaemonConfig {
         node_ip: None,
         eviction: None,
         shutdown_groups: Vec::new(),
+        swap: Default::default(),
+        tmpfs_noswap: false,
     };
     DaemonConfig {
         agent,

@@ -84,6 +84,8 @@ pub struct SyncEnv<R: Runtime, C: Clock> {
     pub memory_capacity: u64,
     /// The node's CPUs in millicores (`resourceFieldRef` without a limit).
     pub cpu_capacity_milli: i64,
+    /// The node's swap: containers' `memory.swap.max` / memory+swap limit.
+    pub swap: crate::qos::NodeSwap,
     /// The node's IP for `status.hostIP` in the downward API ("" if unknown).
     pub host_ip: String,
     /// Mounts the tmpfs of `Memory` emptyDirs.
@@ -111,6 +113,7 @@ impl<R: Runtime, C: Clock> SyncEnv<R, C> {
             seccomp_default: self.seccomp_default,
             memory_capacity: self.memory_capacity,
             cpu_capacity_milli: self.cpu_capacity_milli,
+            swap: self.swap,
             host_ip: &self.host_ip,
             objects: Some(&self.config),
         }
@@ -129,8 +132,9 @@ impl<R: Runtime, C: Clock> SyncEnv<R, C> {
             seccomp_default: false,
             memory_capacity: 0,
             cpu_capacity_milli: 1000,
+            swap: Default::default(),
             host_ip: String::new(),
-            tmpfs: std::sync::Arc::new(mounts::SysTmpfs),
+            tmpfs: std::sync::Arc::new(mounts::SysTmpfs::default()),
             credential_paths: credentials::default_paths(Path::new(DEFAULT_ROOT_DIR)),
             config: ConfigObjects::default(),
             recorder: Recorder::new("", recorder::DEFAULT_CAPACITY).with_clock(clock),

@@ -121,6 +121,7 @@ fn steps(
     updates: &[ContainerUpdate],
     restarted: bool,
     memory_capacity: u64,
+    swap: &crate::qos::NodeSwap,
 ) -> Result<Vec<Step>, String> {
     let mut now: Vec<Amounts> = updates.iter().map(|u| u.current).collect();
     let mut out = Vec::new();
@@ -165,7 +166,7 @@ fn steps(
                     ..Default::default()
                 };
                 let resources =
-                    crate::kuberuntime::cri_config::resources(pod, &spec, memory_capacity)
+                    crate::kuberuntime::cri_config::resources(pod, &spec, memory_capacity, swap)
                         .map_err(|e| e.to_string())?;
                 now[i] = Amounts::of(Some(&target));
                 out.push(Step::Update(i, target, resources));
@@ -194,7 +195,7 @@ pub async fn apply<R: Runtime, C: Clock>(
             .iter()
             .any(|c| c.id == id && c.state == ContainerState::Running)
     };
-    for step in steps(pod, updates, restarted, env.memory_capacity)? {
+    for step in steps(pod, updates, restarted, env.memory_capacity, &env.swap)? {
         match step {
             Step::Cgroup(cpu) => {
                 if let Some(cg) = &env.pod_cgroups {
