@@ -3182,15 +3182,31 @@ async fn s_device_plugins() {
             ));
         c
     };
+    // CDI (containerd 2.x, CRI-O): the sample plugin, with CDI_ENABLED, writes its spec to
+    // /var/run/cdi/example.com.json — in its mount namespace the lab's spec directory, which
+    // the runtime reads — and answers Allocate with CDI device names too.
+    let cdi_dir = std::env::var_os("PICOLET_E2E_CDI_DIR").map(PathBuf::from);
     let sample_cmd = || {
         fs::create_dir_all("/var/lib/kubelet/device-plugins").expect("mkdir mount point");
         let mut c = Command::new("unshare");
         c.args(["--mount", "--propagation", "private", "sh", "-c"])
-            .arg(r#"mount --bind "$1" /var/lib/kubelet/device-plugins && exec "$2""#)
+            .arg(
+                r#"mount --bind "$1" /var/lib/kubelet/device-plugins &&
+                { [ -z "$3" ] || mount --bind "$3" /var/run/cdi; } && exec "$2""#,
+            )
             .arg("sh")
             .arg(&dp_dir)
             .arg(&sample)
             .env("PLUGIN_SOCK_DIR", "/var/lib/kubelet/device-plugins");
+        match &cdi_dir {
+            Some(dir) => {
+                fs::create_dir_all("/var/run/cdi").expect("mkdir mount point");
+                c.arg(dir).env("CDI_ENABLED", "1");
+            }
+            None => {
+                c.arg("");
+            }
+        }
         c
     };
     plugins.start(&lab, "generic", generic_cmd());
@@ -3260,7 +3276,7 @@ async fn s_device_plugins() {
             "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {NS}\nspec:\n  \
              terminationGracePeriodSeconds: 1\n  volumes:\n  - name: data\n    emptyDir: {{}}\n  \
              containers:\n  - name: c\n    image: {IMAGE}\n    imagePullPolicy: IfNotPresent\n    \
-             command: [\"sh\", \"-c\"]\n    args:\n    - 'echo devices $(ls /dev | grep ttyE2E) mounts $(ls -d /tmp/Dev-*); \
+             command: [\"sh\", \"-c\"]\n    args:\n    - 'echo devices $(ls /dev | grep ttyE2E) mounts $(ls -d /tmp/Dev-*) cdi ${{CDI_DEVICE:-none}} $(ls /tmp | grep CDI-); \
              if [ ! -e /data/once ]; then touch /data/once; exit 1; fi; sleep 3600'\n    \
              volumeMounts:\n    - name: data\n      mountPath: /data\n    resources:\n      limits:\n        \
              example.com/resource: {sample_n}\n        e2e.picolet.dev/serial: {serial_n}\n"
@@ -3290,10 +3306,25 @@ async fn s_device_plugins() {
             .collect()
     };
     let first = lines(0);
+    eprintln!("e2e {}: d1's first container saw: {first:?}", lab.scenario);
     lab.check(
         first.len() == 1 && first[0].contains("ttyE2E") && first[0].contains("/tmp/Dev-"),
         || format!("d1's first container saw no device: {first:?}"),
     );
+    // CDI: the spec's environment variable and device node, by the runtime.
+    if cdi_dir.is_some() {
+        let seen = first.first().map(String::as_str).unwrap_or_default();
+        let cdi: Vec<&str> = seen
+            .split(" cdi ")
+            .nth(1)
+            .unwrap_or_default()
+            .split(' ')
+            .collect();
+        lab.check(
+            cdi.len() == 2 && cdi[0].starts_with("CDI-Dev-") && cdi[0] == cdi[1],
+            || format!("d1 got no CDI device (env CDI_DEVICE and /tmp/CDI-…): {seen:?}"),
+        );
+    }
     lab.check(lines(1) == first, || {
         format!(
             "the restarted container's devices differ: {first:?} then {:?}",

@@ -185,7 +185,7 @@ packages() {
 }
 
 write_config() {
-	mkdir -p "$LAB"/{cni/net.d,cni/ipam,images,saved,certs.d/_default}
+	mkdir -p "$LAB"/{cni/net.d,cni/ipam,images,saved,certs.d/_default,cdi}
 	touch "$LAB/$MARKER"
 	printf 'RUNTIME=%q\nBRIDGE=%q\nSUBNET=%q\nSOCK=%q\nMIRROR=%q\n' "$RUNTIME" "$BRIDGE" "$SUBNET" "$SOCK" "$MIRROR" >"$LAB/lab.env"
 	# The runtime pulls through the lab picolet's image mirror (containerd's hosts.toml; CRI-O

@@ -76,6 +76,10 @@ endpoint=$("$SCRIPT_DIR/lab.sh" up "$LAB" | tail -n 1)
 # The lab's runtime as lab.sh remembers it (a kept lab may differ from the environment).
 PICOLET_E2E_RUNTIME=$("$SCRIPT_DIR/lab.sh" runtime-name "$LAB")
 export PICOLET_E2E_RUNTIME
+# CDI specs the runtime reads (containerd 2.x and CRI-O; Debian's containerd 1.6 has no CDI).
+if [[ $PICOLET_E2E_RUNTIME != containerd ]]; then
+	export PICOLET_E2E_CDI_DIR=$LAB/cdi
+fi
 echo "run.sh: runtime $PICOLET_E2E_RUNTIME at $endpoint" >&2
 "$SCRIPT_DIR/smoke.sh" "$LAB"
 

@@ -90,6 +90,10 @@ state = "$LAB/state"
   # "can't get final child's PID from pipe: EOF".
   restrict_oom_score_adj = true
   netns_mounts_under_state_dir = true
+  # CDI: the lab's own spec directory (tests/e2e/run.sh exports it as PICOLET_E2E_CDI_DIR;
+  # the device plugin scenario's sample plugin writes its spec there).
+  enable_cdi = true
+  cdi_spec_dirs = ["$LAB/cdi"]
 
   [plugins.'io.containerd.cri.v1.runtime'.containerd]
     default_runtime_name = "runc"

@@ -148,6 +148,8 @@ namespaces_dir = "$LAB/run/ns"
 pinns_path = "$LAB/bin/pinns"
 # CRI-O: GetContainerEvents streams only with this on (picolet's evented PLEG).
 enable_pod_events = true
+# CDI: the lab's own spec directory (see containerd2.sh).
+cdi_spec_dirs = ["$LAB/cdi"]
 # Not touched on this machine: irqbalance's files in /etc/sysconfig.
 irqbalance_config_file = ""
 irqbalance_config_restore_file = "disable"
