@@ -126,7 +126,11 @@ make_one() {
 cmd_build() {
 	local dir=${1:?build DIR} name r file n=0
 	mkdir -p "$dir"
-	[[ -x /bin/bash-static ]] || die "/bin/bash-static missing (apt-get install bash-static)"
+	if [[ ! -x /bin/bash-static ]]; then
+		echo "images: apt-get install bash-static" >&2
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bash-static >/dev/null; } ||
+			die "/bin/bash-static missing and apt-get install bash-static failed"
+	fi
 	# Built before the loop: their build logs go to stderr, once.
 	"$BUILD" e2e.test agnhost nnp >/dev/null
 	while read -r name; do
