@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# The board tests' checks (sourced by smoke.sh and swap.sh): PASS/FAIL lines counted in
+# The board tests' checks (sourced by smoke.sh and join.sh): PASS/FAIL lines counted in
 # `passed` and `failed`, and `g`, a shell string run in the guest of the board at $DIR.
 # The sourcing script sets BOARD (board.sh) and DIR, and defines log.
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Swap for pods (issue 41, item 5) on the emulated board — cgroup v2, Debian's kernel and
-# containerd — with the board joined to the real control plane on the host, as root:
+# The emulated board — cgroup v2, Debian's kernel and containerd — joined to the real control
+# plane on the host, for what needs both (issue 41: swap for pods, in-place resize on cgroup
+# v2), as root:
 #
-#   tests/board/swap.sh [DIR]           (DIR defaults to $BOARD_DIR, else /tmp/board)
+#   tests/board/join.sh [DIR]           (DIR defaults to $BOARD_DIR, else /tmp/board)
 #
 # The control plane (tests/cluster/cluster.sh, in DIR/cluster, its apiserver certificate also
 # for 10.0.2.100) runs on the host; the board, whose user-mode network reaches nothing else,
@@ -19,9 +20,12 @@
 #   4. a resize of its memory request is PodResizePending/Infeasible "In-place resize of
 #      containers with swap is not supported.";
 #   5. the kernel (6.1) has no tmpfs noswap: picolet says memory-backed volumes may be swapped;
-#   6. failSwapOn: true → picolet refuses to start, with the kubelet's message; back to false,
+#   6. in-place resize on cgroup v2: the Guaranteed pod resized (cpu 100m → 200m, memory
+#      64Mi → 96Mi) runs on with the same container, its container's and its pod cgroup's
+#      cpu.max and memory.max changed (picolet writes the pod cgroup's v2 files itself);
+#   7. failSwapOn: true → picolet refuses to start, with the kubelet's message; back to false,
 #      it starts again and the containers are the same (no restart).
-# Ends with "board-swap: N passed, N failed"; the board is powered off and the control plane
+# Ends with "board-join: N passed, N failed"; the board is powered off and the control plane
 # stopped at the end (BOARD_KEEP=1 keeps both).
 # The guest's commands are single-quoted on purpose: they expand in the guest's shell.
 # shellcheck disable=SC2016
@@ -37,7 +41,7 @@ NODE=board
 HOST_IP=10.0.2.100
 TIMEOUT=${BOARD_POD_TIMEOUT:-600}
 
-log() { printf '==> board-swap: %s\n' "$*" >&2; }
+log() { printf '==> board-join: %s\n' "$*" >&2; }
 # shellcheck source=tests/board/checks.sh
 . "$SCRIPT_DIR/checks.sh"
 # until_ok SECONDS CMD...: CMD succeeds within SECONDS (polled every 5 s).
@@ -56,7 +60,7 @@ finish() {
 		"$BOARD" down "$DIR" >/dev/null 2>&1 || true
 		"$REPO/tests/cluster/cluster.sh" down "$CLUSTER" >/dev/null 2>&1 || true
 	fi
-	echo "board-swap: $passed passed, $failed failed"
+	echo "board-join: $passed passed, $failed failed"
 	((failed == 0 && rc == 0)) || exit 1
 }
 trap finish EXIT
@@ -206,6 +210,21 @@ check "a memory-request resize of burst: Infeasible (swap)" until_ok 120 infeasi
 
 check "picolet says memory-backed volumes may be swapped (kernel 6.1: no tmpfs noswap)" \
 	g 'journalctl -u picolet --no-pager | grep -q "tmpfs noswap option is not supported"'
+
+# In-place resize on cgroup v2 (the pod is Guaranteed: it never swaps, so it may resize).
+gcid=$(k get pod guar -o 'jsonpath={.status.containerStatuses[0].containerID}')
+k patch pod guar --subresource resize --type strategic \
+	-p '{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"200m","memory":"96Mi"},"limits":{"cpu":"200m","memory":"96Mi"}}}]}}' >/dev/null
+resized() {
+	[ "$(k get pod guar -o 'jsonpath={.status.containerStatuses[0].resources.limits.memory} {.status.conditions[?(@.type=="PodResizeInProgress")].status}')" = "96Mi " ]
+}
+check "guar resized in place (status: 96Mi, no PodResizeInProgress)" until_ok "$TIMEOUT" resized
+check "guar: the same container, no restart" \
+	[ "$(k get pod guar -o 'jsonpath={.status.containerStatuses[0].containerID} {.status.containerStatuses[0].restartCount}')" = "$gcid 0" ]
+check "guar's container cgroup: memory.max 96Mi, cpu.max 20 ms per 100 ms" \
+	[ "$(cgroup_file guar memory.max) $(cgroup_file guar cpu.max)" = "100663296 20000 100000" ]
+check "guar's pod cgroup: memory.max 96Mi, cpu.max 20 ms per 100 ms" \
+	[ "$(cgroup_file guar ../memory.max) $(cgroup_file guar ../cpu.max)" = "100663296 20000 100000" ]
 
 cid0=$(k get pod burst -o 'jsonpath={.status.containerStatuses[0].containerID}')
 g 'sed -i "s/^failSwapOn: false/failSwapOn: true/" /etc/picolet/config.yaml && systemctl restart picolet' || true
