@@ -201,11 +201,15 @@ EOF
 	if declare -F rt_env >/dev/null; then rt_env >>"$LAB/lab.env"; fi
 	rt_write_config
 
+	# The network's name is the lab's own: CRI-O garbage-collects CNI attachments at start
+	# (libcni GC; for a pre-1.1 config by DEL of every attachment of that network name in the
+	# machine-wide result cache, /var/lib/cni, that it does not know) — with one name for all
+	# labs, a CRI-O starting in one lab deleted the interfaces of every other lab's pods.
 	write_if_changed "$LAB/cni/net.d/10-picolet-lab.conflist" "$(
 		cat <<EOF
 {
   "cniVersion": "0.4.0",
-  "name": "picolet-lab",
+  "name": "picolet-lab-$BRIDGE",
   "plugins": [
     {
       "type": "bridge",
