@@ -215,12 +215,7 @@ phase build
 phase_end "build (rootfs cached)"
 
 phase package
-deb=${PICOLET_DEB:-}
-if [ -z "$deb" ]; then
-	export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$REPO/target}
-	nice -n 10 "$REPO/packaging/build-all.sh" --targets aarch64-unknown-linux-musl --static-only-targets none >&2
-	deb=$("$REPO/packaging/deb/mkdeb.sh" arm64 "$CARGO_TARGET_DIR/dist/picolet-aarch64-unknown-linux-musl")
-fi
+deb=$(arm64_deb)
 [ -f "$deb" ] || {
 	fail "no package $deb"
 	exit 1
