@@ -822,6 +822,11 @@ async fn j_fields_are_honoured_or_refused() {
         "{seccomp}echo \"oom=$(cat /proc/self/oom_score_adj)\"\n{}",
         service_script("sec")
     );
+    let priv_script = format!(
+        "while read -r k v; do [ \"$k\" = CapEff: ] && echo \"capeff=$v\"; done < /proc/self/status\n\
+         until [ -e /tmp/probed ]; do sleep 1; done\necho probed=yes\n{}",
+        service_script("priv")
+    );
     let mut sec = manifest(
         "sec",
         2,
@@ -833,6 +838,14 @@ async fn j_fields_are_honoured_or_refused() {
                  lifecycle: {stopSignal: SIGUSR1}\n",
             ),
             container("plain", &sec_script, &[]),
+            // A privileged container gets the node's whole capability set (kubelet: the
+            // runtime decides which; containerd gives its own, CRI-O every one the kernel
+            // knows), and an exec probe into it runs.
+            container("priv", &priv_script, &[]).replace(
+                "    imagePullPolicy: IfNotPresent\n",
+                "    imagePullPolicy: IfNotPresent\n    securityContext: {privileged: true}\n    \
+                 readinessProbe: {exec: {command: [touch, /tmp/probed]}, periodSeconds: 1}\n",
+            ),
         ],
     );
     sec = sec.replace("spec:\n", "spec:\n  hostUsers: true\n");
@@ -896,14 +909,23 @@ async fn j_fields_are_honoured_or_refused() {
 
     let view = lab
         .wait_for("pod sec running", secs(60), || {
-            lab.running_pod(NS, "sec", &["rd", "plain"])
+            lab.running_pod(NS, "sec", &["rd", "plain", "priv"])
         })
         .await;
     let uid = view.sandboxes[0].uid.clone();
+    let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let bounding = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapBnd:"))
+        .unwrap_or_default()
+        .trim();
+    let capeff = format!("capeff={bounding}");
     for (c, want) in [
         ("rd", "seccomp=2"),
         ("plain", "seccomp=0"),
         ("plain", "oom=1000"),
+        ("priv", capeff.as_str()),
+        ("priv", "probed=yes"),
     ] {
         let log = lab.log_path(NS, "sec", &uid, c, 0);
         lab.wait_for(

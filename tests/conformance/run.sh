@@ -22,8 +22,9 @@
 #   results.tsv     test <TAB> passed|failed|skipped <TAB> reason (the focused specs only)
 # and a last line "conformance: N passed, N failed, N skipped (T s, Kubernetes vX, <runtime> X)".
 #
-# Environment: PICOLET_CONF_DIR (default /tmp/conf/run; the lab directory is DIR/lab, short for
-# containerd 2.x's socket paths), PICOLET_LAB_BRIDGE (piconf), PICOLET_LAB_SUBNET
+# Environment: PICOLET_CONF_DIR (default /var/tmp/picolet-conf; the lab directory is DIR/lab,
+# short for containerd 2.x's socket paths; not under /tmp, which the HostPath specs mount: CRI-O
+# refuses a private hostPath mount that holds its storage root on a host whose / is private), PICOLET_LAB_BRIDGE (piconf), PICOLET_LAB_SUBNET
 # (10.88.130.0/24), PICOLET_CONF_PORT (the node API's port, 10370), PICOLET_CONF_NODE
 # (conf-node), PICOLET_CONF_CGROUP_ROOT (/picolet-conf), PICOLET_CONF_SLOW=1 (run the [Slow]
 # specs too), PICOLET_CONF_TIMEOUT (ginkgo's suite timeout, 6h), PICOLET_CONF_NODES (parallel
@@ -37,7 +38,7 @@ SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$SCRIPT_DIR/../.." && pwd)
 # shellcheck source=tests/upstream/versions.sh
 . "$REPO/tests/upstream/versions.sh"
-DIR=$(realpath -m "${PICOLET_CONF_DIR:-/tmp/conf/run}")
+DIR=$(realpath -m "${PICOLET_CONF_DIR:-/var/tmp/picolet-conf}")
 OUT=$(realpath -m "${OUT:-$DIR/out}")
 export PICOLET_LAB_BRIDGE=${PICOLET_LAB_BRIDGE:-piconf}
 export PICOLET_LAB_SUBNET=${PICOLET_LAB_SUBNET:-10.88.130.0/24}

@@ -36,13 +36,21 @@ rt_ensure() {
 	[[ -x "$LAB/bin/pinns" ]] || die "no pinns next to $bin"
 }
 
-# $LAB/bin/runc and $LAB/bin/crun: the lab's OCI runtimes, wrapping Debian's. CRI-O has no
-# `restrict_oom_score_adj` (containerd's lab option, docs/containerd-e2e.md): its sandbox
-# spec asks for oom_score_adj -998, a Guaranteed container's for -997, and without
-# CAP_SYS_RESOURCE (this machine) runc then fails with "failed to update
-# /proc/self/oom_score_adj: Permission denied". The wrapper does what containerd's option
-# does: on `create`, a spec's oomScoreAdj below the runtime's own is raised to its own.
-# Lab only: a real node has CAP_SYS_RESOURCE. A call without --root gets the lab's root.
+# $LAB/bin/runc and $LAB/bin/crun: the lab's OCI runtimes, wrapping Debian's. Lab only: they
+# make up for this machine's capability bounding set, which lacks CAP_SYS_RESOURCE (a real
+# node has it) and which CRI-O, unlike containerd, does not look at:
+# - oom_score_adj: CRI-O has no `restrict_oom_score_adj` (containerd's lab option,
+#   docs/containerd-e2e.md): its sandbox spec asks for oom_score_adj -998, a Guaranteed
+#   container's for -997, and runc then fails with "failed to update
+#   /proc/self/oom_score_adj: Permission denied". On `create`, a spec's oomScoreAdj below
+#   the runtime's own is raised to its own, as containerd's option does.
+# - capabilities: for a privileged container CRI-O asks for every capability the kernel
+#   knows (cri-o internal/factory/container: SetupPrivileged), containerd for those its own
+#   process has (oci.WithAllCurrentCapabilities); with one missing from the bounding set runc
+#   fails with "unable to apply caps: can't apply capabilities: operation not permitted". On
+#   `create` (the bundle's config.json) and `exec` (its --process file), capabilities outside
+#   the runtime's bounding set are dropped, which is what containerd gives.
+# A call without --root gets the lab's root.
 crio_write_wrappers() {
 	local rt real
 	for rt in runc crun; do
@@ -53,24 +61,47 @@ crio_write_wrappers() {
 		write_if_changed "$LAB/bin/$rt" "$(
 			cat <<EOC
 #!/bin/sh
-# Written by tests/e2e/runtimes/crio.sh: $real, with containerd's restrict_oom_score_adj.
-bundle=
-create=0
+# Written by tests/e2e/runtimes/crio.sh: $real, with containerd's restrict_oom_score_adj and
+# privileged capabilities (this machine's bounding set lacks CAP_SYS_RESOURCE).
+cmd=
+spec=
 prev=
 for a in "\$@"; do
-	case "\$a" in create) create=1 ;; esac
-	case "\$prev" in --bundle | -b) bundle=\$a ;; esac
+	case "\$prev" in
+	--bundle | -b) spec=\$a/config.json ;;
+	--process | -p) spec=\$a ;;
+	esac
+	case "\$a" in create | exec) [ -n "\$cmd" ] || cmd=\$a ;; esac
 	prev=\$a
 done
-if [ "\$create" = 1 ] && [ -f "\$bundle/config.json" ]; then
-	python3 - "\$bundle/config.json" <<'PY' || exit 1
+if [ -n "\$cmd" ] && [ -f "\$spec" ]; then
+	python3 - "\$cmd" "\$spec" <<'PY' || exit 1
 import json, sys
-own = int(open("/proc/self/oom_score_adj").read())
-path = sys.argv[1]
+cmd, path = sys.argv[1], sys.argv[2]
+# Capability numbers 0..40 (linux/capability.h), by name.
+NAMES = """chown dac_override dac_read_search fowner fsetid kill setgid setuid setpcap
+linux_immutable net_bind_service net_broadcast net_admin net_raw ipc_lock ipc_owner
+sys_module sys_rawio sys_chroot sys_ptrace sys_pacct sys_admin sys_boot sys_nice
+sys_resource sys_time sys_tty_config mknod lease audit_write audit_control setfcap
+mac_override mac_admin syslog wake_alarm block_suspend audit_read perfmon bpf
+checkpoint_restore""".split()
+status = dict(l.split(":", 1) for l in open("/proc/self/status") if ":" in l)
+bounding = int(status["CapBnd"].strip(), 16)
+missing = {"CAP_" + n.upper() for i, n in enumerate(NAMES) if not bounding >> i & 1}
 spec = json.load(open(path))
-proc = spec.get("process") or {}
-if proc.get("oomScoreAdj") is not None and proc["oomScoreAdj"] < own:
-    proc["oomScoreAdj"] = own
+proc = (spec.get("process") or {}) if cmd == "create" else spec
+changed = False
+if cmd == "create":
+    own = int(open("/proc/self/oom_score_adj").read())
+    if proc.get("oomScoreAdj") is not None and proc["oomScoreAdj"] < own:
+        proc["oomScoreAdj"] = own
+        changed = True
+for kind, caps in (proc.get("capabilities") or {}).items():
+    kept = [c for c in caps or [] if c not in missing]
+    if caps and kept != caps:
+        proc["capabilities"][kind] = kept
+        changed = True
+if changed:
     json.dump(spec, open(path, "w"))
 PY
 fi
