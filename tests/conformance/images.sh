@@ -14,8 +14,9 @@
 # from upstream's image and why it does not matter to the tests that use it. An image with
 # no recipe is not made: `list` says which tests would need it (none of the node areas').
 #
-# Every image is one busybox layer (tests/e2e/mkimage.py: Debian's busybox-static, every
-# applet) plus what its recipe adds. Byte-reproducible like mkimage.py's.
+# Every image is one busybox layer (tests/e2e/mkimage.py, every applet; busybox 1.37.0 built
+# from its release, as upstream's busybox image: busybox_bin below) plus what its recipe adds.
+# Byte-reproducible like mkimage.py's for one busybox build.
 set -euo pipefail
 shopt -s inherit_errexit
 
@@ -29,6 +30,57 @@ LAB_SH=$REPO/tests/e2e/lab.sh
 
 say() { printf 'images: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
+
+# busybox: upstream's busybox image (test/images/busybox) is Docker's busybox of its version,
+# upstream source. Debian's busybox-static is not: Debian patches ash to drop environment
+# entries whose names are not shell identifiers (data-1=...; temp-deb-installer-hack.patch),
+# which the envFrom specs read with `sh -c env`, and Debian 12's 1.35 words errors otherwise
+# than 1.37. So busybox is built here: BusyBox's own release tarball (Debian's pool keeps it as
+# the orig tarball; pinned by SHA256), upstream's defconfig, static, tc left out (its CBQ code
+# no longer builds against current kernel headers), into tests/upstream/build.sh's cache.
+BUSYBOX_VERSION=1.37.0
+BUSYBOX_SHA256=3311dff32e746499f4df0d5df04d7eb396382d7e108bb9250e7b519b837043a4
+BUSYBOX_URL=${PICOLET_DEBIAN_MIRROR:-http://deb.debian.org/debian}/pool/main/b/busybox/busybox_$BUSYBOX_VERSION.orig.tar.bz2
+UPSTREAM_CACHE=${PICOLET_UPSTREAM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/picolet/upstream}
+
+# busybox_bin: the path of that busybox, built once (~30 s on 2 CPUs).
+busybox_bin() {
+	local dir work pkgs=() p
+	dir=$UPSTREAM_CACHE/busybox-$BUSYBOX_VERSION-$(uname -m)
+	if [[ -x $dir/bin/busybox ]]; then
+		echo "$dir/bin/busybox"
+		return
+	fi
+	command -v gcc >/dev/null || pkgs+=(gcc)
+	command -v make >/dev/null || pkgs+=(make)
+	command -v bzip2 >/dev/null || pkgs+=(bzip2)
+	for p in libc6-dev linux-libc-dev; do dpkg -s "$p" >/dev/null 2>&1 || pkgs+=("$p"); done
+	if ((${#pkgs[@]})); then
+		say "apt-get install ${pkgs[*]} (to build busybox)"
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null; } ||
+			die "apt-get install ${pkgs[*]} failed"
+	fi
+	work=$(mktemp -d)
+	# shellcheck disable=SC2064 # expand now: work is local
+	trap "rm -rf '$work'" RETURN
+	say "busybox $BUSYBOX_VERSION: building from $BUSYBOX_URL"
+	curl -fsSL --retry 3 -m 300 -o "$work/src.tar.bz2" "$BUSYBOX_URL" || die "fetch $BUSYBOX_URL failed"
+	sha256sum -c --status <<<"$BUSYBOX_SHA256  $work/src.tar.bz2" || die "$BUSYBOX_URL: SHA256 mismatch"
+	tar -xjf "$work/src.tar.bz2" -C "$work"
+	(
+		cd "$work/busybox-$BUSYBOX_VERSION"
+		make defconfig
+		sed -i -e 's/^# CONFIG_STATIC is not set$/CONFIG_STATIC=y/' -e 's/^CONFIG_TC=y$/# CONFIG_TC is not set/' .config
+		yes '' | make oldconfig
+		grep -qx 'CONFIG_STATIC=y' .config || exit 1
+		make -j"$(nproc)" busybox
+	) >"$work/build.log" 2>&1 || { tail -n 20 "$work/build.log" >&2; die "busybox build failed"; }
+	mkdir -p "$dir/bin"
+	install -m 0755 "$work/busybox-$BUSYBOX_VERSION/busybox" "$dir/bin/busybox.new"
+	mv "$dir/bin/busybox.new" "$dir/bin/busybox"
+	say "busybox $BUSYBOX_VERSION in $dir/bin"
+	echo "$dir/bin/busybox"
+}
 
 # The images e2e.test names (its manifest, with the default registries).
 e2e_images() {
@@ -53,7 +105,7 @@ recipe() {
 # What each recipe makes, and how it differs from upstream's image (for `list`).
 describe() {
 	case "$1" in
-	busybox) echo "busybox-static (Debian, 1.35), every applet but sh, which is Debian's bash-static (1.35's ash drops non-identifier environment names that 1.37 keeps), CMD sh. Upstream: busybox of the tag's version" ;;
+	busybox) echo "busybox $BUSYBOX_VERSION built from its release (defconfig, static, no tc), every applet, CMD sh. Upstream: Docker's busybox $BUSYBOX_VERSION (the same source)" ;;
 	agnhost) echo "agnhost built from test/images/agnhost of k8s.io/kubernetes $KUBERNETES_VERSION (build.sh agnhost) as /agnhost, ENTRYPOINT /agnhost CMD pause, /agnhost-2, /uploads, porter's localhost.crt/key, user-defined-in-image (1000) in group-defined-in-image (50000); /bin/bash and /bin/sh are Debian's bash-static; curl is a busybox-wget script (GET only) and nc a bash script (UDP by /dev/udp, TCP by busybox nc): tests/conformance/bin; no dig, coredns, iperf, socat, fake registry. Upstream: alpine 3.21 + packages. Every tag is the same binary (2.55, 'AgnhostPrev', reports the pinned version)" ;;
 	pause) echo "busybox sh that waits, exits 0 on TERM/INT (as the lab's localhost/pause:edge). Upstream: the C pause (same behaviour)" ;;
 	nginx) echo "SUBSTITUTE: busybox httpd in the foreground on port 80 serving /usr/share/nginx/html (index.html 'Welcome to nginx!'). Upstream: nginx on alpine" ;;
@@ -63,7 +115,8 @@ describe() {
 	esac
 }
 
-# The busybox image's arguments for mkimage.py (every recipe starts from them).
+# The busybox image's arguments for mkimage.py (every recipe starts from them; cmd_build adds
+# --busybox).
 BASE=(--all-applets)
 
 # make_one NAME RECIPE ARCHIVE: the archive for one image.
@@ -72,13 +125,7 @@ make_one() {
 	work=$(dirname "$out")/.work
 	mkdir -p "$work"
 	case "$recipe" in
-	busybox)
-		# sh: Debian's busybox 1.35 ash drops environment entries whose names are not shell
-		# identifiers (data-1=...) from what its children get; upstream's busybox 1.37 keeps
-		# them, and the envFrom specs read them with `sh -c env`. bash (bash-static, which
-		# is POSIX sh when called sh) keeps them.
-		args=(--cmd sh --add /bin/bash-static:/bin/sh:0755)
-		;;
+	busybox) args=(--cmd sh) ;;
 	pause)
 		# kubernetes: build/pause/linux/pause.c sleeps until SIGINT/SIGTERM and exits 0 then.
 		args=(--entrypoint /bin/busybox --entrypoint sh --entrypoint=-c
@@ -91,8 +138,8 @@ make_one() {
 			sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 		[[ -d $kdir/test/images/agnhost/porter ]] || die "no k8s.io/kubernetes module source at '$kdir'"
 		# curl and nc: stand-ins for Alpine's, for the forms the tests run (see each file).
-		# /bin/sh is bash too: Debian's busybox ash runs its own nc applet whatever PATH says
-		# (it prefers applets), so `sh -c "... | nc -u ..."` never reached /usr/bin/nc.
+		# /bin/sh is bash too: a busybox built to prefer its applets (Debian's) runs its own nc
+		# whatever PATH says, so `sh -c "... | nc -u ..."` would not reach /usr/bin/nc.
 		args=(--add "$agnhost:/agnhost:0755" --symlink agnhost-2:agnhost
 			--add /bin/bash-static:/bin/bash:0755 --add /bin/bash-static:/bin/sh:0755
 			--add "$SCRIPT_DIR/bin/curl:/usr/bin/curl:0755"
@@ -124,7 +171,7 @@ make_one() {
 }
 
 cmd_build() {
-	local dir=${1:?build DIR} name r file n=0
+	local dir=${1:?build DIR} name r file busybox n=0
 	mkdir -p "$dir"
 	if [[ ! -x /bin/bash-static ]]; then
 		echo "images: apt-get install bash-static" >&2
@@ -133,6 +180,8 @@ cmd_build() {
 	fi
 	# Built before the loop: their build logs go to stderr, once.
 	"$BUILD" e2e.test agnhost nnp >/dev/null
+	busybox=$(busybox_bin)
+	BASE+=(--busybox "$busybox")
 	while read -r name; do
 		r=$(recipe "$name")
 		[[ -n $r ]] || continue
