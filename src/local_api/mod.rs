@@ -272,7 +272,7 @@ fn server_tls(
 ) -> Result<Arc<rustls::ServerConfig>, LocalApiError> {
     let tls = |e: crate::kube::ApiError| LocalApiError::Tls(e.to_string());
     let other = |e: &dyn std::fmt::Display| LocalApiError::Tls(e.to_string());
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = crate::kube::tls::provider();
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| other(&e))?;
