@@ -57,35 +57,66 @@ pub fn pod_level_set(pod: &Pod) -> bool {
         .any(|n| pod_level(pod, true, n).is_some() || pod_level(pod, false, n).is_some())
 }
 
-/// kubelet: `AggregateContainerRequests` — the sum over regular containers and sidecars, or
-/// the largest other init container's if that is more; a request left out is its limit (API
-/// defaulting). In [`scale_of`] units.
-pub fn container_requests(pod: &Pod, name: &str) -> i64 {
-    let scale = scale_of(name);
-    let req = |c: &crate::api::Container| -> i64 {
-        c.resources
-            .as_ref()
-            .and_then(|r| r.requests.get(name).or_else(|| r.limits.get(name)))
-            .and_then(|q| q.scaled(scale))
-            .unwrap_or(0)
-            .max(0)
-    };
-    let sidecar =
-        |c: &&crate::api::Container| c.restart_policy == Some(crate::api::RestartPolicy::Always);
+/// kubelet (component-helpers): `aggregateContainerResourcesByFn` — what a pod needs of
+/// something each container needs `value` of: the regular containers' and sidecars' sum, or,
+/// when more, the largest init container's own value plus the sidecars started before it
+/// (they keep running while it runs).
+pub fn aggregate(pod: &Pod, value: impl Fn(&crate::api::Container) -> i64) -> i64 {
     let mut sum = 0i64;
-    for c in pod
-        .spec
-        .containers
-        .iter()
-        .chain(pod.spec.init_containers.iter().filter(sidecar))
-    {
-        sum = sum.saturating_add(req(c));
+    for c in &pod.spec.containers {
+        sum = sum.saturating_add(value(c));
     }
-    let mut init_max = 0i64;
-    for c in pod.spec.init_containers.iter().filter(|c| !sidecar(c)) {
-        init_max = init_max.max(req(c));
+    let (mut sidecars, mut init_max) = (0i64, 0i64);
+    for c in &pod.spec.init_containers {
+        let v = value(c);
+        if c.restart_policy == Some(crate::api::RestartPolicy::Always) {
+            sum = sum.saturating_add(v);
+            sidecars = sidecars.saturating_add(v);
+            init_max = init_max.max(sidecars);
+        } else {
+            init_max = init_max.max(v.saturating_add(sidecars));
+        }
     }
     sum.max(init_max)
+}
+
+/// A container's request (`limits: false`; left out, its limit: API defaulting) or limit of
+/// `name`, in [`scale_of`] units; 0 when it sets none.
+pub fn container_value(c: &crate::api::Container, limits: bool, name: &str) -> i64 {
+    c.resources
+        .as_ref()
+        .and_then(|r| {
+            if limits {
+                r.limits.get(name)
+            } else {
+                r.requests.get(name).or_else(|| r.limits.get(name))
+            }
+        })
+        .and_then(|q| q.scaled(scale_of(name)))
+        .unwrap_or(0)
+        .max(0)
+}
+
+/// kubelet: `AggregateContainerRequests` of `name` ([`aggregate`] of the containers'
+/// requests). In [`scale_of`] units.
+pub fn container_requests(pod: &Pod, name: &str) -> i64 {
+    aggregate(pod, |c| container_value(c, false, name))
+}
+
+/// kubelet: `ResourceConfigForPod`'s limit of `name` — pod-level when set; else, when every
+/// container (init containers included) limits it, `AggregateContainerLimits`. In
+/// [`scale_of`] units; None: not limited.
+pub fn pod_limit(pod: &Pod, name: &str) -> Option<i64> {
+    pod_level(pod, true, name).or_else(|| {
+        let all = pod
+            .spec
+            .containers
+            .iter()
+            .chain(&pod.spec.init_containers)
+            .all(|c| container_value(c, true, name) > 0);
+        let v = aggregate(pod, |c| container_value(c, true, name));
+        (all && v > 0).then_some(v)
+    })
 }
 
 /// kubelet: `PodRequests` — the pod-level request of `name` when set (pod-level resources
@@ -362,6 +393,98 @@ mod tests {
         pod.spec.containers = mk(resources);
         pod.spec.init_containers = mk(init);
         pod
+    }
+
+    #[test]
+    fn aggregates_as_the_kubelet_with_sidecars() {
+        // (case, regular cpu requests, init containers (cpu request, sidecar), cpu limits of
+        // every container or none, want: requests, limit)
+        type Case<'a> = (
+            &'a str,
+            Vec<&'a str>,
+            Vec<(&'a str, bool)>,
+            bool,
+            i64,
+            Option<i64>,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                "regular only",
+                vec!["100m", "200m"],
+                vec![],
+                true,
+                300,
+                Some(300),
+            ),
+            (
+                "a larger init container",
+                vec!["100m"],
+                vec![("500m", false)],
+                true,
+                500,
+                Some(500),
+            ),
+            (
+                "sidecars add up",
+                vec!["100m"],
+                vec![("50m", true), ("50m", true)],
+                true,
+                200,
+                Some(200),
+            ),
+            // kubelet: an init container runs beside the sidecars started before it.
+            (
+                "init after a sidecar counts it",
+                vec!["10m"],
+                vec![("100m", false), ("50m", true), ("200m", false)],
+                true,
+                250,
+                Some(250),
+            ),
+            (
+                "a container without a limit: none",
+                vec!["100m"],
+                vec![("50m", false)],
+                false,
+                100,
+                None,
+            ),
+        ];
+        for (case, regular, init, limited, want_req, want_lim) in cases {
+            let r = |v: &str, limit: bool| {
+                if limit {
+                    res(&[("cpu", v)], &[("cpu", v)])
+                } else {
+                    res(&[("cpu", v)], &[])
+                }
+            };
+            let last = regular.len() - 1;
+            let mut pod = pod_with(
+                regular
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| r(v, limited || i != last))
+                    .collect(),
+                init.iter().map(|(v, _)| r(v, true)).collect(),
+            );
+            for (c, (_, sidecar)) in pod.spec.init_containers.iter_mut().zip(&init) {
+                if *sidecar {
+                    c.restart_policy = Some(crate::api::RestartPolicy::Always);
+                }
+            }
+            assert_eq!(
+                container_requests(&pod, "cpu"),
+                want_req,
+                "{case}: requests"
+            );
+            assert_eq!(pod_request(&pod, "cpu"), want_req, "{case}: pod request");
+            assert_eq!(pod_limit(&pod, "cpu"), want_lim, "{case}: limit");
+            assert_eq!(pod_limit(&pod, "memory"), None, "{case}: no memory limits");
+        }
+        // A pod-level limit is the pod's, declared whatever the containers say.
+        let mut pod = pod_with(vec![res(&[("cpu", "100m")], &[])], vec![]);
+        pod.spec.resources = res(&[], &[("cpu", "2")]);
+        assert_eq!(pod_limit(&pod, "cpu"), Some(2000));
     }
 
     #[test]

@@ -226,56 +226,13 @@ pub fn shares_to_weight(shares: u64) -> u64 {
     1 + ((shares.saturating_sub(2)) * 9999) / 262_142
 }
 
-/// A pod's cpu request (milli) and, when every container (init containers included) sets
-/// one, its cpu and memory limits: kubelet `PodRequests`/`PodLimits` — the regular
-/// containers' sum, or the largest init container's if that is more. Pod-level resources
-/// (`spec.resources`) take precedence: a pod-level request or limit is the pod's, and a
-/// pod-level limit is declared whatever the containers say.
+/// A pod's cpu request (milli) and its cpu and memory limits (when declared): kubelet
+/// `ResourceConfigForPod` ([`qos::pod_request`], [`qos::pod_limit`]).
 fn pod_totals(pod: &Pod) -> (i64, Option<i64>, Option<i64>) {
-    let (cpu_request, cpu_limit, mem_limit) = container_totals(pod);
     (
-        qos::pod_level(pod, false, "cpu").unwrap_or(cpu_request),
-        qos::pod_level(pod, true, "cpu").or(cpu_limit),
-        qos::pod_level(pod, true, "memory").or(mem_limit),
-    )
-}
-
-fn container_totals(pod: &Pod) -> (i64, Option<i64>, Option<i64>) {
-    let get = |c: &crate::api::Container, limits: bool, name: &str, scale: i32| {
-        let r = c.resources.as_ref()?;
-        let q = if limits {
-            r.limits.get(name)
-        } else {
-            // API defaulting: a missing request is the limit.
-            r.requests.get(name).or_else(|| r.limits.get(name))
-        };
-        q.and_then(|q| q.scaled(scale))
-    };
-    let total = |limits: bool, name: &str, scale: i32| -> (i64, bool) {
-        let mut all = true;
-        let mut sum = 0i64;
-        for c in &pod.spec.containers {
-            match get(c, limits, name, scale) {
-                Some(v) => sum = sum.saturating_add(v),
-                None => all = false,
-            }
-        }
-        let mut init_max = 0i64;
-        for c in &pod.spec.init_containers {
-            match get(c, limits, name, scale) {
-                Some(v) => init_max = init_max.max(v),
-                None => all = false,
-            }
-        }
-        (sum.max(init_max), all)
-    };
-    let (cpu_request, _) = total(false, "cpu", 3);
-    let (cpu_limit, cpu_all) = total(true, "cpu", 3);
-    let (mem_limit, mem_all) = total(true, "memory", 0);
-    (
-        cpu_request,
-        (cpu_all && cpu_limit > 0).then_some(cpu_limit),
-        (mem_all && mem_limit > 0).then_some(mem_limit),
+        qos::pod_request(pod, "cpu"),
+        qos::pod_limit(pod, "cpu"),
+        qos::pod_limit(pod, "memory"),
     )
 }
 

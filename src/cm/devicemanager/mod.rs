@@ -515,18 +515,15 @@ pub fn container_requests(c: &crate::api::Container) -> Vec<(String, usize)> {
         })
 }
 
-/// A pod's need of one extended resource (kubelet: `PodRequests` — the sum over the app
-/// containers and sidecars, or the largest init container's if that is more).
+/// A pod's need of one extended resource (kubelet: `PodRequests`, [`crate::qos::aggregate`]).
 pub fn pod_request(pod: &Pod, resource: &str) -> usize {
-    let of = |c: &crate::api::Container| {
+    let need = crate::qos::aggregate(pod, |c| {
         container_requests(c)
             .into_iter()
             .find(|(r, _)| r == resource)
-            .map_or(0, |(_, n)| n)
-    };
-    let apps: usize = pod.spec.containers.iter().map(of).sum();
-    let init = pod.spec.init_containers.iter().map(of).max().unwrap_or(0);
-    apps.max(init)
+            .map_or(0, |(_, n)| i64::try_from(n).unwrap_or(i64::MAX))
+    });
+    usize::try_from(need).unwrap_or(usize::MAX)
 }
 
 /// kubelet: admission's device checks for `pod` against the device-plugin resources and
