@@ -198,6 +198,43 @@ async fn startup_probe_holds_liveness_until_it_succeeds() {
         .await;
 }
 
+/// kubelet: `UpdatePodStatus` runs a readiness probe without a success at once: a container
+/// is ready as soon as its startup probe succeeds, not a readiness period later (upstream's
+/// "should be ready immediately after startupProbe succeeds"). The readiness worker waits
+/// either in its start-up jitter (a period of an hour) or for its next tick (20 s, after
+/// several): startup's success wakes it in both.
+#[tokio::test(start_paused = true)]
+async fn readiness_runs_as_soon_as_startup_succeeds() {
+    for period in [3600, 20] {
+        LocalSet::new()
+            .run_until(async {
+                let (_tmp, cfg) = agent_dir("node1");
+                let spec = format!(
+                    "    startupProbe:\n      exec: {{command: [startup]}}\n      periodSeconds: 1\n      failureThreshold: 300\n    readinessProbe:\n      exec: {{command: [ready]}}\n      periodSeconds: {period}\n"
+                );
+                std::fs::write(cfg.pod_manifest_path.join("p.yaml"), pod("web", &spec)).unwrap();
+                let (clock, rt) = fake_runtime();
+                rt.set_exec_result("app", 1, "");
+                let mut agent = start_with_events(&rt, clock, &cfg);
+                let mut statuses = Statuses(HashMap::new());
+                settle(75).await;
+                assert_eq!(execs(&rt, "ready"), 0, "{period}: readiness before startup");
+                let st = statuses.update(&mut agent)["web-node1"].clone();
+                assert_eq!(st.container_statuses[0].started, Some(false));
+
+                rt.set_exec_result("app", 0, "");
+                settle(2).await;
+                assert_eq!(execs(&rt, "ready"), 1, "{period}: a readiness run right after startup");
+                let st = statuses.update(&mut agent)["web-node1"].clone();
+                assert_eq!(st.container_statuses[0].started, Some(true));
+                assert!(st.container_statuses[0].ready, "{period}: {st:?}");
+                assert_eq!(condition(&st, "Ready"), "True");
+                agent.stop().await;
+            })
+            .await;
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn failing_startup_probe_restarts_the_container() {
     LocalSet::new()

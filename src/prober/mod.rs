@@ -31,7 +31,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, Pod, PodStatus};
@@ -343,6 +343,7 @@ impl<R: Runtime, C: Clock> Prober<R, C> {
             return;
         }
         let token = self.shutdown.child_token();
+        let startup_done = Rc::new(Notify::new());
         self.handle
             .0
             .borrow_mut()
@@ -361,6 +362,7 @@ impl<R: Runtime, C: Clock> Prober<R, C> {
                 prober_started: self.started,
                 recorder: self.recorder.clone(),
                 metrics: self.metrics.clone(),
+                startup_done: Rc::clone(&startup_done),
             };
             crate::task::spawn_local(run_worker(ctx, token.clone()));
         }
@@ -398,6 +400,8 @@ struct WorkerCtx<R: Runtime, C: Clock> {
     prober_started: tokio::time::Instant,
     recorder: Option<Recorder>,
     metrics: Option<Rc<crate::metrics::AgentMetrics>>,
+    /// One per pod: a startup probe of it succeeded (its readiness workers probe now).
+    startup_done: Rc<Notify>,
 }
 
 impl<R: Runtime, C: Clock> WorkerCtx<R, C> {
@@ -458,14 +462,25 @@ impl<R: Runtime, C: Clock> WorkerCtx<R, C> {
     /// Apply what the worker publishes; the loop hears of a change.
     fn publish(&self, publish: &mut Vec<Publish>) {
         let mut changed = false;
+        let mut started = false;
         {
             let mut shared = self.handle.0.borrow_mut();
             for p in publish.drain(..) {
                 match p {
                     Publish::Remove(id) => shared.results.remove(&id, self.kind),
-                    Publish::Set(id, r) => changed |= shared.results.set(&id, self.kind, r),
+                    Publish::Set(id, r) => {
+                        let now = shared.results.set(&id, self.kind, r);
+                        started |= now && self.kind == Kind::Startup && r == ProbeResult::Success;
+                        changed |= now;
+                    }
                 }
             }
+        }
+        if started {
+            // kubelet: `UpdatePodStatus` triggers a manual run of a readiness probe that has
+            // no success yet, so a container is ready as soon as it has started, not a
+            // readiness period later.
+            self.startup_done.notify_waiters();
         }
         if changed {
             // The loop may be gone at shutdown: nothing to tell then.
@@ -498,6 +513,7 @@ async fn run_worker<R: Runtime, C: Clock>(ctx: WorkerCtx<R, C>, cancel: Cancella
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep(delay) => {}
+            _ = ctx.startup_done.notified(), if ctx.kind == Kind::Readiness => {}
         }
     }
     let mut tick = tokio::time::interval(period);
@@ -509,6 +525,7 @@ async fn run_worker<R: Runtime, C: Clock>(ctx: WorkerCtx<R, C>, cancel: Cancella
         tokio::select! {
             _ = cancel.cancelled() => break,
             _ = tick.tick() => {}
+            _ = ctx.startup_done.notified(), if ctx.kind == Kind::Readiness => {}
         }
         let (step, pod_ip) = ctx.tick(&mut state, &mut publish);
         ctx.publish(&mut publish);
