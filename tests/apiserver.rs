@@ -1672,6 +1672,42 @@ async fn event_sink_drops_and_counts_events_while_the_apiserver_is_away() {
         .await;
 }
 
+/// client-go `recordEvent`: an event the apiserver rejects (here a namespace being
+/// terminated, as when the e2e suites delete a test's namespace) is dropped alone; the
+/// next event, of another namespace, goes at once — no outage, no back-off.
+#[tokio::test(start_paused = true)]
+async fn event_sink_drops_a_rejected_event_alone() {
+    let mock = MockApiServer::start_new().await.unwrap();
+    tokio::task::LocalSet::new()
+        .run_until(async {
+            let (recorder, stats, shutdown) = start_sink(&mock, EventSinkOptions::default());
+            let mut gone = event_pod("old-pi-1");
+            gone.metadata.namespace = "gone".into();
+            mock.fail_matching(http::Method::POST, "/namespaces/gone/events", 2, 403);
+            recorder.normal(&gone, None, "Killing", "Stopping container c");
+            recorder.normal(
+                &event_pod("web-pi-1"),
+                None,
+                "Started",
+                "Started container web",
+            );
+            recorder.normal(&gone, None, "Killing", "Stopping container d");
+            let e = wait_until("the other namespace's event", 10, || {
+                mock.events().into_iter().find(|e| e["reason"] == "Started")
+            })
+            .await;
+            assert_eq!(e["metadata"]["namespace"], "default");
+            wait_until("both rejected", 10, || {
+                (stats.rejected.get() == 2).then_some(())
+            })
+            .await;
+            assert_eq!((stats.created.get(), stats.dropped.get()), (1, 2));
+            assert_eq!(count(&mock, "POST", "/api/v1/namespaces/gone/events"), 2);
+            shutdown.cancel();
+        })
+        .await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn event_sink_honours_its_rate_limit() {
     let mock = MockApiServer::start_new().await.unwrap();

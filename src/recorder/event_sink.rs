@@ -13,13 +13,18 @@
 //! every request. While the bucket is empty the task waits; the ring meanwhile keeps
 //! recording (and evicts the oldest if it fills — the recorder counts those).
 //!
-//! While the apiserver is away (or refuses: a 403 of a cluster without the RBAC for
-//! events is the same to the node), events are dropped, not queued: one WARN when the
-//! outage begins, and one line with the number dropped when it answers again. After a
-//! failure the next request waits a back-off (1 s doubling to 30 s); events recorded before
-//! then are dropped without a request. Deliberate difference: upstream retries each event
-//! up to 12 times, 10 s apart; on a node whose uplink is away for hours that is memory for
-//! nothing — the events stay readable in the ring (the node's own API).
+//! An event the apiserver answers with a 4xx status (a namespace being terminated, or gone;
+//! no RBAC for events; invalid) is dropped alone and the next one is sent as usual
+//! (client-go `recordEvent`: a `StatusError` is not retried, the rest goes on): one WARN
+//! for the first such rejection and then at most one every 10 minutes with the count, none
+//! for a namespace being terminated (the e2e suites delete a namespace a second).
+//!
+//! While the apiserver is away (no answer, 5xx, 429, 401), events are dropped, not queued:
+//! one WARN when the outage begins, and one line with the number dropped when it answers
+//! again. After a failure the next request waits a back-off (1 s doubling to 30 s); events
+//! recorded before then are dropped without a request. Deliberate difference: upstream
+//! retries each event up to 12 times, 10 s apart; on a node whose uplink is away for hours
+//! that is memory for nothing — the events stay readable in the ring (the node's own API).
 //!
 //! Must never: block or slow the agent's loop, log one line per dropped event, or hold a
 //! borrow of the recorder across an `.await`.
@@ -73,7 +78,25 @@ pub struct SinkStats {
     pub patched: Cell<u64>,
     /// Events not sent: the apiserver was away or refused them.
     pub dropped: Cell<u64>,
+    /// Of those, events the apiserver answered with a 4xx of their own (the sink went on).
+    pub rejected: Cell<u64>,
 }
+
+/// An answer about the event itself, not about the apiserver (client-go: a `StatusError`),
+/// and whether it is a namespace being terminated (NamespaceLifecycle's words).
+fn rejection(e: &ApiError) -> Option<bool> {
+    match e {
+        ApiError::Status { code, message, .. }
+            if (400..500).contains(code) && *code != 401 && *code != 429 =>
+        {
+            Some(message.contains("because it is being terminated"))
+        }
+        _ => None,
+    }
+}
+
+/// The minimum time between two WARNs about rejected events.
+const REJECTION_LOG_EVERY: Duration = Duration::from_secs(600);
 
 fn bump(c: &Cell<u64>) {
     c.set(c.get() + 1);
@@ -160,6 +183,8 @@ impl EventSink {
             self.recorder.node_name(),
         );
         let mut outage: Option<Outage> = None;
+        // Rejections since the last WARN about them, and when that was.
+        let mut rejected: (u64, Option<Instant>) = (0, None);
         let mut last_rv = 0;
         loop {
             let batch = self.recorder.since(last_rv);
@@ -189,14 +214,34 @@ impl EventSink {
                     _ = shutdown.cancelled() => return,
                     r = self.send(&event) => r,
                 };
+                // An answer about the event itself: it alone is dropped, and the apiserver
+                // is there.
+                let alone = sent.as_ref().err().and_then(rejection);
+                if sent.is_ok() || alone.is_some() {
+                    if let Some(o) = outage.take() {
+                        log::info!(
+                            "events: the apiserver takes events again; {} dropped while it did not",
+                            o.dropped
+                        );
+                        backoff.reset();
+                    }
+                }
+                if alone.is_some() {
+                    bump(&self.stats.dropped);
+                    bump(&self.stats.rejected);
+                }
                 match sent {
-                    Ok(()) => {
-                        if let Some(o) = outage.take() {
-                            log::info!(
-                                "events: the apiserver takes events again; {} dropped while it did not",
-                                o.dropped
+                    Ok(()) => {}
+                    Err(e) if alone == Some(true) => log::debug!("events: {e}"),
+                    Err(e) if alone == Some(false) => {
+                        rejected.0 += 1;
+                        let now = Instant::now();
+                        if rejected.1.is_none_or(|t| now >= t + REJECTION_LOG_EVERY) {
+                            log::warn!(
+                                "events: the apiserver rejected {} event(s), the last: {e}; the others go on",
+                                rejected.0
                             );
-                            backoff.reset();
+                            rejected = (0, Some(now));
                         }
                     }
                     Err(e) => {
