@@ -84,21 +84,17 @@ pub(super) fn convert(
                 }
             }
             // kubelet (InPlacePodVerticalScaling): the allocated requests, and the resources
-            // it runs with — what was last applied while it runs, else the allocated ones.
-            // Only for the pods that can resize (the apiserver's pods: their quantities are
-            // its canonical spelling, as it would store ours); a static pod's are its
-            // manifest's, which the mirror pod's status would rewrite at every sync.
-            if let Some(r) = spec
-                .resources
-                .as_ref()
-                .filter(|r| !(r.limits.is_empty() && r.requests.is_empty()))
-                .filter(|_| crate::allocation::ENABLED && crate::allocation::resizable(inp.pod))
-            {
+            // it runs with — what was last applied while it runs, else the allocated ones —
+            // for every container, `{}` when it has none: the apiserver takes a running
+            // container without `resources` for a node that cannot resize and refuses every
+            // resize of the pod (`isPodResizeRequestSupported`). Only for the apiserver's
+            // pods (their quantities are its canonical spelling, as it would store ours); a
+            // static pod's are its manifest's, which the mirror pod's status would rewrite at
+            // every sync, and the apiserver refuses to resize a static pod anyway.
+            if crate::allocation::ENABLED && !inp.pod.is_static() {
+                let r = spec.resources.clone().unwrap_or_default();
                 status.allocated_resources.clone_from(&r.requests);
-                let mut shown = api::ResourceRequirements {
-                    claims: None,
-                    ..r.clone()
-                };
+                let mut shown = api::ResourceRequirements { claims: None, ..r };
                 if let Some(a) = inp
                     .actual
                     .and_then(|m| crate::allocation::named(m, &spec.name))

@@ -2263,8 +2263,13 @@ fn resize_shows_allocated_and_actual_resources_and_its_conditions() {
         (&r.requests["cpu"], &r.limits["memory"]),
         (&q("100m"), &q("64Mi"))
     );
-    // A container with no resources shows none.
-    assert!(cs(&st, "idle").resources.is_none());
+    // A container with no resources shows `{}` (the apiserver refuses a resize of a pod
+    // whose running container shows nothing: a node without resize).
+    assert_eq!(
+        cs(&st, "idle").resources,
+        Some(api::ResourceRequirements::default())
+    );
+    assert!(cs(&st, "idle").allocated_resources.is_empty());
     let c = cond(&st, "PodResizeInProgress");
     assert_eq!((c.status.as_ref(), c.observed_generation), ("True", 7));
     assert!(owned_by_kubelet("PodResizeInProgress") && owned_by_kubelet("PodResizePending"));

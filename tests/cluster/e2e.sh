@@ -652,6 +652,9 @@ scenario_resize() {
 		metadata: {name: resize}
 		spec:
 		  containers:
+		  - name: 0-idle
+		    image: $IMAGE
+		    command: [sleep, "100000"]
 		  - name: a
 		    image: $IMAGE
 		    command: [sleep, "100000"]
@@ -663,6 +666,11 @@ scenario_resize() {
 		    resources: {requests: {cpu: 100m, memory: 64Mi}, limits: {cpu: 200m, memory: 128Mi}}
 	EOF
 	wait_for "pod resize runs, both containers ready" 120 resize_running
+	# The first container status (by name) has no resources: shown as {} (kubelet), or the
+	# apiserver refuses every resize of the pod ("Pod running on node without support for
+	# resize": it reads the first running container's status.resources).
+	check "status: 0-idle's resources shown, empty" '^\{\}$' \
+		jp -n "$NS" pod resize -o 'jsonpath={.status.containerStatuses[?(@.name=="0-idle")].resources}'
 	local a0 b0
 	a0=$(cstatus a containerID) b0=$(cstatus b containerID)
 	check "status: a's allocated cpu request and the resources it runs with" '^100m 128Mi$' \
