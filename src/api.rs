@@ -303,6 +303,13 @@ pub enum PullPolicy {
     Never,
 }
 
+/// validation: an environment variable's name (`RelaxedEnvironmentVariableValidation`, GA
+/// and locked on since Kubernetes 1.34): printable ASCII without '='. The kubelet (1.37)
+/// takes envFrom keys as they come; this is what a CRI `KEY=value` can carry.
+pub fn is_env_var_name(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|c| (0x20..=0x7e).contains(&c) && c != b'=')
+}
+
 /// `Always` when the tag is `latest`, or there is neither tag nor digest; else
 /// `IfNotPresent` (defaults: SetDefaults_Container with `parsers.ParseImageName`).
 pub fn default_pull_policy(image: &str) -> PullPolicy {

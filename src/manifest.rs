@@ -1220,7 +1220,7 @@ fn validate_container(
         let ep = format!("{path}.env[{i}]");
         if e.name.is_empty() {
             errs.push(FieldError::new(format!("{ep}.name"), "required"));
-        } else if !is_env_var_name(&e.name) {
+        } else if !crate::api::is_env_var_name(&e.name) {
             // validation: RelaxedEnvironmentVariableValidation (printable ASCII, no '=')
             errs.push(FieldError::new(
                 format!("{ep}.name"),
@@ -1231,6 +1231,15 @@ fn validate_container(
             errs.push(FieldError::new(
                 format!("{ep}.valueFrom"),
                 "may not be set together with value",
+            ));
+        }
+    }
+    // validation: validateEnvFrom — a prefix is a name's start (the same relaxed rule).
+    for (i, e) in c.env_from.iter().enumerate() {
+        if !e.prefix.is_empty() && !crate::api::is_env_var_name(&e.prefix) {
+            errs.push(FieldError::new(
+                format!("{path}.envFrom[{i}].prefix"),
+                format!("{:?} must be printable ASCII without '='", e.prefix),
             ));
         }
     }
@@ -1539,10 +1548,6 @@ fn is_port_name(s: &str) -> bool {
         && !s.contains("--")
 }
 
-fn is_env_var_name(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|c| (0x20..=0x7e).contains(&c) && c != b'=')
-}
-
 // ---------------------------------------------------------------------------------------
 // Static pod identity
 
@@ -1718,7 +1723,7 @@ mod tests {
             ("tab\t", false),
             ("", false),
         ] {
-            assert_eq!(is_env_var_name(s), ok, "{s:?}");
+            assert_eq!(crate::api::is_env_var_name(s), ok, "{s:?}");
         }
     }
 

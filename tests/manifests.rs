@@ -573,6 +573,16 @@ fn validation_names_every_field() {
             "required",
         ),
         (
+            |p| {
+                p.spec.containers[0].env_from.push(api::EnvFromSource {
+                    prefix: "APP=".into(),
+                    ..Default::default()
+                })
+            },
+            "spec.containers[0].envFrom[0].prefix",
+            "\"APP=\" must be printable ASCII without '='",
+        ),
+        (
             |p| p.spec.containers[0].env[0].value_from = Some(serde_json::json!({"fieldRef": {}})),
             "spec.containers[0].env[0].valueFrom",
             "together with value",

@@ -423,17 +423,6 @@ pub fn container_env(
     Ok(out)
 }
 
-/// upstream `IsEnvVarName` (`[-._a-zA-Z][-._a-zA-Z0-9]*`). Newer apiservers relax it
-/// (`RelaxedEnvironmentVariableValidation`); picolet keeps the classic rule for envFrom keys,
-/// which is what a shell in the container can use.
-pub fn is_env_var_name(name: &str) -> bool {
-    let mut bytes = name.bytes();
-    bytes
-        .next()
-        .is_some_and(|b| b.is_ascii_alphabetic() || matches!(b, b'-' | b'.' | b'_'))
-        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
-}
-
 /// The variables of `envFrom`, and per source the keys skipped as invalid names.
 #[derive(Debug, Default, PartialEq)]
 pub struct EnvFrom {
@@ -482,7 +471,9 @@ pub fn env_from(
         let mut invalid = Vec::new();
         for (k, v) in &obj.data {
             let name = format!("{}{k}", src.prefix);
-            if !is_env_var_name(&name) {
+            // kubelet (1.37): every key, prefixed; only what an env entry cannot carry is
+            // skipped (a static pod's local objects are not the apiserver's, validated).
+            if !crate::api::is_env_var_name(&name) {
                 invalid.push(name);
                 continue;
             }
@@ -1569,7 +1560,7 @@ mod tests {
         let objects = ConfigObjects::default();
         let cm: api::ConfigMap = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "cfg", "namespace": "apps"},
-            "data": {"A": "1", "B": "2", "1x": "bad", "a.b": "dots"}
+            "data": {"A": "1", "B": "2", "1x": "digit", "a.b": "dots"}
         }))
         .unwrap();
         let sec: api::Secret = serde_json::from_value(serde_json::json!({
@@ -1595,7 +1586,8 @@ mod tests {
             "envFrom": [{"configMapRef": {"name": "cfg"}},
                         {"prefix": "S_", "secretRef": {"name": "db"}},
                         {"secretRef": {"name": "db"}},
-                        {"configMapRef": {"name": "gone", "optional": true}}],
+                        {"configMapRef": {"name": "gone", "optional": true}},
+                        {"prefix": "no=", "configMapRef": {"name": "cfg"}}],
             "env": [{"name": "B", "value": "literal $(A)"},
                     {"name": "P", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}},
                     {"name": "O", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "nope", "optional": true}}}]
@@ -1603,6 +1595,7 @@ mod tests {
         .unwrap();
         let envs = container_env(&p, &c, "", node).unwrap();
         let want: Vec<(String, String)> = [
+            ("1x", "digit"),      // kubelet 1.37: any name an env entry can carry
             ("A", "from-secret"), // the later envFrom source wins
             ("B", "literal from-secret"),
             ("a.b", "dots"),
@@ -1621,7 +1614,9 @@ mod tests {
             vec![(
                 Kind::ConfigMap,
                 "apps/cfg".to_string(),
-                vec!["1x".to_string()]
+                ["no=1x", "no=A", "no=B", "no=a.b"]
+                    .map(String::from)
+                    .to_vec()
             )]
         );
 

@@ -205,8 +205,9 @@ pub(super) async fn try_start_container<R: Runtime, C: Clock>(
     // container's env).
     let seccomp_root = env.root_dir.join("seccomp");
     let node = env.node_params(&seccomp_root);
-    // kubelet: envFrom keys that are not valid names are skipped, with an event
-    // (InvalidEnvironmentVariableNames); here a WARN.
+    // envFrom keys an env entry cannot carry (printable ASCII without '=') are skipped with
+    // a WARN (kubelet ≤ 1.33: an InvalidEnvironmentVariableNames event for the classic
+    // rule; 1.37 takes every key, and validation already refuses such prefixes and keys).
     if let Ok(from) = cri_config::env_from(pod, c, node) {
         for (kind, object, keys) in from.skipped {
             log::warn!(
