@@ -1216,6 +1216,9 @@ pub struct PodStatus {
     pub ephemeral_container_statuses: Vec<ContainerStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qos_class: Option<String>,
+    /// The pod generation this status was made for (kubelet: PodObservedGenerationTracking).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub observed_generation: i64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -75,6 +75,9 @@ pub(super) fn generate(
         condition(POD_SCHEDULED, true, None, None),
     ];
     for c in &mut owned {
+        // kubelet (PodObservedGenerationTracking, GA in 1.35): the generation it was made
+        // for (`CalculatePodConditionObservedGeneration`).
+        c.observed_generation = pod.metadata.generation;
         c.last_transition_time = old
             .conditions
             .iter()

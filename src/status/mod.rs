@@ -298,6 +298,9 @@ pub fn compute_pod_status_with(
     status.container_statuses = statuses;
     status.ephemeral_container_statuses = ephemeral;
     status.qos_class = Some(pod_qos(pod).as_str().to_string());
+    // kubelet status manager (PodObservedGenerationTracking, GA in 1.35): the pod's
+    // generation, never below the one already reported (no needless patch).
+    status.observed_generation = pod.metadata.generation.max(old.observed_generation).max(0);
     status
 }
 

@@ -1724,6 +1724,33 @@ fn last_transition_time_moves_only_on_change() {
 // ---------------------------------------------------------------------------------------
 // IPs, host IP, start time, QoS.
 
+/// kubelet (PodObservedGenerationTracking, GA in 1.35): the status and the kubelet's own
+/// conditions carry the pod's generation; never lower than one already reported.
+#[test]
+fn observed_generation_follows_the_pod() {
+    let mut p = pod(&["app"]);
+    p.metadata.generation = 2;
+    let none = WaitingReasons::new();
+    let obs = observed(vec![running("app", 0, 0)]);
+    let st = compute(&p, &obs, &none, None, T0);
+    assert_eq!(st.observed_generation, 2);
+    for c in &st.conditions {
+        assert_eq!(c.observed_generation, 2, "{}", c.type_);
+    }
+    let json = serde_json::to_value(&st).unwrap();
+    assert_eq!(json["observedGeneration"], 2);
+    p.metadata.generation = 3;
+    assert_eq!(
+        compute(&p, &obs, &none, Some(&st), T0).observed_generation,
+        3
+    );
+    p.metadata.generation = 1;
+    assert_eq!(
+        compute(&p, &obs, &none, Some(&st), T0).observed_generation,
+        2
+    );
+}
+
 #[test]
 fn addresses_start_time_and_qos() {
     let p = pod(&["app"]);
