@@ -256,7 +256,7 @@ pub static RULES: &[Rule] = &[
     rule(
         "spec.containers[].envFrom",
         Implemented,
-        "configMapRef and secretRef with prefix and optional; every key (as the kubelet of 1.37), only one an env entry cannot carry skipped with a warning",
+        "configMapRef and secretRef with prefix and optional; every key, as the kubelet",
     ),
     rule(
         "spec.containers[].env[].valueFrom.fieldRef",

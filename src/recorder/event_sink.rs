@@ -238,7 +238,7 @@ impl EventSink {
                         let now = Instant::now();
                         if rejected.1.is_none_or(|t| now >= t + REJECTION_LOG_EVERY) {
                             log::warn!(
-                                "events: the apiserver rejected {} event(s), the last: {e}; the others go on",
+                                "events: {} rejected by the apiserver, the last: {e}",
                                 rejected.0
                             );
                             rejected = (0, Some(now));
