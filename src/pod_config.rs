@@ -9,7 +9,7 @@
 //! - `REMOVE`    a UID present before is missing from the snapshot;
 //! - `ADD`       a UID not seen before (the first snapshot of a source always yields an
 //!   `ADD`, even an empty one: "this source has been seen");
-//! - `UPDATE`    a *semantic* change (spec, labels, deletionTimestamp,
+//! - `UPDATE`    a *semantic* change (spec, generation, labels, deletionTimestamp,
 //!   deletionGracePeriodSeconds, or annotations other than the kubelet-local
 //!   `config.source` / `config.seen` / `config.mirror`; `config.hash` counts);
 //! - `DELETE`    a semantic change that carries a deletionTimestamp (graceful deletion);
@@ -200,7 +200,11 @@ impl PodConfig {
 /// kubelet: `podsDifferSemantically` / `checkAndUpdatePod`.
 fn compare(existing: &Pod, incoming: &Pod) -> Change {
     let (e, i) = (&existing.metadata, &incoming.metadata);
+    // The generation too: the apiserver bumps it for every spec change, also of fields
+    // picolet's model does not keep (tolerations), and the status reports it
+    // (observedGeneration).
     let semantic = existing.spec != incoming.spec
+        || e.generation != i.generation
         || e.labels != i.labels
         || e.deletion_timestamp != i.deletion_timestamp
         || e.deletion_grace_period_seconds != i.deletion_grace_period_seconds
@@ -225,8 +229,8 @@ fn annotations_equal_ignoring_local(a: &Pod, b: &Pod) -> bool {
     strip(a).eq(strip(b))
 }
 
-/// The stored pod after a semantic change: the incoming spec, labels, deletion fields,
-/// status and annotations, keeping the existing pod's kubelet-local annotations — above
+/// The stored pod after a semantic change: the incoming spec, generation, labels, deletion
+/// fields, status and annotations, keeping the existing pod's kubelet-local annotations — above
 /// all the first-seen `config.seen` (kubelet: `checkAndUpdatePod`, `updateAnnotations`).
 fn apply_semantic_change(existing: &Pod, incoming: Pod) -> Pod {
     let mut merged = existing.clone();
@@ -237,6 +241,7 @@ fn apply_semantic_change(existing: &Pod, incoming: Pod) -> Pod {
         }
     }
     merged.spec = incoming.spec;
+    merged.metadata.generation = incoming.metadata.generation;
     merged.status = incoming.status;
     merged.metadata.labels = incoming.metadata.labels;
     merged.metadata.deletion_timestamp = incoming.metadata.deletion_timestamp;
@@ -419,6 +424,13 @@ mod tests {
                 &[(PodOp::Update, &["a"])],
             ),
             (
+                // A spec change of a field the model does not keep (tolerations) shows
+                // only in the generation, which the status reports.
+                "generation alone",
+                |p| p.metadata.generation = 2,
+                &[(PodOp::Update, &["a"])],
+            ),
+            (
                 "resourceVersion is not semantic",
                 |p| p.metadata.resource_version = "7".into(),
                 &[],
@@ -429,8 +441,14 @@ mod tests {
             c.merge(snap(vec![pod("p", "a")]));
             let mut edited = pod("p", "a");
             edit(&mut edited);
-            let got = c.merge(snap(vec![edited]));
+            let got = c.merge(snap(vec![edited.clone()]));
             assert_eq!(summary(&got), ops(want), "case {name}");
+            if let Some(u) = got.first() {
+                assert_eq!(
+                    u.pods[0].metadata.generation, edited.metadata.generation,
+                    "case {name}: the stored generation"
+                );
+            }
         }
     }
 
