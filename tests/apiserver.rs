@@ -1672,9 +1672,10 @@ async fn event_sink_drops_and_counts_events_while_the_apiserver_is_away() {
         .await;
 }
 
-/// client-go `recordEvent`: an event the apiserver rejects (here a namespace being
-/// terminated, as when the e2e suites delete a test's namespace) is dropped alone; the
-/// next event, of another namespace, goes at once — no outage, no back-off.
+/// client-go `recordEvent`: an event the apiserver rejects (here a plain 403 for one
+/// namespace, as for a namespace being terminated when the e2e suites delete a test's) is
+/// dropped alone; the next event, of another namespace, goes at once — no outage, no
+/// back-off.
 #[tokio::test(start_paused = true)]
 async fn event_sink_drops_a_rejected_event_alone() {
     let mock = MockApiServer::start_new().await.unwrap();
