@@ -295,7 +295,7 @@ pub async fn run(
             if !opts.image_mirror_address.is_empty() {
                 log::warn!(
                     "imageMirrorAddress {:?} ignored: this picolet is built without the image \
-                     mirror (the ARMv6 build leaves it out for size)",
+                     mirror (cargo feature image-mirror)",
                     opts.image_mirror_address
                 );
             }
@@ -695,8 +695,9 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
     } = cfg;
     log::info!(
         target: AGENT_LOG,
-        "picolet {} starting: node {}, manifests {}",
+        "picolet {} ({}) starting: node {}, manifests {}",
         env!("CARGO_PKG_VERSION"),
+        crate::options::build_features(),
         cfg.node_name,
         pod_manifest_path.display()
     );

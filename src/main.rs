@@ -26,6 +26,7 @@ fn main() -> ExitCode {
     match command {
         Command::Version => {
             println!("picolet {}", env!("CARGO_PKG_VERSION"));
+            println!("{}", options::build_features());
             ExitCode::SUCCESS
         }
         Command::Help => {

@@ -290,6 +290,37 @@ impl Default for Options {
     }
 }
 
+/// What this build carries, for `picolet --version` and the start line: its cargo features
+/// (the default ones first, in `Cargo.toml`'s order) and the most detailed log level compiled
+/// in, e.g. `features: apiserver image-mirror device-plugins in-place-resize; log: debug`.
+/// A board's owner sees what the binary runs; `packaging/build-all.sh` checks that every
+/// release build names every default feature and `log: debug`.
+pub fn build_features() -> String {
+    let features = [
+        ("apiserver", cfg!(feature = "apiserver")),
+        ("image-mirror", cfg!(feature = "image-mirror")),
+        ("device-plugins", cfg!(feature = "device-plugins")),
+        ("in-place-resize", cfg!(feature = "in-place-resize")),
+        ("fakes", cfg!(feature = "fakes")),
+        ("fake-cri", cfg!(feature = "fake-cri")),
+        ("mock-apiserver", cfg!(feature = "mock-apiserver")),
+    ];
+    let mut out = String::from("features:");
+    for (name, on) in features {
+        if on {
+            out.push(' ');
+            out.push_str(name);
+        }
+    }
+    if out.ends_with(':') {
+        out.push_str(" none");
+    }
+    let level = log::STATIC_MAX_LEVEL.as_str().to_ascii_lowercase();
+    out.push_str("; log: ");
+    out.push_str(&level);
+    out
+}
+
 pub const HELP: &str = "\
 picolet — a kubelet for edge devices
 
@@ -1436,6 +1467,39 @@ mod tests {
 
     fn args(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn build_features_name_each_feature_compiled_in_and_the_log_level() {
+        let b = build_features();
+        let (features, level) = b.split_once("; log: ").expect(&b);
+        let names: Vec<&str> = features
+            .strip_prefix("features: ")
+            .expect(&b)
+            .split(' ')
+            .collect();
+        assert_eq!(
+            names.contains(&"apiserver"),
+            cfg!(feature = "apiserver"),
+            "{b}"
+        );
+        assert_eq!(
+            names.contains(&"image-mirror"),
+            cfg!(feature = "image-mirror"),
+            "{b}"
+        );
+        assert_eq!(
+            names.contains(&"device-plugins"),
+            cfg!(feature = "device-plugins"),
+            "{b}"
+        );
+        assert_eq!(
+            names.contains(&"in-place-resize"),
+            cfg!(feature = "in-place-resize"),
+            "{b}"
+        );
+        // A test build compiles every level in.
+        assert_eq!(level, "trace", "{b}");
     }
 
     #[test]
