@@ -18,7 +18,7 @@ pub enum ApiError {
     KubeconfigParse {
         path: PathBuf,
         #[source]
-        source: serde_yaml_ng::Error,
+        source: crate::api::YamlError,
     },
     /// A required entry is missing or names something that does not exist.
     #[error("kubeconfig {}: {what}", path.display())]
