@@ -200,6 +200,25 @@ pub fn from_yaml_value<'de, T: de::Deserialize<'de>>(value: &'de Value) -> Resul
     T::deserialize(De(value, true))
 }
 
+/// JSON text that does not decode.
+#[derive(Debug, thiserror::Error)]
+pub enum JsonError {
+    /// Not JSON (serde_json's message, with line and column).
+    #[error("{0}")]
+    Syntax(#[from] serde_json::Error),
+    /// A value that does not fit (with its field path).
+    #[error("{0}")]
+    Decode(#[from] DecodeError),
+}
+
+/// Decodes JSON text as a `T`: a [`Value`] first (one parser for every input), then
+/// [`from_value`], so a type's derived `Deserialize` exists once, for this decoder, and
+/// an error names the field path.
+pub fn from_json_slice<T: de::DeserializeOwned>(bytes: &[u8]) -> Result<T, JsonError> {
+    let value: Value = serde_json::from_slice(bytes)?;
+    Ok(from_value(&value)?)
+}
+
 /// YAML text that does not decode.
 #[derive(Debug, thiserror::Error)]
 pub enum YamlError {

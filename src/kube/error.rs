@@ -78,7 +78,7 @@ pub enum ApiError {
     Decode {
         what: String,
         #[source]
-        source: serde_json::Error,
+        source: crate::api::JsonError,
     },
     #[error("cannot encode the request body: {0}")]
     Encode(#[source] serde_json::Error),
