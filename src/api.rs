@@ -17,7 +17,10 @@ use serde::{Deserialize, Serialize};
 #[cfg(feature = "apiserver")]
 pub mod cluster;
 mod decode;
-pub use decode::{DecodeError, from_value};
+pub use decode::{
+    DecodeError, JsonError, YamlError, from_json_slice, from_value, from_yaml, from_yaml_value,
+    yaml_value,
+};
 
 /// Annotation keys picolet sets on static pods (kubelet: `pkg/kubelet/types/pod_update.go`).
 pub const ANNOTATION_CONFIG_SOURCE: &str = "kubernetes.io/config.source";

@@ -40,7 +40,7 @@ pub enum CheckpointError {
     Parse {
         path: PathBuf,
         #[source]
-        source: serde_json::Error,
+        source: crate::api::JsonError,
     },
     #[error("checkpoint {}: cannot write: {source}", path.display())]
     Write {
@@ -106,7 +106,7 @@ impl Checkpoint {
             }
         };
         let file: FileIn =
-            serde_json::from_slice(&bytes).map_err(|source| CheckpointError::Parse {
+            crate::api::from_json_slice(&bytes).map_err(|source| CheckpointError::Parse {
                 path: self.path.clone(),
                 source,
             })?;
@@ -328,6 +328,16 @@ mod tests {
         let mut c = Checkpoint::new(dir.path(), "pi-1");
         let err = c.load().unwrap_err();
         assert!(matches!(err, CheckpointError::Parse { .. }), "{err}");
+        // A value of the wrong type: the file and the field are named.
+        fs::write(c.path(), br#"{"node": "pi-1", "pods": {}}"#).unwrap();
+        let err = c.load().unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "checkpoint {}: cannot parse (ignored): pods: invalid type: map, expected a sequence",
+                c.path().display()
+            )
+        );
         // And a store replaces it.
         assert!(c.store(&[]).unwrap());
         assert_eq!(c.load().unwrap(), Some(vec![]));

@@ -459,7 +459,7 @@ struct ConfigFile {
     seccomp_default: Option<bool>,
     fail_swap_on: Option<bool>,
     /// `{swapBehavior: …}`, read by key.
-    memory_swap: Option<serde_yaml_ng::Value>,
+    memory_swap: Option<serde_json::Value>,
     kubeconfig: Option<PathBuf>,
     rotate_certificates: Option<bool>,
     #[serde(rename = "serverTLSBootstrap")]
@@ -485,8 +485,8 @@ struct ConfigFile {
     tls_cert_file: Option<PathBuf>,
     tls_private_key_file: Option<PathBuf>,
     /// Read by key ([`yaml_at`]): seven derived structs cost the ARMv6 binary ~10 KB.
-    authentication: Option<serde_yaml_ng::Value>,
-    authorization: Option<serde_yaml_ng::Value>,
+    authentication: Option<serde_json::Value>,
+    authorization: Option<serde_json::Value>,
     container_log_max_size: Option<String>,
     container_log_max_files: Option<usize>,
     #[serde(rename = "imageGCHighThresholdPercent")]
@@ -915,17 +915,21 @@ fn apply_config_file(opts: &mut Options, path: &str) -> Result<(), OptionsError>
         path: path.to_string(),
         source,
     })?;
-    let cfg: ConfigFile = if text.trim().is_empty() {
-        ConfigFile::default()
-    } else {
-        serde_yaml_ng::from_str(&text).map_err(|e| OptionsError::ConfigParse {
-            path: path.to_string(),
-            message: e.to_string(),
-        })?
+    // One decoder for every typed input (api::decode): the YAML as a JSON value, then the
+    // value decoder, so ConfigFile's Deserialize exists once, not again for serde_yaml_ng.
+    let parse_error = |e: &dyn std::fmt::Display| OptionsError::ConfigParse {
+        path: path.to_string(),
+        message: e.to_string(),
     };
-    if let Ok(serde_yaml_ng::Value::Mapping(map)) = serde_yaml_ng::from_str(&text) {
-        for key in map.keys().filter_map(|k| k.as_str()) {
-            if !KNOWN_CONFIG_KEYS.contains(&key) {
+    let doc = if text.trim().is_empty() {
+        serde_json::Value::Null
+    } else {
+        crate::api::yaml_value(&text).map_err(|e| parse_error(&e))?
+    };
+    let cfg: ConfigFile = crate::api::from_yaml_value(&doc).map_err(|e| parse_error(&e))?;
+    if let serde_json::Value::Object(map) = &doc {
+        for key in map.keys() {
+            if !KNOWN_CONFIG_KEYS.contains(&key.as_str()) {
                 log::warn!("config file {path}: unknown key {key:?} ignored");
             }
         }
@@ -1084,12 +1088,12 @@ fn apply_config_file(opts: &mut Options, path: &str) -> Result<(), OptionsError>
     let auth = (cfg.authentication, cfg.authorization);
     let yaml_bool = |key: &str| match yaml_at(&auth, key) {
         None => Ok(None),
-        Some(serde_yaml_ng::Value::Bool(b)) => Ok(Some(*b)),
+        Some(serde_json::Value::Bool(b)) => Ok(Some(*b)),
         Some(_) => Err(bad(format!("{key}: not true or false"))),
     };
     let yaml_str = |key: &str| match yaml_at(&auth, key) {
         None => Ok(None),
-        Some(serde_yaml_ng::Value::String(v)) => Ok(Some(v.clone())),
+        Some(serde_json::Value::String(v)) => Ok(Some(v.clone())),
         Some(_) => Err(bad(format!("{key}: not a string"))),
     };
     if let Some(v) = yaml_str("authentication.x509.clientCAFile")? {
@@ -1170,9 +1174,9 @@ fn apply_config_file(opts: &mut Options, path: &str) -> Result<(), OptionsError>
 /// The value at a dotted `key` (`authentication.webhook.enabled`) of the config file's
 /// `authentication:` / `authorization:` blocks.
 fn yaml_at<'a>(
-    blocks: &'a (Option<serde_yaml_ng::Value>, Option<serde_yaml_ng::Value>),
+    blocks: &'a (Option<serde_json::Value>, Option<serde_json::Value>),
     key: &str,
-) -> Option<&'a serde_yaml_ng::Value> {
+) -> Option<&'a serde_json::Value> {
     let mut parts = key.split('.');
     let mut v = match parts.next()? {
         "authentication" => blocks.0.as_ref()?,
@@ -2211,5 +2215,76 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The config file through the value decoder (api::decode) reads as serde_yaml_ng's
+    /// typed decoding did: numbers and booleans where strings are wanted are their text,
+    /// tags dropped, YAML 1.2 (`yes` is a string), unknown keys ignored, an empty or
+    /// comments-only file is no setting.
+    #[test]
+    fn config_file_reads_as_serde_yaml_ng_did() {
+        let texts = [
+            "staticPodPath: /p\nport: 0x2800\nmaxPods: 20\ncgroupsPerQOS: false\n",
+            "systemReserved: {cpu: 1, memory: 1Gi}\nnodeLabels: {rack: 12, edge: true, name: yes}\n",
+            "hostnameOverride: 123\nallowedUnsafeSysctls: [net.core.somaxconn, 1]\nunknown: .nan\n",
+            "staticPodURLHeader: {X-A: [1, b]}\nenforceNodeAllocatable: !tag [pods]\n",
+            "podLogDir: /l\nmanifestURL: http://x\nimageGCHighThresholdPercent: 90\n",
+            "# nothing\n",
+            "---\n",
+            "port: -1\n",
+            "port: '80'\n",
+            "maxPods: 1e3\n",
+            "cgroupsPerQOS: yes\n",
+            "systemReserved: [cpu]\n",
+            "a: 1\n---\nb: 2\n",
+        ];
+        for text in texts {
+            let old: Result<ConfigFile, _> = serde_yaml_ng::from_str(text);
+            let new: Result<ConfigFile, _> = crate::api::from_yaml(text);
+            match (old, new) {
+                (Ok(old), Ok(new)) => assert_eq!(format!("{old:?}"), format!("{new:?}"), "{text}"),
+                (Err(_), Err(_)) => {}
+                (old, new) => panic!("{text}: {old:?} then, {new:?} now"),
+            }
+        }
+    }
+
+    /// A value of the wrong type in the config file: the error names the file and the
+    /// field path.
+    #[test]
+    fn malformed_config_file_names_the_file_and_the_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.yaml");
+        let p = path.display().to_string();
+        for (text, want) in [
+            (
+                "port: [80]\n",
+                "port: invalid type: sequence, expected u16".to_string(),
+            ),
+            (
+                "staticPodURLHeader: {X-A: [a, [b]]}\n",
+                "staticPodURLHeader.X-A[1]: invalid type: sequence, expected a string".to_string(),
+            ),
+            (
+                "authentication: {anonymous: {enabled: maybe}}\n",
+                "authentication.anonymous.enabled: not true or false".to_string(),
+            ),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let err = parse(&args(&format!("run --config {p}"))).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("config file {p}: {want}"),
+                "{text}"
+            );
+        }
+        std::fs::write(&path, "port: [\n").unwrap();
+        let err = parse(&args(&format!("run --config {p}")))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(&format!("config file {p}: ")) && err.contains("line"),
+            "{err}"
+        );
     }
 }

@@ -188,11 +188,120 @@ impl de::Error for DecodeError {
 
 /// Decodes `value` as a `T`, naming the field path of an error.
 pub fn from_value<'de, T: de::Deserialize<'de>>(value: &'de Value) -> Result<T, DecodeError> {
-    T::deserialize(De(value))
+    T::deserialize(De(value, false))
 }
 
-/// The deserializer: one borrowed JSON value.
-struct De<'de>(&'de Value);
+/// Decodes a value made by [`yaml_value`] as a `T`, naming the field path of an error.
+///
+/// As serde_yaml_ng's own typed decoding did: where a string is wanted, a number or a
+/// boolean reads as its text (`cpu: 1` is the string `"1"`, `enabled: true` under a
+/// `map[string]string` is `"true"`). Everything else as [`from_value`].
+pub fn from_yaml_value<'de, T: de::Deserialize<'de>>(value: &'de Value) -> Result<T, DecodeError> {
+    T::deserialize(De(value, true))
+}
+
+/// JSON text that does not decode.
+#[derive(Debug, thiserror::Error)]
+pub enum JsonError {
+    /// Not JSON (serde_json's message, with line and column).
+    #[error("{0}")]
+    Syntax(#[from] serde_json::Error),
+    /// A value that does not fit (with its field path).
+    #[error("{0}")]
+    Decode(#[from] DecodeError),
+}
+
+/// Decodes JSON text as a `T`: a [`Value`] first (one parser for every input), then
+/// [`from_value`], so a type's derived `Deserialize` exists once, for this decoder, and
+/// an error names the field path.
+pub fn from_json_slice<T: de::DeserializeOwned>(bytes: &[u8]) -> Result<T, JsonError> {
+    let value: Value = serde_json::from_slice(bytes)?;
+    Ok(from_value(&value)?)
+}
+
+/// YAML text that does not decode.
+#[derive(Debug, thiserror::Error)]
+pub enum YamlError {
+    /// Not YAML, or not one document (serde_yaml_ng's message, with line and column).
+    #[error("{0}")]
+    Syntax(#[from] serde_yaml_ng::Error),
+    /// A value that does not fit (with its field path).
+    #[error("{0}")]
+    Decode(#[from] DecodeError),
+}
+
+/// Decodes YAML (or JSON) text, one document, as a `T`: [`yaml_value`], then
+/// [`from_yaml_value`].
+pub fn from_yaml<T: de::DeserializeOwned>(text: &str) -> Result<T, YamlError> {
+    Ok(from_yaml_value(&yaml_value(text)?)?)
+}
+
+/// YAML (or JSON) text, one document, as the JSON value the decoder reads: the YAML 1.2
+/// reading serde_yaml_ng gives (`yes` is a string, `0x10` is 16), aliases resolved, merge
+/// keys (`<<`) left as plain keys (serde_yaml_ng's typed decoding never applied them), an
+/// empty document `null`.
+///
+/// What JSON cannot hold is written as serde_yaml_ng's typed decoding read it: a tag is
+/// dropped (`!foo bar` is `bar`), a `.nan` or `.inf` is its text (a string where a number
+/// is wanted is a type error, as the float was), a key that is a number or a boolean is
+/// its text, a null key is `""`. A key that is a list or a map is an error naming where.
+/// A key given twice is an error (serde_yaml_ng's value parser), where a typed map
+/// used to keep the last.
+pub fn yaml_value(text: &str) -> Result<Value, YamlError> {
+    let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(text)?;
+    Ok(json_of_yaml(doc)?)
+}
+
+fn json_of_yaml(v: serde_yaml_ng::Value) -> Result<Value, DecodeError> {
+    use serde_yaml_ng::Value as Y;
+    Ok(match v {
+        Y::Null => Value::Null,
+        Y::Bool(b) => Value::Bool(b),
+        Y::Number(n) => {
+            if let Some(u) = n.as_u64() {
+                Value::from(u)
+            } else if let Some(i) = n.as_i64() {
+                Value::from(i)
+            } else {
+                n.as_f64()
+                    .and_then(Number::from_f64)
+                    .map_or_else(|| Value::String(n.to_string()), Value::Number)
+            }
+        }
+        Y::String(s) => Value::String(s),
+        Y::Sequence(items) => {
+            let mut out = Vec::with_capacity(items.len());
+            for (i, item) in items.into_iter().enumerate() {
+                out.push(json_of_yaml(item).map_err(|e| e.at_index(i))?);
+            }
+            Value::Array(out)
+        }
+        Y::Mapping(map) => {
+            let mut out = serde_json::Map::new();
+            for (k, v) in map {
+                let key = match json_of_yaml(k)? {
+                    Value::String(s) => s,
+                    Value::Null => String::new(),
+                    Value::Bool(b) => b.to_string(),
+                    Value::Number(n) => n.to_string(),
+                    Value::Array(_) | Value::Object(_) => {
+                        return Err(DecodeError::custom(
+                            "a key that is a list or a map is not supported",
+                        ));
+                    }
+                };
+                let v = json_of_yaml(v).map_err(|e| e.at_key(&key))?;
+                out.insert(key, v);
+            }
+            Value::Object(out)
+        }
+        Y::Tagged(t) => json_of_yaml(t.value)?,
+    })
+}
+
+/// The deserializer: one borrowed JSON value, and whether it came from YAML (see
+/// [`from_yaml_value`]).
+struct De<'de>(&'de Value, bool);
 
 /// serde_json's `Value::unexpected` (so messages read the same).
 fn unexpected(v: &Value) -> Unexpected<'_> {
@@ -233,10 +342,15 @@ impl<'de> De<'de> {
         }
     }
 
-    fn seq<V: Visitor<'de>>(items: &'de [Value], visitor: V) -> Result<V::Value, DecodeError> {
+    fn seq<V: Visitor<'de>>(
+        items: &'de [Value],
+        yaml: bool,
+        visitor: V,
+    ) -> Result<V::Value, DecodeError> {
         let mut seq = Seq {
             items: items.iter(),
             index: 0,
+            yaml,
         };
         let out = visitor.visit_seq(&mut seq)?;
         // serde_json: a visitor that leaves elements is an error.
@@ -252,11 +366,13 @@ impl<'de> De<'de> {
 
     fn map<V: Visitor<'de>>(
         map: &'de serde_json::Map<String, Value>,
+        yaml: bool,
         visitor: V,
     ) -> Result<V::Value, DecodeError> {
         let mut access = Entries {
             entries: map.iter(),
             value: None,
+            yaml,
         };
         let out = visitor.visit_map(&mut access)?;
         if access.entries.len() == 0 {
@@ -283,8 +399,8 @@ impl<'de> Deserializer<'de> for De<'de> {
             Value::Bool(b) => visitor.visit_bool(*b),
             Value::Number(n) => Self::number(n, visitor),
             Value::String(s) => visitor.visit_borrowed_str(s),
-            Value::Array(items) => Self::seq(items, visitor),
-            Value::Object(map) => Self::map(map, visitor),
+            Value::Array(items) => Self::seq(items, self.1, visitor),
+            Value::Object(map) => Self::map(map, self.1, visitor),
         }
     }
 
@@ -313,14 +429,15 @@ impl<'de> Deserializer<'de> for De<'de> {
         match self.0 {
             Value::String(s) => visitor.visit_borrowed_str(s),
             Value::Null => visitor.visit_borrowed_str(""),
+            Value::Number(_) | Value::Bool(_) if self.1 => visitor.visit_string(self.0.to_string()),
             other => Err(type_error(other, &visitor)),
         }
     }
 
     fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
         match self.0 {
-            Value::Array(items) => Self::seq(items, visitor),
-            Value::Null => Self::seq(&[], visitor),
+            Value::Array(items) => Self::seq(items, self.1, visitor),
+            Value::Null => Self::seq(&[], self.1, visitor),
             other => Err(type_error(other, &visitor)),
         }
     }
@@ -329,8 +446,8 @@ impl<'de> Deserializer<'de> for De<'de> {
         static EMPTY: std::sync::LazyLock<serde_json::Map<String, Value>> =
             std::sync::LazyLock::new(serde_json::Map::new);
         match self.0 {
-            Value::Object(map) => Self::map(map, visitor),
-            Value::Null => Self::map(&EMPTY, visitor),
+            Value::Object(map) => Self::map(map, self.1, visitor),
+            Value::Null => Self::map(&EMPTY, self.1, visitor),
             other => Err(type_error(other, &visitor)),
         }
     }
@@ -383,7 +500,11 @@ impl<'de> Deserializer<'de> for De<'de> {
             other => return Err(type_error(other, &"string or map")),
         };
         visitor
-            .visit_enum(Variant { variant, content })
+            .visit_enum(Variant {
+                variant,
+                content,
+                yaml: self.1,
+            })
             .map_err(|e| match content {
                 Some(_) => e.at_key(variant),
                 None => e,
@@ -434,6 +555,7 @@ impl<'de> Deserializer<'de> for De<'de> {
 struct Seq<'de> {
     items: std::slice::Iter<'de, Value>,
     index: usize,
+    yaml: bool,
 }
 
 impl<'de> SeqAccess<'de> for Seq<'de> {
@@ -448,7 +570,7 @@ impl<'de> SeqAccess<'de> for Seq<'de> {
         };
         let index = self.index;
         self.index += 1;
-        seed.deserialize(De(item))
+        seed.deserialize(De(item, self.yaml))
             .map(Some)
             .map_err(|e| e.at_index(index))
     }
@@ -461,6 +583,7 @@ impl<'de> SeqAccess<'de> for Seq<'de> {
 struct Entries<'de> {
     entries: serde_json::map::Iter<'de>,
     value: Option<(&'de str, &'de Value)>,
+    yaml: bool,
 }
 
 impl<'de> MapAccess<'de> for Entries<'de> {
@@ -487,7 +610,8 @@ impl<'de> MapAccess<'de> for Entries<'de> {
         let Some((key, value)) = self.value.take() else {
             return Err(DecodeError::custom("value is missing"));
         };
-        seed.deserialize(De(value)).map_err(|e| e.at_key(key))
+        seed.deserialize(De(value, self.yaml))
+            .map_err(|e| e.at_key(key))
     }
 
     fn size_hint(&self) -> Option<usize> {
@@ -498,6 +622,7 @@ impl<'de> MapAccess<'de> for Entries<'de> {
 struct Variant<'de> {
     variant: &'de str,
     content: Option<&'de Value>,
+    yaml: bool,
 }
 
 impl<'de> EnumAccess<'de> for Variant<'de> {
@@ -531,7 +656,7 @@ impl<'de> VariantAccess<'de> for Variant<'de> {
         seed: T,
     ) -> Result<T::Value, DecodeError> {
         match self.content {
-            Some(v) => seed.deserialize(De(v)),
+            Some(v) => seed.deserialize(De(v, self.yaml)),
             None => Err(DecodeError::invalid_type(
                 Unexpected::UnitVariant,
                 &"newtype variant",
@@ -545,7 +670,7 @@ impl<'de> VariantAccess<'de> for Variant<'de> {
         visitor: V,
     ) -> Result<V::Value, DecodeError> {
         match self.content {
-            Some(v @ Value::Array(_)) => De(v).deserialize_any(visitor),
+            Some(v @ Value::Array(_)) => De(v, self.yaml).deserialize_any(visitor),
             Some(other) => Err(DecodeError::invalid_type(
                 unexpected(other),
                 &"tuple variant",
@@ -563,7 +688,7 @@ impl<'de> VariantAccess<'de> for Variant<'de> {
         visitor: V,
     ) -> Result<V::Value, DecodeError> {
         match self.content {
-            Some(v @ Value::Object(_)) => De(v).deserialize_any(visitor),
+            Some(v @ Value::Object(_)) => De(v, self.yaml).deserialize_any(visitor),
             Some(other) => Err(DecodeError::invalid_type(
                 unexpected(other),
                 &"struct variant",
@@ -713,5 +838,94 @@ mod tests {
         let ours: Pod = from_value(&v).unwrap();
         let theirs: Pod = serde_json::from_value(v).unwrap();
         assert_eq!(ours, theirs);
+    }
+
+    /// The YAML reading of the typed inputs (config file, kubeconfig): what JSON cannot
+    /// hold, and serde_yaml_ng's leniency where a string is wanted.
+    #[test]
+    fn yaml_values_read_as_serde_yaml_ng_typed_decoding_did() {
+        #[derive(Debug, PartialEq, serde::Deserialize)]
+        struct T {
+            s: Option<String>,
+            n: Option<u16>,
+            b: Option<bool>,
+            m: Option<std::collections::BTreeMap<String, String>>,
+            l: Option<Vec<String>>,
+        }
+        let t = |text: &str| from_yaml::<T>(text).map_err(|e| e.to_string());
+        let none = T {
+            s: None,
+            n: None,
+            b: None,
+            m: None,
+            l: None,
+        };
+        // Scalars where a string is wanted: their text; tags dropped; 1.2 rules.
+        assert_eq!(t("s: 123").unwrap().s.as_deref(), Some("123"));
+        assert_eq!(t("s: yes").unwrap().s.as_deref(), Some("yes"));
+        assert_eq!(t("s: !foo bar").unwrap().s.as_deref(), Some("bar"));
+        assert_eq!(t("s: .nan").unwrap().s.as_deref(), Some(".nan"));
+        assert_eq!(t("s: true").unwrap().s.as_deref(), Some("true"));
+        assert_eq!(
+            t("m: {cpu: 1, 2: x, true: y}").unwrap().m.unwrap(),
+            [("cpu", "1"), ("2", "x"), ("true", "y")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        );
+        assert_eq!(t("l: !tag [a, 1]").unwrap().l.unwrap(), ["a", "1"]);
+        // Numbers and booleans stay strict.
+        assert_eq!(t("n: 0x10").unwrap().n, Some(16));
+        assert!(
+            t("n: '5'")
+                .unwrap_err()
+                .starts_with("n: invalid type: string")
+        );
+        assert!(t("n: -1").unwrap_err().starts_with("n: invalid value"));
+        assert!(
+            t("n: .nan")
+                .unwrap_err()
+                .starts_with("n: invalid type: string \".nan\"")
+        );
+        assert!(
+            t("b: yes")
+                .unwrap_err()
+                .starts_with("b: invalid type: string")
+        );
+        // Empty, comments only, explicit nulls: nothing set; unknown keys ignored.
+        assert_eq!(t("# nothing\n").unwrap(), none);
+        assert_eq!(t("s: ~\nunknown: .inf\n").unwrap(), none);
+        // Merge keys stay plain keys, as serde_yaml_ng's typed decoding left them.
+        let v = yaml_value("a: &x {s: 1}\n<<: *x\n").unwrap();
+        assert_eq!(v, json!({"a": {"s": 1}, "<<": {"s": 1}}));
+        // What does not fit names where.
+        let e = t("m:\n  a: b\n  ? [1]\n  : c\n").unwrap_err();
+        assert_eq!(e, "m: a key that is a list or a map is not supported");
+        let e = t("l: [a, [b]]").unwrap_err();
+        assert!(e.starts_with("l[1]: invalid type: sequence"), "{e}");
+        // Syntax errors and more than one document: serde_yaml_ng's message, with the line.
+        let e = t("s: [\n").unwrap_err();
+        assert!(e.contains("line"), "{e}");
+        assert!(
+            t("s: a\n---\ns: b\n")
+                .unwrap_err()
+                .contains("more than one document")
+        );
+        // A key given twice is an error, also inside a map (where a typed map kept the last).
+        assert!(
+            t("m: {a: 1, a: 2}")
+                .unwrap_err()
+                .contains("duplicate entry")
+        );
+    }
+
+    /// Decoding JSON stays strict: a number is no string there.
+    #[test]
+    fn json_values_keep_strings_strict() {
+        let e = from_value::<String>(&json!(1)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid type: integer `1`, expected a string"
+        );
     }
 }

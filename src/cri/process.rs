@@ -38,7 +38,7 @@ pub fn verbose_pid(info: &BTreeMap<String, String>) -> Option<u32> {
         pid: Option<u32>,
     }
     let json = info.get("info")?;
-    let parsed: Info = serde_json::from_str(json).ok()?;
+    let parsed: Info = crate::api::from_json_slice(json.as_bytes()).ok()?;
     parsed.pid.filter(|&p| p > 1)
 }
 

@@ -423,7 +423,7 @@ fn read_token(path: &Path) -> Result<String, ApiError> {
 }
 
 fn decode<T: DeserializeOwned>(path: &str, body: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(body).map_err(|source| ApiError::Decode {
+    crate::api::from_json_slice(body).map_err(|source| ApiError::Decode {
         what: format!("the answer to {path}"),
         source,
     })
@@ -431,7 +431,7 @@ fn decode<T: DeserializeOwned>(path: &str, body: &[u8]) -> Result<T, ApiError> {
 
 /// An error answer as an [`ApiError::Status`], from its `Status` body when there is one.
 fn status_error(method: &str, url: &str, code: u16, body: &[u8]) -> ApiError {
-    let parsed: Option<Status> = serde_json::from_slice(body).ok();
+    let parsed: Option<Status> = crate::api::from_json_slice(body).ok();
     let (reason, message) = match parsed {
         Some(s) if !s.reason.is_empty() || !s.message.is_empty() => (s.reason, s.message),
         _ => {
@@ -483,12 +483,12 @@ impl WatchStream {
                 if line.is_empty() {
                     continue;
                 }
-                return Some(
-                    serde_json::from_slice(line).map_err(|source| ApiError::Decode {
+                return Some(crate::api::from_json_slice(line).map_err(|source| {
+                    ApiError::Decode {
                         what: format!("a watch event from {}", self.url),
                         source,
-                    }),
-                );
+                    }
+                }));
             }
             if self.buf.len() > MAX_WATCH_LINE_BYTES {
                 self.done = true;
@@ -509,12 +509,12 @@ impl WatchStream {
                 if line.is_empty() {
                     return None;
                 }
-                return Some(
-                    serde_json::from_slice(line).map_err(|source| ApiError::Decode {
+                return Some(crate::api::from_json_slice(line).map_err(|source| {
+                    ApiError::Decode {
                         what: format!("a watch event from {}", self.url),
                         source,
-                    }),
-                );
+                    }
+                }));
             }
             match self.body.frame().await {
                 None => self.done = true,
@@ -589,6 +589,24 @@ pub fn pod_path(namespace: &str, name: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An answer that does not decode names the request and the field.
+    #[test]
+    fn answers_that_do_not_decode_name_the_field() {
+        let err = decode::<crate::api::Pod>("/api/v1/pods/x", br#"{"metadata": {"name": 5}}"#)
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the answer to /api/v1/pods/x: cannot decode: metadata.name: invalid type: integer `5`, expected a string"
+        );
+        let err = decode::<crate::api::Pod>("/p", b"{")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("the answer to /p: cannot decode: EOF"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn queries() {

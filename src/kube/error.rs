@@ -18,7 +18,7 @@ pub enum ApiError {
     KubeconfigParse {
         path: PathBuf,
         #[source]
-        source: serde_yaml_ng::Error,
+        source: crate::api::YamlError,
     },
     /// A required entry is missing or names something that does not exist.
     #[error("kubeconfig {}: {what}", path.display())]
@@ -78,7 +78,7 @@ pub enum ApiError {
     Decode {
         what: String,
         #[source]
-        source: serde_json::Error,
+        source: crate::api::JsonError,
     },
     #[error("cannot encode the request body: {0}")]
     Encode(#[source] serde_json::Error),

@@ -90,8 +90,10 @@ impl ClientConfig {
 
     /// Parses kubeconfig `text`; `path` names it in errors, `base` resolves relative paths.
     pub fn from_kubeconfig_str(text: &str, path: &Path, base: &Path) -> Result<Self, ApiError> {
+        // One decoder for every typed input (api::decode): Kubeconfig's Deserialize exists
+        // once, for the value decoder, not again for serde_yaml_ng.
         let kc: Kubeconfig =
-            serde_yaml_ng::from_str(text).map_err(|source| ApiError::KubeconfigParse {
+            crate::api::from_yaml(text).map_err(|source| ApiError::KubeconfigParse {
                 path: path.to_path_buf(),
                 source,
             })?;
@@ -305,10 +307,11 @@ struct User {
     username: Option<String>,
     #[serde(default)]
     password: Option<String>,
+    /// Only whether it is there: picolet refuses plugins.
     #[serde(default)]
-    exec: Option<serde_yaml_ng::Value>,
+    exec: Option<serde::de::IgnoredAny>,
     #[serde(default)]
-    auth_provider: Option<serde_yaml_ng::Value>,
+    auth_provider: Option<serde::de::IgnoredAny>,
 }
 
 #[cfg(test)]
@@ -429,5 +432,44 @@ users:
         .unwrap();
         assert!(!c.tls.insecure_skip_verify);
         assert_eq!(c.credentials, Credentials::None);
+    }
+
+    /// A value of the wrong type: the error names the file and the field path.
+    #[test]
+    fn malformed_kubeconfig_names_the_file_and_the_field() {
+        let text = "contexts: [{name: a, context: {cluster: c}}]\nclusters:\n- name: c\n  cluster: {server: 'https://h', insecure-skip-tls-verify: maybe}\n";
+        let e = parse(text).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "kubeconfig /k/config: clusters[0].cluster.insecure-skip-tls-verify: invalid type: string \"maybe\", expected a boolean"
+        );
+        let e = parse("clusters: [{cluster: {server: x}}]\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "kubeconfig /k/config: clusters[0]: missing field `name`");
+        let e = parse("clusters: [\n").unwrap_err().to_string();
+        assert!(
+            e.starts_with("kubeconfig /k/config: ") && e.contains("line"),
+            "{e}"
+        );
+    }
+
+    /// The value decoder reads a kubeconfig as serde_yaml_ng's typed decoding did: names
+    /// and tokens that YAML reads as numbers are their text, tags are dropped.
+    #[test]
+    fn kubeconfig_reads_as_serde_yaml_ng_did() {
+        let texts = [
+            TOKEN,
+            "current-context: 1\ncontexts: [{name: 1, context: {cluster: 2, user: 3}}]\nclusters: [{name: 2, cluster: {server: 'https://h', insecure-skip-tls-verify: true}}]\nusers: [{name: 3, user: {token: 12345}}]\n",
+            "contexts: [{name: a, context: {cluster: c}}]\nclusters: [{name: c, cluster: {server: !foo 'https://h', tls-server-name: ~}}]\nextra: {x: .nan}\n",
+            "# comments only\n",
+        ];
+        for text in texts {
+            let old: Result<Kubeconfig, _> = serde_yaml_ng::from_str(text);
+            let new: Result<Kubeconfig, _> = crate::api::from_yaml(text);
+            assert_eq!(format!("{old:?}"), format!("{new:?}"), "{text}");
+        }
+        let c = parse(texts[1]).unwrap();
+        assert_eq!(c.credentials, Credentials::Token("12345".into()));
     }
 }

@@ -292,10 +292,10 @@ pub fn container_annotation_info(c: &ContainerInfo) -> ContainerAnnotationInfo {
             .unwrap_or_default(),
         pre_stop: a
             .get(CONTAINER_PRE_STOP_HANDLER_ANNOTATION)
-            .and_then(|s| serde_json::from_str(s).ok()),
+            .and_then(|s| crate::api::from_json_slice(s.as_bytes()).ok()),
         ports: a
             .get(CONTAINER_PORTS_ANNOTATION)
-            .and_then(|s| serde_json::from_str(s).ok())
+            .and_then(|s| crate::api::from_json_slice(s.as_bytes()).ok())
             .unwrap_or_default(),
     }
 }

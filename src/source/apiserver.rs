@@ -170,8 +170,8 @@ pub fn decode_list(
     body: &[u8],
     node_name: &str,
     previous: &PodSet,
-) -> Result<(PodSet, String, Vec<String>), serde_json::Error> {
-    let list: ObjectList = serde_json::from_slice(body)?;
+) -> Result<(PodSet, String, Vec<String>), crate::api::JsonError> {
+    let list: ObjectList = crate::api::from_json_slice(body)?;
     let mut pods = PodSet::new();
     let mut problems = Vec::new();
     for item in list.items {

@@ -252,7 +252,7 @@ fn read_checkpoint(path: &Path) -> Result<Option<Checkpoint>, String> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e.to_string()),
     };
-    let file: CheckpointFile = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
+    let file: CheckpointFile = crate::api::from_json_slice(&bytes).map_err(|e| e.to_string())?;
     let data = serde_json::to_vec(&file.data).map_err(|e| e.to_string())?;
     if fnv1a32(&data) != file.checksum {
         return Err("checksum mismatch: the file is corrupt".into());
@@ -719,6 +719,19 @@ fn from_proto(c: proto::ContainerAllocateResponse) -> ContainerDevices {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A value of the wrong type in the checkpoint names the field.
+    #[test]
+    fn malformed_checkpoint_names_the_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(CHECKPOINT_FILE);
+        std::fs::write(&path, br#"{"Data": {}, "Checksum": "x"}"#).unwrap();
+        let err = read_checkpoint(&path).unwrap_err();
+        assert!(
+            err.starts_with("Checksum: invalid type: string \"x\", expected u32"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn checkpoint_round_trip_and_corruption() {

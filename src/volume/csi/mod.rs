@@ -547,7 +547,7 @@ async fn unpublish_volume(
     let data_path = dir.join(VOL_DATA_FILE);
     match std::fs::read(&data_path) {
         Ok(bytes) => {
-            let data: VolData = serde_json::from_slice(&bytes).map_err(|e| CsiError::Io {
+            let data: VolData = crate::api::from_json_slice(&bytes).map_err(|e| CsiError::Io {
                 what: "decode",
                 path: data_path.clone(),
                 message: e.to_string(),
@@ -641,6 +641,18 @@ fn unescape_mountinfo(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The vol_data file through the value decoder: a value of the wrong type names the
+    /// field (the caller names the file: `CsiError::Io { what: "decode", path, .. }`).
+    #[test]
+    fn malformed_vol_data_names_the_field() {
+        let err = crate::api::from_json_slice::<VolData>(br#"{"specVolID": 1}"#).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "specVolID: invalid type: integer `1`, expected a string"
+        );
+        assert!(crate::api::from_json_slice::<VolData>(b"{nope").is_err());
+    }
 
     fn pod() -> api::Pod {
         let mut pod = api::Pod::default();
