@@ -1,11 +1,19 @@
 # shellcheck shell=bash
 # Shared settings for the packaging scripts (sourced, not run).
 #
-# Targets and their toolchains. The 32-bit musl targets have no rust-std in current
-# stable: it is published up to 1.93.0 for armv7 and up to 1.90.0 for armv6. Each target
-# uses the newest toolchain that has its std, pinned exactly so that a release is
-# reproducible; override with PICOLET_TOOLCHAIN_<AARCH64|ARMV7|ARMV6>.
-# The armv6 pin makes 1.90 the effective minimum Rust version of picolet's ARM builds.
+# Targets and their toolchain. The three release builds use one pinned nightly with its
+# `rust-src`: cargo builds std itself (`-Zbuild-std`) with picolet's release profile
+# (opt-level "z", fat LTO together with picolet, panic=abort), with std's `optimize_for_size`
+# and without its backtrace symbolizer (std feature `backtrace` off: a panic still prints
+# its message and file:line). Why a nightly: `-Zbuild-std` is unstable, and
+# RUSTC_BOOTSTRAP on a stable toolchain would be the same nightly feature in disguise. A
+# by-product: rustup publishes no rust-std of the 32-bit musl targets after 1.93.0 (armv7) /
+# 1.90.0 (armv6), which pinned each target to a different old stable until here; now all
+# three build with the same compiler. The musl C runtime (crt objects, libc.a, libunwind.a:
+# rustc's "self-contained" objects, which a std built from source does not include) comes
+# from a target's rust-std: the nightly's own for aarch64, the last published stable's for
+# the 32-bit targets (musl_runtime_for). Override with PICOLET_TOOLCHAIN.
+# packaging/README.md ("Toolchain") says more; Yocto and OpenWrt build otherwise (ibid).
 
 # shellcheck disable=SC2034  # used by the scripts that source this file
 PICOLET_TARGETS=(aarch64-unknown-linux-musl armv7-unknown-linux-musleabihf arm-unknown-linux-musleabihf)
@@ -15,29 +23,11 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PICOLET_ROOT/target}
 # shellcheck disable=SC2034
 PICOLET_DIST=${PICOLET_DIST:-$CARGO_TARGET_DIR/dist}
 
-# Size budgets (bytes, stripped): full build / static-pods-only build (--no-default-features).
-# The full build's is per target (budget_full_for): aarch64 3.5 MiB, the 32-bit ARM 4 MiB
-# (their code is larger); PICOLET_BUDGET_FULL overrides all three.
+# Size budgets (bytes, stripped, static), for the full build: every default feature on every
+# target, debug-level log lines included (budget_full_for: aarch64 3.25 MiB, the 32-bit ARM
+# 4 MiB, whose code is larger; PICOLET_BUDGET_FULL overrides all three), and for the
+# static-pods-only build (--no-default-features).
 PICOLET_BUDGET_STATIC=${PICOLET_BUDGET_STATIC:-$((3 * 1024 * 1024))}
-
-# features_for TARGET: cargo flags a target's release build adds. ARMv6 compiled its
-# debug-level log lines out (`--features log/release_max_level_info`, 23 KB) from issue 34
-# until the two size cuts of issue 33 (session 18) gave every target ~100 KB back. From issue
-# 39, ARMv6's full build leaves the image mirror out (feature image-mirror: ~95 KB there, with
-# 52 KB left under its 4 MiB budget); aarch64 and ARMv7 have it. From issue 40 the device
-# manager (feature device-plugins, ~90-110 KB) is left out there too (26 KB left without it).
-# From issue 41 (image volumes, pod-level resources, user namespaces: +29 KB there, 2.7 KB
-# over) ARMv6 compiles its debug-level log lines out again (log/release_max_level_info,
-# ~23 KB); info, warn and error lines stay. With in-place resize (issue 41, feature
-# in-place-resize, on by default: aarch64 +29 KB, ARMv7 +45 KB, ARMv6 +48 KB) every target
-# was over: ARMv6 leaves the feature out (as the image mirror and the device manager), and
-# aarch64 and ARMv7 compile their debug-level lines out too (~25 KB each).
-features_for() {
-	case "$1" in
-	arm-unknown-linux-musleabihf) echo "--no-default-features --features apiserver,log/release_max_level_info" ;;
-	*) echo "--features log/release_max_level_info" ;;
-	esac
-}
 
 budget_full_for() {
 	if [ -n "${PICOLET_BUDGET_FULL:-}" ]; then
@@ -45,18 +35,61 @@ budget_full_for() {
 		return
 	fi
 	case "$1" in
-	aarch64-*) echo $((7 * 512 * 1024)) ;;
+	aarch64-*) echo $((13 * 256 * 1024)) ;;
 	*) echo $((4 * 1024 * 1024)) ;;
 	esac
 }
 
+# The default features, in Cargo.toml's order (`default = [...]` of [features]).
+default_features() {
+	awk '/^\[/{p = ($0 == "[features]")} p && /^default *=/' "$PICOLET_ROOT/Cargo.toml" |
+		sed 's/.*\[//; s/\].*//; s/[",]/ /g' | xargs
+}
+
+PICOLET_TOOLCHAIN=${PICOLET_TOOLCHAIN:-nightly-2026-10-01}
+
 toolchain_for() {
 	case "$1" in
-	aarch64-unknown-linux-musl) echo "${PICOLET_TOOLCHAIN_AARCH64:-1.95.0}" ;;
-	armv7-unknown-linux-musleabihf) echo "${PICOLET_TOOLCHAIN_ARMV7:-1.93.0}" ;;
-	arm-unknown-linux-musleabihf) echo "${PICOLET_TOOLCHAIN_ARMV6:-1.90.0}" ;;
+	aarch64-unknown-linux-musl | armv7-unknown-linux-musleabihf | arm-unknown-linux-musleabihf)
+		echo "$PICOLET_TOOLCHAIN" ;;
 	*) echo "unknown target $1" >&2; return 1 ;;
 	esac
+}
+
+# musl_runtime_for TARGET: the toolchain whose rust-std of TARGET carries the musl C runtime
+# (lib/rustlib/TARGET/lib/self-contained: crt1.o … libc.a, libunwind.a, musl 1.2.5). The
+# objects are C, built from musl's release, the same in every toolchain that ships them.
+musl_runtime_for() {
+	case "$1" in
+	aarch64-*) echo "$PICOLET_TOOLCHAIN" ;;
+	armv7-*) echo 1.93.0 ;;
+	arm-*) echo 1.90.0 ;;
+	esac
+}
+
+musl_runtime_dir_for() {
+	local sysroot
+	sysroot=$(rustup run "$(musl_runtime_for "$1")" rustc --print sysroot) || return 1
+	echo "$sysroot/lib/rustlib/$1/lib/self-contained"
+}
+
+# build_std_flags release|test: the cargo flags that build std from source. A release build links
+# panic_abort; a test build unwinds (the test harness catches its panics) and needs `test`.
+build_std_flags() {
+	if [ "$1" = test ]; then
+		echo "-Zbuild-std=std,panic_unwind,test -Zbuild-std-features=panic-unwind,optimize_for_size"
+	else
+		echo "-Zbuild-std=std,panic_abort -Zbuild-std-features=optimize_for_size"
+	fi
+}
+
+# rustflags_for TARGET: the compiler flags of a target's builds (RUSTFLAGS: with --target they
+# reach the target's crates and std, not the build scripts). Paths must have no spaces.
+#  - the musl C runtime's directory as a native search path: rustc looks there for the crt
+#    objects, the linker for libc.a and libunwind.a.
+rustflags_for() {
+	local t=$1
+	echo "-L native=$(musl_runtime_dir_for "$t")"
 }
 
 # Linker / C compiler packages (Debian) for a target, one per line: the cross gcc and the
@@ -147,6 +180,27 @@ rustup_ensure() {
 		rustup target add --toolchain "$tc" "$target" >/dev/null 2>&1 ||
 			die "no rust-std for $target on toolchain $tc"
 	fi
+}
+
+# toolchain_ensure TARGET: what a target's builds need from rustup — the pinned nightly with
+# rust-src (std's sources, which -Zbuild-std compiles) and the rust-std that carries the
+# target's musl C runtime (musl_runtime_for).
+toolchain_ensure() {
+	local t=$1 tc
+	tc=$(toolchain_for "$t") || return 1
+	rustup_ensure "$(musl_runtime_for "$t")" "$t"
+	if ! rustup toolchain list | grep -q "^$tc-"; then
+		log "rustup toolchain install $tc"
+		rustup toolchain install "$tc" --profile minimal >/dev/null 2>&1 ||
+			die "rustup toolchain install $tc failed"
+	fi
+	if ! rustup component list --toolchain "$tc" --installed | grep -q '^rust-src'; then
+		log "rustup component add --toolchain $tc rust-src"
+		rustup component add --toolchain "$tc" rust-src >/dev/null 2>&1 ||
+			die "rustup component add --toolchain $tc rust-src failed"
+	fi
+	[ -f "$(musl_runtime_dir_for "$t")/libc.a" ] ||
+		die "no musl C runtime for $t in $(musl_runtime_dir_for "$t")"
 }
 
 # Package version from Cargo.toml ([package] version).
