@@ -86,10 +86,21 @@ build_std_flags() {
 # rustflags_for TARGET: the compiler flags of a target's builds (RUSTFLAGS: with --target they
 # reach the target's crates and std, not the build scripts). Paths must have no spaces.
 #  - the musl C runtime's directory as a native search path: rustc looks there for the crt
-#    objects, the linker for libc.a and libunwind.a.
+#    objects, the linker for libc.a and libunwind.a;
+#  - source paths remapped (the cargo registry's, the toolchain's rust-src, the checkout's):
+#    a panic's location reads `tokio-1.48.0/src/…:123`, `library/std/src/…`, `src/…`
+#    instead of `/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tokio-…`, and the
+#    binary no longer depends on where it was built.
 rustflags_for() {
-	local t=$1
-	echo "-L native=$(musl_runtime_dir_for "$t")"
+	local t=$1 sysroot registry flags
+	sysroot=$(rustup run "$PICOLET_TOOLCHAIN" rustc --print sysroot) || return 1
+	flags="-L native=$(musl_runtime_dir_for "$t")"
+	for registry in "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/; do
+		[ -d "$registry" ] && flags="$flags --remap-path-prefix=$registry="
+	done
+	flags="$flags --remap-path-prefix=$sysroot/lib/rustlib/src/rust/="
+	flags="$flags --remap-path-prefix=$PICOLET_ROOT/="
+	echo "$flags"
 }
 
 # Linker / C compiler packages (Debian) for a target, one per line: the cross gcc and the
