@@ -90,7 +90,11 @@ build_std_flags() {
 #  - source paths remapped (the cargo registry's, the toolchain's rust-src, the checkout's):
 #    a panic's location reads `tokio-1.48.0/src/…:123`, `library/std/src/…`, `src/…`
 #    instead of `/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tokio-…`, and the
-#    binary no longer depends on where it was built.
+#    binary no longer depends on where it was built;
+#  - rust-lld with identical code folding (`--icf=all`): functions whose machine code is the
+#    same (LLVM's copies of one generic function for types of the same layout) are kept
+#    once. Two such functions then share an address; nothing in picolet compares function
+#    addresses. Debian's cross gcc stays the linker driver.
 rustflags_for() {
 	local t=$1 sysroot registry flags
 	sysroot=$(rustup run "$PICOLET_TOOLCHAIN" rustc --print sysroot) || return 1
@@ -100,6 +104,8 @@ rustflags_for() {
 	done
 	flags="$flags --remap-path-prefix=$sysroot/lib/rustlib/src/rust/="
 	flags="$flags --remap-path-prefix=$PICOLET_ROOT/="
+	flags="$flags -Zunstable-options -C linker-features=+lld -C link-self-contained=+linker"
+	flags="$flags -C link-arg=-Wl,--icf=all"
 	echo "$flags"
 }
 
