@@ -91,6 +91,10 @@ build_std_flags() {
 #    a panic's location reads `tokio-1.48.0/src/…:123`, `library/std/src/…`, `src/…`
 #    instead of `/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tokio-…`, and the
 #    binary no longer depends on where it was built;
+#  - armv7: Thumb-2 code (`+thumb-mode`): every ARMv7-A core runs it at full speed (Android's
+#    default for 32-bit ARM), and it is 30 % smaller than ARM code. The target stays
+#    armv7-unknown-linux-musleabihf (VFPv3, no NEON needed). ARMv6 (ARM1176) has only
+#    Thumb-1, which cannot encode VFP instructions: the armv6 build stays in ARM code;
 #  - rust-lld with identical code folding (`--icf=all`): functions whose machine code is the
 #    same (LLVM's copies of one generic function for types of the same layout) are kept
 #    once. Two such functions then share an address; nothing in picolet compares function
@@ -104,6 +108,9 @@ rustflags_for() {
 	done
 	flags="$flags --remap-path-prefix=$sysroot/lib/rustlib/src/rust/="
 	flags="$flags --remap-path-prefix=$PICOLET_ROOT/="
+	case "$t" in
+	armv7-*) flags="$flags -C target-feature=+thumb-mode" ;;
+	esac
 	flags="$flags -Zunstable-options -C linker-features=+lld -C link-self-contained=+linker"
 	flags="$flags -C link-arg=-Wl,--icf=all"
 	echo "$flags"
