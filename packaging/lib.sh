@@ -88,7 +88,7 @@ build_std_flags() {
 #  - the musl C runtime's directory as a native search path: rustc looks there for the crt
 #    objects, the linker for libc.a and libunwind.a;
 #  - source paths remapped (the cargo registry's, the toolchain's rust-src, the checkout's):
-#    a panic's location reads `tokio-1.48.0/src/…:123`, `library/std/src/…`, `src/…`
+#    a panic's location reads `tokio-1.54.1/src/…:123`, `library/std/src/…`, `src/…`
 #    instead of `/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tokio-…`, and the
 #    binary no longer depends on where it was built;
 #  - armv7: Thumb-2 code (`+thumb-mode`): every ARMv7-A core runs it at full speed (Android's
