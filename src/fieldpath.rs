@@ -92,7 +92,7 @@ fn resource_field_ref(
     let divisor = match rf.get("divisor") {
         None | Some(serde_json::Value::Null) => 10i64.pow(scale as u32),
         Some(d) => {
-            let q: api::Quantity = serde_json::from_value(d.clone())
+            let q: api::Quantity = api::from_value(d)
                 .map_err(|_| invalid(format!("divisor {d} is not a quantity")))?;
             match q.scaled(scale) {
                 // kubelet: `ExtractContainerResourceValue` takes a zero divisor as 1 (a client

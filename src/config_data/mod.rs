@@ -495,9 +495,7 @@ pub fn env_key_ref(e: &api::EnvVar) -> Option<(Kind, api::KeySelector)> {
     } else {
         return None;
     };
-    serde_json::from_value(v.clone())
-        .ok()
-        .map(|sel| (kind, sel))
+    crate::api::from_value(v).ok().map(|sel| (kind, sel))
 }
 
 /// Cluster mode: the full set of API objects (ConfigMaps, Secrets, tokens) the object

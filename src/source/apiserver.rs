@@ -102,7 +102,9 @@ pub fn apply_event(pods: &mut PodSet, node_name: &str, ev: WatchEvent) -> EventO
             resource_version: rv,
         },
         "ERROR" => {
-            let status: Status = serde_json::from_value(ev.object).unwrap_or_default();
+            // The one value decoder (api::decode), as every typed input: no second copy of
+            // `Status`'s derived decoding for serde_json's own `Value` deserializer.
+            let status: Status = crate::api::from_value(&ev.object).unwrap_or_default();
             if status.code == 410 || status.reason == "Expired" || status.reason == "Gone" {
                 EventOutcome::Gone
             } else {

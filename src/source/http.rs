@@ -200,7 +200,10 @@ pub fn pods_from_body(
     let doc: Option<Value> = if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
         serde_json::from_slice(body).ok()
     } else {
-        serde_yaml_ng::from_slice(body).ok()
+        // YAML through the one conversion to a JSON value (api::yaml_value).
+        std::str::from_utf8(body)
+            .ok()
+            .and_then(|text| crate::api::yaml_value(text).ok())
     };
     let is_list = doc
         .as_ref()
