@@ -190,15 +190,21 @@ apt_ensure() {
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-# Install a toolchain (minimal profile) and a target's std if missing.
-rustup_ensure() {
-	local tc=$1 target=$2
+# toolchain_install TC: the toolchain (minimal profile) if missing.
+toolchain_install() {
+	local tc=$1
 	command -v rustup >/dev/null 2>&1 || die "rustup not found (https://rustup.rs)"
 	if ! rustup toolchain list | grep -q "^$tc-"; then
 		log "rustup toolchain install $tc"
 		rustup toolchain install "$tc" --profile minimal >/dev/null 2>&1 ||
 			die "rustup toolchain install $tc failed"
 	fi
+}
+
+# Install a toolchain (minimal profile) and a target's std if missing.
+rustup_ensure() {
+	local tc=$1 target=$2
+	toolchain_install "$tc"
 	if ! rustup target list --toolchain "$tc" --installed | grep -qx "$target"; then
 		log "rustup target add --toolchain $tc $target"
 		rustup target add --toolchain "$tc" "$target" >/dev/null 2>&1 ||
@@ -213,11 +219,7 @@ toolchain_ensure() {
 	local t=$1 tc
 	tc=$(toolchain_for "$t") || return 1
 	rustup_ensure "$(musl_runtime_for "$t")" "$t"
-	if ! rustup toolchain list | grep -q "^$tc-"; then
-		log "rustup toolchain install $tc"
-		rustup toolchain install "$tc" --profile minimal >/dev/null 2>&1 ||
-			die "rustup toolchain install $tc failed"
-	fi
+	toolchain_install "$tc"
 	if ! rustup component list --toolchain "$tc" --installed | grep -q '^rust-src'; then
 		log "rustup component add --toolchain $tc rust-src"
 		rustup component add --toolchain "$tc" rust-src >/dev/null 2>&1 ||
