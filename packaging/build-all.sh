@@ -104,25 +104,6 @@ check_binary() {
 	echo
 }
 
-# variant_flags <variant>: the cargo feature flags of a variant.
-variant_flags() {
-	local v=$1 f rest=()
-	case "$v" in
-	full) ;;
-	static-only) echo "--no-default-features" ;;
-	-*)
-		for f in "${features[@]}"; do
-			# A feature that needs the one left out goes with it (in-place-resize needs
-			# apiserver): its cost is counted in that one's.
-			[ "$f" = "${v#-}" ] && continue
-			if [ "${v#-}" = apiserver ] && [ "$f" = in-place-resize ]; then continue; fi
-			rest+=("$f")
-		done
-		echo "--no-default-features --features $(IFS=,; echo "${rest[*]}")"
-		;;
-	esac
-}
-
 # build <target> <variant> <lane>: one release build in the lane's target dir; prints
 # "<variant> <bytes> <seconds>" on success to the lane's result file.
 build() {
@@ -130,7 +111,7 @@ build() {
 	tc=$(toolchain_for "$t")
 	dir=$CARGO_TARGET_DIR/lane$lane
 	# shellcheck disable=SC2207 # word-split on purpose: flags
-	flags=($(build_std_flags release) $(variant_flags "$v"))
+	flags=($(build_std_flags release) $(variant_feature_flags "$v"))
 	rustflags=$(rustflags_for "$t")
 	log "[$t $v] cargo +$tc build --release --target $t ${flags[*]}"
 	start=$(date +%s)

@@ -46,6 +46,26 @@ default_features() {
 		sed 's/.*\[//; s/\].*//; s/[",]/ /g' | xargs
 }
 
+# variant_feature_flags full|static-only|-<feature>: the cargo feature flags of a build
+# variant; -<feature> is every default feature but that one. A feature that needs the one
+# left out goes with it (in-place-resize needs apiserver): its cost is counted in that one's.
+variant_feature_flags() {
+	local v=$1 f rest=()
+	case "$v" in
+	full) ;;
+	static-only) echo "--no-default-features" ;;
+	-*)
+		for f in $(default_features); do
+			[ "$f" = "${v#-}" ] && continue
+			if [ "${v#-}" = apiserver ] && [ "$f" = in-place-resize ]; then continue; fi
+			rest+=("$f")
+		done
+		echo "--no-default-features --features $(IFS=,; echo "${rest[*]}")"
+		;;
+	*) echo "unknown variant $v" >&2; return 1 ;;
+	esac
+}
+
 PICOLET_TOOLCHAIN=${PICOLET_TOOLCHAIN:-nightly-2026-10-01}
 
 toolchain_for() {

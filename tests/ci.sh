@@ -111,6 +111,15 @@ cargo fmt --all -- --check
 step "cargo clippy -D warnings"
 cargo clippy --all-targets --all-features -- -D warnings
 
+# Every feature set the packaging builds (packaging/lib.sh variant_feature_flags) compiles:
+# the release builds in CI are the full and static-only ones, the others are the size
+# table's (packaging/build-all.sh, by hand). ~1 min.
+step "cargo check: each default feature left out"
+for f in $(default_features); do
+	# shellcheck disable=SC2046 # word-split on purpose: the flags
+	cargo check --lib --bins $(variant_feature_flags "-$f")
+done
+
 step "shellcheck"
 shellcheck -x .ci/run tests/*.sh tests/e2e/*.sh tests/e2e/runtimes/*.sh tests/upstream/*.sh tests/cluster/*.sh tests/conformance/*.sh tests/conformance/bin/* tests/board/*.sh tests/board/initramfs-tools/hooks/board tests/fuzz/*.sh benches/*.sh
 
