@@ -15,21 +15,12 @@ use tonic::transport::{Channel, Endpoint, Uri};
 use super::tcp::dial;
 use super::{Verdict, go_duration, join_host_port};
 
-/// The generated `grpc.health.v1` messages, client and (with feature `fake-cri`, for the
-/// tests) server.
-mod proto {
-    #![allow(
-        missing_docs,
-        unreachable_pub,
-        unused_qualifications,
-        clippy::all,
-        clippy::pedantic,
-        clippy::nursery,
-        rustdoc::bare_urls,
-        rustdoc::broken_intra_doc_links,
-        rustdoc::invalid_html_tags
-    )]
-    include!(concat!(env!("OUT_DIR"), "/grpc.health.v1.rs"));
+crate::grpc::generated_module! {
+    /// The generated `grpc.health.v1` messages, client and (with feature `fake-cri`, for
+    /// the tests) server.
+    mod proto {
+        include!(concat!(env!("OUT_DIR"), "/grpc.health.v1.rs"));
+    }
 }
 
 use proto::health_check_response::ServingStatus;

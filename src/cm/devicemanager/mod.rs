@@ -36,8 +36,10 @@
 
 #[cfg(feature = "device-plugins")]
 pub mod manager;
-#[cfg(feature = "device-plugins")]
-pub mod proto;
+crate::grpc::generated_module! {
+    #[cfg(feature = "device-plugins")]
+    pub mod proto;
+}
 #[cfg(feature = "device-plugins")]
 mod registration;
 

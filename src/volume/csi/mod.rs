@@ -35,23 +35,14 @@ pub mod fake;
 pub mod registration;
 pub mod sha256;
 
-/// The generated `csi.v1` and `pluginregistration` messages, clients and (with feature
-/// `fake-cri`, for the fake plugin of the tests) servers.
-#[allow(
-    missing_docs,
-    unreachable_pub,
-    unused_qualifications,
-    clippy::all,
-    clippy::pedantic,
-    clippy::nursery,
-    rustdoc::bare_urls,
-    rustdoc::broken_intra_doc_links,
-    rustdoc::invalid_html_tags
-)]
-pub mod proto {
-    include!(concat!(env!("OUT_DIR"), "/csi.v1.rs"));
-    pub mod registration {
-        include!(concat!(env!("OUT_DIR"), "/pluginregistration.rs"));
+crate::grpc::generated_module! {
+    /// The generated `csi.v1` and `pluginregistration` messages, clients and (with feature
+    /// `fake-cri`, for the fake plugin of the tests) servers.
+    pub mod proto {
+        include!(concat!(env!("OUT_DIR"), "/csi.v1.rs"));
+        pub mod registration {
+            include!(concat!(env!("OUT_DIR"), "/pluginregistration.rs"));
+        }
     }
 }
 
