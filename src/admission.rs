@@ -164,7 +164,7 @@ fn general_predicates(pod: &Pod, node: &NodeInfo, admitted: &[&Pod]) -> Option<R
 /// `matchExpressions` (In, NotIn, Exists, DoesNotExist, Gt, Lt on the node's labels) and
 /// `matchFields` (`metadata.name`) of a term ANDed; an empty term list matches no node.
 /// `Err` says why the node does not match (or what in the terms is malformed).
-fn required_node_affinity(pod: &Pod, node: &NodeInfo) -> Result<(), String> {
+fn required_node_affinity(pod: &Pod, node: &NodeInfo) -> Result<(), AffinityError> {
     let Some(required) = pod
         .spec
         .affinity
@@ -179,20 +179,20 @@ fn required_node_affinity(pod: &Pod, node: &NodeInfo) -> Result<(), String> {
         .and_then(|t| t.as_array())
         .cloned()
         .unwrap_or_default();
+    if terms.is_empty() {
+        return Err(AffinityError::NoTerms);
+    }
     let mut why = Vec::new();
-    for (i, term) in terms.iter().enumerate() {
+    for term in &terms {
         match term_matches(term, node) {
             Ok(()) => return Ok(()),
-            Err(e) => why.push(format!("nodeSelectorTerms[{i}]: {e}")),
+            Err(e) => why.push(e),
         }
     }
-    if why.is_empty() {
-        why.push("no nodeSelectorTerms: no node matches".to_string());
-    }
-    Err(why.join("; "))
+    Err(AffinityError::NoTermMatches(why))
 }
 
-fn term_matches(term: &serde_json::Value, node: &NodeInfo) -> Result<(), String> {
+fn term_matches(term: &serde_json::Value, node: &NodeInfo) -> Result<(), TermError> {
     let list = |key: &str| {
         term.get(key)
             .and_then(|v| v.as_array())
@@ -201,27 +201,32 @@ fn term_matches(term: &serde_json::Value, node: &NodeInfo) -> Result<(), String>
     };
     let (exprs, fields) = (list("matchExpressions"), list("matchFields"));
     if exprs.is_empty() && fields.is_empty() {
-        return Err("an empty term matches no node".into());
+        return Err(TermError::Empty);
     }
     for e in &exprs {
         let key = e.get("key").and_then(|v| v.as_str()).unwrap_or("");
-        requirement(e, node.labels.get(key).map(String::as_str))
-            .map_err(|why| format!("label {key:?}: {why}"))?;
+        requirement(e, node.labels.get(key).map(String::as_str)).map_err(|why| {
+            TermError::Label {
+                key: key.to_string(),
+                why,
+            }
+        })?;
     }
     for f in &fields {
         let key = f.get("key").and_then(|v| v.as_str()).unwrap_or("");
         if key != "metadata.name" {
-            return Err(format!(
-                "matchFields key {key:?} is not supported (only metadata.name)"
-            ));
+            return Err(TermError::UnsupportedField(key.to_string()));
         }
-        requirement(f, Some(&node.node_name)).map_err(|why| format!("field {key}: {why}"))?;
+        requirement(f, Some(&node.node_name)).map_err(|why| TermError::Field {
+            key: key.to_string(),
+            why,
+        })?;
     }
     Ok(())
 }
 
 /// One `NodeSelectorRequirement` against the node's value for its key.
-fn requirement(r: &serde_json::Value, have: Option<&str>) -> Result<(), String> {
+fn requirement(r: &serde_json::Value, have: Option<&str>) -> Result<(), RequirementError> {
     let op = r.get("operator").and_then(|v| v.as_str()).unwrap_or("");
     let values: Vec<&str> = r
         .get("values")
@@ -236,21 +241,121 @@ fn requirement(r: &serde_json::Value, have: Option<&str>) -> Result<(), String> 
         "Gt" | "Lt" => {
             let (Some(h), [v]) = (have.and_then(|h| h.parse::<i64>().ok()), values.as_slice())
             else {
-                return Err(format!("{op} needs one integer value and an integer label"));
+                return Err(RequirementError::NeedsIntegers { op: op.to_string() });
             };
-            let v: i64 = v
-                .parse()
-                .map_err(|_| format!("{op} value {v:?} is not an integer"))?;
+            let v: i64 = v.parse().map_err(|_| RequirementError::NotAnInteger {
+                op: op.to_string(),
+                value: v.to_string(),
+            })?;
             if op == "Gt" { h > v } else { h < v }
         }
-        other => return Err(format!("unknown operator {other:?}")),
+        other => return Err(RequirementError::UnknownOperator(other.to_string())),
     };
     if ok {
         Ok(())
     } else {
-        Err(format!("{op} {values:?} does not hold (node has {have:?})"))
+        Err(RequirementError::DoesNotHold {
+            op: op.to_string(),
+            values: values.iter().map(|v| v.to_string()).collect(),
+            have: have.map(str::to_string),
+        })
     }
 }
+
+/// Why the node does not satisfy the pod's required node affinity (or what in its terms is
+/// malformed): the text of the `NodeAffinity` rejection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AffinityError {
+    /// `nodeSelectorTerms` is empty.
+    NoTerms,
+    /// No term matches: why each one fails, in order.
+    NoTermMatches(Vec<TermError>),
+}
+
+/// Why one `NodeSelectorTerm` does not match.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TermError {
+    /// Neither `matchExpressions` nor `matchFields`.
+    Empty,
+    /// A `matchFields` key other than `metadata.name`.
+    UnsupportedField(String),
+    /// The requirement on the label `key` fails.
+    Label { key: String, why: RequirementError },
+    /// The requirement on the field `key` fails.
+    Field { key: String, why: RequirementError },
+}
+
+/// Why one `NodeSelectorRequirement` does not hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RequirementError {
+    /// `Gt`/`Lt` without one integer value and an integer label.
+    NeedsIntegers {
+        op: String,
+    },
+    NotAnInteger {
+        op: String,
+        value: String,
+    },
+    UnknownOperator(String),
+    /// The node's value (`have`) fails the operator.
+    DoesNotHold {
+        op: String,
+        values: Vec<String>,
+        have: Option<String>,
+    },
+}
+
+impl std::fmt::Display for AffinityError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AffinityError::NoTerms => f.write_str("no nodeSelectorTerms: no node matches"),
+            AffinityError::NoTermMatches(why) => {
+                for (i, e) in why.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str("; ")?;
+                    }
+                    write!(f, "nodeSelectorTerms[{i}]: {e}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for TermError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TermError::Empty => f.write_str("an empty term matches no node"),
+            TermError::UnsupportedField(key) => write!(
+                f,
+                "matchFields key {key:?} is not supported (only metadata.name)"
+            ),
+            TermError::Label { key, why } => write!(f, "label {key:?}: {why}"),
+            TermError::Field { key, why } => write!(f, "field {key}: {why}"),
+        }
+    }
+}
+
+impl std::fmt::Display for RequirementError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RequirementError::NeedsIntegers { op } => {
+                write!(f, "{op} needs one integer value and an integer label")
+            }
+            RequirementError::NotAnInteger { op, value } => {
+                write!(f, "{op} value {value:?} is not an integer")
+            }
+            RequirementError::UnknownOperator(op) => write!(f, "unknown operator {op:?}"),
+            RequirementError::DoesNotHold { op, values, have } => {
+                write!(f, "{op} {values:?} does not hold (node has {have:?})")
+            }
+        }
+    }
+}
+
+impl std::error::Error for AffinityError {}
+impl std::error::Error for TermError {}
+impl std::error::Error for RequirementError {}
 
 /// kubelet: the `NodeResourcesFit` check — pods, cpu and memory requests.
 fn resources(pod: &Pod, node: &NodeInfo, others: &[&&Pod]) -> Option<Rejection> {
@@ -419,21 +524,6 @@ pub fn kernel_version(release: &str) -> Option<(u32, u32)> {
     Some((major, minor))
 }
 
-/// kubelet: `NormalizeName` — a name whose first separator is `/` uses slashes for dots.
-fn normalize_sysctl(name: &str) -> String {
-    match name.find(['.', '/']) {
-        Some(i) if name.as_bytes()[i] == b'/' => name
-            .chars()
-            .map(|c| match c {
-                '/' => '.',
-                '.' => '/',
-                c => c,
-            })
-            .collect(),
-        _ => name.to_string(),
-    }
-}
-
 /// kubelet: `namespaceOf`.
 fn sysctl_namespace(name: &str) -> Option<SysctlNamespace> {
     const IPC_NAMES: [&str; 10] = [
@@ -459,6 +549,33 @@ fn sysctl_namespace(name: &str) -> Option<SysctlNamespace> {
     }
 }
 
+/// A sysctl the allowlist refuses, or an allowlist entry the kubelet refuses to start with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SysctlError {
+    /// An allowlist entry (name or prefix) not known to be namespaced.
+    NotNamespaced(String),
+    /// A pod's sysctl not on the allowlist.
+    NotAllowlisted(String),
+    /// A pod's sysctl of a namespace the pod shares with the host.
+    HostNamespace(String, SysctlNamespace),
+}
+
+impl std::fmt::Display for SysctlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SysctlError::NotNamespaced(name) => {
+                write!(f, "the sysctls {name:?} are not known to be namespaced")
+            }
+            SysctlError::NotAllowlisted(name) => write!(f, "{name:?} not allowlisted"),
+            SysctlError::HostNamespace(name, ns) => {
+                write!(f, "{name:?} not allowed with host {} enabled", ns.as_str())
+            }
+        }
+    }
+}
+
+impl std::error::Error for SysctlError {}
+
 /// The node's sysctl allowlist: the safe sysctls and `allowedUnsafeSysctls` (names, or
 /// prefixes ending in `*`), each known to be namespaced.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -480,21 +597,19 @@ impl Default for Sysctls {
 impl Sysctls {
     /// kubelet: `NewAllowlist`; an entry not known to be namespaced is an error (the
     /// kubelet refuses to start).
-    pub fn new<S: AsRef<str>>(patterns: &[S]) -> Result<Sysctls, String> {
+    pub fn new<S: AsRef<str>>(patterns: &[S]) -> Result<Sysctls, SysctlError> {
         let mut out = Sysctls {
             names: BTreeMap::new(),
             prefixes: Vec::new(),
         };
         for p in patterns {
-            let p = normalize_sysctl(p.as_ref());
+            let p = crate::api::sysctl_dots(p.as_ref());
             let (name, prefixed) = match p.find('*') {
                 Some(i) => (p[..i].to_string(), true),
                 None => (p.clone(), false),
             };
             let Some(ns) = sysctl_namespace(&name) else {
-                return Err(format!(
-                    "the sysctls {name:?} are not known to be namespaced"
-                ));
+                return Err(SysctlError::NotNamespaced(name));
             };
             if prefixed {
                 out.prefixes.push((name, ns));
@@ -506,8 +621,8 @@ impl Sysctls {
     }
 
     /// kubelet: `validateSysctl`.
-    fn validate(&self, name: &str, host_net: bool, host_ipc: bool) -> Result<(), String> {
-        let name = normalize_sysctl(name);
+    fn validate(&self, name: &str, host_net: bool, host_ipc: bool) -> Result<(), SysctlError> {
+        let name = crate::api::sysctl_dots(name);
         let ns = self.names.get(&name).copied().or_else(|| {
             self.prefixes
                 .iter()
@@ -515,15 +630,13 @@ impl Sysctls {
                 .map(|(_, ns)| *ns)
         });
         match ns {
-            None => Err(format!("{name:?} not allowlisted")),
-            Some(ns @ SysctlNamespace::Ipc) if host_ipc => Err(format!(
-                "{name:?} not allowed with host {} enabled",
-                ns.as_str()
-            )),
-            Some(ns @ SysctlNamespace::Net) if host_net => Err(format!(
-                "{name:?} not allowed with host {} enabled",
-                ns.as_str()
-            )),
+            None => Err(SysctlError::NotAllowlisted(name)),
+            Some(ns @ SysctlNamespace::Ipc) if host_ipc => {
+                Err(SysctlError::HostNamespace(name, ns))
+            }
+            Some(ns @ SysctlNamespace::Net) if host_net => {
+                Err(SysctlError::HostNamespace(name, ns))
+            }
             Some(_) => Ok(()),
         }
     }
@@ -699,7 +812,7 @@ mod tests {
         assert!(!safe_sysctls(kernel_version("4.14.1")).contains(&"net.ipv4.tcp_wmem"));
         // The admin's list must be namespaced (the kubelet refuses to start otherwise).
         assert_eq!(
-            Sysctls::new(&["vm.swappiness"]).unwrap_err(),
+            Sysctls::new(&["vm.swappiness"]).unwrap_err().to_string(),
             "the sysctls \"vm.swappiness\" are not known to be namespaced"
         );
     }

@@ -385,6 +385,23 @@ pub struct Sysctl {
     pub value: String,
 }
 
+/// A sysctl name in the dotted spelling runc and the allowlist use: a name whose first
+/// separator is `/` uses slashes for levels and dots inside names, so the two are swapped
+/// (kubelet: `NormalizeName`, `ConvertSysctlVariableToDotsSeparator`).
+pub fn sysctl_dots(name: &str) -> String {
+    match name.find(['.', '/']) {
+        Some(i) if name.as_bytes()[i] == b'/' => name
+            .chars()
+            .map(|c| match c {
+                '/' => '.',
+                '.' => '/',
+                c => c,
+            })
+            .collect(),
+        _ => name.to_string(),
+    }
+}
+
 /// A port given by number or by the name of one of the container's ports
 /// (`intstr.IntOrString`). `null` is its zero value, `Int(0)`, as upstream's decoder reads it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -1,6 +1,6 @@
 //! Injected wall-clock time.
 //!
-//! Owns: the `Clock` boundary and RFC 3339 formatting. Logic never calls
+//! Owns: the `Clock` boundary, RFC 3339 formatting and Go's duration formatting. Logic never calls
 //! `SystemTime::now()` directly; timers use `tokio::time` (paused in tests) and wall-clock
 //! stamps (status times, crash-loop back-off measured against the runtime's `finishedAt`)
 //! come through a `Clock`.
@@ -98,6 +98,50 @@ impl Clock for JumpClock {
 
 pub fn nanos(d: Duration) -> i64 {
     i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
+
+/// A duration as Go's `time.Duration.String()` prints it (and `metav1.Duration` serializes
+/// it): `0s`, `7ns`, `1.5µs`, `500ms`, `1.5s`, `2m40s`, `1m0.25s`, `1h0m0s`. The kubelet's
+/// messages print durations this way (`%v`): back-off, the image Pulled event, the stats
+/// window.
+pub fn go_duration(d: Duration) -> String {
+    let nanos = d.as_nanos();
+    if nanos == 0 {
+        return "0s".into();
+    }
+    let frac = |value: u128, unit: u128| -> String {
+        let whole = value / unit;
+        let rest = value % unit;
+        if rest == 0 {
+            return whole.to_string();
+        }
+        let width = unit.ilog10() as usize;
+        let digits = format!("{rest:0width$}");
+        format!("{whole}.{}", digits.trim_end_matches('0'))
+    };
+    if nanos < 1_000 {
+        return format!("{nanos}ns");
+    }
+    if nanos < 1_000_000 {
+        return format!("{}µs", frac(nanos, 1_000));
+    }
+    if nanos < 1_000_000_000 {
+        return format!("{}ms", frac(nanos, 1_000_000));
+    }
+    let secs = nanos / 1_000_000_000;
+    let sub = nanos % 1_000_000_000;
+    let (h, m, s) = (secs / 3600, (secs % 3600) / 60, secs % 60);
+    let s = frac(s * 1_000_000_000 + sub, 1_000_000_000);
+    match (h, m) {
+        (0, 0) => format!("{s}s"),
+        (0, m) => format!("{m}m{s}s"),
+        (h, m) => format!("{h}h{m}m{s}s"),
+    }
+}
+
+/// Go's `d.Truncate(time.Millisecond)`: whole milliseconds, rounded down.
+pub fn truncate_millis(d: Duration) -> Duration {
+    d - Duration::from_nanos(u64::from(d.subsec_nanos() % 1_000_000))
 }
 
 /// RFC 3339 in UTC with second precision, as Kubernetes `metav1.Time` serialises
@@ -231,6 +275,43 @@ mod tests {
         assert_eq!(
             rfc3339_nanos(1_796_000_000_123_456_789),
             "2026-11-30T00:53:20.123456789Z"
+        );
+    }
+
+    /// The cases of the four copies this one replaced (probe, stats, back-off, image pull).
+    #[test]
+    fn go_durations() {
+        let ms = Duration::from_millis;
+        let cases = [
+            (Duration::ZERO, "0s"),
+            (Duration::from_nanos(7), "7ns"),
+            (Duration::from_nanos(1_500), "1.5µs"),
+            (ms(7), "7ms"),
+            (ms(200), "200ms"),
+            (ms(500), "500ms"),
+            (ms(999), "999ms"),
+            (ms(1000), "1s"),
+            (ms(1200), "1.2s"),
+            (ms(1234), "1.234s"),
+            (ms(1500), "1.5s"),
+            (Duration::from_secs(10), "10s"),
+            (ms(60_250), "1m0.25s"),
+            (ms(61_050), "1m1.05s"),
+            (Duration::from_secs(80), "1m20s"),
+            (Duration::from_secs(300), "5m0s"),
+            (Duration::from_secs(3600), "1h0m0s"),
+            (Duration::from_nanos(12_037_028_765), "12.037028765s"),
+        ];
+        for (d, want) in cases {
+            assert_eq!(go_duration(d), want, "{d:?}");
+        }
+        assert_eq!(
+            go_duration(truncate_millis(Duration::from_nanos(12_037_028_765))),
+            "12.037s"
+        );
+        assert_eq!(
+            go_duration(truncate_millis(Duration::from_nanos(999_999))),
+            "0s"
         );
     }
 

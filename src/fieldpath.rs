@@ -52,6 +52,35 @@ pub fn metadata_subscript(pod: &api::Pod, path: &str) -> Option<String> {
     Some(map.get(key).cloned().unwrap_or_default())
 }
 
+/// Why a `resourceFieldRef` has no value; the caller names its item.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResourceFieldError {
+    /// `containerName` names no container of the pod.
+    NoContainer(String),
+    /// A resource other than `limits`/`requests` of cpu, memory, ephemeral-storage.
+    UnsupportedResource(String),
+    DivisorNotQuantity(serde_json::Value),
+    DivisorNotPositive(serde_json::Value),
+    /// The container's value of the resource (`limits.cpu`) is not a quantity.
+    NotAQuantity(String),
+}
+
+impl std::fmt::Display for ResourceFieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ResourceFieldError::NoContainer(name) => write!(f, "no container named {name:?}"),
+            ResourceFieldError::UnsupportedResource(r) => write!(f, "unsupported resource {r:?}"),
+            ResourceFieldError::DivisorNotQuantity(d) => write!(f, "divisor {d} is not a quantity"),
+            ResourceFieldError::DivisorNotPositive(d) => {
+                write!(f, "divisor {d} must be a positive quantity")
+            }
+            ResourceFieldError::NotAQuantity(resource) => write!(f, "{resource} is not a quantity"),
+        }
+    }
+}
+
+impl std::error::Error for ResourceFieldError {}
+
 /// A `resourceFieldRef` value (env and downwardAPI volume items); the error is the reason,
 /// for the caller to name its item.
 pub fn resource_field_value(
@@ -59,7 +88,7 @@ pub fn resource_field_value(
     container: &api::Container,
     rf: &serde_json::Value,
     node: NodeParams<'_>,
-) -> Result<String, String> {
+) -> Result<String, ResourceFieldError> {
     resource_field_ref(pod, container, rf, node)
 }
 
@@ -71,8 +100,7 @@ fn resource_field_ref(
     container: &api::Container,
     rf: &serde_json::Value,
     node: NodeParams<'_>,
-) -> Result<String, String> {
-    let invalid = |why: String| why;
+) -> Result<String, ResourceFieldError> {
     let resource = rf.get("resource").and_then(|v| v.as_str()).unwrap_or("");
     let target = match rf.get("containerName").and_then(|v| v.as_str()) {
         None | Some("") => container,
@@ -82,33 +110,34 @@ fn resource_field_ref(
             .iter()
             .chain(&pod.spec.init_containers)
             .find(|c| c.name == name)
-            .ok_or_else(|| invalid(format!("no container named {name:?}")))?,
+            .ok_or_else(|| ResourceFieldError::NoContainer(name.to_string()))?,
     };
     let (which, name) = resource
         .split_once('.')
-        .ok_or_else(|| invalid(format!("unsupported resource {resource:?}")))?;
+        .ok_or_else(|| ResourceFieldError::UnsupportedResource(resource.to_string()))?;
     // cpu in millicores, everything else in units.
     let scale = if name == "cpu" { 3 } else { 0 };
     let divisor = match rf.get("divisor") {
         None | Some(serde_json::Value::Null) => 10i64.pow(scale as u32),
         Some(d) => {
             let q: api::Quantity = api::from_value(d)
-                .map_err(|_| invalid(format!("divisor {d} is not a quantity")))?;
+                .map_err(|_| ResourceFieldError::DivisorNotQuantity(d.clone()))?;
             match q.scaled(scale) {
                 // kubelet: `ExtractContainerResourceValue` takes a zero divisor as 1 (a client
                 // that leaves it unset sends the zero Quantity, "0": the e2e suite does).
                 Some(0) => 10i64.pow(scale as u32),
                 Some(v) => v,
-                None => return Err(invalid(format!("divisor {d} must be a positive quantity"))),
+                None => return Err(ResourceFieldError::DivisorNotPositive(d.clone())),
             }
         }
     };
     let res = target.resources.clone().unwrap_or_default();
-    let get = |map: &BTreeMap<String, api::Quantity>| -> Result<Option<i64>, String> {
+    // `which.name` is the whole resource: its name in the error.
+    let get = |map: &BTreeMap<String, api::Quantity>| -> Result<Option<i64>, ResourceFieldError> {
         map.get(name)
             .map(|q| {
                 q.scaled(scale)
-                    .ok_or_else(|| invalid(format!("{which}.{name} is not a quantity")))
+                    .ok_or_else(|| ResourceFieldError::NotAQuantity(resource.to_string()))
             })
             .transpose()
     };
@@ -122,7 +151,11 @@ fn resource_field_ref(
             "limits" => get(&res.limits)?.unwrap_or(0),
             _ => get(&res.requests)?.unwrap_or(0),
         },
-        _ => return Err(invalid(format!("unsupported resource {resource:?}"))),
+        _ => {
+            return Err(ResourceFieldError::UnsupportedResource(
+                resource.to_string(),
+            ));
+        }
     };
     // ceil(value / divisor)
     let out = value / divisor + i64::from(value % divisor != 0);

@@ -10,7 +10,8 @@
 //! --then-delete`). A larger message costs a few reallocations, nothing else.
 //!
 //! Also the one unix-socket channel every gRPC client dials through ([`unix_channel`]: the
-//! CRI, the CSI plugins). A leaf: it imports nothing of picolet.
+//! CRI, the CSI plugins), and the one list of lint allows for the generated modules
+//! ([`generated_module`]). A leaf: it imports nothing of picolet.
 
 use std::marker::PhantomData;
 use std::path::Path;
@@ -21,6 +22,29 @@ use tonic::transport::{Channel, Endpoint, Uri};
 
 use tonic::codec::{BufferSettings, Codec};
 use tonic_prost::{ProstCodec, ProstDecoder, ProstEncoder};
+
+/// Declares a module of generated prost/tonic code (its body `include!`s a file of
+/// `OUT_DIR`, or it is a file that does) with the lint allows generated code needs, so the
+/// list is written once: `crate::grpc::generated_module! { pub mod proto { include!(…); } }`.
+/// Attributes before `mod` (docs, `cfg`) are kept.
+macro_rules! generated_module {
+    ($(#[$attr:meta])* $vis:vis mod $name:ident $($body:tt)*) => {
+        $(#[$attr])*
+        #[allow(
+            missing_docs,
+            unreachable_pub,
+            unused_qualifications,
+            clippy::all,
+            clippy::pedantic,
+            clippy::nursery,
+            rustdoc::bare_urls,
+            rustdoc::broken_intra_doc_links,
+            rustdoc::invalid_html_tags
+        )]
+        $vis mod $name $($body)*
+    };
+}
+pub(crate) use generated_module;
 
 /// The first buffer of each encoded or decoded message.
 const BUFFER_SIZE: usize = 1024;

@@ -89,19 +89,44 @@ impl Default for ImageGcPolicy {
     }
 }
 
+/// An image GC policy the kubelet refuses to start with (kubelet's messages).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PolicyError {
+    /// The high threshold is over 100 %.
+    HighThreshold(u8),
+    /// `(low, high)`: the low threshold is above the high one.
+    LowAboveHigh(u8, u8),
+}
+
+impl std::fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PolicyError::HighThreshold(high) => {
+                write!(
+                    f,
+                    "--image-gc-high-threshold {high} must be within [0, 100]"
+                )
+            }
+            PolicyError::LowAboveHigh(low, high) => write!(
+                f,
+                "--image-gc-low-threshold {low} can not be higher than --image-gc-high-threshold {high}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PolicyError {}
+
 impl ImageGcPolicy {
     /// kubelet: `NewImageGCManager`'s checks.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), PolicyError> {
         if self.high_threshold_percent > 100 {
-            return Err(format!(
-                "--image-gc-high-threshold {} must be within [0, 100]",
-                self.high_threshold_percent
-            ));
+            return Err(PolicyError::HighThreshold(self.high_threshold_percent));
         }
         if self.low_threshold_percent > self.high_threshold_percent {
-            return Err(format!(
-                "--image-gc-low-threshold {} can not be higher than --image-gc-high-threshold {}",
-                self.low_threshold_percent, self.high_threshold_percent
+            return Err(PolicyError::LowAboveHigh(
+                self.low_threshold_percent,
+                self.high_threshold_percent,
             ));
         }
         Ok(())

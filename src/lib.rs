@@ -47,7 +47,7 @@
 //! 2      config_data   api checkpoint clock kube sort task
 //! 2      eviction      api cri noatime qos sort task
 //! 2      images        clock cri sort task
-//! 2      probe         api kube
+//! 2      probe         api grpc kube
 //! 2      recorder      api clock json kube
 //! 3      fieldpath     api config_data qos
 //! 3      manifest      api clock config_data qos sort

@@ -209,7 +209,7 @@ async fn check(opts: Options) -> ExitCode {
                             std::path::Path::new("/etc"),
                         ) {
                             Ok(how) => (Verdict::Ok, how),
-                            Err(what) => (Verdict::Warn, what),
+                            Err(what) => (Verdict::Warn, what.to_string()),
                         };
                         report.push(
                             verdict,

@@ -1417,7 +1417,7 @@ fn check_log_and_image_gc(opts: &Options) -> Result<(), OptionsError> {
     };
     policy
         .validate()
-        .map_err(|reason| bad("--image-gc-high-threshold", reason))
+        .map_err(|reason| bad("--image-gc-high-threshold", reason.to_string()))
 }
 
 fn duration_flag(flag: &str, v: &str) -> Result<Duration, OptionsError> {

@@ -18,6 +18,15 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
+/// Sleeps until `at`; with no deadline, never wakes (a `select!` branch that waits for
+/// nothing).
+pub async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// `tokio::task::spawn_local` with the future boxed (see the module docs).
 pub fn spawn_local<F>(future: F) -> JoinHandle<F::Output>
 where

@@ -186,6 +186,50 @@ impl<C: Clock> ObjectManager<C> {
     }
 }
 
+/// Why an apiserver answer is not used (logged; the object read before is kept).
+#[derive(Debug)]
+enum AnswerError {
+    /// Not a ConfigMap or Secret (a Secret's error redacted: its values are never logged).
+    Decode(api::DecodeError),
+    /// A Secret refused: the fields at fault, not their values.
+    Secret(Vec<config_data::ObjectError>),
+    ConfigMap(Vec<config_data::ObjectError>),
+    /// Another object than the one followed.
+    WrongObject {
+        got: ObjectKey,
+        want: ObjectKey,
+    },
+}
+
+impl std::fmt::Display for AnswerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AnswerError::Decode(e) => write!(f, "{e}"),
+            AnswerError::Secret(errors) => {
+                for (i, e) in errors.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    f.write_str(&e.field)?;
+                }
+                Ok(())
+            }
+            AnswerError::ConfigMap(errors) => {
+                for (i, e) in errors.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str("; ")?;
+                    }
+                    write!(f, "{e}")?;
+                }
+                Ok(())
+            }
+            AnswerError::WrongObject { got, want } => write!(f, "the answer is {got}, not {want}"),
+        }
+    }
+}
+
+impl std::error::Error for AnswerError {}
+
 struct KeyWorker<C: Clock> {
     client: Client,
     clock: C,
@@ -229,33 +273,27 @@ impl<C: Clock> KeyWorker<C> {
         format!("/api/v1/namespaces/{}/{plural}", self.key.namespace)
     }
 
-    fn decode(&self, v: &Value) -> Result<Object, String> {
+    fn decode(&self, v: &Value) -> Result<Object, AnswerError> {
         let origin = "apiserver";
         let parsed = match self.key.kind {
             // Redacted: the error is logged, and a Secret's values never are.
             Kind::Secret => api::from_value::<api::Secret>(v)
-                .map_err(|e| e.redacted().to_string())
+                .map_err(|e| AnswerError::Decode(e.redacted()))
                 .and_then(|s| {
-                    config_data::from_secret(&s, Scope::Api, origin).map_err(|e| {
-                        e.iter()
-                            .map(|e| e.field.clone())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    })
+                    config_data::from_secret(&s, Scope::Api, origin).map_err(AnswerError::Secret)
                 }),
             _ => api::from_value::<api::ConfigMap>(v)
-                .map_err(|e| e.to_string())
+                .map_err(AnswerError::Decode)
                 .and_then(|c| {
-                    config_data::from_config_map(&c, Scope::Api, origin).map_err(|e| {
-                        e.iter()
-                            .map(ToString::to_string)
-                            .collect::<Vec<_>>()
-                            .join("; ")
-                    })
+                    config_data::from_config_map(&c, Scope::Api, origin)
+                        .map_err(AnswerError::ConfigMap)
                 }),
         }?;
         if parsed.key != self.key {
-            return Err(format!("the answer is {}, not {}", parsed.key, self.key));
+            return Err(AnswerError::WrongObject {
+                got: parsed.key,
+                want: self.key.clone(),
+            });
         }
         Ok(parsed)
     }

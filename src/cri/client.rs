@@ -32,21 +32,12 @@ use crate::cri::{
     SandboxState, SecurityProfile, StreamOptions,
 };
 
-/// The generated CRI v1 messages, clients and (with feature `fake-cri`) servers.
-/// Visible to `cri::fake_cri` only.
-pub(super) mod proto {
-    #![allow(
-        missing_docs,
-        unreachable_pub,
-        unused_qualifications,
-        clippy::all,
-        clippy::pedantic,
-        clippy::nursery,
-        rustdoc::bare_urls,
-        rustdoc::broken_intra_doc_links,
-        rustdoc::invalid_html_tags
-    )]
-    include!(concat!(env!("OUT_DIR"), "/runtime.v1.rs"));
+crate::grpc::generated_module! {
+    /// The generated CRI v1 messages, clients and (with feature `fake-cri`) servers.
+    /// Visible to `cri::fake_cri` only.
+    pub(super) mod proto {
+        include!(concat!(env!("OUT_DIR"), "/runtime.v1.rs"));
+    }
 }
 
 use proto::image_service_client::ImageServiceClient;

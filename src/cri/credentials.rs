@@ -62,9 +62,28 @@ pub enum CredentialsError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path}: not a docker config file: {message}")]
-    Parse { path: PathBuf, message: String },
+    #[error("{path}: not a docker config file: {error}")]
+    Parse { path: PathBuf, error: ParseError },
 }
+
+/// Why bytes are not a docker config file.
+#[derive(Debug)]
+pub enum ParseError {
+    Json(serde_json::Error),
+    /// `auths` (or the legacy file itself) is not a map of registries.
+    AuthsNotObject,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParseError::Json(e) => write!(f, "invalid JSON ({e})"),
+            ParseError::AuthsNotObject => f.write_str("\"auths\" is not an object"),
+        }
+    }
+}
+
+impl std::error::Error for ParseError {}
 
 /// The files searched, in order (kubelet: `rootDirPath/config.json`, then the home
 /// directory's `.docker/config.json`).
@@ -86,9 +105,9 @@ impl Keyring {
             match std::fs::read(path) {
                 Ok(bytes) => match Keyring::parse(&bytes) {
                     Ok(r) => ring.entries.extend(r.entries),
-                    Err(message) => errors.push(CredentialsError::Parse {
+                    Err(error) => errors.push(CredentialsError::Parse {
                         path: path.clone(),
-                        message,
+                        error,
                     }),
                 },
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -103,15 +122,14 @@ impl Keyring {
 
     /// Parses one docker config file (`auths`; the legacy `.dockercfg` form, a bare map of
     /// registries, too).
-    pub fn parse(bytes: &[u8]) -> Result<Keyring, String> {
-        let doc: serde_json::Value =
-            serde_json::from_slice(bytes).map_err(|e| format!("invalid JSON ({e})"))?;
+    pub fn parse(bytes: &[u8]) -> Result<Keyring, ParseError> {
+        let doc: serde_json::Value = serde_json::from_slice(bytes).map_err(ParseError::Json)?;
         let auths = match doc.get("auths") {
             Some(a) => a,
             None => &doc,
         };
         let Some(map) = auths.as_object() else {
-            return Err("\"auths\" is not an object".into());
+            return Err(ParseError::AuthsNotObject);
         };
         let mut entries = Vec::new();
         for (key, v) in map {

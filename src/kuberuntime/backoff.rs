@@ -209,32 +209,6 @@ impl PodBackoffs {
     }
 }
 
-/// Go's `time.Duration` formatting for whole seconds and milliseconds (`10s`, `2m40s`,
-/// `5m0s`, `500ms`), as the kubelet's back-off messages print it.
-pub fn go_duration(d: Duration) -> String {
-    let secs = d.as_secs();
-    if secs == 0 {
-        let ms = d.subsec_millis();
-        return if ms == 0 {
-            "0s".into()
-        } else {
-            format!("{ms}ms")
-        };
-    }
-    let (h, m, s) = (secs / 3600, (secs % 3600) / 60, secs % 60);
-    let frac = d.subsec_millis();
-    let s = if frac == 0 {
-        format!("{s}")
-    } else {
-        format!("{s}.{}", format!("{frac:03}").trim_end_matches('0'))
-    };
-    match (h, m) {
-        (0, 0) => format!("{s}s"),
-        (0, m) => format!("{m}m{s}s"),
-        (h, m) => format!("{h}h{m}m{s}s"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -405,21 +379,5 @@ mod tests {
             format!("web_default_u1_nginx_{}", labels::container_hash(&c))
         );
         assert_eq!(image_pull_key("u1", "nginx:1"), "u1_nginx:1");
-    }
-
-    #[test]
-    fn go_durations() {
-        let cases = [
-            (Duration::from_secs(10), "10s"),
-            (Duration::from_secs(80), "1m20s"),
-            (Duration::from_secs(300), "5m0s"),
-            (Duration::from_secs(3600), "1h0m0s"),
-            (Duration::from_millis(500), "500ms"),
-            (Duration::from_millis(1500), "1.5s"),
-            (Duration::ZERO, "0s"),
-        ];
-        for (d, want) in cases {
-            assert_eq!(go_duration(d), want);
-        }
     }
 }

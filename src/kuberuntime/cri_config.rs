@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::api::{self, PullPolicy};
+use crate::api::{self, PullPolicy, sysctl_dots};
 use crate::config_data::{self, Kind, ObjectKey, Scope};
 use crate::cri::{
     ContainerConfig, ContainerSecurity, DnsConfig, ImageUser, Mount, NamespaceMode,
@@ -214,23 +214,6 @@ fn is_privileged(c: &api::Container) -> bool {
         .as_ref()
         .and_then(|sc| sc.privileged)
         .unwrap_or(false)
-}
-
-/// runc wants dotted sysctl names; a name whose first separator is `/` uses slashes for
-/// levels and dots inside names, so swap them (kubelet:
-/// `ConvertSysctlVariableToDotsSeparator`).
-fn sysctl_dots(name: &str) -> String {
-    match name.find(['.', '/']) {
-        Some(i) if name.as_bytes()[i] == b'/' => name
-            .chars()
-            .map(|c| match c {
-                '/' => '.',
-                '.' => '/',
-                c => c,
-            })
-            .collect(),
-        _ => name.to_string(),
-    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -547,7 +530,7 @@ fn env_value_from(
         return crate::fieldpath::resource_field_value(pod, container, rf, node).map_err(
             |message| ConfigError::EnvResourceFieldRef {
                 env: env.into(),
-                message,
+                message: message.to_string(),
             },
         );
     }

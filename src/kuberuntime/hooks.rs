@@ -71,9 +71,12 @@ pub async fn run<R: Runtime>(
     }
     if let Some(h) = &handler.http_get {
         let headers = probe::headers(&h.http_headers);
-        let target = probe::http_target(h, container, pod_ip, &headers)?;
+        let target =
+            probe::http_target(h, container, pod_ip, &headers).map_err(|e| e.to_string())?;
         let timeout = bound.unwrap_or(HTTP_HOOK_TIMEOUT);
-        return probe::http_hook(&target, HOOK_USER_AGENT, timeout).await;
+        return probe::http_hook(&target, HOOK_USER_AGENT, timeout)
+            .await
+            .map_err(|e| e.to_string());
     }
     if let Some(s) = &handler.sleep {
         let secs = u64::try_from(s.seconds).unwrap_or(0);

@@ -655,7 +655,7 @@ pub fn should_back_off(
             remaining,
             message: format!(
                 "back-off {} restarting failed container={} pod={}",
-                backoff::go_duration(delay),
+                crate::clock::go_duration(delay),
                 container.name,
                 format_pod(pod)
             ),

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::clock::{self, Clock, UnixNanos};
+use crate::clock::{self, Clock, UnixNanos, go_duration};
 use crate::cri;
 use crate::cri::{ContainerState, CriError, ListFilter, Runtime};
 
@@ -678,43 +678,6 @@ pub fn memory_quantity(bytes: u64) -> String {
     format!("{n}{}", SUFFIXES[i])
 }
 
-/// A Go `time.Duration` string as `metav1.Duration` serializes it: `1.5s`, `1m0.25s`, `0s`,
-/// `500ms`.
-pub fn go_duration(d: Duration) -> String {
-    let nanos = d.as_nanos();
-    if nanos == 0 {
-        return "0s".into();
-    }
-    let frac = |value: u128, unit: u128| -> String {
-        let whole = value / unit;
-        let rest = value % unit;
-        if rest == 0 {
-            return whole.to_string();
-        }
-        let width = unit.ilog10() as usize;
-        let digits = format!("{rest:0width$}");
-        format!("{whole}.{}", digits.trim_end_matches('0'))
-    };
-    if nanos < 1_000 {
-        return format!("{nanos}ns");
-    }
-    if nanos < 1_000_000 {
-        return format!("{}µs", frac(nanos, 1_000));
-    }
-    if nanos < 1_000_000_000 {
-        return format!("{}ms", frac(nanos, 1_000_000));
-    }
-    let secs = nanos / 1_000_000_000;
-    let sub = nanos % 1_000_000_000;
-    let (h, m, s) = (secs / 3600, (secs % 3600) / 60, secs % 60);
-    let s = frac(s * 1_000_000_000 + sub, 1_000_000_000);
-    match (h, m) {
-        (0, 0) => format!("{s}s"),
-        (0, m) => format!("{m}m{s}s"),
-        (h, m) => format!("{h}h{m}m{s}s"),
-    }
-}
-
 fn usage(cpu: &Option<Cpu>, memory: &Option<Memory>) -> Value {
     json!({
         "cpu": cpu_quantity(cpu.and_then(|c| c.usage_nano_cores).unwrap_or(0)),
@@ -837,15 +800,6 @@ mod tests {
         assert_eq!(memory_quantity(1234 * 1024), "1234Ki");
         assert_eq!(memory_quantity(5 << 20), "5Mi");
         assert_eq!(memory_quantity(3 << 30), "3Gi");
-        assert_eq!(go_duration(Duration::ZERO), "0s");
-        assert_eq!(go_duration(Duration::from_millis(1500)), "1.5s");
-        assert_eq!(go_duration(Duration::from_millis(500)), "500ms");
-        assert_eq!(go_duration(Duration::from_millis(60_250)), "1m0.25s");
-        assert_eq!(
-            go_duration(Duration::from_nanos(12_037_028_765)),
-            "12.037028765s"
-        );
-        assert_eq!(go_duration(Duration::from_secs(3600)), "1h0m0s");
     }
 
     fn container_stats(

@@ -52,6 +52,81 @@ pub struct Manifest {
     pub bytes: Vec<u8>,
 }
 
+/// Why an archive serves nothing (the log line names the file and says this).
+#[derive(Debug)]
+pub enum ArchiveError {
+    /// Opening, reading or decompressing the archive failed.
+    Io(io::Error),
+    /// The blocking read was cancelled or panicked.
+    Task(tokio::task::JoinError),
+    /// Compressed with something other than gzip: `(name, the command that decompresses)`.
+    Compressed(&'static str, &'static str),
+    /// Too many small members to be an image archive.
+    TooManySmallFiles,
+    /// Neither an OCI image layout nor a `docker save` archive.
+    NotAnImage,
+    /// A JSON member (`index.json`, `manifest.json`, a config) is malformed.
+    Json(String, serde_json::Error),
+    /// `manifest.json` is not a list.
+    NotAList,
+    /// `manifest.json` names a config the archive does not hold.
+    ConfigMissing(String),
+    /// The config is larger than a config is read.
+    ConfigTooLarge(String),
+    /// `(config, layers in manifest.json, diff_ids in the config)` differ in number.
+    LayerCount(String, usize, usize),
+    /// `manifest.json` names a layer the archive does not hold.
+    LayerMissing(String),
+    /// `(config, diff_id)`: a diff_id that is not a digest.
+    BadDiffId(String, String),
+}
+
+impl std::fmt::Display for ArchiveError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ArchiveError::Io(e) => write!(f, "{e}"),
+            ArchiveError::Task(e) => write!(f, "{e}"),
+            ArchiveError::Compressed(name, how) => {
+                write!(f, "compressed with {name}: not read (decompress it: {how})")
+            }
+            ArchiveError::TooManySmallFiles => write!(
+                f,
+                "more than {CAPTURE_TOTAL_MAX} bytes of small files: not an image archive"
+            ),
+            ArchiveError::NotAnImage => f.write_str(
+                "neither an OCI image layout (oci-layout, index.json) nor a docker save archive \
+                 (manifest.json)",
+            ),
+            ArchiveError::Json(file, e) => write!(f, "{file}: {e}"),
+            ArchiveError::NotAList => f.write_str("manifest.json: not a list of images"),
+            ArchiveError::ConfigMissing(config) => {
+                write!(f, "manifest.json: Config {config:?} not in the archive")
+            }
+            ArchiveError::ConfigTooLarge(config) => {
+                write!(f, "{config}: too large for an image config")
+            }
+            ArchiveError::LayerCount(config, layers, diff_ids) => write!(
+                f,
+                "{config}: {layers} layers in manifest.json, {diff_ids} diff_ids in the config"
+            ),
+            ArchiveError::LayerMissing(path) => {
+                write!(f, "manifest.json: layer {path} not in the archive")
+            }
+            ArchiveError::BadDiffId(config, diff_id) => {
+                write!(f, "{config}: bad diff_id {diff_id:?}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ArchiveError {}
+
+impl From<io::Error> for ArchiveError {
+    fn from(e: io::Error) -> Self {
+        ArchiveError::Io(e)
+    }
+}
+
 /// What one archive serves.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Archive {
@@ -69,25 +144,25 @@ pub struct Archive {
 /// Reads the archive at `path`: one pass over it (decompressing a gzip one), the small JSON
 /// members kept until the layout is understood. The error says what is wrong, for a log
 /// line that names the file.
-pub fn read(path: &Path) -> Result<Archive, String> {
-    let mut f = File::open(path).map_err(|e| e.to_string())?;
-    let len = f.metadata().map_err(|e| e.to_string())?.len();
+pub fn read(path: &Path) -> Result<Archive, ArchiveError> {
+    let mut f = File::open(path)?;
+    let len = f.metadata()?.len();
     let mut magic = [0u8; 6];
-    let n = f.read(&mut magic).map_err(|e| e.to_string())?;
-    f.rewind().map_err(|e| e.to_string())?;
+    let n = f.read(&mut magic)?;
+    f.rewind()?;
     let magic = &magic[..n];
     if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        return Err("compressed with zstd: not read (decompress it: zstd -d)".into());
+        return Err(ArchiveError::Compressed("zstd", "zstd -d"));
     }
     if magic.starts_with(&[0xfd, b'7', b'z', b'X', b'Z']) {
-        return Err("compressed with xz: not read (decompress it: xz -d)".into());
+        return Err(ArchiveError::Compressed("xz", "xz -d"));
     }
     if magic.starts_with(b"BZh") {
-        return Err("compressed with bzip2: not read (decompress it: bunzip2)".into());
+        return Err(ArchiveError::Compressed("bzip2", "bunzip2"));
     }
     let gzip = magic.starts_with(&[0x1f, 0x8b]);
     let members = if gzip {
-        scan(&mut super::gzip::Reader::open(path).map_err(|e| e.to_string())?)
+        scan(&mut super::gzip::Reader::open(path)?)
     } else {
         scan(&mut PlainFile {
             r: BufReader::with_capacity(64 * 1024, f),
@@ -100,7 +175,7 @@ pub fn read(path: &Path) -> Result<Archive, String> {
     Ok(a)
 }
 
-fn scan<R: Skip>(r: &mut R) -> Result<tar::Table, String> {
+fn scan<R: Skip>(r: &mut R) -> Result<tar::Table, ArchiveError> {
     let mut captured = 0u64;
     let mut over = false;
     let members = tar::members(r, |p, size| {
@@ -111,12 +186,9 @@ fn scan<R: Skip>(r: &mut R) -> Result<tar::Table, String> {
             over |= captured > CAPTURE_TOTAL_MAX;
         }
         wanted && !over
-    })
-    .map_err(|e| e.to_string())?;
+    })?;
     if over {
-        return Err(format!(
-            "more than {CAPTURE_TOTAL_MAX} bytes of small files: not an image archive"
-        ));
+        return Err(ArchiveError::TooManySmallFiles);
     }
     Ok(members)
 }
@@ -173,7 +245,7 @@ fn array(v: &Value, key: &str) -> Vec<Value> {
 }
 
 /// The archive's members understood as an image layout.
-fn layout(members: tar::Table) -> Result<Archive, String> {
+fn layout(members: tar::Table) -> Result<Archive, ArchiveError> {
     let mut files: HashMap<String, (Loc, Option<Vec<u8>>)> = HashMap::new();
     let mut links: Vec<(String, String)> = Vec::new();
     for (m, data) in members {
@@ -207,11 +279,7 @@ fn layout(members: tar::Table) -> Result<Archive, String> {
     } else if let Some(m) = json("manifest.json") {
         docker(&files, m)
     } else {
-        Err(
-            "neither an OCI image layout (oci-layout, index.json) nor a docker save archive \
-             (manifest.json)"
-                .into(),
-        )
+        Err(ArchiveError::NotAnImage)
     }
 }
 
@@ -230,9 +298,9 @@ fn oci(
     files: &Files,
     index: Option<&[u8]>,
     docker_manifest: Option<&[u8]>,
-) -> Result<Archive, String> {
+) -> Result<Archive, ArchiveError> {
     let index: Value = serde_json::from_slice(index.unwrap_or_default())
-        .map_err(|e| format!("index.json: {e}"))?;
+        .map_err(|e| ArchiveError::Json("index.json".into(), e))?;
     let mut a = Archive::default();
     for (path, (loc, _)) in files {
         if let Some(rest) = path.strip_prefix("blobs/")
@@ -330,30 +398,28 @@ fn add_manifest(a: &mut Archive, files: &Files, digest: &str, media_type: &str, 
     true
 }
 
-fn docker(files: &Files, manifest: &[u8]) -> Result<Archive, String> {
-    let entries: Value =
-        serde_json::from_slice(manifest).map_err(|e| format!("manifest.json: {e}"))?;
-    let entries = entries
-        .as_array()
-        .ok_or("manifest.json: not a list of images")?;
+fn docker(files: &Files, manifest: &[u8]) -> Result<Archive, ArchiveError> {
+    let entries: Value = serde_json::from_slice(manifest)
+        .map_err(|e| ArchiveError::Json("manifest.json".into(), e))?;
+    let entries = entries.as_array().ok_or(ArchiveError::NotAList)?;
     let mut a = Archive::default();
     for e in entries {
         let config_path = str_at(e, "Config");
         let layer_paths = strings(e.get("Layers"));
         let (config_loc, config) = files
             .get(&tar::normalise(config_path))
-            .ok_or_else(|| format!("manifest.json: Config {config_path:?} not in the archive"))?;
+            .ok_or_else(|| ArchiveError::ConfigMissing(config_path.into()))?;
         let config = config
             .as_deref()
-            .ok_or_else(|| format!("{config_path}: too large for an image config"))?;
-        let cfg: Value =
-            serde_json::from_slice(config).map_err(|err| format!("{config_path}: {err}"))?;
+            .ok_or_else(|| ArchiveError::ConfigTooLarge(config_path.into()))?;
+        let cfg: Value = serde_json::from_slice(config)
+            .map_err(|err| ArchiveError::Json(config_path.into(), err))?;
         let diff_ids = strings(cfg.get("rootfs").and_then(|r| r.get("diff_ids")));
         if diff_ids.len() != layer_paths.len() {
-            return Err(format!(
-                "{config_path}: {} layers in manifest.json, {} diff_ids in the config",
+            return Err(ArchiveError::LayerCount(
+                config_path.into(),
                 layer_paths.len(),
-                diff_ids.len()
+                diff_ids.len(),
             ));
         }
         let config_digest = format!("sha256:{}", super::sha256_hex(config));
@@ -362,9 +428,9 @@ fn docker(files: &Files, manifest: &[u8]) -> Result<Archive, String> {
         for (path, diff_id) in layer_paths.iter().zip(&diff_ids) {
             let (loc, _) = files
                 .get(&tar::normalise(path))
-                .ok_or_else(|| format!("manifest.json: layer {path} not in the archive"))?;
+                .ok_or_else(|| ArchiveError::LayerMissing(path.clone()))?;
             if blob_path(diff_id).is_none() {
-                return Err(format!("{config_path}: bad diff_id {diff_id:?}"));
+                return Err(ArchiveError::BadDiffId(config_path.into(), diff_id.clone()));
             }
             // Older docker save writes layers uncompressed: the digest is the diff_id.
             a.blobs.push((diff_id.clone(), *loc));

@@ -215,7 +215,7 @@ pub async fn rescan(index: &std::cell::RefCell<Index>, dir: &Path) -> usize {
         let p = path.clone();
         let read = tokio::task::spawn_blocking(move || archive::read(&p))
             .await
-            .unwrap_or_else(|e| Err(e.to_string()));
+            .unwrap_or_else(|e| Err(archive::ArchiveError::Task(e)));
         let archive = match read {
             Ok(a) => {
                 let tags: Vec<&str> = a.tags.iter().map(|(t, _)| t.as_str()).collect();
@@ -343,6 +343,47 @@ fn watch(dir: &Path, tx: mpsc::Sender<()>) -> Option<RecommendedWatcher> {
 #[cfg(test)]
 mod tests;
 
+/// Why the runtime does not pull through the mirror: what to add to its configuration, and
+/// where (for `picolet check`).
+#[derive(Debug)]
+pub enum MirrorConfigError {
+    /// CRI-O: no `registries.conf` (or drop-in) names the mirror; the drop-in to write.
+    CrioNoMirror { drop_in: PathBuf, addr: String },
+    /// containerd 1.x without the CRI plugin's registry `config_path`: its `config.toml`.
+    ContainerdNoConfigPath { config: PathBuf },
+    /// containerd reads `hosts.toml` files, but none names the mirror; the first directory.
+    ContainerdNoHost { certs_dir: String, addr: String },
+}
+
+impl std::fmt::Display for MirrorConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MirrorConfigError::CrioNoMirror { drop_in, addr } => write!(
+                f,
+                "CRI-O does not use it: add {} with, per registry (docker.io, registry.k8s.io, \
+                 quay.io, ghcr.io, ...): [[registry]] prefix = \"docker.io\" location = \
+                 \"docker.io\" [[registry.mirror]] location = \"{addr}/docker.io\" insecure = \
+                 true (packaging/runtime/crio-registries.conf)",
+                drop_in.display()
+            ),
+            MirrorConfigError::ContainerdNoConfigPath { config } => write!(
+                f,
+                "containerd reads no hosts.toml: add to {}: [plugins.\"io.containerd.grpc.v1.\
+                 cri\".registry] config_path = \"/etc/containerd/certs.d\", restart containerd, \
+                 and see the next line",
+                config.display()
+            ),
+            MirrorConfigError::ContainerdNoHost { certs_dir, addr } => write!(
+                f,
+                "containerd does not use it: write {certs_dir}/_default/hosts.toml: [host.\"http://{addr}\"] \
+                 capabilities = [\"pull\", \"resolve\"] (packaging/runtime/containerd-hosts.toml)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for MirrorConfigError {}
+
 /// Whether the runtime pulls through the mirror at `addr`, read from its configuration under
 /// `etc` (`/etc`): `Ok(how)`, or `Err(what to add, and where)` for `picolet check`.
 /// `runtime` and `version` are the CRI `Version` answer's (`containerd` `1.6.20`, `v2.4.2`;
@@ -352,7 +393,7 @@ pub fn runtime_uses_mirror(
     version: &str,
     addr: &str,
     etc: &Path,
-) -> Result<String, String> {
+) -> Result<String, MirrorConfigError> {
     let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
     let uncommented = |text: &str| -> String {
         text.lines()
@@ -374,14 +415,10 @@ pub fn runtime_uses_mirror(
         let want = format!("\"{addr}/");
         return match files.iter().find(|p| uncommented(&read(p)).contains(&want)) {
             Some(p) => Ok(format!("CRI-O pulls through it ({})", p.display())),
-            None => Err(format!(
-                "CRI-O does not use it: add {} with, per registry (docker.io, registry.k8s.io, \
-                 quay.io, ghcr.io, ...): [[registry]] prefix = \"docker.io\" location = \
-                 \"docker.io\" [[registry.mirror]] location = \"{addr}/docker.io\" insecure = \
-                 true (packaging/runtime/crio-registries.conf)",
-                etc.join("containers/registries.conf.d/50-picolet-mirror.conf")
-                    .display()
-            )),
+            None => Err(MirrorConfigError::CrioNoMirror {
+                drop_in: etc.join("containers/registries.conf.d/50-picolet-mirror.conf"),
+                addr: addr.to_string(),
+            }),
         };
     }
     // containerd: the CRI plugin's registry config_path, then `_default/hosts.toml` there.
@@ -400,12 +437,7 @@ pub fn runtime_uses_mirror(
             etc.join("docker/certs.d").display().to_string(),
         ],
         _ => {
-            return Err(format!(
-                "containerd reads no hosts.toml: add to {}: [plugins.\"io.containerd.grpc.v1.\
-                 cri\".registry] config_path = \"/etc/containerd/certs.d\", restart containerd, \
-                 and see the next line",
-                config.display()
-            ));
+            return Err(MirrorConfigError::ContainerdNoConfigPath { config });
         }
     };
     let want = format!("\"http://{addr}\"");
@@ -415,11 +447,11 @@ pub fn runtime_uses_mirror(
             return Ok(format!("containerd pulls through it ({})", hosts.display()));
         }
     }
-    Err(format!(
-        "containerd does not use it: write {}/_default/hosts.toml: [host.\"http://{addr}\"] \
-         capabilities = [\"pull\", \"resolve\"] (packaging/runtime/containerd-hosts.toml)",
-        paths
+    Err(MirrorConfigError::ContainerdNoHost {
+        certs_dir: paths
             .first()
             .map_or("/etc/containerd/certs.d", String::as_str)
-    ))
+            .to_string(),
+        addr: addr.to_string(),
+    })
 }

@@ -194,7 +194,9 @@ fn broken_archives_name_what_is_wrong() {
             "index.json:",
         ),
     ] {
-        let err = archive::read(&write(dir.path(), name, &bytes)).unwrap_err();
+        let err = archive::read(&write(dir.path(), name, &bytes))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains(want), "{name}: {err}");
     }
 }
@@ -441,10 +443,14 @@ fn picolet_check_reads_the_runtimes_configuration() {
         std::fs::write(p, text).unwrap();
     };
     // containerd 1.6 without config_path: what to add to config.toml.
-    let err = runtime_uses_mirror("containerd", "1.6.20~ds1", addr, e).unwrap_err();
+    let err = runtime_uses_mirror("containerd", "1.6.20~ds1", addr, e)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("config_path"), "{err}");
     // containerd 2.x reads /etc/containerd/certs.d by default.
-    let err = runtime_uses_mirror("containerd", "v2.4.2", addr, e).unwrap_err();
+    let err = runtime_uses_mirror("containerd", "v2.4.2", addr, e)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("_default/hosts.toml"), "{err}");
     w(
         "containerd/certs.d/_default/hosts.toml",
@@ -462,7 +468,9 @@ fn picolet_check_reads_the_runtimes_configuration() {
     let ok = runtime_uses_mirror("containerd", "1.6.20", addr, e).unwrap();
     assert!(ok.contains("hosts.toml"), "{ok}");
     // CRI-O: a drop-in naming the mirror.
-    let err = runtime_uses_mirror("cri-o", "1.36.3", addr, e).unwrap_err();
+    let err = runtime_uses_mirror("cri-o", "1.36.3", addr, e)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("50-picolet-mirror.conf"), "{err}");
     w(
         "containers/registries.conf.d/50-picolet-mirror.conf",

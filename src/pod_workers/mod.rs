@@ -48,6 +48,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::Pod;
+use crate::task::sleep_until_opt;
 
 use state::Effect;
 #[cfg(test)]
@@ -631,13 +632,6 @@ impl<S: PodSyncer> Drop for PodWorkers<S> {
                 handle.abort();
             }
         }
-    }
-}
-
-async fn sleep_until_opt(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 

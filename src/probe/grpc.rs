@@ -15,21 +15,12 @@ use tonic::transport::{Channel, Endpoint, Uri};
 use super::tcp::dial;
 use super::{Verdict, go_duration, join_host_port};
 
-/// The generated `grpc.health.v1` messages, client and (with feature `fake-cri`, for the
-/// tests) server.
-mod proto {
-    #![allow(
-        missing_docs,
-        unreachable_pub,
-        unused_qualifications,
-        clippy::all,
-        clippy::pedantic,
-        clippy::nursery,
-        rustdoc::bare_urls,
-        rustdoc::broken_intra_doc_links,
-        rustdoc::invalid_html_tags
-    )]
-    include!(concat!(env!("OUT_DIR"), "/grpc.health.v1.rs"));
+crate::grpc::generated_module! {
+    /// The generated `grpc.health.v1` messages, client and (with feature `fake-cri`, for
+    /// the tests) server.
+    mod proto {
+        include!(concat!(env!("OUT_DIR"), "/grpc.health.v1.rs"));
+    }
 }
 
 use proto::health_check_response::ServingStatus;
@@ -69,9 +60,15 @@ pub async fn grpc_probe(host: &str, port: u16, service: &str, timeout: Duration)
 }
 
 /// Opens the HTTP/2 connection (eagerly, so a refused port shows here) over [`dial`].
-async fn connect(host: &str, port: u16, addr: &str, deadline: Instant) -> Result<Channel, String> {
+async fn connect(
+    host: &str,
+    port: u16,
+    addr: &str,
+    deadline: Instant,
+) -> Result<Channel, ConnectError> {
     // The URI is the :authority (`host:port`, as grpc-go sends); the connector ignores it.
-    let endpoint = Endpoint::from_shared(format!("http://{addr}")).map_err(|e| e.to_string())?;
+    let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+        .map_err(|e| ConnectError::Uri(e.to_string()))?;
     let host = host.to_string();
     let connector = tower::service_fn(move |_: Uri| {
         let host = host.clone();
@@ -85,8 +82,28 @@ async fn connect(host: &str, port: u16, addr: &str, deadline: Instant) -> Result
     endpoint
         .connect_with_connector(connector)
         .await
-        .map_err(|e| innermost(&e))
+        .map_err(ConnectError::Transport)
 }
+
+/// Why the connection was not made (the probe's failure says it).
+#[derive(Debug)]
+enum ConnectError {
+    /// `host:port` is not a URI authority.
+    Uri(String),
+    /// Dialing or the HTTP/2 handshake failed: said by the deepest cause.
+    Transport(tonic::transport::Error),
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectError::Uri(e) => f.write_str(e),
+            ConnectError::Transport(e) => f.write_str(&innermost(e)),
+        }
+    }
+}
+
+impl std::error::Error for ConnectError {}
 
 /// The deepest cause of an error (tonic wraps the dial error in `transport error`).
 fn innermost(e: &(dyn std::error::Error + 'static)) -> String {

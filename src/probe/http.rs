@@ -27,7 +27,7 @@ const MAX_HEAD: u64 = 64 * 1024;
 pub async fn http_probe(target: &HttpTarget<'_>, user_agent: &str, timeout: Duration) -> Verdict {
     let request = match Request::new(target, user_agent) {
         Ok(request) => request,
-        Err(reason) => return Verdict::Error(reason),
+        Err(reason) => return Verdict::Error(reason.to_string()),
     };
     // upstream: DoHTTPProbe — a failed request is a Failure with the error's text.
     match request.fetch(Instant::now() + timeout, true).await {
@@ -41,12 +41,12 @@ pub async fn http_hook(
     target: &HttpTarget<'_>,
     user_agent: &str,
     timeout: Duration,
-) -> Result<(), String> {
-    let request = Request::new(target, user_agent)?;
+) -> Result<(), HookError> {
+    let request = Request::new(target, user_agent).map_err(HookError::Request)?;
     // kubelet: runHTTPHandler — any response will do; the body is not waited for.
     match request.fetch(Instant::now() + timeout, false).await {
         Ok(_) => Ok(()),
-        Err(failed) => Err(failed.to_string()),
+        Err(failed) => Err(HookError::Failed(failed)),
     }
 }
 
@@ -68,9 +68,28 @@ fn verdict(status: u16, body: &[u8]) -> Verdict {
 // Errors
 // ---------------------------------------------------------------------------------------
 
-/// Why a request got no usable answer; the texts follow Go's `net/http` client.
+/// Why an HTTP hook failed: its request could not be made, or got no answer.
+#[derive(Debug)]
+pub enum HookError {
+    Request(FetchError),
+    Failed(Failed),
+}
+
+impl std::fmt::Display for HookError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HookError::Request(e) => write!(f, "{e}"),
+            HookError::Failed(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for HookError {}
+
+/// Why a request got no usable answer (or could not be made); the texts follow Go's
+/// `net/http` client.
 #[derive(Debug, thiserror::Error)]
-enum FetchError {
+pub enum FetchError {
     #[error(transparent)]
     Dial(#[from] DialError),
     #[cfg(feature = "apiserver")]
@@ -78,6 +97,10 @@ enum FetchError {
     Tls(String),
     #[error("https probes need picolet built with the apiserver feature (TLS)")]
     NoTls,
+    #[error("invalid HTTP header name {0:?}")]
+    HeaderName(String),
+    #[error("invalid HTTP header value for {0:?}")]
+    HeaderValue(String),
     #[error("{op}: {reason}")]
     Io { op: &'static str, reason: String },
     /// The server closed the connection before answering.
@@ -114,7 +137,7 @@ impl FetchError {
 /// A failed GET, printed as Go's `url.Error`: `Get "http://10.0.0.1:80/x": <reason>`.
 #[derive(Debug, thiserror::Error)]
 #[error("Get \"{url}\": {error}")]
-struct Failed {
+pub struct Failed {
     url: String,
     error: FetchError,
 }
@@ -259,9 +282,9 @@ struct Answer {
 impl Request {
     /// kubelet: `NewRequestForHTTPGetAction` + `newProbeRequest`. Fails (the probe errors)
     /// on a header that cannot be sent, or an https target in a build without TLS.
-    fn new(target: &HttpTarget<'_>, user_agent: &str) -> Result<Request, String> {
+    fn new(target: &HttpTarget<'_>, user_agent: &str) -> Result<Request, FetchError> {
         if target.https && !cfg!(feature = "apiserver") {
-            return Err(FetchError::NoTls.to_string());
+            return Err(FetchError::NoTls);
         }
         for (name, value) in target.headers {
             check_header(name, value)?;
@@ -370,13 +393,13 @@ impl Request {
 }
 
 /// A header the request line format can carry: a token name, a value without CR, LF, NUL.
-fn check_header(name: &str, value: &str) -> Result<(), String> {
+fn check_header(name: &str, value: &str) -> Result<(), FetchError> {
     let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
     if name.is_empty() || !name.bytes().all(token) {
-        return Err(format!("invalid HTTP header name {name:?}"));
+        return Err(FetchError::HeaderName(name.to_string()));
     }
     if value.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0)) {
-        return Err(format!("invalid HTTP header value for {name:?}"));
+        return Err(FetchError::HeaderValue(name.to_string()));
     }
     Ok(())
 }
@@ -1090,7 +1113,9 @@ mod tests {
         let (port, mut seen) = serve(|_| Some(response(500, "", "oops"))).await;
         let hook_ua = "kube-lifecycle/1.34";
         assert_eq!(
-            http_hook(&target(port, "/stop", &[]), hook_ua, OK).await,
+            http_hook(&target(port, "/stop", &[]), hook_ua, OK)
+                .await
+                .map_err(|e| e.to_string()),
             Ok(())
         );
         assert!(
@@ -1112,13 +1137,17 @@ mod tests {
             std::future::pending::<()>().await;
         });
         assert_eq!(
-            http_hook(&target(stalled, "/", &[]), hook_ua, OK).await,
+            http_hook(&target(stalled, "/", &[]), hook_ua, OK)
+                .await
+                .map_err(|e| e.to_string()),
             Ok(())
         );
 
         let closed = closed_port().await;
         assert_eq!(
-            http_hook(&target(closed, "/", &[]), hook_ua, OK).await,
+            http_hook(&target(closed, "/", &[]), hook_ua, OK)
+                .await
+                .map_err(|e| e.to_string()),
             Err(format!(
                 "Get \"http://127.0.0.1:{closed}/\": dial tcp 127.0.0.1:{closed}: connect: \
                  connection refused"

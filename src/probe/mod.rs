@@ -77,7 +77,9 @@ fn join_host_port(host: &str, port: u16) -> String {
 }
 
 /// A timeout as Go prints a `time.Duration` (`1s`, `1.5s`, `500ms`), for the texts that
-/// upstream formats with `%v`.
+/// upstream formats with `%v`. Not `clock::go_duration`: from one minute on it keeps
+/// seconds (`90s` where Go prints `1m30s`); the probe failure texts that carry it reach
+/// pod events, and switching would change them.
 fn go_duration(d: std::time::Duration) -> String {
     if d.subsec_nanos() == 0 {
         format!("{}s", d.as_secs())
@@ -106,5 +108,7 @@ mod tests {
         assert_eq!(go_duration(Duration::from_secs(1)), "1s");
         assert_eq!(go_duration(Duration::from_millis(1500)), "1.5s");
         assert_eq!(go_duration(Duration::from_millis(200)), "200ms");
+        // Where it differs from Go (`clock::go_duration`: `1m30s`).
+        assert_eq!(go_duration(Duration::from_secs(90)), "90s");
     }
 }

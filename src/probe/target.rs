@@ -5,9 +5,38 @@ use crate::api::{Container, HttpGetAction, HttpHeader, IntOrString};
 
 use super::HttpTarget;
 
+/// Why a probe's or hook's port or `httpGet` has no target (the probe's error, in the pod's
+/// events).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TargetError {
+    /// A named port the container does not declare: `(port, container)`.
+    PortNotFound(String, String),
+    /// Not within 1..=65535.
+    InvalidPort(i64),
+    /// No `host`, and the pod has no IP yet.
+    NoHost,
+    /// A scheme other than HTTP or HTTPS.
+    Scheme(String),
+}
+
+impl std::fmt::Display for TargetError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TargetError::PortNotFound(port, container) => {
+                write!(f, "couldn't find port {port:?} in container {container:?}")
+            }
+            TargetError::InvalidPort(number) => write!(f, "invalid port number: {number}"),
+            TargetError::NoHost => f.write_str("no host to probe: the pod has no IP yet"),
+            TargetError::Scheme(s) => write!(f, "unsupported scheme {s:?} (HTTP or HTTPS)"),
+        }
+    }
+}
+
+impl std::error::Error for TargetError {}
+
 /// kubelet: `resolveContainerPort` — a number, a numeric string, or the name of one of the
 /// container's ports.
-pub fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16, String> {
+pub fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16, TargetError> {
     let number = match port {
         IntOrString::Int(n) => *n,
         IntOrString::String(s) => match s.parse::<i64>() {
@@ -17,14 +46,12 @@ pub fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16, St
                 .iter()
                 .find(|p| p.name.as_deref() == Some(s.as_str()))
                 .map(|p| i64::from(p.container_port))
-                .ok_or_else(|| {
-                    format!("couldn't find port {s:?} in container {:?}", container.name)
-                })?,
+                .ok_or_else(|| TargetError::PortNotFound(s.clone(), container.name.clone()))?,
         },
     };
     match u16::try_from(number) {
         Ok(n) if n > 0 => Ok(n),
-        _ => Err(format!("invalid port number: {number}")),
+        _ => Err(TargetError::InvalidPort(number)),
     }
 }
 
@@ -42,7 +69,7 @@ pub fn http_target<'a>(
     container: &Container,
     default_host: &'a str,
     headers: &'a [(String, String)],
-) -> Result<HttpTarget<'a>, String> {
+) -> Result<HttpTarget<'a>, TargetError> {
     let port = resolve_port(&h.port, container)?;
     let host = h
         .host
@@ -50,13 +77,13 @@ pub fn http_target<'a>(
         .filter(|h| !h.is_empty())
         .unwrap_or(default_host);
     if host.is_empty() {
-        return Err("no host to probe: the pod has no IP yet".into());
+        return Err(TargetError::NoHost);
     }
     let https = match h.scheme.as_deref() {
         None | Some("") => false,
         Some(s) if s.eq_ignore_ascii_case("http") => false,
         Some(s) if s.eq_ignore_ascii_case("https") => true,
-        Some(s) => return Err(format!("unsupported scheme {s:?} (HTTP or HTTPS)")),
+        Some(s) => return Err(TargetError::Scheme(s.to_string())),
     };
     Ok(HttpTarget {
         https,
@@ -87,22 +114,20 @@ mod tests {
     #[test]
     fn ports() {
         let c = container();
-        let rows: Vec<(IntOrString, Result<u16, String>)> = vec![
+        let rows: Vec<(IntOrString, Result<u16, &str>)> = vec![
             (IntOrString::Int(80), Ok(80)),
             (IntOrString::String("81".into()), Ok(81)),
             (IntOrString::String("http".into()), Ok(8080)),
             (
                 IntOrString::String("metrics".into()),
-                Err("couldn't find port \"metrics\" in container \"web\"".into()),
+                Err("couldn't find port \"metrics\" in container \"web\""),
             ),
-            (IntOrString::Int(0), Err("invalid port number: 0".into())),
-            (
-                IntOrString::Int(70000),
-                Err("invalid port number: 70000".into()),
-            ),
+            (IntOrString::Int(0), Err("invalid port number: 0")),
+            (IntOrString::Int(70000), Err("invalid port number: 70000")),
         ];
         for (port, want) in rows {
-            assert_eq!(resolve_port(&port, &c), want, "{port:?}");
+            let got = resolve_port(&port, &c).map_err(|e| e.to_string());
+            assert_eq!(got, want.map_err(str::to_string), "{port:?}");
         }
     }
 

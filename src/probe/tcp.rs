@@ -13,7 +13,7 @@ use super::{Verdict, join_host_port};
 
 /// Why a dial failed; the texts are Go's `net.OpError` ones.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum DialError {
+pub enum DialError {
     /// The name did not resolve.
     #[error("dial tcp: lookup {host}: {reason}")]
     Lookup { host: String, reason: String },

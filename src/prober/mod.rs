@@ -679,14 +679,14 @@ async fn run_probe<R: Runtime, C: Clock>(
         let headers = probe::headers(&h.http_headers);
         let target = match probe::http_target(h, container, pod_ip, &headers) {
             Ok(t) => t,
-            Err(e) => return Verdict::Error(e),
+            Err(e) => return Verdict::Error(e.to_string()),
         };
         return probe::http_probe(&target, PROBE_USER_AGENT, timeout).await;
     }
     if let Some(t) = &p.tcp_socket {
         let port = match probe::resolve_port(&t.port, container) {
             Ok(p) => p,
-            Err(e) => return Verdict::Error(e),
+            Err(e) => return Verdict::Error(e.to_string()),
         };
         let host = t
             .host

@@ -66,6 +66,7 @@ use crate::config_data::{self, Object};
 use crate::manifest::{self, ManifestError, fields};
 use crate::messages::SourceUpdate;
 use crate::recorder::{self, Recorder};
+use crate::task::sleep_until_opt;
 
 /// The `source` of this source's updates.
 pub const SOURCE: &str = manifest::SOURCE_FILE;
@@ -303,12 +304,6 @@ impl<C: Clock> FileSource<C> {
                 pending = None;
             }
         }
-    }
-}
-
-async fn sleep_until_opt(at: Option<Instant>) {
-    if let Some(at) = at {
-        tokio::time::sleep_until(at).await;
     }
 }
 

@@ -62,7 +62,7 @@ pub fn setup(
             volume: volume.name.clone(),
             message,
         };
-        let payload = payload(pod, volume, objects, node).map_err(fail)?;
+        let payload = payload(pod, volume, objects, node).map_err(|e| fail(e.to_string()))?;
         if !dirs_made {
             mounts::make_pod_data_dirs(root_dir, &pod.metadata.uid)
                 .map_err(|e| fail(e.to_string()))?;
@@ -109,13 +109,77 @@ fn lookup(
     ))
 }
 
+/// Why a data volume's files cannot be made (the `FailedMount` message after the volume's
+/// name).
+#[derive(Debug)]
+pub enum PayloadError {
+    /// A static pod asks for a service account token.
+    StaticPodToken,
+    /// The token of the service account is not issued yet.
+    TokenNotIssued(String),
+    /// A projected source other than configMap, secret, downwardAPI, serviceAccountToken.
+    ProjectedSourceUnsupported,
+    /// The ConfigMap or Secret `name` is not known (and not optional).
+    NotFound(Kind, String),
+    /// An item names a key the ConfigMap or Secret does not have.
+    MissingKey(Kind, String),
+    /// A downwardAPI `resourceFieldRef` in a pod without containers.
+    NoContainers,
+    /// A `resourceFieldRef` that cannot be read back as JSON.
+    Json(serde_json::Error),
+    /// A downwardAPI item's `resourceFieldRef` has no value: `(item path, why)`.
+    ResourceField(String, crate::fieldpath::ResourceFieldError),
+    /// A downwardAPI item without a source.
+    NoFieldRef(String),
+    /// A `fieldRef` path the volume does not support.
+    UnsupportedFieldPath(String),
+}
+
+impl std::fmt::Display for PayloadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PayloadError::StaticPodToken => f.write_str(
+                "a static pod has no service account token (it needs the apiserver's TokenRequest API)",
+            ),
+            PayloadError::TokenNotIssued(sa) => write!(
+                f,
+                "failed to fetch token: the token of service account {sa:?} is not issued yet"
+            ),
+            PayloadError::ProjectedSourceUnsupported => {
+                f.write_str("projected source not supported by picolet")
+            }
+            PayloadError::NotFound(kind, name) => write!(f, "{} {name:?} not found", kind.resource()),
+            PayloadError::MissingKey(kind, key) => write!(
+                f,
+                "{} references non-existent {}key: {key}",
+                kind.resource(),
+                if *kind == Kind::Secret {
+                    "secret "
+                } else {
+                    "config "
+                },
+            ),
+            PayloadError::NoContainers => f.write_str("the pod has no containers"),
+            PayloadError::Json(e) => write!(f, "{e}"),
+            // (the message the container config's error gave before, item named)
+            PayloadError::ResourceField(path, m) => write!(f, "env {path:?}: resourceFieldRef: {m}"),
+            PayloadError::NoFieldRef(path) => {
+                write!(f, "item {path:?}: no fieldRef or resourceFieldRef")
+            }
+            PayloadError::UnsupportedFieldPath(path) => write!(f, "unsupported fieldPath {path:?}"),
+        }
+    }
+}
+
+impl std::error::Error for PayloadError {}
+
 /// The files of one data volume (empty for other kinds).
 pub fn payload(
     pod: &api::Pod,
     volume: &api::Volume,
     objects: &ConfigObjects,
     node: NodeParams<'_>,
-) -> Result<Payload, String> {
+) -> Result<Payload, PayloadError> {
     let mut out = Payload::new();
     let source = |kind, name, items, optional| Source {
         kind,
@@ -151,18 +215,17 @@ pub fn payload(
             } else if let Some(t) = &src.service_account_token {
                 // kubelet: the token manager's TokenRequest, bound to this pod.
                 if Scope::of(pod) == Scope::Local {
-                    return Err("a static pod has no service account token (it needs the apiserver's TokenRequest API)".into());
+                    return Err(PayloadError::StaticPodToken);
                 }
                 let key = config_data::token_key(pod, t);
                 let token = objects
                     .get(&key)
                     .and_then(|o| o.data.get("token").cloned())
                     .ok_or_else(|| {
-                        format!(
-                            "failed to fetch token: the token of service account {:?} is not issued yet",
+                        PayloadError::TokenNotIssued(
                             config_data::parse_token_name(&key.name)
                                 .map(|t| t.service_account)
-                                .unwrap_or_default()
+                                .unwrap_or_default(),
                         )
                     })?;
                 out.insert(
@@ -174,7 +237,7 @@ pub fn payload(
                 );
             } else {
                 // The field policy refuses the other sources before a pod gets here.
-                return Err("projected source not supported by picolet".into());
+                return Err(PayloadError::ProjectedSourceUnsupported);
             }
         }
     }
@@ -196,7 +259,7 @@ fn project(
     objects: &ConfigObjects,
     src: Source<'_>,
     default_mode: i32,
-) -> Result<(), String> {
+) -> Result<(), PayloadError> {
     let Source {
         kind,
         name,
@@ -209,7 +272,7 @@ fn project(
         if optional {
             return Ok(());
         }
-        return Err(format!("{} {name:?} not found", kind.resource()));
+        return Err(PayloadError::NotFound(kind, name.to_string()));
     };
     let file = |data: &[u8], mode: Option<i32>| FileProjection {
         data: data.to_vec(),
@@ -228,16 +291,7 @@ fn project(
             }
             None if optional => {}
             None => {
-                return Err(format!(
-                    "{} references non-existent {}key: {}",
-                    kind.resource(),
-                    if kind == Kind::Secret {
-                        "secret "
-                    } else {
-                        "config "
-                    },
-                    item.key
-                ));
+                return Err(PayloadError::MissingKey(kind, item.key.clone()));
             }
         }
     }
@@ -251,7 +305,7 @@ fn downward(
     items: &[api::DownwardApiVolumeFile],
     default_mode: i32,
     node: NodeParams<'_>,
-) -> Result<(), String> {
+) -> Result<(), PayloadError> {
     for item in items {
         let value = if let Some(f) = &item.field_ref {
             field_value(pod, &f.field_path)?
@@ -260,17 +314,12 @@ fn downward(
                 .spec
                 .containers
                 .first()
-                .ok_or_else(|| "the pod has no containers".to_string())?;
-            let rf = serde_json::to_value(r).map_err(|e| e.to_string())?;
-            crate::fieldpath::resource_field_value(pod, container, &rf, node).map_err(|m| {
-                // (the message the container config's error gave before, item named)
-                format!("env {:?}: resourceFieldRef: {m}", item.path)
-            })?
+                .ok_or(PayloadError::NoContainers)?;
+            let rf = serde_json::to_value(r).map_err(PayloadError::Json)?;
+            crate::fieldpath::resource_field_value(pod, container, &rf, node)
+                .map_err(|m| PayloadError::ResourceField(item.path.clone(), m))?
         } else {
-            return Err(format!(
-                "item {:?}: no fieldRef or resourceFieldRef",
-                item.path
-            ));
+            return Err(PayloadError::NoFieldRef(item.path.clone()));
         };
         out.insert(
             item.path.clone(),
@@ -284,7 +333,7 @@ fn downward(
 }
 
 /// The downward API fields of a volume (upstream `ExtractFieldPathAsString`).
-fn field_value(pod: &api::Pod, path: &str) -> Result<String, String> {
+fn field_value(pod: &api::Pod, path: &str) -> Result<String, PayloadError> {
     let m = &pod.metadata;
     Ok(match path {
         "metadata.name" => m.name.clone(),
@@ -293,7 +342,7 @@ fn field_value(pod: &api::Pod, path: &str) -> Result<String, String> {
         "metadata.labels" => format_map(&m.labels),
         "metadata.annotations" => format_map(&m.annotations),
         _ => crate::fieldpath::metadata_subscript(pod, path)
-            .ok_or_else(|| format!("unsupported fieldPath {path:?}"))?,
+            .ok_or_else(|| PayloadError::UnsupportedFieldPath(path.to_string()))?,
     })
 }
 
@@ -469,7 +518,7 @@ mod tests {
                         .collect();
                     assert_eq!(files(&got.unwrap()), want, "{volume}");
                 }
-                Err(want) => assert_eq!(got.unwrap_err(), want, "{volume}"),
+                Err(want) => assert_eq!(got.unwrap_err().to_string(), want, "{volume}"),
             }
         }
     }
@@ -485,7 +534,7 @@ mod tests {
             serde_json::from_value(serde_json::json!({"name": "v", "configMap": {"name": "cfg"}}))
                 .unwrap();
         assert_eq!(
-            payload(&p, &v, &objects, node()).unwrap_err(),
+            payload(&p, &v, &objects, node()).unwrap_err().to_string(),
             "configmap \"cfg\" not found"
         );
     }

@@ -308,7 +308,7 @@ impl RegistrationService {
                 "device plugin {:?}: registration refused: {e}",
                 reg.resource
             );
-            return Err((registration::INVALID_ARGUMENT, e));
+            return Err((registration::INVALID_ARGUMENT, e.to_string()));
         }
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
         log::info!(

@@ -36,8 +36,10 @@
 
 #[cfg(feature = "device-plugins")]
 pub mod manager;
-#[cfg(feature = "device-plugins")]
-pub mod proto;
+crate::grpc::generated_module! {
+    #[cfg(feature = "device-plugins")]
+    pub mod proto;
+}
 #[cfg(feature = "device-plugins")]
 mod registration;
 
@@ -215,16 +217,39 @@ pub struct PluginOptions {
     pub get_preferred_allocation_available: bool,
 }
 
+/// Why a plugin's registration is refused (the kubelet's messages, sent back to it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RegistrationError {
+    /// A device plugin API version other than [`VERSION`].
+    Version(String),
+    /// Not an extended resource name.
+    ResourceName(String),
+    /// Not a plain file name in the plugin directory (or the kubelet's own socket).
+    Endpoint(String),
+}
+
+impl std::fmt::Display for RegistrationError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RegistrationError::Version(v) => write!(
+                f,
+                "requested API version {v:?} is not supported by kubelet. Supported versions are [{VERSION:?}]"
+            ),
+            RegistrationError::ResourceName(r) => write!(f, "the ResourceName {r:?} is invalid"),
+            RegistrationError::Endpoint(e) => write!(f, "invalid endpoint {e:?}"),
+        }
+    }
+}
+
+impl std::error::Error for RegistrationError {}
+
 /// kubelet: the registration server's `Register` checks (its error messages).
-pub fn validate(r: &Registration) -> Result<(), String> {
+pub fn validate(r: &Registration) -> Result<(), RegistrationError> {
     if r.version != VERSION {
-        return Err(format!(
-            "requested API version {:?} is not supported by kubelet. Supported versions are [{VERSION:?}]",
-            r.version
-        ));
+        return Err(RegistrationError::Version(r.version.clone()));
     }
     if !is_extended_resource_name(&r.resource) {
-        return Err(format!("the ResourceName {:?} is invalid", r.resource));
+        return Err(RegistrationError::ResourceName(r.resource.clone()));
     }
     // The endpoint is a file name in the plugin directory, never a path out of it.
     if r.endpoint.is_empty()
@@ -233,7 +258,7 @@ pub fn validate(r: &Registration) -> Result<(), String> {
         || r.endpoint == ".."
         || r.endpoint == KUBELET_SOCKET
     {
-        return Err(format!("invalid endpoint {:?}", r.endpoint));
+        return Err(RegistrationError::Endpoint(r.endpoint.clone()));
     }
     Ok(())
 }

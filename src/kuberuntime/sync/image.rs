@@ -1,10 +1,8 @@
 //! The image a container needs (kubelet: `EnsureImageExists`): pull policy, back-off, the
 //! pull secrets' keyring.
 
-use std::time::Duration;
-
 use crate::api::{self, PullPolicy};
-use crate::clock::Clock;
+use crate::clock::{Clock, go_duration, truncate_millis};
 use crate::cri::credentials;
 use crate::cri::{ImageUser, Runtime};
 use crate::kuberuntime::backoff::{self, Backoff};
@@ -120,7 +118,7 @@ pub(super) async fn ensure_image<R: Runtime, C: Clock>(
             // kubelet: events.PulledImage — "in <pull> (<total> including waiting)"; picolet
             // pulls one image at a time per pod and does not queue: both are the pull. The
             // image size upstream appends is not known here.
-            let took = go_duration(pull_started.elapsed());
+            let took = go_duration(truncate_millis(pull_started.elapsed()));
             env.recorder.normal(
                 pod,
                 fp,
@@ -175,32 +173,6 @@ pub(super) async fn ensure_image<R: Runtime, C: Clock>(
             );
             Err(waiting(WaitingReason::ErrImagePull, format!("{msg}{hint}")))
         }
-    }
-}
-
-/// A duration as Go's `time.Duration.String` prints it after `Truncate(time.Millisecond)`
-/// (`523ms`, `1.2s`, `2m3.456s`, `0s`): the kubelet's Pulled message uses it.
-pub fn go_duration(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms == 0 {
-        return "0s".into();
-    }
-    if ms < 1000 {
-        return format!("{ms}ms");
-    }
-    let (h, rem) = (ms / 3_600_000, ms % 3_600_000);
-    let (m, rem) = (rem / 60_000, rem % 60_000);
-    let (s, frac) = (rem / 1000, rem % 1000);
-    let secs = if frac == 0 {
-        format!("{s}s")
-    } else {
-        let f = format!("{frac:03}");
-        format!("{s}.{}s", f.trim_end_matches('0'))
-    };
-    match (h, m) {
-        (0, 0) => secs,
-        (0, m) => format!("{m}m{secs}"),
-        (h, m) => format!("{h}h{m}m{secs}"),
     }
 }
 

@@ -28,7 +28,6 @@ mod status;
 
 use container::*;
 pub use container::{fill_termination_messages, restart_count_from_log_dir};
-pub use image::go_duration;
 use image::*;
 use kill::*;
 pub use kill::{cleanup_pod, kill_pod};

@@ -1497,22 +1497,6 @@ async fn kills_and_a_changed_sandbox_are_recorded() {
     assert_eq!(h.env.recorder.resource_version(), rv);
 }
 
-#[test]
-fn go_durations() {
-    for (ms, want) in [
-        (0, "0s"),
-        (7, "7ms"),
-        (999, "999ms"),
-        (1000, "1s"),
-        (1200, "1.2s"),
-        (1234, "1.234s"),
-        (61_050, "1m1.05s"),
-        (3_600_000, "1h0m0s"),
-    ] {
-        assert_eq!(go_duration(Duration::from_millis(ms)), want, "{ms}");
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_failed_pre_stop_hook_is_recorded_without_its_output() {
     let mut h = harness();

@@ -35,23 +35,14 @@ pub mod fake;
 pub mod registration;
 pub mod sha256;
 
-/// The generated `csi.v1` and `pluginregistration` messages, clients and (with feature
-/// `fake-cri`, for the fake plugin of the tests) servers.
-#[allow(
-    missing_docs,
-    unreachable_pub,
-    unused_qualifications,
-    clippy::all,
-    clippy::pedantic,
-    clippy::nursery,
-    rustdoc::bare_urls,
-    rustdoc::broken_intra_doc_links,
-    rustdoc::invalid_html_tags
-)]
-pub mod proto {
-    include!(concat!(env!("OUT_DIR"), "/csi.v1.rs"));
-    pub mod registration {
-        include!(concat!(env!("OUT_DIR"), "/pluginregistration.rs"));
+crate::grpc::generated_module! {
+    /// The generated `csi.v1` and `pluginregistration` messages, clients and (with feature
+    /// `fake-cri`, for the fake plugin of the tests) servers.
+    pub mod proto {
+        include!(concat!(env!("OUT_DIR"), "/csi.v1.rs"));
+        pub mod registration {
+            include!(concat!(env!("OUT_DIR"), "/pluginregistration.rs"));
+        }
     }
 }
 
@@ -94,6 +85,9 @@ pub enum CsiError {
     },
     #[error("{0}")]
     Refused(String),
+    /// The pod's `nodePublishSecretRef` names a Secret not known in its namespace.
+    #[error("fetching NodePublishSecretRef {namespace}/{name} failed: secret {name:?} not found")]
+    PublishSecretNotFound { namespace: String, name: String },
 }
 
 fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> CsiError + 'a {
@@ -398,18 +392,18 @@ fn publish_secrets(
     pod: &api::Pod,
     source: &api::CsiVolumeSource,
     objects: &ConfigObjects,
-) -> Result<BTreeMap<String, String>, String> {
+) -> Result<BTreeMap<String, String>, CsiError> {
     let Some(reference) = &source.node_publish_secret_ref else {
         return Ok(BTreeMap::new());
     };
     let ns = &pod.metadata.namespace;
     let key = ObjectKey::new(Scope::of(pod), Kind::Secret, ns, &reference.name);
-    let secret = objects.get(&key).ok_or_else(|| {
-        format!(
-            "fetching NodePublishSecretRef {ns}/{} failed: secret {:?} not found",
-            reference.name, reference.name
-        )
-    })?;
+    let secret = objects
+        .get(&key)
+        .ok_or_else(|| CsiError::PublishSecretNotFound {
+            namespace: ns.clone(),
+            name: reference.name.clone(),
+        })?;
     Ok(crate::sort::collect_map(secret.data.iter().map(
         |(k, v)| (k.clone(), String::from_utf8_lossy(v).into_owned()),
     )))
@@ -446,7 +440,7 @@ pub async fn publish_pod_volumes(
         let driver = registry
             .get(&source.driver)
             .ok_or_else(|| fail(CsiError::NotRegistered(source.driver.clone()).to_string()))?;
-        let secrets = publish_secrets(pod, source, objects).map_err(fail)?;
+        let secrets = publish_secrets(pod, source, objects).map_err(|e| fail(e.to_string()))?;
         // kubelet: the CO creates the parent; the driver creates the target itself.
         let dir = volume_dir(root_dir, &pod.metadata.uid, &volume.name);
         write_vol_data(
