@@ -175,132 +175,217 @@ impl<C: Clock> FileSource<C> {
         relist_now: Rc<Notify>,
         shutdown: CancellationToken,
     ) {
+        let mut lister = Lister::new(self, tx, relist_now, shutdown);
+        loop {
+            // 1. List the directory.
+            let Some(scanned) = lister.scan().await else {
+                return;
+            };
+            // 2. Send the snapshot if it changed.
+            if !lister.publish(scanned).await {
+                return;
+            }
+            lister.force = false;
+            lister.tentative = false;
+            lister.watch.check(&lister.dir, &lister.ev_tx);
+            lister.relist.reset();
+            // 3. Wait for the next reason to re-list.
+            if !lister.wait_for_reason().await {
+                return;
+            }
+            // A tentative pass keeps a pending debounce: it confirms what the pass skipped.
+            if !lister.tentative {
+                lister.pending = None;
+            }
+        }
+    }
+}
+
+/// The state of [`FileSource::run`] between its passes.
+struct Lister<C: Clock> {
+    dir: PathBuf,
+    node_name: String,
+    clock: C,
+    options: FileSourceOptions,
+    recorder: Option<Recorder>,
+    tx: mpsc::Sender<SourceUpdate>,
+    relist_now: Rc<Notify>,
+    shutdown: CancellationToken,
+    ev_tx: mpsc::Sender<WatchMsg>,
+    ev_rx: mpsc::Receiver<WatchMsg>,
+    watch: Watch,
+    /// The per-file cache; away on the blocking pool during a pass.
+    scanner: Option<Scanner>,
+    relist: tokio::time::Interval,
+    /// (first event, deadline) of the debounce under way.
+    pending: Option<(Instant, Instant)>,
+    max_burst: Duration,
+    /// The last snapshot sent.
+    last: Option<Snapshot>,
+    /// The next pass re-reads every file (SIGHUP).
+    force: bool,
+    /// The next pass follows a writer being done (see the module doc).
+    tentative: bool,
+}
+
+impl<C: Clock> Lister<C> {
+    /// Arms the watch before the first listing so nothing between the two is missed.
+    fn new(
+        source: FileSource<C>,
+        tx: mpsc::Sender<SourceUpdate>,
+        relist_now: Rc<Notify>,
+        shutdown: CancellationToken,
+    ) -> Self {
         let FileSource {
             dir,
             node_name,
             clock,
             options,
             recorder,
-        } = self;
-        let (ev_tx, mut ev_rx) = mpsc::channel::<WatchMsg>(64);
+        } = source;
+        let (ev_tx, ev_rx) = mpsc::channel::<WatchMsg>(64);
         let mut watch = Watch::new(&options);
-        let new_scanner = || Scanner::new(dir.clone(), node_name.clone(), options.max_file_size);
-        let mut scanner = Some(new_scanner());
-        // Arm the watch before the first listing so nothing between the two is missed.
+        let scanner = Some(Scanner::new(
+            dir.clone(),
+            node_name.clone(),
+            options.max_file_size,
+        ));
         watch.arm(&dir, &ev_tx);
-
-        let mut relist = crate::task::interval_at(
+        let relist = crate::task::interval_at(
             Instant::now() + options.relist_interval,
             options.relist_interval,
         );
-        let mut pending: Option<(Instant, Instant)> = None; // (first event, deadline)
         let max_burst = options.debounce * MAX_BURST_DEBOUNCES;
-        let mut last: Option<Snapshot> = None;
-        let mut force = false;
-        // The next pass follows a writer being done (see the module doc).
-        let mut tentative = false;
+        Lister {
+            dir,
+            node_name,
+            clock,
+            options,
+            recorder,
+            tx,
+            relist_now,
+            shutdown,
+            ev_tx,
+            ev_rx,
+            watch,
+            scanner,
+            relist,
+            pending: None,
+            max_burst,
+            last: None,
+            force: false,
+            tentative: false,
+        }
+    }
 
+    /// One pass: readdir, stat, read and parse on tokio's blocking pool, so a slow SD card
+    /// or a large manifest never holds up the event loop's thread. The scanner (the
+    /// per-file cache) travels to the pool and back. `None` on shutdown.
+    async fn scan(&mut self) -> Option<Scanned> {
+        let now = self.clock.now();
+        let mut s = self.scanner.take().unwrap_or_else(|| {
+            Scanner::new(
+                self.dir.clone(),
+                self.node_name.clone(),
+                self.options.max_file_size,
+            )
+        });
+        let (force, tentative) = (self.force, self.tentative);
+        let scan = tokio::task::spawn_blocking(move || {
+            let scanned = s.scan(now, force, tentative);
+            (s, scanned)
+        });
+        let scanned = tokio::select! {
+            r = scan => r,
+            _ = self.shutdown.cancelled() => return None,
+        };
+        Some(match scanned {
+            Ok((mut s, scanned)) => {
+                for (pod, message) in s.kept_warnings.drain(..) {
+                    if let Some(r) = &self.recorder {
+                        r.warning(&pod, None, recorder::FAILED_VALIDATION, message);
+                    }
+                }
+                // A file that did not parse in a tentative pass is read again after the
+                // debounce (then its problem is logged, if it is still there).
+                if self.tentative && s.deferred {
+                    let at = Instant::now() + self.options.debounce;
+                    self.pending = Some((self.pending.map_or(at, |(first, _)| first), at));
+                }
+                self.scanner = Some(s);
+                scanned
+            }
+            Err(e) => {
+                // Only a panic gets here (and release builds abort on panic).
+                log::error!("{}: scanning the manifests failed: {e}", self.dir.display());
+                Scanned::Unreadable
+            }
+        })
+    }
+
+    /// Sends a listed snapshot unless it equals the last one sent; false on shutdown or
+    /// when the receiver is gone.
+    async fn publish(&mut self, scanned: Scanned) -> bool {
+        if let Scanned::Listed(snap) = scanned
+            && self.last.as_ref() != Some(&snap)
+        {
+            let update = SourceUpdate {
+                source: SOURCE,
+                pods: snap.pods.clone(),
+                objects: Some(snap.objects.clone()),
+            };
+            tokio::select! {
+                sent = self.tx.send(update) => if sent.is_err() { return false },
+                _ = self.shutdown.cancelled() => return false,
+            }
+            self.last = Some(snap);
+        }
+        true
+    }
+
+    /// Waits for the next reason to re-list: SIGHUP, a writer done with a file, the end
+    /// of a debounce, the watch re-armed, or the periodic re-list. False on shutdown.
+    async fn wait_for_reason(&mut self) -> bool {
         loop {
-            // readdir, stat, read and parse on tokio's blocking pool: a slow SD card or a
-            // large manifest never holds up the event loop's thread. The scanner (the
-            // per-file cache) travels to the pool and back.
-            let now = clock.now();
-            let mut s = scanner.take().unwrap_or_else(new_scanner);
-            let scan = tokio::task::spawn_blocking(move || {
-                let scanned = s.scan(now, force, tentative);
-                (s, scanned)
-            });
-            let scanned = tokio::select! {
-                r = scan => r,
-                _ = shutdown.cancelled() => return,
-            };
-            let scanned = match scanned {
-                Ok((mut s, scanned)) => {
-                    for (pod, message) in s.kept_warnings.drain(..) {
-                        if let Some(r) = &recorder {
-                            r.warning(&pod, None, recorder::FAILED_VALIDATION, message);
-                        }
-                    }
-                    // A file that did not parse in a tentative pass is read again after the
-                    // debounce (then its problem is logged, if it is still there).
-                    if tentative && s.deferred {
-                        let at = Instant::now() + options.debounce;
-                        pending = Some((pending.map_or(at, |(first, _)| first), at));
-                    }
-                    scanner = Some(s);
-                    scanned
+            let debounce_at = self.pending.map(|(_, deadline)| deadline);
+            let retry_at = self.watch.retry_at;
+            tokio::select! {
+                biased;
+                _ = self.shutdown.cancelled() => return false,
+                _ = self.relist_now.notified() => {
+                    log::info!("{}: re-listing static pod manifests (SIGHUP)", self.dir.display());
+                    self.force = true;
+                    return true;
                 }
-                Err(e) => {
-                    // Only a panic gets here (and release builds abort on panic).
-                    log::error!("{}: scanning the manifests failed: {e}", dir.display());
-                    Scanned::Unreadable
-                }
-            };
-            if let Scanned::Listed(snap) = scanned
-                && last.as_ref() != Some(&snap)
-            {
-                let update = SourceUpdate {
-                    source: SOURCE,
-                    pods: snap.pods.clone(),
-                    objects: Some(snap.objects.clone()),
-                };
-                tokio::select! {
-                    sent = tx.send(update) => if sent.is_err() { return },
-                    _ = shutdown.cancelled() => return,
-                }
-                last = Some(snap);
-            }
-            force = false;
-            tentative = false;
-            watch.check(&dir, &ev_tx);
-            relist.reset();
-
-            // Wait for the next reason to re-list.
-            loop {
-                let debounce_at = pending.map(|(_, deadline)| deadline);
-                let retry_at = watch.retry_at;
-                tokio::select! {
-                    biased;
-                    _ = shutdown.cancelled() => return,
-                    _ = relist_now.notified() => {
-                        log::info!("{}: re-listing static pod manifests (SIGHUP)", dir.display());
-                        force = true;
-                        break;
-                    }
-                    Some(msg) = ev_rx.recv() => match msg {
-                        WatchMsg::Changed { complete: true } => {
-                            // Fold in what is already queued: one pass for a burst.
-                            while let Ok(queued) = ev_rx.try_recv() {
-                                if let WatchMsg::Error(error) = queued {
-                                    watch.failed(&dir, error);
-                                }
+                Some(msg) = self.ev_rx.recv() => match msg {
+                    WatchMsg::Changed { complete: true } => {
+                        // Fold in what is already queued: one pass for a burst.
+                        while let Ok(queued) = self.ev_rx.try_recv() {
+                            if let WatchMsg::Error(error) = queued {
+                                self.watch.failed(&self.dir, error);
                             }
-                            tentative = true;
-                            break;
                         }
-                        WatchMsg::Changed { complete: false } => {
-                            let now = Instant::now();
-                            let first = pending.map_or(now, |(first, _)| first);
-                            pending = Some((first, (now + options.debounce).min(first + max_burst)));
-                        }
-                        WatchMsg::Error(error) => {
-                            watch.failed(&dir, error);
-                            break;
-                        }
-                    },
-                    _ = sleep_until_opt(debounce_at), if debounce_at.is_some() => break,
-                    _ = sleep_until_opt(retry_at), if retry_at.is_some() => {
-                        // Armed again (the directory may have appeared): re-list at once.
-                        if watch.arm(&dir, &ev_tx) {
-                            break;
-                        }
+                        self.tentative = true;
+                        return true;
                     }
-                    _ = relist.tick() => break,
+                    WatchMsg::Changed { complete: false } => {
+                        let now = Instant::now();
+                        let first = self.pending.map_or(now, |(first, _)| first);
+                        self.pending = Some((first, (now + self.options.debounce).min(first + self.max_burst)));
+                    }
+                    WatchMsg::Error(error) => {
+                        self.watch.failed(&self.dir, error);
+                        return true;
+                    }
+                },
+                _ = sleep_until_opt(debounce_at), if debounce_at.is_some() => return true,
+                _ = sleep_until_opt(retry_at), if retry_at.is_some() => {
+                    // Armed again (the directory may have appeared): re-list at once.
+                    if self.watch.arm(&self.dir, &self.ev_tx) {
+                        return true;
+                    }
                 }
-            }
-            // A tentative pass keeps a pending debounce: it confirms what the pass skipped.
-            if !tentative {
-                pending = None;
+                _ = self.relist.tick() => return true,
             }
         }
     }
