@@ -814,23 +814,7 @@ impl Scanner {
             // Vanished since the readdir, or a dangling symlink: as if deleted.
             Err(e) if e.kind() == io::ErrorKind::NotFound => return false,
             Err(error) => {
-                // Keep its last good pod (if any); log each distinct error once.
-                let error = SourceError::Stat { path, error }.to_string();
-                if self.stat_errors.get(name) != Some(&error) {
-                    log::error!("{error}{}", self.keeping(name));
-                    if let Some(entry) = self.cache.get(name) {
-                        Self::warn_kept(&mut self.kept_warnings, entry.good(), &error);
-                    }
-                    self.stat_errors.insert(name.to_os_string(), error);
-                }
-                self.changed = true;
-                let entry = self.cache.entry(name.to_os_string()).or_insert(Entry {
-                    key: None,
-                    items: Vec::new(),
-                    broken: true,
-                });
-                entry.key = None;
-                entry.broken = true;
+                self.stat_failed(name, path, error);
                 return true;
             }
         };
@@ -848,7 +832,43 @@ impl Scanner {
         }
 
         self.changed = true;
-        let result = self.load(&path, &meta, now);
+        let entry = self.reload(name, &path, &meta, key, now);
+        self.cache.insert(name.to_os_string(), entry);
+        true
+    }
+
+    /// A listed file that cannot be stat'ed: it keeps its last good pod (if any) and is
+    /// marked broken; each distinct error is logged once.
+    fn stat_failed(&mut self, name: &OsStr, path: PathBuf, error: io::Error) {
+        let error = SourceError::Stat { path, error }.to_string();
+        if self.stat_errors.get(name) != Some(&error) {
+            log::error!("{error}{}", self.keeping(name));
+            if let Some(entry) = self.cache.get(name) {
+                Self::warn_kept(&mut self.kept_warnings, entry.good(), &error);
+            }
+            self.stat_errors.insert(name.to_os_string(), error);
+        }
+        self.changed = true;
+        let entry = self.cache.entry(name.to_os_string()).or_insert(Entry {
+            key: None,
+            items: Vec::new(),
+            broken: true,
+        });
+        entry.key = None;
+        entry.broken = true;
+    }
+
+    /// Reads and parses a new version of a file; its new cache entry. A version that does
+    /// not load keeps the previous items (deferred instead in a tentative pass).
+    fn reload(
+        &mut self,
+        name: &OsStr,
+        path: &Path,
+        meta: &Metadata,
+        key: FileKey,
+        now: UnixNanos,
+    ) -> Entry {
+        let result = self.load(path, meta, now);
         let previous = self.cache.remove(name);
         let (prev_items, was_broken) = match previous {
             Some(Entry { items, broken, .. }) => (items, broken),
@@ -858,59 +878,55 @@ impl Scanner {
             Err(_) => true,
             Ok(docs) => docs.iter().any(Result::is_err),
         };
-        let entry = if failed && self.tentative {
+        if failed && self.tentative {
             // Perhaps a writer between two steps: read it again after the debounce.
             self.deferred = true;
-            Entry {
+            return Entry {
                 key: None,
                 items: prev_items,
                 broken: was_broken,
-            }
-        } else {
-            match result {
-                Ok(docs) => {
-                    // Once per file version taken, however it arrived (written and closed,
-                    // renamed into place, chmod, present at start, edited): a version is
-                    // read once and cached, so the check lives where it is taken.
-                    warn_if_secret_readable(&path, &meta, &docs);
-                    let mut warnings = std::mem::take(&mut self.kept_warnings);
-                    let items = self.take_documents(&path, docs, prev_items, &mut warnings);
-                    self.kept_warnings = warnings;
-                    if was_broken && !failed {
-                        log::info!("{}: the manifest is valid again", path.display());
-                    }
-                    Entry {
-                        key: Some(key),
-                        items,
-                        broken: failed,
-                    }
+            };
+        }
+        match result {
+            Ok(docs) => {
+                // Once per file version taken, however it arrived (written and closed,
+                // renamed into place, chmod, present at start, edited): a version is
+                // read once and cached, so the check lives where it is taken.
+                warn_if_secret_readable(path, meta, &docs);
+                let mut warnings = std::mem::take(&mut self.kept_warnings);
+                let items = self.take_documents(path, docs, prev_items, &mut warnings);
+                self.kept_warnings = warnings;
+                if was_broken && !failed {
+                    log::info!("{}: the manifest is valid again", path.display());
                 }
-                Err(error) => {
-                    let kept: Vec<String> =
-                        prev_items.iter().flatten().map(Item::describe).collect();
-                    if kept.is_empty() {
-                        log::error!("{error}; nothing from this file until it is fixed");
-                    } else {
-                        log::error!(
-                            "{error}; keeping the previous version of {} until the file is fixed",
-                            kept.join(", ")
-                        );
-                        Self::warn_kept(
-                            &mut self.kept_warnings,
-                            prev_items.iter().flatten(),
-                            &error.to_string(),
-                        );
-                    }
-                    Entry {
-                        key: Some(key),
-                        items: prev_items,
-                        broken: true,
-                    }
+                Entry {
+                    key: Some(key),
+                    items,
+                    broken: failed,
                 }
             }
-        };
-        self.cache.insert(name.to_os_string(), entry);
-        true
+            Err(error) => {
+                let kept: Vec<String> = prev_items.iter().flatten().map(Item::describe).collect();
+                if kept.is_empty() {
+                    log::error!("{error}; nothing from this file until it is fixed");
+                } else {
+                    log::error!(
+                        "{error}; keeping the previous version of {} until the file is fixed",
+                        kept.join(", ")
+                    );
+                    Self::warn_kept(
+                        &mut self.kept_warnings,
+                        prev_items.iter().flatten(),
+                        &error.to_string(),
+                    );
+                }
+                Entry {
+                    key: Some(key),
+                    items: prev_items,
+                    broken: true,
+                }
+            }
+        }
     }
 
     fn keeping(&self, name: &OsStr) -> String {
