@@ -725,7 +725,17 @@ const SUBDOMAIN_RULE: &str = "must be a DNS-1123 subdomain (lowercase letters, d
 const LABEL_RULE: &str = "must be a DNS-1123 label (lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters)";
 
 fn validate_into(pod: &Pod, errs: &mut Vec<FieldError>) {
-    let meta = &pod.metadata;
+    validate_pod_metadata(&pod.metadata, errs);
+    validate_pod_spec_fields(&pod.spec, errs);
+    let volumes = validate_volumes(pod, errs);
+    validate_pod_resources(pod, errs);
+    validate_host_users(&pod.spec, errs);
+    validate_containers(&pod.spec, &volumes, errs);
+}
+
+/// validation: `ValidateObjectMeta` — the name a DNS-1123 subdomain, the namespace (when
+/// given) a DNS-1123 label.
+fn validate_pod_metadata(meta: &api::ObjectMeta, errs: &mut Vec<FieldError>) {
     if meta.name.is_empty() {
         errs.push(FieldError::new("metadata.name", "required"));
     } else if !is_dns1123_subdomain(&meta.name) {
@@ -740,8 +750,11 @@ fn validate_into(pod: &Pod, errs: &mut Vec<FieldError>) {
             format!("{:?} {LABEL_RULE}", meta.namespace),
         ));
     }
+}
 
-    let spec = &pod.spec;
+/// The spec's own scalar fields: at least one container, the grace period and active
+/// deadline in range, a known `dnsPolicy` (and `dnsConfig` with `None`).
+fn validate_pod_spec_fields(spec: &api::PodSpec, errs: &mut Vec<FieldError>) {
     if spec.containers.is_empty() {
         errs.push(FieldError::new(
             "spec.containers",
@@ -780,10 +793,10 @@ fn validate_into(pod: &Pod, errs: &mut Vec<FieldError>) {
             )),
         }
     }
+}
 
-    let volumes = validate_volumes(pod, errs);
-    validate_pod_resources(pod, errs);
-    // validation: validateHostUsers — a pod user namespace with none of the host's others.
+/// validation: `validateHostUsers` — a pod user namespace with none of the host's others.
+fn validate_host_users(spec: &api::PodSpec, errs: &mut Vec<FieldError>) {
     if spec.host_users == Some(false) {
         for (set, field) in [
             (spec.host_network, "spec.hostNetwork"),
@@ -798,8 +811,15 @@ fn validate_into(pod: &Pod, errs: &mut Vec<FieldError>) {
             }
         }
     }
+}
 
-    // Container names are unique across init and regular containers.
+/// validation: `validateInitContainers` and `validateContainers` — each container in
+/// turn (init containers first), container names unique across both lists.
+fn validate_containers(
+    spec: &api::PodSpec,
+    volumes: &HashMap<&str, usize>,
+    errs: &mut Vec<FieldError>,
+) {
     let mut names: HashMap<&str, String> = HashMap::new();
     let all = spec
         .init_containers
@@ -823,7 +843,7 @@ fn validate_into(pod: &Pod, errs: &mut Vec<FieldError>) {
                 names.insert(&c.name, path.clone());
             }
         }
-        validate_container(&path, c, spec.host_network, &volumes, errs);
+        validate_container(&path, c, spec.host_network, volumes, errs);
     }
 }
 
@@ -835,6 +855,25 @@ fn validate_pod_resources(pod: &Pod, errs: &mut Vec<FieldError>) {
     let Some(r) = &pod.spec.resources else {
         return;
     };
+    let bad = validate_pod_resource_values(r, errs);
+    if r.claims.is_some() {
+        errs.push(FieldError::new(
+            "spec.resources.claims",
+            "claims are not supported in pod-level resources",
+        ));
+    }
+    if bad {
+        return;
+    }
+    for name in crate::qos::POD_LEVEL_RESOURCES {
+        validate_pod_resource_consistency(pod, name, errs);
+    }
+}
+
+/// validation: `validatePodResources` — every pod-level limit and request names cpu or
+/// memory and holds a non-negative quantity; true when one does not (then the consistency
+/// checks are skipped).
+fn validate_pod_resource_values(r: &api::ResourceRequirements, errs: &mut Vec<FieldError>) -> bool {
     let supported = crate::qos::POD_LEVEL_RESOURCES;
     let mut bad = false;
     for (which, map) in [("limits", &r.limits), ("requests", &r.requests)] {
@@ -858,232 +897,271 @@ fn validate_pod_resources(pod: &Pod, errs: &mut Vec<FieldError>) {
             }
         }
     }
-    if r.claims.is_some() {
+    bad
+}
+
+/// A pod-level quantity as the messages show it: cpu in millicores, memory in bytes.
+fn show_quantity(name: &str, v: i64) -> String {
+    if name == "cpu" {
+        format!("{v}m")
+    } else {
+        v.to_string()
+    }
+}
+
+/// validation: `validatePodResourceConsistency` for one resource — the pod-level request
+/// at most its limit and at least the containers' aggregated request, and no container
+/// limit above the pod-level limit.
+fn validate_pod_resource_consistency(pod: &Pod, name: &str, errs: &mut Vec<FieldError>) {
+    let show = show_quantity;
+    let request = crate::qos::pod_level(pod, false, name);
+    let limit = crate::qos::pod_level(pod, true, name);
+    if let (Some(req), Some(lim)) = (request, limit)
+        && req > lim
+    {
         errs.push(FieldError::new(
-            "spec.resources.claims",
-            "claims are not supported in pod-level resources",
+            format!("spec.resources.requests.{name}"),
+            format!(
+                "{} must be less than or equal to the {name} limit of {}",
+                show(name, req),
+                show(name, lim)
+            ),
         ));
     }
-    if bad {
-        return;
+    let aggregated = crate::qos::container_requests(pod, name);
+    if let Some(req) = request
+        && aggregated > req
+    {
+        errs.push(FieldError::new(
+            format!("spec.resources.requests.{name}"),
+            format!(
+                "{} must be greater than or equal to the containers' aggregated requests of {}",
+                show(name, req),
+                show(name, aggregated)
+            ),
+        ));
     }
-    let show = |name: &str, v: i64| {
-        if name == "cpu" {
-            format!("{v}m")
-        } else {
-            v.to_string()
-        }
+    let Some(lim) = limit else {
+        return;
     };
-    for name in supported {
-        let request = crate::qos::pod_level(pod, false, name);
-        let limit = crate::qos::pod_level(pod, true, name);
-        if let (Some(req), Some(lim)) = (request, limit)
-            && req > lim
+    for (path, c) in pod
+        .spec
+        .init_containers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (format!("spec.initContainers[{i}]"), c))
+        .chain(
+            pod.spec
+                .containers
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (format!("spec.containers[{i}]"), c)),
+        )
+    {
+        let c_lim = c
+            .resources
+            .as_ref()
+            .and_then(|r| r.limits.get(name))
+            .and_then(|q| q.scaled(crate::qos::scale_of(name)));
+        if let Some(c_lim) = c_lim
+            && c_lim > lim
         {
             errs.push(FieldError::new(
-                format!("spec.resources.requests.{name}"),
+                format!("{path}.resources.limits.{name}"),
                 format!(
-                    "{} must be less than or equal to the {name} limit of {}",
-                    show(name, req),
+                    "{} must be less than or equal to the pod-level {name} limit of {}",
+                    show(name, c_lim),
                     show(name, lim)
                 ),
             ));
         }
-        let aggregated = crate::qos::container_requests(pod, name);
-        if let Some(req) = request
-            && aggregated > req
-        {
-            errs.push(FieldError::new(
-                format!("spec.resources.requests.{name}"),
-                format!(
-                    "{} must be greater than or equal to the containers' aggregated requests of {}",
-                    show(name, req),
-                    show(name, aggregated)
-                ),
-            ));
-        }
-        if let Some(lim) = limit {
-            for (path, c) in pod
-                .spec
-                .init_containers
-                .iter()
-                .enumerate()
-                .map(|(i, c)| (format!("spec.initContainers[{i}]"), c))
-                .chain(
-                    pod.spec
-                        .containers
-                        .iter()
-                        .enumerate()
-                        .map(|(i, c)| (format!("spec.containers[{i}]"), c)),
-                )
-            {
-                let c_lim = c
-                    .resources
-                    .as_ref()
-                    .and_then(|r| r.limits.get(name))
-                    .and_then(|q| q.scaled(crate::qos::scale_of(name)));
-                if let Some(c_lim) = c_lim
-                    && c_lim > lim
-                {
-                    errs.push(FieldError::new(
-                        format!("{path}.resources.limits.{name}"),
-                        format!(
-                            "{} must be less than or equal to the pod-level {name} limit of {}",
-                            show(name, c_lim),
-                            show(name, lim)
-                        ),
-                    ));
-                }
-            }
-        }
     }
 }
 
-/// Validates `spec.volumes`; returns the declared names.
+/// Validates `spec.volumes` (validation: `ValidateVolumes`); returns the declared names.
 fn validate_volumes<'a>(pod: &'a Pod, errs: &mut Vec<FieldError>) -> HashMap<&'a str, usize> {
     let mut names = HashMap::new();
     for (i, v) in pod.spec.volumes.iter().enumerate() {
         let path = format!("spec.volumes[{i}]");
-        if v.name.is_empty() {
-            errs.push(FieldError::new(format!("{path}.name"), "required"));
-        } else if !is_dns1123_label(&v.name) {
-            errs.push(FieldError::new(
-                format!("{path}.name"),
-                format!("{:?} {LABEL_RULE}", v.name),
-            ));
-        } else if let Some(first) = names.insert(v.name.as_str(), i) {
-            names.insert(v.name.as_str(), first);
-            errs.push(FieldError::new(
-                format!("{path}.name"),
-                format!(
-                    "duplicate volume name {:?} (also spec.volumes[{first}])",
-                    v.name
-                ),
-            ));
-        }
-        let mut kinds: Vec<&str> = Vec::new();
-        if v.host_path.is_some() {
-            kinds.push("hostPath");
-        }
-        if v.empty_dir.is_some() {
-            kinds.push("emptyDir");
-        }
-        if v.config_map.is_some() {
-            kinds.push("configMap");
-        }
-        if v.secret.is_some() {
-            kinds.push("secret");
-        }
-        if v.downward_api.is_some() {
-            kinds.push("downwardAPI");
-        }
-        if v.projected.is_some() {
-            kinds.push("projected");
-        }
-        if v.csi.is_some() {
-            kinds.push("csi");
-        }
-        if v.image.is_some() {
-            kinds.push("image");
-        }
-        kinds.extend(v.other.keys().map(String::as_str));
-        let named = format!("{path} ({})", v.name);
-        if kinds.len() > 1 {
+        validate_volume_name(v, i, &path, &mut names, errs);
+        validate_volume_source(v, &path, errs);
+    }
+    names
+}
+
+/// A volume's name: required, a DNS-1123 label, unique in the pod (recorded in `names`
+/// with its index; a duplicate keeps the first).
+fn validate_volume_name<'a>(
+    v: &'a api::Volume,
+    i: usize,
+    path: &str,
+    names: &mut HashMap<&'a str, usize>,
+    errs: &mut Vec<FieldError>,
+) {
+    if v.name.is_empty() {
+        errs.push(FieldError::new(format!("{path}.name"), "required"));
+    } else if !is_dns1123_label(&v.name) {
+        errs.push(FieldError::new(
+            format!("{path}.name"),
+            format!("{:?} {LABEL_RULE}", v.name),
+        ));
+    } else if let Some(first) = names.insert(v.name.as_str(), i) {
+        names.insert(v.name.as_str(), first);
+        errs.push(FieldError::new(
+            format!("{path}.name"),
+            format!(
+                "duplicate volume name {:?} (also spec.volumes[{first}])",
+                v.name
+            ),
+        ));
+    }
+}
+
+/// The volume types a volume sets, in the order the messages list them; keys of
+/// upstream's other volume types last.
+fn volume_kinds(v: &api::Volume) -> Vec<&str> {
+    let mut kinds: Vec<&str> = Vec::new();
+    if v.host_path.is_some() {
+        kinds.push("hostPath");
+    }
+    if v.empty_dir.is_some() {
+        kinds.push("emptyDir");
+    }
+    if v.config_map.is_some() {
+        kinds.push("configMap");
+    }
+    if v.secret.is_some() {
+        kinds.push("secret");
+    }
+    if v.downward_api.is_some() {
+        kinds.push("downwardAPI");
+    }
+    if v.projected.is_some() {
+        kinds.push("projected");
+    }
+    if v.csi.is_some() {
+        kinds.push("csi");
+    }
+    if v.image.is_some() {
+        kinds.push("image");
+    }
+    kinds.extend(v.other.keys().map(String::as_str));
+    kinds
+}
+
+/// validation: `validateVolumeSource` — at most one volume type, a known one, then the
+/// checks of its type.
+fn validate_volume_source(v: &api::Volume, path: &str, errs: &mut Vec<FieldError>) {
+    let kinds = volume_kinds(v);
+    let named = format!("{path} ({})", v.name);
+    if kinds.len() > 1 {
+        errs.push(FieldError::new(
+            named,
+            format!(
+                "may not specify more than one volume type (found {})",
+                kinds.join(", ")
+            ),
+        ));
+        return;
+    }
+    // One policy for a volume kind picolet does not implement: a kind of upstream's with
+    // a rule in the field table (persistentVolumeClaim, nfs, image …) decodes, and
+    // admission refuses the pod (Failed, UnsupportedField, naming the volume and its
+    // kind) as it refuses every other refused field; only a key that is no volume kind
+    // of upstream's (a typo) is an error of the file.
+    if let Some(kind) = v.other.keys().next() {
+        let path = format!("spec.volumes[].{kind}");
+        if !fields::RULES.iter().any(|r| r.path == path) {
             errs.push(FieldError::new(
                 named,
                 format!(
-                    "may not specify more than one volume type (found {})",
-                    kinds.join(", ")
+                    "{kind:?} is not a volume type (supported: hostPath, emptyDir, configMap, secret, downwardAPI, projected, csi, image)"
                 ),
             ));
-            continue;
         }
-        // One policy for a volume kind picolet does not implement: a kind of upstream's with
-        // a rule in the field table (persistentVolumeClaim, nfs, image …) decodes, and
-        // admission refuses the pod (Failed, UnsupportedField, naming the volume and its
-        // kind) as it refuses every other refused field; only a key that is no volume kind
-        // of upstream's (a typo) is an error of the file.
-        if let Some(kind) = v.other.keys().next() {
-            let path = format!("spec.volumes[].{kind}");
-            if !fields::RULES.iter().any(|r| r.path == path) {
-                errs.push(FieldError::new(
-                    named,
-                    format!(
-                        "{kind:?} is not a volume type (supported: hostPath, emptyDir, configMap, secret, downwardAPI, projected, csi, image)"
-                    ),
-                ));
-            }
-            continue;
-        }
-        validate_data_volume(v, &path, errs);
-        if let Some(csi) = &v.csi {
-            validate_csi_volume(csi, &format!("{path}.csi"), errs);
-        }
-        // validation: validateImageVolumeSource — a reference is required (the pull policy's
-        // values are the decoder's).
-        if let Some(iv) = &v.image {
-            if iv.reference.trim().is_empty() {
-                errs.push(FieldError::new(
-                    format!("{path}.image.reference"),
-                    "required",
-                ));
-            } else if iv.reference.trim() != iv.reference {
-                errs.push(FieldError::new(
-                    format!("{path}.image.reference"),
-                    format!(
-                        "{:?} must not have leading or trailing whitespace",
-                        iv.reference
-                    ),
-                ));
-            }
-        }
-        if let Some(hp) = &v.host_path {
-            let p = format!("{path}.hostPath.path");
-            if hp.path.is_empty() {
-                errs.push(FieldError::new(p, "required"));
-            } else if !hp.path.starts_with('/') {
-                errs.push(FieldError::new(
-                    p,
-                    format!("{:?} must be an absolute path", hp.path),
-                ));
-            } else if has_backsteps(&hp.path) {
-                errs.push(FieldError::new(
-                    p,
-                    format!("{:?} must not contain '..'", hp.path),
-                ));
-            }
-            let t = hp.type_.as_deref().unwrap_or("");
-            const TYPES: [&str; 8] = [
-                "",
-                "DirectoryOrCreate",
-                "Directory",
-                "FileOrCreate",
-                "File",
-                "Socket",
-                "CharDevice",
-                "BlockDevice",
-            ];
-            if !TYPES.contains(&t) {
-                errs.push(FieldError::new(
-                    format!("{path}.hostPath.type"),
-                    format!(
-                        "unsupported value {t:?} (supported: \"\", {})",
-                        TYPES[1..].join(", ")
-                    ),
-                ));
-            }
-        }
-        if let Some(ed) = &v.empty_dir {
-            let medium = ed.medium.as_deref().unwrap_or("");
-            if !matches!(medium, "" | "Memory") {
-                errs.push(FieldError::new(
-                    format!("{path}.emptyDir.medium"),
-                    format!("unsupported value {medium:?} (supported: \"\", Memory)"),
-                ));
-            }
+        return;
+    }
+    validate_data_volume(v, path, errs);
+    if let Some(csi) = &v.csi {
+        validate_csi_volume(csi, &format!("{path}.csi"), errs);
+    }
+    if let Some(iv) = &v.image {
+        validate_image_volume(iv, path, errs);
+    }
+    if let Some(hp) = &v.host_path {
+        validate_host_path_volume(hp, path, errs);
+    }
+    if let Some(ed) = &v.empty_dir {
+        let medium = ed.medium.as_deref().unwrap_or("");
+        if !matches!(medium, "" | "Memory") {
+            errs.push(FieldError::new(
+                format!("{path}.emptyDir.medium"),
+                format!("unsupported value {medium:?} (supported: \"\", Memory)"),
+            ));
         }
     }
-    names
+}
+
+/// validation: `validateImageVolumeSource` — a reference is required (the pull policy's
+/// values are the decoder's).
+fn validate_image_volume(iv: &api::ImageVolumeSource, path: &str, errs: &mut Vec<FieldError>) {
+    if iv.reference.trim().is_empty() {
+        errs.push(FieldError::new(
+            format!("{path}.image.reference"),
+            "required",
+        ));
+    } else if iv.reference.trim() != iv.reference {
+        errs.push(FieldError::new(
+            format!("{path}.image.reference"),
+            format!(
+                "{:?} must not have leading or trailing whitespace",
+                iv.reference
+            ),
+        ));
+    }
+}
+
+/// validation: `validateHostPathVolumeSource` — an absolute path without `..`, and a known
+/// `type`.
+fn validate_host_path_volume(
+    hp: &api::HostPathVolumeSource,
+    path: &str,
+    errs: &mut Vec<FieldError>,
+) {
+    let p = format!("{path}.hostPath.path");
+    if hp.path.is_empty() {
+        errs.push(FieldError::new(p, "required"));
+    } else if !hp.path.starts_with('/') {
+        errs.push(FieldError::new(
+            p,
+            format!("{:?} must be an absolute path", hp.path),
+        ));
+    } else if has_backsteps(&hp.path) {
+        errs.push(FieldError::new(
+            p,
+            format!("{:?} must not contain '..'", hp.path),
+        ));
+    }
+    let t = hp.type_.as_deref().unwrap_or("");
+    const TYPES: [&str; 8] = [
+        "",
+        "DirectoryOrCreate",
+        "Directory",
+        "FileOrCreate",
+        "File",
+        "Socket",
+        "CharDevice",
+        "BlockDevice",
+    ];
+    if !TYPES.contains(&t) {
+        errs.push(FieldError::new(
+            format!("{path}.hostPath.type"),
+            format!(
+                "unsupported value {t:?} (supported: \"\", {})",
+                TYPES[1..].join(", ")
+            ),
+        ));
+    }
 }
 
 /// A container's own `restartPolicy` and its `restartPolicyRules` (apiserver:
@@ -1132,6 +1210,9 @@ fn validate_restart_rules(c: &Container, path: &str, errs: &mut Vec<FieldError>)
     }
 }
 
+/// validation: `validateContainerCommon` for one container — name and image, restart
+/// policy and rules, termination message policy, then ports, environment and volume
+/// mounts.
 fn validate_container(
     path: &str,
     c: &Container,
@@ -1139,6 +1220,24 @@ fn validate_container(
     volumes: &HashMap<&str, usize>,
     errs: &mut Vec<FieldError>,
 ) {
+    validate_container_name_and_image(path, c, errs);
+    validate_restart_rules(c, path, errs);
+    if let Some(p) = c.termination_message_policy.as_deref()
+        && !matches!(p, "File" | "FallbackToLogsOnError")
+    {
+        errs.push(FieldError::new(
+            format!("{path}.terminationMessagePolicy"),
+            format!("unsupported value {p:?} (supported: File, FallbackToLogsOnError)"),
+        ));
+    }
+    validate_container_ports(path, &c.ports, host_network, errs);
+    validate_env(path, c, errs);
+    validate_volume_mounts(path, &c.volume_mounts, volumes, errs);
+}
+
+/// A container's name (required, a DNS-1123 label) and image (required, no surrounding
+/// whitespace).
+fn validate_container_name_and_image(path: &str, c: &Container, errs: &mut Vec<FieldError>) {
     if c.name.is_empty() {
         errs.push(FieldError::new(format!("{path}.name"), "required"));
     } else if !is_dns1123_label(&c.name) {
@@ -1155,18 +1254,19 @@ fn validate_container(
             format!("{:?} must not have leading or trailing whitespace", c.image),
         ));
     }
-    validate_restart_rules(c, path, errs);
-    if let Some(p) = c.termination_message_policy.as_deref()
-        && !matches!(p, "File" | "FallbackToLogsOnError")
-    {
-        errs.push(FieldError::new(
-            format!("{path}.terminationMessagePolicy"),
-            format!("unsupported value {p:?} (supported: File, FallbackToLogsOnError)"),
-        ));
-    }
+}
 
+/// validation: `validateContainerPorts` — ports in range, a host port equal to the
+/// container port on the host network, a known protocol, names IANA service names and
+/// unique in the container.
+fn validate_container_ports(
+    path: &str,
+    ports: &[api::ContainerPort],
+    host_network: bool,
+    errs: &mut Vec<FieldError>,
+) {
     let mut port_names: HashMap<&str, usize> = HashMap::new();
-    for (i, p) in c.ports.iter().enumerate() {
+    for (i, p) in ports.iter().enumerate() {
         let pp = format!("{path}.ports[{i}]");
         if !(1..=65535).contains(&p.container_port) {
             errs.push(FieldError::new(
@@ -1215,7 +1315,11 @@ fn validate_container(
             }
         }
     }
+}
 
+/// validation: `ValidateEnv` and `validateEnvFrom` — names (and prefixes, a name's start)
+/// under the relaxed rule, `value` and `valueFrom` not both.
+fn validate_env(path: &str, c: &Container, errs: &mut Vec<FieldError>) {
     for (i, e) in c.env.iter().enumerate() {
         let ep = format!("{path}.env[{i}]");
         if e.name.is_empty() {
@@ -1243,9 +1347,18 @@ fn validate_container(
             ));
         }
     }
+}
 
+/// validation: `ValidateVolumeMounts` — a declared volume, an absolute mount path mounted
+/// once, a relative `subPath` without `..`, a known propagation mode.
+fn validate_volume_mounts(
+    path: &str,
+    mounts: &[api::VolumeMount],
+    volumes: &HashMap<&str, usize>,
+    errs: &mut Vec<FieldError>,
+) {
     let mut mount_paths: HashMap<&str, usize> = HashMap::new();
-    for (i, m) in c.volume_mounts.iter().enumerate() {
+    for (i, m) in mounts.iter().enumerate() {
         let mp = format!("{path}.volumeMounts[{i}]");
         if m.name.is_empty() {
             errs.push(FieldError::new(format!("{mp}.name"), "required"));
@@ -1355,65 +1468,75 @@ fn validate_data_volume(v: &api::Volume, path: &str, errs: &mut Vec<FieldError>)
         validate_downward_items(&d.items, &format!("{p}.items"), errs);
     }
     if let Some(pr) = &v.projected {
-        let p = format!("{path}.projected");
-        validate_mode(pr.default_mode, &format!("{p}.defaultMode"), errs);
-        let mut paths: BTreeMap<String, String> = BTreeMap::new();
-        for (i, src) in pr.sources.iter().enumerate() {
-            let sp = format!("{p}.sources[{i}]");
-            let set = [
-                src.config_map.is_some(),
-                src.secret.is_some(),
-                src.downward_api.is_some(),
-                src.service_account_token.is_some(),
-                src.cluster_trust_bundle.is_some(),
-                src.pod_certificate.is_some(),
-            ]
-            .iter()
-            .filter(|b| **b)
-            .count();
-            if set != 1 {
-                errs.push(FieldError::new(
-                    &sp,
-                    "must specify exactly one of configMap, secret, downwardAPI, serviceAccountToken",
-                ));
-                continue;
-            }
-            let mut item_paths: Vec<(String, &str)> = Vec::new();
-            if let Some(cm) = &src.config_map {
-                validate_object_name(&cm.name, &format!("{sp}.configMap.name"), errs);
-                validate_items(&cm.items, &format!("{sp}.configMap.items"), errs);
-                item_paths.extend(
-                    cm.items
-                        .iter()
-                        .map(|k| (format!("{sp}.configMap.items"), k.path.as_str())),
-                );
-            }
-            if let Some(sec) = &src.secret {
-                validate_object_name(&sec.name, &format!("{sp}.secret.name"), errs);
-                validate_items(&sec.items, &format!("{sp}.secret.items"), errs);
-                item_paths.extend(
-                    sec.items
-                        .iter()
-                        .map(|k| (format!("{sp}.secret.items"), k.path.as_str())),
-                );
-            }
-            if let Some(d) = &src.downward_api {
-                validate_downward_items(&d.items, &format!("{sp}.downwardAPI.items"), errs);
-                item_paths.extend(
-                    d.items
-                        .iter()
-                        .map(|k| (format!("{sp}.downwardAPI.items"), k.path.as_str())),
-                );
-            }
-            // upstream: "conflicting duplicate paths" across the sources' items.
-            for (at, item) in item_paths {
-                if let Some(first) = paths.insert(item.to_string(), at.clone()) {
-                    if first != at {
-                        errs.push(FieldError::new(
-                            at,
-                            format!("conflicting duplicate path {item:?} (also in {first})"),
-                        ));
-                    }
+        validate_projected_volume(pr, path, errs);
+    }
+}
+
+/// validation: `validateProjectedVolumeSource` — the default mode, exactly one source kind
+/// per source, and no item path claimed by two sources.
+fn validate_projected_volume(
+    pr: &api::ProjectedVolumeSource,
+    path: &str,
+    errs: &mut Vec<FieldError>,
+) {
+    let p = format!("{path}.projected");
+    validate_mode(pr.default_mode, &format!("{p}.defaultMode"), errs);
+    let mut paths: BTreeMap<String, String> = BTreeMap::new();
+    for (i, src) in pr.sources.iter().enumerate() {
+        let sp = format!("{p}.sources[{i}]");
+        let set = [
+            src.config_map.is_some(),
+            src.secret.is_some(),
+            src.downward_api.is_some(),
+            src.service_account_token.is_some(),
+            src.cluster_trust_bundle.is_some(),
+            src.pod_certificate.is_some(),
+        ]
+        .iter()
+        .filter(|b| **b)
+        .count();
+        if set != 1 {
+            errs.push(FieldError::new(
+                &sp,
+                "must specify exactly one of configMap, secret, downwardAPI, serviceAccountToken",
+            ));
+            continue;
+        }
+        let mut item_paths: Vec<(String, &str)> = Vec::new();
+        if let Some(cm) = &src.config_map {
+            validate_object_name(&cm.name, &format!("{sp}.configMap.name"), errs);
+            validate_items(&cm.items, &format!("{sp}.configMap.items"), errs);
+            item_paths.extend(
+                cm.items
+                    .iter()
+                    .map(|k| (format!("{sp}.configMap.items"), k.path.as_str())),
+            );
+        }
+        if let Some(sec) = &src.secret {
+            validate_object_name(&sec.name, &format!("{sp}.secret.name"), errs);
+            validate_items(&sec.items, &format!("{sp}.secret.items"), errs);
+            item_paths.extend(
+                sec.items
+                    .iter()
+                    .map(|k| (format!("{sp}.secret.items"), k.path.as_str())),
+            );
+        }
+        if let Some(d) = &src.downward_api {
+            validate_downward_items(&d.items, &format!("{sp}.downwardAPI.items"), errs);
+            item_paths.extend(
+                d.items
+                    .iter()
+                    .map(|k| (format!("{sp}.downwardAPI.items"), k.path.as_str())),
+            );
+        }
+        // upstream: "conflicting duplicate paths" across the sources' items.
+        for (at, item) in item_paths {
+            if let Some(first) = paths.insert(item.to_string(), at.clone()) {
+                if first != at {
+                    errs.push(FieldError::new(
+                        at,
+                        format!("conflicting duplicate path {item:?} (also in {first})"),
+                    ));
                 }
             }
         }

@@ -97,111 +97,14 @@ impl ClientConfig {
                 path: path.to_path_buf(),
                 source,
             })?;
-        let invalid = |what: String| ApiError::KubeconfigInvalid {
-            path: path.to_path_buf(),
-            what,
-        };
-        let context_name = match kc.current_context.as_deref() {
-            Some(c) if !c.is_empty() => c.to_string(),
-            // A single context needs no current-context.
-            _ if kc.contexts.len() == 1 => kc.contexts[0].name.clone(),
-            _ => return Err(invalid("no current-context".into())),
-        };
-        let context = kc
-            .contexts
-            .iter()
-            .find(|c| c.name == context_name)
-            .map(|c| &c.context)
-            .ok_or_else(|| invalid(format!("context {context_name:?} not found")))?;
-        let cluster = kc
-            .clusters
-            .iter()
-            .find(|c| c.name == context.cluster)
-            .map(|c| &c.cluster)
-            .ok_or_else(|| invalid(format!("cluster {:?} not found", context.cluster)))?;
+        let (context, cluster, user) = kc.current(path)?;
         let empty = User::default();
-        let user = match &context.user {
-            None => &empty,
-            Some(name) if name.is_empty() => &empty,
-            Some(name) => kc
-                .users
-                .iter()
-                .find(|u| &u.name == name)
-                .map(|u| &u.user)
-                .ok_or_else(|| invalid(format!("user {name:?} not found")))?,
-        };
-        if cluster.server.is_empty() {
-            return Err(invalid(format!(
-                "cluster {:?} has no server",
-                context.cluster
-            )));
-        }
-        if user.exec.is_some() || user.auth_provider.is_some() {
-            return Err(invalid(
-                "user: exec and auth-provider plugins are not supported; use a token, a token \
-                 file or a client certificate"
-                    .into(),
-            ));
-        }
-        if user.username.is_some() || user.password.is_some() {
-            return Err(invalid(
-                "user: basic authentication is not supported; use a token, a token file or a \
-                 client certificate"
-                    .into(),
-            ));
-        }
-
-        let resolve = |p: &str| -> PathBuf {
-            let p = Path::new(p);
-            if p.is_absolute() {
-                p.to_path_buf()
-            } else {
-                base.join(p)
-            }
-        };
-        let data_or_file = |data: &Option<String>,
-                            file: &Option<String>,
-                            field: &str|
-         -> Result<Option<Vec<u8>>, ApiError> {
-            if let Some(d) = data.as_deref().filter(|d| !d.is_empty()) {
-                let bytes = tls::decode_base64(d).ok_or_else(|| ApiError::Pem {
-                    what: format!("kubeconfig {}: {field}-data", path.display()),
-                    reason: "invalid base64".into(),
-                })?;
-                return Ok(Some(bytes));
-            }
-            match file.as_deref().filter(|f| !f.is_empty()) {
-                Some(f) => tls::read_file(&resolve(f)).map(Some),
-                None => Ok(None),
-            }
-        };
-
-        let insecure = cluster.insecure_skip_tls_verify.unwrap_or(false);
-        let ca_pem = data_or_file(
-            &cluster.certificate_authority_data,
-            &cluster.certificate_authority,
-            "certificate-authority",
-        )?;
-        if insecure && ca_pem.is_some() {
-            // client-go refuses this combination too.
-            return Err(invalid(
-                "insecure-skip-tls-verify and a certificate authority are both set".into(),
-            ));
-        }
-        let tls = TlsSettings {
-            ca_pem,
-            insecure_skip_verify: insecure,
-            client_cert_pem: data_or_file(
-                &user.client_certificate_data,
-                &user.client_certificate,
-                "client-certificate",
-            )?,
-            client_key_pem: data_or_file(&user.client_key_data, &user.client_key, "client-key")?,
-            client_cert_slot: None,
-        };
+        let user = user.unwrap_or(&empty);
+        check_supported(context, cluster, user, path)?;
+        let tls = tls_settings(cluster, user, path, base)?;
         let credentials = match (&user.token, &user.token_file) {
             (Some(t), _) if !t.is_empty() => Credentials::Token(t.trim().to_string()),
-            (_, Some(f)) if !f.is_empty() => Credentials::TokenFile(resolve(f)),
+            (_, Some(f)) if !f.is_empty() => Credentials::TokenFile(resolve(base, f)),
             _ => Credentials::None,
         };
         Ok(ClientConfig {
@@ -312,6 +215,159 @@ struct User {
     exec: Option<serde::de::IgnoredAny>,
     #[serde(default)]
     auth_provider: Option<serde::de::IgnoredAny>,
+}
+
+/// A kubeconfig that picolet cannot use, naming the file.
+fn invalid(path: &Path, what: String) -> ApiError {
+    ApiError::KubeconfigInvalid {
+        path: path.to_path_buf(),
+        what,
+    }
+}
+
+/// A path of the kubeconfig: absolute, or relative to its directory `base`.
+fn resolve(base: &Path, p: &str) -> PathBuf {
+    let p = Path::new(p);
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        base.join(p)
+    }
+}
+
+/// A server that picolet can reach with what it supports: a server address, and no
+/// exec or auth-provider plugin or basic authentication for the user.
+fn check_supported(
+    context: &Context,
+    cluster: &Cluster,
+    user: &User,
+    path: &Path,
+) -> Result<(), ApiError> {
+    if cluster.server.is_empty() {
+        return Err(invalid(
+            path,
+            format!("cluster {:?} has no server", context.cluster),
+        ));
+    }
+    if user.exec.is_some() || user.auth_provider.is_some() {
+        return Err(invalid(
+            path,
+            "user: exec and auth-provider plugins are not supported; use a token, a token \
+             file or a client certificate"
+                .into(),
+        ));
+    }
+    if user.username.is_some() || user.password.is_some() {
+        return Err(invalid(
+            path,
+            "user: basic authentication is not supported; use a token, a token file or a \
+             client certificate"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The `<field>-data` (base64) if set, else the `<field>` file's contents, else nothing.
+fn data_or_file(
+    data: &Option<String>,
+    file: &Option<String>,
+    field: &str,
+    path: &Path,
+    base: &Path,
+) -> Result<Option<Vec<u8>>, ApiError> {
+    if let Some(d) = data.as_deref().filter(|d| !d.is_empty()) {
+        let bytes = tls::decode_base64(d).ok_or_else(|| ApiError::Pem {
+            what: format!("kubeconfig {}: {field}-data", path.display()),
+            reason: "invalid base64".into(),
+        })?;
+        return Ok(Some(bytes));
+    }
+    match file.as_deref().filter(|f| !f.is_empty()) {
+        Some(f) => tls::read_file(&resolve(base, f)).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The TLS settings: the certificate authority (or `insecure-skip-tls-verify`, never
+/// both) and the user's client certificate and key.
+fn tls_settings(
+    cluster: &Cluster,
+    user: &User,
+    path: &Path,
+    base: &Path,
+) -> Result<TlsSettings, ApiError> {
+    let insecure = cluster.insecure_skip_tls_verify.unwrap_or(false);
+    let ca_pem = data_or_file(
+        &cluster.certificate_authority_data,
+        &cluster.certificate_authority,
+        "certificate-authority",
+        path,
+        base,
+    )?;
+    if insecure && ca_pem.is_some() {
+        // client-go refuses this combination too.
+        return Err(invalid(
+            path,
+            "insecure-skip-tls-verify and a certificate authority are both set".into(),
+        ));
+    }
+    Ok(TlsSettings {
+        ca_pem,
+        insecure_skip_verify: insecure,
+        client_cert_pem: data_or_file(
+            &user.client_certificate_data,
+            &user.client_certificate,
+            "client-certificate",
+            path,
+            base,
+        )?,
+        client_key_pem: data_or_file(
+            &user.client_key_data,
+            &user.client_key,
+            "client-key",
+            path,
+            base,
+        )?,
+        client_cert_slot: None,
+    })
+}
+
+impl Kubeconfig {
+    /// The current context (a single context needs no `current-context`) with its
+    /// cluster and its user (`None`: no user named).
+    fn current(&self, path: &Path) -> Result<(&Context, &Cluster, Option<&User>), ApiError> {
+        let context_name = match self.current_context.as_deref() {
+            Some(c) if !c.is_empty() => c.to_string(),
+            // A single context needs no current-context.
+            _ if self.contexts.len() == 1 => self.contexts[0].name.clone(),
+            _ => return Err(invalid(path, "no current-context".into())),
+        };
+        let context = self
+            .contexts
+            .iter()
+            .find(|c| c.name == context_name)
+            .map(|c| &c.context)
+            .ok_or_else(|| invalid(path, format!("context {context_name:?} not found")))?;
+        let cluster = self
+            .clusters
+            .iter()
+            .find(|c| c.name == context.cluster)
+            .map(|c| &c.cluster)
+            .ok_or_else(|| invalid(path, format!("cluster {:?} not found", context.cluster)))?;
+        let user = match &context.user {
+            None => None,
+            Some(name) if name.is_empty() => None,
+            Some(name) => Some(
+                self.users
+                    .iter()
+                    .find(|u| &u.name == name)
+                    .map(|u| &u.user)
+                    .ok_or_else(|| invalid(path, format!("user {name:?} not found")))?,
+            ),
+        };
+        Ok((context, cluster, user))
+    }
 }
 
 #[cfg(test)]

@@ -385,6 +385,34 @@ pub fn sd_notify(state: &str) {
     }
 }
 
+/// Why the systemd watchdog's variables cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchdogError {
+    /// `WATCHDOG_USEC` is not a number.
+    NotMicroseconds(String),
+    /// The timeout is not above two housekeeping ticks.
+    TooShort(std::time::Duration),
+}
+
+impl std::fmt::Display for WatchdogError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WatchdogError::NotMicroseconds(usec) => {
+                write!(f, "WATCHDOG_USEC={usec:?} is not a number of microseconds")
+            }
+            WatchdogError::TooShort(timeout) => write!(
+                f,
+                "WatchdogSec={}ms is too short: picolet pings from its {} s housekeeping tick; set WatchdogSec= above {} s (e.g. 30s)",
+                timeout.as_millis(),
+                crate::task::GRID.as_secs(),
+                (crate::task::GRID * 2).as_secs()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for WatchdogError {}
+
 /// The systemd watchdog (kubelet: `watchdog/watchdog_linux.go`): with `WatchdogSec=` in the
 /// unit, systemd passes `WATCHDOG_USEC` and restarts picolet when no `WATCHDOG=1` came for
 /// that long. picolet sends it from its event loop itself, on the housekeeping tick: a loop
@@ -399,7 +427,7 @@ pub struct Watchdog {
 
 impl Watchdog {
     /// From the environment systemd sets; `None` when no watchdog is asked for.
-    pub fn from_env() -> Result<Option<Watchdog>, String> {
+    pub fn from_env() -> Result<Option<Watchdog>, WatchdogError> {
         let usec = std::env::var("WATCHDOG_USEC").ok();
         let pid = std::env::var("WATCHDOG_PID").ok();
         Self::from_values(usec.as_deref(), pid.as_deref(), std::process::id())
@@ -412,13 +440,13 @@ impl Watchdog {
         usec: Option<&str>,
         pid: Option<&str>,
         own_pid: u32,
-    ) -> Result<Option<Watchdog>, String> {
+    ) -> Result<Option<Watchdog>, WatchdogError> {
         let Some(usec) = usec.map(str::trim).filter(|u| !u.is_empty()) else {
             return Ok(None);
         };
         let usec: u64 = usec
             .parse()
-            .map_err(|_| format!("WATCHDOG_USEC={usec:?} is not a number of microseconds"))?;
+            .map_err(|_| WatchdogError::NotMicroseconds(usec.to_string()))?;
         if usec == 0 {
             return Ok(None);
         }
@@ -429,12 +457,7 @@ impl Watchdog {
         }
         let timeout = std::time::Duration::from_micros(usec);
         if timeout <= crate::task::GRID * 2 {
-            return Err(format!(
-                "WatchdogSec={}ms is too short: picolet pings from its {} s housekeeping tick; set WatchdogSec= above {} s (e.g. 30s)",
-                timeout.as_millis(),
-                crate::task::GRID.as_secs(),
-                (crate::task::GRID * 2).as_secs()
-            ));
+            return Err(WatchdogError::TooShort(timeout));
         }
         Ok(Some(Watchdog {
             every: timeout / 2,
@@ -629,9 +652,13 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(w.timeout(), Duration::from_secs(30));
-        let e = Watchdog::from_values(Some("3000000"), None, 7).unwrap_err();
+        let e = Watchdog::from_values(Some("3000000"), None, 7)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("WatchdogSec=3000ms is too short"), "{e}");
-        let e = Watchdog::from_values(Some("soon"), None, 7).unwrap_err();
+        let e = Watchdog::from_values(Some("soon"), None, 7)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("WATCHDOG_USEC=\"soon\""), "{e}");
     }
 

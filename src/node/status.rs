@@ -188,7 +188,8 @@ pub fn parse_os_release(text: &str) -> String {
 }
 
 /// The node status from the facts, the runtime's health (`None`: not reachable) and the
-/// status last sent (for `lastTransitionTime`) (kubelet: `setNodeStatus` setters).
+/// status last sent (for `lastTransitionTime`) (kubelet: `setNodeStatus`, which runs
+/// the setters of `nodestatus/setters.go` in turn).
 pub fn node_status(
     facts: &NodeFacts,
     health: Option<&RuntimeHealth>,
@@ -196,7 +197,25 @@ pub fn node_status(
     now: UnixNanos,
 ) -> NodeStatus {
     let stamp = clock::rfc3339(now);
-    let (ready, reason, message) = match health {
+    let conditions = node_conditions(facts, health, previous, &stamp);
+    let (capacity, allocatable) = machine_resources(facts);
+    NodeStatus {
+        allocatable,
+        capacity,
+        conditions,
+        addresses: node_addresses(facts),
+        daemon_endpoints: Some(json!({"kubeletEndpoint": {"Port": facts.kubelet_port}})),
+        node_info: Some(version_info(facts)),
+    }
+}
+
+/// kubelet: the `ReadyCondition` setter — status, reason and message of `Ready`: NotReady
+/// while shutting down or when the runtime is down or not ready.
+fn ready_condition(
+    facts: &NodeFacts,
+    health: Option<&RuntimeHealth>,
+) -> (&'static str, &'static str, String) {
+    match health {
         // kubelet: the shutdown manager's `ShutdownStatus` makes the node NotReady.
         _ if facts.shutting_down => (
             "False",
@@ -223,7 +242,19 @@ pub fn node_status(
             "KubeletNotReady",
             "container runtime is down".to_string(),
         ),
-    };
+    }
+}
+
+/// The node's conditions, each stamped `now` as its heartbeat and keeping the previous
+/// `lastTransitionTime` while its status is unchanged: the three pressure conditions,
+/// then `Ready`.
+fn node_conditions(
+    facts: &NodeFacts,
+    health: Option<&RuntimeHealth>,
+    previous: Option<&NodeStatus>,
+    stamp: &Option<String>,
+) -> Vec<NodeCondition> {
+    let (ready, reason, message) = ready_condition(facts, health);
     let condition = |type_: &str, status: &str, reason: &str, message: String| {
         let transition = previous
             .and_then(|p| p.conditions.iter().find(|c| c.type_ == type_))
@@ -246,7 +277,7 @@ pub fn node_status(
         condition(type_, status, reason, message.into())
     };
     let p = &facts.pressure;
-    let conditions = vec![
+    vec![
         pressure(
             "MemoryPressure",
             p.memory_pressure,
@@ -278,11 +309,11 @@ pub fn node_status(
             ),
         ),
         condition("Ready", ready, reason, message),
-    ];
-    let mut capacity = BTreeMap::new();
-    capacity.insert("cpu".to_string(), facts.cpus.to_string());
-    capacity.insert("memory".to_string(), format!("{}Ki", facts.memory_kib));
-    capacity.insert("pods".to_string(), facts.max_pods.to_string());
+    ]
+}
+
+/// kubelet: the `NodeAddress` setter — the internal IP when known, then the hostname.
+fn node_addresses(facts: &NodeFacts) -> Vec<NodeAddress> {
     let mut addresses = Vec::new();
     if let Some(ip) = facts.internal_ip {
         addresses.push(NodeAddress {
@@ -294,6 +325,16 @@ pub fn node_status(
         type_: "Hostname".into(),
         address: facts.hostname.clone(),
     });
+    addresses
+}
+
+/// kubelet: the `MachineInfo` setter — capacity and allocatable (cpu, memory, pods and
+/// the device plugins' resources).
+fn machine_resources(facts: &NodeFacts) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+    let mut capacity = BTreeMap::new();
+    capacity.insert("cpu".to_string(), facts.cpus.to_string());
+    capacity.insert("memory".to_string(), format!("{}Ki", facts.memory_kib));
+    capacity.insert("pods".to_string(), facts.max_pods.to_string());
     // kubelet: MachineInfo's allocatable setter — capacity − reserved − hard eviction.
     let (cpu_milli, memory) = facts.allocatable.allocatable(
         i64::from(facts.cpus) * 1000,
@@ -322,27 +363,26 @@ pub fn node_status(
         capacity.insert(name.clone(), count.capacity.to_string());
         allocatable.insert(name.clone(), count.allocatable.to_string());
     }
-    NodeStatus {
-        allocatable,
-        capacity,
-        conditions,
-        addresses,
-        daemon_endpoints: Some(json!({"kubeletEndpoint": {"Port": facts.kubelet_port}})),
-        node_info: Some(NodeSystemInfo {
-            machine_id: facts.machine_id.clone(),
-            system_uuid: facts.system_uuid.clone(),
-            boot_id: facts.boot_id.clone(),
-            kernel_version: facts.kernel_version.clone(),
-            os_image: facts.os_image.clone(),
-            container_runtime_version: facts.runtime_version.clone(),
-            kubelet_version: KUBELET_VERSION.into(),
-            kube_proxy_version: String::new(),
-            operating_system: "linux".into(),
-            architecture: go_arch().into(),
-            // kubelet: the MachineInfo setter, with NodeSwap (GA) and swap on.
-            swap: (facts.swap_kib > 0)
-                .then(|| json!({"capacity": facts.swap_kib.saturating_mul(1024)})),
-        }),
+    (capacity, allocatable)
+}
+
+/// kubelet: the `VersionInfo` and `MachineInfo` setters' `nodeInfo` — ids, kernel, OS
+/// image, runtime and kubelet versions, architecture and swap.
+fn version_info(facts: &NodeFacts) -> NodeSystemInfo {
+    NodeSystemInfo {
+        machine_id: facts.machine_id.clone(),
+        system_uuid: facts.system_uuid.clone(),
+        boot_id: facts.boot_id.clone(),
+        kernel_version: facts.kernel_version.clone(),
+        os_image: facts.os_image.clone(),
+        container_runtime_version: facts.runtime_version.clone(),
+        kubelet_version: KUBELET_VERSION.into(),
+        kube_proxy_version: String::new(),
+        operating_system: "linux".into(),
+        architecture: go_arch().into(),
+        // kubelet: the MachineInfo setter, with NodeSwap (GA) and swap on.
+        swap: (facts.swap_kib > 0)
+            .then(|| json!({"capacity": facts.swap_kib.saturating_mul(1024)})),
     }
 }
 

@@ -309,6 +309,91 @@ fn pod_requests_termination(pod: &Pod) -> bool {
             .is_some_and(|p| p.is_terminal())
 }
 
+/// The UID an update is for: the pod's own when it carries one (a mismatch is logged);
+/// `None` when the update is ignored (a runtime-only pod can only be killed).
+fn update_uid(pod: Option<&Pod>, uid: String, update_type: UpdateType) -> Option<String> {
+    if let Some(p) = pod {
+        if p.uid() != uid {
+            log::warn!(
+                "pod worker: update for uid {uid} carries pod {} with uid {}; using the \
+                 pod's",
+                p.full_name(),
+                p.uid()
+            );
+            return Some(p.uid().to_string());
+        }
+    } else if update_type != UpdateType::Kill {
+        log::debug!(
+            "pod worker {uid}: {update_type:?} ignored, a runtime-only pod can only be killed"
+        );
+        return None;
+    }
+    Some(uid)
+}
+
+impl Worker {
+    /// Whether the worker's state ignores this update (a create while terminating only
+    /// asks for a restart once finished).
+    fn ignores(
+        &mut self,
+        uid: &str,
+        first_time: bool,
+        update_type: UpdateType,
+        has_pod: bool,
+    ) -> bool {
+        // Finished --any update--> Finished (a create marks a restart for housekeeping)
+        // TerminatingPod/TerminatedPod --create--> unchanged, restart requested
+        if !first_time && self.state != PodWorkerState::SyncPod && update_type == UpdateType::Create
+        {
+            log::debug!("pod worker {uid}: create while terminating; restart after it finished");
+            self.restart_requested = true;
+            return true;
+        }
+        if self.state == PodWorkerState::Finished {
+            log::debug!("pod worker {uid}: finished, {update_type:?} ignored");
+            return true;
+        }
+        // TerminatedPod --runtime-only kill--> ignored: its containers are known stopped;
+        // a stale runtime listing must not re-trigger cleanup (kubelet: UpdatePod).
+        if !has_pod && self.state == PodWorkerState::TerminatedPod {
+            log::debug!("pod worker {uid}: already terminated, runtime-only kill ignored");
+            return true;
+        }
+        false
+    }
+
+    /// The termination arrows of an update: whether the worker became terminating now,
+    /// and whether a kill shortened its grace period.
+    fn request_termination(
+        &mut self,
+        uid: &str,
+        update_type: UpdateType,
+        kill_grace_override: Option<i64>,
+    ) -> (bool, bool) {
+        // SyncPod --kill | deletionTimestamp | terminal phase--> TerminatingPod
+        let mut became_terminating = false;
+        if self.state == PodWorkerState::SyncPod
+            && (update_type == UpdateType::Kill
+                || self.pod.as_deref().is_some_and(pod_requests_termination))
+        {
+            log::info!(
+                "pod worker {uid} ({}): termination requested ({update_type:?})",
+                self.full_name.as_deref().unwrap_or("runtime-only")
+            );
+            self.state = PodWorkerState::TerminatingPod;
+            became_terminating = true;
+        }
+        // TerminatingPod --kill with a shorter grace--> TerminatingPod (grace shrinks)
+        let mut shortened = false;
+        if self.state == PodWorkerState::TerminatingPod {
+            let (grace, s) = effective_grace(self.grace, self.pod.as_deref(), kill_grace_override);
+            self.grace = Some(grace);
+            shortened = s;
+        }
+        (became_terminating, shortened)
+    }
+}
+
 impl WorkerStates {
     /// Gives back the table space a burst of pods left (see [`crate::shrink`]).
     pub fn compact(&mut self) {
@@ -337,74 +422,19 @@ impl WorkerStates {
         let UpdatePodOptions {
             update_type,
             pod,
-            mut uid,
+            uid,
             kill_grace_override,
         } = opts;
-        if let Some(p) = &pod {
-            if p.uid() != uid {
-                log::warn!(
-                    "pod worker: update for uid {uid} carries pod {} with uid {}; using the \
-                     pod's",
-                    p.full_name(),
-                    p.uid()
-                );
-                uid = p.uid().to_string();
-            }
-        } else if update_type != UpdateType::Kill {
-            log::debug!(
-                "pod worker {uid}: {update_type:?} ignored, a runtime-only pod can only be killed"
-            );
+        let Some(uid) = update_uid(pod.as_deref(), uid, update_type) else {
             return out;
-        }
-
-        let first_time = !self.workers.contains_key(&uid);
-        if first_time {
-            let full_name = pod.as_ref().map(|p| p.full_name());
-            let is_static = pod.as_ref().is_some_and(|p| p.is_static());
-            if let (true, Some(name)) = (is_static, &full_name) {
-                self.waiting_static
-                    .entry(name.clone())
-                    .or_default()
-                    .push_back(uid.clone());
-            }
-            self.workers.insert(
-                uid.clone(),
-                Worker {
-                    state: PodWorkerState::SyncPod,
-                    pod: None,
-                    full_name,
-                    is_static,
-                    pending: None,
-                    in_flight: None,
-                    started: false,
-                    grace: None,
-                    observed_runtime: false,
-                    restart_requested: false,
-                },
-            );
-        }
+        };
+        let first_time = self.ensure_worker(&uid, pod.as_deref());
         let Some(w) = self.workers.get_mut(&uid) else {
             return out;
         };
-
-        // Finished --any update--> Finished (a create marks a restart for housekeeping)
-        // TerminatingPod/TerminatedPod --create--> unchanged, restart requested
-        if !first_time && w.state != PodWorkerState::SyncPod && update_type == UpdateType::Create {
-            log::debug!("pod worker {uid}: create while terminating; restart after it finished");
-            w.restart_requested = true;
+        if w.ignores(&uid, first_time, update_type, pod.is_some()) {
             return out;
         }
-        if w.state == PodWorkerState::Finished {
-            log::debug!("pod worker {uid}: finished, {update_type:?} ignored");
-            return out;
-        }
-        // TerminatedPod --runtime-only kill--> ignored: its containers are known stopped;
-        // a stale runtime listing must not re-trigger cleanup (kubelet: UpdatePod).
-        if pod.is_none() && w.state == PodWorkerState::TerminatedPod {
-            log::debug!("pod worker {uid}: already terminated, runtime-only kill ignored");
-            return out;
-        }
-
         match pod {
             Some(p) => {
                 if w.full_name.is_none() {
@@ -414,27 +444,8 @@ impl WorkerStates {
             }
             None => w.observed_runtime = true,
         }
-
-        // SyncPod --kill | deletionTimestamp | terminal phase--> TerminatingPod
-        let mut became_terminating = false;
-        if w.state == PodWorkerState::SyncPod
-            && (update_type == UpdateType::Kill
-                || w.pod.as_deref().is_some_and(pod_requests_termination))
-        {
-            log::info!(
-                "pod worker {uid} ({}): termination requested ({update_type:?})",
-                w.full_name.as_deref().unwrap_or("runtime-only")
-            );
-            w.state = PodWorkerState::TerminatingPod;
-            became_terminating = true;
-        }
-        // TerminatingPod --kill with a shorter grace--> TerminatingPod (grace shrinks)
-        let mut shortened = false;
-        if w.state == PodWorkerState::TerminatingPod {
-            let (grace, s) = effective_grace(w.grace, w.pod.as_deref(), kill_grace_override);
-            w.grace = Some(grace);
-            shortened = s;
-        }
+        let (became_terminating, shortened) =
+            w.request_termination(&uid, update_type, kill_grace_override);
 
         w.pending = Some(update_type);
         match &mut w.in_flight {
@@ -449,6 +460,38 @@ impl WorkerStates {
             None => self.start_next(&uid, &mut out),
         }
         out
+    }
+
+    /// A worker for `uid`, created in `SyncPod` on its first update (a static pod also
+    /// queues for its full name); whether it was created now.
+    fn ensure_worker(&mut self, uid: &str, pod: Option<&Pod>) -> bool {
+        if self.workers.contains_key(uid) {
+            return false;
+        }
+        let full_name = pod.map(|p| p.full_name());
+        let is_static = pod.is_some_and(|p| p.is_static());
+        if let (true, Some(name)) = (is_static, &full_name) {
+            self.waiting_static
+                .entry(name.clone())
+                .or_default()
+                .push_back(uid.to_string());
+        }
+        self.workers.insert(
+            uid.to_string(),
+            Worker {
+                state: PodWorkerState::SyncPod,
+                pod: None,
+                full_name,
+                is_static,
+                pending: None,
+                in_flight: None,
+                started: false,
+                grace: None,
+                observed_runtime: false,
+                restart_requested: false,
+            },
+        );
+        true
     }
 
     #[cfg(test)]

@@ -176,132 +176,217 @@ impl<C: Clock> FileSource<C> {
         relist_now: Rc<Notify>,
         shutdown: CancellationToken,
     ) {
+        let mut lister = Lister::new(self, tx, relist_now, shutdown);
+        loop {
+            // 1. List the directory.
+            let Some(scanned) = lister.scan().await else {
+                return;
+            };
+            // 2. Send the snapshot if it changed.
+            if !lister.publish(scanned).await {
+                return;
+            }
+            lister.force = false;
+            lister.tentative = false;
+            lister.watch.check(&lister.dir, &lister.ev_tx);
+            lister.relist.reset();
+            // 3. Wait for the next reason to re-list.
+            if !lister.wait_for_reason().await {
+                return;
+            }
+            // A tentative pass keeps a pending debounce: it confirms what the pass skipped.
+            if !lister.tentative {
+                lister.pending = None;
+            }
+        }
+    }
+}
+
+/// The state of [`FileSource::run`] between its passes.
+struct Lister<C: Clock> {
+    dir: PathBuf,
+    node_name: String,
+    clock: C,
+    options: FileSourceOptions,
+    recorder: Option<Recorder>,
+    tx: mpsc::Sender<SourceUpdate>,
+    relist_now: Rc<Notify>,
+    shutdown: CancellationToken,
+    ev_tx: mpsc::Sender<WatchMsg>,
+    ev_rx: mpsc::Receiver<WatchMsg>,
+    watch: Watch,
+    /// The per-file cache; away on the blocking pool during a pass.
+    scanner: Option<Scanner>,
+    relist: tokio::time::Interval,
+    /// (first event, deadline) of the debounce under way.
+    pending: Option<(Instant, Instant)>,
+    max_burst: Duration,
+    /// The last snapshot sent.
+    last: Option<Snapshot>,
+    /// The next pass re-reads every file (SIGHUP).
+    force: bool,
+    /// The next pass follows a writer being done (see the module doc).
+    tentative: bool,
+}
+
+impl<C: Clock> Lister<C> {
+    /// Arms the watch before the first listing so nothing between the two is missed.
+    fn new(
+        source: FileSource<C>,
+        tx: mpsc::Sender<SourceUpdate>,
+        relist_now: Rc<Notify>,
+        shutdown: CancellationToken,
+    ) -> Self {
         let FileSource {
             dir,
             node_name,
             clock,
             options,
             recorder,
-        } = self;
-        let (ev_tx, mut ev_rx) = mpsc::channel::<WatchMsg>(64);
+        } = source;
+        let (ev_tx, ev_rx) = mpsc::channel::<WatchMsg>(64);
         let mut watch = Watch::new(&options);
-        let new_scanner = || Scanner::new(dir.clone(), node_name.clone(), options.max_file_size);
-        let mut scanner = Some(new_scanner());
-        // Arm the watch before the first listing so nothing between the two is missed.
+        let scanner = Some(Scanner::new(
+            dir.clone(),
+            node_name.clone(),
+            options.max_file_size,
+        ));
         watch.arm(&dir, &ev_tx);
-
-        let mut relist = crate::task::interval_at(
+        let relist = crate::task::interval_at(
             Instant::now() + options.relist_interval,
             options.relist_interval,
         );
-        let mut pending: Option<(Instant, Instant)> = None; // (first event, deadline)
         let max_burst = options.debounce * MAX_BURST_DEBOUNCES;
-        let mut last: Option<Snapshot> = None;
-        let mut force = false;
-        // The next pass follows a writer being done (see the module doc).
-        let mut tentative = false;
+        Lister {
+            dir,
+            node_name,
+            clock,
+            options,
+            recorder,
+            tx,
+            relist_now,
+            shutdown,
+            ev_tx,
+            ev_rx,
+            watch,
+            scanner,
+            relist,
+            pending: None,
+            max_burst,
+            last: None,
+            force: false,
+            tentative: false,
+        }
+    }
 
+    /// One pass: readdir, stat, read and parse on tokio's blocking pool, so a slow SD card
+    /// or a large manifest never holds up the event loop's thread. The scanner (the
+    /// per-file cache) travels to the pool and back. `None` on shutdown.
+    async fn scan(&mut self) -> Option<Scanned> {
+        let now = self.clock.now();
+        let mut s = self.scanner.take().unwrap_or_else(|| {
+            Scanner::new(
+                self.dir.clone(),
+                self.node_name.clone(),
+                self.options.max_file_size,
+            )
+        });
+        let (force, tentative) = (self.force, self.tentative);
+        let scan = tokio::task::spawn_blocking(move || {
+            let scanned = s.scan(now, force, tentative);
+            (s, scanned)
+        });
+        let scanned = tokio::select! {
+            r = scan => r,
+            _ = self.shutdown.cancelled() => return None,
+        };
+        Some(match scanned {
+            Ok((mut s, scanned)) => {
+                for (pod, message) in s.kept_warnings.drain(..) {
+                    if let Some(r) = &self.recorder {
+                        r.warning(&pod, None, recorder::FAILED_VALIDATION, message);
+                    }
+                }
+                // A file that did not parse in a tentative pass is read again after the
+                // debounce (then its problem is logged, if it is still there).
+                if self.tentative && s.deferred {
+                    let at = Instant::now() + self.options.debounce;
+                    self.pending = Some((self.pending.map_or(at, |(first, _)| first), at));
+                }
+                self.scanner = Some(s);
+                scanned
+            }
+            Err(e) => {
+                // Only a panic gets here (and release builds abort on panic).
+                log::error!("{}: scanning the manifests failed: {e}", self.dir.display());
+                Scanned::Unreadable
+            }
+        })
+    }
+
+    /// Sends a listed snapshot unless it equals the last one sent; false on shutdown or
+    /// when the receiver is gone.
+    async fn publish(&mut self, scanned: Scanned) -> bool {
+        if let Scanned::Listed(snap) = scanned
+            && self.last.as_ref() != Some(&snap)
+        {
+            let update = SourceUpdate {
+                source: SOURCE,
+                pods: snap.pods.clone(),
+                objects: Some(snap.objects.clone()),
+            };
+            tokio::select! {
+                sent = self.tx.send(update) => if sent.is_err() { return false },
+                _ = self.shutdown.cancelled() => return false,
+            }
+            self.last = Some(snap);
+        }
+        true
+    }
+
+    /// Waits for the next reason to re-list: SIGHUP, a writer done with a file, the end
+    /// of a debounce, the watch re-armed, or the periodic re-list. False on shutdown.
+    async fn wait_for_reason(&mut self) -> bool {
         loop {
-            // readdir, stat, read and parse on tokio's blocking pool: a slow SD card or a
-            // large manifest never holds up the event loop's thread. The scanner (the
-            // per-file cache) travels to the pool and back.
-            let now = clock.now();
-            let mut s = scanner.take().unwrap_or_else(new_scanner);
-            let scan = tokio::task::spawn_blocking(move || {
-                let scanned = s.scan(now, force, tentative);
-                (s, scanned)
-            });
-            let scanned = tokio::select! {
-                r = scan => r,
-                _ = shutdown.cancelled() => return,
-            };
-            let scanned = match scanned {
-                Ok((mut s, scanned)) => {
-                    for (pod, message) in s.kept_warnings.drain(..) {
-                        if let Some(r) = &recorder {
-                            r.warning(&pod, None, recorder::FAILED_VALIDATION, message);
-                        }
-                    }
-                    // A file that did not parse in a tentative pass is read again after the
-                    // debounce (then its problem is logged, if it is still there).
-                    if tentative && s.deferred {
-                        let at = Instant::now() + options.debounce;
-                        pending = Some((pending.map_or(at, |(first, _)| first), at));
-                    }
-                    scanner = Some(s);
-                    scanned
+            let debounce_at = self.pending.map(|(_, deadline)| deadline);
+            let retry_at = self.watch.retry_at;
+            tokio::select! {
+                biased;
+                _ = self.shutdown.cancelled() => return false,
+                _ = self.relist_now.notified() => {
+                    log::info!("{}: re-listing static pod manifests (SIGHUP)", self.dir.display());
+                    self.force = true;
+                    return true;
                 }
-                Err(e) => {
-                    // Only a panic gets here (and release builds abort on panic).
-                    log::error!("{}: scanning the manifests failed: {e}", dir.display());
-                    Scanned::Unreadable
-                }
-            };
-            if let Scanned::Listed(snap) = scanned
-                && last.as_ref() != Some(&snap)
-            {
-                let update = SourceUpdate {
-                    source: SOURCE,
-                    pods: snap.pods.clone(),
-                    objects: Some(snap.objects.clone()),
-                };
-                tokio::select! {
-                    sent = tx.send(update) => if sent.is_err() { return },
-                    _ = shutdown.cancelled() => return,
-                }
-                last = Some(snap);
-            }
-            force = false;
-            tentative = false;
-            watch.check(&dir, &ev_tx);
-            relist.reset();
-
-            // Wait for the next reason to re-list.
-            loop {
-                let debounce_at = pending.map(|(_, deadline)| deadline);
-                let retry_at = watch.retry_at;
-                tokio::select! {
-                    biased;
-                    _ = shutdown.cancelled() => return,
-                    _ = relist_now.notified() => {
-                        log::info!("{}: re-listing static pod manifests (SIGHUP)", dir.display());
-                        force = true;
-                        break;
-                    }
-                    Some(msg) = ev_rx.recv() => match msg {
-                        WatchMsg::Changed { complete: true } => {
-                            // Fold in what is already queued: one pass for a burst.
-                            while let Ok(queued) = ev_rx.try_recv() {
-                                if let WatchMsg::Error(error) = queued {
-                                    watch.failed(&dir, error);
-                                }
+                Some(msg) = self.ev_rx.recv() => match msg {
+                    WatchMsg::Changed { complete: true } => {
+                        // Fold in what is already queued: one pass for a burst.
+                        while let Ok(queued) = self.ev_rx.try_recv() {
+                            if let WatchMsg::Error(error) = queued {
+                                self.watch.failed(&self.dir, error);
                             }
-                            tentative = true;
-                            break;
                         }
-                        WatchMsg::Changed { complete: false } => {
-                            let now = Instant::now();
-                            let first = pending.map_or(now, |(first, _)| first);
-                            pending = Some((first, (now + options.debounce).min(first + max_burst)));
-                        }
-                        WatchMsg::Error(error) => {
-                            watch.failed(&dir, error);
-                            break;
-                        }
-                    },
-                    _ = sleep_until_opt(debounce_at), if debounce_at.is_some() => break,
-                    _ = sleep_until_opt(retry_at), if retry_at.is_some() => {
-                        // Armed again (the directory may have appeared): re-list at once.
-                        if watch.arm(&dir, &ev_tx) {
-                            break;
-                        }
+                        self.tentative = true;
+                        return true;
                     }
-                    _ = relist.tick() => break,
+                    WatchMsg::Changed { complete: false } => {
+                        let now = Instant::now();
+                        let first = self.pending.map_or(now, |(first, _)| first);
+                        self.pending = Some((first, (now + self.options.debounce).min(first + self.max_burst)));
+                    }
+                    WatchMsg::Error(error) => {
+                        self.watch.failed(&self.dir, error);
+                        return true;
+                    }
+                },
+                _ = sleep_until_opt(debounce_at), if debounce_at.is_some() => return true,
+                _ = sleep_until_opt(retry_at), if retry_at.is_some() => {
+                    // Armed again (the directory may have appeared): re-list at once.
+                    if self.watch.arm(&self.dir, &self.ev_tx) {
+                        return true;
+                    }
                 }
-            }
-            // A tentative pass keeps a pending debounce: it confirms what the pass skipped.
-            if !tentative {
-                pending = None;
+                _ = self.relist.tick() => return true,
             }
         }
     }
@@ -724,23 +809,7 @@ impl Scanner {
             // Vanished since the readdir, or a dangling symlink: as if deleted.
             Err(e) if e.kind() == io::ErrorKind::NotFound => return false,
             Err(error) => {
-                // Keep its last good pod (if any); log each distinct error once.
-                let error = SourceError::Stat { path, error }.to_string();
-                if self.stat_errors.get(name) != Some(&error) {
-                    log::error!("{error}{}", self.keeping(name));
-                    if let Some(entry) = self.cache.get(name) {
-                        Self::warn_kept(&mut self.kept_warnings, entry.good(), &error);
-                    }
-                    self.stat_errors.insert(name.to_os_string(), error);
-                }
-                self.changed = true;
-                let entry = self.cache.entry(name.to_os_string()).or_insert(Entry {
-                    key: None,
-                    items: Vec::new(),
-                    broken: true,
-                });
-                entry.key = None;
-                entry.broken = true;
+                self.stat_failed(name, path, error);
                 return true;
             }
         };
@@ -758,7 +827,43 @@ impl Scanner {
         }
 
         self.changed = true;
-        let result = self.load(&path, &meta, now);
+        let entry = self.reload(name, &path, &meta, key, now);
+        self.cache.insert(name.to_os_string(), entry);
+        true
+    }
+
+    /// A listed file that cannot be stat'ed: it keeps its last good pod (if any) and is
+    /// marked broken; each distinct error is logged once.
+    fn stat_failed(&mut self, name: &OsStr, path: PathBuf, error: io::Error) {
+        let error = SourceError::Stat { path, error }.to_string();
+        if self.stat_errors.get(name) != Some(&error) {
+            log::error!("{error}{}", self.keeping(name));
+            if let Some(entry) = self.cache.get(name) {
+                Self::warn_kept(&mut self.kept_warnings, entry.good(), &error);
+            }
+            self.stat_errors.insert(name.to_os_string(), error);
+        }
+        self.changed = true;
+        let entry = self.cache.entry(name.to_os_string()).or_insert(Entry {
+            key: None,
+            items: Vec::new(),
+            broken: true,
+        });
+        entry.key = None;
+        entry.broken = true;
+    }
+
+    /// Reads and parses a new version of a file; its new cache entry. A version that does
+    /// not load keeps the previous items (deferred instead in a tentative pass).
+    fn reload(
+        &mut self,
+        name: &OsStr,
+        path: &Path,
+        meta: &Metadata,
+        key: FileKey,
+        now: UnixNanos,
+    ) -> Entry {
+        let result = self.load(path, meta, now);
         let previous = self.cache.remove(name);
         let (prev_items, was_broken) = match previous {
             Some(Entry { items, broken, .. }) => (items, broken),
@@ -768,59 +873,55 @@ impl Scanner {
             Err(_) => true,
             Ok(docs) => docs.iter().any(Result::is_err),
         };
-        let entry = if failed && self.tentative {
+        if failed && self.tentative {
             // Perhaps a writer between two steps: read it again after the debounce.
             self.deferred = true;
-            Entry {
+            return Entry {
                 key: None,
                 items: prev_items,
                 broken: was_broken,
-            }
-        } else {
-            match result {
-                Ok(docs) => {
-                    // Once per file version taken, however it arrived (written and closed,
-                    // renamed into place, chmod, present at start, edited): a version is
-                    // read once and cached, so the check lives where it is taken.
-                    warn_if_secret_readable(&path, &meta, &docs);
-                    let mut warnings = std::mem::take(&mut self.kept_warnings);
-                    let items = self.take_documents(&path, docs, prev_items, &mut warnings);
-                    self.kept_warnings = warnings;
-                    if was_broken && !failed {
-                        log::info!("{}: the manifest is valid again", path.display());
-                    }
-                    Entry {
-                        key: Some(key),
-                        items,
-                        broken: failed,
-                    }
+            };
+        }
+        match result {
+            Ok(docs) => {
+                // Once per file version taken, however it arrived (written and closed,
+                // renamed into place, chmod, present at start, edited): a version is
+                // read once and cached, so the check lives where it is taken.
+                warn_if_secret_readable(path, meta, &docs);
+                let mut warnings = std::mem::take(&mut self.kept_warnings);
+                let items = self.take_documents(path, docs, prev_items, &mut warnings);
+                self.kept_warnings = warnings;
+                if was_broken && !failed {
+                    log::info!("{}: the manifest is valid again", path.display());
                 }
-                Err(error) => {
-                    let kept: Vec<String> =
-                        prev_items.iter().flatten().map(Item::describe).collect();
-                    if kept.is_empty() {
-                        log::error!("{error}; nothing from this file until it is fixed");
-                    } else {
-                        log::error!(
-                            "{error}; keeping the previous version of {} until the file is fixed",
-                            kept.join(", ")
-                        );
-                        Self::warn_kept(
-                            &mut self.kept_warnings,
-                            prev_items.iter().flatten(),
-                            &error.to_string(),
-                        );
-                    }
-                    Entry {
-                        key: Some(key),
-                        items: prev_items,
-                        broken: true,
-                    }
+                Entry {
+                    key: Some(key),
+                    items,
+                    broken: failed,
                 }
             }
-        };
-        self.cache.insert(name.to_os_string(), entry);
-        true
+            Err(error) => {
+                let kept: Vec<String> = prev_items.iter().flatten().map(Item::describe).collect();
+                if kept.is_empty() {
+                    log::error!("{error}; nothing from this file until it is fixed");
+                } else {
+                    log::error!(
+                        "{error}; keeping the previous version of {} until the file is fixed",
+                        kept.join(", ")
+                    );
+                    Self::warn_kept(
+                        &mut self.kept_warnings,
+                        prev_items.iter().flatten(),
+                        &error.to_string(),
+                    );
+                }
+                Entry {
+                    key: Some(key),
+                    items: prev_items,
+                    broken: true,
+                }
+            }
+        }
     }
 
     fn keeping(&self, name: &OsStr) -> String {

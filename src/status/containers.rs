@@ -64,55 +64,72 @@ pub(super) fn convert(
 
             // kubelet: containers that failed to start are Waiting with the cached reason.
             let newest = instances.first().copied();
-            let init_done =
-                is_init && newest.is_some_and(|c| c.state == CriState::Exited && c.exit_code == 0);
-            if !init_done && should_restart(spec, inp.pod, newest) {
-                if let Some((reason, message)) = inp.reasons.get(&spec.name) {
-                    if status.state.terminated.is_some() {
-                        status.last_state = std::mem::take(&mut status.state);
-                    }
-                    // kubelet: a wait for the sandbox or a volume is no container's own
-                    // reason (its reasonCache holds failed starts only): the default reason
-                    // stands, PodInitializing in a pod with init containers. picolet keeps
-                    // the message (which volume, why).
-                    let reason = if reason == CONTAINER_CREATING {
-                        default_reason
-                    } else {
-                        reason
-                    };
-                    status.state = waiting(reason, message);
-                }
-            }
-            // kubelet (InPlacePodVerticalScaling): the allocated requests, and the resources
-            // it runs with — what was last applied while it runs, else the allocated ones —
-            // for every container, `{}` when it has none: the apiserver takes a running
-            // container without `resources` for a node that cannot resize and refuses every
-            // resize of the pod (`isPodResizeRequestSupported`). Only for the apiserver's
-            // pods (their quantities are its canonical spelling, as it would store ours); a
-            // static pod's are its manifest's, which the mirror pod's status would rewrite at
-            // every sync, and the apiserver refuses to resize a static pod anyway.
+            apply_waiting_reason(inp, spec, newest, is_init, default_reason, &mut status);
             if crate::allocation::ENABLED && !inp.pod.is_static() {
-                let r = spec.resources.clone().unwrap_or_default();
-                status.allocated_resources.clone_from(&r.requests);
-                let mut shown = api::ResourceRequirements { claims: None, ..r };
-                if let Some(a) = inp
-                    .actual
-                    .and_then(|m| crate::allocation::named(m, &spec.name))
-                    .filter(|_| status.state.running.is_some())
-                {
-                    for (map, from) in [
-                        (&mut shown.limits, &a.limits),
-                        (&mut shown.requests, &a.requests),
-                    ] {
-                        map.retain(|k, _| k != "cpu" && k != "memory");
-                        map.extend(from.iter().map(|(k, v)| (k.clone(), v.clone())));
-                    }
-                }
-                status.resources = Some(shown);
+                set_resources(inp, spec, &mut status);
             }
             status
         })
         .collect()
+}
+
+/// kubelet: a container that failed to start is Waiting with the cached reason (the
+/// `reasonCache`), unless it will not restart or is an init container that succeeded.
+fn apply_waiting_reason(
+    inp: &Inputs<'_>,
+    spec: &api::Container,
+    newest: Option<&ContainerInfo>,
+    is_init: bool,
+    default_reason: &str,
+    status: &mut ContainerStatus,
+) {
+    let init_done =
+        is_init && newest.is_some_and(|c| c.state == CriState::Exited && c.exit_code == 0);
+    if !init_done && should_restart(spec, inp.pod, newest) {
+        if let Some((reason, message)) = inp.reasons.get(&spec.name) {
+            if status.state.terminated.is_some() {
+                status.last_state = std::mem::take(&mut status.state);
+            }
+            // kubelet: a wait for the sandbox or a volume is no container's own
+            // reason (its reasonCache holds failed starts only): the default reason
+            // stands, PodInitializing in a pod with init containers. picolet keeps
+            // the message (which volume, why).
+            let reason = if reason == CONTAINER_CREATING {
+                default_reason
+            } else {
+                reason
+            };
+            status.state = waiting(reason, message);
+        }
+    }
+}
+
+/// kubelet (InPlacePodVerticalScaling): the allocated requests, and the resources
+/// it runs with — what was last applied while it runs, else the allocated ones —
+/// for every container, `{}` when it has none: the apiserver takes a running
+/// container without `resources` for a node that cannot resize and refuses every
+/// resize of the pod (`isPodResizeRequestSupported`). Only for the apiserver's
+/// pods (their quantities are its canonical spelling, as it would store ours); a
+/// static pod's are its manifest's, which the mirror pod's status would rewrite at
+/// every sync, and the apiserver refuses to resize a static pod anyway.
+fn set_resources(inp: &Inputs<'_>, spec: &api::Container, status: &mut ContainerStatus) {
+    let r = spec.resources.clone().unwrap_or_default();
+    status.allocated_resources.clone_from(&r.requests);
+    let mut shown = api::ResourceRequirements { claims: None, ..r };
+    if let Some(a) = inp
+        .actual
+        .and_then(|m| crate::allocation::named(m, &spec.name))
+        .filter(|_| status.state.running.is_some())
+    {
+        for (map, from) in [
+            (&mut shown.limits, &a.limits),
+            (&mut shown.requests, &a.requests),
+        ] {
+            map.retain(|k, _| k != "cpu" && k != "memory");
+            map.extend(from.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+    }
+    status.resources = Some(shown);
 }
 
 /// The instances of one container, newest first.

@@ -152,7 +152,8 @@ pub fn compute_pod_status(
     )
 }
 
-/// [`compute_pod_status`] with probe results, a runtime name and the terminal flag.
+/// [`compute_pod_status`] with probe results, a runtime name and the terminal flag; the
+/// steps of the module header in turn.
 pub fn compute_pod_status_with(
     pod: &Pod,
     observed: &PodRuntimeStatus,
@@ -166,6 +167,76 @@ pub fn compute_pod_status_with(
     let empty = PodStatus::default();
     let api_status = pod.status.as_ref().unwrap_or(&empty);
     let old = previous.unwrap_or(api_status);
+
+    // Steps 1 and 2: container statuses, with the probe results.
+    let (init_statuses, statuses, ephemeral) =
+        container_statuses(pod, observed, reasons, old, opts);
+    // Step 3: the phase, never leaving a terminal one.
+    let phase = pod_phase(
+        pod,
+        observed,
+        api_status,
+        old,
+        &init_statuses,
+        &statuses,
+        opts,
+    );
+    let mut status = PodStatus {
+        phase: Some(phase),
+        ..PodStatus::default()
+    };
+    // kubelet: the reason and message belong to the phase; keep them while it holds.
+    if old.phase == Some(phase) {
+        status.reason = old.reason.clone().or_else(|| api_status.reason.clone());
+        status.message = old.message.clone().or_else(|| api_status.message.clone());
+    }
+    // Step 4: the conditions.
+    status.conditions = conditions::generate(
+        pod,
+        api_status,
+        old,
+        !sandbox_changed(pod, observed),
+        &init_statuses,
+        &statuses,
+        phase,
+        now,
+    );
+    // kubelet: determinePodResizeStatus — the resize conditions, cleared once terminal.
+    if let Some(r) = opts.resize.filter(|_| !phase.is_terminal()) {
+        status.conditions.extend(r.conditions().cloned());
+    }
+    // Step 5: addresses, start time, the statuses, QoS class and observed generation.
+    set_ips(&mut status, pod, observed, old, host_ip);
+    // kubelet status manager: the start time never changes once set.
+    status.start_time = old
+        .start_time
+        .clone()
+        .or_else(|| api_status.start_time.clone())
+        .or_else(|| clock::rfc3339(now));
+    status.init_container_statuses = init_statuses;
+    status.container_statuses = statuses;
+    status.ephemeral_container_statuses = ephemeral;
+    status.qos_class = Some(pod_qos(pod).as_str().to_string());
+    // kubelet status manager (PodObservedGenerationTracking, GA in 1.35): the pod's
+    // generation, never below the one already reported (no needless patch).
+    status.observed_generation = pod.metadata.generation.max(old.observed_generation).max(0);
+    status
+}
+
+/// kubelet: `convertToAPIContainerStatuses` for the init, regular and ephemeral
+/// containers, `started`/`ready` from the probe results (the prober's
+/// `UpdatePodStatus`); regular containers sorted by name.
+fn container_statuses(
+    pod: &Pod,
+    observed: &PodRuntimeStatus,
+    reasons: &BTreeMap<String, (String, String)>,
+    old: &PodStatus,
+    opts: &StatusOptions<'_>,
+) -> (
+    Vec<api::ContainerStatus>,
+    Vec<api::ContainerStatus>,
+    Vec<api::ContainerStatus>,
+) {
     let runtime_name = if opts.runtime_name.is_empty() {
         DEFAULT_RUNTIME_NAME
     } else {
@@ -202,13 +273,26 @@ pub fn compute_pod_status_with(
     containers::apply_probes(&spec.containers, &mut statuses, false, probes);
     // kubelet: SortedContainerStatuses — regular containers by name, init in spec order.
     crate::sort::sort_by(&mut statuses, |a, b| a.name.cmp(&b.name));
+    (init_statuses, statuses, ephemeral)
+}
 
+/// kubelet: `getPhase`, then the status manager's three-way merge — a terminal phase
+/// already reported (previously, or in the pod's own status) is never left.
+fn pod_phase(
+    pod: &Pod,
+    observed: &PodRuntimeStatus,
+    api_status: &PodStatus,
+    old: &PodStatus,
+    init_statuses: &[api::ContainerStatus],
+    statuses: &[api::ContainerStatus],
+    opts: &StatusOptions<'_>,
+) -> api::PodPhase {
     // kubelet: getPhase(..., HasAnyActiveRegularContainerStarted(spec, podStatus))
     let has_initialized = any_active_regular_container(pod, observed);
     let mut phase = phase::get_phase(
         pod,
-        &init_statuses,
-        &statuses,
+        init_statuses,
+        statuses,
         opts.pod_is_terminal,
         has_initialized,
     );
@@ -231,32 +315,18 @@ pub fn compute_pod_status_with(
             phase = p;
         }
     }
+    phase
+}
 
-    let mut status = PodStatus {
-        phase: Some(phase),
-        ..PodStatus::default()
-    };
-    // kubelet: the reason and message belong to the phase; keep them while it holds.
-    if old.phase == Some(phase) {
-        status.reason = old.reason.clone().or_else(|| api_status.reason.clone());
-        status.message = old.message.clone().or_else(|| api_status.message.clone());
-    }
-
-    status.conditions = conditions::generate(
-        pod,
-        api_status,
-        old,
-        !sandbox_changed(pod, observed),
-        &init_statuses,
-        &statuses,
-        phase,
-        now,
-    );
-    // kubelet: determinePodResizeStatus — the resize conditions, cleared once terminal.
-    if let Some(r) = opts.resize.filter(|_| !phase.is_terminal()) {
-        status.conditions.extend(r.conditions().cloned());
-    }
-
+/// The pod's and host's IPs: the pod IPs from the newest sandbox while it is ready,
+/// the host IP given (else the previous one), and host-network pods inherit the host IP.
+fn set_ips(
+    status: &mut PodStatus,
+    pod: &Pod,
+    observed: &PodRuntimeStatus,
+    old: &PodStatus,
+    host_ip: Option<&str>,
+) {
     // Pod IPs: from the newest sandbox while it is ready; once every sandbox is gone or
     // stopped, keep the last known ones (kubelet: PLEG getPodIPs, k8s#47806, k8s#125404).
     match newest_sandbox(observed) {
@@ -282,26 +352,12 @@ pub fn compute_pod_status_with(
         _ => old.host_ips.clone(),
     };
     // kubelet: host-network pods inherit the node IP.
-    if spec.host_network && status.pod_ip.is_none() {
+    if pod.spec.host_network && status.pod_ip.is_none() {
         if let Some(ip) = &status.host_ip {
             status.pod_ip = Some(ip.clone());
             status.pod_ips = vec![PodIp { ip: ip.clone() }];
         }
     }
-    // kubelet status manager: the start time never changes once set.
-    status.start_time = old
-        .start_time
-        .clone()
-        .or_else(|| api_status.start_time.clone())
-        .or_else(|| clock::rfc3339(now));
-    status.init_container_statuses = init_statuses;
-    status.container_statuses = statuses;
-    status.ephemeral_container_statuses = ephemeral;
-    status.qos_class = Some(pod_qos(pod).as_str().to_string());
-    // kubelet status manager (PodObservedGenerationTracking, GA in 1.35): the pod's
-    // generation, never below the one already reported (no needless patch).
-    status.observed_generation = pod.metadata.generation.max(old.observed_generation).max(0);
-    status
 }
 
 /// The newest sandbox (they come newest first; be robust anyway).

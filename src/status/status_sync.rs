@@ -281,78 +281,89 @@ impl StatusSyncer {
                         .insert(pod.full_name(), config_hash(&pod).to_string());
                 }
                 MirrorAction::Delete { mirror, why } => {
-                    log::info!(
-                        "mirror pod {} (uid {}): {why}; deleting it",
-                        mirror.full_name(),
-                        mirror.uid()
-                    );
-                    let path = pod_path(&mirror.metadata.namespace, Some(&mirror.metadata.name));
-                    let opts = DeleteOptions {
-                        grace_period_seconds: Some(0),
-                        uid: Some(mirror.uid().to_string()),
-                    };
-                    match self.client.delete(&path, &opts).await {
-                        Ok(()) => {
-                            self.state
-                                .mirror_deleted
-                                .insert(mirror.uid().to_string(), now);
-                        }
-                        Err(e) if e.is_not_found() || e.is_conflict() => {
-                            self.state
-                                .mirror_deleted
-                                .insert(mirror.uid().to_string(), now);
-                        }
-                        Err(e) => {
-                            self.failed(format!(
-                                "cannot delete mirror pod {}: {e}",
-                                mirror.full_name()
-                            ));
-                            ok = false;
-                        }
-                    }
+                    ok &= self.delete_mirror(&mirror, why, now).await;
                 }
                 MirrorAction::Create { pod } => {
-                    let mirror = mirror_pod(&pod, &self.node_name, &node_uid);
-                    let hash = config_hash(&pod).to_string();
-                    let path = pod_path(&mirror.metadata.namespace, None);
-                    // As a Value: `Pod`'s Serialize code is instantiated for Values only.
-                    let body = serde_json::to_value(&mirror).unwrap_or_default();
-                    match self
-                        .client
-                        .create::<_, serde_json::Value>(&path, &body)
-                        .await
-                    {
-                        Ok(created) => {
-                            log::info!(
-                                "mirror pod {} created (uid {})",
-                                pod.full_name(),
-                                created
-                                    .pointer("/metadata/uid")
-                                    .and_then(serde_json::Value::as_str)
-                                    .unwrap_or_default()
-                            );
-                            self.state
-                                .mirror_created
-                                .insert(pod.full_name(), (hash, now));
-                        }
-                        Err(e) if e.is_already_exists() => {
-                            // The watch will show it (stale or not) shortly.
-                            self.state
-                                .mirror_created
-                                .insert(pod.full_name(), (hash, now));
-                        }
-                        Err(e) => {
-                            self.failed(format!(
-                                "cannot create mirror pod {}: {e}",
-                                pod.full_name()
-                            ));
-                            ok = false;
-                        }
-                    }
+                    ok &= self.create_mirror(&pod, &node_uid, now).await;
                 }
             }
         }
         ok
+    }
+
+    /// kubelet: `DeleteMirrorPod` — with grace 0 and the mirror's UID; gone already or
+    /// replaced counts as deleted. False when the request failed.
+    async fn delete_mirror(&mut self, mirror: &Pod, why: &str, now: Instant) -> bool {
+        log::info!(
+            "mirror pod {} (uid {}): {why}; deleting it",
+            mirror.full_name(),
+            mirror.uid()
+        );
+        let path = pod_path(&mirror.metadata.namespace, Some(&mirror.metadata.name));
+        let opts = DeleteOptions {
+            grace_period_seconds: Some(0),
+            uid: Some(mirror.uid().to_string()),
+        };
+        match self.client.delete(&path, &opts).await {
+            Ok(()) => {
+                self.state
+                    .mirror_deleted
+                    .insert(mirror.uid().to_string(), now);
+            }
+            Err(e) if e.is_not_found() || e.is_conflict() => {
+                self.state
+                    .mirror_deleted
+                    .insert(mirror.uid().to_string(), now);
+            }
+            Err(e) => {
+                self.failed(format!(
+                    "cannot delete mirror pod {}: {e}",
+                    mirror.full_name()
+                ));
+                return false;
+            }
+        }
+        true
+    }
+
+    /// kubelet: `CreateMirrorPod` — the static pod's mirror, owned by the node; one that
+    /// exists already counts as created (the watch shows it). False when the request failed.
+    async fn create_mirror(&mut self, pod: &Pod, node_uid: &str, now: Instant) -> bool {
+        let mirror = mirror_pod(pod, &self.node_name, node_uid);
+        let hash = config_hash(pod).to_string();
+        let path = pod_path(&mirror.metadata.namespace, None);
+        // As a Value: `Pod`'s Serialize code is instantiated for Values only.
+        let body = serde_json::to_value(&mirror).unwrap_or_default();
+        match self
+            .client
+            .create::<_, serde_json::Value>(&path, &body)
+            .await
+        {
+            Ok(created) => {
+                log::info!(
+                    "mirror pod {} created (uid {})",
+                    pod.full_name(),
+                    created
+                        .pointer("/metadata/uid")
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or_default()
+                );
+                self.state
+                    .mirror_created
+                    .insert(pod.full_name(), (hash, now));
+            }
+            Err(e) if e.is_already_exists() => {
+                // The watch will show it (stale or not) shortly.
+                self.state
+                    .mirror_created
+                    .insert(pod.full_name(), (hash, now));
+            }
+            Err(e) => {
+                self.failed(format!("cannot create mirror pod {}: {e}", pod.full_name()));
+                return false;
+            }
+        }
+        true
     }
 
     /// kubelet: status manager `canBeDeleted` + `DeletePod` with grace 0 and the UID.
