@@ -51,14 +51,10 @@ pub enum DaemonError {
     DataDirs(#[from] crate::volume::mounts::MountError),
     #[error(transparent)]
     Runtime(#[from] CriError),
-    /// An `allowedUnsafeSysctls` entry not known to be namespaced (the kubelet refuses to
-    /// start too).
-    #[error("{0}")]
-    Sysctls(String),
-    /// `--fail-swap-on` with swap on, or `LimitedSwap` on cgroup v1 (the kubelet refuses to
-    /// start too).
-    #[error("{0}")]
-    Swap(String),
+    /// A start-up check of the node failed: the sysctl allowlist or the swap (the kubelet
+    /// refuses to start too).
+    #[error(transparent)]
+    Check(#[from] StartCheckError),
     #[cfg(feature = "apiserver")]
     #[error(transparent)]
     Api(#[from] crate::kube::ApiError),
@@ -80,6 +76,35 @@ pub enum DaemonError {
     #[error(transparent)]
     Devices(#[from] crate::cm::devicemanager::manager::ManagerError),
 }
+
+/// A node the kubelet refuses to start on.
+#[derive(Debug, PartialEq, Eq)]
+pub enum StartCheckError {
+    /// An `allowedUnsafeSysctls` entry not known to be namespaced (admission's text).
+    UnsafeSysctls(String),
+    /// `--fail-swap-on` with swap on.
+    SwapOn,
+    /// `LimitedSwap` on cgroup v1.
+    LimitedSwapNeedsV2,
+}
+
+impl std::fmt::Display for StartCheckError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::UnsafeSysctls(e) => write!(f, "--allowed-unsafe-sysctls: {e}"),
+            Self::SwapOn => f.write_str(
+                "running with swap on is not supported, please disable swap or set \
+                 --fail-swap-on flag to false",
+            ),
+            Self::LimitedSwapNeedsV2 => f.write_str(
+                "memorySwap.swapBehavior LimitedSwap is only supported with cgroup v2 \
+                 (this node runs cgroup v1)",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for StartCheckError {}
 
 /// Pod sources besides the file source, and who hears about pods (apiserver mode builds
 /// it; the default is a static-pods-only agent).
@@ -242,8 +267,8 @@ pub async fn run(
     relist_now: Rc<Notify>,
 ) -> Result<(), DaemonError> {
     let node_name = node::node_name(opts.hostname_override.as_deref())?;
-    sysctl_allowlist(&opts).map_err(DaemonError::Sysctls)?;
-    let (swap, noswap) = node_swap(&opts).map_err(DaemonError::Swap)?;
+    sysctl_allowlist(&opts)?;
+    let (swap, noswap) = node_swap(&opts)?;
     if swap.capacity > 0 {
         log::info!(
             "swap: {} MiB; memorySwap.swapBehavior {:?}{}",
@@ -458,7 +483,7 @@ fn daemon_config(opts: &Options, node_name: String) -> DaemonConfig {
 
 /// kubelet: `sysctl.NewAllowlist(SafeSysctlAllowlist() + allowedUnsafeSysctls)`, the safe
 /// ones for this kernel (`/proc/sys/kernel/osrelease`).
-pub fn sysctl_allowlist(opts: &Options) -> Result<crate::admission::Sysctls, String> {
+pub fn sysctl_allowlist(opts: &Options) -> Result<crate::admission::Sysctls, StartCheckError> {
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let kernel = crate::admission::kernel_version(&release);
     let mut all: Vec<String> = crate::admission::safe_sysctls(kernel)
@@ -466,12 +491,12 @@ pub fn sysctl_allowlist(opts: &Options) -> Result<crate::admission::Sysctls, Str
         .map(String::from)
         .collect();
     all.extend(opts.allowed_unsafe_sysctls.iter().cloned());
-    crate::admission::Sysctls::new(&all).map_err(|e| format!("--allowed-unsafe-sysctls: {e}"))
+    crate::admission::Sysctls::new(&all).map_err(StartCheckError::UnsafeSysctls)
 }
 
 /// The node's swap for pods and whether tmpfs mounts get `noswap`, after the kubelet's
 /// start-up checks (`NewContainerManager`'s `failSwapOn`; LimitedSwap only on cgroup v2).
-pub fn node_swap(opts: &Options) -> Result<(crate::qos::NodeSwap, bool), String> {
+pub fn node_swap(opts: &Options) -> Result<(crate::qos::NodeSwap, bool), StartCheckError> {
     let proc_root = std::path::Path::new("/proc");
     node_swap_at(opts, proc_root, std::path::Path::new("/sys/fs/cgroup"))
 }
@@ -481,21 +506,13 @@ fn node_swap_at(
     opts: &Options,
     proc_root: &std::path::Path,
     cgroup_root: &std::path::Path,
-) -> Result<(crate::qos::NodeSwap, bool), String> {
+) -> Result<(crate::qos::NodeSwap, bool), StartCheckError> {
     let swap = node::swap(opts.swap_behavior, proc_root, cgroup_root);
     if swap.capacity > 0 && opts.fail_swap_on {
-        return Err(
-            "running with swap on is not supported, please disable swap or set \
-                    --fail-swap-on flag to false"
-                .into(),
-        );
+        return Err(StartCheckError::SwapOn);
     }
     if swap.behavior == crate::qos::SwapBehavior::LimitedSwap && !swap.unified {
-        return Err(
-            "memorySwap.swapBehavior LimitedSwap is only supported with cgroup v2 \
-                    (this node runs cgroup v1)"
-                .into(),
-        );
+        return Err(StartCheckError::LimitedSwapNeedsV2);
     }
     let release =
         std::fs::read_to_string(proc_root.join("sys/kernel/osrelease")).unwrap_or_default();
@@ -1089,7 +1106,9 @@ mod tests {
         assert!(node_swap_at(&opts, &proc_root, &cg).unwrap().1);
         opts.fail_swap_on = true;
         assert_eq!(
-            node_swap_at(&opts, &proc_root, &cg).unwrap_err(),
+            node_swap_at(&opts, &proc_root, &cg)
+                .unwrap_err()
+                .to_string(),
             "running with swap on is not supported, please disable swap or set --fail-swap-on \
              flag to false"
         );
@@ -1100,6 +1119,7 @@ mod tests {
         assert!(
             node_swap_at(&opts, &proc_root, &cg)
                 .unwrap_err()
+                .to_string()
                 .contains("LimitedSwap is only supported with cgroup v2")
         );
         std::fs::write(cg.join("cgroup.controllers"), "memory").unwrap();
