@@ -29,7 +29,7 @@
 //! The loop never imports a source or the apiserver. Mirror pods are kept in the pod
 //! manager and never run. `READY=1` waits only for the file source.
 //!
-//! The syncs (`pod_sync::AgentSyncer`, in the pod workers' tasks) hold no pod state: a
+//! The syncs (`pod_sync::KubeletSyncer`, in the pod workers' tasks) hold no pod state: a
 //! sync asks the loop for its cached view and back-offs when it begins and reports the
 //! view after it, which the loop caches and turns into the pod's status (kubelet: the
 //! pod workers read the pod cache and write the status manager, both behind locks; here
@@ -65,8 +65,8 @@ use crate::pleg::{self, PlegMessage};
 use crate::pod_config::{PodConfig, PodOp, PodUpdate};
 use crate::pod_manager::PodManager;
 use crate::pod_manager::is_mirror_pod;
-pub use crate::pod_sync::{AgentSyncer, TERMINATION_STEPS_IN_FLIGHT};
 use crate::pod_sync::{Changed, PodState, SyncRequest};
+pub use crate::pod_sync::{KubeletSyncer, TERMINATION_STEPS_IN_FLIGHT};
 use crate::pod_workers::{
     Outcome, PodWorkers, UpdatePodOptions, UpdateType, WorkKind, WorkerEvent,
 };
@@ -245,35 +245,29 @@ pub async fn run<R: Runtime, C: Clock>(
         recorder: Some(recorder.clone()),
         ..PodState::default()
     };
-    let syncer = AgentSyncer {
-        to_loop,
-        pleg_poke: Rc::clone(&pleg_poke),
-        kill_steps: Rc::new(tokio::sync::Semaphore::new(TERMINATION_STEPS_IN_FLIGHT)),
-        cleanups: Rc::new(tokio::sync::Semaphore::new(TERMINATION_STEPS_IN_FLIGHT)),
-        probes: prober.handle(),
-        env: SyncEnv {
-            runtime: runtime.clone(),
-            clock: clock.clone(),
-            root_dir: cfg.root_dir.clone(),
-            pod_log_dir: cfg.pod_log_dir.clone(),
-            resolv_conf: cfg.resolv_conf.clone(),
-            cgroup_parent: cfg.cgroup_parent.clone(),
-            pod_cgroups: pod_cgroups.clone(),
-            seccomp_default: cfg.seccomp_default,
-            memory_capacity: node::memory_capacity(),
-            cpu_capacity_milli: node::cpu_capacity_milli(),
-            swap: cfg.swap,
-            host_ip: cfg.node_ip.map(|ip| ip.to_string()).unwrap_or_default(),
-            tmpfs: tmpfs.clone(),
-            credential_paths: crate::cri::credentials::default_paths(&cfg.root_dir),
-            config: config_objects.clone(),
-            recorder: recorder.clone(),
-            csi: csi.clone(),
-            #[cfg(feature = "device-plugins")]
-            devices: devices.as_ref().map(|d| d.handle.clone()),
-            resized: Default::default(),
-        },
+    let env = SyncEnv {
+        runtime: runtime.clone(),
+        clock: clock.clone(),
+        root_dir: cfg.root_dir.clone(),
+        pod_log_dir: cfg.pod_log_dir.clone(),
+        resolv_conf: cfg.resolv_conf.clone(),
+        cgroup_parent: cfg.cgroup_parent.clone(),
+        pod_cgroups: pod_cgroups.clone(),
+        seccomp_default: cfg.seccomp_default,
+        memory_capacity: node::memory_capacity(),
+        cpu_capacity_milli: node::cpu_capacity_milli(),
+        swap: cfg.swap,
+        host_ip: cfg.node_ip.map(|ip| ip.to_string()).unwrap_or_default(),
+        tmpfs: tmpfs.clone(),
+        credential_paths: crate::cri::credentials::default_paths(&cfg.root_dir),
+        config: config_objects.clone(),
+        recorder: recorder.clone(),
+        csi: csi.clone(),
+        #[cfg(feature = "device-plugins")]
+        devices: devices.as_ref().map(|d| d.handle.clone()),
+        resized: Default::default(),
     };
+    let syncer = KubeletSyncer::new(env, prober.handle(), to_loop, Rc::clone(&pleg_poke));
     let mut state = Loop {
         runtime,
         pod_config: PodConfig::new(&sources),
@@ -469,7 +463,7 @@ struct Loop<R: Runtime, C: Clock> {
     runtime: R,
     pod_config: PodConfig,
     pods: PodManager,
-    workers: PodWorkers<AgentSyncer<R, C>>,
+    workers: PodWorkers<KubeletSyncer<R, C>>,
     /// The pods' runtime cache, back-offs and statuses: the loop's alone; the syncs ask
     /// and report by [`SyncRequest`]s.
     pod_state: PodState,
