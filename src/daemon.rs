@@ -799,7 +799,8 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
     {
         tasks.devices = ext.devices;
     }
-    agent::run(runtime, clock, cfg, channels, tasks, shutdown).await
+    let agent = agent::Agent::new(runtime, clock, cfg, channels, tasks);
+    agent::run(agent, shutdown).await
 }
 
 /// The tasks beside the loop (see [`agent::Tasks`]), started here so that every
