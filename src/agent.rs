@@ -22,14 +22,15 @@
 //! `PodWorkers`), kill a runtime pod before every source delivered its first snapshot
 //! (k8s#112814), or stop pods on shutdown (pods outlive picolet, as with the kubelet).
 //!
-//! In and out are messages of `messages`, on the [`Channels`] the daemon hands [`run`]: the
+//! In and out are messages of `messages`, on the [`Channels`] the daemon hands
+//! [`Agent::new`] (the loop's context, built by the caller and handed to [`run`]): the
 //! snapshots of every source on one channel (`file`; in apiserver mode also `api`,
 //! `http`), and in apiserver mode a sender of [`PodEvent`]s (statuses, the desired and
 //! mirror pods, finished workers) for the status syncer: messages out, no shared state.
 //! The loop never imports a source or the apiserver. Mirror pods are kept in the pod
 //! manager and never run. `READY=1` waits only for the file source.
 //!
-//! The syncs (`pod_sync::AgentSyncer`, in the pod workers' tasks) hold no pod state: a
+//! The syncs (`pod_sync::KubeletSyncer`, in the pod workers' tasks) hold no pod state: a
 //! sync asks the loop for its cached view and back-offs when it begins and reports the
 //! view after it, which the loop caches and turns into the pod's status (kubelet: the
 //! pod workers read the pod cache and write the status manager, both behind locks; here
@@ -65,8 +66,8 @@ use crate::pleg::{self, PlegMessage};
 use crate::pod_config::{PodConfig, PodOp, PodUpdate};
 use crate::pod_manager::PodManager;
 use crate::pod_manager::is_mirror_pod;
-pub use crate::pod_sync::{AgentSyncer, TERMINATION_STEPS_IN_FLIGHT};
 use crate::pod_sync::{Changed, PodState, SyncRequest};
+pub use crate::pod_sync::{KubeletSyncer, TERMINATION_STEPS_IN_FLIGHT};
 use crate::pod_workers::{
     Outcome, PodWorkers, UpdatePodOptions, UpdateType, WorkKind, WorkerEvent,
 };
@@ -182,269 +183,348 @@ pub struct AgentConfig {
     pub tmpfs_noswap: bool,
 }
 
-/// The loop over any `Runtime` and `Clock` (tests use the fake runtime and paused time),
-/// until `shutdown`. Must be called inside a `LocalSet`.
-pub async fn run<R: Runtime, C: Clock>(
-    runtime: R,
-    clock: C,
-    cfg: AgentConfig,
-    channels: Channels,
-    tasks: Tasks<R, C>,
-    shutdown: CancellationToken,
-) {
-    let Channels {
-        sources,
-        updates: mut src_rx,
-        events,
-        objects,
-        recorder,
-        metrics,
-        pressure,
-        reclaim_images,
-        running_containers,
-        node_shutdown: mut shutdown_rx,
-        shutting_down,
-    } = channels;
-    let (wanted_tx, mut objects_rx, services) = match objects {
-        Some(ObjectChannels {
-            wanted,
-            updates,
-            services,
-        }) => (Some(wanted), Some(updates), services),
-        None => (None, None, Default::default()),
-    };
-    let (to_loop, mut sync_requests) = mpsc::unbounded_channel::<SyncRequest>();
-    let config_objects = ConfigObjects::default().with_services(services);
-    let tmpfs: Arc<dyn Tmpfs> = Arc::new(crate::volume::mounts::SysTmpfs {
-        noswap: cfg.tmpfs_noswap,
-    });
-    let Tasks {
-        csi,
-        mut csi_drivers,
-        prober,
-        mut probe_results,
-        pod_cgroups,
-        pleg: mut pleg_rx,
-        pleg_poke,
-        mut eviction_observed,
-        #[cfg(feature = "device-plugins")]
-        devices,
-    } = tasks;
-    let prober = prober
-        .with_recorder(recorder.clone())
-        .with_metrics(Rc::clone(&metrics));
-    let (cpu_allocatable, memory_allocatable) = cfg.allocatable.allocatable(
-        node::cpu_capacity_milli(),
-        i64::try_from(node::memory_capacity()).unwrap_or(i64::MAX),
-    );
-    let pod_state = PodState {
-        events: events.clone(),
-        probes: prober.handle(),
-        node_ip: cfg.node_ip.map(|ip| ip.to_string()),
-        root_dir: cfg.root_dir.clone(),
-        recorder: Some(recorder.clone()),
-        ..PodState::default()
-    };
-    let syncer = AgentSyncer {
-        to_loop,
-        pleg_poke: Rc::clone(&pleg_poke),
-        kill_steps: Rc::new(tokio::sync::Semaphore::new(TERMINATION_STEPS_IN_FLIGHT)),
-        cleanups: Rc::new(tokio::sync::Semaphore::new(TERMINATION_STEPS_IN_FLIGHT)),
-        probes: prober.handle(),
-        env: SyncEnv {
-            runtime: runtime.clone(),
-            clock: clock.clone(),
-            root_dir: cfg.root_dir.clone(),
-            pod_log_dir: cfg.pod_log_dir.clone(),
-            resolv_conf: cfg.resolv_conf.clone(),
-            cgroup_parent: cfg.cgroup_parent.clone(),
-            pod_cgroups: pod_cgroups.clone(),
-            seccomp_default: cfg.seccomp_default,
-            memory_capacity: node::memory_capacity(),
-            cpu_capacity_milli: node::cpu_capacity_milli(),
-            swap: cfg.swap,
-            host_ip: cfg.node_ip.map(|ip| ip.to_string()).unwrap_or_default(),
-            tmpfs: tmpfs.clone(),
-            credential_paths: crate::cri::credentials::default_paths(&cfg.root_dir),
-            config: config_objects.clone(),
-            recorder: recorder.clone(),
-            csi: csi.clone(),
+/// The event loop and its context, built by the caller (the daemon) and handed to [`run`]:
+/// the loop's state and the receivers it reads.
+pub struct Agent<R: Runtime, C: Clock> {
+    state: Loop<R, C>,
+    inputs: Inputs,
+    /// `--watchdog-device`, opened when the loop starts.
+    watchdog_device: Option<PathBuf>,
+}
+
+impl<R: Runtime, C: Clock> Agent<R, C> {
+    /// The loop over `runtime` and `clock` with what the daemon built: its configuration,
+    /// its channels and the tasks beside it (tests build it the same way, through the
+    /// daemon's `run_with_extensions`).
+    pub fn new(
+        runtime: R,
+        clock: C,
+        cfg: AgentConfig,
+        channels: Channels,
+        tasks: Tasks<R, C>,
+    ) -> Self {
+        // 1. The API objects: what pods reference goes out, the objects come in.
+        let (wanted_tx, objects_rx, services) = match channels.objects {
+            Some(ObjectChannels {
+                wanted,
+                updates,
+                services,
+            }) => (Some(wanted), Some(updates), services),
+            None => (None, None, Default::default()),
+        };
+        let (to_loop, sync_requests) = mpsc::unbounded_channel::<SyncRequest>();
+        // 2. The managers the loop drives (the eviction manager's state comes last).
+        let recorder = channels.recorder;
+        let managers = Managers {
+            prober: tasks
+                .prober
+                .with_recorder(recorder.clone())
+                .with_metrics(Rc::clone(&channels.metrics)),
+            config_objects: ConfigObjects::default().with_services(services),
+            csi: tasks.csi,
+            pod_cgroups: tasks.pod_cgroups,
+            tmpfs: Arc::new(crate::volume::mounts::SysTmpfs {
+                noswap: cfg.tmpfs_noswap,
+            }),
+            eviction: None,
             #[cfg(feature = "device-plugins")]
-            devices: devices.as_ref().map(|d| d.handle.clone()),
-            resized: Default::default(),
-        },
-    };
-    let mut state = Loop {
-        runtime,
-        pod_config: PodConfig::new(&sources),
-        pods: PodManager::default(),
-        workers: PodWorkers::new(syncer)
-            .with_resync_interval(cfg.sync_frequency)
-            .with_metrics(metrics),
-        pod_state,
-        runtime_pods: HashMap::new(),
-        running_tx: running_containers,
-        running_changed: false,
-        held: HashSet::new(),
-        relisted_once: false,
-        relist_failing: false,
-        notified_ready: false,
-        file_seen: false,
-        events,
-        gc_policy: cfg.gc_policy,
-        pod_log_dir: cfg.pod_log_dir.clone(),
-        clock: clock.clone(),
-        gc_task: None,
-        stopped_at: HashMap::new(),
-        burst: 0,
-        swap: cfg.swap,
-        node: NodeInfo {
-            node_name: cfg.node_name.clone(),
-            labels: cfg.node_labels.clone(),
-            cpu_milli: cpu_allocatable,
-            memory_bytes: memory_allocatable,
-            max_pods: cfg.max_pods,
-            sysctls: cfg.sysctls.clone(),
-        },
-        node_ip: cfg.node_ip.map(|ip| ip.to_string()),
-        shutdown: None,
-        shutdown_groups: cfg.shutdown_groups.clone(),
-        shutting_down,
-        rejected: HashSet::new(),
-        prober,
+            devices: tasks.devices,
+        };
+        // 3. The pod state the syncs ask for and report to.
+        let pod_state = PodState {
+            events: channels.events.clone(),
+            probes: managers.prober.handle(),
+            node_ip: cfg.node_ip.map(|ip| ip.to_string()),
+            root_dir: cfg.root_dir.clone(),
+            recorder: Some(recorder.clone()),
+            ..PodState::default()
+        };
+        // 4. The pod syncer the pod workers call.
+        let syncer = new_syncer(
+            &runtime,
+            &clock,
+            &cfg,
+            &managers,
+            &recorder,
+            to_loop,
+            Rc::clone(&tasks.pleg_poke),
+        );
+        // 5. The loop's state.
+        let mut state = Loop {
+            runtime,
+            clock,
+            pod_config: PodConfig::new(&channels.sources),
+            pods: PodManager::default(),
+            workers: PodWorkers::new(syncer)
+                .with_resync_interval(cfg.sync_frequency)
+                .with_metrics(channels.metrics),
+            pod_state,
+            held: HashSet::new(),
+            rejected: HashSet::new(),
+            shutdown: None,
+            view: RuntimeView::default(),
+            startup: Startup::default(),
+            cleanup: Cleanup::default(),
+            out: Outputs {
+                events: channels.events,
+                wanted_tx,
+                running_tx: channels.running_containers,
+                shutting_down: channels.shutting_down,
+                recorder,
+            },
+            managers,
+            resizes: Resizes::load(&cfg.root_dir),
+            policy: Policy::new(&cfg),
+        };
+        state.managers.eviction =
+            eviction::loop_state(cfg.eviction, channels.pressure, channels.reclaim_images);
+        // 6. What the loop reads.
+        let inputs = Inputs {
+            sync_requests,
+            updates: channels.updates,
+            objects: objects_rx,
+            probe_results: tasks.probe_results,
+            csi_drivers: tasks.csi_drivers,
+            pleg: tasks.pleg,
+            node_shutdown: channels.node_shutdown,
+            eviction_observed: tasks.eviction_observed,
+        };
+        Agent {
+            state,
+            inputs,
+            watchdog_device: cfg.watchdog_device,
+        }
+    }
+}
+
+/// The pod syncer (kubelet: `podSyncer`) over the runtime manager's environment: the
+/// node's settings and the managers' handles the syncs use.
+fn new_syncer<R: Runtime, C: Clock>(
+    runtime: &R,
+    clock: &C,
+    cfg: &AgentConfig,
+    managers: &Managers<R, C>,
+    recorder: &Recorder,
+    to_loop: mpsc::UnboundedSender<SyncRequest>,
+    pleg_poke: Rc<tokio::sync::Notify>,
+) -> KubeletSyncer<R, C> {
+    let Managers {
         config_objects,
-        root_dir: cfg.root_dir.clone(),
-        tmpfs,
-        orphan_dirs_checked: false,
-        orphan_csi_left: Rc::new(std::cell::Cell::new(false)),
         csi,
-        wanted_tx,
-        recorder,
         pod_cgroups,
-        eviction: None,
+        tmpfs,
         #[cfg(feature = "device-plugins")]
         devices,
-        allocations: if allocation::ENABLED {
-            allocation::Checkpoint::load(&cfg.root_dir.join("allocated_pods_state"))
-        } else {
-            allocation::Checkpoint::default()
-        },
-        deferred: Default::default(),
-        deferred_retry: None,
+        ..
+    } = managers;
+    let env = SyncEnv {
+        runtime: runtime.clone(),
+        clock: clock.clone(),
+        root_dir: cfg.root_dir.clone(),
+        pod_log_dir: cfg.pod_log_dir.clone(),
+        resolv_conf: cfg.resolv_conf.clone(),
+        cgroup_parent: cfg.cgroup_parent.clone(),
+        pod_cgroups: pod_cgroups.clone(),
+        seccomp_default: cfg.seccomp_default,
+        memory_capacity: node::memory_capacity(),
+        cpu_capacity_milli: node::cpu_capacity_milli(),
+        swap: cfg.swap,
+        host_ip: cfg.node_ip.map(|ip| ip.to_string()).unwrap_or_default(),
+        tmpfs: tmpfs.clone(),
+        credential_paths: crate::cri::credentials::default_paths(&cfg.root_dir),
+        config: config_objects.clone(),
+        recorder: recorder.clone(),
+        csi: csi.clone(),
+        #[cfg(feature = "device-plugins")]
+        devices: devices.as_ref().map(|d| d.handle.clone()),
+        resized: Default::default(),
     };
-    state.eviction = eviction::loop_state(cfg.eviction.clone(), pressure, reclaim_images);
+    KubeletSyncer::new(env, managers.prober.handle(), to_loop, pleg_poke)
+}
 
-    // On the wake-up grid (task.rs): at idle, the passes below, the other tasks' and the
-    // pod resyncs share one wake-up.
-    let mut housekeeping_tick = crate::task::interval(HOUSEKEEPING_PERIOD);
-    // kubelet: the container GC loop runs every ContainerGCPeriod, the first pass a period
-    // after the start.
-    let mut gc_tick =
-        crate::task::interval_at(tokio::time::Instant::now() + gc::GC_PERIOD, gc::GC_PERIOD);
-
-    let mut watchdog = match node::Watchdog::from_env() {
-        Ok(w) => w,
-        Err(e) => {
-            log::warn!("systemd watchdog: {e}; pinging on every tick");
-            Some(node::Watchdog::every_tick())
-        }
-    };
-    if let Some(w) = &watchdog {
-        log::info!(
-            "systemd watchdog: WATCHDOG=1 from the event loop, timeout {} s",
-            w.timeout().as_secs()
-        );
+/// The loop (kubelet: `Kubelet.Run` → `syncLoop`) until `shutdown`. Must be called inside
+/// a `LocalSet`.
+pub async fn run<R: Runtime, C: Clock>(agent: Agent<R, C>, shutdown: CancellationToken) {
+    let Agent {
+        mut state,
+        mut inputs,
+        watchdog_device,
+    } = agent;
+    // 1. The loop's own clocks: housekeeping and container GC.
+    let mut ticks = Ticks::start();
+    // 2. The watchdogs the loop feeds.
+    let mut watchdogs = Watchdogs::open(watchdog_device.as_deref());
+    // 3. One input at a time until shutdown (kubelet: `syncLoopIteration`).
+    while sync_loop_iteration(
+        &mut state,
+        &mut inputs,
+        &mut ticks,
+        &mut watchdogs,
+        &shutdown,
+    )
+    .await
+    {
+        state.notify_ready_once();
     }
-    let mut hw_watchdog =
-        cfg.watchdog_device
-            .as_deref()
-            .and_then(|path| match node::HwWatchdog::open(path) {
-                Ok(w) => {
-                    log::info!(
-                        "hardware watchdog {}: petted from the event loop every {} s",
-                        path.display(),
-                        crate::task::GRID.as_secs()
-                    );
-                    Some(w)
-                }
-                Err(e) => {
-                    log::warn!("hardware watchdog {}: {e}; not used", path.display());
-                    None
-                }
-            });
-
-    loop {
-        tokio::select! {
-            biased;
-            _ = shutdown.cancelled() => break,
-            // The syncs' requests and reports before anything else: a sync's report is
-            // applied before its end (`workers.next()`) is seen.
-            Some(req) = sync_requests.recv() => {
-                let now = state.clock.now();
-                state.pod_state.answer(req, now);
-            }
-            // Source updates wait for the first relist: deciding whether a static pod may
-            // start needs to know what the runtime already runs (see `start_or_hold`).
-            Some(mut update) = src_rx.recv(), if state.relisted_once => {
-                state.file_seen |= update.source == SOURCE_FILE;
-                // Objects first: a pod of the same snapshot finds its ConfigMap.
-                if let Some(objects) = update.objects.take() {
-                    state.on_objects(Scope::Local, objects);
-                }
-                for u in state.pod_config.merge(update) {
-                    state.handle(u);
-                }
-                state.publish_pods();
-                #[cfg(feature = "device-plugins")]
-                state.publish_device_pods();
-            }
-            event = state.workers.next() => state.on_worker_event(event),
-            Some(uid) = probe_results.recv() => state.on_probe_result(&uid),
-            Some(driver) = csi_drivers.recv() => state.on_csi_driver(&driver),
-            Some(msg) = pleg_rx.recv() => match msg {
-                PlegMessage::Relisted { started, result } => state.on_relist(started, result),
-                PlegMessage::Event { received, event } => state.on_container_event(received, &event),
-                PlegMessage::Watching(since) => state.pod_state.watching_since = since,
-            },
-            Some(update) = recv_opt(&mut objects_rx) => state.on_objects(Scope::Api, update.objects),
-            Some(req) = recv_shutdown(&mut shutdown_rx) => state.on_shutdown_request(req),
-            _ = housekeeping_tick.tick() => {
-                state.housekeeping();
-                #[cfg(feature = "device-plugins")]
-                state.publish_device_pods();
-                state.shutdown_step();
-                // From the loop itself: a stuck loop stops the pings (see `node::Watchdog`)
-                // and the beats (`node::stall`).
-                node::stall::beat();
-                if watchdog.as_mut().is_some_and(|w| w.due(tokio::time::Instant::now())) {
-                    node::sd_notify("WATCHDOG=1");
-                }
-                if let Some(w) = hw_watchdog.as_mut() {
-                    w.pet();
-                }
-            }
-            _ = gc_tick.tick() => state.garbage_collect(),
-            Some(observed) = eviction::recv(&mut eviction_observed) => state.on_eviction_observed(observed),
-        }
-        // READY once the static pods are known: a slow or unreachable apiserver must not
-        // make systemd give up on picolet (k3s#1686).
-        if !state.notified_ready && state.relisted_once && state.file_seen {
-            state.notified_ready = true;
-            if state.pod_config.sources_ready() {
-                log::info!("all pod sources seen and runtime relisted: ready");
-            } else {
-                log::info!("static pods seen and runtime relisted: ready (other sources pending)");
-            }
-            node::sd_notify("READY=1");
-        }
-    }
-    // A clean stop disarms the hardware watchdog (a crash does not: see `node::HwWatchdog`).
-    if let Some(w) = hw_watchdog.take() {
-        w.disarm();
-    }
+    // 4. A clean stop.
+    watchdogs.disarm();
     // Pods outlive picolet, as with the kubelet: in-flight work is simply dropped with the
     // LocalSet; the next picolet adopts the pods from their CRI labels.
     log::info!("picolet stopped; pods keep running");
+}
+
+/// The receivers the loop reads besides its timers.
+struct Inputs {
+    /// The syncs' requests and reports ([`SyncRequest`]).
+    sync_requests: mpsc::UnboundedReceiver<SyncRequest>,
+    /// The snapshots of every source.
+    updates: mpsc::Receiver<SourceUpdate>,
+    /// apiserver mode: the API objects pods reference.
+    objects: Option<mpsc::Receiver<ObjectsUpdate>>,
+    /// The UIDs whose probe results changed.
+    probe_results: mpsc::UnboundedReceiver<String>,
+    /// Each new CSI registration's driver name.
+    csi_drivers: mpsc::UnboundedReceiver<String>,
+    /// The PLEG's lists and events.
+    pleg: mpsc::Receiver<PlegMessage>,
+    /// Graceful node shutdown: the node API's requests.
+    node_shutdown: Option<mpsc::Receiver<crate::node::shutdown::Request>>,
+    /// The eviction manager's measurements.
+    eviction_observed: Option<mpsc::Receiver<crate::eviction::observe::Observed>>,
+}
+
+/// The loop's periodic passes.
+struct Ticks {
+    /// kubelet: housekeepingPeriod.
+    housekeeping: tokio::time::Interval,
+    /// The container GC pass.
+    gc: tokio::time::Interval,
+}
+
+impl Ticks {
+    /// On the wake-up grid (task.rs): at idle, the passes below, the other tasks' and the
+    /// pod resyncs share one wake-up.
+    fn start() -> Self {
+        Ticks {
+            housekeeping: crate::task::interval(HOUSEKEEPING_PERIOD),
+            // kubelet: the container GC loop runs every ContainerGCPeriod, the first pass
+            // a period after the start.
+            gc: crate::task::interval_at(
+                tokio::time::Instant::now() + gc::GC_PERIOD,
+                gc::GC_PERIOD,
+            ),
+        }
+    }
+}
+
+/// The systemd watchdog and the hardware watchdog, fed from the loop itself: a stuck loop
+/// stops the pings.
+struct Watchdogs {
+    systemd: Option<node::Watchdog>,
+    hardware: Option<node::HwWatchdog>,
+}
+
+impl Watchdogs {
+    /// The systemd watchdog from the environment, and `--watchdog-device` opened; each
+    /// says how it is fed.
+    fn open(device: Option<&std::path::Path>) -> Self {
+        let systemd = match node::Watchdog::from_env() {
+            Ok(w) => w,
+            Err(e) => {
+                log::warn!("systemd watchdog: {e}; pinging on every tick");
+                Some(node::Watchdog::every_tick())
+            }
+        };
+        if let Some(w) = &systemd {
+            log::info!(
+                "systemd watchdog: WATCHDOG=1 from the event loop, timeout {} s",
+                w.timeout().as_secs()
+            );
+        }
+        let hardware = device.and_then(|path| match node::HwWatchdog::open(path) {
+            Ok(w) => {
+                log::info!(
+                    "hardware watchdog {}: petted from the event loop every {} s",
+                    path.display(),
+                    crate::task::GRID.as_secs()
+                );
+                Some(w)
+            }
+            Err(e) => {
+                log::warn!("hardware watchdog {}: {e}; not used", path.display());
+                None
+            }
+        });
+        Watchdogs { systemd, hardware }
+    }
+
+    /// From the loop itself: a stuck loop stops the pings (see `node::Watchdog`) and the
+    /// beats (`node::stall`).
+    fn feed(&mut self) {
+        node::stall::beat();
+        if self
+            .systemd
+            .as_mut()
+            .is_some_and(|w| w.due(tokio::time::Instant::now()))
+        {
+            node::sd_notify("WATCHDOG=1");
+        }
+        if let Some(w) = self.hardware.as_mut() {
+            w.pet();
+        }
+    }
+
+    /// A clean stop disarms the hardware watchdog (a crash does not: see `node::HwWatchdog`).
+    fn disarm(&mut self) {
+        if let Some(w) = self.hardware.take() {
+            w.disarm();
+        }
+    }
+}
+
+/// One input handled (kubelet: `syncLoopIteration`); `false` at shutdown.
+async fn sync_loop_iteration<R: Runtime, C: Clock>(
+    state: &mut Loop<R, C>,
+    inputs: &mut Inputs,
+    ticks: &mut Ticks,
+    watchdogs: &mut Watchdogs,
+    shutdown: &CancellationToken,
+) -> bool {
+    tokio::select! {
+        biased;
+        _ = shutdown.cancelled() => return false,
+        // The syncs' requests and reports before anything else: a sync's report is
+        // applied before its end (`workers.next()`) is seen.
+        Some(req) = inputs.sync_requests.recv() => {
+            let now = state.clock.now();
+            state.pod_state.answer(req, now);
+        }
+        // Source updates wait for the first relist: deciding whether a static pod may
+        // start needs to know what the runtime already runs (see `start_or_hold`).
+        Some(update) = inputs.updates.recv(), if state.view.relisted_once => {
+            state.on_source_update(update);
+        }
+        event = state.workers.next() => state.on_worker_event(event),
+        Some(uid) = inputs.probe_results.recv() => state.on_probe_result(&uid),
+        Some(driver) = inputs.csi_drivers.recv() => state.on_csi_driver(&driver),
+        Some(msg) = inputs.pleg.recv() => match msg {
+            PlegMessage::Relisted { started, result } => state.on_relist(started, result),
+            PlegMessage::Event { received, event } => state.on_container_event(received, &event),
+            PlegMessage::Watching(since) => state.pod_state.watching_since = since,
+        },
+        Some(update) = recv_opt(&mut inputs.objects) => state.on_objects(Scope::Api, update.objects),
+        Some(req) = recv_shutdown(&mut inputs.node_shutdown) => state.on_shutdown_request(req),
+        _ = ticks.housekeeping.tick() => {
+            state.housekeeping();
+            #[cfg(feature = "device-plugins")]
+            state.publish_device_pods();
+            state.shutdown_step();
+            watchdogs.feed();
+        }
+        _ = ticks.gc.tick() => state.garbage_collect(),
+        Some(observed) = eviction::recv(&mut inputs.eviction_observed) => state.on_eviction_observed(observed),
+    }
+    true
 }
 
 /// `rx.recv()`, or pending forever without a receiver.
@@ -465,79 +545,109 @@ async fn recv_opt(rx: &mut Option<mpsc::Receiver<ObjectsUpdate>>) -> Option<Obje
     }
 }
 
+/// The loop's state, grouped by concern. Only the loop touches it.
 struct Loop<R: Runtime, C: Clock> {
     runtime: R,
+    clock: C,
+    // ---- desired pods and their lifecycle
     pod_config: PodConfig,
     pods: PodManager,
-    workers: PodWorkers<AgentSyncer<R, C>>,
+    workers: PodWorkers<KubeletSyncer<R, C>>,
     /// The pods' runtime cache, back-offs and statuses: the loop's alone; the syncs ask
     /// and report by [`SyncRequest`]s.
     pod_state: PodState,
-    /// The relister's (PLEG) last view of the runtime, by pod UID.
+    /// Static pods held back until the runtime no longer runs another UID of their name.
+    held: HashSet<String>,
+    /// Pods admission rejected: Failed, never started (kubelet: `rejectPod`).
+    rejected: HashSet<String>,
+    /// Graceful node shutdown: the one under way.
+    shutdown: Option<shutdown::ShutdownState>,
+    // ---- the rest, one group per concern
+    view: RuntimeView,
+    startup: Startup,
+    cleanup: Cleanup,
+    out: Outputs,
+    managers: Managers<R, C>,
+    resizes: Resizes,
+    policy: Policy,
+}
+
+/// The relister's (PLEG) view of the runtime.
+#[derive(Default)]
+struct RuntimeView {
+    /// The relister's last view of the runtime, by pod UID.
     runtime_pods: HashMap<String, PodRuntimeStatus>,
-    /// The log manager's copy of the running containers in `runtime_pods`.
-    running_tx: Option<tokio::sync::watch::Sender<RunningContainers>>,
     /// `runtime_pods` changed since the running containers were last published: they are
     /// published at the next housekeeping (at most every 2 s, whatever a burst of events).
     running_changed: bool,
-    /// Static pods held back until the runtime no longer runs another UID of their name.
-    held: HashSet<String>,
     relisted_once: bool,
     relist_failing: bool,
-    notified_ready: bool,
-    file_seen: bool,
-    /// apiserver mode: pod events for the status syncer.
-    events: Option<PodEventSender>,
-    gc_policy: GcPolicy,
-    pod_log_dir: PathBuf,
-    clock: C,
-    /// The most pieces of pod work in flight since the heap was last trimmed.
-    burst: usize,
     /// When a worker last stopped each pod: housekeeping trusts only lists taken after it
     /// (the relister's list may have started before the kill and arrived after).
     stopped_at: HashMap<String, tokio::time::Instant>,
+}
+
+/// How far the start has come.
+#[derive(Default)]
+struct Startup {
+    /// `READY=1` was sent.
+    notified_ready: bool,
+    /// The file source delivered its first snapshot.
+    file_seen: bool,
+    /// The pod directories have been checked for orphans since the start.
+    orphan_dirs_checked: bool,
+}
+
+/// Cleanup work the loop starts: container GC, orphans, the heap.
+#[derive(Default)]
+struct Cleanup {
     /// The container GC pass in flight, if any (one at a time).
     gc_task: Option<tokio::task::JoinHandle<()>>,
-    /// What admission checks pods against.
-    node: NodeInfo,
-    /// The node's swap (a resize that changes what a container may swap is Infeasible).
-    swap: crate::qos::NodeSwap,
-    node_ip: Option<String>,
-    /// Graceful node shutdown: the one under way, the plan, and where its state goes.
-    shutdown: Option<shutdown::ShutdownState>,
-    shutdown_groups: Vec<crate::node::shutdown::Group>,
+    /// The most pieces of pod work in flight since the heap was last trimmed.
+    burst: usize,
+    /// The last check left orphaned directories with csi volumes it could not unpublish
+    /// (their driver not registered yet): check again at the next housekeeping.
+    orphan_csi_left: Rc<std::cell::Cell<bool>>,
+}
+
+/// Who the loop tells.
+struct Outputs {
+    /// apiserver mode: pod events for the status syncer.
+    events: Option<PodEventSender>,
+    /// apiserver mode: which API objects the pods reference (the object manager watches them).
+    wanted_tx:
+        Option<tokio::sync::watch::Sender<std::collections::BTreeSet<config_data::ObjectKey>>>,
+    /// The log manager's copy of the running containers in `runtime_pods`.
+    running_tx: Option<tokio::sync::watch::Sender<RunningContainers>>,
+    /// Where "the node is shutting down" is published.
     shutting_down: Option<tokio::sync::watch::Sender<bool>>,
-    /// Pods admission rejected: Failed, never started (kubelet: `rejectPod`).
-    rejected: HashSet<String>,
+    /// Admission rejections are recorded here.
+    recorder: Recorder,
+}
+
+/// The managers the loop drives.
+struct Managers<R: Runtime, C: Clock> {
     /// The probe workers of the pods with probes.
     prober: Prober<R, C>,
     /// The ConfigMaps and Secrets pods may reference (the loop is the one writer; syncs
     /// read them through `SyncEnv::config`).
     config_objects: ConfigObjects,
-    /// `--root-dir` and the mount boundary, for orphaned pod directories.
-    root_dir: PathBuf,
-    tmpfs: Arc<dyn Tmpfs>,
-    /// The pod directories have been checked for orphans since the start.
-    orphan_dirs_checked: bool,
-    /// The last check left orphaned directories with csi volumes it could not unpublish
-    /// (their driver not registered yet): check again at the next housekeeping.
-    orphan_csi_left: Rc<std::cell::Cell<bool>>,
     /// The registered CSI drivers (orphaned csi volumes are unpublished through them).
     csi: crate::volume::csi::Registry,
-    /// apiserver mode: which API objects the pods reference (the object manager watches them).
-    wanted_tx:
-        Option<tokio::sync::watch::Sender<std::collections::BTreeSet<config_data::ObjectKey>>>,
-    /// Admission rejections are recorded here.
-    recorder: Recorder,
     /// `--cgroups-per-qos`: retries failed pod cgroup removals.
     pod_cgroups: Option<crate::cm::manager::PodCgroups>,
+    /// The mount boundary, for orphaned pod directories.
+    tmpfs: Arc<dyn Tmpfs>,
     /// The eviction manager (`None`: no thresholds).
     eviction: Option<eviction::EvictionState>,
     /// The device manager's counts and the active pods' publication (`None`: no plugins).
     #[cfg(feature = "device-plugins")]
     devices: Option<Devices>,
-    /// In-place resize: the allocated cpu and memory of the pods that can resize (kubelet:
-    /// the allocation manager and its checkpoint); the workers run the allocated pods.
+}
+
+/// In-place resize: the allocated cpu and memory of the pods that can resize (kubelet:
+/// the allocation manager and its checkpoint); the workers run the allocated pods.
+struct Resizes {
     allocations: allocation::Checkpoint,
     /// Resizes deferred for want of room (kubelet: `podsWithPendingResizes`), retried when a
     /// pod goes and at `deferred_retry` (30 s after the first, then every 3 min).
@@ -545,10 +655,96 @@ struct Loop<R: Runtime, C: Clock> {
     deferred_retry: Option<tokio::time::Instant>,
 }
 
+impl Resizes {
+    /// The allocation checkpoint under `root_dir`, when in-place resize is on.
+    fn load(root_dir: &std::path::Path) -> Self {
+        Resizes {
+            allocations: if allocation::ENABLED {
+                allocation::Checkpoint::load(&root_dir.join("allocated_pods_state"))
+            } else {
+                allocation::Checkpoint::default()
+            },
+            deferred: Default::default(),
+            deferred_retry: None,
+        }
+    }
+}
+
+/// What the loop decides by: the node and the settings.
+struct Policy {
+    /// What admission checks pods against.
+    node: NodeInfo,
+    /// The node's swap (a resize that changes what a container may swap is Infeasible).
+    swap: crate::qos::NodeSwap,
+    node_ip: Option<String>,
+    /// Graceful node shutdown's plan.
+    shutdown_groups: Vec<crate::node::shutdown::Group>,
+    gc_policy: GcPolicy,
+    pod_log_dir: PathBuf,
+    /// `--root-dir`, for orphaned pod directories.
+    root_dir: PathBuf,
+}
+
+impl Policy {
+    /// From the configuration, with the node's allocatable cpu and memory.
+    fn new(cfg: &AgentConfig) -> Self {
+        let (cpu_allocatable, memory_allocatable) = cfg.allocatable.allocatable(
+            node::cpu_capacity_milli(),
+            i64::try_from(node::memory_capacity()).unwrap_or(i64::MAX),
+        );
+        Policy {
+            node: NodeInfo {
+                node_name: cfg.node_name.clone(),
+                labels: cfg.node_labels.clone(),
+                cpu_milli: cpu_allocatable,
+                memory_bytes: memory_allocatable,
+                max_pods: cfg.max_pods,
+                sysctls: cfg.sysctls.clone(),
+            },
+            swap: cfg.swap,
+            node_ip: cfg.node_ip.map(|ip| ip.to_string()),
+            shutdown_groups: cfg.shutdown_groups.clone(),
+            gc_policy: cfg.gc_policy,
+            pod_log_dir: cfg.pod_log_dir.clone(),
+            root_dir: cfg.root_dir.clone(),
+        }
+    }
+}
+
 impl<R: Runtime, C: Clock> Loop<R, C> {
+    /// A source's snapshot: its objects, then its pods (kubelet: `syncLoopIteration`'s
+    /// config channel).
+    fn on_source_update(&mut self, mut update: SourceUpdate) {
+        self.startup.file_seen |= update.source == SOURCE_FILE;
+        // Objects first: a pod of the same snapshot finds its ConfigMap.
+        if let Some(objects) = update.objects.take() {
+            self.on_objects(Scope::Local, objects);
+        }
+        for u in self.pod_config.merge(update) {
+            self.handle(u);
+        }
+        self.publish_pods();
+        #[cfg(feature = "device-plugins")]
+        self.publish_device_pods();
+    }
+
+    /// READY once the static pods are known: a slow or unreachable apiserver must not
+    /// make systemd give up on picolet (k3s#1686).
+    fn notify_ready_once(&mut self) {
+        if !self.startup.notified_ready && self.view.relisted_once && self.startup.file_seen {
+            self.startup.notified_ready = true;
+            if self.pod_config.sources_ready() {
+                log::info!("all pod sources seen and runtime relisted: ready");
+            } else {
+                log::info!("static pods seen and runtime relisted: ready (other sources pending)");
+            }
+            node::sd_notify("READY=1");
+        }
+    }
+
     /// apiserver mode: the desired and mirror pods after a change.
     fn publish_pods(&self) {
-        if let Some(tx) = &self.wanted_tx {
+        if let Some(tx) = &self.out.wanted_tx {
             // kubelet: the Watch strategy's references — a watch per object while a pod
             // on the node references it.
             let wanted: std::collections::BTreeSet<config_data::ObjectKey> = self
@@ -567,7 +763,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                 }
             });
         }
-        if let Some(tx) = &self.events {
+        if let Some(tx) = &self.out.events {
             tx.send(PodEvent::Pods {
                 pods: self.pods.pods(),
                 mirrors: self.pods.mirror_pods(),
@@ -582,9 +778,9 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         // After a burst of pod work (a start with many pods, a mass edit), hand the heap
         // the burst needed back to the system once it is over.
         let in_flight = self.workers.in_flight();
-        self.burst = self.burst.max(in_flight);
-        if in_flight == 0 && self.burst >= BURST_TRIM_THRESHOLD {
-            self.burst = 0;
+        self.cleanup.burst = self.cleanup.burst.max(in_flight);
+        if in_flight == 0 && self.cleanup.burst >= BURST_TRIM_THRESHOLD {
+            self.cleanup.burst = 0;
             node::release_free_memory();
         }
         if let WorkerEvent::Completed {
@@ -593,10 +789,11 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             ..
         } = &event
         {
-            self.stopped_at
+            self.view
+                .stopped_at
                 .insert(uid.clone(), tokio::time::Instant::now());
             // kubelet: a terminated pod's room may let a deferred resize through.
-            if !self.deferred.is_empty() {
+            if !self.resizes.deferred.is_empty() {
                 self.retry_deferred();
             }
         }
@@ -608,7 +805,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                 outcome: Outcome::Succeeded { .. },
                 ..
             },
-        ) = (&self.events, event)
+        ) = (&self.out.events, event)
         {
             tx.send(PodEvent::Finished { uid });
         }
@@ -633,9 +830,9 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             match update.op {
                 PodOp::Add => {
                     log::info!("pod {name} (uid {uid}) added by source {}", update.source);
-                    if !self.runtime_pods.contains_key(&uid)
+                    if !self.view.runtime_pods.contains_key(&uid)
                         && !self.workers.is_known(&uid)
-                        && !self.stopped_at.contains_key(&uid)
+                        && !self.view.stopped_at.contains_key(&uid)
                     {
                         self.pod_state.known_absent.insert(uid.clone());
                     }
@@ -646,9 +843,10 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                     if self.admit(&allocated) {
                         if allocation::ENABLED
                             && allocation::resizable(&pod)
-                            && self.allocations.get(&uid).is_none()
+                            && self.resizes.allocations.get(&uid).is_none()
                         {
-                            self.allocations
+                            self.resizes
+                                .allocations
                                 .set(&uid, Some(allocation::PodAllocation::of(&pod)));
                         }
                         self.start_or_hold(pod.clone());
@@ -678,15 +876,15 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                 }
                 PodOp::Remove => {
                     log::info!("pod {name} (uid {uid}) removed by source {}", update.source);
-                    self.prober.remove_pod(&uid);
+                    self.managers.prober.remove_pod(&uid);
                     self.pod_state.known_absent.remove(&uid);
                     self.pods.remove(&uid);
                     self.held.remove(&uid);
                     self.rejected.remove(&uid);
                     self.workers.update_pod(UpdatePodOptions::kill(pod, None));
                     // kubelet: RemovePod, then the deferred resizes may fit now.
-                    self.allocations.set(&uid, None);
-                    if self.deferred.remove(&uid) || !self.deferred.is_empty() {
+                    self.resizes.allocations.set(&uid, None);
+                    if self.resizes.deferred.remove(&uid) || !self.resizes.deferred.is_empty() {
                         self.retry_deferred();
                     }
                 }
@@ -718,7 +916,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         // kubelet: filterOutInactivePods — admitted pods whose worker has not finished.
         let active = self.active_pods(pod.uid());
         let active: Vec<&Pod> = active.iter().map(AsRef::as_ref).collect();
-        let mut verdict = admission::admit(pod, &self.node, &active);
+        let mut verdict = admission::admit(pod, &self.policy.node, &active);
         #[cfg(feature = "device-plugins")]
         if verdict.rejection.is_none() {
             verdict.rejection = self.devices_admit(pod, &active);
@@ -751,15 +949,17 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             rejection.message
         );
         // kubelet: rejectPod — a Warning with the rejection's reason and message.
-        self.recorder
+        self.out
+            .recorder
             .warning(pod, None, rejection.reason, rejection.message.clone());
         self.rejected.insert(uid.clone());
         let status = crate::api::PodStatus {
             phase: Some(crate::api::PodPhase::Failed),
             reason: Some(rejection.reason.to_string()),
             message: Some(format!("Pod was rejected: {}", rejection.message)),
-            host_ip: self.node_ip.clone(),
+            host_ip: self.policy.node_ip.clone(),
             host_ips: self
+                .policy
                 .node_ip
                 .iter()
                 .map(|ip| crate::api::PodIp { ip: ip.clone() })
@@ -768,7 +968,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         };
         self.pod_state.set_status(pod, status);
         // Something of it already runs (a picolet restart with a newer policy): stop it.
-        if self.runtime_pods.contains_key(&uid) {
+        if self.view.runtime_pods.contains_key(&uid) {
             self.workers
                 .update_pod(UpdatePodOptions::kill(Arc::clone(pod), None));
         }
@@ -801,6 +1001,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             return Arc::clone(pod);
         }
         match self
+            .resizes
             .allocations
             .get(pod.uid())
             .and_then(|a| allocation::apply(pod, a))
@@ -828,7 +1029,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             return false;
         }
         let uid = pod.uid();
-        let Some(allocated) = self.allocations.get(uid) else {
+        let Some(allocated) = self.resizes.allocations.get(uid) else {
             return false;
         };
         let desired = allocation::PodAllocation::of(pod);
@@ -836,30 +1037,30 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         let now = clock::rfc3339(self.clock.now());
         if desired.same(allocated) {
             // Reverted, or nothing asked.
-            self.deferred.remove(uid);
+            self.resizes.deferred.remove(uid);
             if let Some(c) = self.pod_state.resize.get_mut(uid) {
                 c.pending = None;
             }
             return false;
         }
         let node = (
-            if self.node.cpu_milli > 0 {
-                self.node.cpu_milli
+            if self.policy.node.cpu_milli > 0 {
+                self.policy.node.cpu_milli
             } else {
                 i64::MAX
             },
-            if self.node.memory_bytes > 0 {
-                self.node.memory_bytes
+            if self.policy.node.memory_bytes > 0 {
+                self.policy.node.memory_bytes
             } else {
                 i64::MAX
             },
         );
-        let verdict = match allocation::infeasible(pod, allocated, node, &self.swap) {
+        let verdict = match allocation::infeasible(pod, allocated, node, &self.policy.swap) {
             Some(m) => Err((allocation::REASON_INFEASIBLE, m)),
             None => {
                 let others = self.active_pods(uid);
                 let others: Vec<&Pod> = others.iter().map(AsRef::as_ref).collect();
-                match admission::admit(pod, &self.node, &others).rejection {
+                match admission::admit(pod, &self.policy.node, &others).rejection {
                     Some(r) => Err((r.reason, r.message)),
                     None => Ok(()),
                 }
@@ -868,13 +1069,13 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         let c = self.pod_state.resize.entry(uid);
         match verdict {
             Ok(()) => {
-                self.allocations.set(uid, Some(desired));
-                self.deferred.remove(uid);
+                self.resizes.allocations.set(uid, Some(desired));
+                self.resizes.deferred.remove(uid);
                 c.pending = None;
                 c.clear_in_progress();
                 c.set_in_progress("", "", generation, now);
                 log::info!("pod {}: resize allocated", pod.full_name());
-                self.recorder.normal(
+                self.out.recorder.normal(
                     pod,
                     None,
                     "ResizeStarted",
@@ -892,7 +1093,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                     } else {
                         ("ResizeInfeasible", "Pod resize Infeasible")
                     };
-                    self.recorder.warning(
+                    self.out.recorder.warning(
                         pod,
                         None,
                         event,
@@ -900,12 +1101,14 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                     );
                 }
                 if deferred {
-                    if self.deferred.insert(uid.to_string()) && self.deferred_retry.is_none() {
-                        self.deferred_retry =
+                    if self.resizes.deferred.insert(uid.to_string())
+                        && self.resizes.deferred_retry.is_none()
+                    {
+                        self.resizes.deferred_retry =
                             Some(tokio::time::Instant::now() + std::time::Duration::from_secs(30));
                     }
                 } else {
-                    self.deferred.remove(uid);
+                    self.resizes.deferred.remove(uid);
                 }
                 false
             }
@@ -918,12 +1121,12 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         if !allocation::ENABLED {
             return;
         }
-        self.deferred_retry = (!self.deferred.is_empty())
+        self.resizes.deferred_retry = (!self.resizes.deferred.is_empty())
             .then(|| tokio::time::Instant::now() + std::time::Duration::from_secs(180));
-        let uids: Vec<String> = self.deferred.iter().cloned().collect();
+        let uids: Vec<String> = self.resizes.deferred.iter().cloned().collect();
         for uid in uids {
             let Some(pod) = self.pods.get_by_uid(&uid).cloned() else {
-                self.deferred.remove(&uid);
+                self.resizes.deferred.remove(&uid);
                 continue;
             };
             self.handle_resize(&pod);
@@ -931,8 +1134,8 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                 self.send_to_workers(UpdateType::Sync, pod);
             }
         }
-        if self.deferred.is_empty() {
-            self.deferred_retry = None;
+        if self.resizes.deferred.is_empty() {
+            self.resizes.deferred_retry = None;
         }
     }
 
@@ -945,10 +1148,10 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         // kubelet: devicesToAllocate's "Container detected running, nothing to do" — a pod
         // the runtime already runs (picolet restarted) has its devices (the checkpoint's),
         // even before its plugins register again.
-        if self.runtime_pods.get(pod.uid()).is_some_and(is_live) {
+        if self.view.runtime_pods.get(pod.uid()).is_some_and(is_live) {
             return None;
         }
-        let resources = match &self.devices {
+        let resources = match &self.managers.devices {
             Some(d) => d.resources.borrow().clone(),
             None => Default::default(),
         };
@@ -959,7 +1162,9 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                         "no device plugin has registered {r} on this node: the pod is admitted without it, and its containers get no device of it"
                     );
                     log::warn!("pod {}: {message}", pod.full_name());
-                    self.recorder.warning(pod, None, "NoDevicePlugin", message);
+                    self.out
+                        .recorder
+                        .warning(pod, None, "NoDevicePlugin", message);
                 }
                 None
             }
@@ -975,7 +1180,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// not seen yet must not lose its devices).
     #[cfg(feature = "device-plugins")]
     fn publish_device_pods(&self) {
-        let Some(d) = &self.devices else {
+        let Some(d) = &self.managers.devices else {
             return;
         };
         if !self.pod_config.sources_ready() {
@@ -1020,7 +1225,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         }
         self.held.remove(&uid);
         // kubelet: HandlePodAdditions → probeManager.AddPod.
-        self.prober.add_pod(&pod);
+        self.managers.prober.add_pod(&pod);
         self.send_to_workers(UpdateType::Create, pod);
     }
 
@@ -1032,7 +1237,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// object starts (kubelet: the pod's periodic resync picks up a changed object within
     /// the sync period plus the cache TTL; picolet does not wait).
     fn on_objects(&mut self, scope: Scope, objects: Vec<config_data::Object>) {
-        let changed = self.config_objects.replace_scope(scope, objects);
+        let changed = self.managers.config_objects.replace_scope(scope, objects);
         if changed.is_empty() {
             return;
         }
@@ -1095,7 +1300,8 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// A live runtime pod of this name that no pod worker owns (a worker that owns one
     /// already makes the new UID wait: pod workers' static-pod exclusivity).
     fn live_runtime_uid_named(&self, namespace: &str, name: &str, except: &str) -> Option<String> {
-        self.runtime_pods
+        self.view
+            .runtime_pods
             .values()
             .find(|rp| {
                 rp.uid != except
@@ -1117,8 +1323,8 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     ) {
         let listed = match listed {
             Ok(l) => {
-                if self.relist_failing {
-                    self.relist_failing = false;
+                if self.view.relist_failing {
+                    self.view.relist_failing = false;
                     log::info!("relist: the container runtime answers again");
                 }
                 self.pod_state.relisted_at = Some(started);
@@ -1126,7 +1332,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                     Some(l) => l,
                     // Unchanged since the last list (the idle case): only its time counts.
                     None => {
-                        self.stopped_at.retain(|_, at| *at >= started);
+                        self.view.stopped_at.retain(|_, at| *at >= started);
                         self.recheck(started, &[]);
                         return;
                     }
@@ -1134,8 +1340,8 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             }
             Err(e) => {
                 // Once per outage, not once a second.
-                if !self.relist_failing {
-                    self.relist_failing = true;
+                if !self.view.relist_failing {
+                    self.view.relist_failing = true;
                     log::warn!("relist: {e}; retrying every {:?}", pleg::RELIST_PERIOD);
                 }
                 return;
@@ -1146,21 +1352,23 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         let mut changed: Vec<String> = listed
             .iter()
             .filter(|(uid, rp)| {
-                self.runtime_pods
+                self.view
+                    .runtime_pods
                     .get(*uid)
                     .is_none_or(|old| pleg::fingerprint(old) != pleg::fingerprint(rp))
             })
             .map(|(uid, _)| uid.clone())
             .collect();
         changed.extend(
-            self.runtime_pods
+            self.view
+                .runtime_pods
                 .keys()
                 .filter(|uid| !listed.contains_key(*uid))
                 .cloned(),
         );
-        self.runtime_pods = listed;
-        self.running_changed = true;
-        self.stopped_at.retain(|_, at| *at >= started);
+        self.view.runtime_pods = listed;
+        self.view.running_changed = true;
+        self.view.stopped_at.retain(|_, at| *at >= started);
         // kubelet: the cache entry carries when the relist observed the runtime. The lists
         // ran somewhere between `started` and now: a sync that read the pod after `started`
         // may still have read it before the change the lists saw, so the change is dated
@@ -1169,9 +1377,9 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         let now = tokio::time::Instant::now();
         self.mark_changed(&changed, started, now);
         self.recheck(started, &changed);
-        if !self.relisted_once {
-            self.relisted_once = true;
-            log::info!("runtime listed: {} pods", self.runtime_pods.len());
+        if !self.view.relisted_once {
+            self.view.relisted_once = true;
+            log::info!("runtime listed: {} pods", self.view.runtime_pods.len());
             return;
         }
         self.sync_changed(changed);
@@ -1181,10 +1389,10 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// relister's view of its pod; a pod whose view changed gets a sync at once, as after a
     /// relist. Events before the first relist are left to it.
     fn on_container_event(&mut self, received: tokio::time::Instant, event: &ContainerEvent) {
-        if !self.relisted_once {
+        if !self.view.relisted_once {
             return;
         }
-        let Some((uid, applied)) = pleg::apply_event(&mut self.runtime_pods, event) else {
+        let Some((uid, applied)) = pleg::apply_event(&mut self.view.runtime_pods, event) else {
             log::debug!(
                 "container event {:?} of {}: no known pod",
                 event.kind,
@@ -1199,7 +1407,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             event.created_at
         );
         if applied != pleg::Applied::Unchanged {
-            self.running_changed = true;
+            self.view.running_changed = true;
         }
         match applied {
             pleg::Applied::Unchanged => return,
@@ -1233,7 +1441,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             .filter(|uid| !changed.contains(uid))
             .collect();
         let marked = self.mark_changed(&again, began, tokio::time::Instant::now());
-        if !marked.is_empty() && self.relisted_once {
+        if !marked.is_empty() && self.view.relisted_once {
             log::debug!("pleg: {} pods changed since their sync", marked.len());
             self.sync_changed(marked);
         }
@@ -1251,7 +1459,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         let mut marked = Vec::new();
         let shared = &mut self.pod_state;
         for uid in changed {
-            let seen = self.runtime_pods.get(uid);
+            let seen = self.view.runtime_pods.get(uid);
             let cached_agrees = shared.pod_cache.get(uid).is_some_and(|cached| {
                 seen.is_some_and(|rp| pleg::fingerprint(rp) == pleg::fingerprint(&cached.status))
             });
@@ -1265,7 +1473,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         }
         if !changed.is_empty() {
             let pods = &self.pods;
-            let listed = &self.runtime_pods;
+            let listed = &self.view.runtime_pods;
             shared
                 .changed
                 .retain(|uid, _| listed.contains_key(uid) || pods.get_by_uid(uid).is_some());
@@ -1293,11 +1501,11 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     fn compact(&mut self) {
         self.pods.compact();
         self.workers.compact();
-        self.prober.compact();
+        self.managers.prober.compact();
         self.pod_state.compact();
-        self.runtime_pods.shrink_sparse();
+        self.view.runtime_pods.shrink_sparse();
         self.held.shrink_sparse();
-        self.stopped_at.shrink_sparse();
+        self.view.stopped_at.shrink_sparse();
         self.rejected.shrink_sparse();
     }
 
@@ -1305,13 +1513,13 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// source has been seen (k8s#112814) and the runtime has been listed.
     fn housekeeping(&mut self) {
         self.publish_running();
-        if !self.pod_config.sources_ready() || !self.relisted_once {
+        if !self.pod_config.sources_ready() || !self.view.relisted_once {
             return;
         }
         // Every 2 s: at idle nothing here allocates (lookups only).
         let pods = &self.pods;
         for uid in self.workers.sync_known_pods(|uid| pods.contains(uid)) {
-            self.prober.remove_pod(&uid);
+            self.managers.prober.remove_pod(&uid);
             let shared = &mut self.pod_state;
             shared.backoffs.remove(&uid);
             shared.pod_cache.remove(&uid);
@@ -1320,12 +1528,12 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             // Deleted, or about to start again as a new pod: either way the old status
             // (its startTime, its restart counts) is not the next one's.
             shared.statuses.remove(&uid);
-            if self.runtime_pods.contains_key(&uid) {
+            if self.view.runtime_pods.contains_key(&uid) {
                 shared.ended.insert(uid);
             }
         }
         {
-            let runtime_pods = &self.runtime_pods;
+            let runtime_pods = &self.view.runtime_pods;
             let shared = &mut self.pod_state;
             if !shared.ended.is_empty() {
                 shared.ended.retain(|uid| runtime_pods.contains_key(uid));
@@ -1333,6 +1541,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         }
         self.compact();
         if self
+            .resizes
             .deferred_retry
             .is_some_and(|at| tokio::time::Instant::now() >= at)
         {
@@ -1341,7 +1550,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         // kubelet: RemoveOrphanedPods — allocations of pods no source has any more.
         if allocation::ENABLED {
             let pods = &self.pods;
-            self.allocations.retain(|uid| pods.contains(uid));
+            self.resizes.allocations.retain(|uid| pods.contains(uid));
         }
         // Desired pods without a worker: held static pods whose predecessor is gone, and
         // pods re-added after their worker finished (never the ones admission rejected).
@@ -1354,6 +1563,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         // kubelet: cleanupOrphanedPodCgroups (every housekeeping) — here only the removals
         // that failed when their pod terminated.
         if let Some(cg) = self
+            .managers
             .pod_cgroups
             .clone()
             .filter(|cg| cg.has_pending_removals())
@@ -1361,24 +1571,25 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             crate::task::spawn_local(async move { cg.retry_removals().await });
         }
         let orphans: Vec<String> = self
+            .view
             .runtime_pods
             .values()
             .filter(|rp| {
                 !self.pods.contains(&rp.uid)
                     && !self.workers.is_known(&rp.uid)
                     && is_live(rp)
-                    && !self.stopped_at.contains_key(&rp.uid)
+                    && !self.view.stopped_at.contains_key(&rp.uid)
             })
             .map(|rp| rp.uid.clone())
             .collect();
-        if !self.orphan_dirs_checked || self.orphan_csi_left.replace(false) {
-            self.orphan_dirs_checked = true;
+        if !self.startup.orphan_dirs_checked || self.cleanup.orphan_csi_left.replace(false) {
+            self.startup.orphan_dirs_checked = true;
             let desired = self.pods.uids();
             self.remove_orphaned_pod_dirs(&desired);
             self.remove_orphaned_pod_cgroups(&desired);
         }
         for uid in orphans {
-            if let Some(rp) = self.runtime_pods.get(&uid) {
+            if let Some(rp) = self.view.runtime_pods.get(&uid) {
                 log::info!(
                     "housekeeping: runtime pod {}/{} (uid {uid}) is wanted by no source: killing it",
                     rp.namespace,
@@ -1395,13 +1606,14 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// The running containers of the runtime view, for the log manager, if the view changed
     /// since they were last published (nothing is built at idle).
     fn publish_running(&mut self) {
-        if !std::mem::take(&mut self.running_changed) {
+        if !std::mem::take(&mut self.view.running_changed) {
             return;
         }
-        let Some(tx) = &self.running_tx else {
+        let Some(tx) = &self.out.running_tx else {
             return;
         };
         let mut running: RunningContainers = self
+            .view
             .runtime_pods
             .values()
             .flat_map(|rp| &rp.containers)
@@ -1425,7 +1637,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// secret and Memory tmpfs unmounted first. The listing is one readdir on the loop; the
     /// removal runs on the blocking pool.
     fn remove_orphaned_pod_dirs(&self, desired: &HashSet<String>) {
-        let pods_dir = self.root_dir.join("pods");
+        let pods_dir = self.policy.root_dir.join("pods");
         let Ok(entries) = crate::noatime::read_dir(&pods_dir) else {
             return;
         };
@@ -1435,16 +1647,16 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             .filter(|uid| {
                 !desired.contains(uid)
                     && !self.workers.is_known(uid)
-                    && !self.runtime_pods.contains_key(uid)
+                    && !self.view.runtime_pods.contains_key(uid)
             })
             .collect();
         if orphans.is_empty() {
             return;
         }
-        let root = self.root_dir.clone();
-        let tmpfs = Arc::clone(&self.tmpfs);
-        let csi = self.csi.clone();
-        let left = Rc::clone(&self.orphan_csi_left);
+        let root = self.policy.root_dir.clone();
+        let tmpfs = Arc::clone(&self.managers.tmpfs);
+        let csi = self.managers.csi.clone();
+        let left = Rc::clone(&self.cleanup.orphan_csi_left);
         // kubelet: an orphan's csi volumes are unpublished before its directory goes; one
         // that cannot be (its driver not registered yet) keeps the directory for the next
         // housekeeping.
@@ -1489,9 +1701,9 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// cgroups of pods no source wants and the runtime does not hold (the listing and the
     /// removal run on the blocking pool).
     fn remove_orphaned_pod_cgroups(&self, desired: &HashSet<String>) {
-        if let Some(cg) = &self.pod_cgroups {
+        if let Some(cg) = &self.managers.pod_cgroups {
             let mut keep = desired.clone();
-            keep.extend(self.runtime_pods.keys().cloned());
+            keep.extend(self.view.runtime_pods.keys().cloned());
             cg.remove_orphans(keep);
         }
     }
@@ -1508,7 +1720,13 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// `ShouldPodRuntimeBeRemoved`). `false`: a pass is still running (or the runtime has
     /// not been listed yet).
     fn garbage_collect_with(&mut self, evict_non_deleted: bool) -> bool {
-        if !self.relisted_once || self.gc_task.as_ref().is_some_and(|t| !t.is_finished()) {
+        if !self.view.relisted_once
+            || self
+                .cleanup
+                .gc_task
+                .as_ref()
+                .is_some_and(|t| !t.is_finished())
+        {
             return false;
         }
         let sources_ready = self.pod_config.sources_ready();
@@ -1527,22 +1745,28 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             sources_ready && (!in_use(uid) || (evict_non_deleted && runtime_removable(uid)))
         };
         let now = self.clock.now();
-        let plan = gc::plan(self.runtime_pods.values(), removable, now, &self.gc_policy);
+        let plan = gc::plan(
+            self.view.runtime_pods.values(),
+            removable,
+            now,
+            &self.policy.gc_policy,
+        );
         // Pod log directories stay for every UID in use or still in the runtime.
         let keep: HashSet<String> = desired
             .iter()
             .cloned()
             .chain(self.workers.known_uids().into_iter().filter(|u| in_use(u)))
             .chain(
-                self.runtime_pods
+                self.view
+                    .runtime_pods
                     .keys()
                     .filter(|u| !plan.emptied.contains(u))
                     .cloned(),
             )
             .collect();
         let runtime = self.runtime.clone();
-        let pod_log_dir = self.pod_log_dir.clone();
-        self.gc_task = Some(crate::task::spawn_local(async move {
+        let pod_log_dir = self.policy.pod_log_dir.clone();
+        self.cleanup.gc_task = Some(crate::task::spawn_local(async move {
             let report = gc::execute(&runtime, &plan, &pod_log_dir, keep, now, sources_ready).await;
             if report.containers + report.sandboxes + report.log_dirs > 0 {
                 log::info!(

@@ -51,14 +51,10 @@ pub enum DaemonError {
     DataDirs(#[from] crate::volume::mounts::MountError),
     #[error(transparent)]
     Runtime(#[from] CriError),
-    /// An `allowedUnsafeSysctls` entry not known to be namespaced (the kubelet refuses to
-    /// start too).
-    #[error("{0}")]
-    Sysctls(String),
-    /// `--fail-swap-on` with swap on, or `LimitedSwap` on cgroup v1 (the kubelet refuses to
-    /// start too).
-    #[error("{0}")]
-    Swap(String),
+    /// A start-up check of the node failed: the sysctl allowlist or the swap (the kubelet
+    /// refuses to start too).
+    #[error(transparent)]
+    Check(#[from] StartCheckError),
     #[cfg(feature = "apiserver")]
     #[error(transparent)]
     Api(#[from] crate::kube::ApiError),
@@ -80,6 +76,35 @@ pub enum DaemonError {
     #[error(transparent)]
     Devices(#[from] crate::cm::devicemanager::manager::ManagerError),
 }
+
+/// A node the kubelet refuses to start on.
+#[derive(Debug, PartialEq, Eq)]
+pub enum StartCheckError {
+    /// An `allowedUnsafeSysctls` entry not known to be namespaced (admission's text).
+    UnsafeSysctls(String),
+    /// `--fail-swap-on` with swap on.
+    SwapOn,
+    /// `LimitedSwap` on cgroup v1.
+    LimitedSwapNeedsV2,
+}
+
+impl std::fmt::Display for StartCheckError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::UnsafeSysctls(e) => write!(f, "--allowed-unsafe-sysctls: {e}"),
+            Self::SwapOn => f.write_str(
+                "running with swap on is not supported, please disable swap or set \
+                 --fail-swap-on flag to false",
+            ),
+            Self::LimitedSwapNeedsV2 => f.write_str(
+                "memorySwap.swapBehavior LimitedSwap is only supported with cgroup v2 \
+                 (this node runs cgroup v1)",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for StartCheckError {}
 
 /// Pod sources besides the file source, and who hears about pods (apiserver mode builds
 /// it; the default is a static-pods-only agent).
@@ -241,9 +266,36 @@ pub async fn run(
     shutdown: CancellationToken,
     relist_now: Rc<Notify>,
 ) -> Result<(), DaemonError> {
+    // 1. The node: its name, and the checks the kubelet refuses to start without.
     let node_name = node::node_name(opts.hostname_override.as_deref())?;
-    sysctl_allowlist(&opts).map_err(DaemonError::Sysctls)?;
-    let (swap, noswap) = node_swap(&opts).map_err(DaemonError::Swap)?;
+    sysctl_allowlist(&opts)?;
+    let (swap, noswap) = node_swap(&opts)?;
+    log_swap(&swap, noswap);
+    // 2. kubelet: setupDataDirs, before anything writes under the root directory.
+    crate::volume::mounts::setup_data_dirs(&opts.root_dir)?;
+    // 3. What the last boot may have left: the clock, the CNI cache.
+    warn_if_clock_unset();
+    repair_cni_cache(&opts);
+    // 4. kubelet: the instrumented runtime service — every CRI call counted for `/metrics`.
+    let runtime_metrics = std::sync::Arc::new(crate::metrics::RuntimeMetrics::default());
+    let runtime = cri_runtime(&opts)?.with_metrics(std::sync::Arc::clone(&runtime_metrics));
+    let daemon_cfg = daemon_config(&opts, node_name);
+    // 5. Every task on one LocalSet.
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(run_local(
+            opts,
+            daemon_cfg,
+            runtime,
+            runtime_metrics,
+            shutdown,
+            relist_now,
+        ))
+        .await
+}
+
+/// The node's swap, said once at start, and whether memory-backed volumes may be swapped.
+fn log_swap(swap: &crate::qos::NodeSwap, noswap: bool) {
     if swap.capacity > 0 {
         log::info!(
             "swap: {} MiB; memorySwap.swapBehavior {:?}{}",
@@ -264,10 +316,11 @@ pub async fn run(
             );
         }
     }
-    // kubelet: setupDataDirs, before anything writes under the root directory.
-    crate::volume::mounts::setup_data_dirs(&opts.root_dir)?;
-    // picolet: a clock not set yet (no RTC, before NTP) is named once; nothing waits for it
-    // but what TLS needs (the apiserver), which retries until it is set.
+}
+
+/// picolet: a clock not set yet (no RTC, before NTP) is named once; nothing waits for it
+/// but what TLS needs (the apiserver), which retries until it is set.
+fn warn_if_clock_unset() {
     let now = SystemClock.now();
     if crate::clock::before_floor(now) {
         log::warn!(
@@ -277,136 +330,182 @@ pub async fn run(
             crate::clock::rfc3339(now).unwrap_or_else(|| "1970-01-01T00:00:00Z".into())
         );
     }
-    // picolet: the empty CNI cache files a power cut leaves, before any pod is synced.
+}
+
+/// picolet: the empty CNI cache files a power cut leaves, before any pod is synced.
+fn repair_cni_cache(opts: &Options) {
     let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
     crate::kuberuntime::cni_cache::repair_after_boot(&opts.root_dir, &boot_id, &opts.cni_cache_dir);
-    // kubelet: the instrumented runtime service — every CRI call counted for `/metrics`.
-    let runtime_metrics = std::sync::Arc::new(crate::metrics::RuntimeMetrics::default());
-    let runtime = cri_runtime(&opts)?.with_metrics(std::sync::Arc::clone(&runtime_metrics));
-    let daemon_cfg = daemon_config(&opts, node_name);
-    let local = tokio::task::LocalSet::new();
-    local
-        .run_until(async move {
-            let cfg = &daemon_cfg.agent;
-            // picolet: the image mirror serves before any pod's image is pulled.
-            #[cfg(feature = "image-mirror")]
-            start_image_mirror(&opts, &shutdown).await?;
-            #[cfg(not(feature = "image-mirror"))]
-            if !opts.image_mirror_address.is_empty() {
-                log::warn!(
-                    "imageMirrorAddress {:?} ignored: this picolet is built without the image \
-                     mirror (cargo feature image-mirror)",
-                    opts.image_mirror_address
-                );
-            }
-            if !opts.pre_pull_images.is_empty() {
-                crate::task::spawn_local(pre_pull(runtime.clone(), opts.pre_pull_images.clone()));
-            }
-            #[cfg(feature = "device-plugins")]
-            let devices = start_device_manager(&opts, &shutdown)?;
-            #[cfg(feature = "device-plugins")]
-            let device_resources = devices.as_ref().map(|d| d.resources.clone());
-            #[cfg(not(feature = "device-plugins"))]
-            let device_resources: Option<
-                tokio::sync::watch::Receiver<crate::cm::devicemanager::Resources>,
-            > = None;
-            #[cfg(not(feature = "device-plugins"))]
-            if opts
-                .device_plugin_dir
-                .as_ref()
-                .is_some_and(|d| !d.as_os_str().is_empty())
-            {
-                log::warn!(
-                    "devicePluginDir ignored: this picolet is built without the device manager"
-                );
-            }
-            // ---- apiserver mode
-            // kubelet: `LoadClientCert` before anything talks to the cluster.
-            #[cfg(feature = "apiserver")]
-            if let (Some(boot), Some(kubeconfig)) = (&opts.bootstrap_kubeconfig, &opts.kubeconfig) {
-                let b = crate::certificate::bootstrap::BootstrapOptions {
-                    kubeconfig: kubeconfig.clone(),
-                    bootstrap_kubeconfig: boot.clone(),
-                    cert_dir: cert_dir(&opts),
-                    node_name: cfg.node_name.clone(),
-                    poll: std::time::Duration::from_secs(2),
-                };
-                let now = SystemClock.now() / 1_000_000_000;
-                crate::certificate::bootstrap::load_client_cert(&b, now, &shutdown)
-                    .await
-                    .map_err(|e| DaemonError::Bootstrap(e.to_string()))?;
-            }
-            #[cfg(feature = "apiserver")]
-            let ext = start_apiserver_mode(
-                &opts,
-                cfg,
-                runtime.clone(),
-                SystemClock,
-                device_resources.clone(),
-                &shutdown,
-            )?;
-            #[cfg(not(feature = "apiserver"))]
-            let ext = if opts.kubeconfig.is_some() || opts.manifest_url.is_some() {
-                return Err(DaemonError::NoApiserverFeature);
-            } else {
-                Extensions::default()
+}
+
+/// [`run`] on its `LocalSet`: the node's own services, apiserver mode, the node API, then
+/// the agent until shutdown.
+async fn run_local(
+    opts: Options,
+    daemon_cfg: DaemonConfig,
+    runtime: CriRuntime,
+    runtime_metrics: std::sync::Arc<crate::metrics::RuntimeMetrics>,
+    shutdown: CancellationToken,
+    relist_now: Rc<Notify>,
+) -> Result<(), DaemonError> {
+    let cfg = &daemon_cfg.agent;
+    // 1. picolet: the image mirror serves before any pod's image is pulled.
+    start_image_mirror_if_built(&opts, &shutdown).await?;
+    if !opts.pre_pull_images.is_empty() {
+        crate::task::spawn_local(pre_pull(runtime.clone(), opts.pre_pull_images.clone()));
+    }
+    // 2. The device manager listens before any pod is admitted.
+    #[cfg(feature = "device-plugins")]
+    let devices = start_device_manager(&opts, &shutdown)?;
+    #[cfg(feature = "device-plugins")]
+    let device_resources = devices.as_ref().map(|d| d.resources.clone());
+    #[cfg(not(feature = "device-plugins"))]
+    let device_resources = no_device_manager(&opts);
+    // 3. apiserver mode.
+    let mut ext = start_cluster(&opts, cfg, &runtime, device_resources.clone(), &shutdown).await?;
+    #[cfg(feature = "device-plugins")]
+    {
+        ext.devices = devices;
+    }
+    // 4. The node's one event recorder: the agent records into it, the event sink
+    // (apiserver mode) and the node's own API read it.
+    let recorder = ext
+        .recorder
+        .get_or_insert_with(|| new_recorder(&cfg.node_name, SystemClock))
+        .clone();
+    let agent_metrics = ext.metrics.get_or_insert_with(Default::default).clone();
+    // 5. The node API.
+    #[cfg(feature = "apiserver")]
+    if opts.port != 0 {
+        let sources = crate::local_api::Sources {
+            node_shutdown: None,
+            client: ext.client.clone(),
+            runtime_metrics: Some(runtime_metrics),
+            recorder: Some(recorder),
+            agent_metrics: Some(agent_metrics),
+            pressure: None,
+            devices: device_resources,
+        };
+        start_node_api(&opts, cfg, &runtime, sources, &mut ext, &shutdown)?;
+    }
+    #[cfg(not(feature = "apiserver"))]
+    let _ = (recorder, runtime_metrics, agent_metrics, device_resources);
+    // 6. picolet: a stuck event loop ends the process for the service manager to
+    // restart. Started here, when the loop is about to run: the TLS bootstrap above
+    // may wait for an operator's approval for as long as it takes.
+    crate::node::stall::start_guard();
+    // 7. The agent until shutdown.
+    run_with_extensions(runtime, SystemClock, daemon_cfg, ext, shutdown, relist_now).await;
+    Ok(())
+}
+
+/// The image mirror when built in; else a WARN that `imageMirrorAddress` is ignored.
+async fn start_image_mirror_if_built(
+    opts: &Options,
+    shutdown: &CancellationToken,
+) -> Result<(), DaemonError> {
+    #[cfg(feature = "image-mirror")]
+    start_image_mirror(opts, shutdown).await?;
+    #[cfg(not(feature = "image-mirror"))]
+    {
+        let _ = shutdown;
+        if !opts.image_mirror_address.is_empty() {
+            log::warn!(
+                "imageMirrorAddress {:?} ignored: this picolet is built without the image \
+                 mirror (cargo feature image-mirror)",
+                opts.image_mirror_address
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Without the device manager: a WARN that `devicePluginDir` is ignored; no resources.
+#[cfg(not(feature = "device-plugins"))]
+fn no_device_manager(
+    opts: &Options,
+) -> Option<tokio::sync::watch::Receiver<crate::cm::devicemanager::Resources>> {
+    if opts
+        .device_plugin_dir
+        .as_ref()
+        .is_some_and(|d| !d.as_os_str().is_empty())
+    {
+        log::warn!("devicePluginDir ignored: this picolet is built without the device manager");
+    }
+    None
+}
+
+/// apiserver mode: the TLS bootstrap (kubelet: `LoadClientCert` before anything talks to
+/// the cluster), then the cluster's tasks; without the feature, an error if asked for.
+async fn start_cluster(
+    opts: &Options,
+    cfg: &AgentConfig,
+    runtime: &CriRuntime,
+    device_resources: Option<tokio::sync::watch::Receiver<crate::cm::devicemanager::Resources>>,
+    shutdown: &CancellationToken,
+) -> Result<Extensions, DaemonError> {
+    #[cfg(feature = "apiserver")]
+    {
+        if let (Some(boot), Some(kubeconfig)) = (&opts.bootstrap_kubeconfig, &opts.kubeconfig) {
+            let b = crate::certificate::bootstrap::BootstrapOptions {
+                kubeconfig: kubeconfig.clone(),
+                bootstrap_kubeconfig: boot.clone(),
+                cert_dir: cert_dir(opts),
+                node_name: cfg.node_name.clone(),
+                poll: std::time::Duration::from_secs(2),
             };
-            // ----
-            // The node's one event recorder: the agent records into it, the event sink
-            // (apiserver mode) and the node's own API read it.
-            let mut ext = ext;
-            #[cfg(feature = "device-plugins")]
-            {
-                ext.devices = devices;
-            }
-            let recorder = ext
-                .recorder
-                .get_or_insert_with(|| new_recorder(&cfg.node_name, SystemClock))
-                .clone();
-            let agent_metrics = ext.metrics.get_or_insert_with(Default::default).clone();
-            // ---- the node API
-            #[cfg(feature = "apiserver")]
-            if opts.port != 0 {
-                let mut api_opts = local_api_options(&opts, cfg);
-                api_opts.serving = ext.serving.take();
-                let (shutdown_tx, shutdown_rx) = mpsc::channel(4);
-                ext.node_shutdown = Some(shutdown_rx);
-                let tx = crate::local_api::start(
-                    &api_opts,
-                    runtime.clone(),
-                    SystemClock,
-                    crate::local_api::Sources {
-                        node_shutdown: Some(shutdown_tx),
-                        client: ext.client.clone(),
-                        runtime_metrics: Some(runtime_metrics),
-                        recorder: Some(recorder),
-                        agent_metrics: Some(agent_metrics),
-                        pressure: Some(
-                            ext.pressure
-                                .get_or_insert_with(|| {
-                                    tokio::sync::watch::channel(Default::default()).0
-                                })
-                                .subscribe(),
-                        ),
-                        devices: device_resources,
-                    },
-                    &shutdown,
-                )?;
-                ext.events = Some(match ext.events.take() {
-                    Some(syncer) => syncer.join(tx),
-                    None => tx,
-                });
-            }
-            #[cfg(not(feature = "apiserver"))]
-            let _ = (recorder, runtime_metrics, agent_metrics, device_resources);
-            // picolet: a stuck event loop ends the process for the service manager to
-            // restart. Started here, when the loop is about to run: the TLS bootstrap above
-            // may wait for an operator's approval for as long as it takes.
-            crate::node::stall::start_guard();
-            run_with_extensions(runtime, SystemClock, daemon_cfg, ext, shutdown, relist_now).await;
-            Ok(())
-        })
-        .await
+            let now = SystemClock.now() / 1_000_000_000;
+            crate::certificate::bootstrap::load_client_cert(&b, now, shutdown)
+                .await
+                .map_err(|e| DaemonError::Bootstrap(e.to_string()))?;
+        }
+        Ok(start_apiserver_mode(
+            opts,
+            cfg,
+            runtime.clone(),
+            SystemClock,
+            device_resources,
+            shutdown,
+        )?)
+    }
+    #[cfg(not(feature = "apiserver"))]
+    {
+        let _ = (cfg, runtime, device_resources, shutdown);
+        if opts.kubeconfig.is_some() || opts.manifest_url.is_some() {
+            Err(DaemonError::NoApiserverFeature)
+        } else {
+            Ok(Extensions::default())
+        }
+    }
+}
+
+/// The node's own API (`--port`): it asks the loop for graceful shutdowns, reads the
+/// pressure conditions, and hears the pod events beside the status syncer.
+#[cfg(feature = "apiserver")]
+fn start_node_api(
+    opts: &Options,
+    cfg: &AgentConfig,
+    runtime: &CriRuntime,
+    mut sources: crate::local_api::Sources,
+    ext: &mut Extensions,
+    shutdown: &CancellationToken,
+) -> Result<(), DaemonError> {
+    let mut api_opts = local_api_options(opts, cfg);
+    api_opts.serving = ext.serving.take();
+    let (shutdown_tx, shutdown_rx) = mpsc::channel(4);
+    ext.node_shutdown = Some(shutdown_rx);
+    sources.node_shutdown = Some(shutdown_tx);
+    sources.pressure = Some(
+        ext.pressure
+            .get_or_insert_with(|| tokio::sync::watch::channel(Default::default()).0)
+            .subscribe(),
+    );
+    let tx = crate::local_api::start(&api_opts, runtime.clone(), SystemClock, sources, shutdown)?;
+    ext.events = Some(match ext.events.take() {
+        Some(syncer) => syncer.join(tx),
+        None => tx,
+    });
+    Ok(())
 }
 
 /// The node's one event recorder, stamping with `clock`.
@@ -458,7 +557,7 @@ fn daemon_config(opts: &Options, node_name: String) -> DaemonConfig {
 
 /// kubelet: `sysctl.NewAllowlist(SafeSysctlAllowlist() + allowedUnsafeSysctls)`, the safe
 /// ones for this kernel (`/proc/sys/kernel/osrelease`).
-pub fn sysctl_allowlist(opts: &Options) -> Result<crate::admission::Sysctls, String> {
+pub fn sysctl_allowlist(opts: &Options) -> Result<crate::admission::Sysctls, StartCheckError> {
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let kernel = crate::admission::kernel_version(&release);
     let mut all: Vec<String> = crate::admission::safe_sysctls(kernel)
@@ -466,12 +565,12 @@ pub fn sysctl_allowlist(opts: &Options) -> Result<crate::admission::Sysctls, Str
         .map(String::from)
         .collect();
     all.extend(opts.allowed_unsafe_sysctls.iter().cloned());
-    crate::admission::Sysctls::new(&all).map_err(|e| format!("--allowed-unsafe-sysctls: {e}"))
+    crate::admission::Sysctls::new(&all).map_err(StartCheckError::UnsafeSysctls)
 }
 
 /// The node's swap for pods and whether tmpfs mounts get `noswap`, after the kubelet's
 /// start-up checks (`NewContainerManager`'s `failSwapOn`; LimitedSwap only on cgroup v2).
-pub fn node_swap(opts: &Options) -> Result<(crate::qos::NodeSwap, bool), String> {
+pub fn node_swap(opts: &Options) -> Result<(crate::qos::NodeSwap, bool), StartCheckError> {
     let proc_root = std::path::Path::new("/proc");
     node_swap_at(opts, proc_root, std::path::Path::new("/sys/fs/cgroup"))
 }
@@ -481,21 +580,13 @@ fn node_swap_at(
     opts: &Options,
     proc_root: &std::path::Path,
     cgroup_root: &std::path::Path,
-) -> Result<(crate::qos::NodeSwap, bool), String> {
+) -> Result<(crate::qos::NodeSwap, bool), StartCheckError> {
     let swap = node::swap(opts.swap_behavior, proc_root, cgroup_root);
     if swap.capacity > 0 && opts.fail_swap_on {
-        return Err(
-            "running with swap on is not supported, please disable swap or set \
-                    --fail-swap-on flag to false"
-                .into(),
-        );
+        return Err(StartCheckError::SwapOn);
     }
     if swap.behavior == crate::qos::SwapBehavior::LimitedSwap && !swap.unified {
-        return Err(
-            "memorySwap.swapBehavior LimitedSwap is only supported with cgroup v2 \
-                    (this node runs cgroup v1)"
-                .into(),
-        );
+        return Err(StartCheckError::LimitedSwapNeedsV2);
     }
     let release =
         std::fs::read_to_string(proc_root.join("sys/kernel/osrelease")).unwrap_or_default();
@@ -693,28 +784,9 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
         log_rotation,
         image_gc,
     } = cfg;
-    log::info!(
-        target: AGENT_LOG,
-        "picolet {} ({}) starting: node {}, manifests {}",
-        env!("CARGO_PKG_VERSION"),
-        crate::options::build_features(),
-        cfg.node_name,
-        pod_manifest_path.display()
-    );
-    match runtime.version().await {
-        Ok(v) => log::info!(
-            target: AGENT_LOG,
-            "container runtime {} {} (CRI {})",
-            v.runtime_name,
-            v.runtime_version,
-            v.runtime_api_version
-        ),
-        Err(e) => log::warn!(
-            target: AGENT_LOG,
-            "container runtime not reachable yet, will keep trying: {e}"
-        ),
-    }
-
+    // 1. What starts, on which runtime.
+    log_start(&runtime, &cfg.node_name, &pod_manifest_path).await;
+    // 2. The file source, on the one channel every source sends on.
     let recorder = ext
         .recorder
         .unwrap_or_else(|| new_recorder(&cfg.node_name, clock.clone()));
@@ -728,41 +800,14 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
         })
         .with_recorder(recorder.clone());
     crate::task::spawn_local(file_source.run(src_tx, relist_now, shutdown.child_token()));
-
-    // The container log manager and the image manager: tasks of their own over the
+    // 3. The container log manager and the image manager: tasks of their own over the
     // runtime, beside the loop (kubelet: `containerLogManager.Start`,
     // `StartGarbageCollection`'s image loop).
-    // The log manager learns which containers run from the loop's runtime view.
-    let running_containers = log_rotation.map(|policy| {
-        let (tx, rx) = tokio::sync::watch::channel(Vec::new());
-        let logs = LogManager::new(runtime.clone(), clock.clone(), policy, rx);
-        crate::task::spawn_local(logs.run(shutdown.child_token()));
-        tx
-    });
-    // The eviction manager's image reclaim calls `delete_unused_images` on a clone.
-    let reclaim_images = image_gc.map(|policy| {
-        let images = ImageManager::new(runtime.clone(), clock.clone(), policy);
-        crate::task::spawn_local(images.clone().run(shutdown.child_token()));
-        crate::eviction::ImageReclaim(Rc::new(move || {
-            let images = images.clone();
-            Box::pin(async move {
-                match images.delete_unused_images().await {
-                    // Nothing freed: nothing to say (a board kept over a threshold by its
-                    // pods would write the line every pass).
-                    Ok(r) if r.removed.is_empty() => {
-                        log::debug!("eviction manager: image reclaim freed nothing")
-                    }
-                    Ok(r) => log::info!(
-                        "eviction manager: image reclaim freed {} bytes ({} images removed)",
-                        r.freed,
-                        r.removed.len()
-                    ),
-                    Err(e) => log::debug!("eviction manager: image reclaim: {e}"),
-                }
-            })
-        }))
-    });
-
+    let running_containers =
+        log_rotation.map(|policy| start_log_manager(&runtime, &clock, policy, &shutdown));
+    let reclaim_images =
+        image_gc.map(|policy| start_image_manager(&runtime, &clock, policy, &shutdown));
+    // 4. The loop with its channels and the tasks beside it, until shutdown.
     let channels = Channels {
         sources,
         updates: src_rx,
@@ -782,7 +827,77 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
     {
         tasks.devices = ext.devices;
     }
-    agent::run(runtime, clock, cfg, channels, tasks, shutdown).await
+    let agent = agent::Agent::new(runtime, clock, cfg, channels, tasks);
+    agent::run(agent, shutdown).await
+}
+
+/// The start line, and the runtime's version (or that it is not reachable yet).
+async fn log_start<R: Runtime>(runtime: &R, node_name: &str, pod_manifest_path: &std::path::Path) {
+    log::info!(
+        target: AGENT_LOG,
+        "picolet {} ({}) starting: node {}, manifests {}",
+        env!("CARGO_PKG_VERSION"),
+        crate::options::build_features(),
+        node_name,
+        pod_manifest_path.display()
+    );
+    match runtime.version().await {
+        Ok(v) => log::info!(
+            target: AGENT_LOG,
+            "container runtime {} {} (CRI {})",
+            v.runtime_name,
+            v.runtime_version,
+            v.runtime_api_version
+        ),
+        Err(e) => log::warn!(
+            target: AGENT_LOG,
+            "container runtime not reachable yet, will keep trying: {e}"
+        ),
+    }
+}
+
+/// The container log manager's task; it learns which containers run from the loop's
+/// runtime view, through the returned sender.
+fn start_log_manager<R: Runtime, C: Clock>(
+    runtime: &R,
+    clock: &C,
+    policy: LogRotatePolicy,
+    shutdown: &CancellationToken,
+) -> tokio::sync::watch::Sender<crate::messages::RunningContainers> {
+    let (tx, rx) = tokio::sync::watch::channel(Vec::new());
+    let logs = LogManager::new(runtime.clone(), clock.clone(), policy, rx);
+    crate::task::spawn_local(logs.run(shutdown.child_token()));
+    tx
+}
+
+/// The image manager's task (image GC), and the eviction manager's image reclaim, which
+/// calls `delete_unused_images` on a clone.
+fn start_image_manager<R: Runtime, C: Clock>(
+    runtime: &R,
+    clock: &C,
+    policy: ImageGcPolicy,
+    shutdown: &CancellationToken,
+) -> crate::eviction::ImageReclaim {
+    let images = ImageManager::new(runtime.clone(), clock.clone(), policy);
+    crate::task::spawn_local(images.clone().run(shutdown.child_token()));
+    crate::eviction::ImageReclaim(Rc::new(move || {
+        let images = images.clone();
+        Box::pin(async move {
+            match images.delete_unused_images().await {
+                // Nothing freed: nothing to say (a board kept over a threshold by its
+                // pods would write the line every pass).
+                Ok(r) if r.removed.is_empty() => {
+                    log::debug!("eviction manager: image reclaim freed nothing")
+                }
+                Ok(r) => log::info!(
+                    "eviction manager: image reclaim freed {} bytes ({} images removed)",
+                    r.freed,
+                    r.removed.len()
+                ),
+                Err(e) => log::debug!("eviction manager: image reclaim: {e}"),
+            }
+        })
+    }))
 }
 
 /// The tasks beside the loop (see [`agent::Tasks`]), started here so that every
@@ -939,36 +1054,83 @@ pub fn start_apiserver_mode<R: Runtime, C: Clock>(
     devices: Option<tokio::sync::watch::Receiver<crate::cm::devicemanager::Resources>>,
     shutdown: &CancellationToken,
 ) -> Result<Extensions, crate::kube::ApiError> {
-    use crate::checkpoint::Checkpoint;
-    use crate::kube::{Client, ClientConfig, HttpClient};
-    use crate::node::status::{NodeAgent, NodeOptions};
-    use crate::source::apiserver::{self as api_source, ApiSource};
-    use crate::source::http::{self as http_source, HttpSource};
-    use crate::status::status_sync::StatusSyncer;
-
     if opts.kubeconfig.is_none() && opts.manifest_url.is_none() {
         return Ok(Extensions::default());
     }
     let (src_tx, src_rx) = mpsc::channel(16);
     let mut ext = Extensions::default();
-
+    // 1. `--manifest-url`: the HTTP source.
     if let Some(url) = &opts.manifest_url {
-        let source = HttpSource::new(
-            HttpClient::for_url(url)?,
-            url.clone(),
-            &opts.manifest_url_headers,
-            cfg.node_name.clone(),
-            clock.clone(),
-        )?;
-        log::info!(target: APISERVER_LOG, "http source: {url} every 20s");
-        crate::task::spawn_local(source.run(src_tx.clone(), shutdown.child_token()));
-        ext.sources.push(http_source::SOURCE);
+        start_http_source(opts, cfg, url, &clock, &src_tx, shutdown, &mut ext)?;
     }
-
     if let Some(path) = &opts.kubeconfig {
+        // 2. The client, its certificates rotated.
+        let cluster = Cluster::connect(opts, cfg, path, clock, shutdown, &mut ext)?;
+        // 3. The Node and its status.
+        let uid_rx = cluster.start_node_status(runtime, devices, &mut ext);
+        // 4. The API source.
+        cluster.start_api_source(&src_tx, &mut ext);
+        // 5. The objects pods reference and the services.
+        cluster.start_object_managers(&mut ext);
+        // 6. The status syncer.
+        cluster.start_status_syncer(uid_rx, &mut ext);
+        // 7. The event sink.
+        cluster.start_event_sink(&mut ext);
+    }
+    ext.source_channel = Some((src_tx, src_rx));
+    Ok(ext)
+}
+
+/// `--manifest-url`: the HTTP source's task (kubelet: `config.NewSourceURL`).
+#[cfg(feature = "apiserver")]
+fn start_http_source<C: Clock>(
+    opts: &Options,
+    cfg: &AgentConfig,
+    url: &str,
+    clock: &C,
+    src_tx: &mpsc::Sender<SourceUpdate>,
+    shutdown: &CancellationToken,
+    ext: &mut Extensions,
+) -> Result<(), crate::kube::ApiError> {
+    use crate::source::http::{self as http_source, HttpSource};
+    let source = HttpSource::new(
+        crate::kube::HttpClient::for_url(url)?,
+        url.to_string(),
+        &opts.manifest_url_headers,
+        cfg.node_name.clone(),
+        clock.clone(),
+    )?;
+    log::info!(target: APISERVER_LOG, "http source: {url} every 20s");
+    crate::task::spawn_local(source.run(src_tx.clone(), shutdown.child_token()));
+    ext.sources.push(http_source::SOURCE);
+    Ok(())
+}
+
+/// `--kubeconfig`: what the cluster's tasks share — the node's client and settings.
+#[cfg(feature = "apiserver")]
+struct Cluster<'a, C: Clock> {
+    opts: &'a Options,
+    cfg: &'a AgentConfig,
+    client: crate::kube::Client,
+    clock: C,
+    shutdown: &'a CancellationToken,
+}
+
+#[cfg(feature = "apiserver")]
+impl<'a, C: Clock> Cluster<'a, C> {
+    /// The apiserver client of the kubeconfig at `path` (kubelet: with rotateCertificates
+    /// the transport presents the certificate manager's current certificate, starting with
+    /// the kubeconfig's), and the certificate managers.
+    fn connect(
+        opts: &'a Options,
+        cfg: &'a AgentConfig,
+        path: &std::path::Path,
+        clock: C,
+        shutdown: &'a CancellationToken,
+        ext: &mut Extensions,
+    ) -> Result<Self, crate::kube::ApiError> {
+        use crate::kube::{Client, ClientConfig};
         let mut config = ClientConfig::from_kubeconfig(path)?;
-        // kubelet: with rotateCertificates the transport presents the certificate manager's
-        // current certificate, starting with the kubeconfig's.
         let client_slot = if opts.rotate_certificates {
             let slot = crate::kube::CertSlot::default();
             if let (Some(c), Some(k)) = (&config.tls.client_cert_pem, &config.tls.client_key_pem) {
@@ -989,7 +1151,7 @@ pub fn start_apiserver_mode<R: Runtime, C: Clock>(
             client_slot,
             &clock,
             shutdown,
-            &mut ext,
+            ext,
         );
         log::info!(
             target: APISERVER_LOG,
@@ -998,6 +1160,25 @@ pub fn start_apiserver_mode<R: Runtime, C: Clock>(
             client.server(),
             path.display()
         );
+        Ok(Cluster {
+            opts,
+            cfg,
+            client,
+            clock,
+            shutdown,
+        })
+    }
+
+    /// The node task (the Node object, its status and Lease), fed the eviction manager's
+    /// conditions, the shutdown state and the devices; returns where the Node's UID comes.
+    fn start_node_status<R: Runtime>(
+        &self,
+        runtime: R,
+        devices: Option<tokio::sync::watch::Receiver<crate::cm::devicemanager::Resources>>,
+        ext: &mut Extensions,
+    ) -> tokio::sync::watch::Receiver<Option<String>> {
+        use crate::node::status::{NodeAgent, NodeOptions};
+        let (opts, cfg) = (self.opts, self.cfg);
         let (uid_tx, uid_rx) = tokio::sync::watch::channel(None);
         let mut node_opts = NodeOptions::new(cfg.node_name.clone());
         node_opts.labels = opts.node_labels.clone();
@@ -1011,55 +1192,86 @@ pub fn start_apiserver_mode<R: Runtime, C: Clock>(
         ext.pressure = Some(pressure_tx);
         let (shutting_tx, shutting_rx) = tokio::sync::watch::channel(false);
         ext.shutting_down = Some(shutting_tx);
-        let node_agent = NodeAgent::new(client.clone(), runtime, clock.clone(), node_opts, uid_tx)
-            .with_pressure(pressure_rx)
-            .with_shutting_down(shutting_rx)
-            .with_devices(devices);
-        crate::task::spawn_local(node_agent.run(shutdown.child_token()));
+        let node_agent = NodeAgent::new(
+            self.client.clone(),
+            runtime,
+            self.clock.clone(),
+            node_opts,
+            uid_tx,
+        )
+        .with_pressure(pressure_rx)
+        .with_shutting_down(shutting_rx)
+        .with_devices(devices);
+        crate::task::spawn_local(node_agent.run(self.shutdown.child_token()));
+        uid_rx
+    }
 
+    /// The API source: the node's pods, checkpointed for an offline start.
+    fn start_api_source(&self, src_tx: &mpsc::Sender<SourceUpdate>, ext: &mut Extensions) {
+        use crate::source::apiserver::{self as api_source, ApiSource};
+        let cfg = self.cfg;
         let source = ApiSource::new(
-            client.clone(),
+            self.client.clone(),
             cfg.node_name.clone(),
-            Some(Checkpoint::new(&cfg.root_dir, &cfg.node_name)),
+            Some(crate::checkpoint::Checkpoint::new(
+                &cfg.root_dir,
+                &cfg.node_name,
+            )),
         );
-        crate::task::spawn_local(source.run(src_tx.clone(), shutdown.child_token()));
+        crate::task::spawn_local(source.run(src_tx.clone(), self.shutdown.child_token()));
         ext.sources.push(api_source::SOURCE);
+    }
 
-        // kubelet: the secret, configMap and token managers.
+    /// kubelet: the secret, configMap and token managers, and the service informer (all
+    /// namespaces) for the containers' environment.
+    fn start_object_managers(&self, ext: &mut Extensions) {
         let (wanted_tx, wanted_rx) = tokio::sync::watch::channel(Default::default());
         let (objects_tx, objects_rx) = mpsc::channel(4);
         let manager = crate::config_data::objects::ObjectManager::new(
-            client.clone(),
-            clock.clone(),
-            Some(&cfg.root_dir),
+            self.client.clone(),
+            self.clock.clone(),
+            Some(&self.cfg.root_dir),
         );
-        crate::task::spawn_local(manager.run(wanted_rx, objects_tx, shutdown.child_token()));
-        // kubelet: the service informer (all namespaces) for the containers' environment.
+        crate::task::spawn_local(manager.run(wanted_rx, objects_tx, self.shutdown.child_token()));
         let services = crate::config_data::services::Services::followed();
         crate::task::spawn_local(crate::config_data::services::follow(
-            client.clone(),
+            self.client.clone(),
             services.clone(),
-            shutdown.child_token(),
+            self.shutdown.child_token(),
         ));
         ext.objects = Some(crate::config_data::ObjectChannels {
             wanted: wanted_tx,
             updates: objects_rx,
             services,
         });
+    }
 
+    /// The status syncer: the pods' statuses to the apiserver, from the loop's pod events.
+    fn start_status_syncer(
+        &self,
+        uid_rx: tokio::sync::watch::Receiver<Option<String>>,
+        ext: &mut Extensions,
+    ) {
+        use crate::status::status_sync::StatusSyncer;
         let (ev_tx, ev_rx) = crate::messages::pod_events();
-        let syncer = StatusSyncer::new(client.clone(), cfg.node_name.clone(), uid_rx, ev_rx);
-        crate::task::spawn_local(syncer.run(shutdown.child_token()));
+        let syncer = StatusSyncer::new(
+            self.client.clone(),
+            self.cfg.node_name.clone(),
+            uid_rx,
+            ev_rx,
+        );
+        crate::task::spawn_local(syncer.run(self.shutdown.child_token()));
         ext.events = Some(ev_tx);
+    }
 
-        // kubelet: the event broadcaster's sink (eventRecordQPS 50, eventBurst 100).
-        let recorder = new_recorder(&cfg.node_name, clock.clone());
-        let sink = crate::recorder::event_sink::EventSink::new(client, recorder.clone());
-        crate::task::spawn_local(sink.run(shutdown.child_token()));
+    /// kubelet: the event broadcaster's sink (eventRecordQPS 50, eventBurst 100), reading
+    /// the node's one recorder.
+    fn start_event_sink(self, ext: &mut Extensions) {
+        let recorder = new_recorder(&self.cfg.node_name, self.clock);
+        let sink = crate::recorder::event_sink::EventSink::new(self.client, recorder.clone());
+        crate::task::spawn_local(sink.run(self.shutdown.child_token()));
         ext.recorder = Some(recorder);
     }
-    ext.source_channel = Some((src_tx, src_rx));
-    Ok(ext)
 }
 
 #[cfg(test)]
@@ -1089,7 +1301,9 @@ mod tests {
         assert!(node_swap_at(&opts, &proc_root, &cg).unwrap().1);
         opts.fail_swap_on = true;
         assert_eq!(
-            node_swap_at(&opts, &proc_root, &cg).unwrap_err(),
+            node_swap_at(&opts, &proc_root, &cg)
+                .unwrap_err()
+                .to_string(),
             "running with swap on is not supported, please disable swap or set --fail-swap-on \
              flag to false"
         );
@@ -1100,6 +1314,7 @@ mod tests {
         assert!(
             node_swap_at(&opts, &proc_root, &cg)
                 .unwrap_err()
+                .to_string()
                 .contains("LimitedSwap is only supported with cgroup v2")
         );
         std::fs::write(cg.join("cgroup.controllers"), "memory").unwrap();

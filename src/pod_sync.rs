@@ -502,22 +502,22 @@ impl PodState {
 
 /// kubelet's `podSyncer` (SyncPod / SyncTerminatingPod / SyncTerminatedPod) over the CRI.
 #[derive(Clone)]
-pub struct AgentSyncer<R: Runtime, C: Clock> {
-    pub(crate) env: SyncEnv<R, C>,
+pub struct KubeletSyncer<R: Runtime, C: Clock> {
+    env: SyncEnv<R, C>,
     /// The prober's results (the plan's input).
-    pub(crate) probes: ProbeHandle,
+    probes: ProbeHandle,
     /// To the loop, which owns the pod state (see [`SyncRequest`]).
-    pub(crate) to_loop: mpsc::UnboundedSender<SyncRequest>,
+    to_loop: mpsc::UnboundedSender<SyncRequest>,
     /// Rung after a sync changed the runtime: the PLEG relists soon even while it runs
     /// slower (every running process watched for its exit).
-    pub(crate) pleg_poke: Rc<tokio::sync::Notify>,
+    pleg_poke: Rc<tokio::sync::Notify>,
     /// The runtime reads (and status work) of terminations before and after their kills,
     /// at most [`TERMINATION_STEPS_IN_FLIGHT`] at once; the kills themselves never wait.
-    pub(crate) kill_steps: Rc<tokio::sync::Semaphore>,
+    kill_steps: Rc<tokio::sync::Semaphore>,
     /// SyncTerminatedPods' cleanups (status read, volume teardown, the pod directory), at
     /// most [`TERMINATION_STEPS_IN_FLIGHT`] at once. Apart from `kill_steps` so that a slow
     /// cleanup (a CSI driver's unpublish) never holds up a kill.
-    pub(crate) cleanups: Rc<tokio::sync::Semaphore>,
+    cleanups: Rc<tokio::sync::Semaphore>,
 }
 
 /// How many terminations read the runtime, and how many clean up, at once.
@@ -542,7 +542,25 @@ fn loop_gone() -> SyncFailure {
     SyncFailure::new("cancelled: the agent is stopping")
 }
 
-impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
+impl<R: Runtime, C: Clock> KubeletSyncer<R, C> {
+    /// The syncer over the runtime manager's `env`, reading the prober's results, asking
+    /// and telling the loop on `to_loop`, ringing `pleg_poke` after a change.
+    pub(crate) fn new(
+        env: SyncEnv<R, C>,
+        probes: ProbeHandle,
+        to_loop: mpsc::UnboundedSender<SyncRequest>,
+        pleg_poke: Rc<tokio::sync::Notify>,
+    ) -> Self {
+        KubeletSyncer {
+            env,
+            probes,
+            to_loop,
+            pleg_poke,
+            kill_steps: Rc::new(tokio::sync::Semaphore::new(TERMINATION_STEPS_IN_FLIGHT)),
+            cleanups: Rc::new(tokio::sync::Semaphore::new(TERMINATION_STEPS_IN_FLIGHT)),
+        }
+    }
+
     /// Sends a report to the loop (dropped when the loop has stopped).
     fn tell(&self, req: SyncRequest) {
         let _ = self.to_loop.send(req);
@@ -559,7 +577,7 @@ impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
     }
 }
 
-impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
+impl<R: Runtime, C: Clock> KubeletSyncer<R, C> {
     /// A pod wanted again after its worker finished: what the runtime holds of the old
     /// incarnation goes first (see `PodState::ended`), as a container GC pass for a pod no
     /// source wants would remove it (`gc::plan` with every dead object removable; nothing
@@ -600,7 +618,7 @@ impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
     }
 }
 
-impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
+impl<R: Runtime, C: Clock> KubeletSyncer<R, C> {
     /// `SyncPod` with the pod's back-offs, which the caller gives back to the loop.
     async fn sync_pod_with(
         &self,
@@ -609,25 +627,16 @@ impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
         backoffs: &mut PodBackoffs,
         cancel: &CancellationToken,
     ) -> Result<SyncPodOk, SyncFailure> {
-        let uid = pod.uid().to_string();
+        // Step 1: a pod wanted again first loses what the runtime holds of its last run.
         if start.ended {
             self.remove_old_incarnation(pod, cancel).await?;
         }
-        let mut read_at = tokio::time::Instant::now();
-        let from_cache = start.cached.is_some();
-        let observed = match start.cached {
-            Some((at, status)) => {
-                read_at = at;
-                status
-            }
-            None => tokio::select! {
-                r = sync::get_pod_status(&self.env.runtime, &uid) => r.map_err(failure)?,
-                _ = cancel.cancelled() => return Err(SyncFailure::new("cancelled")),
-            },
-        };
-        let verdicts = self.probes.verdicts(&observed);
+        // Step 2: the runtime view to plan on, cached or read.
+        let observed = self.observe(pod.uid(), start.cached, cancel).await?;
+        // Step 3: the runtime manager's SyncPod.
+        let verdicts = self.probes.verdicts(&observed.status);
         let result = tokio::select! {
-            r = sync::sync_pod(&self.env, pod, &observed, backoffs, &verdicts) => Some(r),
+            r = sync::sync_pod(&self.env, pod, &observed.status, backoffs, &verdicts) => Some(r),
             _ = cancel.cancelled() => None,
         };
         let Some(result) = result else {
@@ -637,6 +646,57 @@ impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
         if !(result.actions.is_noop() && result.containers.is_empty()) {
             self.pleg_poke.notify_one();
         }
+        // Step 4: why probes killed containers, before the status below is recorded: its
+        // last state says why.
+        self.report_probe_kills(&result);
+        // Step 5: the runtime view after the sync.
+        let view = self.view_after_sync(pod, observed, &result).await?;
+        // Step 6: the loop caches the view and records the pod's status.
+        let reasons = waiting_reasons(&result);
+        let Some(Answer::Recorded(recorded)) = self
+            .ask(|reply| SyncRequest::Finish {
+                pod: Arc::clone(pod),
+                view,
+                reasons,
+                reply,
+            })
+            .await
+        else {
+            return Err(loop_gone());
+        };
+        // Step 7: the outcome for the pod worker.
+        sync_outcome(pod, &result, &recorded)
+    }
+
+    /// The runtime view a sync plans on: the loop's cached view if it gave one, else a
+    /// status read (cancelled with the sync).
+    async fn observe(
+        &self,
+        uid: &str,
+        cached: Option<(tokio::time::Instant, PodRuntimeStatus)>,
+        cancel: &CancellationToken,
+    ) -> Result<Observed, SyncFailure> {
+        let read_at = tokio::time::Instant::now();
+        Ok(match cached {
+            Some((at, status)) => Observed {
+                status,
+                read_at: at,
+                from_cache: true,
+            },
+            None => Observed {
+                status: tokio::select! {
+                    r = sync::get_pod_status(&self.env.runtime, uid) => r.map_err(failure)?,
+                    _ = cancel.cancelled() => return Err(SyncFailure::new("cancelled")),
+                },
+                read_at,
+                from_cache: false,
+            },
+        })
+    }
+
+    /// Tells the loop why a liveness or startup probe had containers killed (their
+    /// terminated state's message).
+    fn report_probe_kills(&self, result: &PodSyncResult) {
         let kill_messages: Vec<(String, String)> = result
             .actions
             .containers_to_kill
@@ -650,88 +710,108 @@ impl<R: Runtime, C: Clock> AgentSyncer<R, C> {
             .map(|(id, k)| (id.clone(), k.message.clone()))
             .collect();
         if !kill_messages.is_empty() {
-            // Before the status below is recorded: its last state says why.
             self.tell(SyncRequest::Killed {
                 messages: kill_messages,
             });
         }
-        // A resync that changed nothing (the common case at idle) reuses what it read; one
-        // that only created things reads just those (`refresh_after_sync`: the view keeps
-        // the time of the read it planned on, so that a change the relister saw since then
-        // still invalidates it); anything else is read whole.
+    }
+
+    /// The runtime view after the sync, and the resize's state in it.
+    ///
+    /// A resync that changed nothing (the common case at idle) reuses what it read; one
+    /// that only created things reads just those (`refresh_after_sync`: the view keeps
+    /// the time of the read it planned on, so that a change the relister saw since then
+    /// still invalidates it); anything else is read whole.
+    async fn view_after_sync(
+        &self,
+        pod: &Pod,
+        observed: Observed,
+        result: &PodSyncResult,
+    ) -> Result<SyncedView, SyncFailure> {
+        let Observed {
+            status: observed,
+            mut read_at,
+            from_cache,
+        } = observed;
         let mut read_now = true;
         let after = if result.actions.is_noop() && result.containers.is_empty() {
             read_now = !from_cache;
             observed
-        } else if let Some(after) = sync::refresh_after_sync(&self.env.runtime, &observed, &result)
+        } else if let Some(after) = sync::refresh_after_sync(&self.env.runtime, &observed, result)
             .await
             .map_err(failure)?
         {
             after
         } else {
             read_at = tokio::time::Instant::now();
-            sync::get_pod_status(&self.env.runtime, &uid)
+            sync::get_pod_status(&self.env.runtime, pod.uid())
                 .await
                 .map_err(failure)?
         };
         // kubelet: the resize's state after the sync (IsPodResizeInProgress).
         let resize = if allocation::ENABLED && allocation::resizable(pod) {
-            let records = self.env.resized.of(&self.env.root_dir, &uid);
+            let records = self.env.resized.of(&self.env.root_dir, pod.uid());
             let (in_progress, actual) =
                 crate::kuberuntime::sync::resize::report(pod, &after, &records);
             (in_progress, result.resize_error.clone(), actual)
         } else {
             Default::default()
         };
-        let view = SyncedView {
+        Ok(SyncedView {
             read_at,
             settled_at: read_now.then(tokio::time::Instant::now),
             status: after,
             resize,
-        };
-        let reasons = waiting_reasons(&result);
-        let Some(Answer::Recorded(recorded)) = self
-            .ask(|reply| SyncRequest::Finish {
-                pod: Arc::clone(pod),
-                view,
-                reasons,
-                reply,
-            })
-            .await
-        else {
-            return Err(loop_gone());
-        };
-        // kubelet: the activeDeadlineHandler — past spec.activeDeadlineSeconds the pod is
-        // Failed (DeadlineExceeded, recorded by the loop) and terminated; before it, sync
-        // again when it falls due.
-        let mut requeue_after = result.requeue_after;
-        match recorded.deadline {
-            status::ActiveDeadline::Exceeded if !recorded.terminal => {
-                return Ok(SyncPodOk {
-                    terminal: true,
-                    requeue_after: None,
-                });
-            }
-            status::ActiveDeadline::Remaining(d) => {
-                requeue_after = Some(requeue_after.map_or(d, |r| r.min(d)));
-            }
-            _ => {}
-        }
-        if result.is_error() {
-            return Err(SyncFailure {
-                message: describe_failure(pod, &result),
-                network_not_ready: result.network_not_ready(),
-                runtime_down: result.runtime_down(),
-            });
-        }
-        Ok(SyncPodOk {
-            terminal: recorded.terminal,
-            requeue_after,
         })
     }
 }
 
-impl<R: Runtime, C: Clock> PodSyncer for AgentSyncer<R, C> {
+/// The runtime view a sync planned on ([`KubeletSyncer::observe`]).
+struct Observed {
+    status: PodRuntimeStatus,
+    /// When its read began.
+    read_at: tokio::time::Instant,
+    /// It is the loop's cached view.
+    from_cache: bool,
+}
+
+/// What a sync tells its pod worker, once the loop recorded the status.
+///
+/// kubelet: the activeDeadlineHandler — past spec.activeDeadlineSeconds the pod is
+/// Failed (DeadlineExceeded, recorded by the loop) and terminated; before it, sync
+/// again when it falls due.
+fn sync_outcome(
+    pod: &Pod,
+    result: &PodSyncResult,
+    recorded: &Recorded,
+) -> Result<SyncPodOk, SyncFailure> {
+    let mut requeue_after = result.requeue_after;
+    match recorded.deadline {
+        status::ActiveDeadline::Exceeded if !recorded.terminal => {
+            return Ok(SyncPodOk {
+                terminal: true,
+                requeue_after: None,
+            });
+        }
+        status::ActiveDeadline::Remaining(d) => {
+            requeue_after = Some(requeue_after.map_or(d, |r| r.min(d)));
+        }
+        _ => {}
+    }
+    if result.is_error() {
+        return Err(SyncFailure {
+            message: describe_failure(pod, result),
+            network_not_ready: result.network_not_ready(),
+            runtime_down: result.runtime_down(),
+        });
+    }
+    Ok(SyncPodOk {
+        terminal: recorded.terminal,
+        requeue_after,
+    })
+}
+
+impl<R: Runtime, C: Clock> PodSyncer for KubeletSyncer<R, C> {
     async fn sync_pod(
         &self,
         update: UpdateType,

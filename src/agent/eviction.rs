@@ -92,7 +92,7 @@ pub(super) async fn recv(rx: &mut Option<mpsc::Receiver<Observed>>) -> Option<Ob
 impl<R: Runtime, C: Clock> Loop<R, C> {
     /// kubelet: the eviction admit handler — `None` admits.
     pub(super) fn eviction_admit(&self, pod: &Pod) -> Option<Rejection> {
-        let ev = self.eviction.as_ref()?;
+        let ev = self.managers.eviction.as_ref()?;
         eviction::admit(pod, &ev.conditions).map(|message| Rejection {
             reason: eviction::REASON_EVICTED,
             message,
@@ -102,7 +102,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// One eviction cycle over a new observation.
     pub(super) fn on_eviction_observed(&mut self, observed: Observed) {
         let cleanup_pending = self.eviction_cleanup_pending();
-        let Some(ev) = self.eviction.as_mut() else {
+        let Some(ev) = self.managers.eviction.as_mut() else {
             return;
         };
         let decision =
@@ -163,7 +163,12 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// The pod evicted last has not finished terminating (for at most
     /// [`POD_CLEANUP_TIMEOUT`]).
     fn eviction_cleanup_pending(&self) -> bool {
-        let Some((uid, at)) = self.eviction.as_ref().and_then(|e| e.evicted.as_ref()) else {
+        let Some((uid, at)) = self
+            .managers
+            .eviction
+            .as_ref()
+            .and_then(|e| e.evicted.as_ref())
+        else {
             return false;
         };
         at.elapsed() < POD_CLEANUP_TIMEOUT
@@ -185,6 +190,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             // measured at the next cycle (the kubelet re-measures at once).
             ReclaimStep::UnusedImages => {
                 match self
+                    .managers
                     .eviction
                     .as_ref()
                     .and_then(|e| e.reclaim_images.clone())
@@ -223,7 +229,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             .collect();
         eviction::rank(&mut cands, threshold.signal.condition());
         let Some(victim) = cands.iter().find(|c| !c.critical) else {
-            if let Some(ev) = self.eviction.as_mut()
+            if let Some(ev) = self.managers.eviction.as_mut()
                 && !ev.no_victim_logged
             {
                 ev.no_victim_logged = true;
@@ -247,7 +253,8 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             victim.name,
             victim.uid
         );
-        self.recorder
+        self.out
+            .recorder
             .warning(&pod, None, eviction::REASON_EVICTED, message.clone());
         // kubelet: evictPod's status update — Failed, Evicted, and the DisruptionTarget
         // condition (TerminationByKubelet) with the same message.
@@ -260,7 +267,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             Arc::clone(&pod),
             Some(eviction::EVICTION_GRACE_SECONDS),
         ));
-        if let Some(ev) = self.eviction.as_mut() {
+        if let Some(ev) = self.managers.eviction.as_mut() {
             ev.evicted = Some((victim.uid.clone(), tokio::time::Instant::now()));
         }
     }

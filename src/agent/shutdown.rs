@@ -45,7 +45,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// A request: start the shutdown, or join the one under way (or answer at once when it
     /// is over, or when graceful shutdown is off).
     pub(super) fn on_shutdown_request(&mut self, req: Request) {
-        if self.shutdown_groups.is_empty() {
+        if self.policy.shutdown_groups.is_empty() {
             let _ = req.done.send(
                 "graceful node shutdown is off (shutdownGracePeriod is 0): no pod was stopped"
                     .to_string(),
@@ -61,10 +61,10 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             }
             return;
         }
-        let total: Duration = self.shutdown_groups.iter().map(|g| g.period).sum();
+        let total: Duration = self.policy.shutdown_groups.iter().map(|g| g.period).sum();
         log::warn!(
             "node shutdown: the node is shutting down: new pods are refused, pods are stopped in {} priority groups within {} s",
-            self.shutdown_groups.len(),
+            self.policy.shutdown_groups.len(),
             total.as_secs()
         );
         self.node_shutting_down(true);
@@ -82,17 +82,17 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     }
 
     fn node_shutting_down(&self, on: bool) {
-        if let Some(tx) = &self.shutting_down {
+        if let Some(tx) = &self.out.shutting_down {
             tx.send_replace(on);
         }
     }
 
     /// Kills the pods of group `index` (and of no other).
     fn start_shutdown_group(&mut self, index: usize) {
-        let Some(group) = self.shutdown_groups.get(index).copied() else {
+        let Some(group) = self.policy.shutdown_groups.get(index).copied() else {
             return;
         };
-        let groups = self.shutdown_groups.clone();
+        let groups = self.policy.shutdown_groups.clone();
         let pods: Vec<Arc<Pod>> = self
             .pods
             .pods()
@@ -164,7 +164,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             );
         }
         let next = s.group + 1;
-        if next < self.shutdown_groups.len() {
+        if next < self.policy.shutdown_groups.len() {
             self.start_shutdown_group(next);
             return;
         }
