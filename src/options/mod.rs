@@ -1146,7 +1146,7 @@ mod tests {
         assert_eq!(got, Command::Run(want));
     }
 
-    /// The device plugin directory's flag and config key (issue 40).
+    /// The device plugin directory's flag and config key.
     #[test]
     fn device_plugin_dir_flag_and_key() {
         let Command::Run(o) = parse(&args("run")).unwrap() else {
@@ -1167,7 +1167,7 @@ mod tests {
         assert_eq!(o.device_plugin_dir, Some(PathBuf::new()));
     }
 
-    /// The image mirror's flags and config keys (issue 39).
+    /// The image mirror's flags and config keys.
     #[test]
     fn image_mirror_flags_and_keys() {
         let Command::Run(o) = parse(&args("run")).unwrap() else {
