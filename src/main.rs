@@ -30,7 +30,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Help => {
-            print!("{}", options::HELP);
+            print!("{}", options::help());
             ExitCode::SUCCESS
         }
         Command::Check(opts) => block_on(check(opts)),

@@ -112,7 +112,8 @@ pub fn parse(args: &[String]) -> Result<Args, CliError> {
             "--hostname-override" => a.hostname_override = Some(value()?),
             "--pod-manifest-path" => a.pod_manifest_path = Some(value()?.into()),
             "--node-labels" => {
-                let labels = crate::options::parse_labels(&value()?).map_err(&bad)?;
+                let labels =
+                    crate::options::parse_labels(&value()?).map_err(|e| bad(e.to_string()))?;
                 a.node_labels.extend(labels);
             }
             "-o" | "--output" => output = value()?,
