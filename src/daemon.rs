@@ -81,7 +81,7 @@ pub enum DaemonError {
 #[derive(Debug, PartialEq, Eq)]
 pub enum StartCheckError {
     /// An `allowedUnsafeSysctls` entry not known to be namespaced (admission's text).
-    UnsafeSysctls(String),
+    UnsafeSysctls(crate::admission::SysctlError),
     /// `--fail-swap-on` with swap on.
     SwapOn,
     /// `LimitedSwap` on cgroup v1.
