@@ -1,4 +1,4 @@
-//! The board's own commands, for a console where kubectl does not fit (issue 17):
+//! The board's own commands, for a console where kubectl does not fit:
 //! `picolet validate FILE…` (no running picolet needed) and `picolet get`, `describe pod`,
 //! `logs` (kubectl's names, flags and output, as clients of the node API, `local_api`).
 //!

@@ -1,4 +1,4 @@
-//! The reader behind `kubectl logs` (issue 13, `pods/log`): a container's CRI log files turned
+//! The reader behind `kubectl logs` (`pods/log`): a container's CRI log files turned
 //! into the plain text stream the API answers with (kubelet: `kuberuntime/logs/logs.go`,
 //! `ReadLogs`).
 //!

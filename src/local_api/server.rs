@@ -33,12 +33,12 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::credentials::Token;
 use super::printers::{self, Kind};
 use super::response::{Out, json_response, not_found, response, status_error};
 use super::select::Selector;
 use super::stats::{self, Stats};
 use super::stream;
+use super::token::Token;
 use super::view::{Change, ChangeKind, View};
 use crate::clock::{self, Clock, UnixNanos};
 use crate::cri::{Runtime, RuntimeHealth};

@@ -619,8 +619,8 @@ mod tests {
     use crate::clock::SystemClock;
     use crate::cri::fake::FakeRuntime;
     use crate::cri::{ContainerConfig, SandboxConfig};
-    use crate::local_api::credentials::Token;
     use crate::local_api::server::{Api, serve as serve_api};
+    use crate::local_api::token::Token;
     use crate::local_api::view::View;
     use crate::messages::PodEvent;
 
