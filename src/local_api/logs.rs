@@ -79,6 +79,12 @@ pub enum LogError {
     /// `previous=true` with no earlier instance (kubelet: `validateContainerLogStatus`, 400).
     #[error("previous terminated container {container:?} in pod {pod:?} not found")]
     NoPrevious { pod: String, container: String },
+    /// A container name the pod does not have (the apiserver's validation, 400).
+    #[error("container {container} is not valid for pod {pod}")]
+    ContainerNotValid { pod: String, container: String },
+    /// No container named, and the pod has more than one (the apiserver's rule, 400).
+    #[error("a container name must be specified for pod {pod}, choose one of: [{choices}]")]
+    ContainerNotChosen { pod: String, choices: String },
     #[error("failed to read log file {}: {source}", path.display())]
     Io { path: PathBuf, source: io::Error },
     /// The output side failed (the client went away mid-write).
@@ -94,6 +100,7 @@ impl LogError {
             LogError::Invalid { .. } | LogError::SinceConflict => 422,
             // kubelet: `getContainerLogs` answers 400 for every `GetKubeletContainerLogs` error.
             LogError::NotAvailable { .. } | LogError::NoPrevious { .. } => 400,
+            LogError::ContainerNotValid { .. } | LogError::ContainerNotChosen { .. } => 400,
             LogError::Io { .. } | LogError::Write(_) => 500,
         }
     }
