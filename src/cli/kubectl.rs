@@ -616,6 +616,8 @@ fn tolerations(o: &mut String, tols: &[Value]) {
     }
 }
 
+/// kubectl `describeContainers`: one section per container of `key` (`containers`,
+/// `initContainers`), with its status from `statuses`.
 fn containers(o: &mut String, label: &str, pod: &Value, key: &str, statuses: &str) {
     let list = arr(&pod["spec"], key);
     let none = if list.is_empty() { " <none>" } else { "" };
@@ -633,65 +635,13 @@ fn containers(o: &mut String, label: &str, pod: &Value, key: &str, statuses: &st
         if let Some(st) = st {
             let _ = writeln!(o, "    Image ID:\t{}", s(st, "imageID"));
         }
-        let ports = arr(c, "ports");
-        for (title, field) in [("Port", "containerPort"), ("Host Port", "hostPort")] {
-            let list: Vec<String> = ports
-                .iter()
-                .map(|p| format!("{}/{}", p[field].as_i64().unwrap_or(0), s(p, "protocol")))
-                .collect();
-            match list.len() {
-                0 => {
-                    let _ = writeln!(o, "    {title}:\t<none>");
-                }
-                1 => {
-                    let _ = writeln!(o, "    {title}:\t{}", list[0]);
-                }
-                _ => {
-                    let _ = writeln!(o, "    {title}s:\t{}", list.join(", "));
-                }
-            }
-        }
-        let seccomp = &c["securityContext"]["seccompProfile"];
-        if seccomp.is_object() {
-            let _ = writeln!(o, "    SeccompProfile:\t{}", s(seccomp, "type"));
-            if s(seccomp, "type") == "Localhost" {
-                let _ = writeln!(
-                    o,
-                    "      LocalhostProfile:\t{}",
-                    s(seccomp, "localhostProfile")
-                );
-            }
-        }
-        for (title, field) in [("Command", "command"), ("Args", "args")] {
-            let items = arr(c, field);
-            if !items.is_empty() {
-                let _ = writeln!(o, "    {title}:");
-                for item in items {
-                    for line in item.as_str().unwrap_or("").split('\n') {
-                        let _ = writeln!(o, "      {line}");
-                    }
-                }
-            }
-        }
+        container_ports(o, c);
+        container_seccomp(o, c);
+        command_and_args(o, c);
         if let Some(st) = st {
-            state(o, "State", &st["state"]);
-            if st["lastState"]["terminated"].is_object() {
-                state(o, "Last State", &st["lastState"]);
-            }
-            let ready = if st["ready"] == true { "True" } else { "False" };
-            let _ = writeln!(o, "    Ready:\t{ready}");
-            let restarts = st["restartCount"].as_i64().unwrap_or(0);
-            let _ = writeln!(o, "    Restart Count:\t{restarts}");
+            container_status(o, st);
         }
-        for (title, field) in [("Limits", "limits"), ("Requests", "requests")] {
-            if let Some(m) = c["resources"][field].as_object().filter(|m| !m.is_empty()) {
-                let _ = writeln!(o, "    {title}:");
-                for (k, v) in m {
-                    let v = v.as_str().map_or_else(|| v.to_string(), str::to_string);
-                    let _ = writeln!(o, "      {k}:\t{v}");
-                }
-            }
-        }
+        container_resources(o, c);
         for (title, field) in [
             ("Liveness", "livenessProbe"),
             ("Readiness", "readinessProbe"),
@@ -701,48 +651,136 @@ fn containers(o: &mut String, label: &str, pod: &Value, key: &str, statuses: &st
                 let _ = writeln!(o, "    {title}:\t{}", probe(&c[field]));
             }
         }
-        let env_from = arr(c, "envFrom");
-        if !env_from.is_empty() {
-            o.push_str("    Environment Variables from:\n");
-            for e in env_from {
-                let (from, r) = if e["configMapRef"].is_object() {
-                    ("ConfigMap", &e["configMapRef"])
-                } else {
-                    ("Secret", &e["secretRef"])
-                };
-                let optional = r["optional"] == true;
-                match s(e, "prefix") {
-                    "" => {
-                        let _ = writeln!(o, "      {}\t{from}\tOptional: {optional}", s(r, "name"));
-                    }
-                    p => {
-                        let _ = writeln!(
-                            o,
-                            "      {}\t{from} with prefix '{p}'\tOptional: {optional}",
-                            s(r, "name")
-                        );
-                    }
+        env_from(o, c);
+        env(o, pod, c);
+        container_mounts(o, c);
+    }
+}
+
+/// kubectl: `Port:`/`Host Port:` lines (plural with several).
+fn container_ports(o: &mut String, c: &Value) {
+    let ports = arr(c, "ports");
+    for (title, field) in [("Port", "containerPort"), ("Host Port", "hostPort")] {
+        let list: Vec<String> = ports
+            .iter()
+            .map(|p| format!("{}/{}", p[field].as_i64().unwrap_or(0), s(p, "protocol")))
+            .collect();
+        match list.len() {
+            0 => {
+                let _ = writeln!(o, "    {title}:\t<none>");
+            }
+            1 => {
+                let _ = writeln!(o, "    {title}:\t{}", list[0]);
+            }
+            _ => {
+                let _ = writeln!(o, "    {title}s:\t{}", list.join(", "));
+            }
+        }
+    }
+}
+
+/// kubectl: the container's `SeccompProfile` (and its `LocalhostProfile`), when set.
+fn container_seccomp(o: &mut String, c: &Value) {
+    let seccomp = &c["securityContext"]["seccompProfile"];
+    if seccomp.is_object() {
+        let _ = writeln!(o, "    SeccompProfile:\t{}", s(seccomp, "type"));
+        if s(seccomp, "type") == "Localhost" {
+            let _ = writeln!(
+                o,
+                "      LocalhostProfile:\t{}",
+                s(seccomp, "localhostProfile")
+            );
+        }
+    }
+}
+
+/// kubectl: `Command:` and `Args:`, one line each (multi-line items split).
+fn command_and_args(o: &mut String, c: &Value) {
+    for (title, field) in [("Command", "command"), ("Args", "args")] {
+        let items = arr(c, field);
+        if !items.is_empty() {
+            let _ = writeln!(o, "    {title}:");
+            for item in items {
+                for line in item.as_str().unwrap_or("").split('\n') {
+                    let _ = writeln!(o, "      {line}");
                 }
             }
         }
-        env(o, pod, c);
-        let mut mounts: Vec<&Value> = arr(c, "volumeMounts").iter().collect();
-        let none = if mounts.is_empty() { "\t<none>" } else { "" };
-        let _ = writeln!(o, "    Mounts:{none}");
-        sort_by_field(&mut mounts, "mountPath");
-        for m in mounts {
-            let mut flags = vec![if m["readOnly"] == true { "ro" } else { "rw" }.to_string()];
-            if !s(m, "subPath").is_empty() {
-                flags.push(format!("path={:?}", s(m, "subPath")));
+    }
+}
+
+/// kubectl: `State`, `Last State` (when it terminated), `Ready`, `Restart Count`.
+fn container_status(o: &mut String, st: &Value) {
+    state(o, "State", &st["state"]);
+    if st["lastState"]["terminated"].is_object() {
+        state(o, "Last State", &st["lastState"]);
+    }
+    let ready = if st["ready"] == true { "True" } else { "False" };
+    let _ = writeln!(o, "    Ready:\t{ready}");
+    let restarts = st["restartCount"].as_i64().unwrap_or(0);
+    let _ = writeln!(o, "    Restart Count:\t{restarts}");
+}
+
+/// kubectl: `Limits:` and `Requests:`, when any.
+fn container_resources(o: &mut String, c: &Value) {
+    for (title, field) in [("Limits", "limits"), ("Requests", "requests")] {
+        if let Some(m) = c["resources"][field].as_object().filter(|m| !m.is_empty()) {
+            let _ = writeln!(o, "    {title}:");
+            for (k, v) in m {
+                let v = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+                let _ = writeln!(o, "      {k}:\t{v}");
             }
-            let _ = writeln!(
-                o,
-                "      {} from {} ({})",
-                s(m, "mountPath"),
-                s(m, "name"),
-                flags.join(",")
-            );
         }
+    }
+}
+
+/// kubectl: `Environment Variables from:` — each ConfigMap or Secret, its prefix.
+fn env_from(o: &mut String, c: &Value) {
+    let env_from = arr(c, "envFrom");
+    if env_from.is_empty() {
+        return;
+    }
+    o.push_str("    Environment Variables from:\n");
+    for e in env_from {
+        let (from, r) = if e["configMapRef"].is_object() {
+            ("ConfigMap", &e["configMapRef"])
+        } else {
+            ("Secret", &e["secretRef"])
+        };
+        let optional = r["optional"] == true;
+        match s(e, "prefix") {
+            "" => {
+                let _ = writeln!(o, "      {}\t{from}\tOptional: {optional}", s(r, "name"));
+            }
+            p => {
+                let _ = writeln!(
+                    o,
+                    "      {}\t{from} with prefix '{p}'\tOptional: {optional}",
+                    s(r, "name")
+                );
+            }
+        }
+    }
+}
+
+/// kubectl: `Mounts:`, sorted by path, with `ro`/`rw` and the sub-path.
+fn container_mounts(o: &mut String, c: &Value) {
+    let mut mounts: Vec<&Value> = arr(c, "volumeMounts").iter().collect();
+    let none = if mounts.is_empty() { "\t<none>" } else { "" };
+    let _ = writeln!(o, "    Mounts:{none}");
+    sort_by_field(&mut mounts, "mountPath");
+    for m in mounts {
+        let mut flags = vec![if m["readOnly"] == true { "ro" } else { "rw" }.to_string()];
+        if !s(m, "subPath").is_empty() {
+            flags.push(format!("path={:?}", s(m, "subPath")));
+        }
+        let _ = writeln!(
+            o,
+            "      {} from {} ({})",
+            s(m, "mountPath"),
+            s(m, "name"),
+            flags.join(",")
+        );
     }
 }
 
