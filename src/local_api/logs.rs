@@ -1028,6 +1028,20 @@ async fn send_out(tx: &mpsc::Sender<Bytes>, out: &mut Vec<u8>) -> bool {
     out.is_empty() || tx.send(Bytes::from(std::mem::take(out))).await.is_ok()
 }
 
+/// The next bytes of the live file (none while there is no live file), from where the
+/// last read ended.
+fn read_more(live: Option<&mut Tracked>, buf: &mut [u8], path: &Path) -> Result<usize, LogError> {
+    let Some(t) = live else {
+        return Ok(0);
+    };
+    let n = t
+        .file
+        .read_at(buf, t.pos)
+        .map_err(|e| LogError::io(path, e))?;
+    t.pos += n as u64;
+    Ok(n)
+}
+
 /// Step 2 of [`follow`]: reads what is appended to the live file in bounded chunks, follows
 /// a rotation (the old file to its end, then the new one) and a truncation (from 0), and
 /// once `stopped` says so reads to the end once more and returns.
@@ -1045,17 +1059,7 @@ async fn follow_live(
     // A new file is at the live path: read the old one to its end, then switch.
     let mut replaced = false;
     loop {
-        let n = match &mut live {
-            Some(t) => {
-                let n = t
-                    .file
-                    .read_at(&mut buf, t.pos)
-                    .map_err(|e| LogError::io(live_path, e))?;
-                t.pos += n as u64;
-                n
-            }
-            None => 0,
-        };
+        let n = read_more(live.as_mut(), &mut buf, live_path)?;
         if n > 0 {
             let flow = pipe.feed(&buf[..n], &mut out).map_err(LogError::Write)?;
             if !send_out(tx, &mut out).await || flow == Flow::Stop {
