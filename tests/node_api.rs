@@ -761,7 +761,7 @@ async fn the_fuzz_seeds_reach_the_routes() {
             );
             let clock = TokioClock::new(1_800_000_000_000_000_000);
             let api = local_api::server::Api::new(
-                local_api::credentials::Token::parse(TOKEN).unwrap(),
+                local_api::token::Token::parse(TOKEN).unwrap(),
                 view,
                 FakeRuntime::new(clock),
                 clock,

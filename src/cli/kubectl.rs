@@ -85,17 +85,20 @@ pub async fn get(
     r: Resource,
     name: Option<&str>,
     req: &Request,
-) -> Result<String, String> {
+) -> Result<String, KubectlError> {
     let path = collection(r, req, name);
     match req.output.as_str() {
         "" | "wide" => {
-            let body = client.get_as(&path, TABLE).await.map_err(err)?;
-            let table: Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
+            let body = client
+                .get_as(&path, TABLE)
+                .await
+                .map_err(KubectlError::Api)?;
+            let table: Value = serde_json::from_slice(&body).map_err(KubectlError::Decode)?;
             let with_ns = req.all_namespaces && r != Resource::Nodes && name.is_none();
             if table["rows"].as_array().is_none_or(Vec::is_empty) {
-                return Err(match (with_ns || r == Resource::Nodes, name) {
-                    (true, _) => "No resources found".to_string(),
-                    (false, _) => format!("No resources found in {} namespace.", req.namespace),
+                let one_namespace = !(with_ns || r == Resource::Nodes);
+                return Err(KubectlError::NoResources {
+                    namespace: one_namespace.then(|| req.namespace.clone()),
                 });
             }
             Ok(print_table(&table, req.output == "wide", with_ns))
@@ -104,8 +107,8 @@ pub async fn get(
             let body = client
                 .get_as(&path, "application/json")
                 .await
-                .map_err(err)?;
-            let mut v: Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
+                .map_err(KubectlError::Api)?;
+            let mut v: Value = serde_json::from_slice(&body).map_err(KubectlError::Decode)?;
             let kind = match r {
                 Resource::Pods => "Pod",
                 Resource::Nodes => "Node",
@@ -143,29 +146,97 @@ pub async fn get(
             }
             Ok(out)
         }
-        other => Err(format!(
-            "unable to match a printer suitable for the output format {other:?}, allowed formats are: json,name,wide,yaml"
-        )),
+        other => Err(KubectlError::Output(other.to_string())),
+    }
+}
+
+/// Why a command printed nothing on stdout; the text is the line for stderr, in kubectl's
+/// words where kubectl has them.
+#[derive(Debug)]
+pub enum KubectlError {
+    /// Nothing to list (kubectl says so on stderr and exits 0): `No resources found`, or
+    /// `… in NS namespace.` when one namespace was asked about.
+    NoResources { namespace: Option<String> },
+    /// The node API's answer, or no answer (see the `Display`).
+    Api(ApiError),
+    /// `logs` without `-c`: the pod itself could not be read (kubectl finds the pod first,
+    /// and says so in its own words).
+    PodLookup { error: ApiError, namespace: String },
+    /// An answer that is not the JSON asked for.
+    Decode(serde_json::Error),
+    /// `logs` of a pod without containers (the pod's name).
+    NoContainers(String),
+    /// An `-o` kubectl does not know.
+    Output(String),
+    /// A resource picolet does not serve.
+    UnknownResource(String),
+    /// `node-shutdown` failed.
+    Shutdown(ApiError),
+    /// A verb with the wrong arguments: its usage line.
+    Usage(&'static str),
+}
+
+impl std::fmt::Display for KubectlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KubectlError::NoResources { namespace: None } => f.write_str("No resources found"),
+            KubectlError::NoResources {
+                namespace: Some(ns),
+            } => write!(f, "No resources found in {ns} namespace."),
+            KubectlError::Api(e) => api_error(e, f),
+            KubectlError::PodLookup { error, namespace } => {
+                let e = ApiText(error).to_string();
+                match e.strip_prefix("Error") {
+                    Some(rest) => write!(f, "error: error{rest} in namespace {namespace:?}"),
+                    None => f.write_str(&e),
+                }
+            }
+            KubectlError::Decode(e) => e.fmt(f),
+            KubectlError::NoContainers(name) => write!(f, "pod {name} has no containers"),
+            KubectlError::Output(other) => write!(
+                f,
+                "unable to match a printer suitable for the output format {other:?}, allowed formats are: json,name,wide,yaml"
+            ),
+            KubectlError::UnknownResource(resource) => write!(
+                f,
+                "the server doesn't have a resource type {resource:?} (picolet knows pods, nodes, events)"
+            ),
+            KubectlError::Shutdown(e) => write!(f, "picolet node-shutdown: {e}"),
+            KubectlError::Usage(line) => write!(f, "usage: {line}"),
+        }
+    }
+}
+
+impl std::error::Error for KubectlError {}
+
+/// [`api_error`]'s text, for the lines that edit it.
+struct ApiText<'a>(&'a ApiError);
+
+impl std::fmt::Display for ApiText<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        api_error(self.0, f)
     }
 }
 
 /// kubectl: `Error from server (NotFound): pods "x" not found`.
-fn err(e: ApiError) -> String {
+fn api_error(e: &ApiError, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
     match e {
         ApiError::Status {
             reason, message, ..
         } if !message.is_empty() => match reason.as_str() {
-            "" => format!("Error from server: {message}"),
-            r => format!("Error from server ({r}): {message}"),
+            "" => write!(f, "Error from server: {message}"),
+            r => write!(f, "Error from server ({r}): {message}"),
         },
         // Nothing (of picolet's) answers: say where to look, not only what failed.
-        e @ (ApiError::Connect { .. } | ApiError::Timeout { .. }) => format!(
+        ApiError::Connect { .. } | ApiError::Timeout { .. } => write!(
+            f,
             "{e}\npicolet's node API does not answer there: is `picolet run` running with this --root-dir? Its log says \"node API: serving …\" once it listens, or \"cannot listen on …\" and who holds the port"
         ),
-        ApiError::Status { code: 401, .. } => format!(
+        ApiError::Status { code: 401, .. } => write!(
+            f,
             "{e}\nthe server refused this kubeconfig's token: another program may hold the node API's port (its log names it), or the kubeconfig is an old one"
         ),
-        e => e.to_string(),
+        e => std::fmt::Display::fmt(e, f),
     }
 }
 
@@ -218,7 +289,7 @@ fn cell_text(v: &Value) -> String {
 /// `picolet logs NAME`: streams the log to stdout. Without `-c`, the pod's default
 /// container (kubectl: the `kubectl.kubernetes.io/default-container` annotation, else the
 /// first; a note on stderr when the pod has several).
-pub async fn logs(client: &Client, name: &str, req: &Request) -> Result<(), String> {
+pub async fn logs(client: &Client, name: &str, req: &Request) -> Result<(), KubectlError> {
     let container = match &req.container {
         Some(c) => c.clone(),
         None => {
@@ -228,17 +299,11 @@ pub async fn logs(client: &Client, name: &str, req: &Request) -> Result<(), Stri
                     "application/json",
                 )
                 .await
-                .map_err(|e| {
-                    // kubectl finds the pod first, and says so in its own words.
-                    let e = err(e);
-                    match e.strip_prefix("Error") {
-                        Some(rest) => {
-                            format!("error: error{rest} in namespace {:?}", req.namespace)
-                        }
-                        None => e,
-                    }
+                .map_err(|error| KubectlError::PodLookup {
+                    error,
+                    namespace: req.namespace.clone(),
                 })?;
-            let pod: Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
+            let pod: Value = serde_json::from_slice(&body).map_err(KubectlError::Decode)?;
             let names: Vec<&str> = pod["spec"]["containers"]
                 .as_array()
                 .map(|cs| cs.iter().filter_map(|c| c["name"].as_str()).collect())
@@ -248,7 +313,7 @@ pub async fn logs(client: &Client, name: &str, req: &Request) -> Result<(), Stri
             let chosen = annotated
                 .filter(|a| names.contains(a))
                 .or(names.first().copied())
-                .ok_or_else(|| format!("pod {name} has no containers"))?;
+                .ok_or_else(|| KubectlError::NoContainers(name.to_string()))?;
             if names.len() > 1 && annotated.is_none() {
                 eprintln!(
                     "Defaulted container {chosen:?} out of: {}",
@@ -281,7 +346,7 @@ pub async fn logs(client: &Client, name: &str, req: &Request) -> Result<(), Stri
                 .is_ok()
         })
         .await
-        .map_err(err)
+        .map_err(KubectlError::Api)
 }
 
 /// `picolet describe pod NAME`: kubectl's `describePod`, its events included.
@@ -290,15 +355,15 @@ pub async fn describe_pod(
     name: &str,
     req: &Request,
     now: UnixNanos,
-) -> Result<String, String> {
+) -> Result<String, KubectlError> {
     let body = client
         .get_as(
             &collection(Resource::Pods, req, Some(name)),
             "application/json",
         )
         .await
-        .map_err(err)?;
-    let pod: Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
+        .map_err(KubectlError::Api)?;
+    let pod: Value = serde_json::from_slice(&body).map_err(KubectlError::Decode)?;
     let meta = &pod["metadata"];
     // kubectl: events of this object (a mirror pod's by the static pod's UID).
     let uid = meta["annotations"]["kubernetes.io/config.mirror"]
@@ -551,6 +616,8 @@ fn tolerations(o: &mut String, tols: &[Value]) {
     }
 }
 
+/// kubectl `describeContainers`: one section per container of `key` (`containers`,
+/// `initContainers`), with its status from `statuses`.
 fn containers(o: &mut String, label: &str, pod: &Value, key: &str, statuses: &str) {
     let list = arr(&pod["spec"], key);
     let none = if list.is_empty() { " <none>" } else { "" };
@@ -568,65 +635,13 @@ fn containers(o: &mut String, label: &str, pod: &Value, key: &str, statuses: &st
         if let Some(st) = st {
             let _ = writeln!(o, "    Image ID:\t{}", s(st, "imageID"));
         }
-        let ports = arr(c, "ports");
-        for (title, field) in [("Port", "containerPort"), ("Host Port", "hostPort")] {
-            let list: Vec<String> = ports
-                .iter()
-                .map(|p| format!("{}/{}", p[field].as_i64().unwrap_or(0), s(p, "protocol")))
-                .collect();
-            match list.len() {
-                0 => {
-                    let _ = writeln!(o, "    {title}:\t<none>");
-                }
-                1 => {
-                    let _ = writeln!(o, "    {title}:\t{}", list[0]);
-                }
-                _ => {
-                    let _ = writeln!(o, "    {title}s:\t{}", list.join(", "));
-                }
-            }
-        }
-        let seccomp = &c["securityContext"]["seccompProfile"];
-        if seccomp.is_object() {
-            let _ = writeln!(o, "    SeccompProfile:\t{}", s(seccomp, "type"));
-            if s(seccomp, "type") == "Localhost" {
-                let _ = writeln!(
-                    o,
-                    "      LocalhostProfile:\t{}",
-                    s(seccomp, "localhostProfile")
-                );
-            }
-        }
-        for (title, field) in [("Command", "command"), ("Args", "args")] {
-            let items = arr(c, field);
-            if !items.is_empty() {
-                let _ = writeln!(o, "    {title}:");
-                for item in items {
-                    for line in item.as_str().unwrap_or("").split('\n') {
-                        let _ = writeln!(o, "      {line}");
-                    }
-                }
-            }
-        }
+        container_ports(o, c);
+        container_seccomp(o, c);
+        command_and_args(o, c);
         if let Some(st) = st {
-            state(o, "State", &st["state"]);
-            if st["lastState"]["terminated"].is_object() {
-                state(o, "Last State", &st["lastState"]);
-            }
-            let ready = if st["ready"] == true { "True" } else { "False" };
-            let _ = writeln!(o, "    Ready:\t{ready}");
-            let restarts = st["restartCount"].as_i64().unwrap_or(0);
-            let _ = writeln!(o, "    Restart Count:\t{restarts}");
+            container_status(o, st);
         }
-        for (title, field) in [("Limits", "limits"), ("Requests", "requests")] {
-            if let Some(m) = c["resources"][field].as_object().filter(|m| !m.is_empty()) {
-                let _ = writeln!(o, "    {title}:");
-                for (k, v) in m {
-                    let v = v.as_str().map_or_else(|| v.to_string(), str::to_string);
-                    let _ = writeln!(o, "      {k}:\t{v}");
-                }
-            }
-        }
+        container_resources(o, c);
         for (title, field) in [
             ("Liveness", "livenessProbe"),
             ("Readiness", "readinessProbe"),
@@ -636,48 +651,136 @@ fn containers(o: &mut String, label: &str, pod: &Value, key: &str, statuses: &st
                 let _ = writeln!(o, "    {title}:\t{}", probe(&c[field]));
             }
         }
-        let env_from = arr(c, "envFrom");
-        if !env_from.is_empty() {
-            o.push_str("    Environment Variables from:\n");
-            for e in env_from {
-                let (from, r) = if e["configMapRef"].is_object() {
-                    ("ConfigMap", &e["configMapRef"])
-                } else {
-                    ("Secret", &e["secretRef"])
-                };
-                let optional = r["optional"] == true;
-                match s(e, "prefix") {
-                    "" => {
-                        let _ = writeln!(o, "      {}\t{from}\tOptional: {optional}", s(r, "name"));
-                    }
-                    p => {
-                        let _ = writeln!(
-                            o,
-                            "      {}\t{from} with prefix '{p}'\tOptional: {optional}",
-                            s(r, "name")
-                        );
-                    }
+        env_from(o, c);
+        env(o, pod, c);
+        container_mounts(o, c);
+    }
+}
+
+/// kubectl: `Port:`/`Host Port:` lines (plural with several).
+fn container_ports(o: &mut String, c: &Value) {
+    let ports = arr(c, "ports");
+    for (title, field) in [("Port", "containerPort"), ("Host Port", "hostPort")] {
+        let list: Vec<String> = ports
+            .iter()
+            .map(|p| format!("{}/{}", p[field].as_i64().unwrap_or(0), s(p, "protocol")))
+            .collect();
+        match list.len() {
+            0 => {
+                let _ = writeln!(o, "    {title}:\t<none>");
+            }
+            1 => {
+                let _ = writeln!(o, "    {title}:\t{}", list[0]);
+            }
+            _ => {
+                let _ = writeln!(o, "    {title}s:\t{}", list.join(", "));
+            }
+        }
+    }
+}
+
+/// kubectl: the container's `SeccompProfile` (and its `LocalhostProfile`), when set.
+fn container_seccomp(o: &mut String, c: &Value) {
+    let seccomp = &c["securityContext"]["seccompProfile"];
+    if seccomp.is_object() {
+        let _ = writeln!(o, "    SeccompProfile:\t{}", s(seccomp, "type"));
+        if s(seccomp, "type") == "Localhost" {
+            let _ = writeln!(
+                o,
+                "      LocalhostProfile:\t{}",
+                s(seccomp, "localhostProfile")
+            );
+        }
+    }
+}
+
+/// kubectl: `Command:` and `Args:`, one line each (multi-line items split).
+fn command_and_args(o: &mut String, c: &Value) {
+    for (title, field) in [("Command", "command"), ("Args", "args")] {
+        let items = arr(c, field);
+        if !items.is_empty() {
+            let _ = writeln!(o, "    {title}:");
+            for item in items {
+                for line in item.as_str().unwrap_or("").split('\n') {
+                    let _ = writeln!(o, "      {line}");
                 }
             }
         }
-        env(o, pod, c);
-        let mut mounts: Vec<&Value> = arr(c, "volumeMounts").iter().collect();
-        let none = if mounts.is_empty() { "\t<none>" } else { "" };
-        let _ = writeln!(o, "    Mounts:{none}");
-        sort_by_field(&mut mounts, "mountPath");
-        for m in mounts {
-            let mut flags = vec![if m["readOnly"] == true { "ro" } else { "rw" }.to_string()];
-            if !s(m, "subPath").is_empty() {
-                flags.push(format!("path={:?}", s(m, "subPath")));
+    }
+}
+
+/// kubectl: `State`, `Last State` (when it terminated), `Ready`, `Restart Count`.
+fn container_status(o: &mut String, st: &Value) {
+    state(o, "State", &st["state"]);
+    if st["lastState"]["terminated"].is_object() {
+        state(o, "Last State", &st["lastState"]);
+    }
+    let ready = if st["ready"] == true { "True" } else { "False" };
+    let _ = writeln!(o, "    Ready:\t{ready}");
+    let restarts = st["restartCount"].as_i64().unwrap_or(0);
+    let _ = writeln!(o, "    Restart Count:\t{restarts}");
+}
+
+/// kubectl: `Limits:` and `Requests:`, when any.
+fn container_resources(o: &mut String, c: &Value) {
+    for (title, field) in [("Limits", "limits"), ("Requests", "requests")] {
+        if let Some(m) = c["resources"][field].as_object().filter(|m| !m.is_empty()) {
+            let _ = writeln!(o, "    {title}:");
+            for (k, v) in m {
+                let v = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+                let _ = writeln!(o, "      {k}:\t{v}");
             }
-            let _ = writeln!(
-                o,
-                "      {} from {} ({})",
-                s(m, "mountPath"),
-                s(m, "name"),
-                flags.join(",")
-            );
         }
+    }
+}
+
+/// kubectl: `Environment Variables from:` — each ConfigMap or Secret, its prefix.
+fn env_from(o: &mut String, c: &Value) {
+    let env_from = arr(c, "envFrom");
+    if env_from.is_empty() {
+        return;
+    }
+    o.push_str("    Environment Variables from:\n");
+    for e in env_from {
+        let (from, r) = if e["configMapRef"].is_object() {
+            ("ConfigMap", &e["configMapRef"])
+        } else {
+            ("Secret", &e["secretRef"])
+        };
+        let optional = r["optional"] == true;
+        match s(e, "prefix") {
+            "" => {
+                let _ = writeln!(o, "      {}\t{from}\tOptional: {optional}", s(r, "name"));
+            }
+            p => {
+                let _ = writeln!(
+                    o,
+                    "      {}\t{from} with prefix '{p}'\tOptional: {optional}",
+                    s(r, "name")
+                );
+            }
+        }
+    }
+}
+
+/// kubectl: `Mounts:`, sorted by path, with `ro`/`rw` and the sub-path.
+fn container_mounts(o: &mut String, c: &Value) {
+    let mut mounts: Vec<&Value> = arr(c, "volumeMounts").iter().collect();
+    let none = if mounts.is_empty() { "\t<none>" } else { "" };
+    let _ = writeln!(o, "    Mounts:{none}");
+    sort_by_field(&mut mounts, "mountPath");
+    for m in mounts {
+        let mut flags = vec![if m["readOnly"] == true { "ro" } else { "rw" }.to_string()];
+        if !s(m, "subPath").is_empty() {
+            flags.push(format!("path={:?}", s(m, "subPath")));
+        }
+        let _ = writeln!(
+            o,
+            "      {} from {} ({})",
+            s(m, "mountPath"),
+            s(m, "name"),
+            flags.join(",")
+        );
     }
 }
 

@@ -1,4 +1,4 @@
-//! The board's own commands, for a console where kubectl does not fit (issue 17):
+//! The board's own commands, for a console where kubectl does not fit:
 //! `picolet validate FILE…` (no running picolet needed) and `picolet get`, `describe pod`,
 //! `logs` (kubectl's names, flags and output, as clients of the node API, `local_api`).
 //!
@@ -246,7 +246,7 @@ fn run_validate(a: &Args) -> u8 {
                 let source_path = dir.join(&name).to_string_lossy().into_owned();
                 refs.extend(report.add_file(file, &source_path, &bytes, &node, now));
             }
-            Err(e) => report.rejected(file, e),
+            Err(e) => report.rejected(file, e.to_string()),
         }
     }
     report.link(&refs);
@@ -294,27 +294,49 @@ fn out(text: &str) {
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }
 
+/// Why [`read_limited`] read no manifest.
+#[derive(Debug)]
+enum ReadError {
+    Io(std::io::Error),
+    /// A FIFO, device or directory.
+    NotRegular,
+    /// Over the limit (the limit).
+    TooLarge(u64),
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::Io(e) => e.fmt(f),
+            ReadError::NotRegular => f.write_str("not a regular file"),
+            ReadError::TooLarge(max) => {
+                write!(f, "larger than {max} bytes (kubelet: maxConfigLength)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
 /// Reads a manifest as the file source does: a regular file, at most `max` bytes, never
 /// blocking on a FIFO.
-fn read_limited(path: &std::path::Path, max: u64) -> Result<Vec<u8>, String> {
+fn read_limited(path: &std::path::Path, max: u64) -> Result<Vec<u8>, ReadError> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
         .open(path)
-        .map_err(|e| e.to_string())?;
+        .map_err(ReadError::Io)?;
     if !file.metadata().is_ok_and(|m| m.is_file()) {
-        return Err("not a regular file".into());
+        return Err(ReadError::NotRegular);
     }
     let mut bytes = Vec::new();
     file.take(max + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
+        .map_err(ReadError::Io)?;
     if bytes.len() as u64 > max {
-        return Err(format!(
-            "larger than {max} bytes (kubelet: maxConfigLength)"
-        ));
+        return Err(ReadError::TooLarge(max));
     }
     Ok(bytes)
 }
@@ -397,31 +419,30 @@ fn client_main(a: &Args) -> u8 {
     };
     let result = rt.block_on(async {
         match (a.verb, split.as_slice()) {
-            ("logs", ["pod" | "pods" | "po", name] | [name]) => {
-                kubectl::logs(&client, name, req).await.map(|()| String::new())
-            }
-            ("describe", [resource, name]) if kubectl::Resource::parse(resource) == Some(kubectl::Resource::Pods) => {
+            ("logs", ["pod" | "pods" | "po", name] | [name]) => kubectl::logs(&client, name, req)
+                .await
+                .map(|()| String::new()),
+            ("describe", [resource, name])
+                if kubectl::Resource::parse(resource) == Some(kubectl::Resource::Pods) =>
+            {
                 kubectl::describe_pod(&client, name, req, SystemClock.now()).await
             }
             ("get", [resource, rest @ ..]) if rest.len() <= 1 => {
                 match kubectl::Resource::parse(resource) {
                     Some(r) => kubectl::get(&client, r, rest.first().copied(), req).await,
-                    None => Err(format!(
-                        "the server doesn't have a resource type {resource:?} (picolet knows pods, nodes, events)"
-                    )),
+                    None => Err(kubectl::KubectlError::UnknownResource(resource.to_string())),
                 }
             }
             ("node-shutdown", []) => client
                 .post_empty("/shutdown", std::time::Duration::from_secs(3600))
                 .await
                 .map(|b| String::from_utf8_lossy(&b).into_owned())
-                .map_err(|e| format!("picolet node-shutdown: {e}")),
-            (verb, _) => Err(format!(
-                "usage: {}",
+                .map_err(kubectl::KubectlError::Shutdown),
+            (verb, _) => Err(kubectl::KubectlError::Usage(
                 HELP.lines()
                     .find(|l| l.contains(&format!("picolet {verb} ")))
                     .unwrap_or("")
-                    .trim()
+                    .trim(),
             )),
         }
     });
@@ -430,7 +451,7 @@ fn client_main(a: &Args) -> u8 {
             out(&text);
             0
         }
-        Err(e) if e.starts_with("No resources found") => {
+        Err(e @ kubectl::KubectlError::NoResources { .. }) => {
             eprintln!("{e}");
             0
         }

@@ -131,83 +131,53 @@ impl Report {
                     used_by: Some(Vec::new()),
                     waits_for: Vec::new(),
                 }),
-                Ok(Document::Pod(loaded)) => {
-                    let pod = &loaded.pod;
-                    let who = format!("{}/{}", pod.metadata.namespace, pod.metadata.name);
-                    for key in config_data::references(pod) {
-                        refs.push((key, who.clone()));
-                    }
-                    // What it cannot start without; `link` keeps those no file provides.
-                    let waits_for = config_data::required_references(pod)
-                        .into_iter()
-                        .filter(|k| matches!(k.kind.as_str(), "ConfigMap" | "Secret"))
-                        .map(|k| format!("{} {}/{}", k.kind.as_str(), k.namespace, k.name))
-                        .collect();
-                    let verdict = admission::admit(pod, node, &[]);
-                    let mut out = Vec::new();
-                    let findings = match serde_json::to_value(pod) {
-                        Ok(json) => fields::findings(&json),
-                        Err(_) => Vec::new(),
-                    };
-                    for f in findings {
-                        out.push(Field {
-                            path: f.path,
-                            policy: f.policy.as_str(),
-                            why: f.why.to_string(),
-                            volume: f.volume,
-                        });
-                    }
-                    for u in fields::classify_unknown(&loaded.unknown_fields) {
-                        let (path, policy, why) = match u {
-                            Unknown::Ignored(p) => {
-                                let why =
-                                    fields::rule_for(&fields::normalize(&p)).map_or("", |r| r.why);
-                                (p, Policy::Ignored.as_str(), why.to_string())
-                            }
-                            Unknown::NotUpstream(p) => {
-                                (p, "unknown", "not a field of v1.Pod: a typo?".to_string())
-                            }
-                        };
-                        out.push(Field {
-                            path,
-                            policy,
-                            why,
-                            volume: None,
-                        });
-                    }
-                    // refused, warned, unknown, ignored: a stable order without a sort.
-                    let out: Vec<Field> = ["refused", "warned", "unknown", "ignored"]
-                        .iter()
-                        .flat_map(|p| out.iter().filter(move |f| f.policy == *p))
-                        .cloned()
-                        .collect();
-                    let (verdict, error) = match verdict.rejection {
-                        // The refused fields are listed below: no need to say them twice.
-                        Some(r) if r.reason == admission::REASON_UNSUPPORTED => {
-                            ("refused", String::new())
-                        }
-                        Some(r) => ("refused", format!("{}: {}", r.reason, r.message)),
-                        None if out.iter().any(|f| f.policy != "ignored") => {
-                            ("warned", String::new())
-                        }
-                        None => ("ok", String::new()),
-                    };
-                    self.entries.push(Entry {
-                        file,
-                        kind: "Pod".into(),
-                        namespace: pod.metadata.namespace.clone(),
-                        name: pod.metadata.name.clone(),
-                        uid: pod.metadata.uid.clone(),
-                        verdict,
-                        fields: out,
-                        error,
-                        used_by: None,
-                        waits_for,
-                    });
-                }
+                Ok(Document::Pod(loaded)) => self.add_pod(file, &loaded, node, &mut refs),
             }
         }
         refs
+    }
+
+    /// One pod document: its references (into `refs`, for [`Report::link`]), what it waits
+    /// for, the admission verdict and its fields' findings.
+    fn add_pod(
+        &mut self,
+        file: String,
+        loaded: &manifest::Loaded,
+        node: &NodeInfo,
+        refs: &mut Vec<(ObjectKey, String)>,
+    ) {
+        let pod = &loaded.pod;
+        let who = format!("{}/{}", pod.metadata.namespace, pod.metadata.name);
+        for key in config_data::references(pod) {
+            refs.push((key, who.clone()));
+        }
+        // What it cannot start without; `link` keeps those no file provides.
+        let waits_for = config_data::required_references(pod)
+            .into_iter()
+            .filter(|k| matches!(k.kind.as_str(), "ConfigMap" | "Secret"))
+            .map(|k| format!("{} {}/{}", k.kind.as_str(), k.namespace, k.name))
+            .collect();
+        let verdict = admission::admit(pod, node, &[]);
+        let out = pod_fields(loaded);
+        let (verdict, error) = match verdict.rejection {
+            // The refused fields are listed below: no need to say them twice.
+            Some(r) if r.reason == admission::REASON_UNSUPPORTED => ("refused", String::new()),
+            Some(r) => ("refused", format!("{}: {}", r.reason, r.message)),
+            None if out.iter().any(|f| f.policy != "ignored") => ("warned", String::new()),
+            None => ("ok", String::new()),
+        };
+        self.entries.push(Entry {
+            file,
+            kind: "Pod".into(),
+            namespace: pod.metadata.namespace.clone(),
+            name: pod.metadata.name.clone(),
+            uid: pod.metadata.uid.clone(),
+            verdict,
+            fields: out,
+            error,
+            used_by: None,
+            waits_for,
+        });
     }
 
     /// Fills in `usedBy` of the ConfigMaps and Secrets from every pod's references, and
@@ -339,6 +309,46 @@ fn split_error(e: &manifest::ManifestError, source_path: &str, shown: &str) -> (
         ),
         _ => (shown.to_string(), text),
     }
+}
+
+/// A pod's fields worth a line: the field policy's findings on the pod, then the fields the
+/// parser did not know (ignored on purpose, or not a field of v1.Pod at all); refused,
+/// warned, unknown, ignored first.
+fn pod_fields(loaded: &manifest::Loaded) -> Vec<Field> {
+    let mut out = Vec::new();
+    let findings = match serde_json::to_value(&loaded.pod) {
+        Ok(json) => fields::findings(&json),
+        Err(_) => Vec::new(),
+    };
+    for f in findings {
+        out.push(Field {
+            path: f.path,
+            policy: f.policy.as_str(),
+            why: f.why.to_string(),
+            volume: f.volume,
+        });
+    }
+    for u in fields::classify_unknown(&loaded.unknown_fields) {
+        let (path, policy, why) = match u {
+            Unknown::Ignored(p) => {
+                let why = fields::rule_for(&fields::normalize(&p)).map_or("", |r| r.why);
+                (p, Policy::Ignored.as_str(), why.to_string())
+            }
+            Unknown::NotUpstream(p) => (p, "unknown", "not a field of v1.Pod: a typo?".to_string()),
+        };
+        out.push(Field {
+            path,
+            policy,
+            why,
+            volume: None,
+        });
+    }
+    // refused, warned, unknown, ignored: a stable order without a sort.
+    ["refused", "warned", "unknown", "ignored"]
+        .iter()
+        .flat_map(|p| out.iter().filter(move |f| f.policy == *p))
+        .cloned()
+        .collect()
 }
 
 #[cfg(test)]

@@ -445,7 +445,7 @@ impl Auth {
         ))
     }
 
-    async fn review_token(&self, token: &str) -> Result<Option<User>, String> {
+    async fn review_token(&self, token: &str) -> Result<Option<User>, ReviewError> {
         if !self.config.token_webhook {
             return Ok(None);
         }
@@ -453,11 +453,11 @@ impl Auth {
         if let Some(hit) = self.tokens.borrow().get(&key, Instant::now()) {
             return Ok(hit);
         }
-        let client = self.client.as_ref().ok_or("no apiserver client")?;
+        let client = self.client.as_ref().ok_or(ReviewError::NoClient)?;
         let answer: Value = client
             .create(TOKEN_REVIEWS, &token_review(token))
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(ReviewError::Api)?;
         let user = token_review_user(&answer);
         // kubelet: success and failure are both cached for the one TTL.
         self.tokens
@@ -466,19 +466,19 @@ impl Auth {
         Ok(user)
     }
 
-    async fn review_access(&self, user: &User, verb: &str, sub: &str) -> Result<bool, String> {
+    async fn review_access(&self, user: &User, verb: &str, sub: &str) -> Result<bool, ReviewError> {
         let key = decision_key(user, verb, sub);
         if let Some(hit) = self.decisions.borrow().get(&key, Instant::now()) {
             return Ok(hit);
         }
-        let client = self.client.as_ref().ok_or("no apiserver client")?;
+        let client = self.client.as_ref().ok_or(ReviewError::NoClient)?;
         let answer: Value = client
             .create(
                 ACCESS_REVIEWS,
                 &access_review(user, verb, sub, &self.node_name),
             )
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(ReviewError::Api)?;
         let allowed = access_allowed(&answer);
         let ttl = if allowed {
             self.config.authorized_ttl
@@ -491,6 +491,26 @@ impl Auth {
         Ok(allowed)
     }
 }
+
+/// Why a TokenReview or SubjectAccessReview got no answer (logged; the request is refused).
+#[derive(Debug)]
+pub enum ReviewError {
+    /// The webhook is on but picolet has no apiserver client to ask.
+    NoClient,
+    /// The apiserver's call failed.
+    Api(crate::kube::ApiError),
+}
+
+impl std::fmt::Display for ReviewError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReviewError::NoClient => f.write_str("no apiserver client"),
+            ReviewError::Api(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ReviewError {}
 
 #[cfg(test)]
 #[path = "auth_tests.rs"]

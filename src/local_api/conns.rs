@@ -1,5 +1,5 @@
-//! The node API's open connections and who may keep one (issue 31: 200 half-open
-//! connections of a client without a token took the API down for everyone).
+//! The node API's open connections and who may keep one (without caps, a few hundred
+//! half-open connections of a client without a token take the API down for everyone).
 //!
 //! Owns: the table of open connections — each one's peer address, whether it has made an
 //! authenticated request yet, and the token that closes it. Pure bookkeeping on the agent's

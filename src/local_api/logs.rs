@@ -1,4 +1,4 @@
-//! The reader behind `kubectl logs` (issue 13, `pods/log`): a container's CRI log files turned
+//! The reader behind `kubectl logs` (`pods/log`): a container's CRI log files turned
 //! into the plain text stream the API answers with (kubelet: `kuberuntime/logs/logs.go`,
 //! `ReadLogs`).
 //!
@@ -79,6 +79,12 @@ pub enum LogError {
     /// `previous=true` with no earlier instance (kubelet: `validateContainerLogStatus`, 400).
     #[error("previous terminated container {container:?} in pod {pod:?} not found")]
     NoPrevious { pod: String, container: String },
+    /// A container name the pod does not have (the apiserver's validation, 400).
+    #[error("container {container} is not valid for pod {pod}")]
+    ContainerNotValid { pod: String, container: String },
+    /// No container named, and the pod has more than one (the apiserver's rule, 400).
+    #[error("a container name must be specified for pod {pod}, choose one of: [{choices}]")]
+    ContainerNotChosen { pod: String, choices: String },
     #[error("failed to read log file {}: {source}", path.display())]
     Io { path: PathBuf, source: io::Error },
     /// The output side failed (the client went away mid-write).
@@ -94,6 +100,7 @@ impl LogError {
             LogError::Invalid { .. } | LogError::SinceConflict => 422,
             // kubelet: `getContainerLogs` answers 400 for every `GetKubeletContainerLogs` error.
             LogError::NotAvailable { .. } | LogError::NoPrevious { .. } => 400,
+            LogError::ContainerNotValid { .. } | LogError::ContainerNotChosen { .. } => 400,
             LogError::Io { .. } | LogError::Write(_) => 500,
         }
     }
@@ -952,7 +959,7 @@ fn open_live(path: &Path) -> Result<Option<Tracked>, LogError> {
 pub async fn follow(
     log: ContainerLog,
     opts: LogOptions,
-    mut stopped: watch::Receiver<bool>,
+    stopped: watch::Receiver<bool>,
     tx: mpsc::Sender<Bytes>,
 ) -> Result<ReadSummary, LogError> {
     let live_path = log.live.clone();
@@ -962,47 +969,89 @@ pub async fn follow(
     } else {
         Mode::Snapshot
     };
+    // Step 1: what the files hold now, on the blocking pool.
     let existing = {
         let (opts, tx, live_path) = (opts.clone(), tx.clone(), live_path.clone());
-        tokio::task::spawn_blocking(move || {
-            let opened = open_all(&files)?;
-            let mut pipe = Pipeline::new(&opts);
-            let mut out = ChannelWriter {
-                tx,
-                buf: Vec::new(),
-            };
-            let live_is_last = opened.last().is_some_and(|o| o.path == live_path);
-            let flow = match read_existing(&opened, &opts, mode, &mut pipe, &mut out)
-                .and_then(|flow| match flow {
-                    // The live file is not there yet: what the last rotated file left
-                    // unfinished is not continued by it.
-                    Flow::Continue if !live_is_last => {
-                        pipe.finish(&mut out).map_err(LogError::Write)
-                    }
-                    flow => Ok(flow),
-                })
-                .and_then(|flow| out.flush().map(|()| flow).map_err(LogError::Write))
-            {
-                Ok(flow) => flow,
-                // The client went away.
-                Err(LogError::Write(_)) => Flow::Stop,
-                Err(e) => return Err(e),
-            };
-            let live = match opened.into_iter().last() {
-                Some(o) if live_is_last => Some(Tracked::new(o.file, o.size, &o.path)?),
-                _ => None,
-            };
-            Ok((pipe, live, flow))
-        })
-        .await
+        tokio::task::spawn_blocking(move || existing_content(&files, &opts, mode, tx, &live_path))
+            .await
     };
-    let (mut pipe, mut live, flow) =
+    let (mut pipe, live, flow) =
         existing.map_err(|e| LogError::io(&live_path, io::Error::other(e.to_string())))??;
-    if mode == Mode::Snapshot || flow == Flow::Stop || tx.is_closed() {
-        warn_malformed(&[live_path], &pipe.sink.summary);
-        return Ok(pipe.sink.summary);
+    // Step 2: what is appended to the live file, until the container stops.
+    if mode == Mode::Follow && flow != Flow::Stop && !tx.is_closed() {
+        follow_live(&live_path, live, &mut pipe, stopped, &tx).await?;
     }
+    warn_malformed(&[live_path], &pipe.sink.summary);
+    Ok(pipe.sink.summary)
+}
 
+/// Step 1 of [`follow`] (blocking): the instance's files as they are, through the pipeline
+/// into `tx`; the pipeline, the live file where the read stopped (when it is the last file)
+/// and whether to go on. A client gone away is [`Flow::Stop`], not an error.
+fn existing_content(
+    files: &[PathBuf],
+    opts: &LogOptions,
+    mode: Mode,
+    tx: mpsc::Sender<Bytes>,
+    live_path: &Path,
+) -> Result<(Pipeline, Option<Tracked>, Flow), LogError> {
+    let opened = open_all(files)?;
+    let mut pipe = Pipeline::new(opts);
+    let mut out = ChannelWriter {
+        tx,
+        buf: Vec::new(),
+    };
+    let live_is_last = opened.last().is_some_and(|o| o.path == live_path);
+    let flow = match read_existing(&opened, opts, mode, &mut pipe, &mut out)
+        .and_then(|flow| match flow {
+            // The live file is not there yet: what the last rotated file left
+            // unfinished is not continued by it.
+            Flow::Continue if !live_is_last => pipe.finish(&mut out).map_err(LogError::Write),
+            flow => Ok(flow),
+        })
+        .and_then(|flow| out.flush().map(|()| flow).map_err(LogError::Write))
+    {
+        Ok(flow) => flow,
+        // The client went away.
+        Err(LogError::Write(_)) => Flow::Stop,
+        Err(e) => return Err(e),
+    };
+    let live = match opened.into_iter().last() {
+        Some(o) if live_is_last => Some(Tracked::new(o.file, o.size, &o.path)?),
+        _ => None,
+    };
+    Ok((pipe, live, flow))
+}
+
+/// Sends what the pipeline wrote, if anything; `false` when the client went away.
+async fn send_out(tx: &mpsc::Sender<Bytes>, out: &mut Vec<u8>) -> bool {
+    out.is_empty() || tx.send(Bytes::from(std::mem::take(out))).await.is_ok()
+}
+
+/// The next bytes of the live file (none while there is no live file), from where the
+/// last read ended.
+fn read_more(live: Option<&mut Tracked>, buf: &mut [u8], path: &Path) -> Result<usize, LogError> {
+    let Some(t) = live else {
+        return Ok(0);
+    };
+    let n = t
+        .file
+        .read_at(buf, t.pos)
+        .map_err(|e| LogError::io(path, e))?;
+    t.pos += n as u64;
+    Ok(n)
+}
+
+/// Step 2 of [`follow`]: reads what is appended to the live file in bounded chunks, follows
+/// a rotation (the old file to its end, then the new one) and a truncation (from 0), and
+/// once `stopped` says so reads to the end once more and returns.
+async fn follow_live(
+    live_path: &Path,
+    mut live: Option<Tracked>,
+    pipe: &mut Pipeline,
+    mut stopped: watch::Receiver<bool>,
+    tx: &mpsc::Sender<Bytes>,
+) -> Result<(), LogError> {
     let mut buf = vec![0u8; READ_CHUNK];
     let mut out = Vec::new();
     // Stopped was seen: one more read to the end, then done.
@@ -1010,29 +1059,11 @@ pub async fn follow(
     // A new file is at the live path: read the old one to its end, then switch.
     let mut replaced = false;
     loop {
-        let n = match &mut live {
-            Some(t) => {
-                let n = t
-                    .file
-                    .read_at(&mut buf, t.pos)
-                    .map_err(|e| LogError::io(&live_path, e))?;
-                t.pos += n as u64;
-                n
-            }
-            None => 0,
-        };
+        let n = read_more(live.as_mut(), &mut buf, live_path)?;
         if n > 0 {
             let flow = pipe.feed(&buf[..n], &mut out).map_err(LogError::Write)?;
-            if !out.is_empty()
-                && tx
-                    .send(Bytes::from(std::mem::take(&mut out)))
-                    .await
-                    .is_err()
-            {
-                break;
-            }
-            if flow == Flow::Stop {
-                break;
+            if !send_out(tx, &mut out).await || flow == Flow::Stop {
+                return Ok(());
             }
             // Bounded reads: let the other tasks run between chunks.
             tokio::task::yield_now().await;
@@ -1041,7 +1072,7 @@ pub async fn follow(
         // At the end of what is there.
         match &live {
             None => {
-                live = open_live(&live_path)?;
+                live = open_live(live_path)?;
                 if live.is_some() {
                     continue;
                 }
@@ -1049,21 +1080,13 @@ pub async fn follow(
             Some(_) if replaced => {
                 replaced = false;
                 let flow = pipe.finish(&mut out).map_err(LogError::Write)?;
-                if !out.is_empty()
-                    && tx
-                        .send(Bytes::from(std::mem::take(&mut out)))
-                        .await
-                        .is_err()
-                {
-                    break;
+                if !send_out(tx, &mut out).await || flow == Flow::Stop {
+                    return Ok(());
                 }
-                if flow == Flow::Stop {
-                    break;
-                }
-                live = open_live(&live_path)?;
+                live = open_live(live_path)?;
                 continue;
             }
-            Some(t) => match check_live(&live_path, t)? {
+            Some(t) => match check_live(live_path, t)? {
                 LiveFile::Replaced => {
                     replaced = true;
                     continue;
@@ -1079,7 +1102,7 @@ pub async fn follow(
             },
         }
         if draining {
-            break;
+            return Ok(());
         }
         // Container stopped --(read to the end once more)--> done.
         if *stopped.borrow_and_update() {
@@ -1094,11 +1117,9 @@ pub async fn follow(
                     draining = true;
                 }
             }
-            () = tx.closed() => break,
+            () = tx.closed() => return Ok(()),
         }
     }
-    warn_malformed(&[live_path], &pipe.sink.summary);
-    Ok(pipe.sink.summary)
 }
 
 #[cfg(test)]

@@ -1,11 +1,11 @@
-//! The node's own Kubernetes API (issue 13), served by picolet itself so the real `kubectl`
+//! The node's own Kubernetes API, served by picolet itself so the real `kubectl`
 //! works against a board with or without a cluster: HTTPS on `--address`/`--port` (kubelet
 //! defaults: port 10250; picolet binds 127.0.0.1 unless told otherwise), a bearer token,
 //! and a kubeconfig for it at `<root-dir>/kubeconfig`.
 //!
 //! - [`certs`]: the serving certificate made on first start when no `--tls-cert-file` is
 //!   given (kubelet: a CA of its own and a server certificate it signs, under `--cert-dir`).
-//! - [`credentials`]: the bearer token and the kubeconfig written for it.
+//! - [`token`]: the bearer token and the kubeconfig written for it.
 //! - [`view`]: the pods served, kept from the agent's pod events.
 //! - [`logs`]: the reader behind `pods/log` (`kubectl logs`).
 //! - [`printers`], [`select`]: server-side `Table`s and selectors.
@@ -26,7 +26,6 @@
 pub mod auth;
 pub mod certs;
 pub mod conns;
-pub mod credentials;
 pub mod logs;
 pub mod printers;
 mod response;
@@ -34,6 +33,7 @@ pub mod select;
 pub mod server;
 pub mod stats;
 pub mod stream;
+pub mod token;
 pub mod view;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -47,7 +47,7 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::Clock;
 use crate::cri::Runtime;
 use crate::messages::{PodEventReceiver, PodEventSender};
-use credentials::Token;
+use token::Token;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LocalApiError {
@@ -61,7 +61,7 @@ pub enum LocalApiError {
     #[error("node API: {0}")]
     Tls(String),
     #[error("node API: {0}")]
-    Random(#[from] credentials::NoRandom),
+    Random(#[from] token::NoRandom),
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> LocalApiError + '_ {
@@ -238,7 +238,7 @@ pub fn prepare(
         Some((_, cluster_ca)) => cluster_ca.clone(),
         None => ca,
     };
-    let mut kubeconfig = credentials::kubeconfig(
+    let mut kubeconfig = token::kubeconfig(
         &opts.node_name,
         &opts.server_url(),
         &String::from_utf8_lossy(&ca),

@@ -329,7 +329,9 @@ fn condition_true(pod: &Value, type_: &str) -> bool {
 }
 
 /// kubectl: `printPod` — Name, Ready, Status, Restarts, Age, IP, Node, Nominated Node,
-/// Readiness Gates; and the row's `Completed` condition for finished pods.
+/// Readiness Gates; and the row's `Completed` condition for finished pods. In kubectl's
+/// steps: the status reason, the init containers ([`init_containers`]), the regular ones
+/// once initialized ([`regular_containers`]), `Terminating`, then the cells.
 fn pod_row(pod: &Value, now: UnixNanos) -> (Vec<Value>, Option<Value>) {
     let phase = str_at(pod, &["status", "phase"]);
     let mut reason = match str_at(pod, &["status", "reason"]) {
@@ -344,106 +346,24 @@ fn pod_row(pod: &Value, now: UnixNanos) -> (Vec<Value>, Option<Value>) {
         _ => None,
     };
     let spec_init = array_at(pod, &["spec", "initContainers"]);
-    let sidecar = |name: &str| {
-        spec_init
-            .iter()
-            .any(|c| str_at(c, &["name"]) == name && str_at(c, &["restartPolicy"]) == "Always")
-    };
     let total = array_at(pod, &["spec", "containers"]).len()
         + spec_init
             .iter()
             .filter(|c| str_at(c, &["restartPolicy"]) == "Always")
             .count();
-    let mut ready = 0;
-    let mut restarts = 0i64;
-    let mut sidecar_restarts = 0i64;
-    let mut last_restart: Option<UnixNanos> = None;
-    let mut last_sidecar_restart: Option<UnixNanos> = None;
-    let finished_at =
-        |c: &Value| clock::parse_rfc3339(str_at(c, &["lastState", "terminated", "finishedAt"]));
-    let mut initializing = false;
-    let init_statuses = array_at(pod, &["status", "initContainerStatuses"]);
-    for (i, c) in init_statuses.iter().enumerate() {
-        let n = c.get("restartCount").and_then(Value::as_i64).unwrap_or(0);
-        restarts += n;
-        if let Some(t) = finished_at(c) {
-            last_restart = last_restart.max(Some(t));
+    let init = init_containers(pod, &mut reason);
+    let tally = if !init.initializing || condition_true(pod, "Initialized") {
+        regular_containers(pod, init.sidecars, &mut reason)
+    } else {
+        Tally {
+            ready: init.sidecars.ready,
+            ..init.all
         }
-        if sidecar(str_at(c, &["name"])) {
-            sidecar_restarts += n;
-            if let Some(t) = finished_at(c) {
-                last_sidecar_restart = last_sidecar_restart.max(Some(t));
-            }
-            if c.get("started").and_then(Value::as_bool) == Some(true)
-                && c.get("ready").and_then(Value::as_bool) == Some(true)
-            {
-                ready += 1;
-            }
-            continue;
-        }
-        let state = c.get("state").cloned().unwrap_or_default();
-        if let Some(t) = state.get("terminated") {
-            if t.get("exitCode").and_then(Value::as_i64) == Some(0) {
-                continue;
-            }
-            reason = terminated_reason(t, "Init:");
-        } else if let Some(w) = state.get("waiting")
-            && !str_at(w, &["reason"]).is_empty()
-            && str_at(w, &["reason"]) != "PodInitializing"
-        {
-            reason = format!("Init:{}", str_at(w, &["reason"]));
-        } else {
-            reason = format!("Init:{i}/{}", spec_init.len());
-        }
-        initializing = true;
-        break;
-    }
-    if !initializing || condition_true(pod, "Initialized") {
-        restarts = sidecar_restarts;
-        last_restart = last_sidecar_restart;
-        let mut has_running = false;
-        for c in array_at(pod, &["status", "containerStatuses"]).iter().rev() {
-            restarts += c.get("restartCount").and_then(Value::as_i64).unwrap_or(0);
-            if let Some(t) = finished_at(c) {
-                last_restart = last_restart.max(Some(t));
-            }
-            let state = c.get("state").cloned().unwrap_or_default();
-            let waiting = state
-                .get("waiting")
-                .map(|w| str_at(w, &["reason"]))
-                .unwrap_or("");
-            if !waiting.is_empty() {
-                reason = waiting.to_string();
-            } else if let Some(t) = state.get("terminated") {
-                reason = terminated_reason(t, "");
-            } else if c.get("ready").and_then(Value::as_bool) == Some(true)
-                && state.get("running").is_some()
-            {
-                has_running = true;
-                ready += 1;
-            }
-        }
-        if reason == "Completed" && has_running {
-            reason = if condition_true(pod, "Ready") {
-                "Running".into()
-            } else {
-                "NotReady".into()
-            };
-        }
-    }
+    };
     let terminal = matches!(phase, "Succeeded" | "Failed");
     if pod["metadata"].get("deletionTimestamp").is_some() && !terminal {
         reason = "Terminating".into();
     }
-    let restarts_text = match last_restart {
-        Some(t) if restarts != 0 => {
-            format!(
-                "{restarts} ({} ago)",
-                human_duration((now - t) / 1_000_000_000)
-            )
-        }
-        _ => restarts.to_string(),
-    };
     let or_none = |s: &str| {
         if s.is_empty() {
             "<none>".to_string()
@@ -455,28 +375,151 @@ fn pod_row(pod: &Value, now: UnixNanos) -> (Vec<Value>, Option<Value>) {
         .first()
         .map(|p| str_at(p, &["ip"]))
         .unwrap_or("");
-    let gates = array_at(pod, &["spec", "readinessGates"]);
-    let gates = if gates.is_empty() {
-        "<none>".to_string()
-    } else {
-        let true_gates = gates
-            .iter()
-            .filter(|g| condition_true(pod, str_at(g, &["conditionType"])))
-            .count();
-        format!("{true_gates}/{}", gates.len())
-    };
     let cells = vec![
         Value::from(str_at(pod, &["metadata", "name"])),
-        Value::from(format!("{ready}/{total}")),
+        Value::from(format!("{}/{total}", tally.ready)),
         Value::from(reason),
-        Value::from(restarts_text),
+        Value::from(restarts_text(tally.restarts, tally.last_restart, now)),
         Value::from(age(str_at(pod, &["metadata", "creationTimestamp"]), now)),
         Value::from(or_none(ip)),
         Value::from(or_none(str_at(pod, &["spec", "nodeName"]))),
         Value::from(or_none(str_at(pod, &["status", "nominatedNodeName"]))),
-        Value::from(gates),
+        Value::from(readiness_gates(pod)),
     ];
     (cells, conditions)
+}
+
+/// What a pod row counts over container statuses: the ready ones, the restarts and the
+/// newest restart's time.
+#[derive(Debug, Clone, Copy, Default)]
+struct Tally {
+    ready: usize,
+    restarts: i64,
+    last_restart: Option<UnixNanos>,
+}
+
+impl Tally {
+    /// Adds a status's `restartCount` and its last termination's time.
+    fn restarted(&mut self, c: &Value) {
+        self.restarts += c.get("restartCount").and_then(Value::as_i64).unwrap_or(0);
+        let finished = clock::parse_rfc3339(str_at(c, &["lastState", "terminated", "finishedAt"]));
+        if let Some(t) = finished {
+            self.last_restart = self.last_restart.max(Some(t));
+        }
+    }
+}
+
+/// What the init containers' statuses say: every one's restarts, the sidecars' (restartable
+/// init containers: their restarts and readiness also count once the pod is initialized),
+/// and whether one is still initializing (`reason` is then `Init:…`).
+struct InitPass {
+    all: Tally,
+    sidecars: Tally,
+    initializing: bool,
+}
+
+/// kubectl `printPod`'s init container loop: stops at the first one that has not succeeded.
+fn init_containers(pod: &Value, reason: &mut String) -> InitPass {
+    let spec_init = array_at(pod, &["spec", "initContainers"]);
+    let sidecar = |name: &str| {
+        spec_init
+            .iter()
+            .any(|c| str_at(c, &["name"]) == name && str_at(c, &["restartPolicy"]) == "Always")
+    };
+    let mut pass = InitPass {
+        all: Tally::default(),
+        sidecars: Tally::default(),
+        initializing: false,
+    };
+    let init_statuses = array_at(pod, &["status", "initContainerStatuses"]);
+    for (i, c) in init_statuses.iter().enumerate() {
+        pass.all.restarted(c);
+        if sidecar(str_at(c, &["name"])) {
+            pass.sidecars.restarted(c);
+            if c.get("started").and_then(Value::as_bool) == Some(true)
+                && c.get("ready").and_then(Value::as_bool) == Some(true)
+            {
+                pass.sidecars.ready += 1;
+            }
+            continue;
+        }
+        let state = c.get("state").cloned().unwrap_or_default();
+        if let Some(t) = state.get("terminated") {
+            if t.get("exitCode").and_then(Value::as_i64) == Some(0) {
+                continue;
+            }
+            *reason = terminated_reason(t, "Init:");
+        } else if let Some(w) = state.get("waiting")
+            && !str_at(w, &["reason"]).is_empty()
+            && str_at(w, &["reason"]) != "PodInitializing"
+        {
+            *reason = format!("Init:{}", str_at(w, &["reason"]));
+        } else {
+            *reason = format!("Init:{i}/{}", spec_init.len());
+        }
+        pass.initializing = true;
+        break;
+    }
+    pass
+}
+
+/// kubectl `printPod`'s loop over the regular containers (last first), on top of the
+/// sidecars' tally: the reason of a waiting or terminated one, the ready running ones; a
+/// `Completed` pod with one still running is `Running` or `NotReady`.
+fn regular_containers(pod: &Value, mut tally: Tally, reason: &mut String) -> Tally {
+    let mut has_running = false;
+    for c in array_at(pod, &["status", "containerStatuses"]).iter().rev() {
+        tally.restarted(c);
+        let state = c.get("state").cloned().unwrap_or_default();
+        let waiting = state
+            .get("waiting")
+            .map(|w| str_at(w, &["reason"]))
+            .unwrap_or("");
+        if !waiting.is_empty() {
+            *reason = waiting.to_string();
+        } else if let Some(t) = state.get("terminated") {
+            *reason = terminated_reason(t, "");
+        } else if c.get("ready").and_then(Value::as_bool) == Some(true)
+            && state.get("running").is_some()
+        {
+            has_running = true;
+            tally.ready += 1;
+        }
+    }
+    if reason == "Completed" && has_running {
+        *reason = if condition_true(pod, "Ready") {
+            "Running".into()
+        } else {
+            "NotReady".into()
+        };
+    }
+    tally
+}
+
+/// kubectl: the Restarts cell, `N (AGE ago)` when the last restart's time is known.
+fn restarts_text(restarts: i64, last_restart: Option<UnixNanos>, now: UnixNanos) -> String {
+    match last_restart {
+        Some(t) if restarts != 0 => {
+            format!(
+                "{restarts} ({} ago)",
+                human_duration((now - t) / 1_000_000_000)
+            )
+        }
+        _ => restarts.to_string(),
+    }
+}
+
+/// kubectl: the Readiness Gates cell, `TRUE/ALL` or `<none>`.
+fn readiness_gates(pod: &Value) -> String {
+    let gates = array_at(pod, &["spec", "readinessGates"]);
+    if gates.is_empty() {
+        return "<none>".to_string();
+    }
+    let true_gates = gates
+        .iter()
+        .filter(|g| condition_true(pod, str_at(g, &["conditionType"])))
+        .count();
+    format!("{true_gates}/{}", gates.len())
 }
 
 /// kubectl: `printNode`.

@@ -27,6 +27,33 @@ pub struct Selector {
     fields: Vec<(Vec<&'static str>, String, bool)>,
 }
 
+/// Why a selector was refused: the apiserver's 400 messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SelectError {
+    /// A label requirement that does not parse (the term).
+    Requirement(String),
+    /// A field term with no operator (the term).
+    Term(String),
+    /// A field the apiserver does not select on for the kind.
+    FieldNotSupported(String),
+}
+
+impl std::fmt::Display for SelectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SelectError::Requirement(term) => write!(f, "unable to parse requirement: {term:?}"),
+            SelectError::Term(term) => {
+                write!(f, "invalid selector: '{term}'; can't understand '{term}'")
+            }
+            SelectError::FieldNotSupported(field) => {
+                write!(f, "field label not supported: {field}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SelectError {}
+
 /// Splits at commas outside parentheses.
 fn split_terms(s: &str) -> Vec<&str> {
     let mut out = Vec::new();
@@ -60,8 +87,8 @@ fn set_values(rest: &str) -> Option<Vec<String>> {
     )
 }
 
-fn parse_label(term: &str) -> Result<LabelReq, String> {
-    let bad = || format!("unable to parse requirement: {term:?}");
+fn parse_label(term: &str) -> Result<LabelReq, SelectError> {
+    let bad = || SelectError::Requirement(term.to_string());
     if let Some(k) = term.strip_prefix('!') {
         return Ok(LabelReq::NotExists(k.trim().to_string()));
     }
@@ -138,7 +165,11 @@ fn field_path(kind: Kind, field: &str) -> Option<Vec<&'static str>> {
 
 impl Selector {
     /// From the raw (decoded) query values; errors are the apiserver's 400 messages.
-    pub fn parse(kind: Kind, labels: Option<&str>, fields: Option<&str>) -> Result<Self, String> {
+    pub fn parse(
+        kind: Kind,
+        labels: Option<&str>,
+        fields: Option<&str>,
+    ) -> Result<Self, SelectError> {
         let mut sel = Selector::default();
         for term in split_terms(labels.unwrap_or("")) {
             sel.labels.push(parse_label(term)?);
@@ -149,13 +180,11 @@ impl Selector {
             } else if let Some((f, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
                 (f, v, true)
             } else {
-                return Err(format!(
-                    "invalid selector: '{term}'; can't understand '{term}'"
-                ));
+                return Err(SelectError::Term(term.to_string()));
             };
             let field = field.trim();
             let path = field_path(kind, field)
-                .ok_or_else(|| format!("field label not supported: {field}"))?;
+                .ok_or_else(|| SelectError::FieldNotSupported(field.to_string()))?;
             sel.fields.push((path, value.trim().to_string(), eq));
         }
         Ok(sel)
@@ -218,7 +247,9 @@ mod tests {
         assert!(m("", "spec.hostNetwork=true"));
         assert!(!m("", "status.phase=Pending"));
         assert_eq!(
-            Selector::parse(Kind::Pod, None, Some("spec.containers=x")).unwrap_err(),
+            Selector::parse(Kind::Pod, None, Some("spec.containers=x"))
+                .unwrap_err()
+                .to_string(),
             "field label not supported: spec.containers"
         );
         assert!(Selector::parse(Kind::Pod, Some("a in b"), None).is_err());

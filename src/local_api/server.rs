@@ -33,12 +33,12 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::credentials::Token;
 use super::printers::{self, Kind};
 use super::response::{Out, json_response, not_found, response, status_error};
-use super::select::Selector;
+use super::select::{SelectError, Selector};
 use super::stats::{self, Stats};
 use super::stream;
+use super::token::Token;
 use super::view::{Change, ChangeKind, View};
 use crate::clock::{self, Clock, UnixNanos};
 use crate::cri::{Runtime, RuntimeHealth};
@@ -374,6 +374,11 @@ impl Query {
             .map(|(_, v)| v.as_str())
     }
 
+    /// The `labelSelector` and `fieldSelector` for `kind`.
+    fn selector(&self, kind: Kind) -> Result<Selector, SelectError> {
+        Selector::parse(kind, self.get("labelSelector"), self.get("fieldSelector"))
+    }
+
     fn flag(&self, key: &str) -> bool {
         matches!(self.get(key), Some("true" | "1" | ""))
     }
@@ -448,6 +453,14 @@ async fn node_shutdown<R: Runtime, C: Clock>(
     }
 }
 
+/// One request, routed the kubelet's way: `server.go`'s `InstallDefaultHandlers` and
+/// `InstallDebuggingHandlers` register one handler per path behind `InstallAuthFilter`;
+/// here the order is the same, as steps:
+/// 1. the health paths, open to anyone;
+/// 2. authentication, then authorization of the request's path ([`authorize`]);
+/// 3. the connection kept, within the authenticated connections' cap ([`keep_connection`]);
+/// 4. the handler for the path: the streams ([`serve_stream`]), picolet's shutdown hook,
+///    the read-only answer to a write ([`read_only`]), else a GET ([`route_get`]).
 async fn handle<R: Runtime, C: Clock>(
     api: &Rc<Api<R, C>>,
     req: Request<Incoming>,
@@ -456,6 +469,7 @@ async fn handle<R: Runtime, C: Clock>(
     shutdown: &CancellationToken,
 ) -> Response<Out> {
     let path = req.uri().path().to_string();
+    // Step 1: the health paths.
     if path == "/healthz" || path == "/livez" || path == "/readyz" {
         return response(StatusCode::OK, "text/plain", Bytes::from_static(b"ok"));
     }
@@ -463,74 +477,18 @@ async fn handle<R: Runtime, C: Clock>(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    // kubelet: `InstallAuthFilter` — authenticate (certificate, token, anonymous), then
-    // authorize the request's attributes. picolet's own token is a local admin.
-    let bearer = authorization.and_then(|h| {
-        let (scheme, rest) = h.split_at_checked(7)?;
-        scheme.eq_ignore_ascii_case("bearer ").then(|| rest.trim())
-    });
-    let verdict = api
-        .auth
-        .check(
-            req.method().as_str(),
-            &path,
-            client_cert,
-            bearer,
-            api.token.accepts(authorization),
-        )
-        .await;
-    match verdict {
-        super::auth::Verdict::Allowed => {}
-        super::auth::Verdict::Unauthenticated => {
-            return status_error(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized");
-        }
-        super::auth::Verdict::Forbidden(m) => {
-            return status_error(StatusCode::FORBIDDEN, "Forbidden", &m);
-        }
-        super::auth::Verdict::Error(m) => {
-            return status_error(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", &m);
-        }
+    // Step 2: who calls, and may they.
+    if let Some(denied) = authorize(api, &req, &path, client_cert, authorization).await {
+        return denied;
     }
-    // From now on this connection is kept (no unauthenticated one can close it), within
-    // the authenticated connections' own cap.
-    if !api
-        .conns
-        .borrow_mut()
-        .authenticate(conn, super::conns::LIMITS)
-    {
-        let mut r = status_error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ServiceUnavailable",
-            "too many connections to the node API",
-        );
-        r.headers_mut().insert(
-            header::CONNECTION,
-            header::HeaderValue::from_static("close"),
-        );
-        return r;
+    // Step 3: the connection is kept.
+    if let Some(full) = keep_connection(api, conn) {
+        return full;
     }
+    // Step 4: the handler.
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     if let Some(route) = stream::route(&segments) {
-        // kubelet: exec, attach and portforward are served for GET and POST.
-        if req.method() != Method::GET && req.method() != Method::POST {
-            return status_error(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "MethodNotAllowed",
-                "the server does not allow this method on the requested resource",
-            );
-        }
-        let pairs = query_pairs(req.uri().query().unwrap_or(""));
-        let entry = api.view.get(route.namespace, route.pod);
-        return stream::serve(
-            &api.runtime,
-            entry,
-            &route,
-            &pairs,
-            &api.streams,
-            req,
-            shutdown,
-        )
-        .await;
+        return serve_stream(api, &route, req, shutdown).await;
     }
     // picolet's own (no kubelet path): the system's shutdown hook (`picolet node-shutdown`)
     // asks for a graceful node shutdown and waits for it. The local admin only: no cluster
@@ -544,171 +502,153 @@ async fn handle<R: Runtime, C: Clock>(
     let query = Query(query_pairs(req.uri().query().unwrap_or("")));
     let table = wants_table(&req);
     let now = api.clock.now();
-    match segments[..] {
-        ["api"] => json_response(
-            StatusCode::OK,
-            &json!({"kind": "APIVersions", "versions": ["v1"],
-                    "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": ""}]}),
-        ),
+    route_get(api, &segments, &query, table, now, shutdown).await
+}
+
+/// Authenticates the request and authorizes its attributes; `None` when it may go on, else
+/// the answer (401, 403, or 500 when a webhook could not say).
+async fn authorize<R: Runtime, C: Clock>(
+    api: &Rc<Api<R, C>>,
+    req: &Request<Incoming>,
+    path: &str,
+    client_cert: Option<super::auth::User>,
+    authorization: Option<&str>,
+) -> Option<Response<Out>> {
+    // kubelet: `InstallAuthFilter` — authenticate (certificate, token, anonymous), then
+    // authorize the request's attributes. picolet's own token is a local admin.
+    let bearer = authorization.and_then(|h| {
+        let (scheme, rest) = h.split_at_checked(7)?;
+        scheme.eq_ignore_ascii_case("bearer ").then(|| rest.trim())
+    });
+    let verdict = api
+        .auth
+        .check(
+            req.method().as_str(),
+            path,
+            client_cert,
+            bearer,
+            api.token.accepts(authorization),
+        )
+        .await;
+    match verdict {
+        super::auth::Verdict::Allowed => None,
+        super::auth::Verdict::Unauthenticated => Some(status_error(
+            StatusCode::UNAUTHORIZED,
+            "Unauthorized",
+            "Unauthorized",
+        )),
+        super::auth::Verdict::Forbidden(m) => {
+            Some(status_error(StatusCode::FORBIDDEN, "Forbidden", &m))
+        }
+        super::auth::Verdict::Error(m) => Some(status_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "InternalError",
+            &m,
+        )),
+    }
+}
+
+/// Marks the connection authenticated: from now on it is kept (no unauthenticated one can
+/// close it), within the authenticated connections' own cap. `Some` (503, closing) when
+/// that cap is full.
+fn keep_connection<R: Runtime, C: Clock>(api: &Api<R, C>, conn: u64) -> Option<Response<Out>> {
+    if api
+        .conns
+        .borrow_mut()
+        .authenticate(conn, super::conns::LIMITS)
+    {
+        return None;
+    }
+    let mut r = status_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "ServiceUnavailable",
+        "too many connections to the node API",
+    );
+    r.headers_mut().insert(
+        header::CONNECTION,
+        header::HeaderValue::from_static("close"),
+    );
+    Some(r)
+}
+
+/// `exec`, `attach` and `portforward` (kubelet: `InstallDebuggingHandlers`), proxied to the
+/// runtime's streaming server by [`stream::serve`].
+async fn serve_stream<R: Runtime, C: Clock>(
+    api: &Rc<Api<R, C>>,
+    route: &stream::Route<'_>,
+    req: Request<Incoming>,
+    shutdown: &CancellationToken,
+) -> Response<Out> {
+    // kubelet: exec, attach and portforward are served for GET and POST.
+    if req.method() != Method::GET && req.method() != Method::POST {
+        return status_error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        );
+    }
+    let pairs = query_pairs(req.uri().query().unwrap_or(""));
+    let entry = api.view.get(route.namespace, route.pod);
+    stream::serve(
+        &api.runtime,
+        entry,
+        route,
+        &pairs,
+        &api.streams,
+        req,
+        shutdown,
+    )
+    .await
+}
+
+/// The GET routes, one handler per path family (kubelet: `InstallDefaultHandlers`), in the
+/// order they match: discovery, `metrics.k8s.io`, the kubelet's own paths, then the `v1`
+/// resources (namespaces, pods and their logs, events, nodes; never Secrets).
+async fn route_get<R: Runtime, C: Clock>(
+    api: &Rc<Api<R, C>>,
+    segments: &[&str],
+    query: &Query,
+    table: bool,
+    now: UnixNanos,
+    shutdown: &CancellationToken,
+) -> Response<Out> {
+    match *segments {
+        ["api"] => api_versions(),
         // Plain (legacy) discovery: kubectl asks for the aggregated kind first and accepts
         // this. `metrics.k8s.io` is served here (metrics-server's API) for `kubectl top`.
-        ["apis"] => json_response(
-            StatusCode::OK,
-            &json!({"kind": "APIGroupList", "apiVersion": "v1",
-                    "groups": [stats::metrics_group()]}),
-        ),
-        ["apis", "metrics.k8s.io"] => {
-            let mut group = stats::metrics_group();
-            group["kind"] = json!("APIGroup");
-            group["apiVersion"] = json!("v1");
-            json_response(StatusCode::OK, &group)
-        }
+        ["apis"] => api_groups(),
+        ["apis", "metrics.k8s.io"] => metrics_group(),
         ["apis", "metrics.k8s.io", "v1beta1"] => {
             json_response(StatusCode::OK, &stats::metrics_resources())
         }
-        ["apis", "metrics.k8s.io", "v1beta1", ref rest @ ..] => {
-            metrics_api(api, rest, &query).await
-        }
+        ["apis", "metrics.k8s.io", "v1beta1", ref rest @ ..] => metrics_api(api, rest, query).await,
         // kubelet: `/stats/summary` (pkg/kubelet/server/stats).
-        ["stats", "summary"] => {
-            let snap = api.stats.snapshot(&api.runtime, &api.clock).await;
-            json_response(StatusCode::OK, &stats::summary(&snap, &api.node_name))
-        }
+        ["stats", "summary"] => stats_summary(api).await,
         // kubelet: `/metrics/resource` (pkg/kubelet/metrics/collectors/resource_metrics.go).
-        ["metrics", "resource"] => {
-            let snap = api.stats.snapshot(&api.runtime, &api.clock).await;
-            response(
-                StatusCode::OK,
-                "text/plain; version=0.0.4; charset=utf-8",
-                Bytes::from(stats::resource_metrics(&snap)),
-            )
-        }
+        ["metrics", "resource"] => resource_metrics(api).await,
         ["api", "v1"] => json_response(StatusCode::OK, &resources()),
-        // The namespaces of the pods served, and `default`: kubectl asks for one after a
-        // 404 to tell "no such pod" from "no such namespace" (as the apiserver answers).
-        ["api", "v1", "namespaces"] => {
-            let created = api.node.borrow().created;
-            let items: Vec<Value> = namespaces(api)
-                .iter()
-                .map(|n| namespace(n, created))
-                .collect();
-            json_response(
-                StatusCode::OK,
-                &list("NamespaceList", "v1", "1".into(), items),
-            )
-        }
-        ["api", "v1", "namespaces", ns] => {
-            if namespaces(api).iter().any(|n| n == ns) {
-                json_response(StatusCode::OK, &namespace(ns, api.node.borrow().created))
-            } else {
-                not_found("namespaces", ns)
-            }
-        }
+        ["api", "v1", "namespaces"] => namespace_list(api),
+        ["api", "v1", "namespaces", ns] => namespace_get(api, ns),
         ["version"] => json_response(StatusCode::OK, &version()),
-        ["pods"] => {
-            // kubelet: `/pods` — the pods this kubelet runs, as a PodList.
-            let (rv, pods) = api.view.pods();
-            let items: Vec<Value> = pods.iter().map(|e| (*e.json()).clone()).collect();
-            json_response(
-                StatusCode::OK,
-                &list("PodList", "v1", rv.to_string(), items),
-            )
-        }
-        ["metrics"] => {
-            // kubelet: `/metrics` — Prometheus text, the kubelet's names.
-            let mut out = String::with_capacity(8 * 1024);
-            api.view.render_metrics(&mut out);
-            if let Some(m) = &api.runtime_metrics {
-                m.render(&mut out);
-            }
-            if let Some(m) = &api.agent_metrics {
-                m.render(&mut out);
-            }
-            crate::metrics::render_single(
-                &mut out,
-                "picolet_node_api_connections",
-                "gauge",
-                "Connections open to the node API",
-                api.connections(),
-            );
-            crate::metrics::render_single(
-                &mut out,
-                "picolet_node_api_connections_evicted_total",
-                "counter",
-                "Connections without an authenticated request closed to make room",
-                api.evicted_connections(),
-            );
-            crate::metrics::render_process(&mut out, std::path::Path::new("/proc/self"));
-            response(
-                StatusCode::OK,
-                "text/plain; version=0.0.4; charset=utf-8",
-                Bytes::from(out),
-            )
-        }
-        ["api", "v1", "pods"] => pods(api, None, &query, table, now, shutdown),
-        ["api", "v1", "namespaces", ns, "pods"] => {
-            pods(api, Some(ns), &query, table, now, shutdown)
-        }
+        ["pods"] => kubelet_pods(api),
+        ["metrics"] => metrics(api),
+        ["api", "v1", "pods"] => pods(api, None, query, table, now, shutdown),
+        ["api", "v1", "namespaces", ns, "pods"] => pods(api, Some(ns), query, table, now, shutdown),
         ["api", "v1", "namespaces", ns, "pods", name, "log"] => {
-            pod_log(api, ns, name, None, &query, now)
+            pod_log(api, ns, name, None, query, now)
         }
         // kubelet: `/containerLogs/{namespace}/{pod}/{container}`.
         ["containerLogs", ns, name, container] => {
-            pod_log(api, ns, name, Some(container), &query, now)
+            pod_log(api, ns, name, Some(container), query, now)
         }
-        ["api", "v1", "events"] => events(api, None, &query, table, now, shutdown),
+        ["api", "v1", "events"] => events(api, None, query, table, now, shutdown),
         ["api", "v1", "namespaces", ns, "events"] => {
-            events(api, Some(ns), &query, table, now, shutdown)
+            events(api, Some(ns), query, table, now, shutdown)
         }
-        ["api", "v1", "namespaces", ns, "events", name] => {
-            let found = api.recorder.as_ref().and_then(|r| {
-                r.list()
-                    .into_iter()
-                    .find(|e| e.namespace == ns && e.name == name)
-            });
-            match found {
-                Some(e) if table => {
-                    table_response(Kind::Event, &[&e.to_json()], e.resource_version, now)
-                }
-                Some(e) => json_response(StatusCode::OK, &e.to_json()),
-                None => not_found("events", name),
-            }
-        }
-        ["api", "v1", "namespaces", ns, "pods", name] => match api.view.get(ns, name) {
-            Some(e) if table => table_response(Kind::Pod, &[&e.json()], e.resource_version, now),
-            Some(e) => json_response(StatusCode::OK, &e.json()),
-            None => not_found("pods", name),
-        },
-        ["api", "v1", "nodes"] => {
-            let node = node_object(api).await;
-            match Selector::parse(
-                Kind::Node,
-                query.get("labelSelector"),
-                query.get("fieldSelector"),
-            ) {
-                Err(m) => status_error(StatusCode::BAD_REQUEST, "BadRequest", &m),
-                Ok(sel) => {
-                    let items: Vec<&Value> =
-                        [&node].into_iter().filter(|n| sel.matches(n)).collect();
-                    if table {
-                        table_response(Kind::Node, &items, 1, now)
-                    } else {
-                        json_response(
-                            StatusCode::OK,
-                            &list("NodeList", "v1", "1".into(), owned(&items)),
-                        )
-                    }
-                }
-            }
-        }
-        ["api", "v1", "nodes", name] if name == api.node_name => {
-            let node = node_object(api).await;
-            if table {
-                table_response(Kind::Node, &[&node], 1, now)
-            } else {
-                json_response(StatusCode::OK, &node)
-            }
-        }
+        ["api", "v1", "namespaces", ns, "events", name] => event_get(api, ns, name, table, now),
+        ["api", "v1", "namespaces", ns, "pods", name] => pod_get(api, ns, name, table, now),
+        ["api", "v1", "nodes"] => node_list(api, query, table, now).await,
+        ["api", "v1", "nodes", name] if name == api.node_name => node_get(api, table, now).await,
         ["api", "v1", "nodes", name] => not_found("nodes", name),
         ["api", "v1", "namespaces", _, "secrets", ..] | ["api", "v1", "secrets"] => status_error(
             StatusCode::FORBIDDEN,
@@ -716,6 +656,186 @@ async fn handle<R: Runtime, C: Clock>(
             "picolet's node API never serves Secrets",
         ),
         _ => not_found("", ""),
+    }
+}
+
+/// `GET /api`: the core group's versions.
+fn api_versions() -> Response<Out> {
+    json_response(
+        StatusCode::OK,
+        &json!({"kind": "APIVersions", "versions": ["v1"],
+                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": ""}]}),
+    )
+}
+
+/// `GET /apis`: the groups served (only `metrics.k8s.io`).
+fn api_groups() -> Response<Out> {
+    json_response(
+        StatusCode::OK,
+        &json!({"kind": "APIGroupList", "apiVersion": "v1",
+                "groups": [stats::metrics_group()]}),
+    )
+}
+
+/// `GET /apis/metrics.k8s.io`: the group itself.
+fn metrics_group() -> Response<Out> {
+    let mut group = stats::metrics_group();
+    group["kind"] = json!("APIGroup");
+    group["apiVersion"] = json!("v1");
+    json_response(StatusCode::OK, &group)
+}
+
+/// kubelet: `/stats/summary` — the node's, pods' and containers' usage.
+async fn stats_summary<R: Runtime, C: Clock>(api: &Rc<Api<R, C>>) -> Response<Out> {
+    let snap = api.stats.snapshot(&api.runtime, &api.clock).await;
+    json_response(StatusCode::OK, &stats::summary(&snap, &api.node_name))
+}
+
+/// kubelet: `/metrics/resource` — the same usage, as Prometheus text.
+async fn resource_metrics<R: Runtime, C: Clock>(api: &Rc<Api<R, C>>) -> Response<Out> {
+    let snap = api.stats.snapshot(&api.runtime, &api.clock).await;
+    response(
+        StatusCode::OK,
+        "text/plain; version=0.0.4; charset=utf-8",
+        Bytes::from(stats::resource_metrics(&snap)),
+    )
+}
+
+/// `GET /api/v1/namespaces`: the namespaces of the pods served, and `default`: kubectl asks
+/// for one after a 404 to tell "no such pod" from "no such namespace" (as the apiserver
+/// answers).
+fn namespace_list<R: Runtime, C: Clock>(api: &Api<R, C>) -> Response<Out> {
+    let created = api.node.borrow().created;
+    let items: Vec<Value> = namespaces(api)
+        .iter()
+        .map(|n| namespace(n, created))
+        .collect();
+    json_response(
+        StatusCode::OK,
+        &list("NamespaceList", "v1", "1".into(), items),
+    )
+}
+
+/// `GET /api/v1/namespaces/NS`: one of [`namespace_list`]'s, else 404.
+fn namespace_get<R: Runtime, C: Clock>(api: &Api<R, C>, ns: &str) -> Response<Out> {
+    if namespaces(api).iter().any(|n| n == ns) {
+        json_response(StatusCode::OK, &namespace(ns, api.node.borrow().created))
+    } else {
+        not_found("namespaces", ns)
+    }
+}
+
+/// kubelet: `/pods` — the pods this kubelet runs, as a PodList.
+fn kubelet_pods<R: Runtime, C: Clock>(api: &Api<R, C>) -> Response<Out> {
+    let (rv, pods) = api.view.pods();
+    let items: Vec<Value> = pods.iter().map(|e| (*e.json()).clone()).collect();
+    json_response(
+        StatusCode::OK,
+        &list("PodList", "v1", rv.to_string(), items),
+    )
+}
+
+/// kubelet: `/metrics` — Prometheus text, the kubelet's names.
+fn metrics<R: Runtime, C: Clock>(api: &Api<R, C>) -> Response<Out> {
+    let mut out = String::with_capacity(8 * 1024);
+    api.view.render_metrics(&mut out);
+    if let Some(m) = &api.runtime_metrics {
+        m.render(&mut out);
+    }
+    if let Some(m) = &api.agent_metrics {
+        m.render(&mut out);
+    }
+    crate::metrics::render_single(
+        &mut out,
+        "picolet_node_api_connections",
+        "gauge",
+        "Connections open to the node API",
+        api.connections(),
+    );
+    crate::metrics::render_single(
+        &mut out,
+        "picolet_node_api_connections_evicted_total",
+        "counter",
+        "Connections without an authenticated request closed to make room",
+        api.evicted_connections(),
+    );
+    crate::metrics::render_process(&mut out, std::path::Path::new("/proc/self"));
+    response(
+        StatusCode::OK,
+        "text/plain; version=0.0.4; charset=utf-8",
+        Bytes::from(out),
+    )
+}
+
+/// `GET /api/v1/namespaces/NS/events/NAME`: one event of the recorder's, else 404.
+fn event_get<R: Runtime, C: Clock>(
+    api: &Api<R, C>,
+    ns: &str,
+    name: &str,
+    table: bool,
+    now: UnixNanos,
+) -> Response<Out> {
+    let found = api.recorder.as_ref().and_then(|r| {
+        r.list()
+            .into_iter()
+            .find(|e| e.namespace == ns && e.name == name)
+    });
+    match found {
+        Some(e) if table => table_response(Kind::Event, &[&e.to_json()], e.resource_version, now),
+        Some(e) => json_response(StatusCode::OK, &e.to_json()),
+        None => not_found("events", name),
+    }
+}
+
+/// `GET /api/v1/namespaces/NS/pods/NAME`: one pod served, else 404.
+fn pod_get<R: Runtime, C: Clock>(
+    api: &Api<R, C>,
+    ns: &str,
+    name: &str,
+    table: bool,
+    now: UnixNanos,
+) -> Response<Out> {
+    match api.view.get(ns, name) {
+        Some(e) if table => table_response(Kind::Pod, &[&e.json()], e.resource_version, now),
+        Some(e) => json_response(StatusCode::OK, &e.json()),
+        None => not_found("pods", name),
+    }
+}
+
+/// `GET /api/v1/nodes`: this node, when the selectors match it.
+async fn node_list<R: Runtime, C: Clock>(
+    api: &Rc<Api<R, C>>,
+    query: &Query,
+    table: bool,
+    now: UnixNanos,
+) -> Response<Out> {
+    let node = node_object(api).await;
+    let sel = match query.selector(Kind::Node) {
+        Ok(s) => s,
+        Err(e) => return bad_selector(&e),
+    };
+    let items: Vec<&Value> = [&node].into_iter().filter(|n| sel.matches(n)).collect();
+    if table {
+        table_response(Kind::Node, &items, 1, now)
+    } else {
+        json_response(
+            StatusCode::OK,
+            &list("NodeList", "v1", "1".into(), owned(&items)),
+        )
+    }
+}
+
+/// `GET /api/v1/nodes/NAME` for this node's name.
+async fn node_get<R: Runtime, C: Clock>(
+    api: &Rc<Api<R, C>>,
+    table: bool,
+    now: UnixNanos,
+) -> Response<Out> {
+    let node = node_object(api).await;
+    if table {
+        table_response(Kind::Node, &[&node], 1, now)
+    } else {
+        json_response(StatusCode::OK, &node)
     }
 }
 
@@ -734,14 +854,59 @@ fn pod_log<R: Runtime, C: Clock>(
         let code = StatusCode::from_u16(e.status_code()).unwrap_or(StatusCode::BAD_REQUEST);
         status_error(code, e.reason(), &e.to_string())
     };
+    // Step 1: the options.
     let mut opts = match LogOptions::from_pairs(&query.0, now) {
         Ok(o) => o,
         Err(e) => return log_error(e),
     };
+    // Step 2: the pod and its container.
     let Some(entry) = api.view.get(ns, name) else {
         return not_found("pods", name);
     };
-    let spec = &entry.pod.spec;
+    let container = match log_container(&entry.pod.spec, name, container, &mut opts) {
+        Ok(c) => c,
+        Err(e) => return log_error(e),
+    };
+    // Step 3: the instance's log file.
+    let dir = crate::kuberuntime::cri_config::pod_log_directory(&api.pod_log_dir, &entry.pod);
+    let log = match logs::log_files(&dir, &container).and_then(|f| f.select(opts.previous).cloned())
+    {
+        Ok(l) => l,
+        Err(e) => return log_error(e),
+    };
+    // Step 4: the instance followed is the one running now; once the pod's status shows
+    // another (or none), the follow ends after the rest of the file.
+    let (stopped_tx, stopped_rx) = tokio::sync::watch::channel(opts.previous);
+    if opts.follow && !opts.previous {
+        let uid = entry.pod.uid().to_string();
+        crate::task::spawn_local(watch_instance(
+            api.view.clone(),
+            uid,
+            container,
+            log.restart_count,
+            stopped_tx,
+        ));
+    }
+    // Step 5: the file, streamed.
+    let (tx, body) = mpsc::channel(16);
+    crate::task::spawn_local(async move {
+        if let Err(e) = logs::follow(log, opts, stopped_rx, tx).await {
+            log::debug!("node API: logs: {e}");
+        }
+    });
+    stream_response(body, "text/plain")
+}
+
+/// The container whose log is asked for: the path's, else the query's, checked against the
+/// pod's containers; with neither, the apiserver's rule: the only container, else the
+/// client must choose.
+fn log_container(
+    spec: &crate::api::PodSpec,
+    name: &str,
+    container: Option<&str>,
+    opts: &mut super::logs::LogOptions,
+) -> Result<String, super::logs::LogError> {
+    use super::logs::LogError;
     let names: Vec<&str> = spec
         .init_containers
         .iter()
@@ -749,86 +914,86 @@ fn pod_log<R: Runtime, C: Clock>(
         .chain(&spec.ephemeral_containers)
         .map(|c| c.name.as_str())
         .collect();
-    let container = match container.map(str::to_string).or(opts.container.take()) {
-        Some(c) if names.contains(&c.as_str()) => c,
-        Some(c) => {
-            return status_error(
-                StatusCode::BAD_REQUEST,
-                "BadRequest",
-                &format!("container {c} is not valid for pod {name}"),
-            );
-        }
-        // The apiserver's rule: the only container, else the client must choose.
-        None if spec.containers.len() == 1 => spec.containers[0].name.clone(),
+    match container.map(str::to_string).or(opts.container.take()) {
+        Some(c) if names.contains(&c.as_str()) => Ok(c),
+        Some(c) => Err(LogError::ContainerNotValid {
+            pod: name.to_string(),
+            container: c,
+        }),
+        None if spec.containers.len() == 1 => Ok(spec.containers[0].name.clone()),
         None => {
             let choices: Vec<&str> = spec.containers.iter().map(|c| c.name.as_str()).collect();
-            return status_error(
-                StatusCode::BAD_REQUEST,
-                "BadRequest",
-                &format!(
-                    "a container name must be specified for pod {name}, choose one of: [{}]",
-                    choices.join(" ")
-                ),
-            );
+            Err(LogError::ContainerNotChosen {
+                pod: name.to_string(),
+                choices: choices.join(" "),
+            })
         }
-    };
-    let dir = crate::kuberuntime::cri_config::pod_log_directory(&api.pod_log_dir, &entry.pod);
-    let log = match logs::log_files(&dir, &container).and_then(|f| f.select(opts.previous).cloned())
-    {
-        Ok(l) => l,
-        Err(e) => return log_error(e),
-    };
-    // The instance followed is the one running now; once the pod's status shows another (or
-    // none), the follow ends after the rest of the file.
-    let (stopped_tx, stopped_rx) = tokio::sync::watch::channel(opts.previous);
-    if opts.follow && !opts.previous {
-        let view = api.view.clone();
-        let uid = entry.pod.uid().to_string();
-        let restart_count = log.restart_count;
-        crate::task::spawn_local(async move {
-            let running = |view: &View| {
-                view.get_uid(&uid).is_some_and(|e| {
-                    e.status.as_deref().is_some_and(|s| {
-                        s.container_statuses
-                            .iter()
-                            .chain(&s.init_container_statuses)
-                            .any(|c| {
-                                c.name == container
-                                    && c.state.running.is_some()
-                                    && u32::try_from(c.restart_count).ok() == Some(restart_count)
-                            })
-                    })
-                })
-            };
-            loop {
-                let Ok(mut changes) = view.watch(None) else {
-                    return;
-                };
-                loop {
-                    if !running(&view) {
-                        let _ = stopped_tx.send(true);
-                        return;
-                    }
-                    tokio::select! {
-                        c = changes.recv() => if c.is_none() { break },
-                        _ = stopped_tx.closed() => return,
-                    }
-                }
-            }
-        });
     }
-    let (tx, body) = mpsc::channel(16);
-    crate::task::spawn_local(async move {
-        if let Err(e) = logs::follow(log, opts, stopped_rx, tx).await {
-            log::debug!("node API: logs: {e}");
+}
+
+/// Sends `true` on `stopped` once the pod `uid` no longer shows `container` running with
+/// `restart_count` (the instance a follow reads), checked at every change of the view;
+/// ends early when the follow is gone.
+async fn watch_instance(
+    view: View,
+    uid: String,
+    container: String,
+    restart_count: u32,
+    stopped: tokio::sync::watch::Sender<bool>,
+) {
+    let running = |view: &View| {
+        view.get_uid(&uid).is_some_and(|e| {
+            e.status.as_deref().is_some_and(|s| {
+                s.container_statuses
+                    .iter()
+                    .chain(&s.init_container_statuses)
+                    .any(|c| {
+                        c.name == container
+                            && c.state.running.is_some()
+                            && u32::try_from(c.restart_count).ok() == Some(restart_count)
+                    })
+            })
+        })
+    };
+    loop {
+        let Ok(mut changes) = view.watch(None) else {
+            return;
+        };
+        loop {
+            if !running(&view) {
+                let _ = stopped.send(true);
+                return;
+            }
+            tokio::select! {
+                c = changes.recv() => if c.is_none() { break },
+                _ = stopped.closed() => return,
+            }
         }
-    });
+    }
+}
+
+/// A 200 whose body is what `body` receives, until its sender is dropped.
+fn stream_response(body: mpsc::Receiver<Bytes>, content_type: &'static str) -> Response<Out> {
     let mut r = Response::new(Out::Stream(body));
     r.headers_mut().insert(
         header::CONTENT_TYPE,
-        header::HeaderValue::from_static("text/plain"),
+        header::HeaderValue::from_static(content_type),
     );
     r
+}
+
+/// A watch's `timeoutSeconds`, else [`WATCH_TIMEOUT`].
+fn watch_timeout(query: &Query) -> Duration {
+    query
+        .get("timeoutSeconds")
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_secs)
+        .unwrap_or(WATCH_TIMEOUT)
+}
+
+/// A 400 for a selector the query's `labelSelector`/`fieldSelector` do not make.
+fn bad_selector(e: &SelectError) -> Response<Out> {
+    status_error(StatusCode::BAD_REQUEST, "BadRequest", &e.to_string())
 }
 
 /// `events` list and watch, from the node's event recorder (kubelet: the events it records
@@ -841,13 +1006,9 @@ fn events<R: Runtime, C: Clock>(
     now: UnixNanos,
     shutdown: &CancellationToken,
 ) -> Response<Out> {
-    let sel = match Selector::parse(
-        Kind::Event,
-        query.get("labelSelector"),
-        query.get("fieldSelector"),
-    ) {
+    let sel = match query.selector(Kind::Event) {
         Ok(s) => s,
-        Err(m) => return status_error(StatusCode::BAD_REQUEST, "BadRequest", &m),
+        Err(e) => return bad_selector(&e),
     };
     let ns = namespace.map(str::to_string);
     let keep = move |v: &Value| {
@@ -867,63 +1028,23 @@ fn events<R: Runtime, C: Clock>(
         };
     };
     if query.flag("watch") {
-        let mut since = query
+        let since = query
             .get("resourceVersion")
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| recorder.resource_version());
-        let timeout = query
-            .get("timeoutSeconds")
-            .and_then(|v| v.parse().ok())
-            .map(Duration::from_secs)
-            .unwrap_or(WATCH_TIMEOUT);
+        let timeout = watch_timeout(query);
         let (tx, body) = mpsc::channel(16);
-        let clock = api.clock.clone();
-        let shutdown = shutdown.clone();
-        crate::task::spawn_local(async move {
-            let deadline = tokio::time::sleep(timeout);
-            tokio::pin!(deadline);
-            loop {
-                // The recorder wakes every waiter: read what is new and, only when there is
-                // nothing, wait — with no other await in between (one thread: nothing can be
-                // recorded meanwhile).
-                let batch = recorder.since(since);
-                if batch.is_empty() {
-                    tokio::select! {
-                        _ = recorder.changed() => {}
-                        _ = tx.closed() => return,
-                        _ = &mut deadline => return,
-                        _ = shutdown.cancelled() => return,
-                    }
-                    continue;
-                }
-                for e in batch {
-                    since = e.resource_version;
-                    let object = e.to_json();
-                    if !keep(&object) {
-                        continue;
-                    }
-                    let kind = if e.count > 1 {
-                        ChangeKind::Modified
-                    } else {
-                        ChangeKind::Added
-                    };
-                    let object = if table {
-                        printers::table(Kind::Event, &[&object], e.resource_version, clock.now())
-                    } else {
-                        object
-                    };
-                    if tx.send(watch_line(kind, &object)).await.is_err() {
-                        return;
-                    }
-                }
-            }
-        });
-        let mut r = Response::new(Out::Stream(body));
-        r.headers_mut().insert(
-            header::CONTENT_TYPE,
-            header::HeaderValue::from_static("application/json"),
-        );
-        return r;
+        crate::task::spawn_local(watch_events(
+            recorder,
+            since,
+            keep,
+            table,
+            api.clock.clone(),
+            timeout,
+            shutdown.clone(),
+            tx,
+        ));
+        return stream_response(body, "application/json");
     }
     let rv = recorder.resource_version();
     let objects: Vec<Value> = recorder.list().iter().map(|e| e.to_json()).collect();
@@ -935,6 +1056,58 @@ fn events<R: Runtime, C: Clock>(
         StatusCode::OK,
         &list("EventList", "v1", rv.to_string(), owned(&items)),
     )
+}
+
+/// Streams an events watch: one JSON line per event recorded after `since` that `keep`s
+/// (`ADDED`, or `MODIFIED` for a repeat), until the client goes, the timeout, or shutdown.
+#[allow(clippy::too_many_arguments)] // a task's whole context, handed in once
+async fn watch_events<C: Clock>(
+    recorder: crate::recorder::Recorder,
+    mut since: u64,
+    keep: impl Fn(&Value) -> bool,
+    table: bool,
+    clock: C,
+    timeout: Duration,
+    shutdown: CancellationToken,
+    tx: mpsc::Sender<Bytes>,
+) {
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    loop {
+        // The recorder wakes every waiter: read what is new and, only when there is
+        // nothing, wait — with no other await in between (one thread: nothing can be
+        // recorded meanwhile).
+        let batch = recorder.since(since);
+        if batch.is_empty() {
+            tokio::select! {
+                _ = recorder.changed() => {}
+                _ = tx.closed() => return,
+                _ = &mut deadline => return,
+                _ = shutdown.cancelled() => return,
+            }
+            continue;
+        }
+        for e in batch {
+            since = e.resource_version;
+            let object = e.to_json();
+            if !keep(&object) {
+                continue;
+            }
+            let kind = if e.count > 1 {
+                ChangeKind::Modified
+            } else {
+                ChangeKind::Added
+            };
+            let object = if table {
+                printers::table(Kind::Event, &[&object], e.resource_version, clock.now())
+            } else {
+                object
+            };
+            if tx.send(watch_line(kind, &object)).await.is_err() {
+                return;
+            }
+        }
+    }
 }
 
 /// `metrics.k8s.io/v1beta1` below the group version: `nodes[/NAME]`,
@@ -959,9 +1132,9 @@ async fn metrics_api<R: Runtime, C: Clock>(
         ["namespaces", ns, "pods", name] => (Kind::Pod, Some(ns), Some(name)),
         _ => return not_found("", ""),
     };
-    let sel = match Selector::parse(kind, query.get("labelSelector"), query.get("fieldSelector")) {
+    let sel = match query.selector(kind) {
         Ok(s) => s,
-        Err(m) => return status_error(StatusCode::BAD_REQUEST, "BadRequest", &m),
+        Err(e) => return bad_selector(&e),
     };
     let now = api.clock.now();
     if kind == Kind::Node {
@@ -1021,55 +1194,14 @@ fn pods<R: Runtime, C: Clock>(
     now: UnixNanos,
     shutdown: &CancellationToken,
 ) -> Response<Out> {
-    let sel = match Selector::parse(
-        Kind::Pod,
-        query.get("labelSelector"),
-        query.get("fieldSelector"),
-    ) {
+    let sel = match query.selector(Kind::Pod) {
         Ok(s) => s,
-        Err(m) => return status_error(StatusCode::BAD_REQUEST, "BadRequest", &m),
+        Err(e) => return bad_selector(&e),
     };
-    let in_ns = move |v: &Value| namespace.is_none_or(|ns| v["metadata"]["namespace"] == ns);
     if query.flag("watch") {
-        let since = query.get("resourceVersion").and_then(|v| v.parse().ok());
-        let rx = match api.view.watch(since) {
-            Ok(rx) => rx,
-            Err(_) => {
-                return status_error(
-                    StatusCode::GONE,
-                    "Expired",
-                    &format!("too old resource version: {}", since.unwrap_or(0)),
-                );
-            }
-        };
-        let timeout = query
-            .get("timeoutSeconds")
-            .and_then(|v| v.parse().ok())
-            .map(Duration::from_secs)
-            .unwrap_or(WATCH_TIMEOUT);
-        let ns = namespace.map(str::to_string);
-        let (tx, body) = mpsc::channel(16);
-        let clock = api.clock.clone();
-        crate::task::spawn_local(watch_pods(
-            rx,
-            tx,
-            move |v: &Value| {
-                ns.as_deref()
-                    .is_none_or(|ns| v["metadata"]["namespace"] == ns)
-                    && sel.matches(v)
-            },
-            table,
-            clock,
-            timeout,
-            shutdown.clone(),
-        ));
-        let mut r = Response::new(Out::Stream(body));
-        r.headers_mut().insert(
-            header::CONTENT_TYPE,
-            header::HeaderValue::from_static("application/json"),
-        );
-        return r;
+        return pods_watch(api, namespace, sel, query, table, shutdown);
     }
+    let in_ns = move |v: &Value| namespace.is_none_or(|ns| v["metadata"]["namespace"] == ns);
     let (rv, entries) = api.view.pods();
     let objects: Vec<Rc<Value>> = entries.iter().map(|e| e.json()).collect();
     let mut items: Vec<&Value> = objects
@@ -1094,6 +1226,47 @@ fn pods<R: Runtime, C: Clock>(
         StatusCode::OK,
         &list("PodList", "v1", rv.to_string(), owned(&items)),
     )
+}
+
+/// A pods watch from `resourceVersion` (410 when the view no longer holds it), streamed by
+/// [`watch_pods`].
+fn pods_watch<R: Runtime, C: Clock>(
+    api: &Rc<Api<R, C>>,
+    namespace: Option<&str>,
+    sel: Selector,
+    query: &Query,
+    table: bool,
+    shutdown: &CancellationToken,
+) -> Response<Out> {
+    let since = query.get("resourceVersion").and_then(|v| v.parse().ok());
+    let rx = match api.view.watch(since) {
+        Ok(rx) => rx,
+        Err(_) => {
+            return status_error(
+                StatusCode::GONE,
+                "Expired",
+                &format!("too old resource version: {}", since.unwrap_or(0)),
+            );
+        }
+    };
+    let timeout = watch_timeout(query);
+    let ns = namespace.map(str::to_string);
+    let (tx, body) = mpsc::channel(16);
+    let clock = api.clock.clone();
+    crate::task::spawn_local(watch_pods(
+        rx,
+        tx,
+        move |v: &Value| {
+            ns.as_deref()
+                .is_none_or(|ns| v["metadata"]["namespace"] == ns)
+                && sel.matches(v)
+        },
+        table,
+        clock,
+        timeout,
+        shutdown.clone(),
+    ));
+    stream_response(body, "application/json")
 }
 
 /// Streams a watch: one JSON line per change (`{"type":…,"object":…}`), the object a one-row

@@ -1,4 +1,4 @@
-//! Resource usage for the node API (issue 13 item 5): the kubelet's `/stats/summary` and
+//! Resource usage for the node API: the kubelet's `/stats/summary` and
 //! `/metrics/resource` (kubelet: `pkg/kubelet/server/stats`, `metrics/collectors`), and
 //! `metrics.k8s.io/v1beta1` as metrics-server serves it, so `kubectl top` works on a board
 //! without a cluster.

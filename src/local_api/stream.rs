@@ -130,6 +130,69 @@ impl Drop for Slot {
     }
 }
 
+/// Why a stream could not be set up or proxied; the text is what the client and the log
+/// see.
+#[derive(Debug)]
+pub enum StreamError {
+    /// The runtime's URL is not `http://` (the URL).
+    UrlScheme(String),
+    /// The runtime's URL has user info (the URL).
+    UrlUserInfo(String),
+    /// The runtime's URL has a port that does not parse (the URL).
+    UrlPort(String),
+    /// The runtime's URL's host is neither an IP address nor `localhost` (the URL).
+    UrlHost(String),
+    /// The runtime's URL's address cannot be dialed (the URL).
+    UrlNotDialable(String),
+    /// A `ports`/`port` value of the query that is not a port.
+    InvalidPort(String),
+    /// The URL's path with the client's query is not a URI.
+    Path(http::uri::InvalidUri),
+    /// The URL's authority is not a `Host` header.
+    Host(http::header::InvalidHeaderValue),
+    /// Connecting to the runtime's streaming server failed.
+    Dial(std::io::Error),
+    /// Connecting to the runtime's streaming server took over [`CONNECT_TIMEOUT`].
+    DialTimeout,
+    /// The HTTP handshake with the runtime's streaming server failed.
+    Handshake(hyper::Error),
+    /// Sending the request to the runtime's streaming server failed.
+    Proxy(hyper::Error),
+    /// The runtime's streaming server gave no answer within [`CONNECT_TIMEOUT`].
+    NoAnswer,
+}
+
+impl std::fmt::Display for StreamError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StreamError::UrlScheme(url) => {
+                write!(f, "streaming URL {url:?}: only http:// is supported")
+            }
+            StreamError::UrlUserInfo(url) => {
+                write!(f, "streaming URL {url:?}: user info is not allowed")
+            }
+            StreamError::UrlPort(url) => write!(f, "streaming URL {url:?}: bad port"),
+            StreamError::UrlHost(url) => write!(
+                f,
+                "streaming URL {url:?}: the host must be an IP address or localhost"
+            ),
+            StreamError::UrlNotDialable(url) => {
+                write!(f, "streaming URL {url:?}: not a dialable address")
+            }
+            StreamError::InvalidPort(port) => write!(f, "invalid port {port:?}"),
+            StreamError::Path(e) => write!(f, "streaming URL path: {e}"),
+            StreamError::Host(e) => e.fmt(f),
+            StreamError::Dial(e) => write!(f, "error dialing backend: {e}"),
+            StreamError::DialTimeout => f.write_str("error dialing backend: timed out"),
+            StreamError::Handshake(e) => write!(f, "error dialing backend: {e}"),
+            StreamError::Proxy(e) => write!(f, "error proxying to the runtime: {e}"),
+            StreamError::NoAnswer => f.write_str("the runtime's streaming server did not answer"),
+        }
+    }
+}
+
+impl std::error::Error for StreamError {}
+
 /// Where a runtime's streaming URL points.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
@@ -143,33 +206,33 @@ pub struct Target {
 /// Accepts `http://<ip or localhost>[:port]/path` only: the runtime's streaming server
 /// (containerd and CRI-O serve plain HTTP on loopback unless told otherwise). No DNS, no
 /// TLS to the runtime.
-pub fn target(url: &str) -> Result<Target, String> {
+pub fn target(url: &str) -> Result<Target, StreamError> {
     let rest = url
         .strip_prefix("http://")
-        .ok_or_else(|| format!("streaming URL {url:?}: only http:// is supported"))?;
+        .ok_or_else(|| StreamError::UrlScheme(url.to_string()))?;
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
     };
     if authority.contains('@') {
-        return Err(format!("streaming URL {url:?}: user info is not allowed"));
+        return Err(StreamError::UrlUserInfo(url.to_string()));
     }
     let (host, port) = match authority.rsplit_once(':') {
         Some((h, p)) if !h.is_empty() && !p.contains(']') => (
             h,
             p.parse::<u16>()
-                .map_err(|_| format!("streaming URL {url:?}: bad port"))?,
+                .map_err(|_| StreamError::UrlPort(url.to_string()))?,
         ),
         _ => (authority, 80),
     };
     let ip = match host.trim_start_matches('[').trim_end_matches(']') {
         "localhost" => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        h => h.parse::<IpAddr>().map_err(|_| {
-            format!("streaming URL {url:?}: the host must be an IP address or localhost")
-        })?,
+        h => h
+            .parse::<IpAddr>()
+            .map_err(|_| StreamError::UrlHost(url.to_string()))?,
     };
     if ip.is_unspecified() || ip.is_multicast() || port == 0 {
-        return Err(format!("streaming URL {url:?}: not a dialable address"));
+        return Err(StreamError::UrlNotDialable(url.to_string()));
     }
     Ok(Target {
         addr: SocketAddr::new(ip, port),
@@ -202,7 +265,7 @@ pub struct Params {
 }
 
 impl Params {
-    pub fn parse(pairs: &[(String, String)]) -> Result<Params, String> {
+    pub fn parse(pairs: &[(String, String)]) -> Result<Params, StreamError> {
         let flag = |key: &str| {
             pairs
                 .iter()
@@ -232,7 +295,7 @@ impl Params {
                     for port in v.split(',').filter(|s| !s.is_empty()) {
                         match port.trim().parse::<u16>() {
                             Ok(n) if n > 0 => p.ports.push(i32::from(n)),
-                            _ => return Err(format!("invalid port {port:?}")),
+                            _ => return Err(StreamError::InvalidPort(port.to_string())),
                         }
                     }
                 }
@@ -322,7 +385,7 @@ pub fn container_id(
 }
 
 /// A CRI failure as the client sees it (kubelet: `streaming.WriteError`).
-fn cri_error(e: &CriError) -> Response<Out> {
+fn cri_refusal(e: &CriError) -> Refusal {
     let (code, reason) = match e {
         CriError::NotFound { .. } => (StatusCode::NOT_FOUND, "NotFound"),
         CriError::Unimplemented { .. } => (StatusCode::NOT_IMPLEMENTED, "NotImplemented"),
@@ -331,10 +394,15 @@ fn cri_error(e: &CriError) -> Response<Out> {
         }
         _ => (StatusCode::INTERNAL_SERVER_ERROR, "InternalError"),
     };
-    status_error(code, reason, &e.to_string())
+    Refusal::new(code, reason, e.to_string())
 }
 
-/// Serves one streaming request: checks it, asks the runtime for the URL, proxies to it.
+/// Serves one streaming request, in steps (kubelet: `getExec`/`getAttach`/`getPortForward`
+/// then `proxyStream`):
+/// 1. the request checked: an upgrade, its query, the pod ([`check_request`]);
+/// 2. a stream slot taken (429 when all [`MAX_STREAMS`] are in use);
+/// 3. the runtime asked for the streaming URL ([`stream_url`]);
+/// 4. the URL checked ([`target`]) and the request proxied to it ([`proxy`]).
 pub async fn serve<R: Runtime>(
     runtime: &R,
     entry: Option<Rc<PodEntry>>,
@@ -344,27 +412,9 @@ pub async fn serve<R: Runtime>(
     req: Request<Incoming>,
     shutdown: &CancellationToken,
 ) -> Response<Out> {
-    // kubelet: `proxyStream` sets `upgradeRequired`.
-    if !is_upgrade(req.headers()) {
-        return status_error(
-            StatusCode::BAD_REQUEST,
-            "BadRequest",
-            "Upgrade request required",
-        );
-    }
-    let params = match Params::parse(pairs) {
-        Ok(p) => p,
-        Err(m) => return status_error(StatusCode::BAD_REQUEST, "BadRequest", &m),
-    };
-    let entry = match entry {
-        Some(e) if route.uid.is_none_or(|u| u == e.pod.metadata.uid) => e,
-        _ => {
-            return status_error(
-                StatusCode::NOT_FOUND,
-                "NotFound",
-                &format!("pods \"{}\" not found", route.pod),
-            );
-        }
+    let (params, entry) = match check_request(req.headers(), pairs, entry, route) {
+        Ok(checked) => checked,
+        Err(r) => return r.response(),
     };
     let Some(slot) = slots.take() else {
         return status_error(
@@ -373,72 +423,14 @@ pub async fn serve<R: Runtime>(
             &format!("too many streams open (at most {MAX_STREAMS})"),
         );
     };
-    let s = params.streams;
-    let url = match route.kind {
-        Kind::Exec | Kind::Attach if !(s.stdin || s.stdout || s.stderr) => {
-            return status_error(
-                StatusCode::BAD_REQUEST,
-                "BadRequest",
-                "you must specify at least 1 of stdin, stdout, stderr",
-            );
-        }
-        Kind::Exec if params.command.is_empty() => {
-            return status_error(
-                StatusCode::BAD_REQUEST,
-                "BadRequest",
-                "you must specify at least one command for the container",
-            );
-        }
-        Kind::Exec | Kind::Attach => {
-            let container = route.container.or(params.container.as_deref());
-            let id = match container_id(&entry.pod, entry.status.as_deref(), container) {
-                Ok(id) => id,
-                Err(r) => return r.response(),
-            };
-            // kubelet: `GetExec` / `GetAttach`.
-            match route.kind {
-                Kind::Exec => runtime.exec(&id, &params.command, s).await,
-                _ => runtime.attach(&id, s).await,
-            }
-        }
-        Kind::PortForward => {
-            // kubelet: `GetPortForward` — the pod's newest sandbox, by the pod UID label.
-            let filter = ListFilter {
-                labels: [(POD_UID_LABEL.to_string(), entry.pod.metadata.uid.clone())].into(),
-                sandbox_id: None,
-            };
-            let mut sandboxes = match runtime.list_pod_sandboxes(&filter).await {
-                Ok(s) => s,
-                Err(e) => return cri_error(&e),
-            };
-            crate::sort::sort_by_key(&mut sandboxes, |s| {
-                (s.state == SandboxState::Ready, s.recency())
-            });
-            let Some(sandbox) = sandboxes.last() else {
-                return status_error(
-                    StatusCode::NOT_FOUND,
-                    "NotFound",
-                    &format!("pod not found ({:?})", entry.pod.metadata.uid),
-                );
-            };
-            runtime.port_forward(&sandbox.id, &params.ports).await
-        }
-    };
-    let url = match url {
+    let url = match stream_url(runtime, route, &entry, &params).await {
         Ok(u) => u,
-        Err(e) => {
-            log::debug!(
-                "node API: {:?} {}/{}: {e}",
-                route.kind,
-                route.namespace,
-                route.pod
-            );
-            return cri_error(&e);
-        }
+        Err(r) => return r.response(),
     };
     let target = match target(&url) {
         Ok(t) => t,
-        Err(m) => {
+        Err(e) => {
+            let m = e.to_string();
             log::warn!("node API: {m}");
             return status_error(StatusCode::BAD_GATEWAY, "InternalError", &m);
         }
@@ -446,8 +438,102 @@ pub async fn serve<R: Runtime>(
     proxy(req, &target, slot, shutdown).await
 }
 
+/// Step 1 of [`serve`]: an upgrade request (kubelet: `proxyStream` sets `upgradeRequired`),
+/// a query that parses, and the pod of the route (of its UID, when the path names one).
+fn check_request(
+    headers: &HeaderMap,
+    pairs: &[(String, String)],
+    entry: Option<Rc<PodEntry>>,
+    route: &Route<'_>,
+) -> Result<(Params, Rc<PodEntry>), Refusal> {
+    let bad = |message: String| Refusal::new(StatusCode::BAD_REQUEST, "BadRequest", message);
+    if !is_upgrade(headers) {
+        return Err(bad("Upgrade request required".to_string()));
+    }
+    let params = Params::parse(pairs).map_err(|e| bad(e.to_string()))?;
+    match entry {
+        Some(e) if route.uid.is_none_or(|u| u == e.pod.metadata.uid) => Ok((params, e)),
+        _ => Err(Refusal::new(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            format!("pods \"{}\" not found", route.pod),
+        )),
+    }
+}
+
+/// Step 3 of [`serve`]: the runtime's one-shot streaming URL for the route (kubelet:
+/// `GetExec`, `GetAttach`, `GetPortForward`), after the checks the kubelet makes first.
+async fn stream_url<R: Runtime>(
+    runtime: &R,
+    route: &Route<'_>,
+    entry: &PodEntry,
+    params: &Params,
+) -> Result<String, Refusal> {
+    let bad = |message: &str| Refusal::new(StatusCode::BAD_REQUEST, "BadRequest", message.into());
+    let s = params.streams;
+    let url = match route.kind {
+        Kind::Exec | Kind::Attach if !(s.stdin || s.stdout || s.stderr) => {
+            return Err(bad("you must specify at least 1 of stdin, stdout, stderr"));
+        }
+        Kind::Exec if params.command.is_empty() => {
+            return Err(bad(
+                "you must specify at least one command for the container",
+            ));
+        }
+        Kind::Exec | Kind::Attach => {
+            let container = route.container.or(params.container.as_deref());
+            let id = container_id(&entry.pod, entry.status.as_deref(), container)?;
+            // kubelet: `GetExec` / `GetAttach`.
+            match route.kind {
+                Kind::Exec => runtime.exec(&id, &params.command, s).await,
+                _ => runtime.attach(&id, s).await,
+            }
+        }
+        Kind::PortForward => {
+            let sandbox = newest_sandbox(runtime, &entry.pod).await?;
+            runtime.port_forward(&sandbox, &params.ports).await
+        }
+    };
+    url.map_err(|e| {
+        log::debug!(
+            "node API: {:?} {}/{}: {e}",
+            route.kind,
+            route.namespace,
+            route.pod
+        );
+        cri_refusal(&e)
+    })
+}
+
+/// kubelet: `GetPortForward` — the pod's newest sandbox (a ready one first), by the pod UID
+/// label; its ID.
+async fn newest_sandbox<R: Runtime>(runtime: &R, pod: &Pod) -> Result<String, Refusal> {
+    let filter = ListFilter {
+        labels: [(POD_UID_LABEL.to_string(), pod.metadata.uid.clone())].into(),
+        sandbox_id: None,
+    };
+    let mut sandboxes = runtime
+        .list_pod_sandboxes(&filter)
+        .await
+        .map_err(|e| cri_refusal(&e))?;
+    crate::sort::sort_by_key(&mut sandboxes, |s| {
+        (s.state == SandboxState::Ready, s.recency())
+    });
+    match sandboxes.pop() {
+        Some(sandbox) => Ok(sandbox.id),
+        None => Err(Refusal::new(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            format!("pod not found ({:?})", pod.metadata.uid),
+        )),
+    }
+}
+
 /// The request sent to the runtime: the client's, aimed at `target`.
-fn outgoing(req: &Request<Incoming>, target: &Target) -> Result<Request<Empty<Bytes>>, String> {
+fn outgoing(
+    req: &Request<Incoming>,
+    target: &Target,
+) -> Result<Request<Empty<Bytes>>, StreamError> {
     let mut uri = target.path.clone();
     // kubelet (`UpgradeAwareHandler`): the location's query is the client's.
     if let Some(q) = req.uri().query().filter(|q| !q.is_empty()) {
@@ -458,9 +544,7 @@ fn outgoing(req: &Request<Incoming>, target: &Target) -> Result<Request<Empty<By
     }
     let mut out = Request::new(Empty::new());
     *out.method_mut() = req.method().clone();
-    *out.uri_mut() = uri
-        .parse()
-        .map_err(|e| format!("streaming URL path: {e}"))?;
+    *out.uri_mut() = uri.parse().map_err(StreamError::Path)?;
     let headers = out.headers_mut();
     for (name, value) in req.headers() {
         if name == header::AUTHORIZATION
@@ -473,20 +557,24 @@ fn outgoing(req: &Request<Incoming>, target: &Target) -> Result<Request<Empty<By
         }
         headers.append(name.clone(), value.clone());
     }
-    let host = header::HeaderValue::from_str(&target.host).map_err(|e| e.to_string())?;
+    let host = header::HeaderValue::from_str(&target.host).map_err(StreamError::Host)?;
     headers.insert(header::HOST, host);
     Ok(out)
 }
 
-/// Proxies the upgrade request `req` to `target` (kubelet: `UpgradeAwareHandler.tryUpgrade`).
-/// The `slot` is held until the stream ends.
+/// Proxies the upgrade request `req` to `target` (kubelet: `UpgradeAwareHandler.tryUpgrade`),
+/// in steps: the request rewritten for the runtime ([`outgoing`]), a connection to its
+/// streaming server ([`dial`]), the request sent; a `101` is answered to the client and the
+/// two upgraded connections spliced ([`switch_protocols`]), any other answer passed back
+/// ([`pass_back`]). The `slot` is held until the stream ends.
 pub async fn proxy(
-    mut req: Request<Incoming>,
+    req: Request<Incoming>,
     target: &Target,
     slot: Slot,
     shutdown: &CancellationToken,
 ) -> Response<Out> {
-    let fail = |m: String| {
+    let fail = |e: StreamError| {
+        let m = e.to_string();
         log::debug!("node API: stream to {}: {m}", target.addr);
         status_error(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", &m)
     };
@@ -499,67 +587,104 @@ pub async fn proxy(
     }
     let out = match outgoing(&req, target) {
         Ok(o) => o,
-        Err(m) => return fail(m),
+        Err(e) => return fail(e),
     };
+    let (mut sender, abort) = match dial(target).await {
+        Ok(dialed) => dialed,
+        Err(e) => return fail(e),
+    };
+    let resp = match tokio::time::timeout(CONNECT_TIMEOUT, sender.send_request(out)).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
+            abort.abort();
+            return fail(StreamError::Proxy(e));
+        }
+        Err(_) => {
+            abort.abort();
+            return fail(StreamError::NoAnswer);
+        }
+    };
+    if resp.status() != StatusCode::SWITCHING_PROTOCOLS {
+        return pass_back(resp, abort, target).await;
+    }
+    switch_protocols(req, resp, abort, target, slot, shutdown)
+}
+
+/// Connects to the runtime's streaming server (within [`CONNECT_TIMEOUT`]) and starts the
+/// HTTP/1 client on it; the task that drives the runtime's side until it is handed over
+/// (101) or closed is aborted with the returned handle.
+async fn dial(
+    target: &Target,
+) -> Result<
+    (
+        hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
+        tokio::task::AbortHandle,
+    ),
+    StreamError,
+> {
     let tcp =
         match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(target.addr))
             .await
         {
             Ok(Ok(s)) => s,
-            Ok(Err(e)) => return fail(format!("error dialing backend: {e}")),
-            Err(_) => return fail("error dialing backend: timed out".into()),
+            Ok(Err(e)) => return Err(StreamError::Dial(e)),
+            Err(_) => return Err(StreamError::DialTimeout),
         };
     let _ = tcp.set_nodelay(true);
-    let (mut sender, conn) = match hyper::client::conn::http1::Builder::new()
+    let (sender, conn) = hyper::client::conn::http1::Builder::new()
         .title_case_headers(true)
         .max_buf_size(64 * 1024)
         .handshake::<_, Empty<Bytes>>(TokioIo::new(tcp))
         .await
-    {
-        Ok(h) => h,
-        Err(e) => return fail(format!("error dialing backend: {e}")),
-    };
-    // Drives the runtime's side until it is handed over (101) or closed; aborted with it.
+        .map_err(StreamError::Handshake)?;
     let conn = crate::task::spawn_local(async move {
         let _ = conn.with_upgrades().await;
     });
-    let abort = conn.abort_handle();
-    let resp = match tokio::time::timeout(CONNECT_TIMEOUT, sender.send_request(out)).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => {
-            abort.abort();
-            return fail(format!("error proxying to the runtime: {e}"));
-        }
-        Err(_) => {
-            abort.abort();
-            return fail("the runtime's streaming server did not answer".into());
-        }
+    Ok((sender, conn.abort_handle()))
+}
+
+/// A runtime's answer other than `101`, passed back as it is (status, content type and a
+/// bounded body), minus anything that would send the client elsewhere.
+async fn pass_back(
+    resp: Response<Incoming>,
+    abort: tokio::task::AbortHandle,
+    target: &Target,
+) -> Response<Out> {
+    let status = resp.status();
+    let content_type = resp.headers().get(header::CONTENT_TYPE).cloned();
+    let body = tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        Limited::new(resp.into_body(), MAX_ERROR_BODY).collect(),
+    )
+    .await;
+    abort.abort();
+    let body = match body {
+        Ok(Ok(b)) => b.to_bytes(),
+        _ => Bytes::new(),
     };
-    if resp.status() != StatusCode::SWITCHING_PROTOCOLS {
-        // Passed back as it is, minus anything that would send the client elsewhere.
-        let status = resp.status();
-        let content_type = resp.headers().get(header::CONTENT_TYPE).cloned();
-        let body = tokio::time::timeout(
-            CONNECT_TIMEOUT,
-            Limited::new(resp.into_body(), MAX_ERROR_BODY).collect(),
-        )
-        .await;
-        abort.abort();
-        let body = match body {
-            Ok(Ok(b)) => b.to_bytes(),
-            _ => Bytes::new(),
-        };
-        log::debug!(
-            "node API: stream to {}: the runtime answered {status}",
-            target.addr
-        );
-        let mut r = Response::new(Out::Full(Some(body)));
-        *r.status_mut() = status;
-        if let Some(ct) = content_type {
-            r.headers_mut().insert(header::CONTENT_TYPE, ct);
-        }
-        return r;
+    log::debug!(
+        "node API: stream to {}: the runtime answered {status}",
+        target.addr
+    );
+    let mut r = Response::new(Out::Full(Some(body)));
+    *r.status_mut() = status;
+    if let Some(ct) = content_type {
+        r.headers_mut().insert(header::CONTENT_TYPE, ct);
     }
+    r
+}
+
+/// The runtime's `101`: answered to the client with the runtime's headers, and a task that
+/// waits for both sides' upgrades and copies bytes both ways until the streams end or
+/// shutdown (holding the `slot`).
+fn switch_protocols(
+    mut req: Request<Incoming>,
+    resp: Response<Incoming>,
+    abort: tokio::task::AbortHandle,
+    target: &Target,
+    slot: Slot,
+    shutdown: &CancellationToken,
+) -> Response<Out> {
     let mut answer = Response::new(Out::Full(None));
     *answer.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     for (name, value) in resp.headers() {
@@ -619,8 +744,8 @@ mod tests {
     use crate::clock::SystemClock;
     use crate::cri::fake::FakeRuntime;
     use crate::cri::{ContainerConfig, SandboxConfig};
-    use crate::local_api::credentials::Token;
     use crate::local_api::server::{Api, serve as serve_api};
+    use crate::local_api::token::Token;
     use crate::local_api::view::View;
     use crate::messages::PodEvent;
 

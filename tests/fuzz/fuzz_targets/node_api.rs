@@ -11,7 +11,7 @@ use std::sync::Arc;
 use libfuzzer_sys::fuzz_target;
 use picolet::clock::SystemClock;
 use picolet::messages::PodEvent;
-use picolet::local_api::credentials::Token;
+use picolet::local_api::token::Token;
 use picolet::local_api::server::{Api, serve_plain};
 use picolet::local_api::view::View;
 use picolet::cri::fake::FakeRuntime;
