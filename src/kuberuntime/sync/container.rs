@@ -7,7 +7,7 @@ use std::path::Path;
 use crate::api;
 use crate::clock::Clock;
 use crate::cri::{
-    ContainerInfo, ContainerState, ImageUser, PodRuntimeStatus, Runtime, SandboxConfig,
+    ContainerInfo, ContainerState, CriError, ImageUser, PodRuntimeStatus, Runtime, SandboxConfig,
 };
 use crate::kuberuntime::backoff::PodBackoffs;
 use crate::kuberuntime::container_mounts;
@@ -32,7 +32,10 @@ pub(super) struct StartContext<'a> {
 /// CRI-O from 1.31 (kubelet-behaviour §25). An older one would ignore the field and bind an
 /// empty host path, so picolet refuses the container with this message instead. A runtime
 /// picolet does not know, or a version it cannot read, is let through (its own error then).
-pub fn image_volumes_supported(runtime_name: &str, runtime_version: &str) -> Result<(), String> {
+pub fn image_volumes_supported(
+    runtime_name: &str,
+    runtime_version: &str,
+) -> Result<(), ImageVolumeError> {
     let need = match runtime_name {
         "containerd" => (2, 1),
         "cri-o" => (1, 31),
@@ -43,19 +46,49 @@ pub fn image_volumes_supported(runtime_name: &str, runtime_version: &str) -> Res
     let major = parts.next().and_then(|p| p.parse::<u32>().ok());
     let minor = parts.next().and_then(|p| p.parse::<u32>().ok());
     match (major, minor) {
-        (Some(major), Some(minor)) if (major, minor) < need => Err(format!(
-            "image volumes need containerd >= 2.1 or CRI-O >= 1.31; the runtime is {runtime_name} {runtime_version}"
-        )),
+        (Some(major), Some(minor)) if (major, minor) < need => Err(ImageVolumeError::TooOld {
+            runtime_name: runtime_name.to_string(),
+            runtime_version: runtime_version.to_string(),
+        }),
         _ => Ok(()),
     }
 }
 
-async fn image_volume_support<R: Runtime>(runtime: &R) -> Result<(), String> {
+/// Why a container with image volumes is refused before it is created.
+#[derive(Debug)]
+pub enum ImageVolumeError {
+    /// The runtime is a version that does not mount image volumes.
+    TooOld {
+        runtime_name: String,
+        runtime_version: String,
+    },
+    /// The runtime's `Version` call failed.
+    Version(CriError),
+}
+
+impl std::fmt::Display for ImageVolumeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ImageVolumeError::TooOld {
+                runtime_name,
+                runtime_version,
+            } => write!(
+                f,
+                "image volumes need containerd >= 2.1 or CRI-O >= 1.31; the runtime is {runtime_name} {runtime_version}"
+            ),
+            ImageVolumeError::Version(e) => {
+                write!(f, "image volumes: cannot tell the runtime's version: {e}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ImageVolumeError {}
+
+async fn image_volume_support<R: Runtime>(runtime: &R) -> Result<(), ImageVolumeError> {
     match runtime.version().await {
         Ok(v) => image_volumes_supported(&v.runtime_name, &v.runtime_version),
-        Err(e) => Err(format!(
-            "image volumes: cannot tell the runtime's version: {e}"
-        )),
+        Err(e) => Err(ImageVolumeError::Version(e)),
     }
 }
 
@@ -136,10 +169,10 @@ pub(super) async fn try_start_container<R: Runtime, C: Clock>(
     // (binary size: its state machine is not inlined twice).
     let wanted_volumes = mounts::image_volumes(pod, c);
     if !wanted_volumes.is_empty()
-        && let Err(message) = image_volume_support(&env.runtime).await
+        && let Err(e) = image_volume_support(&env.runtime).await
     {
-        log::warn!("pod {pod_name}: container {:?}: {message}", c.name);
-        return waiting(WaitingReason::CreateContainerConfigError, message);
+        log::warn!("pod {pod_name}: container {:?}: {e}", c.name);
+        return waiting(WaitingReason::CreateContainerConfigError, e.to_string());
     }
     let mut image_volumes: Vec<(String, String)> = Vec::with_capacity(wanted_volumes.len());
     let mut container_image = None;

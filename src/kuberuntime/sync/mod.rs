@@ -456,11 +456,12 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
     // kubelet: doPodResizeAction — after the kills, before anything starts.
     if crate::allocation::ENABLED && (!updates.is_empty() || restarted) {
         // Boxed and dynamic: its state and code stay out of sync_pod's (binary size).
-        let apply: std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + '_>> =
-            Box::pin(resize::apply(env, pod, status, &updates, restarted));
+        let apply: std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<(), resize::ResizeError>> + '_>,
+        > = Box::pin(resize::apply(env, pod, status, &updates, restarted));
         if let Err(e) = apply.await {
             log::warn!("pod {pod_name}: resize: {e}");
-            result.resize_error = Some(e);
+            result.resize_error = Some(e.to_string());
         }
     }
 
@@ -547,9 +548,11 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
         // Boxed: its Status call stays out of sync_pod's state machine (binary size).
         let setup = Box::pin(async {
             if actions.create_sandbox {
-                let health = env.runtime.status().await.map_err(|e| {
-                    format!("cannot tell whether the runtime supports user namespaces: {e}")
-                })?;
+                let health = env
+                    .runtime
+                    .status()
+                    .await
+                    .map_err(userns::UsernsError::RuntimeStatus)?;
                 userns::runtime_supports(
                     health.userns_handlers.as_deref(),
                     &sandbox_config.runtime_handler,
@@ -559,7 +562,8 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
         });
         match setup.await {
             Ok(m) => sandbox_config.namespace_options.userns = Some(m),
-            Err(message) => {
+            Err(e) => {
+                let message = e.to_string();
                 log::warn!("pod {pod_name}: {message}");
                 env.recorder.warning(
                     pod,
