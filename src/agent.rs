@@ -57,7 +57,7 @@ use crate::cri::{
     ContainerEvent, ContainerState, CriError, PodRuntimeStatus, Runtime, SandboxState,
 };
 use crate::kuberuntime::gc::{self, GcPolicy};
-use crate::kuberuntime::sync::SyncEnv;
+use crate::kuberuntime::sync::{Managers, NodeFacts, SyncEnv, SyncPaths};
 use crate::manifest::SOURCE_FILE;
 use crate::messages::{PodEvent, PodEventSender, RunningContainers, SourceUpdate};
 use crate::node;
@@ -251,28 +251,33 @@ pub async fn run<R: Runtime, C: Clock>(
         kill_steps: Rc::new(tokio::sync::Semaphore::new(TERMINATION_STEPS_IN_FLIGHT)),
         cleanups: Rc::new(tokio::sync::Semaphore::new(TERMINATION_STEPS_IN_FLIGHT)),
         probes: prober.handle(),
-        env: SyncEnv {
-            runtime: runtime.clone(),
-            clock: clock.clone(),
-            root_dir: cfg.root_dir.clone(),
-            pod_log_dir: cfg.pod_log_dir.clone(),
-            resolv_conf: cfg.resolv_conf.clone(),
-            cgroup_parent: cfg.cgroup_parent.clone(),
-            pod_cgroups: pod_cgroups.clone(),
-            seccomp_default: cfg.seccomp_default,
-            memory_capacity: node::memory_capacity(),
-            cpu_capacity_milli: node::cpu_capacity_milli(),
-            swap: cfg.swap,
-            host_ip: cfg.node_ip.map(|ip| ip.to_string()).unwrap_or_default(),
-            tmpfs: tmpfs.clone(),
-            credential_paths: crate::cri::credentials::default_paths(&cfg.root_dir),
-            config: config_objects.clone(),
-            recorder: recorder.clone(),
-            csi: csi.clone(),
-            #[cfg(feature = "device-plugins")]
-            devices: devices.as_ref().map(|d| d.handle.clone()),
-            resized: Default::default(),
-        },
+        env: SyncEnv::new(
+            runtime.clone(),
+            clock.clone(),
+            SyncPaths {
+                root_dir: cfg.root_dir.clone(),
+                pod_log_dir: cfg.pod_log_dir.clone(),
+                resolv_conf: cfg.resolv_conf.clone(),
+            },
+            NodeFacts {
+                memory_capacity: node::memory_capacity(),
+                cpu_capacity_milli: node::cpu_capacity_milli(),
+                swap: cfg.swap,
+                host_ip: cfg.node_ip.map(|ip| ip.to_string()).unwrap_or_default(),
+                seccomp_default: cfg.seccomp_default,
+                cgroup_parent: cfg.cgroup_parent.clone(),
+                pod_cgroups: pod_cgroups.clone(),
+            },
+            Managers {
+                recorder: recorder.clone(),
+                config: config_objects.clone(),
+                credential_paths: crate::cri::credentials::default_paths(&cfg.root_dir),
+                tmpfs: tmpfs.clone(),
+                csi: csi.clone(),
+                #[cfg(feature = "device-plugins")]
+                devices: devices.as_ref().map(|d| d.handle.clone()),
+            },
+        ),
     };
     let mut state = Loop {
         runtime,

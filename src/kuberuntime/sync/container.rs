@@ -128,7 +128,8 @@ pub(super) async fn start_container<R: Runtime, C: Clock>(
             | WaitingReason::PostStartHookError => None,
         };
         if let Some(m) = message {
-            env.recorder
+            env.managers
+                .recorder
                 .warning(cx.pod, Some(&field_path), recorder::FAILED, m);
         }
     }
@@ -150,7 +151,7 @@ pub(super) async fn try_start_container<R: Runtime, C: Clock>(
     {
         log::debug!("pod {pod_name}: {}", w.message);
         // kubelet: doBackOff — events.BackOffStartContainer, once per sync attempt.
-        env.recorder.warning(
+        env.managers.recorder.warning(
             pod,
             Some(field_path),
             recorder::BACK_OFF,
@@ -228,7 +229,7 @@ pub(super) async fn try_start_container<R: Runtime, C: Clock>(
 
     // Restart count: the newest instance's + 1; with no instance left (removed, or the
     // runtime lost its state in a reboot) continue after the newest log file.
-    let log_dir = cri_config::pod_log_directory(&env.pod_log_dir, pod).join(&c.name);
+    let log_dir = cri_config::pod_log_directory(&env.paths.pod_log_dir, pod).join(&c.name);
     let restart_count = match plan::newest_container(cx.status, &c.name) {
         Some(s) => labels::restart_count(s).saturating_add(1),
         None => restart_count_from_log_dir(&log_dir),
@@ -236,7 +237,7 @@ pub(super) async fn try_start_container<R: Runtime, C: Clock>(
 
     // The environment first: subPathExpr expands against it (kubelet: makeMounts gets the
     // container's env).
-    let seccomp_root = env.root_dir.join("seccomp");
+    let seccomp_root = env.paths.root_dir.join("seccomp");
     let node = env.node_params(&seccomp_root);
     // envFrom keys an env entry cannot carry (printable ASCII without '=') are skipped with
     // a WARN (kubelet ≤ 1.33: an InvalidEnvironmentVariableNames event for the classic
@@ -260,13 +261,13 @@ pub(super) async fn try_start_container<R: Runtime, C: Clock>(
         }
     };
     let mut mount_list = match mounts::prepare_mounts(
-        &env.root_dir,
+        &env.paths.root_dir,
         pod,
         c,
         &envs,
         &image_volumes,
-        env.tmpfs.as_ref(),
-        env.memory_capacity,
+        env.managers.tmpfs.as_ref(),
+        env.node.memory_capacity,
     ) {
         Ok(m) => m,
         Err(e) => {
@@ -276,7 +277,7 @@ pub(super) async fn try_start_container<R: Runtime, C: Clock>(
     };
     // kubelet: makeMounts adds the managed /etc/hosts.
     match container_mounts::etc_hosts_mount(
-        &env.root_dir,
+        &env.paths.root_dir,
         pod,
         c,
         &cx.pod_ip,
@@ -292,7 +293,7 @@ pub(super) async fn try_start_container<R: Runtime, C: Clock>(
     // One file per container instance, named after its restart count, so that the
     // message can be found again from the runtime's view alone (after a picolet restart too).
     let file_id = container_mounts::termination_log_file_id(restart_count);
-    match container_mounts::termination_log_mount(&env.root_dir, pod, c, &file_id) {
+    match container_mounts::termination_log_mount(&env.paths.root_dir, pod, c, &file_id) {
         Ok(m) => mount_list.push(m),
         Err(e) => log::warn!(
             "pod {pod_name}: container {:?}: termination log: {e}",
@@ -324,7 +325,7 @@ pub(super) async fn try_start_container<R: Runtime, C: Clock>(
     // kubelet: GenerateRunContainerOptions → the device manager's run options: the
     // container's devices (the same ones at every restart), their mounts first.
     #[cfg(feature = "device-plugins")]
-    let devices = match &env.devices {
+    let devices = match &env.managers.devices {
         Some(handle) => {
             let requests = crate::cm::devicemanager::container_requests(c);
             match handle.container_devices(pod.uid(), &c.name, requests).await {
@@ -377,7 +378,7 @@ pub(super) async fn try_start_container<R: Runtime, C: Clock>(
         }
     };
     // kubelet: startContainer — events.CreatedContainer ("Created container: web" since v1.32).
-    env.recorder.normal(
+    env.managers.recorder.normal(
         pod,
         Some(field_path),
         recorder::CREATED_CONTAINER,
@@ -392,7 +393,7 @@ pub(super) async fn try_start_container<R: Runtime, C: Clock>(
         c.name
     );
     // kubelet: startContainer — events.StartedContainer.
-    env.recorder.normal(
+    env.managers.recorder.normal(
         pod,
         Some(field_path),
         recorder::STARTED_CONTAINER,
@@ -408,7 +409,7 @@ pub(super) async fn try_start_container<R: Runtime, C: Clock>(
                 c.name
             );
             // kubelet: the hook's output stays out of the event (it may hold secrets).
-            env.recorder.warning(
+            env.managers.recorder.warning(
                 pod,
                 Some(field_path),
                 recorder::FAILED_POST_START_HOOK,

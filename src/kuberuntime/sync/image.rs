@@ -29,7 +29,7 @@ pub(super) async fn ensure_image<R: Runtime, C: Clock>(
     let fp = Some(field_path);
     let image = cri_config::image_with_default_tag(wanted).map_err(|e| {
         // kubelet: EnsureImageExists — events.FailedToInspectImage.
-        env.recorder.warning(
+        env.managers.recorder.warning(
             pod,
             fp,
             recorder::INSPECT_FAILED,
@@ -39,7 +39,8 @@ pub(super) async fn ensure_image<R: Runtime, C: Clock>(
     })?;
     let present = env.runtime.image_status(&image).await.map_err(|e| {
         let message = format!("Failed to inspect image {:?}: {e}", wanted);
-        env.recorder
+        env.managers
+            .recorder
             .warning(pod, fp, recorder::INSPECT_FAILED, message.clone());
         waiting(WaitingReason::ImageInspectError, message)
     })?;
@@ -52,7 +53,7 @@ pub(super) async fn ensure_image<R: Runtime, C: Clock>(
         return match present {
             Some(img) => {
                 // kubelet: EnsureImageExists — events.PulledImage for a present image.
-                env.recorder.normal(
+                env.managers.recorder.normal(
                     pod,
                     fp,
                     recorder::PULLED_IMAGE,
@@ -66,8 +67,12 @@ pub(super) async fn ensure_image<R: Runtime, C: Clock>(
                     wanted
                 );
                 // kubelet: events.ErrImageNeverPullPolicy.
-                env.recorder
-                    .warning(pod, fp, recorder::ERR_IMAGE_NEVER_PULL, message.clone());
+                env.managers.recorder.warning(
+                    pod,
+                    fp,
+                    recorder::ERR_IMAGE_NEVER_PULL,
+                    message.clone(),
+                );
                 Err(waiting(WaitingReason::ErrImageNeverPull, message))
             }
         };
@@ -77,7 +82,8 @@ pub(super) async fn ensure_image<R: Runtime, C: Clock>(
         result.note_requeue(remaining);
         let message = format!("Back-off pulling image {:?}", wanted);
         // kubelet: EnsureImageExists — events.BackOffPullImage (type Normal upstream).
-        env.recorder
+        env.managers
+            .recorder
             .normal(pod, fp, recorder::BACK_OFF, message.clone());
         return Err(waiting(WaitingReason::ImagePullBackOff, message));
     }
@@ -85,7 +91,7 @@ pub(super) async fn ensure_image<R: Runtime, C: Clock>(
     // the file applies without a restart). Never logged: only whether credentials went along.
     // kubelet: the pod's imagePullSecrets come first, then the node's keyring.
     let pod_ring = pull_secrets_keyring(env, cx.pod);
-    let (keyring, problems) = credentials::Keyring::load(&env.credential_paths);
+    let (keyring, problems) = credentials::Keyring::load(&env.managers.credential_paths);
     for p in problems {
         log::warn!("registry credentials: {p}");
     }
@@ -103,7 +109,7 @@ pub(super) async fn ensure_image<R: Runtime, C: Clock>(
         if auth.is_some() { whose } else { "" }
     );
     // kubelet: EnsureImageExists — events.PullingImage.
-    env.recorder.normal(
+    env.managers.recorder.normal(
         pod,
         fp,
         recorder::PULLING_IMAGE,
@@ -121,7 +127,7 @@ pub(super) async fn ensure_image<R: Runtime, C: Clock>(
             // pulls one image at a time per pod and does not queue: both are the pull. The
             // image size upstream appends is not known here.
             let took = go_duration(pull_started.elapsed());
-            env.recorder.normal(
+            env.managers.recorder.normal(
                 pod,
                 fp,
                 recorder::PULLED_IMAGE,
@@ -144,6 +150,7 @@ pub(super) async fn ensure_image<R: Runtime, C: Clock>(
                 .any(|w| lower.contains(w))
             {
                 let files: Vec<String> = env
+                    .managers
                     .credential_paths
                     .iter()
                     .map(|p| p.display().to_string())
@@ -167,7 +174,7 @@ pub(super) async fn ensure_image<R: Runtime, C: Clock>(
                 wanted
             );
             // kubelet: events.FailedToPullImage.
-            env.recorder.warning(
+            env.managers.recorder.warning(
                 pod,
                 fp,
                 recorder::FAILED,
@@ -219,7 +226,7 @@ pub(super) fn pull_secrets_keyring<R: Runtime, C: Clock>(
             &pod.metadata.namespace,
             &s.name,
         );
-        let Some(secret) = env.config.get(&key) else {
+        let Some(secret) = env.managers.config.get(&key) else {
             log::warn!(
                 "pod {}: unable to retrieve pull secret {}/{}; the image pull may not succeed",
                 pod.full_name(),

@@ -229,9 +229,9 @@ pub(super) async fn kill_container<R: Runtime, C: Clock>(
 ) -> Result<(), SyncError> {
     let spec = container_spec(pod, &k.name);
     let grace = grace_period(Some(pod), spec, None, k.reason, None);
-    let pre_stop = pre_stop_of(spec, None, &k.name, hook_ip(status, &env.host_ip));
+    let pre_stop = pre_stop_of(spec, None, &k.name, hook_ip(status, &env.node.host_ip));
     let events = KillEvents {
-        recorder: &env.recorder,
+        recorder: &env.managers.recorder,
         pod,
     };
     stop_one(
@@ -263,7 +263,7 @@ pub async fn kill_pod<R: Runtime, C: Clock>(
         Some(p) => p.full_name(),
         None => format!("{}/{} ({})", status.namespace, status.name, status.uid),
     };
-    let pod_ip = hook_ip(status, &env.host_ip);
+    let pod_ip = hook_ip(status, &env.node.host_ip);
     // Without the pod (after a picolet restart) the annotations have the hook; with it they
     // are not parsed (a mass delete kills hundreds of containers at once).
     let running: Vec<(&ContainerInfo, Option<labels::ContainerAnnotationInfo>)> = status
@@ -301,7 +301,7 @@ pub async fn kill_pod<R: Runtime, C: Clock>(
         let pre_stop = pre_stop_of(spec, annotations.as_ref(), name, pod_ip);
         let pod_name = &pod_name;
         let events = pod.map(|pod| KillEvents {
-            recorder: &env.recorder,
+            recorder: &env.managers.recorder,
             pod,
         });
         async move {
@@ -324,7 +324,7 @@ pub async fn kill_pod<R: Runtime, C: Clock>(
         let grace = grace_period(pod, spec, Some(c), KillReason::Unknown, grace_override);
         let pre_stop = pre_stop_of(spec, None, name, pod_ip);
         let events = pod.map(|pod| KillEvents {
-            recorder: &env.recorder,
+            recorder: &env.managers.recorder,
             pod,
         });
         let pod_name = &pod_name;
@@ -351,7 +351,7 @@ pub async fn kill_pod<R: Runtime, C: Clock>(
     for ((c, _), grace) in sidecars.iter().zip(graces) {
         let waited = i64::try_from(started.elapsed().as_secs()).unwrap_or(i64::MAX);
         let events = pod.map(|pod| KillEvents {
-            recorder: &env.recorder,
+            recorder: &env.managers.recorder,
             pod,
         });
         let name = labels::container_name(c);
@@ -427,7 +427,7 @@ pub async fn cleanup_pod<R: Runtime, C: Clock>(
     // kubelet: the volume manager unmounts (NodeUnpublishVolume) the csi volumes once the
     // containers stopped; the pod is not cleaned up, and stays not finished, until every one
     // is unpublished and nothing is mounted on its target any more (retried by the worker).
-    crate::volume::csi::unpublish_pod_volumes(&env.root_dir, uid, &env.csi)
+    crate::volume::csi::unpublish_pod_volumes(&env.paths.root_dir, uid, &env.managers.csi)
         .await
         .map_err(|source| SyncError::Unpublish {
             uid: uid.to_string(),
@@ -438,12 +438,12 @@ pub async fn cleanup_pod<R: Runtime, C: Clock>(
     // recursive removal only deletes picolet's own files (remove_dir_all does not follow
     // symlinks). On an SD card this takes a while: off
     // the event loop's thread.
-    let dir = mounts::pod_dir(&env.root_dir, uid);
+    let dir = mounts::pod_dir(&env.paths.root_dir, uid);
     let removal = {
         let dir = dir.clone();
-        let root = env.root_dir.clone();
+        let root = env.paths.root_dir.clone();
         let uid = uid.to_string();
-        let tmpfs = std::sync::Arc::clone(&env.tmpfs);
+        let tmpfs = std::sync::Arc::clone(&env.managers.tmpfs);
         tokio::task::spawn_blocking(move || {
             mounts::unmount_pod_volumes(&root, &uid, tmpfs.as_ref())
                 .map_err(|e| std::io::Error::other(e.to_string()))?;

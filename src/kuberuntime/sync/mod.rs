@@ -43,7 +43,6 @@ use std::time::Duration;
 use crate::api;
 use crate::clock::Clock;
 use crate::config_data::ConfigObjects;
-use crate::cri::credentials;
 use crate::cri::{CriError, PodRuntimeStatus, Runtime, Sandbox, SandboxState};
 use crate::kuberuntime::backoff::PodBackoffs;
 use crate::kuberuntime::cri_config::{self, SandboxParams};
@@ -53,33 +52,40 @@ use crate::recorder::{self, Recorder};
 use crate::volume::data_volumes;
 use crate::volume::mounts;
 
-pub const DEFAULT_ROOT_DIR: &str = "/var/lib/picolet";
-pub const DEFAULT_POD_LOG_DIR: &str = "/var/log/pods";
-pub const DEFAULT_RESOLV_CONF: &str = "/etc/resolv.conf";
-
 /// kubelet: `minimumGracePeriodInSeconds` — never ask the runtime for less than 2 s.
 pub const MIN_STOP_TIMEOUT_SECONDS: i64 = 2;
 /// The API default of `terminationGracePeriodSeconds`.
 pub const DEFAULT_GRACE_PERIOD_SECONDS: i64 = 30;
 
-/// What a sync needs: the runtime, the wall clock and the filesystem roots (injected so
-/// tests run in a tempdir).
+/// What a sync needs: the runtime, the wall clock, the filesystem roots (injected so tests
+/// run in a tempdir), the node's facts and the managers it reports to. Built once by
+/// [`SyncEnv::new`], by the agent and the tests alike.
 #[derive(Clone)]
 pub struct SyncEnv<R: Runtime, C: Clock> {
     pub runtime: R,
     pub clock: C,
+    pub paths: SyncPaths,
+    pub node: NodeFacts,
+    pub managers: Managers,
+    /// In-place resize: what the updated containers run with (starts empty, read from the
+    /// pods' files on demand).
+    pub resized: resize::Records,
+}
+
+/// Where a sync reads and writes on the host.
+#[derive(Clone)]
+pub struct SyncPaths {
     /// `--root-dir`: pod directories (`pods/<uid>/…`, emptyDirs) live here.
     pub root_dir: PathBuf,
     /// `--pod-log-dir` (kubelet: `podLogsDirectory`).
     pub pod_log_dir: PathBuf,
     /// The host resolv.conf for `Default`-like DNS policies (`--resolv-conf`).
     pub resolv_conf: PathBuf,
-    /// Sandbox cgroup parent without pod cgroups; "" = the runtime's default.
-    pub cgroup_parent: String,
-    /// `--cgroups-per-qos`: the pod cgroups, made before the sandbox (`cm`).
-    pub pod_cgroups: Option<crate::cm::manager::PodCgroups>,
-    /// `--seccomp-default`: `RuntimeDefault` seccomp for pods that ask for nothing.
-    pub seccomp_default: bool,
+}
+
+/// What the node is and how it runs pods: what the CRI configs are computed from.
+#[derive(Clone)]
+pub struct NodeFacts {
     /// The node's memory in bytes (`MemTotal`; 0: unknown): Burstable `oom_score_adj`.
     pub memory_capacity: u64,
     /// The node's CPUs in millicores (`resourceFieldRef` without a limit).
@@ -88,60 +94,61 @@ pub struct SyncEnv<R: Runtime, C: Clock> {
     pub swap: crate::qos::NodeSwap,
     /// The node's IP for `status.hostIP` in the downward API ("" if unknown).
     pub host_ip: String,
-    /// Mounts the tmpfs of `Memory` emptyDirs.
-    pub tmpfs: std::sync::Arc<dyn mounts::Tmpfs>,
+    /// `--seccomp-default`: `RuntimeDefault` seccomp for pods that ask for nothing.
+    pub seccomp_default: bool,
+    /// Sandbox cgroup parent without pod cgroups; "" = the runtime's default.
+    pub cgroup_parent: String,
+    /// `--cgroups-per-qos`: the pod cgroups, made before the sandbox (`cm`).
+    pub pod_cgroups: Option<crate::cm::manager::PodCgroups>,
+}
+
+/// The managers and shared objects a sync reads from and reports to.
+#[derive(Clone)]
+pub struct Managers {
+    /// Where the sync records the kubelet's events (Pulling, Created, Killing, …).
+    pub recorder: Recorder,
+    /// The ConfigMaps and Secrets pods reference (the agent loop fills it).
+    pub config: ConfigObjects,
     /// Docker config files with registry credentials, searched in order
     /// (`credentials::default_paths`).
     pub credential_paths: Vec<PathBuf>,
-    /// The ConfigMaps and Secrets pods reference (the agent loop fills it).
-    pub config: ConfigObjects,
-    /// Where the sync records the kubelet's events (Pulling, Created, Killing, …).
-    pub recorder: Recorder,
+    /// Mounts the tmpfs of `Memory` emptyDirs.
+    pub tmpfs: std::sync::Arc<dyn mounts::Tmpfs>,
     /// The registered CSI drivers (the plugin watcher fills it).
     pub csi: crate::volume::csi::Registry,
     /// The device manager (`None`: no device plugins).
     #[cfg(feature = "device-plugins")]
     pub devices: Option<crate::cm::devicemanager::manager::Handle>,
-    /// In-place resize: what the updated containers run with.
-    pub resized: resize::Records,
 }
 
 impl<R: Runtime, C: Clock> SyncEnv<R, C> {
-    fn node_params<'a>(&'a self, seccomp_root: &'a Path) -> cri_config::NodeParams<'a> {
-        cri_config::NodeParams {
-            seccomp_root,
-            seccomp_default: self.seccomp_default,
-            memory_capacity: self.memory_capacity,
-            cpu_capacity_milli: self.cpu_capacity_milli,
-            swap: self.swap,
-            host_ip: &self.host_ip,
-            objects: Some(&self.config),
+    /// The one way to build an environment (the agent's wiring and the tests).
+    pub fn new(
+        runtime: R,
+        clock: C,
+        paths: SyncPaths,
+        node: NodeFacts,
+        managers: Managers,
+    ) -> Self {
+        SyncEnv {
+            runtime,
+            clock,
+            paths,
+            node,
+            managers,
+            resized: resize::Records::default(),
         }
     }
 
-    /// An environment with the default paths.
-    pub fn new(runtime: R, clock: C) -> Self {
-        SyncEnv {
-            runtime,
-            clock: clock.clone(),
-            root_dir: PathBuf::from(DEFAULT_ROOT_DIR),
-            pod_log_dir: PathBuf::from(DEFAULT_POD_LOG_DIR),
-            resolv_conf: PathBuf::from(DEFAULT_RESOLV_CONF),
-            cgroup_parent: String::new(),
-            pod_cgroups: None,
-            seccomp_default: false,
-            memory_capacity: 0,
-            cpu_capacity_milli: 1000,
-            swap: Default::default(),
-            host_ip: String::new(),
-            tmpfs: std::sync::Arc::new(mounts::SysTmpfs::default()),
-            credential_paths: credentials::default_paths(Path::new(DEFAULT_ROOT_DIR)),
-            config: ConfigObjects::default(),
-            recorder: Recorder::new("", recorder::DEFAULT_CAPACITY).with_clock(clock),
-            csi: crate::volume::csi::Registry::default(),
-            #[cfg(feature = "device-plugins")]
-            devices: None,
-            resized: Default::default(),
+    fn node_params<'a>(&'a self, seccomp_root: &'a Path) -> cri_config::NodeParams<'a> {
+        cri_config::NodeParams {
+            seccomp_root,
+            seccomp_default: self.node.seccomp_default,
+            memory_capacity: self.node.memory_capacity,
+            cpu_capacity_milli: self.node.cpu_capacity_milli,
+            swap: self.node.swap,
+            host_ip: &self.node.host_ip,
+            objects: Some(&self.managers.config),
         }
     }
 }
@@ -399,7 +406,7 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
     // differs from what they run with.
     let kills = actions.containers_to_kill.len();
     let updates = if crate::allocation::ENABLED && crate::allocation::resizable(pod) {
-        let records = env.resized.of(&env.root_dir, pod.uid());
+        let records = env.resized.of(&env.paths.root_dir, pod.uid());
         plan::add_resize(pod, status, &records, &mut actions)
     } else {
         Vec::new()
@@ -420,7 +427,7 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
         if actions.create_sandbox && !actions.sandbox_id.is_empty() {
             log::info!("pod {pod_name}: sandbox changed, it will be killed and re-created");
             // kubelet: SyncPod — events.SandboxChanged.
-            env.recorder.normal(
+            env.managers.recorder.normal(
                 pod,
                 None,
                 recorder::SANDBOX_CHANGED,
@@ -473,13 +480,13 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
     // kubelet: the volume manager sets up (and at every sync re-sets up) the pod's
     // configMap, secret, downwardAPI and projected volumes before its containers start; one
     // that cannot be set up keeps them waiting (FailedMount, the pod stays ContainerCreating).
-    let seccomp_root = env.root_dir.join("seccomp");
+    let seccomp_root = env.paths.root_dir.join("seccomp");
     let stamp = data_volumes::version_stamp(env.clock.now());
     let mut volumes = data_volumes::setup(
-        &env.root_dir,
+        &env.paths.root_dir,
         pod,
-        &env.config,
-        env.tmpfs.as_ref(),
+        &env.managers.config,
+        env.managers.tmpfs.as_ref(),
         env.node_params(&seccomp_root),
         &stamp,
     )
@@ -491,19 +498,24 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
     if volumes.is_ok() {
         // kubelet: inline csi volumes are mounted by the volume manager like the others:
         // NodePublishVolume before the containers start (once per picolet run).
-        volumes =
-            crate::volume::csi::publish_pod_volumes(&env.root_dir, pod, &env.csi, &env.config)
-                .await
-                .map_err(|e| data_volumes::VolumeError {
-                    volume: e.volume,
-                    message: e.message,
-                });
+        volumes = crate::volume::csi::publish_pod_volumes(
+            &env.paths.root_dir,
+            pod,
+            &env.managers.csi,
+            &env.managers.config,
+        )
+        .await
+        .map_err(|e| data_volumes::VolumeError {
+            volume: e.volume,
+            message: e.message,
+        });
     }
     if let Err(e) = volumes {
         // The pod worker's WARN carries it (once, not at every retry).
         log::debug!("pod {pod_name}: {e}");
         // kubelet: the volume manager's events.FailedMount, at every attempt (aggregated).
-        env.recorder
+        env.managers
+            .recorder
             .warning(pod, None, recorder::FAILED_MOUNT, e.to_string());
         if nothing_to_start {
             return result;
@@ -523,19 +535,19 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
         .filter(|s| s.state == SandboxState::Ready)
         .and_then(|s| s.ip.clone())
         .filter(|ip| !ip.is_empty());
-    let host_dns = read_host_dns(&env.resolv_conf, &pod_name);
-    let cgroup_parent = match &env.pod_cgroups {
+    let host_dns = read_host_dns(&env.paths.resolv_conf, &pod_name);
+    let cgroup_parent = match &env.node.pod_cgroups {
         Some(cg) => {
             cg.track(pod);
             cg.sandbox_parent(pod)
         }
-        None => env.cgroup_parent.clone(),
+        None => env.node.cgroup_parent.clone(),
     };
     let mut sandbox_config = cri_config::sandbox_config(
         pod,
         actions.attempt,
         SandboxParams {
-            pod_log_dir: &env.pod_log_dir,
+            pod_log_dir: &env.paths.pod_log_dir,
             cgroup_parent: &cgroup_parent,
             host_dns: host_dns.as_ref(),
             node: env.node_params(&seccomp_root),
@@ -558,14 +570,14 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
                     &sandbox_config.runtime_handler,
                 )?;
             }
-            userns::allocate(&env.root_dir, &pod.metadata.uid)
+            userns::allocate(&env.paths.root_dir, &pod.metadata.uid)
         });
         match setup.await {
             Ok(m) => sandbox_config.namespace_options.userns = Some(m),
             Err(e) => {
                 let message = e.to_string();
                 log::warn!("pod {pod_name}: {message}");
-                env.recorder.warning(
+                env.managers.recorder.warning(
                     pod,
                     None,
                     recorder::FAILED_CREATE_POD_SANDBOX,
@@ -586,15 +598,15 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
             "pod {pod_name}: creating sandbox (attempt {})",
             actions.attempt
         );
-        warn_loopback_dns(pod, &sandbox_config, &env.resolv_conf);
+        warn_loopback_dns(pod, &sandbox_config, &env.paths.resolv_conf);
         // kubelet: SyncPod — UpdateQOSCgroups and podContainerManager.EnsureExists before
         // the sandbox; a failure fails the sync (retried with back-off).
-        if let Some(cg) = &env.pod_cgroups
+        if let Some(cg) = &env.node.pod_cgroups
             && let Err(e) = cg.ensure(pod).await
         {
             let message = format!("unable to ensure pod container exists: {e}");
             log::warn!("pod {pod_name}: {message}");
-            env.recorder.warning(
+            env.managers.recorder.warning(
                 pod,
                 None,
                 crate::cm::FAILED_CREATE_POD_CONTAINER,
@@ -624,8 +636,12 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
                 } else {
                     format!("Failed to create pod sandbox: {}", failure.message)
                 };
-                env.recorder
-                    .warning(pod, None, recorder::FAILED_CREATE_POD_SANDBOX, message);
+                env.managers.recorder.warning(
+                    pod,
+                    None,
+                    recorder::FAILED_CREATE_POD_SANDBOX,
+                    message,
+                );
                 result.sandbox_error = Some(failure);
                 result.containers = all_creating(pod, &actions, "");
                 return result;
@@ -642,7 +658,7 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
         // pod are the node's (#24576): status.podIP in the downward API is the node IP.
         pod_ip: match pod_ip {
             Some(ip) => ip,
-            None if pod.spec.host_network => env.host_ip.clone(),
+            None if pod.spec.host_network => env.node.host_ip.clone(),
             None => String::new(),
         },
     };

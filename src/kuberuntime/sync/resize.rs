@@ -220,10 +220,16 @@ pub async fn apply<R: Runtime, C: Clock>(
             .iter()
             .any(|c| c.id == id && c.state == ContainerState::Running)
     };
-    for step in steps(pod, updates, restarted, env.memory_capacity, &env.swap)? {
+    for step in steps(
+        pod,
+        updates,
+        restarted,
+        env.node.memory_capacity,
+        &env.node.swap,
+    )? {
         match step {
             Step::Cgroup(cpu) => {
-                if let Some(cg) = &env.pod_cgroups {
+                if let Some(cg) = &env.node.pod_cgroups {
                     cg.resize(pod, cpu).await.map_err(ResizeError::PodCgroup)?;
                 }
             }
@@ -238,7 +244,7 @@ pub async fn apply<R: Runtime, C: Clock>(
                     })?;
                 log::info!("pod {}: container {:?} resized", pod.full_name(), u.name);
                 env.resized
-                    .record(&env.root_dir, pod.uid(), &u.id, target, &alive);
+                    .record(&env.paths.root_dir, pod.uid(), &u.id, target, &alive);
             }
         }
     }
