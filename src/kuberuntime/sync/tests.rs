@@ -9,7 +9,7 @@ use crate::api::{self, RestartPolicy};
 use crate::clock::TokioClock;
 use crate::cri::NamespaceMode;
 use crate::cri::fake::{Call, FakeRuntime, Method};
-use crate::cri::{ContainerInfo, ContainerState, ImageUser, SandboxConfig};
+use crate::cri::{ContainerInfo, ContainerState, ImageUser, SandboxConfig, SandboxState};
 use crate::kuberuntime::gc;
 use crate::kuberuntime::{container_mounts, labels};
 
