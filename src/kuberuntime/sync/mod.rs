@@ -651,7 +651,7 @@ fn start_context<'a, R: Runtime, C: Clock>(
         sandbox_id: result.sandbox_id.clone(),
         sandbox_config,
         // kubelet: syncPod takes the pod's IPs from its API status, which for a host-network
-        // pod are the node's (#24576): status.podIP in the downward API is the node IP.
+        // pod are the node's: status.podIP in the downward API is the node IP.
         pod_ip: match pod_ip {
             Some(ip) => ip,
             None if pod.spec.host_network => env.node.host_ip.clone(),

@@ -641,7 +641,7 @@ async fn host_network_pod() {
     assert_eq!(r.sandbox_ip, None);
     let c = h.rt.container_config("c2").unwrap();
     assert_eq!(c.security.namespace_options.network, NamespaceMode::Node);
-    // status.podIP of a host-network pod is the node's IP (kubelet: #24576). Conformance:
+    // status.podIP of a host-network pod is the node's IP (as the kubelet reports it). Conformance:
     // "Downward API should provide host IP and pod IP as an env var if pod uses host network".
     assert!(
         c.envs
