@@ -58,7 +58,7 @@ use crate::cri::{
     ContainerEvent, ContainerState, CriError, PodRuntimeStatus, Runtime, SandboxState,
 };
 use crate::kuberuntime::gc::{self, GcPolicy};
-use crate::kuberuntime::sync::SyncEnv;
+use crate::kuberuntime::sync::{Managers as SyncManagers, NodeFacts, SyncEnv, SyncPaths};
 use crate::manifest::SOURCE_FILE;
 use crate::messages::{PodEvent, PodEventSender, RunningContainers, SourceUpdate};
 use crate::node;
@@ -317,28 +317,33 @@ fn new_syncer<R: Runtime, C: Clock>(
         devices,
         ..
     } = managers;
-    let env = SyncEnv {
-        runtime: runtime.clone(),
-        clock: clock.clone(),
-        root_dir: cfg.root_dir.clone(),
-        pod_log_dir: cfg.pod_log_dir.clone(),
-        resolv_conf: cfg.resolv_conf.clone(),
-        cgroup_parent: cfg.cgroup_parent.clone(),
-        pod_cgroups: pod_cgroups.clone(),
-        seccomp_default: cfg.seccomp_default,
-        memory_capacity: node::memory_capacity(),
-        cpu_capacity_milli: node::cpu_capacity_milli(),
-        swap: cfg.swap,
-        host_ip: cfg.node_ip.map(|ip| ip.to_string()).unwrap_or_default(),
-        tmpfs: tmpfs.clone(),
-        credential_paths: crate::cri::credentials::default_paths(&cfg.root_dir),
-        config: config_objects.clone(),
-        recorder: recorder.clone(),
-        csi: csi.clone(),
-        #[cfg(feature = "device-plugins")]
-        devices: devices.as_ref().map(|d| d.handle.clone()),
-        resized: Default::default(),
-    };
+    let env = SyncEnv::new(
+        runtime.clone(),
+        clock.clone(),
+        SyncPaths {
+            root_dir: cfg.root_dir.clone(),
+            pod_log_dir: cfg.pod_log_dir.clone(),
+            resolv_conf: cfg.resolv_conf.clone(),
+        },
+        NodeFacts {
+            memory_capacity: node::memory_capacity(),
+            cpu_capacity_milli: node::cpu_capacity_milli(),
+            swap: cfg.swap,
+            host_ip: cfg.node_ip.map(|ip| ip.to_string()).unwrap_or_default(),
+            seccomp_default: cfg.seccomp_default,
+            cgroup_parent: cfg.cgroup_parent.clone(),
+            pod_cgroups: pod_cgroups.clone(),
+        },
+        SyncManagers {
+            recorder: recorder.clone(),
+            config: config_objects.clone(),
+            credential_paths: crate::cri::credentials::default_paths(&cfg.root_dir),
+            tmpfs: tmpfs.clone(),
+            csi: csi.clone(),
+            #[cfg(feature = "device-plugins")]
+            devices: devices.as_ref().map(|d| d.handle.clone()),
+        },
+    );
     KubeletSyncer::new(env, managers.prober.handle(), to_loop, pleg_poke)
 }
 

@@ -599,7 +599,7 @@ impl<R: Runtime, C: Clock> KubeletSyncer<R, C> {
         let report = gc::execute(
             &self.env.runtime,
             &plan,
-            &self.env.pod_log_dir,
+            &self.env.paths.pod_log_dir,
             HashSet::new(),
             now,
             false,
@@ -750,7 +750,7 @@ impl<R: Runtime, C: Clock> KubeletSyncer<R, C> {
         };
         // kubelet: the resize's state after the sync (IsPodResizeInProgress).
         let resize = if allocation::ENABLED && allocation::resizable(pod) {
-            let records = self.env.resized.of(&self.env.root_dir, pod.uid());
+            let records = self.env.resized.of(&self.env.paths.root_dir, pod.uid());
             let (in_progress, actual) =
                 crate::kuberuntime::sync::resize::report(pod, &after, &records);
             (in_progress, result.resize_error.clone(), actual)
@@ -895,7 +895,7 @@ impl<R: Runtime, C: Clock> PodSyncer for KubeletSyncer<R, C> {
             // kubelet: killPodNow's events.ExceededGracePeriod — the runtime was given the
             // grace period and the container still runs.
             if let Some(pod) = &pod {
-                self.env.recorder.warning(
+                self.env.managers.recorder.warning(
                     pod,
                     None,
                     recorder::EXCEEDED_GRACE_PERIOD,
@@ -924,7 +924,7 @@ impl<R: Runtime, C: Clock> PodSyncer for KubeletSyncer<R, C> {
             .map_err(sync_failure)?;
         // The containers are gone: the pod's cgroup goes (a failure is retried by
         // housekeeping; it never holds the pod's termination up).
-        if let Some(cg) = &self.env.pod_cgroups
+        if let Some(cg) = &self.env.node.pod_cgroups
             && let Err(e) = cg.remove(&uid, pod.as_deref()).await
         {
             log::warn!("pod {uid}: cgroup not removed (retried): {e}");

@@ -809,7 +809,7 @@ pub fn seccomp_profile(
         field: field.clone(),
         message,
     };
-    let kind = profile_kind(&sp.type_).map_err(err)?;
+    let kind = profile_kind(&sp.type_, &field)?;
     let localhost_ref = match (kind, &sp.localhost_profile) {
         (ProfileKind::Localhost, Some(rel)) => {
             if rel.is_empty() || rel.starts_with('/') || rel.split('/').any(|s| s == "..") {
@@ -852,7 +852,7 @@ pub fn apparmor_profile(
             field: field.clone(),
             message,
         };
-        let kind = profile_kind(&sp.type_).map_err(err)?;
+        let kind = profile_kind(&sp.type_, &field)?;
         let localhost_ref = match (kind, &sp.localhost_profile) {
             (ProfileKind::Localhost, Some(name)) if !name.is_empty() => name.clone(),
             (ProfileKind::Localhost, _) => {
@@ -910,14 +910,16 @@ pub fn apparmor_profile(
     }
 }
 
-fn profile_kind(type_: &str) -> Result<ProfileKind, String> {
+/// The profile's `type`; an unknown one is refused naming the `field` it came from.
+fn profile_kind(type_: &str, field: &str) -> Result<ProfileKind, ConfigError> {
     match type_ {
         "RuntimeDefault" => Ok(ProfileKind::RuntimeDefault),
         "Unconfined" => Ok(ProfileKind::Unconfined),
         "Localhost" => Ok(ProfileKind::Localhost),
-        other => Err(format!(
-            "type {other:?} is not RuntimeDefault, Unconfined or Localhost"
-        )),
+        other => Err(ConfigError::SecurityProfile {
+            field: field.to_string(),
+            message: format!("type {other:?} is not RuntimeDefault, Unconfined or Localhost"),
+        }),
     }
 }
 

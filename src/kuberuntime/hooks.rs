@@ -15,7 +15,7 @@
 use std::time::Duration;
 
 use crate::api::{Container, LifecycleHandler};
-use crate::cri::Runtime;
+use crate::cri::{CriError, Runtime};
 use crate::probe;
 
 /// `User-Agent` of HTTP hooks (kubelet: `kube-lifecycle/<major>.<minor>`).
@@ -39,6 +39,54 @@ impl Hook {
     }
 }
 
+/// Why a hook failed (its text is the hook's failure message in logs and waiting reasons).
+#[derive(Debug)]
+pub enum HookError {
+    /// The `exec` command ran and exited non-zero; `first_line` is its first output line.
+    ExitCode {
+        command: Vec<String>,
+        exit_code: i32,
+        first_line: String,
+    },
+    /// The `exec` command could not be run (`ExecSync` failed).
+    Exec {
+        command: Vec<String>,
+        source: CriError,
+    },
+    /// The `httpGet` target could not be built or no answer arrived (the probe's message).
+    Http(String),
+    /// A `tcpSocket` handler: accepted by the API, never runnable as a hook.
+    TcpSocket,
+    /// None of `exec`, `httpGet` or `sleep` is set.
+    NoHandler,
+}
+
+impl std::fmt::Display for HookError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HookError::ExitCode {
+                command,
+                exit_code,
+                first_line,
+            } => write!(
+                f,
+                "command {command:?} exited with {exit_code}{}{first_line}",
+                if first_line.is_empty() { "" } else { ": " }
+            ),
+            HookError::Exec { command, source } => write!(f, "command {command:?}: {source}"),
+            HookError::Http(message) => f.write_str(message),
+            HookError::TcpSocket => {
+                f.write_str("invalid handler: tcpSocket cannot be a lifecycle hook")
+            }
+            HookError::NoHandler => {
+                f.write_str("invalid handler: none of exec, httpGet or sleep is set")
+            }
+        }
+    }
+}
+
+impl std::error::Error for HookError {}
+
 /// Run the handler for the container instance `container_id`. `bound` limits an exec
 /// command, an HTTP request and a sleep (preStop: the grace period); `None` for postStart.
 pub async fn run<R: Runtime>(
@@ -48,7 +96,7 @@ pub async fn run<R: Runtime>(
     handler: &LifecycleHandler,
     pod_ip: &str,
     bound: Option<Duration>,
-) -> Result<(), String> {
+) -> Result<(), HookError> {
     if let Some(exec) = &handler.exec {
         // CRI: timeout 0 means no timeout of the command itself.
         let timeout = bound.unwrap_or(Duration::ZERO);
@@ -57,26 +105,25 @@ pub async fn run<R: Runtime>(
             .await
         {
             Ok(r) if r.exit_code == 0 => Ok(()),
-            Ok(r) => {
-                let first = probe::first_output_line(&r.stdout, &r.stderr);
-                Err(format!(
-                    "command {:?} exited with {}{}{first}",
-                    exec.command,
-                    r.exit_code,
-                    if first.is_empty() { "" } else { ": " }
-                ))
-            }
-            Err(e) => Err(format!("command {:?}: {e}", exec.command)),
+            Ok(r) => Err(HookError::ExitCode {
+                command: exec.command.clone(),
+                exit_code: r.exit_code,
+                first_line: probe::first_output_line(&r.stdout, &r.stderr),
+            }),
+            Err(source) => Err(HookError::Exec {
+                command: exec.command.clone(),
+                source,
+            }),
         };
     }
     if let Some(h) = &handler.http_get {
         let headers = probe::headers(&h.http_headers);
-        let target =
-            probe::http_target(h, container, pod_ip, &headers).map_err(|e| e.to_string())?;
+        let target = probe::http_target(h, container, pod_ip, &headers)
+            .map_err(|e| HookError::Http(e.to_string()))?;
         let timeout = bound.unwrap_or(HTTP_HOOK_TIMEOUT);
         return probe::http_hook(&target, HOOK_USER_AGENT, timeout)
             .await
-            .map_err(|e| e.to_string());
+            .map_err(|e| HookError::Http(e.to_string()));
     }
     if let Some(s) = &handler.sleep {
         let secs = u64::try_from(s.seconds).unwrap_or(0);
@@ -86,9 +133,9 @@ pub async fn run<R: Runtime>(
         return Ok(());
     }
     if handler.tcp_socket.is_some() {
-        return Err("invalid handler: tcpSocket cannot be a lifecycle hook".into());
+        return Err(HookError::TcpSocket);
     }
-    Err("invalid handler: none of exec, httpGet or sleep is set".into())
+    Err(HookError::NoHandler)
 }
 
 #[cfg(test)]
@@ -127,20 +174,24 @@ mod tests {
         let rt = FakeRuntime::new(TokioClock::new(0));
         let c = Container::default();
         let id = running_container(&rt).await;
-        assert_eq!(run(&rt, &c, &id, &exec(&["true"]), "", None).await, Ok(()));
+        assert!(run(&rt, &c, &id, &exec(&["true"]), "", None).await.is_ok());
         rt.set_exec_result("app", 2, "boom\nmore");
         assert_eq!(
-            run(&rt, &c, &id, &exec(&["false"]), "", None).await,
-            Err("command [\"false\"] exited with 2: boom".into())
+            run(&rt, &c, &id, &exec(&["false"]), "", None)
+                .await
+                .unwrap_err()
+                .to_string(),
+            "command [\"false\"] exited with 2: boom"
         );
         let sleep = LifecycleHandler {
             sleep: Some(SleepAction { seconds: 30 }),
             ..Default::default()
         };
         let t = tokio::time::Instant::now();
-        assert_eq!(
-            run(&rt, &c, &id, &sleep, "", Some(Duration::from_secs(5))).await,
-            Ok(())
+        assert!(
+            run(&rt, &c, &id, &sleep, "", Some(Duration::from_secs(5)))
+                .await
+                .is_ok()
         );
         assert_eq!(
             t.elapsed(),
@@ -155,12 +206,14 @@ mod tests {
             run(&rt, &c, &id, &tcp, "", None)
                 .await
                 .unwrap_err()
+                .to_string()
                 .contains("invalid handler")
         );
         assert!(
             run(&rt, &c, &id, &LifecycleHandler::default(), "", None)
                 .await
                 .unwrap_err()
+                .to_string()
                 .contains("invalid handler")
         );
     }

@@ -117,7 +117,8 @@ pub fn compute_pod_actions(pod: &api::Pod, status: &PodRuntimeStatus) -> PodActi
     compute_pod_actions_with_probes(pod, status, &ProbeVerdicts::default())
 }
 
-/// kubelet: `computePodActions`.
+/// kubelet: `computePodActions`: a new sandbox starts over; else ephemeral containers,
+/// then init containers, then (once initialised) the regular containers.
 pub fn compute_pod_actions_with_probes(
     pod: &api::Pod,
     status: &PodRuntimeStatus,
@@ -131,38 +132,8 @@ pub fn compute_pod_actions_with_probes(
         attempt,
         ..PodActions::default()
     };
-
-    // (Re)creating the sandbox: everything is killed and started from the beginning.
     if create_sandbox {
-        if !restart_on_failure(pod) && attempt != 0 && !status.containers.is_empty() {
-            // Never restart: the pod already ran; only make sure it is down.
-            a.create_sandbox = false;
-            return a;
-        }
-        // kubelet: run-once containers (OnFailure, the container's own policy first) that
-        // succeeded are not started again.
-        let to_start: Vec<usize> = pod
-            .spec
-            .containers
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| {
-                let run_once =
-                    c.restart_policy.unwrap_or(restart_policy(pod)) == RestartPolicy::OnFailure;
-                !(run_once && container_succeeded(c, status))
-            })
-            .map(|(i, _)| i)
-            .collect();
-        if to_start.is_empty() && has_any_regular_container_created(pod, status) {
-            // Initialised and nothing left to run: no new sandbox.
-            a.create_sandbox = false;
-            return a;
-        }
-        if !pod.spec.init_containers.is_empty() {
-            a.init_containers_to_start = vec![0];
-            return a;
-        }
-        a.containers_to_start = to_start;
+        new_sandbox_actions(pod, status, &mut a);
         return a;
     }
 
@@ -184,7 +155,61 @@ pub fn compute_pod_actions_with_probes(
     if a.kill_pod || !initialized {
         return a;
     }
+    let keep = regular_container_actions(pod, status, probes, &mut a);
+    if keep == 0 && a.containers_to_start.is_empty() {
+        // Nothing runs and nothing will: stop the sandbox. Sidecars (and ephemeral
+        // containers) must not keep the pod alive.
+        a.kill_pod = true;
+        a.init_containers_to_start.clear();
+        a.ephemeral_containers_to_start.clear();
+    }
+    a
+}
 
+/// (Re)creating the sandbox: everything is killed and started from the beginning — the
+/// first init container, else the regular containers still to run; no new sandbox for a
+/// pod that ran and must not restart, or that has nothing left to run.
+fn new_sandbox_actions(pod: &api::Pod, status: &PodRuntimeStatus, a: &mut PodActions) {
+    if !restart_on_failure(pod) && a.attempt != 0 && !status.containers.is_empty() {
+        // Never restart: the pod already ran; only make sure it is down.
+        a.create_sandbox = false;
+        return;
+    }
+    // kubelet: run-once containers (OnFailure, the container's own policy first) that
+    // succeeded are not started again.
+    let to_start: Vec<usize> = pod
+        .spec
+        .containers
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| {
+            let run_once =
+                c.restart_policy.unwrap_or(restart_policy(pod)) == RestartPolicy::OnFailure;
+            !(run_once && container_succeeded(c, status))
+        })
+        .map(|(i, _)| i)
+        .collect();
+    if to_start.is_empty() && has_any_regular_container_created(pod, status) {
+        // Initialised and nothing left to run: no new sandbox.
+        a.create_sandbox = false;
+        return;
+    }
+    if !pod.spec.init_containers.is_empty() {
+        a.init_containers_to_start = vec![0];
+        return;
+    }
+    a.containers_to_start = to_start;
+}
+
+/// The regular containers of an initialised pod: start those that should (re)start, kill
+/// those whose spec changed or whose liveness or startup probe failed (restarting them per
+/// their policy). Returns how many running ones are kept as they are.
+fn regular_container_actions(
+    pod: &api::Pod,
+    status: &PodRuntimeStatus,
+    probes: &ProbeVerdicts,
+    a: &mut PodActions,
+) -> usize {
     let mut keep = 0;
     for (idx, container) in pod.spec.containers.iter().enumerate() {
         let cstatus = newest_container(status, &container.name);
@@ -250,15 +275,7 @@ pub fn compute_pod_actions_with_probes(
             },
         );
     }
-
-    if keep == 0 && a.containers_to_start.is_empty() {
-        // Nothing runs and nothing will: stop the sandbox. Sidecars (and ephemeral
-        // containers) must not keep the pod alive.
-        a.kill_pod = true;
-        a.init_containers_to_start.clear();
-        a.ephemeral_containers_to_start.clear();
-    }
-    a
+    keep
 }
 
 /// One running container's new cpu and memory (kubelet: `containerToUpdateInfo`).
@@ -398,53 +415,10 @@ fn compute_init_container_actions(
             }
             ContainerState::Running => {
                 if sidecar {
-                    if c.startup_probe.is_some() && probes.startup.contains(&s.id) {
-                        a.containers_to_kill.insert(
-                            s.id.clone(),
-                            ContainerToKill {
-                                name: c.name.clone(),
-                                message: format!("Init container {} failed startup probe", c.name),
-                                reason: KillReason::StartupProbe,
-                            },
-                        );
-                        to_start.push(i);
-                    } else if c.startup_probe.is_some() && !probes.started.contains(&s.id) {
-                        // kubelet: its startup probe has not succeeded yet: wait for it
-                        // before the next init container.
-                    } else {
-                        // Started.
-                        if i == inits.len() - 1 {
-                            pod_has_initialized = true;
-                        } else if !previously_initialized {
-                            to_start.push(i + 1);
-                        }
-                        if container_changed(c, s) {
-                            a.containers_to_kill.insert(
-                                s.id.clone(),
-                                ContainerToKill {
-                                    name: c.name.clone(),
-                                    message: format!(
-                                        "Init container {} definition changed",
-                                        c.name
-                                    ),
-                                    reason: KillReason::Unknown,
-                                },
-                            );
-                            to_start.push(i);
-                        } else if c.liveness_probe.is_some() && probes.liveness.contains(&s.id) {
-                            a.containers_to_kill.insert(
-                                s.id.clone(),
-                                ContainerToKill {
-                                    name: c.name.clone(),
-                                    message: format!(
-                                        "Init container {} failed liveness probe",
-                                        c.name
-                                    ),
-                                    reason: KillReason::LivenessProbe,
-                                },
-                            );
-                            to_start.push(i);
-                        }
+                    let last = i == inits.len() - 1;
+                    let walked = (previously_initialized, &mut to_start);
+                    if running_sidecar_actions(c, s, i, last, walked, probes, a) {
+                        pod_has_initialized = true;
                     }
                 }
                 // A plain init container that runs: wait for it.
@@ -499,6 +473,56 @@ fn compute_init_container_actions(
     to_start.reverse();
     a.init_containers_to_start = to_start;
     pod_has_initialized
+}
+
+/// A running sidecar (init container `i`, `last` of them): failed its startup probe →
+/// restart it; startup probe not yet succeeded → wait; else started — the next init
+/// container may start (before initialisation, `walked.0` false), and a changed spec or a
+/// failed liveness probe restarts it. `walked.1` collects the init containers to start.
+/// Returns whether the pod is initialised (the last one started).
+fn running_sidecar_actions(
+    c: &api::Container,
+    s: &ContainerInfo,
+    i: usize,
+    last: bool,
+    walked: (bool, &mut Vec<usize>),
+    probes: &ProbeVerdicts,
+    a: &mut PodActions,
+) -> bool {
+    let (previously_initialized, to_start) = walked;
+    let kill = |message: String, reason| ContainerToKill {
+        name: c.name.clone(),
+        message,
+        reason,
+    };
+    if c.startup_probe.is_some() && probes.startup.contains(&s.id) {
+        let message = format!("Init container {} failed startup probe", c.name);
+        a.containers_to_kill
+            .insert(s.id.clone(), kill(message, KillReason::StartupProbe));
+        to_start.push(i);
+        return false;
+    }
+    if c.startup_probe.is_some() && !probes.started.contains(&s.id) {
+        // kubelet: its startup probe has not succeeded yet: wait for it before the next
+        // init container.
+        return false;
+    }
+    // Started.
+    if !last && !previously_initialized {
+        to_start.push(i + 1);
+    }
+    if container_changed(c, s) {
+        let message = format!("Init container {} definition changed", c.name);
+        a.containers_to_kill
+            .insert(s.id.clone(), kill(message, KillReason::Unknown));
+        to_start.push(i);
+    } else if c.liveness_probe.is_some() && probes.liveness.contains(&s.id) {
+        let message = format!("Init container {} failed liveness probe", c.name);
+        a.containers_to_kill
+            .insert(s.id.clone(), kill(message, KillReason::LivenessProbe));
+        to_start.push(i);
+    }
+    last
 }
 
 /// kubelet: `PodSandboxChanged` → (create, attempt, existing sandbox ID).

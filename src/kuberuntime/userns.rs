@@ -18,7 +18,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::api;
-use crate::cri::IdMapping;
+use crate::cri::{CriError, IdMapping};
 use crate::volume::mounts;
 
 /// kubelet: the default `idsPerPod`.
@@ -28,6 +28,69 @@ const MAX_SLOT: u32 = u32::MAX / IDS_PER_POD;
 /// The file in a pod's directory (kubelet: `userns` under the pod's directory).
 pub const FILE: &str = "userns";
 
+/// Why a pod cannot have its user namespace (the text is the sandbox failure's message).
+#[derive(Debug)]
+pub enum UsernsError {
+    /// The runtime reports handlers, but not this one with user-namespace support.
+    HandlerUnsupported { handler: String },
+    /// The runtime reports no runtime handler features at all (containerd 1.x).
+    NoHandlerFeatures { handler: String },
+    /// The runtime's `Status` failed: its support cannot be told.
+    RuntimeStatus(CriError),
+    /// The kubelet's file does not hold one range picolet reads (what is wrong with it).
+    Malformed(String),
+    /// The pod's file could not be read or written.
+    Io {
+        uid: String,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The pod's file is there but not readable as a range.
+    BadFile {
+        uid: String,
+        path: PathBuf,
+        reason: String,
+    },
+    /// Every range is taken.
+    NoRangeLeft { uid: String },
+}
+
+impl std::fmt::Display for UsernsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UsernsError::HandlerUnsupported { handler } => write!(
+                f,
+                "RuntimeClass handler {handler:?} does not support user namespaces (containerd >= 2.0 with runc >= 1.2 or crun >= 1.9, CRI-O >= 1.25, and a kernel with idmapped mounts, >= 6.3 for tmpfs)"
+            ),
+            UsernsError::NoHandlerFeatures { handler } => write!(
+                f,
+                "RuntimeClass handler {handler:?} does not support user namespaces: the runtime reports no runtime handler features (containerd 1.x); hostUsers: false needs containerd >= 2.0 with runc >= 1.2 or crun >= 1.9, or CRI-O >= 1.25"
+            ),
+            UsernsError::RuntimeStatus(e) => write!(
+                f,
+                "cannot tell whether the runtime supports user namespaces: {e}"
+            ),
+            UsernsError::Malformed(reason) => f.write_str(reason),
+            UsernsError::Io { uid, path, source } => write!(
+                f,
+                "user namespace of pod {uid}: {}: {source}",
+                path.display()
+            ),
+            UsernsError::BadFile { uid, path, reason } => write!(
+                f,
+                "user namespace of pod {uid}: {}: {reason}",
+                path.display()
+            ),
+            UsernsError::NoRangeLeft { uid } => write!(
+                f,
+                "no user namespace range left for pod {uid}: all {MAX_SLOT} ranges of {IDS_PER_POD} IDs are taken"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for UsernsError {}
+
 /// Whether the pod asks for a user namespace of its own.
 pub fn wanted(pod: &api::Pod) -> bool {
     pod.spec.host_users == Some(false)
@@ -36,15 +99,15 @@ pub fn wanted(pod: &api::Pod) -> bool {
 /// kubelet: `runtimeHandlerSupportsUserNamespaces` — the pod's handler ("" = the runtime's
 /// default) must report the feature in `Status`; a runtime that reports no handlers
 /// (containerd 1.x) cannot give pods user namespaces (it would run the pod in the host's).
-pub fn runtime_supports(handlers: Option<&[String]>, handler: &str) -> Result<(), String> {
+pub fn runtime_supports(handlers: Option<&[String]>, handler: &str) -> Result<(), UsernsError> {
     match handlers {
         Some(hs) if hs.iter().any(|h| h == handler) => Ok(()),
-        Some(_) => Err(format!(
-            "RuntimeClass handler {handler:?} does not support user namespaces (containerd >= 2.0 with runc >= 1.2 or crun >= 1.9, CRI-O >= 1.25, and a kernel with idmapped mounts, >= 6.3 for tmpfs)"
-        )),
-        None => Err(format!(
-            "RuntimeClass handler {handler:?} does not support user namespaces: the runtime reports no runtime handler features (containerd 1.x); hostUsers: false needs containerd >= 2.0 with runc >= 1.2 or crun >= 1.9, or CRI-O >= 1.25"
-        )),
+        Some(_) => Err(UsernsError::HandlerUnsupported {
+            handler: handler.to_string(),
+        }),
+        None => Err(UsernsError::NoHandlerFeatures {
+            handler: handler.to_string(),
+        }),
     }
 }
 
@@ -66,21 +129,25 @@ pub fn encode(m: IdMapping) -> String {
 /// of `IDS_PER_POD` IDs at a multiple of it (what picolet and the kubelet's defaults write).
 /// A small reader of its own (binary size): the three numbers of each list, in any order and
 /// spacing, and nothing more than one mapping per list.
-pub fn decode(text: &str) -> Result<IdMapping, String> {
-    let list = |key: &str| -> Result<[u32; 3], String> {
+pub fn decode(text: &str) -> Result<IdMapping, UsernsError> {
+    use UsernsError::Malformed;
+    let list = |key: &str| -> Result<[u32; 3], UsernsError> {
         let quoted = format!("\"{key}\"");
-        let start = text.find(&quoted).ok_or_else(|| format!("no {key}"))? + quoted.len();
+        let start = text
+            .find(&quoted)
+            .ok_or_else(|| Malformed(format!("no {key}")))?
+            + quoted.len();
         let rest = &text[start..];
         let body = rest
             .split_once('[')
             .and_then(|(_, b)| b.split_once(']'))
             .map(|(b, _)| b)
-            .ok_or_else(|| format!("{key}: not a list"))?;
+            .ok_or_else(|| Malformed(format!("{key}: not a list")))?;
         if body.matches('{').count() != 1 {
-            return Err(format!(
+            return Err(Malformed(format!(
                 "{key}: {} mappings, picolet reads one",
                 body.matches('{').count()
-            ));
+            )));
         }
         let mut out = [0u32; 3];
         for (i, field) in ["hostId", "containerId", "length"].iter().enumerate() {
@@ -94,22 +161,24 @@ pub fn decode(text: &str) -> Result<IdMapping, String> {
                     &v[..v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len())]
                 })
                 .and_then(|digits| digits.parse().ok())
-                .ok_or_else(|| format!("{key}: {field} missing or not a 32-bit number"))?;
+                .ok_or_else(|| {
+                    Malformed(format!("{key}: {field} missing or not a 32-bit number"))
+                })?;
         }
         Ok(out)
     };
     let (uids, gids) = (list("uidMappings")?, list("gidMappings")?);
     if uids != gids {
-        return Err("uidMappings and gidMappings differ".into());
+        return Err(Malformed("uidMappings and gidMappings differ".into()));
     }
     let [host_id, container_id, length] = uids;
     if container_id != 0 {
-        return Err("containerId is not 0".into());
+        return Err(Malformed("containerId is not 0".into()));
     }
     if length != IDS_PER_POD || host_id % IDS_PER_POD != 0 || host_id == 0 {
-        return Err(format!(
+        return Err(Malformed(format!(
             "range {host_id}+{length} is not one of {IDS_PER_POD} IDs from a multiple of it above 0"
-        ));
+        )));
     }
     Ok(IdMapping { host_id, length })
 }
@@ -120,20 +189,30 @@ fn path_of(root_dir: &Path, uid: &str) -> PathBuf {
 
 /// The pod's range: the one on disk, else the lowest free one, written to disk first.
 /// Errors name the pod and the file.
-pub fn allocate(root_dir: &Path, uid: &str) -> Result<IdMapping, String> {
+pub fn allocate(root_dir: &Path, uid: &str) -> Result<IdMapping, UsernsError> {
     let path = path_of(root_dir, uid);
-    let err =
-        |e: &dyn std::fmt::Display| format!("user namespace of pod {uid}: {}: {e}", path.display());
+    let io = |source| UsernsError::Io {
+        uid: uid.to_string(),
+        path: path.clone(),
+        source,
+    };
     match std::fs::read_to_string(&path) {
-        Ok(text) => return decode(&text).map_err(|e| err(&e)),
+        Ok(text) => {
+            return decode(&text).map_err(|e| match e {
+                UsernsError::Malformed(reason) => UsernsError::BadFile {
+                    uid: uid.to_string(),
+                    path: path.clone(),
+                    reason,
+                },
+                e => e,
+            });
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(err(&e)),
+        Err(e) => return Err(io(e)),
     }
     let used = used_ranges(root_dir);
-    let slot = free_slot(&used).ok_or_else(|| {
-        format!(
-            "no user namespace range left for pod {uid}: all {MAX_SLOT} ranges of {IDS_PER_POD} IDs are taken"
-        )
+    let slot = free_slot(&used).ok_or_else(|| UsernsError::NoRangeLeft {
+        uid: uid.to_string(),
     })?;
     let m = IdMapping {
         host_id: slot * IDS_PER_POD,
@@ -149,7 +228,7 @@ pub fn allocate(root_dir: &Path, uid: &str) -> Result<IdMapping, String> {
         std::fs::rename(&tmp, &path)?;
         std::fs::File::open(&dir)?.sync_all()
     };
-    write().map_err(|e| err(&e))?;
+    write().map_err(io)?;
     Ok(m)
 }
 
@@ -197,7 +276,7 @@ mod tests {
             encode(m),
             r#"{"uidMappings":[{"hostId":131072,"containerId":0,"length":65536}],"gidMappings":[{"hostId":131072,"containerId":0,"length":65536}]}"#
         );
-        assert_eq!(decode(&encode(m)), Ok(m));
+        assert_eq!(decode(&encode(m)).unwrap(), m);
         for (text, why) in [
             ("{", "no uidMappings"),
             ("{}", "no uidMappings"),
@@ -215,7 +294,7 @@ mod tests {
                 "containerId is not 0",
             ),
         ] {
-            let e = decode(text).unwrap_err();
+            let e = decode(text).unwrap_err().to_string();
             assert!(e.contains(why), "{text}: {e}");
         }
     }
@@ -245,14 +324,14 @@ mod tests {
     #[test]
     fn runtime_support_follows_the_handlers_it_reports() {
         let hs = vec![String::new(), "edge".to_string()];
-        assert_eq!(runtime_supports(Some(&hs), ""), Ok(()));
-        assert_eq!(runtime_supports(Some(&hs), "edge"), Ok(()));
-        let e = runtime_supports(Some(&hs), "kata").unwrap_err();
+        assert!(runtime_supports(Some(&hs), "").is_ok());
+        assert!(runtime_supports(Some(&hs), "edge").is_ok());
+        let e = runtime_supports(Some(&hs), "kata").unwrap_err().to_string();
         assert!(
             e.starts_with("RuntimeClass handler \"kata\" does not support user namespaces"),
             "{e}"
         );
-        let e = runtime_supports(None, "").unwrap_err();
+        let e = runtime_supports(None, "").unwrap_err().to_string();
         assert!(e.contains("containerd 1.x"), "{e}");
         assert!(runtime_supports(Some(&[]), "").is_err());
     }

@@ -7,7 +7,8 @@ use std::path::Path;
 use crate::api;
 use crate::clock::Clock;
 use crate::cri::{
-    ContainerInfo, ContainerState, ImageUser, PodRuntimeStatus, Runtime, SandboxConfig,
+    ContainerConfig, ContainerInfo, ContainerState, CriError, ImageUser, PodRuntimeStatus, Runtime,
+    SandboxConfig,
 };
 use crate::kuberuntime::backoff::PodBackoffs;
 use crate::kuberuntime::container_mounts;
@@ -32,7 +33,10 @@ pub(super) struct StartContext<'a> {
 /// CRI-O from 1.31 (kubelet-behaviour §25). An older one would ignore the field and bind an
 /// empty host path, so picolet refuses the container with this message instead. A runtime
 /// picolet does not know, or a version it cannot read, is let through (its own error then).
-pub fn image_volumes_supported(runtime_name: &str, runtime_version: &str) -> Result<(), String> {
+pub fn image_volumes_supported(
+    runtime_name: &str,
+    runtime_version: &str,
+) -> Result<(), ImageVolumeError> {
     let need = match runtime_name {
         "containerd" => (2, 1),
         "cri-o" => (1, 31),
@@ -43,19 +47,49 @@ pub fn image_volumes_supported(runtime_name: &str, runtime_version: &str) -> Res
     let major = parts.next().and_then(|p| p.parse::<u32>().ok());
     let minor = parts.next().and_then(|p| p.parse::<u32>().ok());
     match (major, minor) {
-        (Some(major), Some(minor)) if (major, minor) < need => Err(format!(
-            "image volumes need containerd >= 2.1 or CRI-O >= 1.31; the runtime is {runtime_name} {runtime_version}"
-        )),
+        (Some(major), Some(minor)) if (major, minor) < need => Err(ImageVolumeError::TooOld {
+            runtime_name: runtime_name.to_string(),
+            runtime_version: runtime_version.to_string(),
+        }),
         _ => Ok(()),
     }
 }
 
-async fn image_volume_support<R: Runtime>(runtime: &R) -> Result<(), String> {
+/// Why a container with image volumes is refused before it is created.
+#[derive(Debug)]
+pub enum ImageVolumeError {
+    /// The runtime is a version that does not mount image volumes.
+    TooOld {
+        runtime_name: String,
+        runtime_version: String,
+    },
+    /// The runtime's `Version` call failed.
+    Version(CriError),
+}
+
+impl std::fmt::Display for ImageVolumeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ImageVolumeError::TooOld {
+                runtime_name,
+                runtime_version,
+            } => write!(
+                f,
+                "image volumes need containerd >= 2.1 or CRI-O >= 1.31; the runtime is {runtime_name} {runtime_version}"
+            ),
+            ImageVolumeError::Version(e) => {
+                write!(f, "image volumes: cannot tell the runtime's version: {e}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ImageVolumeError {}
+
+async fn image_volume_support<R: Runtime>(runtime: &R) -> Result<(), ImageVolumeError> {
     match runtime.version().await {
         Ok(v) => image_volumes_supported(&v.runtime_name, &v.runtime_version),
-        Err(e) => Err(format!(
-            "image volumes: cannot tell the runtime's version: {e}"
-        )),
+        Err(e) => Err(ImageVolumeError::Version(e)),
     }
 }
 
@@ -95,13 +129,17 @@ pub(super) async fn start_container<R: Runtime, C: Clock>(
             | WaitingReason::PostStartHookError => None,
         };
         if let Some(m) = message {
-            env.recorder
+            env.managers
+                .recorder
                 .warning(cx.pod, Some(&field_path), recorder::FAILED, m);
         }
     }
     outcome
 }
 
+/// kubelet: `startContainer`, in its steps (after `SyncPod`'s back-off check): pull the
+/// image, create the container, start it, run its postStart hook. Each failure is the
+/// container's waiting reason and message; nothing is retried here.
 pub(super) async fn try_start_container<R: Runtime, C: Clock>(
     env: &SyncEnv<R, C>,
     cx: &StartContext<'_>,
@@ -110,36 +148,104 @@ pub(super) async fn try_start_container<R: Runtime, C: Clock>(
     backoff: &mut PodBackoffs,
     result: &mut PodSyncResult,
 ) -> StartOutcome {
-    let pod = cx.pod;
-    let pod_name = pod.full_name();
-    if let Some(w) =
-        plan::should_back_off(&mut backoff.crash_loop, pod, c, cx.status, env.clock.now())
-    {
-        log::debug!("pod {pod_name}: {}", w.message);
-        // kubelet: doBackOff — events.BackOffStartContainer, once per sync attempt.
-        env.recorder.warning(
-            pod,
-            Some(field_path),
-            recorder::BACK_OFF,
-            format!(
-                "Back-off restarting failed container {} in pod {}_{}({})",
-                c.name, pod.metadata.name, pod.metadata.namespace, pod.metadata.uid
-            ),
-        );
-        result.note_requeue(w.remaining);
-        return waiting(WaitingReason::CrashLoopBackOff, w.message);
+    let pod_name = cx.pod.full_name();
+    // kubelet: SyncPod's doBackOff — a container in crash-loop back-off waits.
+    if let Some(outcome) = crash_loop_back_off(env, cx, c, field_path, backoff, result, &pod_name) {
+        return outcome;
     }
+    // Step 1: pull the image (and those of the image volumes the container mounts).
+    let images = match pull_images(env, cx, c, field_path, backoff, result, &pod_name).await {
+        Ok(images) => images,
+        Err(outcome) => return outcome,
+    };
+    // Step 2: create the container.
+    let (id, restart_count) = match create(env, cx, c, field_path, images, &pod_name).await {
+        Ok(created) => created,
+        Err(outcome) => return outcome,
+    };
+    // Step 3: start the container.
+    if let Err(e) = env.runtime.start_container(&id).await {
+        log::warn!("pod {pod_name}: start container {:?} ({id}): {e}", c.name);
+        return waiting(WaitingReason::RunContainerError, e.to_string());
+    }
+    log::info!(
+        "pod {pod_name}: started container {:?} ({id}, restart {restart_count})",
+        c.name
+    );
+    // kubelet: startContainer — events.StartedContainer.
+    env.managers.recorder.normal(
+        cx.pod,
+        Some(field_path),
+        recorder::STARTED_CONTAINER,
+        format!("Started container {}", c.name),
+    );
+    // Step 4: execute the postStart hook.
+    if let Err(outcome) = post_start(env, cx, c, &id, field_path, &pod_name).await {
+        return outcome;
+    }
+    StartOutcome::Started { id, restart_count }
+}
 
-    // The container's image, then (kubelet: getImageVolumes) the images of the image
-    // volumes this container mounts, pulled as containers' are (pull policy, the pod's pull
-    // secrets, back-off), before it is created. One loop, one await of `ensure_image`
-    // (binary size: its state machine is not inlined twice).
-    let wanted_volumes = mounts::image_volumes(pod, c);
+/// kubelet: `doBackOff` — a container whose last instance failed waits out its crash-loop
+/// back-off (BackOff event, once per sync attempt; the sync is requeued when it ends).
+fn crash_loop_back_off<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    cx: &StartContext<'_>,
+    c: &api::Container,
+    field_path: &str,
+    backoff: &mut PodBackoffs,
+    result: &mut PodSyncResult,
+    pod_name: &str,
+) -> Option<StartOutcome> {
+    let pod = cx.pod;
+    let w = plan::should_back_off(&mut backoff.crash_loop, pod, c, cx.status, env.clock.now())?;
+    log::debug!("pod {pod_name}: {}", w.message);
+    // kubelet: doBackOff — events.BackOffStartContainer, once per sync attempt.
+    env.managers.recorder.warning(
+        pod,
+        Some(field_path),
+        recorder::BACK_OFF,
+        format!(
+            "Back-off restarting failed container {} in pod {}_{}({})",
+            c.name, pod.metadata.name, pod.metadata.namespace, pod.metadata.uid
+        ),
+    );
+    result.note_requeue(w.remaining);
+    Some(waiting(WaitingReason::CrashLoopBackOff, w.message))
+}
+
+/// What Step 1 found: the container's image and its user, and the image volumes' images.
+struct Images {
+    image_ref: String,
+    /// `None`: not read (after a pull); read later only if it decides.
+    image_user: Option<ImageUser>,
+    /// (volume name, image reference) of each image volume the container mounts.
+    volumes: Vec<(String, String)>,
+}
+
+/// Step 1 (kubelet: `EnsureImageExists`): the container's image, then (kubelet:
+/// getImageVolumes) the images of the image volumes this container mounts, pulled as
+/// containers' are (pull policy, the pod's pull secrets, back-off), before it is created.
+/// One loop, one await of `ensure_image` (binary size: its state machine is not inlined
+/// twice).
+async fn pull_images<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    cx: &StartContext<'_>,
+    c: &api::Container,
+    field_path: &str,
+    backoff: &mut PodBackoffs,
+    result: &mut PodSyncResult,
+    pod_name: &str,
+) -> Result<Images, StartOutcome> {
+    let wanted_volumes = mounts::image_volumes(cx.pod, c);
     if !wanted_volumes.is_empty()
-        && let Err(message) = image_volume_support(&env.runtime).await
+        && let Err(e) = image_volume_support(&env.runtime).await
     {
-        log::warn!("pod {pod_name}: container {:?}: {message}", c.name);
-        return waiting(WaitingReason::CreateContainerConfigError, message);
+        log::warn!("pod {pod_name}: container {:?}: {e}", c.name);
+        return Err(waiting(
+            WaitingReason::CreateContainerConfigError,
+            e.to_string(),
+        ));
     }
     let mut image_volumes: Vec<(String, String)> = Vec::with_capacity(wanted_volumes.len());
     let mut container_image = None;
@@ -149,155 +255,155 @@ pub(super) async fn try_start_container<R: Runtime, C: Clock>(
             .map(|(volume, reference, policy)| (Some(volume), reference, policy)),
     );
     for (volume, image, policy) in wanted {
-        match ensure_image(
-            env,
-            cx,
-            image,
-            policy,
-            field_path,
-            &mut backoff.image_pull,
-            result,
-        )
-        .await
-        {
+        let pull_backoff = &mut backoff.image_pull;
+        match ensure_image(env, cx, image, policy, field_path, pull_backoff, result).await {
             Ok(found) => match volume {
                 None => container_image = Some(found),
                 Some(volume) => image_volumes.push((volume.to_string(), found.0)),
             },
             Err(StartOutcome::Waiting { reason, message }) if volume.is_some() => {
                 let volume = volume.unwrap_or_default();
-                return waiting(reason, format!("image volume {volume:?}: {message}"));
+                return Err(waiting(
+                    reason,
+                    format!("image volume {volume:?}: {message}"),
+                ));
             }
-            Err(outcome) => return outcome,
+            Err(outcome) => return Err(outcome),
         }
     }
     let Some((image_ref, image_user)) = container_image else {
-        return waiting(WaitingReason::ImageInspectError, "no image");
+        return Err(waiting(WaitingReason::ImageInspectError, "no image"));
     };
-    // kubelet: getImageUser, for verifyRunAsNonRoot — read only when it decides (runAsNonRoot
-    // without a runAsUser), and again only after a pull.
-    let image_user = match image_user {
-        Some(user) => user,
-        None if cri_config::needs_image_user(pod, c) => {
-            match env.runtime.image_status(&image_ref).await {
-                Ok(Some(img)) => img.user,
-                Ok(None) => ImageUser::Unset,
-                Err(e) => {
-                    return waiting(
-                        WaitingReason::CreateContainerConfigError,
-                        format!("failed to get image user of {:?}: {e}", c.image),
-                    );
-                }
-            }
-        }
-        None => ImageUser::Unset,
-    };
+    Ok(Images {
+        image_ref,
+        image_user,
+        volumes: image_volumes,
+    })
+}
 
+/// Step 2 (kubelet: `startContainer` — generateContainerConfig, CreateContainer): the
+/// restart count, the CRI config with its environment, mounts, devices and namespaces,
+/// then `CreateContainer` and the Created event. Returns the new ID and restart count.
+async fn create<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    cx: &StartContext<'_>,
+    c: &api::Container,
+    field_path: &str,
+    images: Images,
+    pod_name: &str,
+) -> Result<(String, u32), StartOutcome> {
+    let Images {
+        image_ref,
+        image_user,
+        volumes,
+    } = images;
+    let image_user = image_user_of(env, cx.pod, c, &image_ref, image_user).await?;
     // Restart count: the newest instance's + 1; with no instance left (removed, or the
     // runtime lost its state in a reboot) continue after the newest log file.
-    let log_dir = cri_config::pod_log_directory(&env.pod_log_dir, pod).join(&c.name);
+    let log_dir = cri_config::pod_log_directory(&env.paths.pod_log_dir, cx.pod).join(&c.name);
     let restart_count = match plan::newest_container(cx.status, &c.name) {
         Some(s) => labels::restart_count(s).saturating_add(1),
         None => restart_count_from_log_dir(&log_dir),
     };
-
-    // The environment first: subPathExpr expands against it (kubelet: makeMounts gets the
-    // container's env).
-    let seccomp_root = env.root_dir.join("seccomp");
-    let node = env.node_params(&seccomp_root);
-    // envFrom keys an env entry cannot carry (printable ASCII without '=') are skipped with
-    // a WARN (kubelet ≤ 1.33: an InvalidEnvironmentVariableNames event for the classic
-    // rule; 1.37 takes every key, and validation already refuses such prefixes and keys).
-    if let Ok(from) = cri_config::env_from(pod, c, node) {
-        for (kind, object, keys) in from.skipped {
-            log::warn!(
-                "pod {pod_name}: container {:?}: keys [{}] from the EnvFrom {} {object} were skipped since they are considered invalid environment variable names",
-                c.name,
-                keys.join(", "),
-                kind.resource()
-            );
-        }
-    }
-    let envs = match cri_config::container_env(pod, c, &cx.pod_ip, node) {
-        Ok(envs) => envs,
+    let cfg = container_config_for(
+        env,
+        cx,
+        c,
+        &volumes,
+        &image_user,
+        restart_count,
+        &log_dir,
+        pod_name,
+    )
+    .await?;
+    let id = match env
+        .runtime
+        .create_container(&cx.sandbox_id, &cfg, cx.sandbox_config)
+        .await
+    {
+        Ok(id) => id,
         Err(e) => {
-            // Often a ConfigMap or Secret not there yet: the pod worker's WARN says it once.
-            log::debug!("pod {pod_name}: container {:?}: {e}", c.name);
-            return waiting(WaitingReason::CreateContainerConfigError, e.to_string());
+            log::warn!("pod {pod_name}: create container {:?}: {e}", c.name);
+            return Err(waiting(WaitingReason::CreateContainerError, e.to_string()));
         }
     };
-    let mut mount_list = match mounts::prepare_mounts(
-        &env.root_dir,
-        pod,
+    // kubelet: startContainer — events.CreatedContainer ("Created container: web" since v1.32).
+    env.managers.recorder.normal(
+        cx.pod,
+        Some(field_path),
+        recorder::CREATED_CONTAINER,
+        format!("Created container: {}", c.name),
+    );
+    Ok((id, restart_count))
+}
+
+/// kubelet: getImageUser, for verifyRunAsNonRoot — read only when it decides (runAsNonRoot
+/// without a runAsUser), and again only after a pull.
+async fn image_user_of<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    pod: &api::Pod,
+    c: &api::Container,
+    image_ref: &str,
+    known: Option<ImageUser>,
+) -> Result<ImageUser, StartOutcome> {
+    match known {
+        Some(user) => Ok(user),
+        None if cri_config::needs_image_user(pod, c) => {
+            match env.runtime.image_status(image_ref).await {
+                Ok(Some(img)) => Ok(img.user),
+                Ok(None) => Ok(ImageUser::Unset),
+                Err(e) => Err(waiting(
+                    WaitingReason::CreateContainerConfigError,
+                    format!("failed to get image user of {:?}: {e}", c.image),
+                )),
+            }
+        }
+        None => Ok(ImageUser::Unset),
+    }
+}
+
+/// The container's CRI config (kubelet: `generateContainerConfig`): its environment, then
+/// its mounts (subPathExpr expands against the environment), the ephemeral container's
+/// target, the device manager's devices, the pod's user namespace.
+#[allow(clippy::too_many_arguments)]
+async fn container_config_for<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    cx: &StartContext<'_>,
+    c: &api::Container,
+    image_volumes: &[(String, String)],
+    image_user: &ImageUser,
+    restart_count: u32,
+    log_dir: &Path,
+    pod_name: &str,
+) -> Result<ContainerConfig, StartOutcome> {
+    let pod = cx.pod;
+    let seccomp_root = env.paths.root_dir.join("seccomp");
+    let node = env.node_params(&seccomp_root);
+    let envs = container_envs(cx, c, node, pod_name)?;
+    let mount_list = container_mount_list(
+        env,
+        cx,
         c,
         &envs,
-        &image_volumes,
-        env.tmpfs.as_ref(),
-        env.memory_capacity,
-    ) {
-        Ok(m) => m,
-        Err(e) => {
-            log::warn!("pod {pod_name}: container {:?}: {e}", c.name);
-            return waiting(WaitingReason::CreateContainerConfigError, e.to_string());
-        }
-    };
-    // kubelet: makeMounts adds the managed /etc/hosts.
-    match container_mounts::etc_hosts_mount(
-        &env.root_dir,
-        pod,
-        c,
-        &cx.pod_ip,
-        Path::new(container_mounts::NODE_HOSTS_FILE),
-    ) {
-        Ok(Some(m)) => mount_list.push(m),
-        Ok(None) => {}
-        Err(e) => {
-            log::warn!("pod {pod_name}: container {:?}: /etc/hosts: {e}", c.name);
-            return waiting(WaitingReason::CreateContainerConfigError, e.to_string());
-        }
-    }
-    // One file per container instance, named after its restart count, so that the
-    // message can be found again from the runtime's view alone (after a picolet restart too).
-    let file_id = container_mounts::termination_log_file_id(restart_count);
-    match container_mounts::termination_log_mount(&env.root_dir, pod, c, &file_id) {
-        Ok(m) => mount_list.push(m),
-        Err(e) => log::warn!(
-            "pod {pod_name}: container {:?}: termination log: {e}",
-            c.name
-        ),
-    }
-    if let Err(e) = mounts::ensure_dir(&log_dir, 0o755) {
-        return waiting(
-            WaitingReason::CreateContainerConfigError,
-            format!(
-                "create container log directory for container {} failed: {e}",
-                c.name
-            ),
-        );
-    }
-    // kubelet: startSpec.getTargetID — an ephemeral container's target, by name, any state.
-    let target = match c.target_container_name.as_deref().filter(|t| !t.is_empty()) {
-        Some(t) => match plan::newest_container(cx.status, t) {
-            Some(found) => Some(found.id.as_str()),
-            None => {
-                return waiting(
-                    WaitingReason::CreateContainerConfigError,
-                    format!("unable to find target container {t}"),
-                );
-            }
-        },
-        None => None,
-    };
+        image_volumes,
+        restart_count,
+        log_dir,
+        pod_name,
+    )?;
+    let target = target_container_id(cx, c)?;
     // kubelet: GenerateRunContainerOptions → the device manager's run options: the
     // container's devices (the same ones at every restart), their mounts first.
     #[cfg(feature = "device-plugins")]
-    let devices = match &env.devices {
+    let devices = match &env.managers.devices {
         Some(handle) => {
             let requests = crate::cm::devicemanager::container_requests(c);
             match handle.container_devices(pod.uid(), &c.name, requests).await {
                 Ok(d) => d,
                 Err(e) => {
-                    return waiting(WaitingReason::CreateContainerConfigError, e.to_string());
+                    return Err(waiting(
+                        WaitingReason::CreateContainerConfigError,
+                        e.to_string(),
+                    ));
                 }
             }
         }
@@ -312,12 +418,15 @@ pub(super) async fn try_start_container<R: Runtime, C: Clock>(
         &cx.pod_ip,
         mount_list,
         node,
-        &image_user,
+        image_user,
     ) {
         Ok(cfg) => cfg,
         Err(e) => {
             log::warn!("pod {pod_name}: container {:?}: {e}", c.name);
-            return waiting(WaitingReason::CreateContainerConfigError, e.to_string());
+            return Err(waiting(
+                WaitingReason::CreateContainerConfigError,
+                e.to_string(),
+            ));
         }
     };
     #[cfg(feature = "device-plugins")]
@@ -331,72 +440,156 @@ pub(super) async fn try_start_container<R: Runtime, C: Clock>(
     {
         cfg.security.pid_target = id.to_string();
     }
+    Ok(cfg)
+}
 
-    let id = match env
-        .runtime
-        .create_container(&cx.sandbox_id, &cfg, cx.sandbox_config)
-        .await
-    {
-        Ok(id) => id,
-        Err(e) => {
-            log::warn!("pod {pod_name}: create container {:?}: {e}", c.name);
-            return waiting(WaitingReason::CreateContainerError, e.to_string());
-        }
-    };
-    // kubelet: startContainer — events.CreatedContainer ("Created container: web" since v1.32).
-    env.recorder.normal(
-        pod,
-        Some(field_path),
-        recorder::CREATED_CONTAINER,
-        format!("Created container: {}", c.name),
-    );
-    if let Err(e) = env.runtime.start_container(&id).await {
-        log::warn!("pod {pod_name}: start container {:?} ({id}): {e}", c.name);
-        return waiting(WaitingReason::RunContainerError, e.to_string());
-    }
-    log::info!(
-        "pod {pod_name}: started container {:?} ({id}, restart {restart_count})",
-        c.name
-    );
-    // kubelet: startContainer — events.StartedContainer.
-    env.recorder.normal(
-        pod,
-        Some(field_path),
-        recorder::STARTED_CONTAINER,
-        format!("Started container {}", c.name),
-    );
-    // kubelet: startContainer runs the postStart hook right after the start; a failure
-    // kills the container (FailedPostStartHook) and the start counts as failed.
-    if let Some(h) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) {
-        if let Err(e) = hooks::run(&env.runtime, c, &id, h, &cx.pod_ip, None).await {
-            let message = format!("PostStartHook failed: {e}");
+/// The container's environment (kubelet: makeEnvironmentVariables). envFrom keys an env
+/// entry cannot carry (printable ASCII without '=') are skipped with a WARN (kubelet ≤
+/// 1.33: an InvalidEnvironmentVariableNames event for the classic rule; 1.37 takes every
+/// key, and validation already refuses such prefixes and keys).
+fn container_envs(
+    cx: &StartContext<'_>,
+    c: &api::Container,
+    node: cri_config::NodeParams<'_>,
+    pod_name: &str,
+) -> Result<Vec<(String, String)>, StartOutcome> {
+    if let Ok(from) = cri_config::env_from(cx.pod, c, node) {
+        for (kind, object, keys) in from.skipped {
             log::warn!(
-                "pod {pod_name}: container {:?}: postStart hook failed: {e}; killing the container (FailedPostStartHook)",
-                c.name
+                "pod {pod_name}: container {:?}: keys [{}] from the EnvFrom {} {object} were skipped since they are considered invalid environment variable names",
+                c.name,
+                keys.join(", "),
+                kind.resource()
             );
-            // kubelet: the hook's output stays out of the event (it may hold secrets).
-            env.recorder.warning(
-                pod,
-                Some(field_path),
-                recorder::FAILED_POST_START_HOOK,
-                "PostStartHook failed",
-            );
-            let kill = ContainerToKill {
-                name: c.name.clone(),
-                message: "FailedPostStartHook".into(),
-                reason: KillReason::Unknown,
-            };
-            if let Err(e) = kill_container(env, pod, cx.status, &id, &kill).await {
-                log::warn!("pod {pod_name}: {e}");
-            }
-            return waiting(WaitingReason::PostStartHookError, message);
         }
-        log::info!(
-            "pod {pod_name}: container {:?}: postStart hook done",
+    }
+    cri_config::container_env(cx.pod, c, &cx.pod_ip, node).map_err(|e| {
+        // Often a ConfigMap or Secret not there yet: the pod worker's WARN says it once.
+        log::debug!("pod {pod_name}: container {:?}: {e}", c.name);
+        waiting(WaitingReason::CreateContainerConfigError, e.to_string())
+    })
+}
+
+/// The container's mounts (kubelet: makeMounts): its volumes, the managed /etc/hosts, the
+/// termination-message file, and its log directory made.
+#[allow(clippy::too_many_arguments)]
+fn container_mount_list<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    cx: &StartContext<'_>,
+    c: &api::Container,
+    envs: &[(String, String)],
+    image_volumes: &[(String, String)],
+    restart_count: u32,
+    log_dir: &Path,
+    pod_name: &str,
+) -> Result<Vec<crate::cri::Mount>, StartOutcome> {
+    let pod = cx.pod;
+    let config_error = |e: String| waiting(WaitingReason::CreateContainerConfigError, e);
+    let mut mount_list = mounts::prepare_mounts(
+        &env.paths.root_dir,
+        pod,
+        c,
+        envs,
+        image_volumes,
+        env.managers.tmpfs.as_ref(),
+        env.node.memory_capacity,
+    )
+    .map_err(|e| {
+        log::warn!("pod {pod_name}: container {:?}: {e}", c.name);
+        config_error(e.to_string())
+    })?;
+    // kubelet: makeMounts adds the managed /etc/hosts.
+    match container_mounts::etc_hosts_mount(
+        &env.paths.root_dir,
+        pod,
+        c,
+        &cx.pod_ip,
+        Path::new(container_mounts::NODE_HOSTS_FILE),
+    ) {
+        Ok(Some(m)) => mount_list.push(m),
+        Ok(None) => {}
+        Err(e) => {
+            log::warn!("pod {pod_name}: container {:?}: /etc/hosts: {e}", c.name);
+            return Err(config_error(e.to_string()));
+        }
+    }
+    // One file per container instance, named after its restart count, so that the
+    // message can be found again from the runtime's view alone (after a picolet restart too).
+    let file_id = container_mounts::termination_log_file_id(restart_count);
+    match container_mounts::termination_log_mount(&env.paths.root_dir, pod, c, &file_id) {
+        Ok(m) => mount_list.push(m),
+        Err(e) => log::warn!(
+            "pod {pod_name}: container {:?}: termination log: {e}",
+            c.name
+        ),
+    }
+    if let Err(e) = mounts::ensure_dir(log_dir, 0o755) {
+        return Err(config_error(format!(
+            "create container log directory for container {} failed: {e}",
+            c.name
+        )));
+    }
+    Ok(mount_list)
+}
+
+/// kubelet: startSpec.getTargetID — an ephemeral container's target, by name, any state.
+fn target_container_id<'a>(
+    cx: &StartContext<'a>,
+    c: &api::Container,
+) -> Result<Option<&'a str>, StartOutcome> {
+    let Some(t) = c.target_container_name.as_deref().filter(|t| !t.is_empty()) else {
+        return Ok(None);
+    };
+    match plan::newest_container(cx.status, t) {
+        Some(found) => Ok(Some(found.id.as_str())),
+        None => Err(waiting(
+            WaitingReason::CreateContainerConfigError,
+            format!("unable to find target container {t}"),
+        )),
+    }
+}
+
+/// Step 4 (kubelet: `startContainer` runs the postStart hook right after the start): a
+/// failure kills the container (FailedPostStartHook) and the start counts as failed.
+async fn post_start<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    cx: &StartContext<'_>,
+    c: &api::Container,
+    id: &str,
+    field_path: &str,
+    pod_name: &str,
+) -> Result<(), StartOutcome> {
+    let Some(h) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) else {
+        return Ok(());
+    };
+    if let Err(e) = hooks::run(&env.runtime, c, id, h, &cx.pod_ip, None).await {
+        let message = format!("PostStartHook failed: {e}");
+        log::warn!(
+            "pod {pod_name}: container {:?}: postStart hook failed: {e}; killing the container (FailedPostStartHook)",
             c.name
         );
+        // kubelet: the hook's output stays out of the event (it may hold secrets).
+        env.managers.recorder.warning(
+            cx.pod,
+            Some(field_path),
+            recorder::FAILED_POST_START_HOOK,
+            "PostStartHook failed",
+        );
+        let kill = ContainerToKill {
+            name: c.name.clone(),
+            message: "FailedPostStartHook".into(),
+            reason: KillReason::Unknown,
+        };
+        if let Err(e) = kill_container(env, cx.pod, cx.status, id, &kill).await {
+            log::warn!("pod {pod_name}: {e}");
+        }
+        return Err(waiting(WaitingReason::PostStartHookError, message));
     }
-    StartOutcome::Started { id, restart_count }
+    log::info!(
+        "pod {pod_name}: container {:?}: postStart hook done",
+        c.name
+    );
+    Ok(())
 }
 
 /// kubelet: `getTerminationMessage` / `readLastStringFromContainerLogs` — an exited

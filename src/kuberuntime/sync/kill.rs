@@ -229,9 +229,9 @@ pub(super) async fn kill_container<R: Runtime, C: Clock>(
 ) -> Result<(), SyncError> {
     let spec = container_spec(pod, &k.name);
     let grace = grace_period(Some(pod), spec, None, k.reason, None);
-    let pre_stop = pre_stop_of(spec, None, &k.name, hook_ip(status, &env.host_ip));
+    let pre_stop = pre_stop_of(spec, None, &k.name, hook_ip(status, &env.node.host_ip));
     let events = KillEvents {
-        recorder: &env.recorder,
+        recorder: &env.managers.recorder,
         pod,
     };
     stop_one(
@@ -263,10 +263,91 @@ pub async fn kill_pod<R: Runtime, C: Clock>(
         Some(p) => p.full_name(),
         None => format!("{}/{} ({})", status.namespace, status.name, status.uid),
     };
-    let pod_ip = hook_ip(status, &env.host_ip);
+    let k = PodKill {
+        env,
+        pod,
+        pod_name: &pod_name,
+        pod_ip: hook_ip(status, &env.node.host_ip),
+        grace_override,
+    };
+    // Step 1: the running containers, the sidecars apart in their stop order.
+    let (regular, sidecars) = running_in_stop_order(pod, status);
+    // Step 2: stop the regular containers concurrently, while the sidecars' preStop hooks
+    // run.
+    let started = tokio::time::Instant::now();
+    let stops = regular
+        .iter()
+        .map(|(c, annotations)| stop_regular(&k, c, annotations.as_ref()));
+    let sidecar_hooks = sidecars.iter().map(|(c, _)| sidecar_pre_stop(&k, c));
+    let (results, graces) =
+        futures_util::future::join(join_all(stops), join_all(sidecar_hooks)).await;
+    let mut errors: Vec<SyncError> = results.into_iter().filter_map(Result::err).collect();
+    // Step 3: the sidecars, one after the other, each with what is left of its grace period.
+    for ((c, _), grace) in sidecars.iter().zip(graces) {
+        let waited = i64::try_from(started.elapsed().as_secs()).unwrap_or(i64::MAX);
+        let grace = grace.saturating_sub(waited);
+        if let Err(e) = stop_sidecar(&k, c, grace).await {
+            errors.push(e);
+        }
+    }
+    // Step 4: every sandbox.
+    stop_sandboxes(env, status, &mut errors).await;
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(SyncError::Steps {
+            step: "kill",
+            pod: pod_name,
+            errors,
+        })
+    }
+}
+
+/// What every container stop of one `kill_pod` shares.
+struct PodKill<'a, R: Runtime, C: Clock> {
+    env: &'a SyncEnv<R, C>,
+    /// `None` after a picolet restart: only the runtime's view is left.
+    pod: Option<&'a api::Pod>,
+    pod_name: &'a str,
+    /// Where hooks are sent (`hook_ip`).
+    pod_ip: &'a str,
+    grace_override: Option<i64>,
+}
+
+impl<'a, R: Runtime, C: Clock> PodKill<'a, R, C> {
+    /// Where the stops record their events (nowhere without the pod).
+    fn events(&self) -> Option<KillEvents<'a>> {
+        let recorder = &self.env.managers.recorder;
+        self.pod.map(|pod| KillEvents { recorder, pod })
+    }
+
+    /// The container's spec (with the pod) and its grace period.
+    fn spec_and_grace(&self, c: &ContainerInfo) -> (Option<&'a api::Container>, i64) {
+        let spec = self
+            .pod
+            .and_then(|p| container_spec(p, labels::container_name(c)));
+        let reason = KillReason::Unknown;
+        let grace = grace_period(self.pod, spec, Some(c), reason, self.grace_override);
+        (spec, grace)
+    }
+}
+
+/// A running container and, without the pod, its annotations (where its hook is).
+type Running<'a> = (&'a ContainerInfo, Option<labels::ContainerAnnotationInfo>);
+
+/// The running containers in two groups: the regular ones, and the sidecars in the order
+/// they stop (kubelet: `terminationOrdering`). Restartable init containers (sidecars) are
+/// stopped only after every regular container has exited, the last-declared sidecar
+/// first, so that the regular containers' preStop hooks can still reach them; their own
+/// preStop hooks run at once with the others'. Without the pod (after a picolet restart)
+/// no order is known: everything stops at once.
+fn running_in_stop_order<'a>(
+    pod: Option<&api::Pod>,
+    status: &'a PodRuntimeStatus,
+) -> (Vec<Running<'a>>, Vec<Running<'a>>) {
     // Without the pod (after a picolet restart) the annotations have the hook; with it they
     // are not parsed (a mass delete kills hundreds of containers at once).
-    let running: Vec<(&ContainerInfo, Option<labels::ContainerAnnotationInfo>)> = status
+    let running: Vec<Running<'a>> = status
         .containers
         .iter()
         .filter(|c| c.state == ContainerState::Running)
@@ -277,11 +358,6 @@ pub async fn kill_pod<R: Runtime, C: Clock>(
             )
         })
         .collect();
-    // kubelet: `terminationOrdering` — restartable init containers (sidecars) are stopped
-    // only after every regular container has exited, the last-declared sidecar first, so
-    // that the regular containers' preStop hooks can still reach them; their own preStop
-    // hooks run at once with the others'. Without the pod (after a picolet restart) no
-    // order is known: everything stops at once.
     let sidecar_index = |c: &ContainerInfo| {
         let name = labels::container_name(c);
         pod?.spec
@@ -289,87 +365,70 @@ pub async fn kill_pod<R: Runtime, C: Clock>(
             .iter()
             .position(|s| s.name == name && plan::is_restartable_init_container(s))
     };
-    let (mut sidecars, running): (Vec<_>, Vec<_>) = running
+    let (mut sidecars, regular): (Vec<_>, Vec<_>) = running
         .into_iter()
         .partition(|(c, _)| sidecar_index(c).is_some());
     sidecars.sort_by_key(|(c, _)| std::cmp::Reverse(sidecar_index(c)));
-    let started = tokio::time::Instant::now();
-    let stops = running.iter().map(|(c, annotations)| {
-        let name = labels::container_name(c);
-        let spec = pod.and_then(|p| container_spec(p, name));
-        let grace = grace_period(pod, spec, Some(c), KillReason::Unknown, grace_override);
-        let pre_stop = pre_stop_of(spec, annotations.as_ref(), name, pod_ip);
-        let pod_name = &pod_name;
-        let events = pod.map(|pod| KillEvents {
-            recorder: &env.recorder,
-            pod,
-        });
-        async move {
-            stop_one(
-                &env.runtime,
-                pod_name,
-                &c.id,
-                name,
-                grace,
-                pre_stop,
-                events,
-                "",
-            )
-            .await
-        }
-    });
-    let sidecar_hooks = sidecars.iter().map(|(c, _)| {
-        let name = labels::container_name(c);
-        let spec = pod.and_then(|p| container_spec(p, name));
-        let grace = grace_period(pod, spec, Some(c), KillReason::Unknown, grace_override);
-        let pre_stop = pre_stop_of(spec, None, name, pod_ip);
-        let events = pod.map(|pod| KillEvents {
-            recorder: &env.recorder,
-            pod,
-        });
-        let pod_name = &pod_name;
-        async move {
-            if let Some(hook) = pre_stop.as_ref().filter(|_| grace > 0) {
-                Box::pin(run_pre_stop(
-                    &env.runtime,
-                    pod_name,
-                    &c.id,
-                    name,
-                    grace,
-                    hook,
-                    events,
-                ))
-                .await;
-            }
-            grace
-        }
-    });
-    let (results, graces) =
-        futures_util::future::join(join_all(stops), join_all(sidecar_hooks)).await;
-    let mut errors: Vec<SyncError> = results.into_iter().filter_map(Result::err).collect();
-    // The sidecars, one after the other, each with what is left of its grace period.
-    for ((c, _), grace) in sidecars.iter().zip(graces) {
-        let waited = i64::try_from(started.elapsed().as_secs()).unwrap_or(i64::MAX);
-        let events = pod.map(|pod| KillEvents {
-            recorder: &env.recorder,
-            pod,
-        });
-        let name = labels::container_name(c);
-        if let Err(e) = stop_one(
-            &env.runtime,
-            &pod_name,
-            &c.id,
-            name,
-            grace.saturating_sub(waited),
-            None,
-            events,
-            "",
-        )
-        .await
-        {
-            errors.push(e);
-        }
+    (regular, sidecars)
+}
+
+/// Step 2 for a regular container (or any, without the pod): its preStop hook, then
+/// `StopContainer`.
+async fn stop_regular<R: Runtime, C: Clock>(
+    k: &PodKill<'_, R, C>,
+    c: &ContainerInfo,
+    annotations: Option<&labels::ContainerAnnotationInfo>,
+) -> Result<(), SyncError> {
+    let name = labels::container_name(c);
+    let (spec, grace) = k.spec_and_grace(c);
+    let pre_stop = pre_stop_of(spec, annotations, name, k.pod_ip);
+    let (rt, events) = (&k.env.runtime, k.events());
+    stop_one(rt, k.pod_name, &c.id, name, grace, pre_stop, events, "").await
+}
+
+/// Step 2 for a sidecar: only its preStop hook, now; returns its grace period (the stop
+/// comes in Step 3).
+async fn sidecar_pre_stop<R: Runtime, C: Clock>(k: &PodKill<'_, R, C>, c: &ContainerInfo) -> i64 {
+    let name = labels::container_name(c);
+    let (spec, grace) = k.spec_and_grace(c);
+    let pre_stop = pre_stop_of(spec, None, name, k.pod_ip);
+    if let Some(hook) = pre_stop.as_ref().filter(|_| grace > 0) {
+        let (rt, events) = (&k.env.runtime, k.events());
+        Box::pin(run_pre_stop(
+            rt, k.pod_name, &c.id, name, grace, hook, events,
+        ))
+        .await;
     }
+    grace
+}
+
+/// Step 3 for a sidecar: `StopContainer` with what is left of its grace period.
+async fn stop_sidecar<R: Runtime, C: Clock>(
+    k: &PodKill<'_, R, C>,
+    c: &ContainerInfo,
+    grace: i64,
+) -> Result<(), SyncError> {
+    let events = k.events();
+    let name = labels::container_name(c);
+    stop_one(
+        &k.env.runtime,
+        k.pod_name,
+        &c.id,
+        name,
+        grace,
+        None,
+        events,
+        "",
+    )
+    .await
+}
+
+/// Step 4: `StopPodSandbox` for every sandbox of the pod; NotFound is fine.
+async fn stop_sandboxes<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    status: &PodRuntimeStatus,
+    errors: &mut Vec<SyncError>,
+) {
     for s in &status.sandboxes {
         match env.runtime.stop_pod_sandbox(&s.id).await {
             Ok(()) => {}
@@ -379,15 +438,6 @@ pub async fn kill_pod<R: Runtime, C: Clock>(
                 source,
             }),
         }
-    }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(SyncError::Steps {
-            step: "kill",
-            pod: pod_name,
-            errors,
-        })
     }
 }
 
@@ -427,7 +477,7 @@ pub async fn cleanup_pod<R: Runtime, C: Clock>(
     // kubelet: the volume manager unmounts (NodeUnpublishVolume) the csi volumes once the
     // containers stopped; the pod is not cleaned up, and stays not finished, until every one
     // is unpublished and nothing is mounted on its target any more (retried by the worker).
-    crate::volume::csi::unpublish_pod_volumes(&env.root_dir, uid, &env.csi)
+    crate::volume::csi::unpublish_pod_volumes(&env.paths.root_dir, uid, &env.managers.csi)
         .await
         .map_err(|source| SyncError::Unpublish {
             uid: uid.to_string(),
@@ -438,12 +488,12 @@ pub async fn cleanup_pod<R: Runtime, C: Clock>(
     // recursive removal only deletes picolet's own files (remove_dir_all does not follow
     // symlinks). On an SD card this takes a while: off
     // the event loop's thread.
-    let dir = mounts::pod_dir(&env.root_dir, uid);
+    let dir = mounts::pod_dir(&env.paths.root_dir, uid);
     let removal = {
         let dir = dir.clone();
-        let root = env.root_dir.clone();
+        let root = env.paths.root_dir.clone();
         let uid = uid.to_string();
-        let tmpfs = std::sync::Arc::clone(&env.tmpfs);
+        let tmpfs = std::sync::Arc::clone(&env.managers.tmpfs);
         tokio::task::spawn_blocking(move || {
             mounts::unmount_pod_volumes(&root, &uid, tmpfs.as_ref())
                 .map_err(|e| std::io::Error::other(e.to_string()))?;

@@ -42,43 +42,48 @@ use std::time::Duration;
 use crate::api;
 use crate::clock::Clock;
 use crate::config_data::ConfigObjects;
-use crate::cri::credentials;
-use crate::cri::{CriError, PodRuntimeStatus, Runtime, Sandbox, SandboxState};
+use crate::cri::{CriError, PodRuntimeStatus, Runtime, Sandbox, SandboxConfig};
 use crate::kuberuntime::backoff::PodBackoffs;
-use crate::kuberuntime::cri_config::{self, SandboxParams};
+use crate::kuberuntime::cri_config;
 use crate::kuberuntime::plan::{self, PodActions};
-use crate::kuberuntime::userns;
 use crate::recorder::{self, Recorder};
 use crate::volume::data_volumes;
 use crate::volume::mounts;
-
-pub const DEFAULT_ROOT_DIR: &str = "/var/lib/picolet";
-pub const DEFAULT_POD_LOG_DIR: &str = "/var/log/pods";
-pub const DEFAULT_RESOLV_CONF: &str = "/etc/resolv.conf";
 
 /// kubelet: `minimumGracePeriodInSeconds` — never ask the runtime for less than 2 s.
 pub const MIN_STOP_TIMEOUT_SECONDS: i64 = 2;
 /// The API default of `terminationGracePeriodSeconds`.
 pub const DEFAULT_GRACE_PERIOD_SECONDS: i64 = 30;
 
-/// What a sync needs: the runtime, the wall clock and the filesystem roots (injected so
-/// tests run in a tempdir).
+/// What a sync needs: the runtime, the wall clock, the filesystem roots (injected so tests
+/// run in a tempdir), the node's facts and the managers it reports to. Built once by
+/// [`SyncEnv::new`], by the agent and the tests alike.
 #[derive(Clone)]
 pub struct SyncEnv<R: Runtime, C: Clock> {
     pub runtime: R,
     pub clock: C,
+    pub paths: SyncPaths,
+    pub node: NodeFacts,
+    pub managers: Managers,
+    /// In-place resize: what the updated containers run with (starts empty, read from the
+    /// pods' files on demand).
+    pub resized: resize::Records,
+}
+
+/// Where a sync reads and writes on the host.
+#[derive(Clone)]
+pub struct SyncPaths {
     /// `--root-dir`: pod directories (`pods/<uid>/…`, emptyDirs) live here.
     pub root_dir: PathBuf,
     /// `--pod-log-dir` (kubelet: `podLogsDirectory`).
     pub pod_log_dir: PathBuf,
     /// The host resolv.conf for `Default`-like DNS policies (`--resolv-conf`).
     pub resolv_conf: PathBuf,
-    /// Sandbox cgroup parent without pod cgroups; "" = the runtime's default.
-    pub cgroup_parent: String,
-    /// `--cgroups-per-qos`: the pod cgroups, made before the sandbox (`cm`).
-    pub pod_cgroups: Option<crate::cm::manager::PodCgroups>,
-    /// `--seccomp-default`: `RuntimeDefault` seccomp for pods that ask for nothing.
-    pub seccomp_default: bool,
+}
+
+/// What the node is and how it runs pods: what the CRI configs are computed from.
+#[derive(Clone)]
+pub struct NodeFacts {
     /// The node's memory in bytes (`MemTotal`; 0: unknown): Burstable `oom_score_adj`.
     pub memory_capacity: u64,
     /// The node's CPUs in millicores (`resourceFieldRef` without a limit).
@@ -87,60 +92,61 @@ pub struct SyncEnv<R: Runtime, C: Clock> {
     pub swap: crate::qos::NodeSwap,
     /// The node's IP for `status.hostIP` in the downward API ("" if unknown).
     pub host_ip: String,
-    /// Mounts the tmpfs of `Memory` emptyDirs.
-    pub tmpfs: std::sync::Arc<dyn mounts::Tmpfs>,
+    /// `--seccomp-default`: `RuntimeDefault` seccomp for pods that ask for nothing.
+    pub seccomp_default: bool,
+    /// Sandbox cgroup parent without pod cgroups; "" = the runtime's default.
+    pub cgroup_parent: String,
+    /// `--cgroups-per-qos`: the pod cgroups, made before the sandbox (`cm`).
+    pub pod_cgroups: Option<crate::cm::manager::PodCgroups>,
+}
+
+/// The managers and shared objects a sync reads from and reports to.
+#[derive(Clone)]
+pub struct Managers {
+    /// Where the sync records the kubelet's events (Pulling, Created, Killing, …).
+    pub recorder: Recorder,
+    /// The ConfigMaps and Secrets pods reference (the agent loop fills it).
+    pub config: ConfigObjects,
     /// Docker config files with registry credentials, searched in order
     /// (`credentials::default_paths`).
     pub credential_paths: Vec<PathBuf>,
-    /// The ConfigMaps and Secrets pods reference (the agent loop fills it).
-    pub config: ConfigObjects,
-    /// Where the sync records the kubelet's events (Pulling, Created, Killing, …).
-    pub recorder: Recorder,
+    /// Mounts the tmpfs of `Memory` emptyDirs.
+    pub tmpfs: std::sync::Arc<dyn mounts::Tmpfs>,
     /// The registered CSI drivers (the plugin watcher fills it).
     pub csi: crate::volume::csi::Registry,
     /// The device manager (`None`: no device plugins).
     #[cfg(feature = "device-plugins")]
     pub devices: Option<crate::cm::devicemanager::manager::Handle>,
-    /// In-place resize: what the updated containers run with.
-    pub resized: resize::Records,
 }
 
 impl<R: Runtime, C: Clock> SyncEnv<R, C> {
-    fn node_params<'a>(&'a self, seccomp_root: &'a Path) -> cri_config::NodeParams<'a> {
-        cri_config::NodeParams {
-            seccomp_root,
-            seccomp_default: self.seccomp_default,
-            memory_capacity: self.memory_capacity,
-            cpu_capacity_milli: self.cpu_capacity_milli,
-            swap: self.swap,
-            host_ip: &self.host_ip,
-            objects: Some(&self.config),
+    /// The one way to build an environment (the agent's wiring and the tests).
+    pub fn new(
+        runtime: R,
+        clock: C,
+        paths: SyncPaths,
+        node: NodeFacts,
+        managers: Managers,
+    ) -> Self {
+        SyncEnv {
+            runtime,
+            clock,
+            paths,
+            node,
+            managers,
+            resized: resize::Records::default(),
         }
     }
 
-    /// An environment with the default paths.
-    pub fn new(runtime: R, clock: C) -> Self {
-        SyncEnv {
-            runtime,
-            clock: clock.clone(),
-            root_dir: PathBuf::from(DEFAULT_ROOT_DIR),
-            pod_log_dir: PathBuf::from(DEFAULT_POD_LOG_DIR),
-            resolv_conf: PathBuf::from(DEFAULT_RESOLV_CONF),
-            cgroup_parent: String::new(),
-            pod_cgroups: None,
-            seccomp_default: false,
-            memory_capacity: 0,
-            cpu_capacity_milli: 1000,
-            swap: Default::default(),
-            host_ip: String::new(),
-            tmpfs: std::sync::Arc::new(mounts::SysTmpfs::default()),
-            credential_paths: credentials::default_paths(Path::new(DEFAULT_ROOT_DIR)),
-            config: ConfigObjects::default(),
-            recorder: Recorder::new("", recorder::DEFAULT_CAPACITY).with_clock(clock),
-            csi: crate::volume::csi::Registry::default(),
-            #[cfg(feature = "device-plugins")]
-            devices: None,
-            resized: Default::default(),
+    fn node_params<'a>(&'a self, seccomp_root: &'a Path) -> cri_config::NodeParams<'a> {
+        cri_config::NodeParams {
+            seccomp_root,
+            seccomp_default: self.node.seccomp_default,
+            memory_capacity: self.node.memory_capacity,
+            cpu_capacity_milli: self.node.cpu_capacity_milli,
+            swap: self.node.swap,
+            host_ip: &self.node.host_ip,
+            objects: Some(&self.managers.config),
         }
     }
 }
@@ -380,12 +386,12 @@ impl PodSyncResult {
 }
 
 // ---------------------------------------------------------------------------------------
-// Reading the runtime
+// SyncPod
 
-/// Bring the runtime in line with the pod (kubelet: `SyncPod`): compute actions → kill
-/// what must go → create the sandbox and read its IP → start ephemeral containers → start
-/// init containers (stop at the first failure of a non-sidecar) → start regular
-/// containers, each independently.
+/// Bring the runtime in line with the pod (kubelet: `SyncPod`), step by step as upstream
+/// numbers them. picolet's order differs in two places: the in-place resize (upstream's
+/// Step 7) runs right after the kills, before anything starts; and the pod's volumes are
+/// set up (the volume manager's work upstream) before the sandbox.
 pub async fn sync_pod<R: Runtime, C: Clock>(
     env: &SyncEnv<R, C>,
     pod: &api::Pod,
@@ -393,17 +399,8 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
     backoff: &mut PodBackoffs,
     probes: &plan::ProbeVerdicts,
 ) -> PodSyncResult {
-    let mut actions = plan::compute_pod_actions_with_probes(pod, status, probes);
-    // kubelet: computePodResizeAction — running containers whose allocated cpu or memory
-    // differs from what they run with.
-    let kills = actions.containers_to_kill.len();
-    let updates = if crate::allocation::ENABLED && crate::allocation::resizable(pod) {
-        let records = env.resized.of(&env.root_dir, pod.uid());
-        plan::add_resize(pod, status, &records, &mut actions)
-    } else {
-        Vec::new()
-    };
-    let restarted = actions.containers_to_kill.len() > kills;
+    // Step 1: compute sandbox and container changes (and the containers to resize).
+    let (actions, resize) = compute_actions(pod, status, probes, &env.resized, &env.paths);
     let pod_name = pod.full_name();
     if !actions.is_noop() {
         log::debug!("pod {pod_name}: actions {actions:?}");
@@ -414,278 +411,299 @@ pub async fn sync_pod<R: Runtime, C: Clock>(
         ..Default::default()
     };
 
-    // Kill what must go.
-    if actions.kill_pod {
-        if actions.create_sandbox && !actions.sandbox_id.is_empty() {
-            log::info!("pod {pod_name}: sandbox changed, it will be killed and re-created");
-            // kubelet: SyncPod — events.SandboxChanged.
-            env.recorder.normal(
-                pod,
-                None,
-                recorder::SANDBOX_CHANGED,
-                "Pod sandbox changed, it will be killed and re-created.",
-            );
-        } else if !actions.create_sandbox {
-            log::info!("pod {pod_name}: nothing left to run, stopping the pod");
-        }
-        if let Err(e) = kill_pod(env, Some(pod), status, None).await {
-            log::warn!("pod {pod_name}: {e}");
-            result.kill_error = Some(e);
-            return result;
-        }
-        if actions.create_sandbox {
-            purge_init_containers(env, pod, status).await;
-        }
+    // Step 2: kill the pod if the sandbox has changed (or nothing is left to run).
+    // Step 3: else kill the running containers which are not to keep.
+    let killed = if actions.kill_pod {
+        kill_pod_for_sync(env, pod, status, &actions, &pod_name).await
     } else {
-        for (id, k) in &actions.containers_to_kill {
-            log::info!(
-                "pod {pod_name}: killing container {:?}: {}",
-                k.name,
-                k.message
-            );
-            if let Err(e) = kill_container(env, pod, status, id, k).await {
-                log::warn!("pod {pod_name}: {e}");
-                result.kill_error = Some(e);
-                return result;
-            }
-        }
+        kill_containers_not_to_keep(env, pod, status, &actions, &pod_name).await
+    };
+    if let Err(e) = killed {
+        log::warn!("pod {pod_name}: {e}");
+        result.kill_error = Some(e);
+        return result;
+    }
+    if !actions.kill_pod {
         result.pruned = prune_init_containers(env, pod, status).await;
     }
 
-    // kubelet: doPodResizeAction — after the kills, before anything starts.
-    if crate::allocation::ENABLED && (!updates.is_empty() || restarted) {
-        // Boxed and dynamic: its state and code stay out of sync_pod's (binary size).
-        let apply: std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + '_>> =
-            Box::pin(resize::apply(env, pod, status, &updates, restarted));
-        if let Err(e) = apply.await {
-            log::warn!("pod {pod_name}: resize: {e}");
-            result.resize_error = Some(e);
-        }
+    // Upstream's Step 7, here: resize running containers, after the kills, before anything
+    // starts.
+    if crate::allocation::ENABLED && (!resize.updates.is_empty() || resize.restarted) {
+        apply_resize(env, pod, status, &resize, &pod_name, &mut result).await;
     }
 
-    let nothing_to_start = !actions.create_sandbox
-        && actions.init_containers_to_start.is_empty()
-        && actions.containers_to_start.is_empty()
-        && actions.ephemeral_containers_to_start.is_empty();
+    // The pod's volumes, before any of its containers starts.
+    if let Err(e) = set_up_volumes(env, pod, &pod_name).await {
+        volumes_failed(env, pod, &actions, &e, &pod_name, &mut result);
+        return result;
+    }
+    if nothing_to_start(&actions) {
+        return result;
+    }
 
-    // kubelet: the volume manager sets up (and at every sync re-sets up) the pod's
-    // configMap, secret, downwardAPI and projected volumes before its containers start; one
-    // that cannot be set up keeps them waiting (FailedMount, the pod stays ContainerCreating).
-    let seccomp_root = env.root_dir.join("seccomp");
-    let stamp = data_volumes::version_stamp(env.clock.now());
-    let mut volumes = data_volumes::setup(
-        &env.root_dir,
+    // Step 4: create a sandbox for the pod if necessary.
+    let Some((sandbox_config, pod_ip)) =
+        ensure_sandbox(env, pod, status, &actions, &pod_name, &mut result).await
+    else {
+        return result;
+    };
+    let start = start_context(env, pod, status, &sandbox_config, pod_ip, &mut result);
+
+    // Step 5: start ephemeral containers first, so that they run even when an init
+    // container cannot start.
+    start_each(env, &start, backoff, &mut result, &actions, Kind::Ephemeral).await;
+    // Step 6: start the init containers, in order; a failed plain one stops the sync.
+    if !start_each(env, &start, backoff, &mut result, &actions, Kind::Init).await {
+        return result;
+    }
+    // Step 8 (upstream's numbering): start the regular containers, each on its own.
+    start_each(env, &start, backoff, &mut result, &actions, Kind::Regular).await;
+    result
+}
+
+/// What an in-place resize changes: the containers to update, and whether the plan
+/// restarts some for their resize policy (their pod cgroup changes too).
+struct ResizePlan {
+    updates: Vec<plan::ContainerUpdate>,
+    restarted: bool,
+}
+
+/// Step 1 (kubelet: `computePodActions`, `computePodResizeAction`): what to kill, create
+/// and start, and the running containers whose allocated cpu or memory differs from what
+/// they run with (`resized` and `paths.root_dir` say what they run with).
+fn compute_actions(
+    pod: &api::Pod,
+    status: &PodRuntimeStatus,
+    probes: &plan::ProbeVerdicts,
+    resized: &resize::Records,
+    paths: &SyncPaths,
+) -> (PodActions, ResizePlan) {
+    let mut actions = plan::compute_pod_actions_with_probes(pod, status, probes);
+    // kubelet: computePodResizeAction — running containers whose allocated cpu or memory
+    // differs from what they run with.
+    let kills = actions.containers_to_kill.len();
+    let updates = if crate::allocation::ENABLED && crate::allocation::resizable(pod) {
+        let records = resized.of(&paths.root_dir, pod.uid());
+        plan::add_resize(pod, status, &records, &mut actions)
+    } else {
+        Vec::new()
+    };
+    let restarted = actions.containers_to_kill.len() > kills;
+    (actions, ResizePlan { updates, restarted })
+}
+
+/// Step 2 (kubelet: `SyncPod` — `killPodWithSyncResult`): stop the whole pod, its
+/// containers and sandboxes; for a sandbox that is re-created, the old init containers are
+/// removed too (initialisation starts over).
+async fn kill_pod_for_sync<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    pod: &api::Pod,
+    status: &PodRuntimeStatus,
+    actions: &PodActions,
+    pod_name: &str,
+) -> Result<(), SyncError> {
+    if actions.create_sandbox && !actions.sandbox_id.is_empty() {
+        log::info!("pod {pod_name}: sandbox changed, it will be killed and re-created");
+        // kubelet: SyncPod — events.SandboxChanged.
+        env.managers.recorder.normal(
+            pod,
+            None,
+            recorder::SANDBOX_CHANGED,
+            "Pod sandbox changed, it will be killed and re-created.",
+        );
+    } else if !actions.create_sandbox {
+        log::info!("pod {pod_name}: nothing left to run, stopping the pod");
+    }
+    kill_pod(env, Some(pod), status, None).await?;
+    if actions.create_sandbox {
+        purge_init_containers(env, pod, status).await;
+    }
+    Ok(())
+}
+
+/// Step 3 (kubelet: `SyncPod` — `killContainer` for each of `containersToKill`): stop
+/// the running containers the plan does not keep, one after the other; the first failure
+/// stops the sync.
+async fn kill_containers_not_to_keep<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    pod: &api::Pod,
+    status: &PodRuntimeStatus,
+    actions: &PodActions,
+    pod_name: &str,
+) -> Result<(), SyncError> {
+    for (id, k) in &actions.containers_to_kill {
+        log::info!(
+            "pod {pod_name}: killing container {:?}: {}",
+            k.name,
+            k.message
+        );
+        kill_container(env, pod, status, id, k).await?;
+    }
+    Ok(())
+}
+
+/// kubelet: `doPodResizeAction` — apply the resize; a failure is logged and kept as the
+/// PodResizeInProgress condition's message, and the sync goes on.
+async fn apply_resize<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    pod: &api::Pod,
+    status: &PodRuntimeStatus,
+    resize: &ResizePlan,
+    pod_name: &str,
+    result: &mut PodSyncResult,
+) {
+    // Boxed and dynamic: its state and code stay out of sync_pod's (binary size).
+    let apply: std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<(), resize::ResizeError>> + '_>,
+    > = Box::pin(resize::apply(
+        env,
         pod,
-        &env.config,
-        env.tmpfs.as_ref(),
+        status,
+        &resize.updates,
+        resize.restarted,
+    ));
+    if let Err(e) = apply.await {
+        log::warn!("pod {pod_name}: resize: {e}");
+        result.resize_error = Some(e.to_string());
+    }
+}
+
+/// kubelet: the volume manager sets up (and at every sync re-sets up) the pod's
+/// configMap, secret, downwardAPI and projected volumes before its containers start, then
+/// mounts its inline CSI volumes (`NodePublishVolume`, once per picolet run).
+async fn set_up_volumes<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    pod: &api::Pod,
+    pod_name: &str,
+) -> Result<(), data_volumes::VolumeError> {
+    let seccomp_root = env.paths.root_dir.join("seccomp");
+    let stamp = data_volumes::version_stamp(env.clock.now());
+    let updated = data_volumes::setup(
+        &env.paths.root_dir,
+        pod,
+        &env.managers.config,
+        env.managers.tmpfs.as_ref(),
         env.node_params(&seccomp_root),
         &stamp,
-    )
-    .map(|updated| {
-        for v in updated {
-            log::info!("pod {pod_name}: volume {v:?} updated");
-        }
-    });
-    if volumes.is_ok() {
-        // kubelet: inline csi volumes are mounted by the volume manager like the others:
-        // NodePublishVolume before the containers start (once per picolet run).
-        volumes =
-            crate::volume::csi::publish_pod_volumes(&env.root_dir, pod, &env.csi, &env.config)
-                .await
-                .map_err(|e| data_volumes::VolumeError {
-                    volume: e.volume,
-                    message: e.message,
-                });
+    )?;
+    for v in updated {
+        log::info!("pod {pod_name}: volume {v:?} updated");
     }
-    if let Err(e) = volumes {
-        // The pod worker's WARN carries it (once, not at every retry).
-        log::debug!("pod {pod_name}: {e}");
-        // kubelet: the volume manager's events.FailedMount, at every attempt (aggregated).
-        env.recorder
-            .warning(pod, None, recorder::FAILED_MOUNT, e.to_string());
-        if nothing_to_start {
-            return result;
-        }
-        result.containers = all_creating(pod, &actions, &e.to_string());
-        return result;
-    }
-
-    if nothing_to_start {
-        return result;
-    }
-
-    // The pod IP: the newest sandbox's if it is ready, or the new sandbox's.
-    let mut pod_ip = status
-        .sandboxes
-        .first()
-        .filter(|s| s.state == SandboxState::Ready)
-        .and_then(|s| s.ip.clone())
-        .filter(|ip| !ip.is_empty());
-    let host_dns = read_host_dns(&env.resolv_conf, &pod_name);
-    let cgroup_parent = match &env.pod_cgroups {
-        Some(cg) => {
-            cg.track(pod);
-            cg.sandbox_parent(pod)
-        }
-        None => env.cgroup_parent.clone(),
-    };
-    let mut sandbox_config = cri_config::sandbox_config(
+    // kubelet: inline csi volumes are mounted by the volume manager like the others:
+    // NodePublishVolume before the containers start (once per picolet run).
+    crate::volume::csi::publish_pod_volumes(
+        &env.paths.root_dir,
         pod,
-        actions.attempt,
-        SandboxParams {
-            pod_log_dir: &env.pod_log_dir,
-            cgroup_parent: &cgroup_parent,
-            host_dns: host_dns.as_ref(),
-            node: env.node_params(&seccomp_root),
-        },
-    );
-    // kubelet: usernsForPod — a pod with hostUsers: false gets its range (kept on disk) in
-    // the sandbox's and every container's namespace options; a new sandbox only on a
-    // handler that reports user-namespace support, never a silent run in the host's.
-    if userns::wanted(pod) {
-        // Boxed: its Status call stays out of sync_pod's state machine (binary size).
-        let setup = Box::pin(async {
-            if actions.create_sandbox {
-                let health = env.runtime.status().await.map_err(|e| {
-                    format!("cannot tell whether the runtime supports user namespaces: {e}")
-                })?;
-                userns::runtime_supports(
-                    health.userns_handlers.as_deref(),
-                    &sandbox_config.runtime_handler,
-                )?;
-            }
-            userns::allocate(&env.root_dir, &pod.metadata.uid)
-        });
-        match setup.await {
-            Ok(m) => sandbox_config.namespace_options.userns = Some(m),
-            Err(message) => {
-                log::warn!("pod {pod_name}: {message}");
-                env.recorder.warning(
-                    pod,
-                    None,
-                    recorder::FAILED_CREATE_POD_SANDBOX,
-                    format!("Failed to create pod sandbox: {message}"),
-                );
-                result.sandbox_error = Some(SandboxFailure {
-                    message,
-                    network_not_ready: false,
-                });
-                result.containers = all_creating(pod, &actions, "");
-                return result;
-            }
-        }
-    }
+        &env.managers.csi,
+        &env.managers.config,
+    )
+    .await
+    .map_err(|e| data_volumes::VolumeError {
+        volume: e.volume,
+        message: e.message,
+    })
+}
 
-    if actions.create_sandbox {
-        log::info!(
-            "pod {pod_name}: creating sandbox (attempt {})",
-            actions.attempt
-        );
-        warn_loopback_dns(pod, &sandbox_config, &env.resolv_conf);
-        // kubelet: SyncPod — UpdateQOSCgroups and podContainerManager.EnsureExists before
-        // the sandbox; a failure fails the sync (retried with back-off).
-        if let Some(cg) = &env.pod_cgroups
-            && let Err(e) = cg.ensure(pod).await
-        {
-            let message = format!("unable to ensure pod container exists: {e}");
-            log::warn!("pod {pod_name}: {message}");
-            env.recorder.warning(
-                pod,
-                None,
-                crate::cm::FAILED_CREATE_POD_CONTAINER,
-                message.clone(),
-            );
-            result.sandbox_error = Some(SandboxFailure {
-                message,
-                network_not_ready: false,
-            });
-            result.containers = all_creating(pod, &actions, "");
-            return result;
-        }
-        match create_sandbox(env, pod, &sandbox_config).await {
-            Ok(sandbox) => {
-                result.sandbox_created = true;
-                result.sandbox_id.clone_from(&sandbox.id);
-                if !pod.spec.host_network {
-                    pod_ip = sandbox.ip.clone().filter(|ip| !ip.is_empty());
-                }
-                result.new_sandbox = Some(sandbox);
-            }
-            Err(failure) => {
-                log::warn!("pod {pod_name}: {}", failure.message);
-                // kubelet: SyncPod — events.FailedCreatePodSandBox.
-                let message = if failure.message.starts_with("Failed to create pod sandbox") {
-                    failure.message.clone()
-                } else {
-                    format!("Failed to create pod sandbox: {}", failure.message)
-                };
-                env.recorder
-                    .warning(pod, None, recorder::FAILED_CREATE_POD_SANDBOX, message);
-                result.sandbox_error = Some(failure);
-                result.containers = all_creating(pod, &actions, "");
-                return result;
-            }
-        }
+/// A volume that cannot be set up keeps the containers waiting (kubelet: FailedMount, the
+/// pod stays ContainerCreating).
+fn volumes_failed<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    pod: &api::Pod,
+    actions: &PodActions,
+    e: &data_volumes::VolumeError,
+    pod_name: &str,
+    result: &mut PodSyncResult,
+) {
+    // The pod worker's WARN carries it (once, not at every retry).
+    log::debug!("pod {pod_name}: {e}");
+    // kubelet: the volume manager's events.FailedMount, at every attempt (aggregated).
+    env.managers
+        .recorder
+        .warning(pod, None, recorder::FAILED_MOUNT, e.to_string());
+    if !nothing_to_start(actions) {
+        result.containers = all_creating(pod, actions, &e.to_string());
     }
+}
+
+/// No sandbox to create and no container to start: the sync is done after the kills.
+fn nothing_to_start(actions: &PodActions) -> bool {
+    !actions.create_sandbox
+        && actions.init_containers_to_start.is_empty()
+        && actions.containers_to_start.is_empty()
+        && actions.ephemeral_containers_to_start.is_empty()
+}
+
+/// What every container start of this sync shares: the sandbox, its config and the pod IP.
+fn start_context<'a, R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    pod: &'a api::Pod,
+    status: &'a PodRuntimeStatus,
+    sandbox_config: &'a SandboxConfig,
+    pod_ip: Option<String>,
+    result: &mut PodSyncResult,
+) -> StartContext<'a> {
     result.sandbox_ip = pod_ip.clone();
-    let start = StartContext {
+    StartContext {
         pod,
         status,
         sandbox_id: result.sandbox_id.clone(),
-        sandbox_config: &sandbox_config,
+        sandbox_config,
         // kubelet: syncPod takes the pod's IPs from its API status, which for a host-network
-        // pod are the node's (#24576): status.podIP in the downward API is the node IP.
+        // pod are the node's: status.podIP in the downward API is the node IP.
         pod_ip: match pod_ip {
             Some(ip) => ip,
-            None if pod.spec.host_network => env.host_ip.clone(),
+            None if pod.spec.host_network => env.node.host_ip.clone(),
             None => String::new(),
         },
-    };
-
-    // kubelet: ephemeral containers first, so that they run even when an init container
-    // cannot start.
-    for &idx in &actions.ephemeral_containers_to_start {
-        let Some(c) = pod.spec.ephemeral_containers.get(idx) else {
-            continue;
-        };
-        let outcome = start_container(env, &start, c, backoff, &mut result).await;
-        result.containers.push(ContainerSyncResult {
-            name: c.name.clone(),
-            init: false,
-            outcome,
-        });
     }
+}
 
-    // Init containers, in order; a failed plain init container stops the sync.
-    for &idx in &actions.init_containers_to_start {
-        let Some(c) = pod.spec.init_containers.get(idx) else {
+/// Which of the pod's containers a start step starts.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Ephemeral,
+    Init,
+    Regular,
+}
+
+/// Steps 5, 6 and 8: start the plan's containers of one `kind`, in order, each outcome
+/// recorded in `result`. For init containers a failed plain one (not a sidecar) stops the
+/// loop and returns false: the next one must wait for it.
+async fn start_each<R: Runtime, C: Clock>(
+    env: &SyncEnv<R, C>,
+    start: &StartContext<'_>,
+    backoff: &mut PodBackoffs,
+    result: &mut PodSyncResult,
+    actions: &PodActions,
+    kind: Kind,
+) -> bool {
+    let spec = &start.pod.spec;
+    let (specs, indexes) = match kind {
+        Kind::Ephemeral => (
+            &spec.ephemeral_containers,
+            &actions.ephemeral_containers_to_start,
+        ),
+        Kind::Init => (&spec.init_containers, &actions.init_containers_to_start),
+        Kind::Regular => (&spec.containers, &actions.containers_to_start),
+    };
+    let init = kind == Kind::Init;
+    for &idx in indexes {
+        let Some(c) = specs.get(idx) else {
             continue;
         };
-        let outcome = start_container(env, &start, c, backoff, &mut result).await;
+        let outcome = start_container(env, start, c, backoff, result).await;
         let started = matches!(outcome, StartOutcome::Started { .. });
         result.containers.push(ContainerSyncResult {
             name: c.name.clone(),
-            init: true,
+            init,
             outcome,
         });
-        if !started && !plan::is_restartable_init_container(c) {
-            return result;
+        if init && !started && !plan::is_restartable_init_container(c) {
+            return false;
         }
     }
-
-    // Regular containers, each on its own.
-    for &idx in &actions.containers_to_start {
-        let Some(c) = pod.spec.containers.get(idx) else {
-            continue;
-        };
-        let outcome = start_container(env, &start, c, backoff, &mut result).await;
-        result.containers.push(ContainerSyncResult {
-            name: c.name.clone(),
-            init: false,
-            outcome,
-        });
-    }
-    result
+    true
 }
 
 /// Every container the plan wanted started, waiting as `ContainerCreating` (the sandbox or a

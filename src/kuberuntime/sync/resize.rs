@@ -20,8 +20,33 @@ use super::SyncEnv;
 use crate::allocation::{self, Amounts, Named};
 use crate::api::{self, ResourceRequirements};
 use crate::clock::Clock;
-use crate::cri::{ContainerState, PodRuntimeStatus, Runtime};
+use crate::cm::manager::CgroupError;
+use crate::cri::{ContainerState, CriError, PodRuntimeStatus, Runtime};
+use crate::kuberuntime::cri_config::ConfigError;
 use crate::kuberuntime::plan::{self, ContainerUpdate};
+
+/// The step a resize stopped at (the text is the PodResizeInProgress condition's message).
+#[derive(Debug)]
+pub enum ResizeError {
+    /// The resized container's resources do not make a CRI config.
+    Config(ConfigError),
+    /// Writing the pod cgroup's new values failed.
+    PodCgroup(CgroupError),
+    /// `UpdateContainerResources` failed for the container.
+    Container { name: String, source: CriError },
+}
+
+impl std::fmt::Display for ResizeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ResizeError::Config(e) => write!(f, "{e}"),
+            ResizeError::PodCgroup(e) => write!(f, "failed to set the pod cgroup: {e}"),
+            ResizeError::Container { name, source } => write!(f, "container {name:?}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for ResizeError {}
 
 /// By pod UID: container ID → the cpu and memory it was last updated to (`None`: the pod's
 /// file not read yet).
@@ -122,7 +147,7 @@ fn steps(
     restarted: bool,
     memory_capacity: u64,
     swap: &crate::qos::NodeSwap,
-) -> Result<Vec<Step>, String> {
+) -> Result<Vec<Step>, ResizeError> {
     let mut now: Vec<Amounts> = updates.iter().map(|u| u.current).collect();
     let mut out = Vec::new();
     for cpu in [false, true] {
@@ -167,7 +192,7 @@ fn steps(
                 };
                 let resources =
                     crate::kuberuntime::cri_config::resources(pod, &spec, memory_capacity, swap)
-                        .map_err(|e| e.to_string())?;
+                        .map_err(ResizeError::Config)?;
                 now[i] = Amounts::of(Some(&target));
                 out.push(Step::Update(i, target, resources));
             }
@@ -188,20 +213,24 @@ pub async fn apply<R: Runtime, C: Clock>(
     status: &PodRuntimeStatus,
     updates: &[ContainerUpdate],
     restarted: bool,
-) -> Result<(), String> {
+) -> Result<(), ResizeError> {
     let alive = |id: &str| {
         status
             .containers
             .iter()
             .any(|c| c.id == id && c.state == ContainerState::Running)
     };
-    for step in steps(pod, updates, restarted, env.memory_capacity, &env.swap)? {
+    for step in steps(
+        pod,
+        updates,
+        restarted,
+        env.node.memory_capacity,
+        &env.node.swap,
+    )? {
         match step {
             Step::Cgroup(cpu) => {
-                if let Some(cg) = &env.pod_cgroups {
-                    cg.resize(pod, cpu)
-                        .await
-                        .map_err(|e| format!("failed to set the pod cgroup: {e}"))?;
+                if let Some(cg) = &env.node.pod_cgroups {
+                    cg.resize(pod, cpu).await.map_err(ResizeError::PodCgroup)?;
                 }
             }
             Step::Update(i, target, resources) => {
@@ -209,10 +238,13 @@ pub async fn apply<R: Runtime, C: Clock>(
                 env.runtime
                     .update_container_resources(&u.id, &resources)
                     .await
-                    .map_err(|e| format!("container {:?}: {e}", u.name))?;
+                    .map_err(|source| ResizeError::Container {
+                        name: u.name.clone(),
+                        source,
+                    })?;
                 log::info!("pod {}: container {:?} resized", pod.full_name(), u.name);
                 env.resized
-                    .record(&env.root_dir, pod.uid(), &u.id, target, &alive);
+                    .record(&env.paths.root_dir, pod.uid(), &u.id, target, &alive);
             }
         }
     }

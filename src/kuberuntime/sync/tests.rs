@@ -9,7 +9,7 @@ use crate::api::{self, RestartPolicy};
 use crate::clock::TokioClock;
 use crate::cri::NamespaceMode;
 use crate::cri::fake::{Call, FakeRuntime, Method};
-use crate::cri::{ContainerInfo, ContainerState, ImageUser, SandboxConfig};
+use crate::cri::{ContainerInfo, ContainerState, ImageUser, SandboxConfig, SandboxState};
 use crate::kuberuntime::gc;
 use crate::kuberuntime::{container_mounts, labels};
 
@@ -32,33 +32,43 @@ fn harness() -> Harness {
     .unwrap();
     let clock = TokioClock::new(T0);
     let rt = FakeRuntime::new(clock);
-    let env = SyncEnv {
-        runtime: rt.clone(),
+    let env = SyncEnv::new(
+        rt.clone(),
         clock,
-        root_dir: tmp.path().join("root"),
-        pod_log_dir: tmp.path().join("logs"),
-        resolv_conf: resolv,
-        cgroup_parent: String::new(),
-        pod_cgroups: None,
-        seccomp_default: false,
-        memory_capacity: 1 << 30,
-        cpu_capacity_milli: 4000,
-        swap: Default::default(),
-        host_ip: String::new(),
-        tmpfs: std::sync::Arc::new(crate::volume::mounts::FakeTmpfs::default()),
-        credential_paths: vec![tmp.path().join("config.json")],
-        config: Default::default(),
-        recorder: crate::recorder::Recorder::new("node1", 100).with_clock(clock),
-        csi: Default::default(),
-        #[cfg(feature = "device-plugins")]
-        devices: None,
-        resized: Default::default(),
-    };
+        SyncPaths {
+            root_dir: tmp.path().join("root"),
+            pod_log_dir: tmp.path().join("logs"),
+            resolv_conf: resolv,
+        },
+        node_facts(),
+        Managers {
+            recorder: crate::recorder::Recorder::new("node1", 100).with_clock(clock),
+            config: Default::default(),
+            credential_paths: vec![tmp.path().join("config.json")],
+            tmpfs: std::sync::Arc::new(crate::volume::mounts::FakeTmpfs::default()),
+            csi: Default::default(),
+            #[cfg(feature = "device-plugins")]
+            devices: None,
+        },
+    );
     Harness {
         env,
         rt,
         backoffs: PodBackoffs::default(),
         _tmp: tmp,
+    }
+}
+
+/// The test node: 1 GiB, 4 CPUs, no swap, no IP, no pod cgroups.
+fn node_facts() -> NodeFacts {
+    NodeFacts {
+        memory_capacity: 1 << 30,
+        cpu_capacity_milli: 4000,
+        swap: Default::default(),
+        host_ip: String::new(),
+        seccomp_default: false,
+        cgroup_parent: String::new(),
+        pod_cgroups: None,
     }
 }
 
@@ -77,7 +87,7 @@ impl Harness {
     }
 
     fn log_dir(&self, pod: &api::Pod) -> PathBuf {
-        self.env.pod_log_dir.join(format!(
+        self.env.paths.pod_log_dir.join(format!(
             "{}_{}_{}",
             pod.metadata.namespace, pod.metadata.name, pod.metadata.uid
         ))
@@ -556,28 +566,17 @@ async fn adoption_after_restart_kills_from_labels_alone() {
     h.sync(&p).await;
 
     // "picolet restarted": a new environment over the same runtime, no pod spec
-    let env = SyncEnv {
-        runtime: h.rt.clone(),
-        clock: h.env.clock,
-        root_dir: h.env.root_dir.clone(),
-        pod_log_dir: h.env.pod_log_dir.clone(),
-        resolv_conf: h.env.resolv_conf.clone(),
-        cgroup_parent: String::new(),
-        pod_cgroups: None,
-        seccomp_default: false,
-        memory_capacity: 1 << 30,
-        cpu_capacity_milli: 4000,
-        swap: Default::default(),
-        host_ip: String::new(),
-        tmpfs: std::sync::Arc::new(crate::volume::mounts::FakeTmpfs::default()),
-        credential_paths: h.env.credential_paths.clone(),
-        config: h.env.config.clone(),
-        recorder: h.env.recorder.clone(),
-        csi: Default::default(),
-        #[cfg(feature = "device-plugins")]
-        devices: None,
-        resized: Default::default(),
-    };
+    let env = SyncEnv::new(
+        h.rt.clone(),
+        h.env.clock,
+        h.env.paths.clone(),
+        node_facts(),
+        Managers {
+            tmpfs: std::sync::Arc::new(crate::volume::mounts::FakeTmpfs::default()),
+            csi: Default::default(),
+            ..h.env.managers.clone()
+        },
+    );
     h.rt.take_calls();
     let pods = list_runtime_pods(&h.rt).await.unwrap();
     assert_eq!(
@@ -625,7 +624,7 @@ async fn adoption_after_restart_kills_from_labels_alone() {
 #[tokio::test(start_paused = true)]
 async fn host_network_pod() {
     let mut h = harness();
-    h.env.host_ip = "192.0.2.9".into();
+    h.env.node.host_ip = "192.0.2.9".into();
     h.rt.add_image("nginx:1.25");
     let mut p = one_container_pod("nginx:1.25");
     p.spec.host_network = true;
@@ -642,7 +641,7 @@ async fn host_network_pod() {
     assert_eq!(r.sandbox_ip, None);
     let c = h.rt.container_config("c2").unwrap();
     assert_eq!(c.security.namespace_options.network, NamespaceMode::Node);
-    // status.podIP of a host-network pod is the node's IP (kubelet: #24576). Conformance:
+    // status.podIP of a host-network pod is the node's IP (as the kubelet reports it). Conformance:
     // "Downward API should provide host IP and pod IP as an env var if pod uses host network".
     assert!(
         c.envs
@@ -944,7 +943,7 @@ async fn volumes_and_downward_env() {
     }];
     h.sync(&p).await;
     let c = h.rt.container_config("c2").unwrap();
-    let dir = mounts::empty_dir_path(&h.env.root_dir, "uid-1", "cache");
+    let dir = mounts::empty_dir_path(&h.env.paths.root_dir, "uid-1", "cache");
     assert!(dir.is_dir());
     assert_eq!(c.mounts[0].host_path, dir.to_string_lossy());
     assert_eq!(c.mounts[0].container_path, "/cache");
@@ -991,7 +990,7 @@ async fn cleanup_after_termination() {
     // Dead containers and sandboxes are container GC's (the status of a finished pod must
     // survive a picolet restart): cleanup removes only the pod directory.
     assert_eq!(h.rt.take_mutations(), vec![]);
-    assert!(!mounts::pod_dir(&h.env.root_dir, "uid-1").exists());
+    assert!(!mounts::pod_dir(&h.env.paths.root_dir, "uid-1").exists());
     assert!(h.log_dir(&p).is_dir(), "logs are kept");
     assert_eq!(h.rt.containers().len(), 1);
     // idempotent
@@ -1014,7 +1013,7 @@ async fn cleanup_after_termination() {
     let report = gc::execute(
         &h.rt,
         &plan,
-        &h.env.pod_log_dir,
+        &h.env.paths.pod_log_dir,
         Default::default(),
         far_future,
         true,
@@ -1052,7 +1051,7 @@ async fn gc_keeps_newest_dead_instance_per_name() {
     let report = gc::execute(
         &h.rt,
         &plan,
-        &h.env.pod_log_dir,
+        &h.env.paths.pod_log_dir,
         Default::default(),
         0,
         false,
@@ -1119,7 +1118,7 @@ async fn pod_status_and_relist() {
 #[tokio::test(start_paused = true)]
 async fn unreadable_resolv_conf_leaves_dns_to_the_runtime() {
     let mut h = harness();
-    h.env.resolv_conf = h.env.root_dir.join("missing-resolv.conf");
+    h.env.paths.resolv_conf = h.env.paths.root_dir.join("missing-resolv.conf");
     h.rt.add_image("nginx:1.25");
     let p = one_container_pod("nginx:1.25");
     let (r, _) = h.sync(&p).await;
@@ -1130,7 +1129,7 @@ async fn unreadable_resolv_conf_leaves_dns_to_the_runtime() {
 #[tokio::test(start_paused = true)]
 async fn pulls_carry_the_nodes_registry_credentials() {
     let mut h = harness();
-    let cfg = &h.env.credential_paths[0];
+    let cfg = &h.env.managers.credential_paths[0];
     std::fs::write(
         cfg,
         r#"{"auths": {"registry.local:5000": {"auth": "cGk6czNjcmV0"}}}"#,
@@ -1164,7 +1163,7 @@ async fn pulls_carry_the_nodes_registry_credentials() {
 async fn pulls_use_the_pods_image_pull_secrets_first() {
     let h = harness();
     std::fs::write(
-        &h.env.credential_paths[0],
+        &h.env.managers.credential_paths[0],
         r#"{"auths": {"registry.local:5000": {"auth": "bm9kZTpub2Rl"}}}"#,
     )
     .unwrap();
@@ -1175,7 +1174,7 @@ async fn pulls_use_the_pods_image_pull_secrets_first() {
     }))
     .unwrap();
     let scope = crate::config_data::Scope::Local;
-    h.env.config.replace_scope(
+    h.env.managers.config.replace_scope(
         scope,
         vec![crate::config_data::from_secret(&secret, scope, "f").unwrap()],
     );
@@ -1284,6 +1283,7 @@ fn termination_messages_come_from_the_file_or_the_log_tail() {
 /// (type, reason, message, fieldPath, count) of every event recorded after `since`.
 fn events_since(h: &Harness, since: u64) -> Vec<(&'static str, String, String, String, u32)> {
     h.env
+        .managers
         .recorder
         .since(since)
         .iter()
@@ -1344,7 +1344,7 @@ async fn a_start_records_pull_create_start_and_an_idle_resync_nothing() {
             ev("Normal", "Started", "Started container web", web, 1),
         ]
     );
-    let e = &h.env.recorder.list()[0];
+    let e = &h.env.managers.recorder.list()[0];
     assert_eq!(
         (
             e.involved.name.as_str(),
@@ -1355,11 +1355,11 @@ async fn a_start_records_pull_create_start_and_an_idle_resync_nothing() {
     );
 
     // Idle: nothing to do, nothing recorded.
-    let rv = h.env.recorder.resource_version();
+    let rv = h.env.managers.recorder.resource_version();
     advance(60).await;
     h.sync(&p).await;
     assert_eq!(
-        h.env.recorder.resource_version(),
+        h.env.managers.recorder.resource_version(),
         rv,
         "an idle resync records nothing"
     );
@@ -1388,7 +1388,7 @@ async fn crash_loop_back_off_is_recorded_once_per_attempt_and_aggregated() {
     let (id, _) = started(&r, "web");
     advance(2).await;
     h.rt.exit_container(&id, 1);
-    let rv = h.env.recorder.resource_version();
+    let rv = h.env.managers.recorder.resource_version();
     h.sync(&p).await; // back-off
     let back_off = "Back-off restarting failed container web in pod web-node1_default(uid-1)";
     assert_eq!(
@@ -1403,6 +1403,7 @@ async fn crash_loop_back_off_is_recorded_once_per_attempt_and_aggregated() {
     );
     assert_eq!(
         h.env
+            .managers
             .recorder
             .list()
             .iter()
@@ -1437,7 +1438,7 @@ async fn pull_failures_record_failed_and_back_off() {
         ev("Warning", "Failed", "Error: ErrImagePull", web, 1)
     );
 
-    let rv = h.env.recorder.resource_version();
+    let rv = h.env.managers.recorder.resource_version();
     advance(3).await;
     h.sync(&p).await;
     assert_eq!(
@@ -1463,7 +1464,7 @@ async fn kills_and_a_changed_sandbox_are_recorded() {
     h.sync(&p).await;
     let web = "spec.containers{web}";
     h.rt.set_sandbox_state("s1", SandboxState::NotReady);
-    let rv = h.env.recorder.resource_version();
+    let rv = h.env.managers.recorder.resource_version();
     h.sync(&p).await;
     let got = events_since(&h, rv);
     assert_eq!(
@@ -1484,7 +1485,7 @@ async fn kills_and_a_changed_sandbox_are_recorded() {
 
     // Pod termination: one Killing per running container.
     let st = h.status("uid-1").await;
-    let rv = h.env.recorder.resource_version();
+    let rv = h.env.managers.recorder.resource_version();
     kill_pod(&h.env, Some(&p), &st, None).await.unwrap();
     // The same event as before: aggregated (count 2), moved to the newest end.
     assert_eq!(
@@ -1492,9 +1493,9 @@ async fn kills_and_a_changed_sandbox_are_recorded() {
         [ev("Normal", "Killing", "Stopping container web", web, 2)]
     );
     // Without the pod (after a restart) nothing is recorded: there is no object to name.
-    let rv = h.env.recorder.resource_version();
+    let rv = h.env.managers.recorder.resource_version();
     kill_pod(&h.env, None, &st, None).await.unwrap();
-    assert_eq!(h.env.recorder.resource_version(), rv);
+    assert_eq!(h.env.managers.recorder.resource_version(), rv);
 }
 
 #[tokio::test(start_paused = true)]
@@ -1514,7 +1515,7 @@ async fn a_failed_pre_stop_hook_is_recorded_without_its_output() {
     h.sync(&p).await;
     h.rt.set_exec_result("web", 1, "secret token abc");
     let st = h.status("uid-1").await;
-    let rv = h.env.recorder.resource_version();
+    let rv = h.env.managers.recorder.resource_version();
     kill_pod(&h.env, Some(&p), &st, None).await.unwrap();
     let web = "spec.containers{web}";
     assert_eq!(
@@ -1848,7 +1849,7 @@ async fn a_pod_without_host_users_gets_its_range_in_sandbox_and_containers() {
     assert_eq!(sandbox.namespace_options.userns, want);
     let c = h.rt.container_config(&id).unwrap();
     assert_eq!(c.security.namespace_options.userns, want);
-    assert!(h.env.root_dir.join("pods/uid-1/userns").is_file());
+    assert!(h.env.paths.root_dir.join("pods/uid-1/userns").is_file());
 
     // A second pod gets the next range; a pod with host users gets none.
     let mut q = one_container_pod("busybox:1.36");
@@ -1903,7 +1904,7 @@ async fn a_runtime_without_user_namespaces_gets_no_sandbox_for_such_a_pod() {
     h.rt.set_health(health_with_userns(Some(vec!["edge".into()])));
     let (r, _) = h.sync(&p).await;
     assert!(r.sandbox_error.is_some());
-    assert!(!h.env.root_dir.join("pods/uid-1/userns").exists());
+    assert!(!h.env.paths.root_dir.join("pods/uid-1/userns").exists());
 }
 
 #[cfg(feature = "in-place-resize")]
@@ -1942,7 +1943,7 @@ async fn resize_updates_running_containers_decreases_first_and_remembers() {
     let (r, _) = h.sync(&p).await;
     let (web, _) = started(&r, "web");
     let (helper, _) = started(&r, "helper");
-    std::fs::create_dir_all(h.env.root_dir.join("pods/uid-1")).unwrap();
+    std::fs::create_dir_all(h.env.paths.root_dir.join("pods/uid-1")).unwrap();
 
     // web shrinks, helper grows: the decrease goes first, memory before cpu.
     let new = sized(
@@ -1970,7 +1971,7 @@ async fn resize_updates_running_containers_decreases_first_and_remembers() {
     // Done: the next sync does nothing, and says nothing is left.
     let (_, calls) = h.sync(&new).await;
     assert!(calls.is_empty(), "{calls:?}");
-    let records = h.env.resized.of(&h.env.root_dir, "uid-1");
+    let records = h.env.resized.of(&h.env.paths.root_dir, "uid-1");
     let st = h.status("uid-1").await;
     let (in_progress, actual) = crate::kuberuntime::sync::resize::report(&new, &st, &records);
     assert!(!in_progress);
@@ -1980,7 +1981,7 @@ async fn resize_updates_running_containers_decreases_first_and_remembers() {
     );
     // A new picolet reads what was applied from the pod's file.
     assert_eq!(
-        crate::kuberuntime::sync::resize::Records::default().of(&h.env.root_dir, "uid-1"),
+        crate::kuberuntime::sync::resize::Records::default().of(&h.env.paths.root_dir, "uid-1"),
         records
     );
 
