@@ -34,10 +34,13 @@ use crate::clock::UnixNanos;
 pub mod client;
 pub mod credentials;
 #[cfg(any(test, feature = "fakes"))]
+#[allow(clippy::too_many_lines)] // a test double, not production code
 pub mod fake;
 #[cfg(any(test, feature = "fakes"))]
+#[allow(clippy::too_many_lines)] // a test double, not production code
 pub mod fake_containerd;
 #[cfg(feature = "fake-cri")]
+#[allow(clippy::too_many_lines)] // a test double, not production code
 pub mod fake_cri;
 pub mod process;
 

@@ -32,6 +32,7 @@ mod error;
 mod http;
 pub mod kubeconfig;
 #[cfg(feature = "mock-apiserver")]
+#[allow(clippy::too_many_lines)] // a test double, not production code
 pub mod mock;
 // The probes reuse its client configuration (https probes skip verification, as upstream).
 pub(crate) mod tls;

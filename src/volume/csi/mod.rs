@@ -31,6 +31,7 @@ use crate::api;
 use crate::config_data::{ConfigObjects, Kind, ObjectKey, Scope};
 
 #[cfg(feature = "fake-cri")]
+#[allow(clippy::too_many_lines)] // a test double, not production code
 pub mod fake;
 pub mod registration;
 pub mod sha256;
