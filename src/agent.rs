@@ -60,6 +60,7 @@ use crate::cri::{
 use crate::kuberuntime::gc::{self, GcPolicy};
 use crate::kuberuntime::sync::{Managers as SyncManagers, NodeFacts, SyncEnv, SyncPaths};
 use crate::manifest::SOURCE_FILE;
+use crate::mem_trim::ShrinkSparse;
 use crate::messages::{PodEvent, PodEventSender, RunningContainers, SourceUpdate};
 use crate::node;
 use crate::pleg::{self, PlegMessage};
@@ -73,7 +74,6 @@ use crate::pod_workers::{
 };
 use crate::prober::Prober;
 use crate::recorder::Recorder;
-use crate::shrink::ShrinkSparse;
 use crate::volume::mounts::Tmpfs;
 
 /// A burst of at least this many pod syncs at once is followed by a heap trim.
@@ -411,10 +411,10 @@ impl Ticks {
     /// pod resyncs share one wake-up.
     fn start() -> Self {
         Ticks {
-            housekeeping: crate::task::interval(HOUSEKEEPING_PERIOD),
+            housekeeping: crate::local_tasks::interval(HOUSEKEEPING_PERIOD),
             // kubelet: the container GC loop runs every ContainerGCPeriod, the first pass
             // a period after the start.
-            gc: crate::task::interval_at(
+            gc: crate::local_tasks::interval_at(
                 tokio::time::Instant::now() + gc::GC_PERIOD,
                 gc::GC_PERIOD,
             ),
@@ -451,7 +451,7 @@ impl Watchdogs {
                 log::info!(
                     "hardware watchdog {}: petted from the event loop every {} s",
                     path.display(),
-                    crate::task::GRID.as_secs()
+                    crate::local_tasks::GRID.as_secs()
                 );
                 Some(w)
             }
@@ -1502,7 +1502,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
 
     /// Gives back the table space of the per-pod maps a burst of pods left behind (a mass
     /// delete of 500 pods left ~0.9 MB of empty buckets): every housekeeping, cheap when
-    /// nothing is sparse (see [`crate::shrink`]).
+    /// nothing is sparse (see [`crate::mem_trim`]).
     fn compact(&mut self) {
         self.pods.compact();
         self.workers.compact();
@@ -1573,7 +1573,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             .clone()
             .filter(|cg| cg.has_pending_removals())
         {
-            crate::task::spawn_local(async move { cg.retry_removals().await });
+            crate::local_tasks::spawn_local(async move { cg.retry_removals().await });
         }
         let orphans: Vec<String> = self
             .view
@@ -1643,7 +1643,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
     /// removal runs on the blocking pool.
     fn remove_orphaned_pod_dirs(&self, desired: &HashSet<String>) {
         let pods_dir = self.policy.root_dir.join("pods");
-        let Ok(entries) = crate::noatime::read_dir(&pods_dir) else {
+        let Ok(entries) = crate::dir_listing::read_dir(&pods_dir) else {
             return;
         };
         let orphans: Vec<String> = entries
@@ -1665,7 +1665,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
         // kubelet: an orphan's csi volumes are unpublished before its directory goes; one
         // that cannot be (its driver not registered yet) keeps the directory for the next
         // housekeeping.
-        crate::task::spawn_local(async move {
+        crate::local_tasks::spawn_local(async move {
             let mut removable = Vec::new();
             for uid in orphans {
                 match crate::volume::csi::unpublish_pod_volumes(&root, &uid, &csi).await {
@@ -1771,7 +1771,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
             .collect();
         let runtime = self.runtime.clone();
         let pod_log_dir = self.policy.pod_log_dir.clone();
-        self.cleanup.gc_task = Some(crate::task::spawn_local(async move {
+        self.cleanup.gc_task = Some(crate::local_tasks::spawn_local(async move {
             let report = gc::execute(&runtime, &plan, &pod_log_dir, keep, now, sources_ready).await;
             if report.containers + report.sandboxes + report.log_dirs > 0 {
                 log::info!(

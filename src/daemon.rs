@@ -30,7 +30,7 @@ use crate::cri::client::{CriRuntime, CriTimeouts};
 use crate::cri::{CriError, Runtime};
 use crate::images::{ImageGcPolicy, ImageManager};
 use crate::kuberuntime::gc::GcPolicy;
-use crate::logs::{LogManager, LogRotatePolicy};
+use crate::log_rotation::{LogManager, LogRotatePolicy};
 use crate::messages::{PodEventSender, SourceUpdate};
 use crate::node::{self, NodeError};
 use crate::options::Options;
@@ -230,13 +230,13 @@ async fn start_image_mirror(
     if mirror::rescan(&index, &dir).await > 0 {
         crate::node::release_free_memory();
     }
-    crate::task::spawn_local(mirror::keep_current(
+    crate::local_tasks::spawn_local(mirror::keep_current(
         dir,
         Rc::clone(&index),
         shutdown.clone(),
         crate::node::release_free_memory,
     ));
-    crate::task::spawn_local(mirror::server::serve(listener, index, shutdown.clone()));
+    crate::local_tasks::spawn_local(mirror::server::serve(listener, index, shutdown.clone()));
     Ok(())
 }
 
@@ -352,7 +352,7 @@ async fn run_local(
     // 1. picolet: the image mirror serves before any pod's image is pulled.
     start_image_mirror_if_built(&opts, &shutdown).await?;
     if !opts.pre_pull_images.is_empty() {
-        crate::task::spawn_local(pre_pull(runtime.clone(), opts.pre_pull_images.clone()));
+        crate::local_tasks::spawn_local(pre_pull(runtime.clone(), opts.pre_pull_images.clone()));
     }
     // 2. The device manager listens before any pod is admitted.
     #[cfg(feature = "device-plugins")]
@@ -799,7 +799,7 @@ pub async fn run_with_extensions<R: Runtime, C: Clock>(
             ..FileSourceOptions::default()
         })
         .with_recorder(recorder.clone());
-    crate::task::spawn_local(file_source.run(src_tx, relist_now, shutdown.child_token()));
+    crate::local_tasks::spawn_local(file_source.run(src_tx, relist_now, shutdown.child_token()));
     // 3. The container log manager and the image manager: tasks of their own over the
     // runtime, beside the loop (kubelet: `containerLogManager.Start`,
     // `StartGarbageCollection`'s image loop).
@@ -866,7 +866,7 @@ fn start_log_manager<R: Runtime, C: Clock>(
 ) -> tokio::sync::watch::Sender<crate::messages::RunningContainers> {
     let (tx, rx) = tokio::sync::watch::channel(Vec::new());
     let logs = LogManager::new(runtime.clone(), clock.clone(), policy, rx);
-    crate::task::spawn_local(logs.run(shutdown.child_token()));
+    crate::local_tasks::spawn_local(logs.run(shutdown.child_token()));
     tx
 }
 
@@ -879,7 +879,7 @@ fn start_image_manager<R: Runtime, C: Clock>(
     shutdown: &CancellationToken,
 ) -> crate::eviction::ImageReclaim {
     let images = ImageManager::new(runtime.clone(), clock.clone(), policy);
-    crate::task::spawn_local(images.clone().run(shutdown.child_token()));
+    crate::local_tasks::spawn_local(images.clone().run(shutdown.child_token()));
     crate::eviction::ImageReclaim(Rc::new(move || {
         let images = images.clone();
         Box::pin(async move {
@@ -912,7 +912,7 @@ fn start_tasks<R: Runtime, C: Clock>(
     // kubelet: the plugin manager watches <root-dir>/plugins_registry for CSI drivers.
     let csi = crate::volume::csi::Registry::default();
     let (csi_tx, csi_drivers) = tokio::sync::mpsc::unbounded_channel();
-    crate::task::spawn_local(crate::volume::csi::registration::run(
+    crate::local_tasks::spawn_local(crate::volume::csi::registration::run(
         cfg.root_dir.join(crate::volume::csi::REGISTRY_DIR),
         csi.clone(),
         csi_tx,
@@ -936,7 +936,7 @@ fn start_tasks<R: Runtime, C: Clock>(
         .filter(|e| !e.thresholds.is_empty())
         .map(|e| {
             let (tx, rx) = tokio::sync::mpsc::channel(1);
-            crate::task::spawn_local(crate::eviction::observe::run(
+            crate::local_tasks::spawn_local(crate::eviction::observe::run(
                 runtime.clone(),
                 e.sources.clone(),
                 e.statfs,
@@ -1001,7 +1001,7 @@ fn start_certificate_rotation<C: Clock>(
             Ok(false) => {}
             Err(e) => log::warn!("{e}; keeping the kubeconfig's client certificate"),
         }
-        crate::task::spawn_local(rotation.run(shutdown.child_token()));
+        crate::local_tasks::spawn_local(rotation.run(shutdown.child_token()));
     }
     if opts.rotate_server_certificates {
         // kubelet: the SANs come from the Node's addresses (its hostname, its InternalIP).
@@ -1035,7 +1035,7 @@ fn start_certificate_rotation<C: Clock>(
             ),
             Err(e) => log::warn!("{e}; asking for a new serving certificate"),
         }
-        crate::task::spawn_local(rotation.run(shutdown.child_token()));
+        crate::local_tasks::spawn_local(rotation.run(shutdown.child_token()));
         ext.serving = Some((slot, config.tls.ca_pem.clone().unwrap_or_default()));
     }
 }
@@ -1101,7 +1101,7 @@ fn start_http_source<C: Clock>(
         clock.clone(),
     )?;
     log::info!(target: APISERVER_LOG, "http source: {url} every 20s");
-    crate::task::spawn_local(source.run(src_tx.clone(), shutdown.child_token()));
+    crate::local_tasks::spawn_local(source.run(src_tx.clone(), shutdown.child_token()));
     ext.sources.push(http_source::SOURCE);
     Ok(())
 }
@@ -1202,7 +1202,7 @@ impl<'a, C: Clock> Cluster<'a, C> {
         .with_pressure(pressure_rx)
         .with_shutting_down(shutting_rx)
         .with_devices(devices);
-        crate::task::spawn_local(node_agent.run(self.shutdown.child_token()));
+        crate::local_tasks::spawn_local(node_agent.run(self.shutdown.child_token()));
         uid_rx
     }
 
@@ -1218,7 +1218,7 @@ impl<'a, C: Clock> Cluster<'a, C> {
                 &cfg.node_name,
             )),
         );
-        crate::task::spawn_local(source.run(src_tx.clone(), self.shutdown.child_token()));
+        crate::local_tasks::spawn_local(source.run(src_tx.clone(), self.shutdown.child_token()));
         ext.sources.push(api_source::SOURCE);
     }
 
@@ -1232,9 +1232,13 @@ impl<'a, C: Clock> Cluster<'a, C> {
             self.clock.clone(),
             Some(&self.cfg.root_dir),
         );
-        crate::task::spawn_local(manager.run(wanted_rx, objects_tx, self.shutdown.child_token()));
+        crate::local_tasks::spawn_local(manager.run(
+            wanted_rx,
+            objects_tx,
+            self.shutdown.child_token(),
+        ));
         let services = crate::config_data::services::Services::followed();
-        crate::task::spawn_local(crate::config_data::services::follow(
+        crate::local_tasks::spawn_local(crate::config_data::services::follow(
             self.client.clone(),
             services.clone(),
             self.shutdown.child_token(),
@@ -1260,7 +1264,7 @@ impl<'a, C: Clock> Cluster<'a, C> {
             uid_rx,
             ev_rx,
         );
-        crate::task::spawn_local(syncer.run(self.shutdown.child_token()));
+        crate::local_tasks::spawn_local(syncer.run(self.shutdown.child_token()));
         ext.events = Some(ev_tx);
     }
 
@@ -1269,7 +1273,7 @@ impl<'a, C: Clock> Cluster<'a, C> {
     fn start_event_sink(self, ext: &mut Extensions) {
         let recorder = new_recorder(&self.cfg.node_name, self.clock);
         let sink = crate::recorder::event_sink::EventSink::new(self.client, recorder.clone());
-        crate::task::spawn_local(sink.run(self.shutdown.child_token()));
+        crate::local_tasks::spawn_local(sink.run(self.shutdown.child_token()));
         ext.recorder = Some(recorder);
     }
 }

@@ -475,7 +475,7 @@ impl<R: Runtime, C: Clock> ImageManager<R, C> {
     /// A pass every [`GC_PERIOD`], the first one at once, until `shutdown` (kubelet:
     /// `StartGarbageCollection`'s image loop).
     pub async fn run(self, shutdown: CancellationToken) {
-        let mut tick = crate::task::interval(GC_PERIOD);
+        let mut tick = crate::local_tasks::interval(GC_PERIOD);
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,

@@ -29,45 +29,45 @@
 //! 0      grpc          -
 //! 0      json          -
 //! 0      metrics       -
-//! 0      noatime       -
-//! 0      shrink        -
+//! 0      dir_listing   -
+//! 0      mem_trim      -
 //! 0      sort          -
-//! 0      task          -
+//! 0      local_tasks   -
 //! 1      checkpoint    api
 //! 1      cri           api clock grpc metrics
 //! 1      kube          api clock
-//! 1      mirror        http1 noatime sort task
-//! 1      pod_manager   api shrink sort
-//! 1      pod_workers   api metrics shrink sort task
+//! 1      mirror        dir_listing http1 local_tasks sort
+//! 1      pod_manager   api mem_trim sort
+//! 1      pod_workers   api local_tasks mem_trim metrics sort
 //! 1      qos           api
 //! 1      x509          api clock
 //! 2      allocation    api checkpoint qos sort
 //! 2      certificate   api checkpoint clock kube x509
-//! 2      cm            api grpc qos sort task
-//! 2      config_data   api checkpoint clock kube sort task
-//! 2      eviction      api cri noatime qos sort task
-//! 2      images        clock cri sort task
+//! 2      cm            api grpc local_tasks qos sort
+//! 2      config_data   api checkpoint clock kube local_tasks sort
+//! 2      eviction      api cri dir_listing local_tasks qos sort
+//! 2      images        clock cri local_tasks sort
 //! 2      probe         api grpc kube
 //! 2      recorder      api clock json kube
 //! 3      fieldpath     api config_data qos
 //! 3      manifest      api clock config_data qos sort
 //! 3      messages      api config_data
-//! 3      node          api clock cm cri eviction kube qos sort task
+//! 3      node          api clock cm cri eviction kube local_tasks qos sort
 //! 3      options       api cm eviction images qos
 //! 4      admission     api manifest qos
-//! 4      logs          clock cri messages noatime sort task
+//! 4      log_rotation  clock cri dir_listing local_tasks messages sort
 //! 4      pod_config    api messages
-//! 4      source        api checkpoint clock config_data kube manifest messages noatime recorder sort task
-//! 4      status        allocation api clock config_data cri kube messages pod_manager qos sort task
-//! 4      volume        api clock config_data cri fieldpath grpc noatime sort task
-//! 5      kuberuntime   allocation api clock cm config_data cri fieldpath logs noatime probe qos recorder sort volume
-//! 6      local_api     api checkpoint clock cm cri eviction http1 json kube kuberuntime manifest messages metrics node recorder shrink sort task x509
-//! 6      pleg          cri kuberuntime sort task
-//! 6      prober        api clock cri kuberuntime metrics probe recorder shrink status task
+//! 4      source        api checkpoint clock config_data dir_listing kube local_tasks manifest messages recorder sort
+//! 4      status        allocation api clock config_data cri kube local_tasks messages pod_manager qos sort
+//! 4      volume        api clock config_data cri dir_listing fieldpath grpc local_tasks sort
+//! 5      kuberuntime   allocation api clock cm config_data cri dir_listing fieldpath log_rotation probe qos recorder sort volume
+//! 6      local_api     api checkpoint clock cm cri eviction http1 json kube kuberuntime local_tasks manifest mem_trim messages metrics node recorder sort x509
+//! 6      pleg          cri kuberuntime local_tasks sort
+//! 6      prober        api clock cri kuberuntime local_tasks mem_trim metrics probe recorder status
 //! 7      cli           admission clock config_data kube local_api manifest node options sort source
-//! 7      pod_sync      allocation api clock cri kuberuntime messages pleg pod_workers prober recorder shrink status
-//! 8      agent         admission allocation api clock cm config_data cri eviction images kuberuntime logs manifest messages metrics noatime node pleg pod_config pod_manager pod_sync pod_workers prober qos recorder shrink sort status task volume
-//! 9      daemon        admission agent certificate checkpoint clock cm config_data cri eviction images kube kuberuntime local_api logs messages metrics mirror node options pleg prober qos recorder source status task volume
+//! 7      pod_sync      allocation api clock cri kuberuntime mem_trim messages pleg pod_workers prober recorder status
+//! 8      agent         admission allocation api clock cm config_data cri dir_listing eviction images kuberuntime local_tasks log_rotation manifest mem_trim messages metrics node pleg pod_config pod_manager pod_sync pod_workers prober qos recorder sort status volume
+//! 9      daemon        admission agent certificate checkpoint clock cm config_data cri eviction images kube kuberuntime local_api local_tasks log_rotation messages metrics mirror node options pleg prober qos recorder source status volume
 //! ```
 //!
 //! Fakes: one per external boundary, and each boundary's fake is one model with thin
@@ -87,9 +87,9 @@
 //! - `grpc`           the protobuf codec of the generated gRPC code and the unix-socket channel
 //! - `json`           JSON objects built out of line, for `json!` at many keys (binary size)
 //! - [`metrics`]      Prometheus text rendering and the agent's counters
-//! - `shrink`         giving memory back after a burst (sparse maps, heap trim)
+//! - `mem_trim`         giving memory back after a burst (sparse maps, heap trim)
 //! - `sort`           stable sorting with one copy of the sort code (binary size)
-//! - `task`           spawning the agent's tasks with one copy of tokio's task code (binary size); the wake-up grid their periodic passes share (idle CPU)
+//! - `local_tasks`           spawning the agent's tasks with one copy of tokio's task code (binary size); the wake-up grid their periodic passes share (idle CPU)
 //! - `checkpoint`     (feature `apiserver`) the last-seen API pods and objects on disk (offline autonomy)
 //! - [`cri`]          the CRI boundary: the `Runtime` trait, its types, the tonic client, the fakes
 //! - `kube`           (feature `apiserver`) the apiserver client: HTTP(S), kubeconfig, typed calls, watches
@@ -112,7 +112,7 @@
 //! - [`node`]         node facts and checks; the Node object, its status and Lease (cluster mode)
 //! - [`options`]      command-line flags and config file
 //! - [`admission`]    the kubelet's admit handlers (node selector, affinity, resources, max pods)
-//! - [`logs`]         the container log manager: rotates running containers' logs
+//! - [`log_rotation`]         the container log manager: rotates running containers' logs
 //! - `pod_config`     PodConfig: merges source snapshots into ordered `PodUpdate`s
 //! - [`source`]       pod sources: the static pod directory; the apiserver and `--manifest-url`
 //! - [`status`]       pod status from runtime state; its sync to the apiserver (cluster mode)
@@ -144,6 +144,7 @@ pub mod cm;
 mod config_data;
 pub mod cri;
 pub mod daemon;
+mod dir_listing;
 pub mod eviction;
 mod fieldpath;
 mod grpc;
@@ -156,13 +157,14 @@ pub mod kube;
 pub mod kuberuntime;
 #[cfg(feature = "apiserver")]
 pub mod local_api;
-pub mod logs;
+mod local_tasks;
+pub mod log_rotation;
 pub mod manifest;
+mod mem_trim;
 pub mod messages;
 pub mod metrics;
 #[cfg(feature = "image-mirror")]
 pub mod mirror;
-mod noatime;
 pub mod node;
 pub mod options;
 mod pleg;
@@ -174,11 +176,9 @@ mod probe;
 mod prober;
 mod qos;
 pub mod recorder;
-mod shrink;
 mod sort;
 pub mod source;
 pub mod status;
-mod task;
 pub mod volume;
 #[cfg(feature = "apiserver")]
 mod x509;

@@ -102,7 +102,7 @@ pub fn spawn<R: Runtime>(
     poke: Rc<Notify>,
 ) -> mpsc::Receiver<PlegMessage> {
     let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
-    crate::task::spawn_local(run(runtime, tx, shutdown, poke));
+    crate::local_tasks::spawn_local(run(runtime, tx, shutdown, poke));
     rx
 }
 

@@ -32,9 +32,9 @@ pub struct PodManager {
 }
 
 impl PodManager {
-    /// Gives back the table space a burst of pods left (see [`crate::shrink`]).
+    /// Gives back the table space a burst of pods left (see [`crate::mem_trim`]).
     pub fn compact(&mut self) {
-        use crate::shrink::ShrinkSparse;
+        use crate::mem_trim::ShrinkSparse;
         self.by_uid.shrink_sparse();
         self.by_full_name.shrink_sparse();
         self.mirror_by_uid.shrink_sparse();

@@ -28,12 +28,12 @@ use crate::kuberuntime::backoff::PodBackoffs;
 use crate::kuberuntime::gc::{self, GcPolicy};
 use crate::kuberuntime::plan::KillReason;
 use crate::kuberuntime::sync::{self, PodSyncResult, StartOutcome, SyncEnv};
+use crate::mem_trim::ShrinkSparse;
 use crate::messages::{PodEvent, PodEventSender};
 use crate::pleg::{self};
 use crate::pod_workers::{PodSyncer, SyncFailure, SyncPodOk, UpdateType};
 use crate::prober::ProbeHandle;
 use crate::recorder::{self};
-use crate::shrink::ShrinkSparse;
 use crate::status::{self, StatusManager, WaitingReasons};
 
 /// A cached pod view is trusted while the newest successful relist is younger than this,
@@ -149,7 +149,7 @@ impl PodCache {
 }
 
 impl PodState {
-    /// Gives back the table space a burst of pods left (see [`crate::shrink`]).
+    /// Gives back the table space a burst of pods left (see [`crate::mem_trim`]).
     pub(crate) fn compact(&mut self) {
         self.backoffs.shrink_sparse();
         self.kill_messages.shrink_sparse();

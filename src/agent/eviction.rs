@@ -196,7 +196,7 @@ impl<R: Runtime, C: Clock> Loop<R, C> {
                     .and_then(|e| e.reclaim_images.clone())
                 {
                     Some(reclaim) => {
-                        crate::task::spawn_local((reclaim.0)());
+                        crate::local_tasks::spawn_local((reclaim.0)());
                     }
                     None => log::debug!("eviction manager: image GC is off: no images reclaimed"),
                 }

@@ -81,7 +81,7 @@ impl PodCgroups {
     /// own reason). The worker ends when the last handle is dropped.
     pub fn start(cfg: PodCgroupsConfig) -> Self {
         let (tx, rx) = mpsc::unbounded_channel::<Job>();
-        crate::task::spawn_local(worker(
+        crate::local_tasks::spawn_local(worker(
             Arc::new(cfg.layout.clone()),
             Arc::new(cfg.mount_root.clone()),
             rx,

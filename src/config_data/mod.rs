@@ -7,7 +7,7 @@
 //! local objects of the static pod directory; API pods see only the apiserver's.
 //!
 //! Must never: log or format a value (a Secret's bytes never reach a log line, a status or
-//! an event: [`Object`]'s `Debug` shows the keys only), do I/O (`atomic_writer` is the one
+//! an event: [`Object`]'s `Debug` shows the keys only), do I/O (`volume::atomic_writer` is the one
 //! writer of files, called by the runtime's volume setup).
 //!
 //! Deliberate difference from upstream: the kubelet does not let static pods use ConfigMaps
@@ -20,7 +20,6 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use crate::api;
 
-pub mod atomic_writer;
 #[cfg(feature = "apiserver")]
 pub mod objects;
 pub mod services;

@@ -182,7 +182,7 @@ impl<C: Clock> ObjectManager<C> {
             news,
             stop,
         };
-        crate::task::spawn_local(worker.run());
+        crate::local_tasks::spawn_local(worker.run());
     }
 }
 

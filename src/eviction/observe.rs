@@ -268,7 +268,7 @@ pub fn dir_usage(dir: &Path) -> u64 {
     let mut total = 0u64;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let Ok(entries) = crate::noatime::read_dir(&d) else {
+        let Ok(entries) = crate::dir_listing::read_dir(&d) else {
             continue;
         };
         for e in entries {
@@ -355,7 +355,7 @@ pub async fn run<R: Runtime>(
     tx: mpsc::Sender<Observed>,
     shutdown: CancellationToken,
 ) {
-    let mut tick = crate::task::interval(super::MONITORING_PERIOD);
+    let mut tick = crate::local_tasks::interval(super::MONITORING_PERIOD);
     let mut logged: Vec<String> = Vec::new();
     let mut stats_failing = false;
     loop {

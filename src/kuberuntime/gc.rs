@@ -275,7 +275,7 @@ pub async fn execute<R: Runtime>(
         let mut errors = Vec::new();
         // kubelet: ContainerLogManager.Clean — the live file and its rotated files.
         for log in &log_files {
-            let rotated = match crate::logs::rotated_logs(log) {
+            let rotated = match crate::log_rotation::rotated_logs(log) {
                 Ok(r) => r,
                 Err(e) => {
                     errors.push(format!("list rotated files of {}: {e}", log.display()));
@@ -319,7 +319,7 @@ pub async fn execute<R: Runtime>(
 
 /// Sub-directories of the pod log directory with their modification times.
 fn read_log_dirs(dir: &Path) -> Vec<(String, UnixNanos)> {
-    let Ok(rd) = crate::noatime::read_dir(dir) else {
+    let Ok(rd) = crate::dir_listing::read_dir(dir) else {
         return Vec::new();
     };
     rd.into_iter()

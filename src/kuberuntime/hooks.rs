@@ -5,7 +5,7 @@
 //! container), `httpGet` (from picolet's network namespace to the pod IP, the node's for
 //! host-network pods), `sleep` — and saying whether it failed and why. `tcpSocket` is
 //! accepted by the API only for compatibility; running it fails ("invalid handler"), as
-//! upstream. Where a hook runs, and what its failure does, is `sync.rs`'s business.
+//! upstream. Where a hook runs, and what its failure does, is the sync's business (`sync/container.rs`, `sync/kill.rs`).
 //!
 //! As upstream, an HTTP hook fails only when no answer arrives: its status code is not
 //! looked at. Deliberate difference: a postStart `exec` is bounded by

@@ -17,7 +17,7 @@
 //! - `container_mounts.rs` the termination-message file and the managed `/etc/hosts`
 //! - `hooks.rs`  postStart / preStop handlers
 //! - `sync/`     executes a plan: SyncPod (`mod.rs`) against a `Runtime`, with the runtime
-//!   view it reads (`status.rs`), the sandbox (`sandbox.rs`), images (`image.rs`), container
+//!   view it reads (`inspect.rs`), the sandbox (`sandbox.rs`), images (`image.rs`), container
 //!   start and what a dead one leaves (`container.rs`), KillPod and cleanup (`kill.rs`)
 //! - `cni_cache.rs` the empty CNI cache files a power cut leaves, removed once per boot
 //! - `gc.rs`     container GC: which dead containers, sandboxes and pod log dirs go, and going

@@ -343,7 +343,7 @@ pub fn start<R: Runtime, C: Clock>(
     let creds = prepare(opts, crate::clock::Clock::now(&crate::clock::SystemClock))?;
     let (tx, rx) = crate::messages::pod_events();
     let view = view::View::new();
-    crate::task::spawn_local(feed(view.clone(), rx, clock.clone()));
+    crate::local_tasks::spawn_local(feed(view.clone(), rx, clock.clone()));
     let mut node_opts = crate::node::status::NodeOptions::new(opts.node_name.clone());
     node_opts.max_pods = opts.max_pods;
     node_opts.kubelet_port = opts.port;
@@ -373,7 +373,7 @@ pub fn start<R: Runtime, C: Clock>(
     let kubeconfig = opts.kubeconfig_path.clone();
     let tls = creds.tls;
     let shutdown = shutdown.child_token();
-    crate::task::spawn_local(async move {
+    crate::local_tasks::spawn_local(async move {
         let mut warned = false;
         let listener = loop {
             match tokio::net::TcpListener::bind(addr).await {

@@ -175,7 +175,7 @@ pub async fn serve<R: Runtime, C: Clock>(
         let api = Rc::clone(&api);
         let acceptor = acceptor.clone();
         let shutdown = shutdown.clone();
-        crate::task::spawn_local(async move {
+        crate::local_tasks::spawn_local(async move {
             tokio::select! {
                 () = connection(stream, peer, id, acceptor, Rc::clone(&api), shutdown) => {}
                 () = close.cancelled() => {
@@ -879,7 +879,7 @@ fn pod_log<R: Runtime, C: Clock>(
     let (stopped_tx, stopped_rx) = tokio::sync::watch::channel(opts.previous);
     if opts.follow && !opts.previous {
         let uid = entry.pod.uid().to_string();
-        crate::task::spawn_local(watch_instance(
+        crate::local_tasks::spawn_local(watch_instance(
             api.view.clone(),
             uid,
             container,
@@ -889,7 +889,7 @@ fn pod_log<R: Runtime, C: Clock>(
     }
     // Step 5: the file, streamed.
     let (tx, body) = mpsc::channel(16);
-    crate::task::spawn_local(async move {
+    crate::local_tasks::spawn_local(async move {
         if let Err(e) = logs::follow(log, opts, stopped_rx, tx).await {
             log::debug!("node API: logs: {e}");
         }
@@ -1034,7 +1034,7 @@ fn events<R: Runtime, C: Clock>(
             .unwrap_or_else(|| recorder.resource_version());
         let timeout = watch_timeout(query);
         let (tx, body) = mpsc::channel(16);
-        crate::task::spawn_local(watch_events(
+        crate::local_tasks::spawn_local(watch_events(
             recorder,
             since,
             keep,
@@ -1253,7 +1253,7 @@ fn pods_watch<R: Runtime, C: Clock>(
     let ns = namespace.map(str::to_string);
     let (tx, body) = mpsc::channel(16);
     let clock = api.clock.clone();
-    crate::task::spawn_local(watch_pods(
+    crate::local_tasks::spawn_local(watch_pods(
         rx,
         tx,
         move |v: &Value| {

@@ -637,7 +637,7 @@ async fn dial(
         .handshake::<_, Empty<Bytes>>(TokioIo::new(tcp))
         .await
         .map_err(StreamError::Handshake)?;
-    let conn = crate::task::spawn_local(async move {
+    let conn = crate::local_tasks::spawn_local(async move {
         let _ = conn.with_upgrades().await;
     });
     Ok((sender, conn.abort_handle()))
@@ -699,7 +699,7 @@ fn switch_protocols(
     let runtime = hyper::upgrade::on(resp);
     let shutdown = shutdown.clone();
     let addr = target.addr;
-    crate::task::spawn_local(async move {
+    crate::local_tasks::spawn_local(async move {
         let _slot = slot;
         let upgraded =
             tokio::time::timeout(CONNECT_TIMEOUT, async { tokio::try_join!(client, runtime) })

@@ -277,7 +277,7 @@ impl View {
             dropped += 1;
         }
         if dropped > 0 {
-            crate::shrink::ShrinkSparse::shrink_sparse(&mut inner.history);
+            crate::mem_trim::ShrinkSparse::shrink_sparse(&mut inner.history);
         }
         let due = inner
             .history

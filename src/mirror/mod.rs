@@ -256,7 +256,7 @@ pub async fn rescan(index: &std::cell::RefCell<Index>, dir: &Path) -> usize {
 /// (`.name`), not a copy in progress by its name (`*.tmp`, `*.part`, `*~`).
 fn list(dir: &Path) -> Vec<(PathBuf, (u64, SystemTime))> {
     let mut out = Vec::new();
-    let entries = match crate::noatime::read_dir(dir) {
+    let entries = match crate::dir_listing::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return out,
         Err(e) => {
@@ -404,7 +404,7 @@ pub fn runtime_uses_mirror(
     if runtime.contains("cri-o") || runtime.contains("crio") {
         // CRI-O: registries.conf and its drop-ins, a mirror location on the address.
         let mut files = vec![etc.join("containers/registries.conf")];
-        if let Ok(d) = crate::noatime::read_dir(&etc.join("containers/registries.conf.d")) {
+        if let Ok(d) = crate::dir_listing::read_dir(&etc.join("containers/registries.conf.d")) {
             let mut more: Vec<PathBuf> = d
                 .into_iter()
                 .map(|e| etc.join("containers/registries.conf.d").join(e.file_name()))

@@ -53,7 +53,7 @@ pub async fn serve(listener: TcpListener, index: Rc<RefCell<Index>>, shutdown: C
         let index = Rc::clone(&index);
         let shutdown = shutdown.clone();
         let open = Rc::clone(&open);
-        crate::task::spawn_local(async move {
+        crate::local_tasks::spawn_local(async move {
             let handler: crate::http1::Handler = Rc::new(move |req: Request<Incoming>| {
                 let r = handle(&index.borrow(), &req);
                 Box::pin(async move { r })

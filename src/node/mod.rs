@@ -404,8 +404,8 @@ impl std::fmt::Display for WatchdogError {
                 f,
                 "WatchdogSec={}ms is too short: picolet pings from its {} s housekeeping tick; set WatchdogSec= above {} s (e.g. 30s)",
                 timeout.as_millis(),
-                crate::task::GRID.as_secs(),
-                (crate::task::GRID * 2).as_secs()
+                crate::local_tasks::GRID.as_secs(),
+                (crate::local_tasks::GRID * 2).as_secs()
             ),
         }
     }
@@ -456,7 +456,7 @@ impl Watchdog {
             }
         }
         let timeout = std::time::Duration::from_micros(usec);
-        if timeout <= crate::task::GRID * 2 {
+        if timeout <= crate::local_tasks::GRID * 2 {
             return Err(WatchdogError::TooShort(timeout));
         }
         Ok(Some(Watchdog {
@@ -466,12 +466,14 @@ impl Watchdog {
     }
 
     /// Whether a `WATCHDOG=1` is due at this tick (and, if so, it counts as sent). Ticks
-    /// come every [`crate::task::GRID`]: the ping goes one tick early rather than one late,
+    /// come every [`crate::local_tasks::GRID`]: the ping goes one tick early rather than one late,
     /// so two pings are never more than half the timeout apart.
     pub fn due(&mut self, now: tokio::time::Instant) -> bool {
         let due = match self.last {
             None => true,
-            Some(last) => now.saturating_duration_since(last) + crate::task::GRID >= self.every,
+            Some(last) => {
+                now.saturating_duration_since(last) + crate::local_tasks::GRID >= self.every
+            }
         };
         if due {
             self.last = Some(now);
@@ -670,7 +672,7 @@ mod tests {
             .unwrap()
             .unwrap();
         let t0 = tokio::time::Instant::now();
-        let grid = crate::task::GRID;
+        let grid = crate::local_tasks::GRID;
         // Ticks every 2 s for 2 minutes: the first tick pings, then every 15 s or sooner.
         let pings: Vec<Duration> = (0..60u32)
             .map(|i| t0 + grid * i)

@@ -535,8 +535,8 @@ impl<R: Runtime, C: Clock> NodeAgent<R, C> {
         let mut state = NodeState::default();
         let mut shutting_down = self.shutting_down.clone();
         let mut devices = self.devices.clone();
-        let mut status_tick = crate::task::interval(self.opts.status_update_frequency);
-        let mut lease_tick = crate::task::interval(self.opts.lease_renew_interval);
+        let mut status_tick = crate::local_tasks::interval(self.opts.status_update_frequency);
+        let mut lease_tick = crate::local_tasks::interval(self.opts.lease_renew_interval);
         loop {
             if state.node_uid.is_none() {
                 tokio::select! {

@@ -48,7 +48,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::Pod;
-use crate::task::sleep_until_opt;
+use crate::local_tasks::sleep_until_opt;
 
 use state::Effect;
 #[cfg(test)]
@@ -215,9 +215,9 @@ pub struct PodWorkers<S: PodSyncer> {
 }
 
 impl<S: PodSyncer> PodWorkers<S> {
-    /// Gives back the table space a burst of pods left (see [`crate::shrink`]).
+    /// Gives back the table space a burst of pods left (see [`crate::mem_trim`]).
     pub fn compact(&mut self) {
-        use crate::shrink::ShrinkSparse;
+        use crate::mem_trim::ShrinkSparse;
         self.tasks.shrink_sparse();
         self.queue.shrink_sparse();
         self.deadlines.shrink_sparse();
@@ -441,7 +441,7 @@ impl<S: PodSyncer> PodWorkers<S> {
                     // hints (a back-off about to end, network not ready) stay exact.
                     let mut at = Instant::now() + after;
                     if after >= ALIGNED_REQUEUE {
-                        at = crate::task::align_up(at);
+                        at = crate::local_tasks::align_up(at);
                     }
                     self.deadlines.insert(uid, at);
                 }
@@ -583,7 +583,7 @@ impl<S: PodSyncer> PodWorkers<S> {
                     .map(|()| (false, None))
             }),
         };
-        let handle = crate::task::spawn_local(async move {
+        let handle = crate::local_tasks::spawn_local(async move {
             let started = Instant::now();
             let result = syncer_work.await;
             if let Some(m) = &metrics {

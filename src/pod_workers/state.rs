@@ -395,9 +395,9 @@ impl Worker {
 }
 
 impl WorkerStates {
-    /// Gives back the table space a burst of pods left (see [`crate::shrink`]).
+    /// Gives back the table space a burst of pods left (see [`crate::mem_trim`]).
     pub fn compact(&mut self) {
-        use crate::shrink::ShrinkSparse;
+        use crate::mem_trim::ShrinkSparse;
         self.workers.shrink_sparse();
         self.started_static.shrink_sparse();
         self.waiting_static.shrink_sparse();

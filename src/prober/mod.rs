@@ -364,7 +364,7 @@ impl<R: Runtime, C: Clock> Prober<R, C> {
                 metrics: self.metrics.clone(),
                 startup_done: Rc::clone(&startup_done),
             };
-            crate::task::spawn_local(run_worker(ctx, token.clone()));
+            crate::local_tasks::spawn_local(run_worker(ctx, token.clone()));
         }
         self.pods.insert(uid.to_string(), token);
     }
@@ -377,9 +377,9 @@ impl<R: Runtime, C: Clock> Prober<R, C> {
         }
     }
 
-    /// Gives back the table space a burst of pods left (see [`crate::shrink`]).
+    /// Gives back the table space a burst of pods left (see [`crate::mem_trim`]).
     pub fn compact(&mut self) {
-        use crate::shrink::ShrinkSparse;
+        use crate::mem_trim::ShrinkSparse;
         self.pods.shrink_sparse();
         let mut state = self.handle.0.borrow_mut();
         state.pods.shrink_sparse();

@@ -63,10 +63,10 @@ use super::SourceError;
 use crate::api::{self, Pod};
 use crate::clock::{Clock, UnixNanos};
 use crate::config_data::{self, Object};
+use crate::local_tasks::sleep_until_opt;
 use crate::manifest::{self, ManifestError, fields};
 use crate::messages::SourceUpdate;
 use crate::recorder::{self, Recorder};
-use crate::task::sleep_until_opt;
 
 /// The `source` of this source's updates.
 pub const SOURCE: &str = manifest::SOURCE_FILE;
@@ -252,7 +252,7 @@ impl<C: Clock> Lister<C> {
             options.max_file_size,
         ));
         watch.arm(&dir, &ev_tx);
-        let relist = crate::task::interval_at(
+        let relist = crate::local_tasks::interval_at(
             Instant::now() + options.relist_interval,
             options.relist_interval,
         );
@@ -791,7 +791,7 @@ impl Scanner {
 
     /// The candidate names, sorted.
     fn list(&self) -> io::Result<Vec<OsString>> {
-        let mut names: Vec<OsString> = crate::noatime::read_dir(&self.dir)?
+        let mut names: Vec<OsString> = crate::dir_listing::read_dir(&self.dir)?
             .into_iter()
             .map(|e| e.file_name())
             .filter(|n| !ignored(n))

@@ -105,7 +105,7 @@ impl<C: Clock> HttpSource<C> {
 
     /// Sends full snapshots on `tx` until `shutdown` (or until `tx` is closed).
     pub async fn run(self, tx: mpsc::Sender<SourceUpdate>, shutdown: CancellationToken) {
-        let mut tick = crate::task::interval(self.options.period);
+        let mut tick = crate::local_tasks::interval(self.options.period);
         let mut last_body: Option<bytes::Bytes> = None;
         let mut last_sent: Option<Vec<Arc<Pod>>> = None;
         let mut failing = false;

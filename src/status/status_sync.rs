@@ -117,7 +117,7 @@ impl StatusSyncer {
     }
 
     pub async fn run(mut self, shutdown: CancellationToken) {
-        let mut tick = crate::task::interval(self.reconcile_period);
+        let mut tick = crate::local_tasks::interval(self.reconcile_period);
         loop {
             let mut reconcile = false;
             tokio::select! {

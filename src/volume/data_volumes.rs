@@ -14,9 +14,9 @@
 use std::path::Path;
 
 use crate::api;
-use crate::config_data::atomic_writer::{self, FileProjection, Payload};
 use crate::config_data::{self, ConfigObjects, Kind, Object, ObjectKey, Scope};
 use crate::fieldpath::NodeParams;
+use crate::volume::atomic_writer::{self, FileProjection, Payload};
 use crate::volume::mounts::{self, Tmpfs};
 
 /// upstream: `ConfigMapVolumeSourceDefaultMode`, `SecretVolumeSourceDefaultMode`, … (0644).

@@ -184,14 +184,14 @@ pub fn start(
         tx: tx.clone(),
         generation: Arc::new(AtomicU64::new(0)),
     };
-    crate::task::spawn_local(serve(listener, service, shutdown.clone()));
+    crate::local_tasks::spawn_local(serve(listener, service, shutdown.clone()));
     let manager = Manager {
         state,
         clients: Vec::new(),
         resources: resources_tx,
         checkpoint_path,
     };
-    crate::task::spawn_local(manager.run(rx, active, shutdown));
+    crate::local_tasks::spawn_local(manager.run(rx, active, shutdown));
     Ok(Started {
         handle: Handle { tx },
         resources,
@@ -318,7 +318,12 @@ impl RegistrationService {
             reg.options
         );
         let socket = self.dir.join(&reg.endpoint);
-        crate::task::spawn_local(endpoint(socket, reg.resource, generation, self.tx.clone()));
+        crate::local_tasks::spawn_local(endpoint(
+            socket,
+            reg.resource,
+            generation,
+            self.tx.clone(),
+        ));
         // `Empty` encodes to nothing.
         Ok(Vec::new())
     }
@@ -339,7 +344,7 @@ async fn serve(listener: UnixListener, service: RegistrationService, shutdown: C
         };
         let service = service.clone();
         let stop = shutdown.clone();
-        crate::task::spawn_local(async move {
+        crate::local_tasks::spawn_local(async move {
             let conn = registration::serve_connection(io, |m| service.register(m));
             tokio::select! {
                 _ = stop.cancelled() => {}

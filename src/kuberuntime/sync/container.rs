@@ -669,7 +669,7 @@ pub(super) fn log_tail(path: &Path, lines: usize, max: usize) -> String {
 /// The next restart count after the newest `<n>.log` (rotated `<n>.log.*` included) in a
 /// container's log directory; 0 when there is none (kubelet: `calcRestartCountByLogDir`).
 pub fn restart_count_from_log_dir(dir: &Path) -> u32 {
-    let Ok(entries) = crate::noatime::read_dir(dir) else {
+    let Ok(entries) = crate::dir_listing::read_dir(dir) else {
         return 0;
     };
     entries

@@ -21,20 +21,20 @@
 
 mod container;
 mod image;
+mod inspect;
 mod kill;
 pub mod resize;
 mod sandbox;
-mod status;
 
 use container::*;
 pub use container::{fill_termination_messages, restart_count_from_log_dir};
 use image::*;
+pub(crate) use inspect::regroup;
+pub use inspect::{get_pod_status, list_runtime_pods, refresh_after_sync, relist_runtime_pods};
 use kill::*;
 pub use kill::{cleanup_pod, kill_pod};
 pub use sandbox::is_network_not_ready;
 use sandbox::*;
-pub(crate) use status::regroup;
-pub use status::{get_pod_status, list_runtime_pods, refresh_after_sync, relist_runtime_pods};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

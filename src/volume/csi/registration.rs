@@ -43,7 +43,7 @@ pub type SocketId = (u64, i64, i64);
 /// The plugin sockets of `dir` (kubelet: the desired state of the world; dot files and
 /// non-sockets are skipped, as upstream).
 pub fn scan(dir: &Path) -> BTreeMap<PathBuf, SocketId> {
-    let Ok(entries) = crate::noatime::read_dir(dir) else {
+    let Ok(entries) = crate::dir_listing::read_dir(dir) else {
         return BTreeMap::new();
     };
     crate::sort::collect_map(
@@ -176,7 +176,7 @@ pub async fn run(
             None
         }
     };
-    let mut tick = crate::task::interval(RESCAN_PERIOD);
+    let mut tick = crate::local_tasks::interval(RESCAN_PERIOD);
     // Registered sockets with their identity; failed ones with theirs (logged once).
     let mut sockets: BTreeMap<PathBuf, SocketId> = BTreeMap::new();
     let mut failed: BTreeMap<PathBuf, SocketId> = BTreeMap::new();

@@ -143,7 +143,7 @@ pub fn rotated_logs(log: &Path) -> std::io::Result<Vec<PathBuf>> {
     let (Some(dir), Some(base)) = (log.parent(), log.file_name().and_then(|b| b.to_str())) else {
         return Ok(Vec::new());
     };
-    let rd = match crate::noatime::read_dir(dir) {
+    let rd = match crate::dir_listing::read_dir(dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),
@@ -434,7 +434,7 @@ impl<R: Runtime, C: Clock> LogManager<R, C> {
 
     /// A pass every [`MONITOR_PERIOD`] until `shutdown` (kubelet: `ContainerLogManager.Start`).
     pub async fn run(mut self, shutdown: CancellationToken) {
-        let mut tick = crate::task::interval(MONITOR_PERIOD);
+        let mut tick = crate::local_tasks::interval(MONITOR_PERIOD);
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
