@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# How soon picolet syncs a container's exit after the runtime's event (the evented PLEG,
-# issue 35): on each runtime of the lab that streams CRI container events.
+# How soon picolet syncs a container's exit after the runtime's event (the evented PLEG):
+# on each runtime of the lab that streams CRI container events.
 #
 #   sudo benches/exit_latency.sh [--runtimes "containerd2 crio"] [--pods 10]
 #

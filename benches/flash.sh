@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Bytes written to disk by two picolet binaries side by side, and by their runtimes: the
-# same pods, the same runtime, the same windows (issue 38's flash budget).
+# same pods, the same runtime, the same windows.
 #
 #   sudo benches/flash.sh [--runtime containerd] [--pods 10] [--secs 600] A_BIN B_BIN
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# picolet beside the upstream kubelet (issue 37): the same machine, the same containerd, the
+# picolet beside the upstream kubelet: the same machine, the same containerd, the
 # same static pods, runs alternated (picolet, kubelet, then kubelet, picolet, ...) so that the
 # machine's load falls on both. Standalone mode only (the cluster figures: benches/kubelet_cluster.sh).
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# picolet beside the upstream kubelet in cluster mode (issue 37 item 2): what an idle node
+# picolet beside the upstream kubelet in cluster mode: what an idle node
 # costs the control plane (tests/cluster/: etcd, kube-apiserver, controller-manager and
 # scheduler of the pinned Kubernetes version, on 127.0.0.1).
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Pull time through picolet's image mirror against the runtime's own import (issue 39).
+# Pull time through picolet's image mirror against the runtime's own import.
 #
 #   sudo benches/mirror_pull.sh [--runtime containerd] [--runs 3] [--sizes "5 100"] PICOLET_BIN
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The node API under an unauthenticated storm, measured from outside (issue 31):
+"""The node API under an unauthenticated storm, measured from outside:
 
     benches/node_api_storm.py PORT PID SECONDS TOKEN
 

@@ -1,4 +1,4 @@
-//! picolet's benchmarks (issue 5): footprint, idle cost, latency and scale of the real
+//! picolet's benchmarks: footprint, idle cost, latency and scale of the real
 //! `picolet run` binary, next to what a user would run instead.
 //!
 //! A `harness = false` bench target (feature `fake-cri`). `benches/run.sh` builds the release

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# picolet's benchmarks (issue 5), all of them, one table at the end.
+# picolet's benchmarks, all of them, one table at the end.
 #
 #   benches/run.sh [--quick] [--no-arm] [--no-containerd] [--no-podman] [--no-callgrind]
 #   benches/run.sh --table-only      print the table of the last run again

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# picolet on each CRI runtime of the lab, beside the raw CRI client on the same runtime
-# (issue 35): pod start (1 and 20 pods), RSS, and idle cost.
+# picolet on each CRI runtime of the lab, beside the raw CRI client on the same runtime:
+# pod start (1 and 20 pods), RSS, and idle cost.
 #
 #   sudo benches/runtimes.sh [--runtimes "containerd containerd2 crio"] [--reps 3]
 #                            [--pods 50] [--idle-secs 600] [--out DIR]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CI for the ARM builds and the packages (issue 3). Runs on a fresh Debian machine as root
+# CI for the ARM builds and the packages. Runs on a fresh Debian machine as root
 # (installs what it needs: cross gcc, qemu-user-static, shellcheck, rustup toolchains).
 #
 #   packaging/ci.sh

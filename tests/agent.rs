@@ -1291,7 +1291,7 @@ async fn log_rotation_follows_the_runtime_view_without_listing() {
     LocalSet::new()
         .run_until(async {
             let (_tmp, mut cfg) = agent_dir("node1");
-            cfg.log_rotation = Some(picolet::logs::LogRotatePolicy::default());
+            cfg.log_rotation = Some(picolet::log_rotation::LogRotatePolicy::default());
             std::fs::write(cfg.pod_manifest_path.join("web.yaml"), manifest("web", "1")).unwrap();
             let (clock, rt) = fake_runtime();
             rt.serve_events(true);

@@ -1244,7 +1244,7 @@ async fn readiness_reaches_the_apiserver() {
         .await;
 }
 
-/// Cluster mode config data (issue 12): a pod with a configMap volume, a secret env and the
+/// Cluster mode config data: a pod with a configMap volume, a secret env and the
 /// projected `kube-api-access-*` volume every admitted pod carries runs; the token file holds
 /// the token the mock issued for this pod; an update of the ConfigMap in the apiserver
 /// reaches the file; deleting the pod cleans its directory (tmpfs included).

@@ -8,7 +8,7 @@ export CARGO_TERM_COLOR=never
 # A CI run builds once from a clean tree: incremental caches only cost disk (1.6 GB).
 export CARGO_INCREMENTAL=0
 
-# Each step is timed; the table is printed at the end, also when a step fails (issue 30).
+# Each step is timed; the table is printed at the end, also when a step fails.
 ci_start=$(date +%s)
 step_name='' step_start=$ci_start timings=()
 export PICOLET_CI_TIMINGS

@@ -160,7 +160,7 @@ fn container_config(name: &str) -> ContainerConfig {
             ("io.kubernetes.pod.uid", "uid-web"),
         ]),
         annotations: map(&[("io.kubernetes.container.restartCount", "3")]),
-        // A device plugin's: a device node and a CDI name (issue 40).
+        // A device plugin's: a device node and a CDI name.
         devices: vec![picolet::cri::Device {
             container_path: "/dev/ttyUSB0".into(),
             host_path: "/dev/ttyUSB3".into(),

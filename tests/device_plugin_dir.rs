@@ -1,4 +1,4 @@
-//! The device plugin directory as `picolet run` takes it (issue 40), with the real binary and
+//! The device plugin directory as `picolet run` takes it, with the real binary and
 //! the fake CRI server in this process: a directory whose `kubelet.sock` already answers
 //! (another kubelet or picolet serves it) is never taken — picolet says so and runs without
 //! device plugins, leaving the other's socket alone; a directory that cannot be made, when

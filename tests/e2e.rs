@@ -807,7 +807,7 @@ async fn i_runtime_outage_changes_nothing() {
     lab.finish().await;
 }
 
-/// j. Fields are honoured or refused (issue 10): `seccompProfile: RuntimeDefault` shows
+/// j. Fields are honoured or refused: `seccompProfile: RuntimeDefault` shows
 /// `Seccomp: 2` inside the container (and nothing asked shows 0), BestEffort and Burstable
 /// containers have `oom_score_adj` 1000 and the kubelet's formula, `hostPID` shows the
 /// host's PID 1, a field that is not v1.Pod's and a warned field each get a WARN naming them
@@ -1434,7 +1434,7 @@ async fn h_examples_run() {
     lab.finish().await;
 }
 
-/// Config data (issue 12), static mode: a pod and its ConfigMap in one file, a Secret in
+/// Config data, static mode: a pod and its ConfigMap in one file, a Secret in
 /// another (mode 0600). Inside the container the files have the content and modes asked for,
 /// the secret volume is a tmpfs (`/proc/mounts`), env from `secretKeyRef` and `envFrom` is
 /// set; editing the ConfigMap changes the mounted file while the same container keeps
@@ -1837,7 +1837,7 @@ async fn p_csi_inline_volume() {
     plugin.stop();
 }
 
-/// t. An image volume (KEP-4639, issue 41): the lab's busybox image mounted read-only at
+/// t. An image volume (KEP-4639): the lab's busybox image mounted read-only at
 /// /vol, and its `etc` directory by subPath, into a container. containerd 2.x and CRI-O mount
 /// it (the container lists a file of the image, reads one through the subPath, and cannot
 /// write); containerd 1.6, which cannot mount images, gets picolet's refusal and no
@@ -1906,7 +1906,7 @@ async fn t_image_volume() {
     lab.finish().await;
 }
 
-/// u. User namespaces (`hostUsers: false`, issue 41): on containerd 2.x (with the lab's
+/// u. User namespaces (`hostUsers: false`): on containerd 2.x (with the lab's
 /// runc 1.5, which has idmapped mounts) the pod runs in a user namespace of its own — its
 /// `/proc/self/uid_map` maps 0 to picolet's range, 65536 IDs from 65536 — and its range is
 /// kept in the pod's directory; containerd 1.6, which reports no runtime handler features,
@@ -2294,7 +2294,7 @@ async fn m_node_api() {
         || format!("get events: {events}"),
     );
 
-    // The board's own commands print what kubectl prints (issue 17): same columns and
+    // The board's own commands print what kubectl prints: same columns and
     // values, ages aside. Both run back to back until they agree (a restart of the crash
     // pod between the two calls changes a row).
     let picolet = |args: &[&str]| -> Result<String, String> {
@@ -2473,7 +2473,7 @@ fn examples_parse() {
     }
 }
 
-/// q. Graceful node shutdown on the real runtime (issue 38): `picolet node-shutdown`, as the
+/// q. Graceful node shutdown on the real runtime: `picolet node-shutdown`, as the
 /// packages' shutdown hook runs it, stops the regular pod before the critical one, each
 /// container's preStop hook runs and then its TERM trap, all written in order to a file in a
 /// hostPath; the hook returns once both are down; picolet keeps running and refuses a pod
@@ -2607,7 +2607,7 @@ async fn q_node_shutdown_runs_pre_stop_hooks_in_priority_order() {
 /// Burstable pod's cgroup `<the lab's --cgroup-root>/kubepods/burstable/pod<uid>` exists with the pod's memory limit,
 /// cpu shares and quota, seen from the host and from inside the container (its own cgroup
 /// path); it is gone once the pod is deleted. A pod with pod-level resources (`spec.resources`,
-/// issue 41) gets its cgroup from them, and its container, which sets no limit, the pod's
+/// KEP-2837) gets its cgroup from them, and its container, which sets no limit, the pod's
 /// memory limit. cgroup v1 only (the lab machine's); on v2 the host half reads `memory.max`
 /// and `cpu.weight`.
 #[tokio::test]
@@ -2623,7 +2623,7 @@ async fn n_pod_cgroups() {
          limits: {cpu: 200m, memory: 64Mi}\n",
     );
     lab.write_manifest("limited.yaml", &manifest("limited", 2, &[c]));
-    // Pod-level resources (KEP-2837, issue 41): the pod cgroup from spec.resources, and the
+    // Pod-level resources (KEP-2837): the pod cgroup from spec.resources, and the
     // container, which sets none, limited by the pod's limits.
     let own_limit = if v2 {
         "cat /sys/fs/cgroup/memory.max"
@@ -2937,7 +2937,7 @@ async fn o_log_rotation_and_image_gc() {
     lab.finish().await;
 }
 
-/// r. Images without a registry (issue 39): the runtime is set up to pull through the lab
+/// r. Images without a registry: the runtime is set up to pull through the lab
 /// picolet's image mirror (lab.sh: containerd's `certs.d/_default/hosts.toml`, CRI-O's
 /// `registries.conf`), and the lab reaches no registry. A pod whose image
 /// (`docker.io/library/…:1`, as users write it) is in no archive waits in ImagePullBackOff;
@@ -3128,7 +3128,7 @@ async fn r_image_mirror_serves_archives_offline() {
     lab.finish().await;
 }
 
-/// s. Device plugins (issue 40): the upstream sample device plugin (k8s.io/kubernetes
+/// s. Device plugins: the upstream sample device plugin (k8s.io/kubernetes
 /// test/images/sample-device-plugin: `example.com/resource`, devices Dev-1 and Dev-2, each
 /// a mount of /tmp/<id>) and generic-device-plugin (device nodes by glob; here two made
 /// with mknod in the scenario's directory) register with picolet; a pod asking for one of
@@ -4361,7 +4361,7 @@ fn http_get(ip: &str, port: u16) -> Result<String, String> {
 }
 
 // ---------------------------------------------------------------------------------------
-// The node API's streams (issue 13 item 3): `kubectl exec` and `kubectl port-forward`
+// The node API's streams: `kubectl exec` and `kubectl port-forward`
 // through picolet's `--port` to containerd's streaming server. `node_api_exec` and
 // `node_api_port_forward` take a running picolet serving `kubeconfig`; any scenario that
 // starts picolet with `--port` can call them.

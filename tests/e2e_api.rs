@@ -376,7 +376,7 @@ async fn e2e_api_node_lifecycle_outage_and_restart() {
 
     // 3. A pod created in the apiserver runs; its status reaches the apiserver. It carries
     //    the kube-api-access volume the apiserver's ServiceAccount admission adds: the token
-    //    comes from a TokenRequest, ca.crt from kube-root-ca.crt (issue 12).
+    //    comes from a TokenRequest, ca.crt from kube-root-ca.crt.
     mock.put_object(
         "configmaps",
         json!({"metadata": {"name": "kube-root-ca.crt", "namespace": NS},
@@ -619,7 +619,7 @@ async fn wait_node_condition(h: &mut Harness, ty: &str, want: &str) {
     .await;
 }
 
-/// Eviction (issue 14), caused by the test: `--eviction-hard memory.available<…` is set
+/// Eviction, caused by the test: `--eviction-hard memory.available<…` is set
 /// 1.5 GiB below what this machine has when the scenario starts (measured as picolet
 /// measures it), so the Node reports no MemoryPressure; a BestEffort API pod is admitted,
 /// then fills a memory-backed emptyDir 64 MiB at a time (twice a second) until it is

@@ -1,4 +1,4 @@
-//! Graceful node shutdown (issue 38 item 1) with the real binaries: `picolet run` over the
+//! Graceful node shutdown with the real binaries: `picolet run` over the
 //! fake CRI with `shutdownGracePeriod` in its config file, then `picolet node-shutdown` as the
 //! system's shutdown hook runs it: the regular pod is stopped before the critical one, both
 //! with their grace, the hook returns once both are down, a pod added afterwards is refused

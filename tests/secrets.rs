@@ -1,4 +1,4 @@
-//! No Secret value leaves picolet (issue 31): malformed and valid Secrets carrying marker
+//! No Secret value leaves picolet: malformed and valid Secrets carrying marker
 //! values go through the real `picolet run` binary (file source, sync, image pull secrets,
 //! events; the log at trace level), through `picolet validate` (text and JSON), and through
 //! the node API (pods, events, the kubelet's `/pods`); no marker shows up anywhere. The

@@ -1,4 +1,4 @@
-//! picolet under systemd's eyes (issue 38 item 2), with the real `picolet run` binary and a
+//! picolet under systemd's eyes, with the real `picolet run` binary and a
 //! datagram socket standing in for systemd's `$NOTIFY_SOCKET`: `READY=1` once the static pods
 //! are read, then `WATCHDOG=1` from the event loop while it runs — and none while the process
 //! is stopped (SIGSTOP: the loop cannot run, so nothing can ping), again after SIGCONT. The

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The emulated ARM board (issue 38): an arm64 Debian bookworm system with systemd as PID 1,
+# The emulated ARM board: an arm64 Debian bookworm system with systemd as PID 1,
 # cgroup v2, containerd, runc and the CNI plugins, booted by qemu-system-aarch64 (TCG).
 # What needs systemd or cgroup v2 — which the CI machines (cgroup v1, no systemd) lack — is
 # tested on it.

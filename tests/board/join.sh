@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The emulated board — cgroup v2, Debian's kernel and containerd — joined to the real control
-# plane on the host, for what needs both (issue 41: swap for pods, in-place resize on cgroup
+# plane on the host, for what needs both (swap for pods, in-place resize on cgroup
 # v2), as root:
 #
 #   tests/board/join.sh [DIR]           (DIR defaults to $BOARD_DIR, else /tmp/board)

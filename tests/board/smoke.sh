@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The board's smoke test (issue 38): picolet's Debian package on the emulated arm64 board
+# The board's smoke test: picolet's Debian package on the emulated arm64 board
 # (tests/board/board.sh), systemd as PID 1, cgroup v2, Debian's containerd, with no network
 # to any server (qemu's user-mode net with restrict=on), through the board's life:
 #

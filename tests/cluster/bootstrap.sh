@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# picolet joins the lab cluster with only a bootstrap token (issue 34, TLS bootstrapping and
+# picolet joins the lab cluster with only a bootstrap token (TLS bootstrapping and
 # rotation), as root:
 #
 #   tests/cluster/bootstrap.sh [CLUSTER_DIR [LAB_DIR]]

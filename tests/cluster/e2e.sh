@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# picolet as a node of a real Kubernetes control plane, end to end (issue 34, item 5):
+# picolet as a node of a real Kubernetes control plane, end to end:
 #
 #   tests/cluster/e2e.sh [SCENARIO...]     as root; all scenarios when none is named
 #
@@ -29,24 +29,24 @@
 # and, after them, that the apiserver refused nothing the node asked (its audit log: no 401 or
 # 403 for system:node:<node>: NodeRestriction and the Node authorizer let every request pass).
 # Named only (not in the default run):
-#   devices     (issue 40) the upstream sample device plugin registers with picolet: the Node
+#   devices     the upstream sample device plugin registers with picolet: the Node
 #               shows example.com/resource (capacity, allocatable, kubectl describe node), a
 #               pod asking for one is scheduled onto picolet and sees its device's mount; the
 #               plugin stopped, allocatable drops to 0
-#   image-volume (issue 41) an API pod with an image volume (the lab's busybox image, and its
+#   image-volume an API pod with an image volume (the lab's busybox image, and its
 #               etc/ by subPath) reads a file of the image and cannot write to it, on a lab
 #               runtime that mounts images (PICOLET_LAB_RUNTIME=containerd2 or crio); on
 #               containerd 1.6 the container waits with CreateContainerConfigError naming the
 #               runtime
-#   pod-level   (issue 41) a pod with pod-level resources (spec.resources) is scheduled onto
+#   pod-level   a pod with pod-level resources (spec.resources) is scheduled onto
 #               picolet; its container, which sets no limit, runs under the pod's memory limit
-#   resize      (issue 41) in-place resize through the pod's resize subresource: the running
+#   resize      in-place resize through the pod's resize subresource: the running
 #               container's cpu and memory change in its cgroup without a restart, a
 #               RestartContainer policy restarts the other; PodResizeInProgress comes and goes
 #               with ResizeStarted/ResizeCompleted events; one beyond the node is refused by
 #               the apiserver, one beside a pod that takes the room is Deferred until that
 #               pod goes; picolet restarted keeps the containers and what they were given
-#   user-namespaces (issue 41) a pod with hostUsers: false: on containerd2 or crio (runc 1.5)
+#   user-namespaces a pod with hostUsers: false: on containerd2 or crio (runc 1.5)
 #               its uid_map maps 0 to 65536, 65536 IDs; on containerd 1.6 no sandbox, a
 #               FailedCreatePodSandBox event naming the missing support
 #   idle        10 pods and nothing changing for 5 minutes: picolet's requests to the apiserver

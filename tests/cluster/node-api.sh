@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The node API behind the apiserver, for real (issue 34, part 3): picolet joins the control
+# The node API behind the apiserver, for real: picolet joins the control
 # plane of tests/cluster/cluster.sh with a node client certificate this script signs with the
 # cluster CA (CN=system:node:$NODE, O=system:nodes; no TLS bootstrap), serves its node API
 # with a serving certificate of the same CA (the apiserver runs with

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The container images of the node conformance run (issue 36), made locally under their
+# The container images of the node conformance run, made locally under their
 # upstream names and loaded into the lab's runtime without a registry:
 #
 #   tests/conformance/images.sh build DIR        one OCI archive per image into DIR

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Kubernetes' node conformance tests against picolet (issue 36): the upstream e2e suite's
+# Kubernetes' node conformance tests against picolet: the upstream e2e suite's
 # `[NodeConformance]` specs, with picolet as the only node of the lab's real control plane.
 #
 #   tests/conformance/run.sh [--conformance] [--focus REGEX] [-- E2E_TEST_FLAGS...]   as root

@@ -11,7 +11,7 @@
 # kube-controller-manager, kube-scheduler, kubectl; containerd2; crio (with pinns next to it);
 # e2e.test, ginkgo, agnhost and nnp, the node conformance run's test binary, its runner and
 # test image binaries
-# (issue 36, tests/conformance/); the kubelet, kubelet-arm64, kubelet-armv7 and kubemark (issue
+# (tests/conformance/); the kubelet, kubelet-arm64, kubelet-armv7 and kubemark (issue
 # 37, benches/kubelet.sh: the kubelet beside picolet).
 #
 # containerd2 is one component of three binaries (containerd, containerd-shim-runc-v2, ctr):
@@ -55,9 +55,9 @@ COMPONENTS+=(e2e.test ginkgo agnhost nnp) # node conformance: see its block belo
 COMPONENTS+=(kubelet kubelet-arm64 kubelet-armv7 kubemark) # the kubelet: see its block below
 COMPONENTS+=(sample-device-plugin generic-device-plugin) # device plugins: see their block below
 
-# ---- containerd 2.x (issue 35) -------------------------------------------------------------
+# ---- containerd 2.x -------------------------------------------------------------
 COMPONENTS+=(containerd2)
-COMPONENTS+=(runc) # a runc with idmapped mounts for the containerd 2.x lab (issue 41)
+COMPONENTS+=(runc) # a runc with idmapped mounts for the containerd 2.x lab
 CONTAINERD2_MODULE=github.com/containerd/containerd/v2
 CONTAINERD2_BINS=(containerd containerd-shim-runc-v2 ctr)
 # component_bins NAME: the binaries a component builds (its own name for most).
@@ -165,7 +165,7 @@ component_tags() {
 	return 0
 }
 
-# ---- CRI-O (issue 35 part B) -------------------------------------------------------------
+# ---- CRI-O -------------------------------------------------------------
 # `crio` (cmd/crio) from module github.com/cri-o/cri-o, with cgo (libseccomp), and its C
 # helper `pinns` (pinns/ of the same module zip, built with Debian's gcc and make) next to it
 # in the cache: $CACHE/crio-$CRIO_VERSION/bin/{crio,pinns}. conmon and runc/crun come from
@@ -227,7 +227,7 @@ crio_extras() {
 }
 # ---- end CRI-O ---------------------------------------------------------------------------
 
-# ---- node conformance (issue 36) ------------------------------------------------------------
+# ---- node conformance ------------------------------------------------------------
 # e2e.test: the test binary of package k8s.io/kubernetes/test/e2e, as upstream's
 # hack/lib/golang.sh makes it (`go test -c`, the release tags selinux,notest,grpcnotrace, the
 # version stamps of hack/lib/version.sh with -s -w), in the control plane's build module (the
@@ -262,7 +262,7 @@ agnhost_version() {
 agnhost_ldflags() { echo "-w -X main.Version=$(agnhost_version)"; }
 # ---- end node conformance ----------------------------------------------------------------------
 
-# ---- the kubelet (issue 37) -------------------------------------------------------------------
+# ---- the kubelet -------------------------------------------------------------------
 # kubelet: k8s.io/kubernetes/cmd/kubelet at KUBERNETES_VERSION, as the release builds it
 # (hack/lib/golang.sh: the release tags, the version stamps with -s -w). One difference: the
 # kubelet is not in KUBE_STATIC_BINARIES, so upstream's amd64 release has cgo on; here
@@ -289,7 +289,7 @@ component_goenv() {
 }
 # ---- end the kubelet ---------------------------------------------------------------------------
 
-# ---- device plugins (issue 40) ---------------------------------------------------------------
+# ---- device plugins ---------------------------------------------------------------
 # sample-device-plugin: k8s.io/kubernetes/test/images/sample-device-plugin at KUBERNETES_VERSION
 # (the e2e tests' plugin: resource example.com/resource, devices Dev-1 and Dev-2, Allocate
 # mounts /tmp/<id>), static (CGO_ENABLED=0), in the control plane's build module.

@@ -21,14 +21,14 @@ KUBERNETES_VERSION=v1.37.2
 # shellcheck disable=SC2034  # used by build.sh
 ETCD_VERSION=v3.7.0
 
-# ---- containerd 2.x (issue 35) -------------------------------------------------------------
+# ---- containerd 2.x -------------------------------------------------------------
 # containerd 2.x (module github.com/containerd/containerd/v2; containerd, its runc shim and ctr
 # are built from it, runc comes from Debian): the lab's second runtime (PICOLET_LAB_RUNTIME=
 # containerd2). v2.4.2 is the newest patch the proxy serves; its go.mod says `go 1.26.6` and
 # has no replace directives, so `go install pkg@v2.4.2` builds it with Go 1.26.
 # shellcheck disable=SC2034  # used by build.sh
 CONTAINERD2_VERSION=v2.4.2
-# runc for the containerd 2.x lab (issue 41): Debian's runc 1.1.5 has no idmapped mounts, so
+# runc for the containerd 2.x lab: Debian's runc 1.1.5 has no idmapped mounts, so
 # containerd 2.x cannot give pods user namespaces with it (`hostUsers: false`: runc >= 1.2).
 # v1.5.3 is the newest the proxy serves (module github.com/opencontainers/runc, a program;
 # `runc features` says mountExtensions.idmap enabled); built with cgo and libseccomp.
@@ -36,7 +36,7 @@ CONTAINERD2_VERSION=v2.4.2
 RUNC_VERSION=v1.5.3
 # ---- end containerd 2.x ----------------------------------------------------------------------
 
-# ---- CRI-O (issue 35 part B) -------------------------------------------------------------
+# ---- CRI-O -------------------------------------------------------------
 # CRI-O (module github.com/cri-o/cri-o, built as `crio` with its `pinns` helper): its minor
 # should match KUBERNETES_VERSION's (1.37), but the Go module proxy serves no v1.37.x (checked
 # 2026-12-04 with `go mod download -json github.com/cri-o/cri-o@v1.37.0` (.1, .2): "403 This
@@ -49,7 +49,7 @@ RUNC_VERSION=v1.5.3
 CRIO_VERSION=v1.36.3
 # ---- end CRI-O ---------------------------------------------------------------------------
 
-# ---- device plugins (issue 40) -------------------------------------------------------------
+# ---- device plugins -------------------------------------------------------------
 # The sample device plugin is built from k8s.io/kubernetes at KUBERNETES_VERSION (above).
 # smarter-device-manager is not served by the Go module proxy (checked 2026-12-05:
 # `go list -m -versions github.com/smarter-project/smarter-device-manager` and
