@@ -245,17 +245,40 @@ struct CheckpointFile {
     checksum: u32,
 }
 
+/// A checkpoint file that cannot be used (kubelet: the device manager goes on without it).
+#[derive(Debug)]
+enum CheckpointError {
+    Read(io::Error),
+    Decode(crate::api::JsonError),
+    Encode(serde_json::Error),
+    Checksum,
+}
+
+impl std::fmt::Display for CheckpointError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Read(e) => e.fmt(f),
+            Self::Decode(e) => e.fmt(f),
+            Self::Encode(e) => e.fmt(f),
+            Self::Checksum => f.write_str("checksum mismatch: the file is corrupt"),
+        }
+    }
+}
+
+impl std::error::Error for CheckpointError {}
+
 /// `Ok(None)`: no file.
-fn read_checkpoint(path: &Path) -> Result<Option<Checkpoint>, String> {
+fn read_checkpoint(path: &Path) -> Result<Option<Checkpoint>, CheckpointError> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(CheckpointError::Read(e)),
     };
-    let file: CheckpointFile = crate::api::from_json_slice(&bytes).map_err(|e| e.to_string())?;
-    let data = serde_json::to_vec(&file.data).map_err(|e| e.to_string())?;
+    let file: CheckpointFile =
+        crate::api::from_json_slice(&bytes).map_err(CheckpointError::Decode)?;
+    let data = serde_json::to_vec(&file.data).map_err(CheckpointError::Encode)?;
     if fnv1a32(&data) != file.checksum {
-        return Err("checksum mismatch: the file is corrupt".into());
+        return Err(CheckpointError::Checksum);
     }
     Ok(Some(file.data))
 }
@@ -731,7 +754,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(CHECKPOINT_FILE);
         std::fs::write(&path, br#"{"Data": {}, "Checksum": "x"}"#).unwrap();
-        let err = read_checkpoint(&path).unwrap_err();
+        let err = read_checkpoint(&path).unwrap_err().to_string();
         assert!(
             err.starts_with("Checksum: invalid type: string \"x\", expected u32"),
             "{err}"
@@ -742,7 +765,7 @@ mod tests {
     fn checkpoint_round_trip_and_corruption() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(CHECKPOINT_FILE);
-        assert_eq!(read_checkpoint(&path), Ok(None));
+        assert!(matches!(read_checkpoint(&path), Ok(None)));
         let mut state = DeviceState::default();
         state.register("example.com/dev", 1);
         state.set_devices("example.com/dev", 1, [("a".to_string(), true)]);
