@@ -47,7 +47,7 @@
 //! 2      config_data   api checkpoint clock kube local_tasks sort
 //! 2      eviction      api cri dir_listing local_tasks qos sort
 //! 2      images        clock cri local_tasks sort
-//! 2      probe         api grpc kube
+//! 2      probe         api clock grpc kube
 //! 2      recorder      api clock json kube
 //! 3      fieldpath     api config_data qos
 //! 3      manifest      api clock config_data qos sort

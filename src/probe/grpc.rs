@@ -13,7 +13,8 @@ use tonic::Code;
 use tonic::transport::{Channel, Endpoint, Uri};
 
 use super::tcp::dial;
-use super::{Verdict, go_duration, join_host_port};
+use super::{Verdict, join_host_port};
+use crate::clock::go_duration;
 
 crate::grpc::generated_module! {
     /// The generated `grpc.health.v1` messages, client and (with feature `fake-cri`, for

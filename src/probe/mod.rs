@@ -76,24 +76,9 @@ fn join_host_port(host: &str, port: u16) -> String {
     }
 }
 
-/// A timeout as Go prints a `time.Duration` (`1s`, `1.5s`, `500ms`), for the texts that
-/// upstream formats with `%v`. Not `clock::go_duration`: from one minute on it keeps
-/// seconds (`90s` where Go prints `1m30s`); the probe failure texts that carry it reach
-/// pod events, and switching would change them.
-fn go_duration(d: std::time::Duration) -> String {
-    if d.subsec_nanos() == 0 {
-        format!("{}s", d.as_secs())
-    } else if d.as_secs() == 0 {
-        format!("{}ms", d.as_millis())
-    } else {
-        format!("{}s", d.as_secs_f64())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn host_port() {
@@ -101,14 +86,5 @@ mod tests {
         assert_eq!(join_host_port("::1", 80), "[::1]:80");
         assert_eq!(join_host_port("[fd00::1]", 8080), "[fd00::1]:8080");
         assert_eq!(join_host_port("web.local", 443), "web.local:443");
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(go_duration(Duration::from_secs(1)), "1s");
-        assert_eq!(go_duration(Duration::from_millis(1500)), "1.5s");
-        assert_eq!(go_duration(Duration::from_millis(200)), "200ms");
-        // Where it differs from Go (`clock::go_duration`: `1m30s`).
-        assert_eq!(go_duration(Duration::from_secs(90)), "90s");
     }
 }
