@@ -3347,11 +3347,20 @@ async fn s_device_plugins() {
             || format!("d1 got no CDI device (env CDI_DEVICE and /tmp/CDI-…): {seen:?}"),
         );
     }
-    lab.check(lines(1) == first, || {
-        format!(
-            "the restarted container's devices differ: {first:?} then {:?}",
-            lines(1)
-        )
+    // The second container's line is in its log once the shim has copied it: Running comes
+    // first, so wait for the line (it lasts: the container sleeps after writing it).
+    let second = lab
+        .wait_for("d1's second container's line", secs(30), || async {
+            let l = lines(1);
+            if l.is_empty() {
+                Err("no line yet".to_string())
+            } else {
+                Ok(l)
+            }
+        })
+        .await;
+    lab.check(second == first, || {
+        format!("the restarted container's devices differ: {first:?} then {second:?}")
     });
     let allocations = |lab: &Lab| {
         lab.stderr()
