@@ -67,12 +67,14 @@ pub fn before_floor(now: UnixNanos) -> bool {
 /// A [`TokioClock`] whose wall time a test can set back or forward, as NTP's first step or
 /// an operator's `date` moves a board's clock without a real-time clock (timers, on
 /// tokio's monotonic clock, do not move).
+#[cfg(any(test, feature = "fakes"))]
 #[derive(Debug, Clone)]
 pub struct JumpClock {
     inner: TokioClock,
     offset: std::sync::Arc<std::sync::atomic::AtomicI64>,
 }
 
+#[cfg(any(test, feature = "fakes"))]
 impl JumpClock {
     pub fn new(base: UnixNanos) -> Self {
         JumpClock {
@@ -88,6 +90,7 @@ impl JumpClock {
     }
 }
 
+#[cfg(any(test, feature = "fakes"))]
 impl Clock for JumpClock {
     fn now(&self) -> UnixNanos {
         self.inner

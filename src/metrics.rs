@@ -52,10 +52,6 @@ impl Histogram {
         self.sum += seconds;
     }
 
-    pub fn count(&self) -> u64 {
-        self.counts.iter().sum()
-    }
-
     /// `name_bucket{labels,le=…}`, `name_sum`, `name_count`; `labels` is `k="v",…` or "".
     pub fn render(&self, out: &mut String, name: &str, labels: &str) {
         render_buckets(out, name, labels, self.bounds, &self.counts, self.sum);

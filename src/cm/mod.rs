@@ -62,6 +62,7 @@ pub struct Reserved {
 
 /// kubelet: the default `--eviction-hard` `memory.available<100Mi` (the daemon takes the
 /// parsed `--eviction-hard`; tests use this).
+#[cfg(test)]
 pub const DEFAULT_EVICTION_HARD_MEMORY: i64 = 100 << 20;
 
 /// Node allocatable (kubelet `GetNodeAllocatableReservation` subtracted from capacity).

@@ -60,6 +60,7 @@ impl std::fmt::Debug for ImageReclaim {
     }
 }
 /// kubelet: `evictionPressureTransitionPeriod` default.
+#[cfg(test)]
 pub const DEFAULT_PRESSURE_TRANSITION_PERIOD: Duration = Duration::from_secs(300);
 /// kubelet: `immediateEvictionGracePeriodSeconds` — the grace period of a hard eviction.
 pub const EVICTION_GRACE_SECONDS: i64 = 1;

@@ -42,6 +42,8 @@ pub use client::{
     Client, DeleteOptions, MAX_RESPONSE_BYTES, PatchKind, WatchStream, pod_path, query,
 };
 pub use error::ApiError;
-pub use http::{HttpClient, HttpResponse, clock_problem};
-pub use kubeconfig::{ClientConfig, Credentials};
-pub use tls::{CertSlot, decode_base64};
+pub use http::{HttpClient, clock_problem};
+pub use kubeconfig::ClientConfig;
+#[cfg(test)]
+pub use kubeconfig::Credentials;
+pub use tls::CertSlot;

@@ -91,12 +91,14 @@ impl Backoff {
     }
 
     /// Forget `key` (kubelet: `Backoff.Reset`).
+    #[cfg(test)]
     pub fn reset(&mut self, key: &str) {
         self.entries.remove(key);
     }
 
     /// Is less than the current delay elapsed since `event_time`? (kubelet:
     /// `IsInBackOffSince`; crash loops pass the container's `finishedAt`.)
+    #[cfg(test)]
     pub fn is_in_backoff_since(
         &mut self,
         key: &str,
@@ -134,6 +136,7 @@ impl Backoff {
 
     /// Is less than the current delay elapsed since the last failure was recorded?
     /// (kubelet: `IsInBackOffSinceUpdate`; used for image pulls with `now`.)
+    #[cfg(test)]
     pub fn is_in_backoff_since_update(&mut self, key: &str, now: UnixNanos) -> bool {
         self.remaining_since_update(key, now).is_some()
     }
@@ -159,10 +162,12 @@ impl Backoff {
             .retain(|_, e| now.saturating_sub(e.last_update) <= max.saturating_mul(2));
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -200,13 +205,6 @@ pub fn image_pull_key(pod_uid: &str, image: &str) -> String {
 pub struct PodBackoffs {
     pub crash_loop: Backoff,
     pub image_pull: Backoff,
-}
-
-impl PodBackoffs {
-    pub fn gc(&mut self, now: UnixNanos) {
-        self.crash_loop.gc(now);
-        self.image_pull.gc(now);
-    }
 }
 
 #[cfg(test)]

@@ -21,9 +21,6 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// The libcni cache directory of containerd and CRI-O (libcni's `CacheDir` default).
-pub const DEFAULT_CACHE_DIR: &str = "/var/lib/cni";
-
 /// Where the boot ID of picolet's last start is kept, under `--root-dir`.
 pub const BOOT_ID_FILE: &str = "boot_id";
 

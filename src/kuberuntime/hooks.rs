@@ -23,22 +23,6 @@ pub const HOOK_USER_AGENT: &str = "kube-lifecycle/1.34";
 /// The bound of an HTTP hook without a grace period to bound it (postStart).
 const HTTP_HOOK_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Which hook, for messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Hook {
-    PostStart,
-    PreStop,
-}
-
-impl Hook {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Hook::PostStart => "postStart",
-            Hook::PreStop => "preStop",
-        }
-    }
-}
-
 /// Why a hook failed (its text is the hook's failure message in logs and waiting reasons).
 #[derive(Debug)]
 pub enum HookError {

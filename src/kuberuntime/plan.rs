@@ -84,6 +84,7 @@ pub struct PodActions {
 
 impl PodActions {
     /// The first init container to start, if any (kubelet: `NextInitContainerToStart`).
+    #[cfg(test)]
     pub fn next_init_container_to_start(&self) -> Option<usize> {
         self.init_containers_to_start.first().copied()
     }
@@ -113,6 +114,7 @@ pub struct ProbeVerdicts {
 }
 
 /// kubelet: `computePodActions`, with no probe result yet.
+#[cfg(test)]
 pub fn compute_pod_actions(pod: &api::Pod, status: &PodRuntimeStatus) -> PodActions {
     compute_pod_actions_with_probes(pod, status, &ProbeVerdicts::default())
 }

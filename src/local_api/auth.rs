@@ -120,14 +120,6 @@ impl User {
     }
 }
 
-/// Who the request is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Caller {
-    /// picolet's local token: allowed everything (a deliberate difference).
-    LocalAdmin,
-    User(User),
-}
-
 /// The request's authorizer attributes (resource `nodes`, name = the node): the verb and
 /// the subresources to try in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

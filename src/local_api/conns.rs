@@ -109,10 +109,6 @@ impl Conns {
         self.open.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.open.is_empty()
-    }
-
     pub fn authenticated(&self) -> usize {
         self.open.values().filter(|c| c.authenticated).count()
     }

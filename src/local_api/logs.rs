@@ -839,6 +839,7 @@ fn read_existing<W: Write + ?Sized>(
 /// answers it without `follow` (kubelet: `ReadLogs`). Files are read up to their size when
 /// opened, in bounded chunks; missing files are skipped. Blocking file I/O: call it from
 /// `spawn_blocking`, or use [`follow`] with `follow: false`.
+#[cfg(test)]
 pub fn read_logs(
     files: &[PathBuf],
     opts: &LogOptions,

@@ -601,10 +601,12 @@ pub fn findings(pod: &Value) -> Vec<Finding> {
 }
 
 /// Why an extended resource is warned about (a build without the `device-plugins` feature).
+#[cfg(not(feature = "device-plugins"))]
 pub const EXTENDED_RESOURCE: &str = "an extended resource: admitted as the kubelet admits a static pod's, but no device plugin serves it on picolet, so the container runs without the device";
 
 /// kubelet: `IsExtendedResourceName` — a qualified name outside `kubernetes.io/`
 /// (`nvidia.com/gpu`, `smarter-devices/ttyUSB0`), not a `requests.` quota name.
+#[cfg(not(feature = "device-plugins"))]
 pub fn is_extended_resource(name: &str) -> bool {
     name.contains('/') && !name.contains("kubernetes.io/") && !name.starts_with("requests.")
 }

@@ -28,8 +28,6 @@ pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
 pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 const OCI_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
 const OCI_LAYER_TAR: &str = "application/vnd.oci.image.layer.v1.tar";
-const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
-const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
 
 /// Small JSON members are read during the one pass over the archive (manifests, indexes,
 /// configs); larger ones are blobs served by ranged reads.
@@ -465,14 +463,6 @@ fn docker(files: &Files, manifest: &[u8]) -> Result<Archive, ArchiveError> {
     crate::sort::sort_by_key(&mut a.blobs, |(d, _)| d.clone());
     a.blobs.dedup_by(|x, y| x.0 == y.0);
     Ok(a)
-}
-
-/// Whether `media_type` is one of a manifest or an index (what `/manifests/` serves).
-pub fn is_manifest_type(media_type: &str) -> bool {
-    matches!(
-        media_type,
-        OCI_INDEX | OCI_MANIFEST | DOCKER_LIST | DOCKER_MANIFEST
-    )
 }
 
 /// Docker's normalisation of an image name to `registry/repository:tag`, as the runtime

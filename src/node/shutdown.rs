@@ -27,8 +27,7 @@ pub const POD_MESSAGE: &str = "Pod was terminated in response to imminent node s
 /// kubelet: admission's refusal while the node shuts down.
 pub const ADMIT_REASON: &str = "NodeShutdown";
 pub const ADMIT_MESSAGE: &str = "Pod was rejected as the node is shutting down.";
-/// kubelet: the node event, and the Ready condition's message while shutting down.
-pub const NODE_EVENT_REASON: &str = "NodeShutdown";
+/// kubelet: the Ready condition's message while shutting down.
 pub const NODE_NOT_READY_MESSAGE: &str = "node is shutting down";
 
 /// One priority group: the pods whose priority is at least `min_priority` (and below the

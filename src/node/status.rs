@@ -35,7 +35,9 @@ use crate::clock::{self, Clock, UnixNanos};
 use crate::cri::{Runtime, RuntimeHealth, RuntimeVersion};
 use crate::kube::{ApiError, Backoff, Client, PatchKind};
 
-pub use crate::node::{LABEL_ARCH, LABEL_HOSTNAME, LABEL_OS, go_arch, parse_meminfo};
+#[cfg(test)]
+pub use crate::node::{LABEL_ARCH, LABEL_HOSTNAME, LABEL_OS};
+pub use crate::node::{go_arch, parse_meminfo};
 pub const LEASE_NAMESPACE: &str = "kube-node-lease";
 
 /// The `kubeletVersion` picolet reports: its own version, recognisable and valid semver.

@@ -22,7 +22,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use value::Kind;
-pub use value::{ValueError, parse_duration, parse_labels, parse_reserved};
+#[cfg(test)]
+pub use value::parse_duration;
+pub use value::{ValueError, parse_labels, parse_reserved};
 
 #[derive(Debug, thiserror::Error)]
 pub enum OptionsError {
@@ -234,6 +236,7 @@ pub struct Options {
 
 /// The image mirror's address the packages set (`imageMirrorAddress`): loopback, a port no
 /// Kubernetes component uses. picolet itself opens no port for it unless told.
+#[cfg(test)]
 pub const IMAGE_MIRROR_ADDRESS: &str = "127.0.0.1:10261";
 
 impl Default for Options {

@@ -9,7 +9,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::api::{ContainerState, ContainerStatus, Pod, PodStatus};
+#[cfg(test)]
+use crate::api::Pod;
+use crate::api::{ContainerState, ContainerStatus, PodStatus};
 
 #[derive(Debug, Clone, PartialEq)]
 struct Entry {
@@ -25,6 +27,7 @@ pub struct StatusManager {
 }
 
 impl StatusManager {
+    #[cfg(test)]
     pub fn new() -> Self {
         Self::default()
     }
@@ -80,16 +83,19 @@ impl StatusManager {
     }
 
     /// `(uid, full name, status)` of every pod, by UID.
+    #[cfg(test)]
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str, &PodStatus)> {
         self.pods
             .iter()
             .map(|(uid, e)| (uid.as_str(), e.full_name.as_str(), &*e.status))
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.pods.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.pods.is_empty()
     }
@@ -144,6 +150,7 @@ fn clear_state_times(state: &mut ContainerState) {
 /// The ready count is over regular containers; init containers are listed (as `init:<name>`)
 /// unless they completed successfully; a running regular container that is not ready reads
 /// `Running unready`.
+#[cfg(test)]
 pub fn summary(pod: &Pod, status: &PodStatus) -> String {
     summary_for(&pod.full_name(), status)
 }

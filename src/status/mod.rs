@@ -52,11 +52,13 @@ mod phase;
 #[cfg(feature = "apiserver")]
 pub mod status_sync;
 
-pub use crate::qos::{QosClass, pod_qos};
+pub use crate::qos::pod_qos;
 pub use conditions::{
     DISRUPTION_TARGET, need_to_reconcile_readiness, owned_by_kubelet, set_disruption_target,
 };
-pub use manager::{StatusManager, equal_apart_from_timestamps, summary};
+#[cfg(test)]
+pub use manager::summary;
+pub use manager::{StatusManager, equal_apart_from_timestamps};
 
 /// kubelet: `activeDeadlineHandler` — where the pod stands against
 /// `spec.activeDeadlineSeconds`, counted from `status.startTime`.
@@ -133,6 +135,7 @@ pub struct StatusOptions<'a> {
 ///
 /// `previous` is the last status computed for this UID (from [`StatusManager::get`]); when
 /// `None`, the pod's own `status` (from its manifest or the apiserver) stands in for it.
+#[cfg(test)]
 pub fn compute_pod_status(
     pod: &Pod,
     observed: &PodRuntimeStatus,

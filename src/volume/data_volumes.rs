@@ -31,7 +31,7 @@ pub struct VolumeError {
     pub message: String,
 }
 
-pub use crate::volume::mounts::{TMPFS_PLUGIN_DIRS, plugin_dir, volume_dir};
+pub use crate::volume::mounts::{plugin_dir, volume_dir};
 
 /// The name of a new volume version (kubelet: `..2006_01_02_15_04_05.<random>`), from the
 /// wall clock: `2026_12_01_19_30_00.123456789`.

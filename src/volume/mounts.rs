@@ -146,6 +146,7 @@ impl Tmpfs for SysTmpfs {
 }
 
 /// Records mounts instead of making them (the directory stays a plain one).
+#[cfg(test)]
 #[derive(Default)]
 pub struct FakeTmpfs {
     pub mounted: std::sync::Mutex<Vec<(PathBuf, Option<u64>)>>,
@@ -153,6 +154,7 @@ pub struct FakeTmpfs {
     pub access: std::sync::Mutex<Vec<TmpfsAccess>>,
 }
 
+#[cfg(test)]
 impl Tmpfs for FakeTmpfs {
     fn mount(&self, dir: &Path, size: Option<u64>, access: TmpfsAccess) -> io::Result<()> {
         self.mounted

@@ -123,6 +123,7 @@ pub async fn refresh_after_sync<R: Runtime>(
 /// from the two list calls only (no per-object status: cheap enough for the 1 s relist).
 /// `ip`/`network` of sandboxes and exit details of containers are therefore unknown.
 /// Pods are ordered newest first.
+#[cfg(test)]
 pub async fn list_runtime_pods<R: Runtime>(rt: &R) -> Result<Vec<PodRuntimeStatus>, CriError> {
     let all = ListFilter::default();
     let sandboxes = rt.list_pod_sandboxes(&all).await?;

@@ -26,14 +26,17 @@ mod kill;
 pub mod resize;
 mod sandbox;
 
+pub use container::fill_termination_messages;
+#[cfg(test)]
+pub use container::restart_count_from_log_dir;
 use container::*;
-pub use container::{fill_termination_messages, restart_count_from_log_dir};
 use image::*;
+#[cfg(test)]
+pub use inspect::list_runtime_pods;
 pub(crate) use inspect::regroup;
-pub use inspect::{get_pod_status, list_runtime_pods, refresh_after_sync, relist_runtime_pods};
+pub use inspect::{get_pod_status, refresh_after_sync, relist_runtime_pods};
 use kill::*;
 pub use kill::{cleanup_pod, kill_pod};
-pub use sandbox::is_network_not_ready;
 use sandbox::*;
 
 use std::path::{Path, PathBuf};
@@ -368,11 +371,13 @@ impl PodSyncResult {
     }
 
     /// The result for a container name, if the plan tried to start it.
+    #[cfg(test)]
     pub fn container(&self, name: &str) -> Option<&ContainerSyncResult> {
         self.containers.iter().find(|c| c.name == name)
     }
 
     /// The waiting reason and message for a container name, if it is waiting.
+    #[cfg(test)]
     pub fn waiting(&self, name: &str) -> Option<(WaitingReason, &str)> {
         match &self.container(name)?.outcome {
             StartOutcome::Waiting { reason, message } => Some((*reason, message.as_str())),

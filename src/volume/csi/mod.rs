@@ -141,11 +141,6 @@ impl Registry {
         self.with(|s| s.drivers.get(name).cloned())
     }
 
-    /// The registered driver names.
-    pub fn names(&self) -> Vec<String> {
-        self.with(|s| s.drivers.keys().cloned().collect())
-    }
-
     /// Registers (or replaces) a driver.
     pub fn insert(&self, driver: Driver) {
         self.with(|s| s.drivers.insert(driver.name.clone(), driver));
