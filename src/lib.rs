@@ -131,16 +131,19 @@
 // No production function over 120 lines (clippy.toml): a long flow reads as its numbered
 // steps, each a named function. Tests (cfg(test), tests/) and the fakes are left out.
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
+// What is not exported below is `pub(crate)`: the front door stays the only door.
+#![warn(unreachable_pub)]
 // A build without some of the default features leaves parts of the others' code unused
-// (device plugins' model without `device-plugins`, the CLI's tables without `apiserver`):
-// dead code is checked where every feature is on (CI's clippy `--all-features`).
+// (device plugins' model without `device-plugins`, the CLI's tables without `apiserver`)
+// or unexported: dead code and visibility are checked where every feature is on (CI's
+// clippy `--all-features`).
 #![cfg_attr(
     not(all(
         feature = "apiserver",
         feature = "image-mirror",
         feature = "device-plugins"
     )),
-    allow(dead_code, unused_imports)
+    allow(dead_code, unused_imports, unreachable_pub)
 )]
 
 mod admission;

@@ -23,18 +23,18 @@
 //! The API is read-only (a static pod is changed by editing its manifest), except for the
 //! streams into running pods that `kubectl exec`, `attach` and `port-forward` open.
 
-pub mod auth;
-pub mod certs;
-pub mod conns;
-pub mod logs;
-pub mod printers;
+pub(crate) mod auth;
+pub(crate) mod certs;
+pub(crate) mod conns;
+pub(crate) mod logs;
+pub(crate) mod printers;
 mod response;
-pub mod select;
-pub mod server;
-pub mod stats;
-pub mod stream;
-pub mod token;
-pub mod view;
+pub(crate) mod select;
+pub(crate) mod server;
+pub(crate) mod stats;
+pub(crate) mod stream;
+pub(crate) mod token;
+pub(crate) mod view;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
@@ -120,7 +120,7 @@ impl LocalApiOptions {
 
 /// The serving certificate and the token, made on first start (the kubeconfig is written
 /// on every start: the address may have changed).
-pub struct Credentials {
+pub(crate) struct Credentials {
     pub tls: Arc<rustls::ServerConfig>,
     pub token: Token,
 }
@@ -145,7 +145,7 @@ fn read(path: &Path) -> Result<Option<Vec<u8>>, LocalApiError> {
 
 /// Loads or makes the certificate and the token, writes the kubeconfig. Blocking file I/O:
 /// called once at start, before the loop runs.
-pub fn prepare(
+pub(crate) fn prepare(
     opts: &LocalApiOptions,
     now: crate::clock::UnixNanos,
 ) -> Result<Credentials, LocalApiError> {
