@@ -28,7 +28,7 @@
 //! The fake serves `GetContainerEvents` (evented PLEG, as containerd ≥ 1.7); `--no-events`
 //! makes it answer Unimplemented, as containerd 1.6 does (picolet then relists every 1 s).
 //!
-//! The fake CRI server (`picolet::cri::fake_cri`) runs in THIS process, on its own
+//! The fake CRI server (`picolet::fakes::FakeCri`) runs in THIS process, on its own
 //! current-thread tokio runtime, so its memory and CPU are never counted as picolet's; the
 //! measured binary is a separate `picolet run` child process.
 //!
@@ -47,13 +47,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use futures_util::future::join_all;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use picolet::cri::client::CriRuntime;
-use picolet::cri::fake_cri::{FakeCri, FakeCriHandle, Fault, Method};
-use picolet::cri::{ContainerState, ListFilter, Runtime, SandboxState};
-use picolet::kuberuntime::cri_config as rtconfig;
-use picolet::kuberuntime::cri_config::SandboxParams;
-use picolet::kuberuntime::labels::{POD_NAMESPACE_LABEL, POD_UID_LABEL};
-use picolet::manifest;
+use picolet::{
+    ContainerState, CriRuntime, ListFilter, NodeParams, POD_NAMESPACE_LABEL, POD_UID_LABEL,
+    Runtime, SOURCE_FILE, SandboxParams, SandboxState, container_config,
+    fakes::{CriMethod as Method, FakeCri, FakeCriHandle, Fault},
+    load_manifest, parse_resolv_conf, sandbox_config,
+};
 
 #[path = "../tests/common/hostile.rs"]
 mod hostile;
@@ -728,7 +727,7 @@ fn events_per_flag(fake: &FakeCriHandle, args: &Args) -> &'static str {
         fake.inject(
             Method::GetContainerEvents,
             Fault::fail(
-                picolet::cri::fake_cri::Code::Unimplemented,
+                picolet::fakes::Code::Unimplemented,
                 "unknown method GetContainerEvents",
             ),
         );
@@ -798,7 +797,7 @@ async fn hostile(args: &Args) -> Res<()> {
         let mut outcome = String::new();
         for _ in 0..reps {
             let t = Instant::now();
-            let r = manifest::load(name, &bytes, NODE, manifest::SOURCE_FILE, 0);
+            let r = load_manifest(name, &bytes, NODE, SOURCE_FILE, 0);
             best = best.min(t.elapsed());
             outcome = match r {
                 Ok(_) => "accepted?!".to_string(),
@@ -822,7 +821,7 @@ async fn hostile(args: &Args) -> Res<()> {
         {
             let bytes = fs::read(entry.path()).map_err(|e| format!("{e}"))?;
             let t = Instant::now();
-            let _ = manifest::load("fuzz.yaml", &bytes, NODE, manifest::SOURCE_FILE, 0);
+            let _ = load_manifest("fuzz.yaml", &bytes, NODE, SOURCE_FILE, 0);
             let took = t.elapsed();
             n += 1;
             if took > slowest.0 {
@@ -2044,11 +2043,11 @@ async fn raw_start(rt: &CriRuntime, n: usize) -> Res<RawStart> {
         .map_err(|e| format!("tempdir: {e}"))?;
     let host_dns = fs::read_to_string("/etc/resolv.conf")
         .ok()
-        .map(|t| rtconfig::parse_resolv_conf(&t));
+        .map(|t| parse_resolv_conf(&t));
     let mut pods = Vec::new();
     for i in 0..n {
         let path = format!("/bench/{}.yaml", pod_name(i));
-        let loaded = manifest::load(
+        let loaded = load_manifest(
             &path,
             manifest_yaml(i, 1).as_bytes(),
             NODE,
@@ -2063,7 +2062,7 @@ async fn raw_start(rt: &CriRuntime, n: usize) -> Res<RawStart> {
         let logs = logs.path();
         let host_dns = host_dns.as_ref();
         async move {
-            let node = rtconfig::NodeParams {
+            let node = NodeParams {
                 seccomp_root: Path::new("/var/lib/picolet/seccomp"),
                 seccomp_default: false,
                 memory_capacity: 1 << 30,
@@ -2078,12 +2077,11 @@ async fn raw_start(rt: &CriRuntime, n: usize) -> Res<RawStart> {
                 host_dns,
                 node,
             };
-            let sb_cfg = rtconfig::sandbox_config(pod, 0, params);
+            let sb_cfg = sandbox_config(pod, 0, params);
             fs::create_dir_all(&sb_cfg.log_directory).map_err(|e| e.to_string())?;
             let c = &pod.spec.containers[0];
-            let c_cfg =
-                rtconfig::container_config(pod, c, 0, "", Vec::new(), node, &Default::default())
-                    .map_err(|e| e.to_string())?;
+            let c_cfg = container_config(pod, c, 0, "", Vec::new(), node, &Default::default())
+                .map_err(|e| e.to_string())?;
             // The container's own log directory (`<pod dir>/<name>/`), as picolet makes it:
             // CRI-O's conmon does not create it (containerd does).
             if let Some(dir) = Path::new(&c_cfg.log_path).parent() {

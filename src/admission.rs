@@ -58,17 +58,17 @@ pub struct Admission {
 
 /// The status reason for a pod refused by the field policy (picolet's own; the kubelet has
 /// no such check because it implements every field).
-pub const REASON_UNSUPPORTED: &str = "UnsupportedField";
+pub(crate) const REASON_UNSUPPORTED: &str = "UnsupportedField";
 /// kubelet: `NodeAffinity` predicate failure.
-pub const REASON_NODE_AFFINITY: &str = "NodeAffinity";
+pub(crate) const REASON_NODE_AFFINITY: &str = "NodeAffinity";
 /// kubelet: `PodOSNotSupported` (lifecycle/predicate.go), a pod whose `spec.os.name` is not
 /// the node's.
-pub const REASON_POD_OS: &str = "PodOSNotSupported";
+pub(crate) const REASON_POD_OS: &str = "PodOSNotSupported";
 /// kubelet: the `NodeName` plugin.
-pub const REASON_NODE_NAME: &str = "NodeName";
+pub(crate) const REASON_NODE_NAME: &str = "NodeName";
 /// kubelet: the `NodePorts` plugin ("node(s) didn't have free ports for the requested pod
 /// ports").
-pub const REASON_NODE_PORTS: &str = "NodePorts";
+pub(crate) const REASON_NODE_PORTS: &str = "NodePorts";
 
 /// kubelet: `canAdmitPod`. `admitted`: the pods admitted before and still active (kubelet:
 /// `filterOutInactivePods`), for resources and host ports.
@@ -265,7 +265,7 @@ fn requirement(r: &serde_json::Value, have: Option<&str>) -> Result<(), Requirem
 /// Why the node does not satisfy the pod's required node affinity (or what in its terms is
 /// malformed): the text of the `NodeAffinity` rejection.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AffinityError {
+pub(crate) enum AffinityError {
     /// `nodeSelectorTerms` is empty.
     NoTerms,
     /// No term matches: why each one fails, in order.
@@ -274,7 +274,7 @@ pub enum AffinityError {
 
 /// Why one `NodeSelectorTerm` does not match.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TermError {
+pub(crate) enum TermError {
     /// Neither `matchExpressions` nor `matchFields`.
     Empty,
     /// A `matchFields` key other than `metadata.name`.
@@ -287,7 +287,7 @@ pub enum TermError {
 
 /// Why one `NodeSelectorRequirement` does not hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RequirementError {
+pub(crate) enum RequirementError {
     /// `Gt`/`Lt` without one integer value and an integer label.
     NeedsIntegers {
         op: String,
@@ -406,7 +406,7 @@ fn resources(pod: &Pod, node: &NodeInfo, others: &[&&Pod]) -> Option<Rejection> 
 /// kubelet: `PodRequests` — the pod-level requests when set, else the sum over regular
 /// containers and sidecars, or the largest init container's if that is more; a request left
 /// out is its limit (API defaulting). (cpu millicores, memory bytes)
-pub fn pod_requests(pod: &Pod) -> (i64, i64) {
+pub(crate) fn pod_requests(pod: &Pod) -> (i64, i64) {
     (
         crate::qos::pod_request(pod, "cpu"),
         crate::qos::pod_request(pod, "memory"),
@@ -472,7 +472,7 @@ fn node_selector_mismatch(pod: &Pod, node: &NodeInfo) -> Option<Vec<String>> {
 // Sysctls (kubelet: `sysctl.patternAllowlist`, the admit handler before the predicates)
 
 /// kubelet: `sysctl.ForbiddenReason`.
-pub const REASON_SYSCTL_FORBIDDEN: &str = "SysctlForbidden";
+pub(crate) const REASON_SYSCTL_FORBIDDEN: &str = "SysctlForbidden";
 
 /// The kernel namespace a sysctl belongs to (kubelet: component-helpers' `sysctl.Namespace`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -492,7 +492,7 @@ impl SysctlNamespace {
 
 /// kubelet: `SafeSysctlAllowlist` — namespaced and isolated; the last three only on the
 /// kernels that namespace them (3.16, 4.15, 4.15).
-pub fn safe_sysctls(kernel: Option<(u32, u32)>) -> Vec<&'static str> {
+pub(crate) fn safe_sysctls(kernel: Option<(u32, u32)>) -> Vec<&'static str> {
     let mut out = vec![
         "kernel.shm_rmid_forced",
         "net.ipv4.ip_local_port_range",
@@ -517,7 +517,7 @@ pub fn safe_sysctls(kernel: Option<(u32, u32)>) -> Vec<&'static str> {
 }
 
 /// The kernel's `major.minor` from `uname -r` text (`6.1.0-27-arm64` → (6, 1)).
-pub fn kernel_version(release: &str) -> Option<(u32, u32)> {
+pub(crate) fn kernel_version(release: &str) -> Option<(u32, u32)> {
     let mut parts = release.trim().split(['.', '-']);
     let major = parts.next()?.parse().ok()?;
     let minor = parts.next()?.parse().ok()?;

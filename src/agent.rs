@@ -67,8 +67,9 @@ use crate::pleg::{self, PlegMessage};
 use crate::pod_config::{PodConfig, PodOp, PodUpdate};
 use crate::pod_manager::PodManager;
 use crate::pod_manager::is_mirror_pod;
+pub(crate) use crate::pod_sync::KubeletSyncer;
+pub use crate::pod_sync::TERMINATION_STEPS_IN_FLIGHT;
 use crate::pod_sync::{Changed, PodState, SyncRequest};
-pub use crate::pod_sync::{KubeletSyncer, TERMINATION_STEPS_IN_FLIGHT};
 use crate::pod_workers::{
     Outcome, PodWorkers, UpdatePodOptions, UpdateType, WorkKind, WorkerEvent,
 };
@@ -83,7 +84,7 @@ const HOUSEKEEPING_PERIOD: Duration = Duration::from_secs(2);
 
 /// What the loop reads and who it tells (the daemon builds them).
 #[derive(Debug)]
-pub struct Channels {
+pub(crate) struct Channels {
     /// Every pod source that sends on `updates` (`"file"` first): `sources_ready` waits
     /// for all of them.
     pub sources: Vec<&'static str>,
@@ -115,7 +116,7 @@ pub struct Channels {
 /// The long-running tasks beside the loop, which the daemon (the one wiring place) starts,
 /// and what the loop keeps of each: the CSI registration watcher, the prober's workers, the
 /// cgroup worker, the PLEG and the eviction manager's measuring task.
-pub struct Tasks<R: Runtime, C: Clock> {
+pub(crate) struct Tasks<R: Runtime, C: Clock> {
     /// The registered CSI drivers, and each new registration's driver name.
     pub csi: crate::volume::csi::Registry,
     pub csi_drivers: mpsc::UnboundedReceiver<String>,
@@ -185,7 +186,7 @@ pub struct AgentConfig {
 
 /// The event loop and its context, built by the caller (the daemon) and handed to [`run`]:
 /// the loop's state and the receivers it reads.
-pub struct Agent<R: Runtime, C: Clock> {
+pub(crate) struct Agent<R: Runtime, C: Clock> {
     state: Loop<R, C>,
     inputs: Inputs,
     /// `--watchdog-device`, opened when the loop starts.
@@ -196,7 +197,7 @@ impl<R: Runtime, C: Clock> Agent<R, C> {
     /// The loop over `runtime` and `clock` with what the daemon built: its configuration,
     /// its channels and the tasks beside it (tests build it the same way, through the
     /// daemon's `run_with_extensions`).
-    pub fn new(
+    pub(crate) fn new(
         runtime: R,
         clock: C,
         cfg: AgentConfig,
@@ -349,7 +350,7 @@ fn new_syncer<R: Runtime, C: Clock>(
 
 /// The loop (kubelet: `Kubelet.Run` → `syncLoop`) until `shutdown`. Must be called inside
 /// a `LocalSet`.
-pub async fn run<R: Runtime, C: Clock>(agent: Agent<R, C>, shutdown: CancellationToken) {
+pub(crate) async fn run<R: Runtime, C: Clock>(agent: Agent<R, C>, shutdown: CancellationToken) {
     let Agent {
         mut state,
         mut inputs,

@@ -32,23 +32,23 @@ const RESIZABLE: [&str; 2] = ["cpu", "memory"];
 
 /// The feature `in-place-resize` is built in: without it nothing here runs (each entry point
 /// checks this constant, so the code goes from the binary).
-pub const ENABLED: bool = cfg!(feature = "in-place-resize");
+pub(crate) const ENABLED: bool = cfg!(feature = "in-place-resize");
 
 /// kubelet: the condition types and reasons of a resize.
-pub const POD_RESIZE_PENDING: &str = "PodResizePending";
-pub const POD_RESIZE_IN_PROGRESS: &str = "PodResizeInProgress";
-pub const REASON_INFEASIBLE: &str = "Infeasible";
-pub const REASON_DEFERRED: &str = "Deferred";
-pub const REASON_ERROR: &str = "Error";
+pub(crate) const POD_RESIZE_PENDING: &str = "PodResizePending";
+pub(crate) const POD_RESIZE_IN_PROGRESS: &str = "PodResizeInProgress";
+pub(crate) const REASON_INFEASIBLE: &str = "Infeasible";
+pub(crate) const REASON_DEFERRED: &str = "Deferred";
+pub(crate) const REASON_ERROR: &str = "Error";
 
 /// What picolet created a container with (its cpu and memory, JSON): the actuated values
 /// until an `UpdateContainerResources` changes them (kubelet: the actuated state).
-pub const RESOURCES_ANNOTATION: &str = "io.picolet.container.resources";
+pub(crate) const RESOURCES_ANNOTATION: &str = "io.picolet.container.resources";
 
 /// A container's cpu and memory as numbers (kubelet: kuberuntime's `resourceRequirements`):
 /// millicores and bytes, 0 when unset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Amounts {
+pub(crate) struct Amounts {
     pub cpu_request: i64,
     pub cpu_limit: i64,
     pub memory_request: i64,
@@ -56,7 +56,7 @@ pub struct Amounts {
 }
 
 impl Amounts {
-    pub fn of(r: Option<&ResourceRequirements>) -> Self {
+    pub(crate) fn of(r: Option<&ResourceRequirements>) -> Self {
         let get = |limits: bool, name: &str| {
             r.and_then(|r| if limits { &r.limits } else { &r.requests }.get(name))
                 .and_then(|q| q.scaled(crate::qos::scale_of(name)))
@@ -72,7 +72,7 @@ impl Amounts {
 }
 
 /// Only the cpu and memory entries of `r` (what resizes).
-pub fn cpu_memory(r: Option<&ResourceRequirements>) -> ResourceRequirements {
+pub(crate) fn cpu_memory(r: Option<&ResourceRequirements>) -> ResourceRequirements {
     let keep = |m: &BTreeMap<String, crate::api::Quantity>| {
         crate::sort::collect_map(
             m.iter()
@@ -94,7 +94,7 @@ fn is_empty(r: &ResourceRequirements) -> bool {
 /// A short table by key (pod UIDs): searched in order, so that no hash map type per value
 /// type is in the binary (a few KB each); the tables here hold one entry per running pod.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ByKey<T>(Vec<(String, T)>);
+pub(crate) struct ByKey<T>(Vec<(String, T)>);
 
 impl<T> Default for ByKey<T> {
     fn default() -> Self {
@@ -103,16 +103,16 @@ impl<T> Default for ByKey<T> {
 }
 
 impl<T: Default> ByKey<T> {
-    pub fn get(&self, key: &str) -> Option<&T> {
+    pub(crate) fn get(&self, key: &str) -> Option<&T> {
         self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
 
-    pub fn get_mut(&mut self, key: &str) -> Option<&mut T> {
+    pub(crate) fn get_mut(&mut self, key: &str) -> Option<&mut T> {
         self.0.iter_mut().find(|(k, _)| k == key).map(|(_, v)| v)
     }
 
     /// The entry of `key`, made (default) if missing.
-    pub fn entry(&mut self, key: &str) -> &mut T {
+    pub(crate) fn entry(&mut self, key: &str) -> &mut T {
         let i = match self.0.iter().position(|(k, _)| k == key) {
             Some(i) => i,
             None => {
@@ -123,7 +123,7 @@ impl<T: Default> ByKey<T> {
         &mut self.0[i].1
     }
 
-    pub fn remove(&mut self, key: &str) {
+    pub(crate) fn remove(&mut self, key: &str) {
         if let Some(i) = self.0.iter().position(|(k, _)| k == key) {
             self.0.swap_remove(i);
         }
@@ -132,15 +132,15 @@ impl<T: Default> ByKey<T> {
 
 /// Requirements by name (containers; updated container IDs). A short list, searched in
 /// order: no map type of its own in the binary.
-pub type Named = Vec<(String, ResourceRequirements)>;
+pub(crate) type Named = Vec<(String, ResourceRequirements)>;
 
 /// The requirements of `name` in `list`.
-pub fn named<'a>(list: &'a Named, name: &str) -> Option<&'a ResourceRequirements> {
+pub(crate) fn named<'a>(list: &'a Named, name: &str) -> Option<&'a ResourceRequirements> {
     list.iter().find(|(n, _)| n == name).map(|(_, r)| r)
 }
 
 /// Sets `name`'s requirements in `list`.
-pub fn set_named(list: &mut Named, name: &str, r: ResourceRequirements) {
+pub(crate) fn set_named(list: &mut Named, name: &str, r: ResourceRequirements) {
     match list.iter_mut().find(|(n, _)| n == name) {
         Some(e) => e.1 = r,
         None => list.push((name.to_string(), r)),
@@ -149,7 +149,7 @@ pub fn set_named(list: &mut Named, name: &str, r: ResourceRequirements) {
 
 /// Requirements as JSON (`{"limits": {...}, "requests": {...}}`), by hand: serde's code for
 /// it through another serializer or deserializer would be binary size for nothing.
-pub fn rr_to_json(r: &ResourceRequirements) -> Value {
+pub(crate) fn rr_to_json(r: &ResourceRequirements) -> Value {
     let side = |m: &BTreeMap<String, crate::api::Quantity>| {
         let mut o = serde_json::Map::new();
         for (k, q) in m {
@@ -167,7 +167,7 @@ pub fn rr_to_json(r: &ResourceRequirements) -> Value {
 }
 
 /// [`rr_to_json`] read back (`None`: not an object).
-pub fn rr_of_json(v: &Value) -> Option<ResourceRequirements> {
+pub(crate) fn rr_of_json(v: &Value) -> Option<ResourceRequirements> {
     let side = |k: &str| {
         let mut m = BTreeMap::new();
         for (n, q) in v.get(k).and_then(Value::as_object).into_iter().flatten() {
@@ -188,7 +188,7 @@ pub fn rr_of_json(v: &Value) -> Option<ResourceRequirements> {
 }
 
 /// `{name: requirements}` as JSON.
-pub fn named_to_json(list: &Named) -> Value {
+pub(crate) fn named_to_json(list: &Named) -> Value {
     let mut o = serde_json::Map::new();
     for (n, r) in list {
         o.insert(n.clone(), rr_to_json(r));
@@ -197,7 +197,7 @@ pub fn named_to_json(list: &Named) -> Value {
 }
 
 /// [`named_to_json`] read back (what does not decode is left out).
-pub fn named_of_json(v: &Value) -> Named {
+pub(crate) fn named_of_json(v: &Value) -> Named {
     v.as_object()
         .into_iter()
         .flatten()
@@ -208,13 +208,13 @@ pub fn named_of_json(v: &Value) -> Named {
 /// What was allocated to one pod: its pod-level and its containers' cpu and memory
 /// (containers without any are left out).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct PodAllocation {
+pub(crate) struct PodAllocation {
     pub pod: Option<ResourceRequirements>,
     pub containers: Named,
 }
 
 impl PodAllocation {
-    pub fn of(pod: &Pod) -> Self {
+    pub(crate) fn of(pod: &Pod) -> Self {
         let containers = pod
             .spec
             .containers
@@ -231,7 +231,7 @@ impl PodAllocation {
     }
 
     /// The same amounts (quantities compared by value: `1` is `1000m`).
-    pub fn same(&self, other: &Self) -> bool {
+    pub(crate) fn same(&self, other: &Self) -> bool {
         let names = self.containers.iter().chain(&other.containers);
         Amounts::of(self.pod.as_ref()) == Amounts::of(other.pod.as_ref())
             && names.into_iter().all(|(n, _)| {
@@ -258,13 +258,13 @@ impl PodAllocation {
 
 /// Whether a pod can ever resize in place: from the apiserver, and not BestEffort (a resize
 /// may not change the QoS class, and a BestEffort pod has nothing to change).
-pub fn resizable(pod: &Pod) -> bool {
+pub(crate) fn resizable(pod: &Pod) -> bool {
     ENABLED && !pod.is_static() && crate::qos::pod_qos(pod) != crate::qos::QosClass::BestEffort
 }
 
 /// The pod as allocated (kubelet: `UpdatePodFromAllocation`): `alloc`'s cpu and memory in
 /// place of the pod's own; `None` when they are the same.
-pub fn apply(pod: &Pod, alloc: &PodAllocation) -> Option<Pod> {
+pub(crate) fn apply(pod: &Pod, alloc: &PodAllocation) -> Option<Pod> {
     if PodAllocation::of(pod).same(alloc) {
         return None;
     }
@@ -294,7 +294,7 @@ pub fn apply(pod: &Pod, alloc: &PodAllocation) -> Option<Pod> {
 /// The resizes refused outright, whatever else runs (kubelet: the resize admit handler,
 /// reason `Infeasible`): a static pod, a pod-level change, more than the node can give.
 /// `allocatable` is the node's cpu (millicores) and memory (bytes).
-pub fn infeasible(
+pub(crate) fn infeasible(
     pod: &Pod,
     allocated: &PodAllocation,
     allocatable: (i64, i64),
@@ -350,7 +350,7 @@ fn swap_involved(pod: &Pod, allocated: &PodAllocation, swap: &crate::qos::NodeSw
 }
 
 /// The container's `resizePolicy` restarts it when `resource` changes.
-pub fn restarts_on(c: &Container, resource: &str) -> bool {
+pub(crate) fn restarts_on(c: &Container, resource: &str) -> bool {
     let policies = c.resize_policy.as_ref().and_then(|v| v.as_array());
     policies.into_iter().flatten().any(|p| {
         p.get("resourceName").and_then(|v| v.as_str()) == Some(resource)
@@ -360,7 +360,7 @@ pub fn restarts_on(c: &Container, resource: &str) -> bool {
 
 /// kubelet: the resize events' message (`podResizeMessage`): the prefix, then the
 /// containers' resources and the generation as JSON.
-pub fn event_message(prefix: &str, pod: &Pod, generation: i64, error: &str) -> String {
+pub(crate) fn event_message(prefix: &str, pod: &Pod, generation: i64, error: &str) -> String {
     let list = |cs: &[Container]| {
         cs.iter()
             .map(|c| {
@@ -385,12 +385,14 @@ pub fn event_message(prefix: &str, pod: &Pod, generation: i64, error: &str) -> S
 }
 
 /// The container's cpu and memory for [`RESOURCES_ANNOTATION`].
-pub fn annotation(c: &Container) -> String {
+pub(crate) fn annotation(c: &Container) -> String {
     rr_to_json(&cpu_memory(c.resources.as_ref())).to_string()
 }
 
 /// What [`RESOURCES_ANNOTATION`] says (`None`: missing or unreadable).
-pub fn from_annotation(annotations: &BTreeMap<String, String>) -> Option<ResourceRequirements> {
+pub(crate) fn from_annotation(
+    annotations: &BTreeMap<String, String>,
+) -> Option<ResourceRequirements> {
     rr_of_json(&read_json(
         annotations.get(RESOURCES_ANNOTATION)?.as_bytes(),
     )?)
@@ -420,7 +422,7 @@ pub(crate) fn write_file(path: &Path, value: &Value) {
 /// The allocations of the pods that can resize, kept in one file (kubelet:
 /// `allocated_pods_state`), written whenever one changes.
 #[derive(Debug, Default)]
-pub struct Checkpoint {
+pub(crate) struct Checkpoint {
     path: PathBuf,
     /// By pod UID.
     pods: Vec<(String, PodAllocation)>,
@@ -428,7 +430,7 @@ pub struct Checkpoint {
 
 impl Checkpoint {
     /// Reads the file; a missing one is empty, an unreadable one is logged and replaced.
-    pub fn load(path: &Path) -> Self {
+    pub(crate) fn load(path: &Path) -> Self {
         let pods = match std::fs::read(path).map(|b| read_json(&b)) {
             Ok(Some(Value::Object(o))) => o
                 .iter()
@@ -446,12 +448,12 @@ impl Checkpoint {
         }
     }
 
-    pub fn get(&self, uid: &str) -> Option<&PodAllocation> {
+    pub(crate) fn get(&self, uid: &str) -> Option<&PodAllocation> {
         self.pods.iter().find(|(u, _)| u == uid).map(|(_, a)| a)
     }
 
     /// Records a pod's allocation (`None`: forgets it); the file is written on a change.
-    pub fn set(&mut self, uid: &str, alloc: Option<PodAllocation>) {
+    pub(crate) fn set(&mut self, uid: &str, alloc: Option<PodAllocation>) {
         let at = self.pods.iter().position(|(u, _)| u == uid);
         let changed = match (alloc, at) {
             (Some(a), Some(i)) => std::mem::replace(&mut self.pods[i].1, a) != self.pods[i].1,
@@ -471,7 +473,7 @@ impl Checkpoint {
     }
 
     /// Forgets every pod `keep` does not name (kubelet: `RemoveOrphanedPods`).
-    pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
+    pub(crate) fn retain(&mut self, keep: impl Fn(&str) -> bool) {
         let before = self.pods.len();
         self.pods.retain(|(uid, _)| keep(uid));
         if self.pods.len() != before {
@@ -494,7 +496,7 @@ impl Checkpoint {
 /// A pod's resize conditions (kubelet: the status manager's `podResizeState`), and what
 /// its running containers run with, by name (for `containerStatuses[].resources`).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ResizeState {
+pub(crate) struct ResizeState {
     pub pending: Option<PodCondition>,
     pub in_progress: Option<PodCondition>,
     pub actual: Named,
@@ -527,7 +529,7 @@ fn condition(
 impl ResizeState {
     /// kubelet: `SetPodResizePendingCondition` — any reason but Infeasible reads Deferred.
     /// Whether the reason or generation changed (an event is due).
-    pub fn set_pending(
+    pub(crate) fn set_pending(
         &mut self,
         reason: &str,
         message: &str,
@@ -555,7 +557,7 @@ impl ResizeState {
         changed
     }
 
-    pub fn is_deferred(&self) -> bool {
+    pub(crate) fn is_deferred(&self) -> bool {
         self.pending
             .as_ref()
             .is_some_and(|c| c.reason.as_deref() == Some(REASON_DEFERRED))
@@ -563,7 +565,7 @@ impl ResizeState {
 
     /// kubelet: `SetPodResizeInProgressCondition` — an existing condition keeps its
     /// generation, and its reason and message unless new ones are given. Whether it changed.
-    pub fn set_in_progress(
+    pub(crate) fn set_in_progress(
         &mut self,
         reason: &str,
         message: &str,
@@ -601,11 +603,11 @@ impl ResizeState {
     }
 
     /// Clears `PodResizeInProgress`: the generation it had, if it was set.
-    pub fn clear_in_progress(&mut self) -> Option<i64> {
+    pub(crate) fn clear_in_progress(&mut self) -> Option<i64> {
         self.in_progress.take().map(|c| c.observed_generation)
     }
 
-    pub fn conditions(&self) -> impl Iterator<Item = &PodCondition> {
+    pub(crate) fn conditions(&self) -> impl Iterator<Item = &PodCondition> {
         self.pending.iter().chain(&self.in_progress)
     }
 }

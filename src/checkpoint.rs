@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::api::{Pod, PodStatus};
 
 /// File name under `<root-dir>/checkpoints/`.
-pub const FILE_NAME: &str = "api-pods.json";
+pub(crate) const FILE_NAME: &str = "api-pods.json";
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
@@ -188,7 +188,7 @@ impl Checkpoint {
 }
 
 /// A pod as checkpointed: no resourceVersion, no status except a terminal phase.
-pub fn checkpoint_form(pod: &Pod) -> Pod {
+pub(crate) fn checkpoint_form(pod: &Pod) -> Pod {
     let mut p = pod.clone();
     p.metadata.resource_version.clear();
     // The API object as the apiserver sent it: the source's own annotation is added again
@@ -211,7 +211,7 @@ pub fn checkpoint_form(pod: &Pod) -> Pod {
 /// Written whole (a temporary file, fsync, rename, directory fsync), mode 0600 in a 0700
 /// directory: for the object manager's checkpoint, the certificate store and the node
 /// API's credentials too.
-pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     write_atomic(path, bytes)
 }
 

@@ -8,7 +8,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Nanoseconds since the Unix epoch: the unit CRI uses for every timestamp.
-pub type UnixNanos = i64;
+pub(crate) type UnixNanos = i64;
 
 pub trait Clock: Clone + 'static {
     fn now(&self) -> UnixNanos;
@@ -57,22 +57,24 @@ impl Clock for TokioClock {
 /// fake-hwclock keep) until NTP sets it; what must stay valid across that jump (the node
 /// API's self-signed certificate) is made valid on both sides of this floor, and a clock
 /// below it is named in the log.
-pub const FLOOR_SECS: i64 = 1_796_083_200;
+pub(crate) const FLOOR_SECS: i64 = 1_796_083_200;
 
 /// Whether `now` is below [`FLOOR_SECS`]: a clock not set yet.
-pub fn before_floor(now: UnixNanos) -> bool {
+pub(crate) fn before_floor(now: UnixNanos) -> bool {
     now / 1_000_000_000 < FLOOR_SECS
 }
 
 /// A [`TokioClock`] whose wall time a test can set back or forward, as NTP's first step or
 /// an operator's `date` moves a board's clock without a real-time clock (timers, on
 /// tokio's monotonic clock, do not move).
+#[cfg(any(test, feature = "fakes"))]
 #[derive(Debug, Clone)]
 pub struct JumpClock {
     inner: TokioClock,
     offset: std::sync::Arc<std::sync::atomic::AtomicI64>,
 }
 
+#[cfg(any(test, feature = "fakes"))]
 impl JumpClock {
     pub fn new(base: UnixNanos) -> Self {
         JumpClock {
@@ -88,6 +90,7 @@ impl JumpClock {
     }
 }
 
+#[cfg(any(test, feature = "fakes"))]
 impl Clock for JumpClock {
     fn now(&self) -> UnixNanos {
         self.inner
@@ -96,7 +99,7 @@ impl Clock for JumpClock {
     }
 }
 
-pub fn nanos(d: Duration) -> i64 {
+pub(crate) fn nanos(d: Duration) -> i64 {
     i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
 }
 
@@ -104,7 +107,7 @@ pub fn nanos(d: Duration) -> i64 {
 /// it): `0s`, `7ns`, `1.5µs`, `500ms`, `1.5s`, `2m40s`, `1m0.25s`, `1h0m0s`. The kubelet's
 /// messages print durations this way (`%v`): back-off, the image Pulled event, the stats
 /// window.
-pub fn go_duration(d: Duration) -> String {
+pub(crate) fn go_duration(d: Duration) -> String {
     let nanos = d.as_nanos();
     if nanos == 0 {
         return "0s".into();
@@ -140,7 +143,7 @@ pub fn go_duration(d: Duration) -> String {
 }
 
 /// Go's `d.Truncate(time.Millisecond)`: whole milliseconds, rounded down.
-pub fn truncate_millis(d: Duration) -> Duration {
+pub(crate) fn truncate_millis(d: Duration) -> Duration {
     d - Duration::from_nanos(u64::from(d.subsec_nanos() % 1_000_000))
 }
 

@@ -557,7 +557,9 @@ fn daemon_config(opts: &Options, node_name: String) -> DaemonConfig {
 
 /// kubelet: `sysctl.NewAllowlist(SafeSysctlAllowlist() + allowedUnsafeSysctls)`, the safe
 /// ones for this kernel (`/proc/sys/kernel/osrelease`).
-pub fn sysctl_allowlist(opts: &Options) -> Result<crate::admission::Sysctls, StartCheckError> {
+pub(crate) fn sysctl_allowlist(
+    opts: &Options,
+) -> Result<crate::admission::Sysctls, StartCheckError> {
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let kernel = crate::admission::kernel_version(&release);
     let mut all: Vec<String> = crate::admission::safe_sysctls(kernel)
@@ -570,7 +572,7 @@ pub fn sysctl_allowlist(opts: &Options) -> Result<crate::admission::Sysctls, Sta
 
 /// The node's swap for pods and whether tmpfs mounts get `noswap`, after the kubelet's
 /// start-up checks (`NewContainerManager`'s `failSwapOn`; LimitedSwap only on cgroup v2).
-pub fn node_swap(opts: &Options) -> Result<(crate::qos::NodeSwap, bool), StartCheckError> {
+pub(crate) fn node_swap(opts: &Options) -> Result<(crate::qos::NodeSwap, bool), StartCheckError> {
     let proc_root = std::path::Path::new("/proc");
     node_swap_at(opts, proc_root, std::path::Path::new("/sys/fs/cgroup"))
 }
@@ -635,7 +637,7 @@ fn agent_config(opts: &Options, node_name: String) -> AgentConfig {
 /// `--system-reserved` + `--kube-reserved`, and the hard eviction threshold of
 /// `memory.available` (`--eviction-hard`; a percentage of the capacity) (kubelet:
 /// `GetNodeAllocatableReservation`).
-pub fn node_allocatable(opts: &Options) -> crate::cm::NodeAllocatable {
+pub(crate) fn node_allocatable(opts: &Options) -> crate::cm::NodeAllocatable {
     let memory_capacity = node::memory_capacity();
     let eviction_hard_memory = opts
         .eviction_hard
@@ -696,7 +698,7 @@ fn pod_cgroups_config(opts: &Options) -> Option<crate::cm::manager::PodCgroupsCo
 
 /// `--cert-dir` (kubelet: `<root-dir>/pki`).
 #[cfg(feature = "apiserver")]
-pub fn cert_dir(opts: &Options) -> std::path::PathBuf {
+pub(crate) fn cert_dir(opts: &Options) -> std::path::PathBuf {
     opts.cert_dir
         .clone()
         .unwrap_or_else(|| opts.root_dir.join("pki"))
@@ -704,7 +706,10 @@ pub fn cert_dir(opts: &Options) -> std::path::PathBuf {
 
 /// What the node API needs of `opts`.
 #[cfg(feature = "apiserver")]
-pub fn local_api_options(opts: &Options, cfg: &AgentConfig) -> crate::local_api::LocalApiOptions {
+pub(crate) fn local_api_options(
+    opts: &Options,
+    cfg: &AgentConfig,
+) -> crate::local_api::LocalApiOptions {
     crate::local_api::LocalApiOptions {
         node_name: cfg.node_name.clone(),
         address: opts.address,

@@ -24,28 +24,28 @@ use nix::sys::stat::Mode;
 
 /// One entry of a listing (`.` and `..` left out).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
+pub(crate) struct Entry {
     dir: PathBuf,
     name: OsString,
 }
 
 impl Entry {
-    pub fn file_name(&self) -> OsString {
+    pub(crate) fn file_name(&self) -> OsString {
         self.name.clone()
     }
 
-    pub fn path(&self) -> PathBuf {
+    pub(crate) fn path(&self) -> PathBuf {
         self.dir.join(&self.name)
     }
 
     /// The entry's own metadata, a symbolic link not followed (as `DirEntry::metadata`).
-    pub fn metadata(&self) -> io::Result<std::fs::Metadata> {
+    pub(crate) fn metadata(&self) -> io::Result<std::fs::Metadata> {
         std::fs::symlink_metadata(self.path())
     }
 }
 
 /// The entries of `dir`, in the order the file system gives them, its access time kept.
-pub fn read_dir(dir: &Path) -> io::Result<Vec<Entry>> {
+pub(crate) fn read_dir(dir: &Path) -> io::Result<Vec<Entry>> {
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
     let mut d = match Dir::open(dir, flags | OFlag::O_NOATIME, Mode::empty()) {
         Err(nix::errno::Errno::EPERM) => Dir::open(dir, flags, Mode::empty()),

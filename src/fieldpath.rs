@@ -36,7 +36,7 @@ pub struct NodeParams<'a> {
 
 /// `metadata.labels['key']` / `metadata.annotations['key']` (double quotes too): the value,
 /// "" when the key is not set; `None` for any other path.
-pub fn metadata_subscript(pod: &api::Pod, path: &str) -> Option<String> {
+pub(crate) fn metadata_subscript(pod: &api::Pod, path: &str) -> Option<String> {
     let m = &pod.metadata;
     let (map, rest) = if let Some(rest) = path.strip_prefix("metadata.labels") {
         (&m.labels, rest)
@@ -54,7 +54,7 @@ pub fn metadata_subscript(pod: &api::Pod, path: &str) -> Option<String> {
 
 /// Why a `resourceFieldRef` has no value; the caller names its item.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ResourceFieldError {
+pub(crate) enum ResourceFieldError {
     /// `containerName` names no container of the pod.
     NoContainer(String),
     /// A resource other than `limits`/`requests` of cpu, memory, ephemeral-storage.
@@ -83,7 +83,7 @@ impl std::error::Error for ResourceFieldError {}
 
 /// A `resourceFieldRef` value (env and downwardAPI volume items); the error is the reason,
 /// for the caller to name its item.
-pub fn resource_field_value(
+pub(crate) fn resource_field_value(
     pod: &api::Pod,
     container: &api::Container,
     rf: &serde_json::Value,
@@ -165,7 +165,7 @@ fn resource_field_ref(
 /// Kubernetes variable expansion (kubelet: `third_party/forked/golang/expansion`):
 /// `$(NAME)` is replaced when `lookup` knows NAME and kept verbatim otherwise; `$$` is an
 /// escaped `$`; a `$` followed by anything else, or an unclosed `$(`, stays as written.
-pub fn expand(input: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
+pub(crate) fn expand(input: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
     let mut out = String::with_capacity(input.len());
     let mut rest = input;
     while let Some(pos) = rest.find('$') {

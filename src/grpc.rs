@@ -57,7 +57,7 @@ fn settings() -> BufferSettings {
 
 /// tonic-prost's `ProstCodec`, with [`BUFFER_SIZE`] buffers.
 #[derive(Debug, Clone)]
-pub struct SmallBufferCodec<T, U>(PhantomData<(T, U)>);
+pub(crate) struct SmallBufferCodec<T, U>(PhantomData<(T, U)>);
 
 impl<T, U> Default for SmallBufferCodec<T, U> {
     fn default() -> Self {
@@ -90,7 +90,7 @@ where
 ///
 /// # Panics
 /// Outside a tokio runtime: the channel spawns its worker task on the current one.
-pub fn unix_channel(path: Arc<Path>) -> Channel {
+pub(crate) fn unix_channel(path: Arc<Path>) -> Channel {
     // The URI is a placeholder (it becomes the :authority); the connector ignores it.
     Endpoint::from_static("http://localhost").connect_with_connector_lazy(tower::service_fn(
         move |_: Uri| {

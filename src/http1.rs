@@ -20,12 +20,12 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::sync::mpsc;
 
 /// A connection's byte stream (TCP, TLS over TCP, a test's duplex pipe).
-pub trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+pub(crate) trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
 
 /// The next connection on `listener`, or `None` once `shutdown` is cancelled. A failed
 /// accept (EMFILE and the like) is a warning naming `who` and a short wait, not a spin.
-pub async fn accept(
+pub(crate) async fn accept(
     listener: &tokio::net::TcpListener,
     shutdown: &tokio_util::sync::CancellationToken,
     who: &str,
@@ -45,12 +45,13 @@ pub async fn accept(
 }
 
 /// What answers each request of a connection.
-pub type Handler = Rc<dyn Fn(Request<Incoming>) -> Pin<Box<dyn Future<Output = Response<Out>>>>>;
+pub(crate) type Handler =
+    Rc<dyn Fn(Request<Incoming>) -> Pin<Box<dyn Future<Output = Response<Out>>>>>;
 
 /// HTTP/1 on one connection until it ends or fails: each request's headers within
 /// `header_timeout`, at most `max_buf` bytes of them; upgrades allowed (a handler that
 /// answers `101` takes the connection over with `hyper::upgrade::on`).
-pub async fn serve(
+pub(crate) async fn serve(
     io: Box<dyn Io>,
     handler: Handler,
     header_timeout: Duration,
@@ -70,7 +71,7 @@ pub async fn serve(
 }
 
 /// A response body: all at once, or streamed.
-pub enum Out {
+pub(crate) enum Out {
     Full(Option<Bytes>),
     Stream(mpsc::Receiver<Bytes>),
 }
@@ -102,7 +103,7 @@ impl Body for Out {
     }
 }
 
-pub fn response(code: StatusCode, content_type: &str, body: Bytes) -> Response<Out> {
+pub(crate) fn response(code: StatusCode, content_type: &str, body: Bytes) -> Response<Out> {
     let mut r = Response::new(Out::Full(Some(body)));
     *r.status_mut() = code;
     if let Ok(v) = header::HeaderValue::from_str(content_type) {

@@ -43,13 +43,13 @@ use crate::cri::credentials::image_location;
 use crate::cri::{ContainerInfo, CriError, ImageInfo, ListFilter, Runtime};
 
 /// kubelet: `ImageGCPeriod`.
-pub const GC_PERIOD: Duration = Duration::from_secs(5 * 60);
+pub(crate) const GC_PERIOD: Duration = Duration::from_secs(5 * 60);
 
 /// kubelet's default `--pod-infra-container-image` (v1.31+).
-pub const DEFAULT_SANDBOX_IMAGE: &str = "registry.k8s.io/pause:3.10";
+pub(crate) const DEFAULT_SANDBOX_IMAGE: &str = "registry.k8s.io/pause:3.10";
 
 #[derive(Debug, thiserror::Error)]
-pub enum ImageGcError {
+pub(crate) enum ImageGcError {
     #[error("{0}")]
     Cri(#[from] CriError),
     #[error("the runtime reports no image file system")]
@@ -140,7 +140,7 @@ impl ImageGcPolicy {
 
 /// kubelet: `imageRecord`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ImageRecord {
+pub(crate) struct ImageRecord {
     pub first_detected: UnixNanos,
     /// 0: never seen in use.
     pub last_used: UnixNanos,
@@ -150,7 +150,7 @@ pub struct ImageRecord {
 }
 
 /// By image id.
-pub type ImageRecords = HashMap<String, ImageRecord>;
+pub(crate) type ImageRecords = HashMap<String, ImageRecord>;
 
 /// Whether a container uses the image (the CRI list gives the image id as `image_ref`
 /// with containerd; a reference by tag is accepted too).
@@ -165,7 +165,7 @@ fn uses(c: &ContainerInfo, image: &ImageInfo) -> bool {
 
 /// kubelet: `detectImages` — records every image (first seen now if new), stamps the
 /// ones in use, drops the records of images gone. Returns the ids in use.
-pub fn detect(
+pub(crate) fn detect(
     records: &mut ImageRecords,
     images: &[ImageInfo],
     containers: &[ContainerInfo],
@@ -200,7 +200,7 @@ pub fn detect(
 
 /// kubelet: `GarbageCollect`'s threshold check — how many bytes to free, `None` below the
 /// high threshold.
-pub fn bytes_to_free(
+pub(crate) fn bytes_to_free(
     capacity: u64,
     available: u64,
     high_percent: u8,
@@ -222,7 +222,7 @@ pub fn bytes_to_free(
 /// kubelet: `freeSpace`'s choice — the ids to remove, in order, until `bytes` are freed:
 /// not in use, not protected, first seen at least `min_age` before `now`; least recently
 /// used first, then first seen.
-pub fn plan_free(
+pub(crate) fn plan_free(
     records: &ImageRecords,
     in_use: &HashSet<String>,
     now: UnixNanos,
@@ -258,18 +258,18 @@ pub fn plan_free(
 
 /// Capacity and available bytes of a file system (statfs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FsCapacity {
+pub(crate) struct FsCapacity {
     pub capacity: u64,
     pub available: u64,
 }
 
 /// statfs of a path (blocking): the boundary tests replace.
-pub type StatFs = Arc<dyn Fn(&Path) -> std::io::Result<FsCapacity> + Send + Sync>;
+pub(crate) type StatFs = Arc<dyn Fn(&Path) -> std::io::Result<FsCapacity> + Send + Sync>;
 
 /// The real statfs (`f_blocks`, `f_bavail` × `f_frsize`). The conversions are real on
 /// 32-bit targets.
 #[allow(clippy::useless_conversion)]
-pub fn statfs(path: &Path) -> std::io::Result<FsCapacity> {
+pub(crate) fn statfs(path: &Path) -> std::io::Result<FsCapacity> {
     let st = nix::sys::statvfs::statvfs(path).map_err(std::io::Error::from)?;
     let frsize = u64::from(st.fragment_size());
     Ok(FsCapacity {
@@ -280,7 +280,7 @@ pub fn statfs(path: &Path) -> std::io::Result<FsCapacity> {
 
 /// What a removal did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct FreeReport {
+pub(crate) struct FreeReport {
     /// Bytes asked for (`u64::MAX`: every unused image).
     pub wanted: u64,
     pub freed: u64,
@@ -292,7 +292,7 @@ pub struct FreeReport {
 /// kubelet: `ImageGCManager`. Cheap to clone: clones share the records. One pass at a
 /// time: a call while another runs answers [`ImageGcError::Busy`].
 #[derive(Clone)]
-pub struct ImageManager<R: Runtime, C: Clock> {
+pub(crate) struct ImageManager<R: Runtime, C: Clock> {
     runtime: R,
     clock: C,
     policy: ImageGcPolicy,
@@ -314,7 +314,7 @@ impl Drop for Running {
 }
 
 impl<R: Runtime, C: Clock> ImageManager<R, C> {
-    pub fn new(runtime: R, clock: C, policy: ImageGcPolicy) -> Self {
+    pub(crate) fn new(runtime: R, clock: C, policy: ImageGcPolicy) -> Self {
         ImageManager {
             runtime,
             clock,
@@ -329,7 +329,7 @@ impl<R: Runtime, C: Clock> ImageManager<R, C> {
     #[cfg(test)]
     /// Replaces statfs (tests).
     #[must_use]
-    pub fn with_statfs(mut self, statfs: StatFs) -> Self {
+    pub(crate) fn with_statfs(mut self, statfs: StatFs) -> Self {
         self.statfs = statfs;
         self
     }
@@ -382,7 +382,7 @@ impl<R: Runtime, C: Clock> ImageManager<R, C> {
     }
 
     /// One periodic pass (kubelet: `GarbageCollect`): `None` below the high threshold.
-    pub async fn garbage_collect(&self) -> Result<Option<FreeReport>, ImageGcError> {
+    pub(crate) async fn garbage_collect(&self) -> Result<Option<FreeReport>, ImageGcError> {
         let _running = self.start()?;
         let now = self.clock.now();
         // kubelet: the records are refreshed at every pass (and by a 5-minute detect loop).
@@ -434,7 +434,7 @@ impl<R: Runtime, C: Clock> ImageManager<R, C> {
 
     /// Removes unused images until `bytes` are freed (kubelet: `freeSpace`), whatever the
     /// thresholds: the eviction manager's reclaim under disk pressure.
-    pub async fn free_space(&self, bytes: u64) -> Result<FreeReport, ImageGcError> {
+    pub(crate) async fn free_space(&self, bytes: u64) -> Result<FreeReport, ImageGcError> {
         let _running = self.start()?;
         let now = self.clock.now();
         let in_use = self.detect_images(now).await?;
@@ -442,7 +442,7 @@ impl<R: Runtime, C: Clock> ImageManager<R, C> {
     }
 
     /// Every unused image that may go (kubelet: `DeleteUnusedImages`).
-    pub async fn delete_unused_images(&self) -> Result<FreeReport, ImageGcError> {
+    pub(crate) async fn delete_unused_images(&self) -> Result<FreeReport, ImageGcError> {
         self.free_space(u64::MAX).await
     }
 
@@ -474,7 +474,7 @@ impl<R: Runtime, C: Clock> ImageManager<R, C> {
 
     /// A pass every [`GC_PERIOD`], the first one at once, until `shutdown` (kubelet:
     /// `StartGarbageCollection`'s image loop).
-    pub async fn run(self, shutdown: CancellationToken) {
+    pub(crate) async fn run(self, shutdown: CancellationToken) {
         let mut tick = crate::local_tasks::interval(GC_PERIOD);
         loop {
             tokio::select! {

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 /// `json!({k1: v1, k2: v2, …})` for values already made.
 #[inline(never)]
-pub fn object(pairs: &mut [(&str, Value)]) -> Value {
+pub(crate) fn object(pairs: &mut [(&str, Value)]) -> Value {
     let mut map = Map::new();
     for (k, v) in pairs {
         map.insert((*k).to_string(), std::mem::take(v));

@@ -20,7 +20,7 @@ use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 /// Sleeps until `at`; with no deadline, never wakes (a `select!` branch that waits for
 /// nothing).
-pub async fn sleep_until_opt(at: Option<Instant>) {
+pub(crate) async fn sleep_until_opt(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
@@ -28,7 +28,7 @@ pub async fn sleep_until_opt(at: Option<Instant>) {
 }
 
 /// `tokio::task::spawn_local` with the future boxed (see the module docs).
-pub fn spawn_local<F>(future: F) -> JoinHandle<F::Output>
+pub(crate) fn spawn_local<F>(future: F) -> JoinHandle<F::Output>
 where
     F: Future + 'static,
     F::Output: 'static,
@@ -50,7 +50,7 @@ where
 // phase of their start, and its pod resyncs are spread by jitter.
 
 /// The spacing of the grid: the housekeeping period (kubelet: `housekeepingPeriod`).
-pub const GRID: Duration = Duration::from_secs(2);
+pub(crate) const GRID: Duration = Duration::from_secs(2);
 
 thread_local! {
     /// The grid's first point: the first instant asked for on this thread (picolet's
@@ -59,7 +59,7 @@ thread_local! {
 }
 
 /// The first grid point at or after `at`.
-pub fn align_up(at: Instant) -> Instant {
+pub(crate) fn align_up(at: Instant) -> Instant {
     let origin = ORIGIN.with(|o| {
         let origin = o.get().unwrap_or(at);
         o.set(Some(origin));
@@ -80,12 +80,12 @@ pub fn align_up(at: Instant) -> Instant {
 /// `tokio::time::interval` on the grid: the first tick at the next grid point (at most
 /// [`GRID`] away), then every `period` (a multiple of [`GRID`]). A tick the thread was too
 /// busy to take is skipped, not delayed, so the phase is kept.
-pub fn interval(period: Duration) -> Interval {
+pub(crate) fn interval(period: Duration) -> Interval {
     interval_at(Instant::now(), period)
 }
 
 /// [`interval`] whose first tick is the first grid point at or after `start`.
-pub fn interval_at(start: Instant, period: Duration) -> Interval {
+pub(crate) fn interval_at(start: Instant, period: Duration) -> Interval {
     let mut tick = tokio::time::interval_at(align_up(start), period);
     tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
     tick

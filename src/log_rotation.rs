@@ -46,7 +46,7 @@ use crate::cri::{CriError, Runtime};
 use crate::messages::RunningContainers;
 
 /// kubelet: `containerLogMonitorInterval` (`--container-log-monitor-interval`, 10 s).
-pub const MONITOR_PERIOD: Duration = Duration::from_secs(10);
+pub(crate) const MONITOR_PERIOD: Duration = Duration::from_secs(10);
 
 /// kubelet: `ContainerLogManager`'s `LogRotatePolicy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +68,7 @@ impl Default for LogRotatePolicy {
 
 /// What one container's log needs in this pass.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
+pub(crate) enum Step {
     /// Below the size limit.
     Nothing,
     /// The live file does not exist: ask the runtime to reopen it.
@@ -80,7 +80,7 @@ pub enum Step {
 /// The pure decision for one log (kubelet: `rotateLog` after the size check).
 /// `live_size`: `None` when the live file is missing; `rotated`: the log's rotated files
 /// (any order; see [`rotated_logs`]).
-pub fn plan(
+pub(crate) fn plan(
     log: &Path,
     live_size: Option<u64>,
     mut rotated: Vec<PathBuf>,
@@ -109,7 +109,7 @@ pub fn plan(
 }
 
 /// `<log>.<YYYYMMDD-hhmmss>` (kubelet: `timestampFormat` "20060102-150405"), in UTC.
-pub fn rotated_name(log: &Path, now: UnixNanos) -> PathBuf {
+pub(crate) fn rotated_name(log: &Path, now: UnixNanos) -> PathBuf {
     let digits: String = crate::clock::rfc3339(now.max(1))
         .unwrap_or_default()
         .chars()
@@ -123,7 +123,7 @@ pub fn rotated_name(log: &Path, now: UnixNanos) -> PathBuf {
 
 /// Whether `name` is a rotated file of the log file named `base`: `<base>.<8 digits>-<6
 /// digits>` with any suffix (upstream's `.gz` and `.tmp` included).
-pub fn is_rotated_name(base: &str, name: &str) -> bool {
+pub(crate) fn is_rotated_name(base: &str, name: &str) -> bool {
     let Some(rest) = name
         .strip_prefix(base)
         .and_then(|r| r.strip_prefix('.'))
@@ -139,7 +139,7 @@ pub fn is_rotated_name(base: &str, name: &str) -> bool {
 
 /// The rotated files of `log` in its directory (blocking I/O). A missing directory has
 /// none.
-pub fn rotated_logs(log: &Path) -> std::io::Result<Vec<PathBuf>> {
+pub(crate) fn rotated_logs(log: &Path) -> std::io::Result<Vec<PathBuf>> {
     let (Some(dir), Some(base)) = (log.parent(), log.file_name().and_then(|b| b.to_str())) else {
         return Ok(Vec::new());
     };
@@ -247,7 +247,7 @@ fn fs_pass(
 
 /// What a pass did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct PassReport {
+pub(crate) struct PassReport {
     /// Logs rotated (renamed and reopened).
     pub rotated: usize,
     /// Missing live files the runtime was asked to reopen.
@@ -266,7 +266,7 @@ pub struct PassReport {
 /// pool. The agent's view holds the containers of pods (those carrying a pod UID label),
 /// which are the ones picolet starts.
 #[derive(Debug)]
-pub struct LogManager<R: Runtime, C: Clock> {
+pub(crate) struct LogManager<R: Runtime, C: Clock> {
     runtime: R,
     clock: C,
     policy: LogRotatePolicy,
@@ -277,7 +277,7 @@ pub struct LogManager<R: Runtime, C: Clock> {
 }
 
 impl<R: Runtime, C: Clock> LogManager<R, C> {
-    pub fn new(
+    pub(crate) fn new(
         runtime: R,
         clock: C,
         policy: LogRotatePolicy,
@@ -364,7 +364,7 @@ impl<R: Runtime, C: Clock> LogManager<R, C> {
     }
 
     /// One pass (kubelet: `rotateLogs`).
-    pub async fn rotate_logs(&mut self) -> PassReport {
+    pub(crate) async fn rotate_logs(&mut self) -> PassReport {
         let mut report = PassReport::default();
         self.take_running();
         report.unread = self.read_paths().await;
@@ -433,7 +433,7 @@ impl<R: Runtime, C: Clock> LogManager<R, C> {
     }
 
     /// A pass every [`MONITOR_PERIOD`] until `shutdown` (kubelet: `ContainerLogManager.Start`).
-    pub async fn run(mut self, shutdown: CancellationToken) {
+    pub(crate) async fn run(mut self, shutdown: CancellationToken) {
         let mut tick = crate::local_tasks::interval(MONITOR_PERIOD);
         loop {
             tokio::select! {

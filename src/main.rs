@@ -10,17 +10,17 @@ use std::process::ExitCode;
 use std::rc::Rc;
 use std::time::Duration;
 
-use picolet::cri::Runtime;
-use picolet::cri::client::CriRuntime;
-use picolet::node::{self, Preflight, Verdict};
-use picolet::options::{self, Command, Options};
+use picolet::{
+    Command, CriRuntime, Options, Preflight, PreflightVerdict as Verdict, Runtime, build_features,
+    detect_cgroups, node_name, options_help, parse_options,
+};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
 fn main() -> ExitCode {
     init_logging();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let command = match options::parse(&args) {
+    let command = match parse_options(&args) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("picolet: {e}");
@@ -30,11 +30,11 @@ fn main() -> ExitCode {
     match command {
         Command::Version => {
             println!("picolet {}", env!("CARGO_PKG_VERSION"));
-            println!("{}", options::build_features());
+            println!("{}", build_features());
             ExitCode::SUCCESS
         }
         Command::Help => {
-            print!("{}", options::help());
+            print!("{}", options_help());
             ExitCode::SUCCESS
         }
         Command::Check(opts) => block_on(check(opts)),
@@ -55,7 +55,7 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Cli(args) => ExitCode::from(picolet::cli::main(&args)),
+        Command::Cli(args) => ExitCode::from(picolet::cli_main(&args)),
         Command::Run(opts) => block_on(run(opts)),
     }
 }
@@ -63,7 +63,7 @@ fn main() -> ExitCode {
 /// `RUST_LOG` (default info) to stderr, one line per record with a UTC millisecond stamp
 /// (env_logger's own timestamps need its `humantime` feature; ours come from `clock`).
 fn init_logging() {
-    use picolet::clock::{Clock, SystemClock, rfc3339_nanos};
+    use picolet::{Clock, SystemClock, rfc3339_nanos};
     use std::io::Write;
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
         .format(|buf, record| {
@@ -116,7 +116,7 @@ async fn run(opts: Options) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let daemon = picolet::daemon::run(opts, shutdown.clone(), relist.clone());
+    let daemon = picolet::run_daemon(opts, shutdown.clone(), relist.clone());
     tokio::pin!(daemon);
     loop {
         tokio::select! {
@@ -151,7 +151,7 @@ async fn run(opts: Options) -> ExitCode {
 #[cfg(feature = "apiserver")]
 async fn check_apiserver(kubeconfig: &std::path::Path, node: &str) -> (Verdict, String) {
     use picolet::api::cluster::Node;
-    use picolet::kube::{Client, ClientConfig};
+    use picolet::apiserver::{Client, ClientConfig};
     let client = match ClientConfig::from_kubeconfig(kubeconfig).and_then(|c| Client::new(&c)) {
         Ok(c) => c,
         Err(e) => return (Verdict::Fail, e.to_string()),
@@ -176,7 +176,7 @@ async fn check_apiserver(kubeconfig: &std::path::Path, node: &str) -> (Verdict, 
 
 async fn check(opts: Options) -> ExitCode {
     let mut report = Preflight::default();
-    let node_name = node::node_name(opts.hostname_override.as_deref());
+    let node_name = node_name(opts.hostname_override.as_deref());
     match &node_name {
         Ok(n) => report.push(Verdict::Ok, "node name", n.clone()),
         Err(e) => report.push(Verdict::Fail, "node name", e.to_string()),
@@ -206,7 +206,7 @@ async fn check(opts: Options) -> ExitCode {
                             .image_archive_dir
                             .clone()
                             .unwrap_or_else(|| opts.root_dir.join("images"));
-                        let (verdict, detail) = match picolet::mirror::runtime_uses_mirror(
+                        let (verdict, detail) = match picolet::runtime_uses_mirror(
                             &v.runtime_name,
                             &v.runtime_version,
                             &opts.image_mirror_address,
@@ -255,15 +255,15 @@ async fn check(opts: Options) -> ExitCode {
         let dir = match &opts.device_plugin_dir {
             Some(d) if d.as_os_str().is_empty() => None,
             Some(d) => Some(d.clone()),
-            None => Some(picolet::cm::devicemanager::DEFAULT_DIR.into()),
+            None => Some(picolet::DEVICE_PLUGIN_DIR.into()),
         };
         if let Some(dir) = dir {
-            let (ok, detail) = picolet::cm::devicemanager::manager::check_dir(&dir);
+            let (ok, detail) = picolet::check_device_plugin_dir(&dir);
             let verdict = if ok { Verdict::Ok } else { Verdict::Warn };
             report.push(verdict, "device plugins", detail);
         }
     }
-    report.cgroups(node::detect_cgroups(
+    report.cgroups(detect_cgroups(
         std::path::Path::new("/sys/fs/cgroup"),
         std::path::Path::new("/proc/cgroups"),
     ));

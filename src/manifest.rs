@@ -48,16 +48,16 @@ use crate::api::{self, Container, EmptyDirVolumeSource, Pod, PodPhase, PodStatus
 use crate::clock::{self, UnixNanos};
 use crate::config_data;
 
-pub mod fields;
-pub mod prescan;
+pub(crate) mod fields;
+pub(crate) mod prescan;
 
 /// kubelet: `DefaultTerminationGracePeriodSeconds`.
-pub const DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS: i64 = 30;
+pub(crate) const DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS: i64 = 30;
 /// kubelet: `TerminationMessagePathDefault`.
-pub const DEFAULT_TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
+pub(crate) const DEFAULT_TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
 /// The source names of the `kubernetes.io/config.source` annotation.
 pub const SOURCE_FILE: &str = "file";
-pub const SOURCE_HTTP: &str = "http";
+pub(crate) const SOURCE_HTTP: &str = "http";
 
 /// One problem with one field; `field` is a path like `spec.containers[0].image`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1566,7 +1566,7 @@ fn validate_mode(mode: Option<i32>, field: &str, errs: &mut Vec<FieldError>) {
 }
 
 /// upstream `validateLocalNonReservedPath`: relative, no `..` element, not starting with `..`.
-pub fn validate_item_path(p: &str) -> Result<(), &'static str> {
+pub(crate) fn validate_item_path(p: &str) -> Result<(), &'static str> {
     if p.is_empty() {
         return Err("required");
     }
@@ -1599,7 +1599,7 @@ fn validate_items(items: &[api::KeyToPath], field: &str, errs: &mut Vec<FieldErr
 }
 
 /// Field paths a downwardAPI volume may project (upstream `validVolumeDownwardAPIFieldPathExpressions`).
-pub const DOWNWARD_VOLUME_FIELDS: [&str; 5] = [
+pub(crate) const DOWNWARD_VOLUME_FIELDS: [&str; 5] = [
     "metadata.name",
     "metadata.namespace",
     "metadata.uid",
@@ -1653,12 +1653,12 @@ fn validate_downward_items(
     }
 }
 
-pub fn is_dns1123_label(s: &str) -> bool {
+pub(crate) fn is_dns1123_label(s: &str) -> bool {
     s.len() <= 63 && is_label_part(s)
 }
 
 /// DNS-1123 subdomain: labels joined by `.`, at most 253 characters.
-pub fn is_dns1123_subdomain(s: &str) -> bool {
+pub(crate) fn is_dns1123_subdomain(s: &str) -> bool {
     s.len() <= 253 && s.split('.').all(is_label_part)
 }
 

@@ -14,10 +14,10 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasher, Hash};
 
 /// Tables at or under this capacity are left alone: not worth a reallocation.
-pub const MIN_CAPACITY: usize = 32;
+pub(crate) const MIN_CAPACITY: usize = 32;
 
 /// The capacity to shrink to, if a table of `capacity` holding `len` should shrink.
-pub fn shrink_target(len: usize, capacity: usize) -> Option<usize> {
+pub(crate) fn shrink_target(len: usize, capacity: usize) -> Option<usize> {
     if capacity <= MIN_CAPACITY || len > capacity / 4 {
         return None;
     }
@@ -25,7 +25,7 @@ pub fn shrink_target(len: usize, capacity: usize) -> Option<usize> {
 }
 
 /// A collection whose capacity can be given back when it is mostly empty.
-pub trait ShrinkSparse {
+pub(crate) trait ShrinkSparse {
     /// Shrinks the table if it is at most a quarter full; true if it did.
     fn shrink_sparse(&mut self) -> bool;
 }

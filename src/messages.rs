@@ -41,7 +41,7 @@ pub struct SourceUpdate {
 /// runtime's events) shows running, sorted. The agent publishes them on a `watch` channel
 /// whenever they change; the container log manager reads them instead of listing the
 /// runtime itself.
-pub type RunningContainers = Vec<String>;
+pub(crate) type RunningContainers = Vec<String>;
 
 /// What the agent tells observers about pods.
 #[derive(Debug, Clone, PartialEq)]

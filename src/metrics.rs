@@ -14,19 +14,19 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 /// Prometheus' default buckets (seconds), the kubelet's for runtime operations.
-pub const DEFAULT_BUCKETS: &[f64] = &[
+pub(crate) const DEFAULT_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
 /// kubelet: `kubelet_pod_start_duration_seconds` buckets.
-pub const POD_START_BUCKETS: &[f64] = &[
+pub(crate) const POD_START_BUCKETS: &[f64] = &[
     0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 20.0, 30.0, 45.0, 60.0, 120.0, 180.0, 240.0,
     300.0, 360.0, 480.0, 600.0, 900.0, 1200.0, 1800.0, 2700.0, 3600.0,
 ];
 
 /// A cumulative histogram with fixed buckets.
 #[derive(Debug, Clone)]
-pub struct Histogram {
+pub(crate) struct Histogram {
     bounds: &'static [f64],
     /// `counts[i]`: observations ≤ `bounds[i]` but > `bounds[i-1]`; the last: above all.
     counts: Vec<u64>,
@@ -34,7 +34,7 @@ pub struct Histogram {
 }
 
 impl Histogram {
-    pub fn new(bounds: &'static [f64]) -> Self {
+    pub(crate) fn new(bounds: &'static [f64]) -> Self {
         Histogram {
             bounds,
             counts: vec![0; bounds.len() + 1],
@@ -42,7 +42,7 @@ impl Histogram {
         }
     }
 
-    pub fn observe(&mut self, seconds: f64) {
+    pub(crate) fn observe(&mut self, seconds: f64) {
         let i = self
             .bounds
             .iter()
@@ -52,12 +52,8 @@ impl Histogram {
         self.sum += seconds;
     }
 
-    pub fn count(&self) -> u64 {
-        self.counts.iter().sum()
-    }
-
     /// `name_bucket{labels,le=…}`, `name_sum`, `name_count`; `labels` is `k="v",…` or "".
-    pub fn render(&self, out: &mut String, name: &str, labels: &str) {
+    pub(crate) fn render(&self, out: &mut String, name: &str, labels: &str) {
         render_buckets(out, name, labels, self.bounds, &self.counts, self.sum);
     }
 }
@@ -91,7 +87,7 @@ fn render_buckets(
 /// kubelet: `kubelet_pod_worker_duration_seconds`'s `operation_type`s — a pod sync by its
 /// update type (`SyncPod`'s `updateType.String()`), and the end of a terminated pod's
 /// worker (pod_workers.go: `"terminated"`).
-pub const POD_WORKER_OPERATIONS: [&str; 4] = ["create", "update", "sync", "terminated"];
+pub(crate) const POD_WORKER_OPERATIONS: [&str; 4] = ["create", "update", "sync", "terminated"];
 
 /// A probe's result as `prober_probe_total` labels it (kubelet: `prober/worker.go`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,7 +215,7 @@ impl AgentMetrics {
 
 /// The CRI methods and the kubelet's `operation_type` label of each; `Relist` (the PLEG's
 /// two list calls together) is only `kubelet_pleg_relist_duration_seconds`.
-pub const OPERATIONS: &[(&str, &str)] = &[
+pub(crate) const OPERATIONS: &[(&str, &str)] = &[
     ("Version", "version"),
     ("Status", "status"),
     ("RunPodSandbox", "run_podsandbox"),
@@ -355,7 +351,7 @@ impl RuntimeMetrics {
 }
 
 /// `process_*` from `/proc/self` (Prometheus' process collector names).
-pub fn render_process(out: &mut String, proc_self: &std::path::Path) {
+pub(crate) fn render_process(out: &mut String, proc_self: &std::path::Path) {
     let page = 4096u64;
     let ticks = 100.0; // USER_HZ on Linux
     if let Ok(statm) = std::fs::read_to_string(proc_self.join("statm"))
@@ -395,7 +391,7 @@ pub fn render_process(out: &mut String, proc_self: &std::path::Path) {
 }
 
 /// One gauge or counter line with its HELP and TYPE.
-pub fn render_single(
+pub(crate) fn render_single(
     out: &mut String,
     name: &str,
     kind: &str,

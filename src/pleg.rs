@@ -54,17 +54,17 @@ use crate::cri::{
 use crate::kuberuntime::sync;
 
 /// kubelet: genericPlegRelistPeriod.
-pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
+pub(crate) const RELIST_PERIOD: Duration = Duration::from_secs(1);
 /// kubelet: eventedPlegRelistPeriod — the relist while the event stream is watched.
-pub const EVENTED_RELIST_PERIOD: Duration = Duration::from_secs(300);
+pub(crate) const EVENTED_RELIST_PERIOD: Duration = Duration::from_secs(300);
 /// picolet: the relist while every running process is watched for its exit ([`exits`]).
-pub const EXIT_WATCHED_RELIST_PERIOD: Duration = Duration::from_secs(10);
+pub(crate) const EXIT_WATCHED_RELIST_PERIOD: Duration = Duration::from_secs(10);
 /// After a watched exit, a relist that shows no change is tried again this soon …
 const EXIT_RELIST_RETRY: Duration = Duration::from_millis(100);
 /// … for this long (then the runtime was not going to show it: back to the periods).
 const EXIT_SHOWN_WITHIN: Duration = Duration::from_secs(2);
 /// kubelet: eventedPlegMaxStreamRetries.
-pub const MAX_STREAM_RETRIES: u32 = 5;
+pub(crate) const MAX_STREAM_RETRIES: u32 = 5;
 /// The first wait before reopening a stream; it doubles up to [`RETRY_MAX`].
 const RETRY_BASE: Duration = Duration::from_secs(1);
 const RETRY_MAX: Duration = Duration::from_secs(30);
@@ -76,7 +76,7 @@ const CHANNEL_CAPACITY: usize = 32;
 
 /// What the PLEG task tells the loop, in the order it saw it.
 #[derive(Debug)]
-pub enum PlegMessage {
+pub(crate) enum PlegMessage {
     /// A relist: when its list calls started, and what they answered, grouped by pod
     /// (`Ok(None)`: the same as the previous relist).
     Relisted {
@@ -96,7 +96,7 @@ pub enum PlegMessage {
 /// Starts the PLEG task on the current `LocalSet`; its messages arrive on the receiver.
 /// `poke` is how the loop says it changed something in the runtime: the next relist then
 /// runs within [`RELIST_PERIOD`] even while a slower period applies.
-pub fn spawn<R: Runtime>(
+pub(crate) fn spawn<R: Runtime>(
     runtime: R,
     shutdown: CancellationToken,
     poke: Rc<Notify>,
@@ -428,7 +428,7 @@ fn failed(attempts: &mut Attempts, counts: bool, e: &CriError, broke: bool) -> S
 
 /// What an event did to the relister's view of its pod.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Applied {
+pub(crate) enum Applied {
     /// The view holds what the runtime holds, and it is what it was.
     Unchanged,
     /// The view holds what the runtime holds, and a sandbox or container changed.
@@ -441,7 +441,7 @@ pub enum Applied {
 /// the event's sandbox and its containers replace what the view held of that sandbox.
 /// Returns the pod UID it concerns and what it did, or `None` for an event of no known pod
 /// (kubelet: such events are ignored; the next relist sees the truth).
-pub fn apply_event(
+pub(crate) fn apply_event(
     pods: &mut HashMap<String, PodRuntimeStatus>,
     event: &ContainerEvent,
 ) -> Option<(String, Applied)> {
@@ -527,7 +527,7 @@ pub fn apply_event(
 ///
 /// A container's annotations stay: its hash, restart count, grace periods and preStop hook
 /// are read from them. Everything a view is read for gives the same answer after this.
-pub fn compact(p: &mut PodRuntimeStatus) {
+pub(crate) fn compact(p: &mut PodRuntimeStatus) {
     use crate::kuberuntime::labels::{
         CONTAINER_NAME_LABEL, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL,
     };
@@ -577,7 +577,7 @@ pub fn compact(p: &mut PodRuntimeStatus) {
 
 /// What a relist compares between two views of a pod: sandbox and container ids with
 /// states (kubelet: the generic PLEG's per-container state diff).
-pub fn fingerprint(rp: &PodRuntimeStatus) -> Vec<(&str, u8)> {
+pub(crate) fn fingerprint(rp: &PodRuntimeStatus) -> Vec<(&str, u8)> {
     let mut fp: Vec<(&str, u8)> = rp
         .sandboxes
         .iter()
@@ -615,9 +615,9 @@ const STAGE_UNKNOWN: u8 = u8::MAX;
 
 /// What a relist saw of one pod: each sandbox's and container's id and stage (kept only
 /// while a change it showed is pending, see [`is_behind`]).
-pub type SeenView = Box<[(Box<str>, u8)]>;
+pub(crate) type SeenView = Box<[(Box<str>, u8)]>;
 
-pub fn seen_view(rp: &PodRuntimeStatus) -> SeenView {
+pub(crate) fn seen_view(rp: &PodRuntimeStatus) -> SeenView {
     rp.sandboxes
         .iter()
         .map(|s| (s.id.as_str().into(), sandbox_stage(s.state)))
@@ -637,7 +637,7 @@ pub fn seen_view(rp: &PodRuntimeStatus) -> SeenView {
 ///
 /// What the relist did not see is not judged (created after it listed, or removed before):
 /// a caller that trusts the cache on a `true` has the next relist compare the pod again.
-pub fn is_behind(seen: &[(Box<str>, u8)], cached: &PodRuntimeStatus) -> bool {
+pub(crate) fn is_behind(seen: &[(Box<str>, u8)], cached: &PodRuntimeStatus) -> bool {
     let cached_stage = |id: &str| {
         cached
             .sandboxes

@@ -27,7 +27,7 @@ use crate::messages::SourceUpdate;
 
 /// The kind of a merged change (kubelet: `kubetypes.PodOperation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PodOp {
+pub(crate) enum PodOp {
     /// Pods new to this source.
     Add,
     /// Pods whose spec, labels, deletion fields or annotations changed.
@@ -42,7 +42,7 @@ pub enum PodOp {
 
 /// One merged change for the pods of one source.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PodUpdate {
+pub(crate) struct PodUpdate {
     pub op: PodOp,
     pub source: &'static str,
     pub pods: Vec<Arc<Pod>>,
@@ -50,7 +50,7 @@ pub struct PodUpdate {
 
 /// Merges full snapshots from the configured sources (kubelet: `PodConfig` + `podStorage`).
 #[derive(Debug, Default)]
-pub struct PodConfig {
+pub(crate) struct PodConfig {
     configured: Vec<&'static str>,
     /// Sources that delivered at least one snapshot (kubelet: `sourcesSeen`).
     seen: HashSet<&'static str>,
@@ -81,7 +81,7 @@ enum Change {
 impl PodConfig {
     /// `configured_sources`: every source the agent runs; [`PodConfig::sources_ready`]
     /// waits for one snapshot from each.
-    pub fn new(configured_sources: &[&'static str]) -> Self {
+    pub(crate) fn new(configured_sources: &[&'static str]) -> Self {
         PodConfig {
             configured: configured_sources.to_vec(),
             seen: HashSet::new(),
@@ -92,7 +92,7 @@ impl PodConfig {
     /// True once every configured source has delivered a snapshot (kubelet:
     /// `SeenAllSources`). Destructive cleanup — killing runtime pods no source wants —
     /// must wait for this, or a slow source makes its pods look orphaned (k8s#112814).
-    pub fn sources_ready(&self) -> bool {
+    pub(crate) fn sources_ready(&self) -> bool {
         self.configured.iter().all(|s| self.seen.contains(s))
     }
 
@@ -100,7 +100,7 @@ impl PodConfig {
     /// snapshot and returns the changes in the order REMOVE, ADD, UPDATE, DELETE,
     /// RECONCILE, leaving out empty ones — except that the first snapshot of a source
     /// always yields an `ADD` (kubelet: `podStorage.Merge`, incremental mode).
-    pub fn merge(&mut self, update: SourceUpdate) -> Vec<PodUpdate> {
+    pub(crate) fn merge(&mut self, update: SourceUpdate) -> Vec<PodUpdate> {
         let source = update.source;
         if !self.configured.contains(&source) {
             log::warn!("pod config: snapshot from unconfigured source {source:?}");

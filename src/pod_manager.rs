@@ -17,12 +17,12 @@ use std::sync::Arc;
 use crate::api::{ANNOTATION_CONFIG_MIRROR, Pod};
 
 /// A mirror pod: the apiserver's copy of a static pod (kubelet: `IsMirrorPod`).
-pub fn is_mirror_pod(pod: &Pod) -> bool {
+pub(crate) fn is_mirror_pod(pod: &Pod) -> bool {
     pod.annotation(ANNOTATION_CONFIG_MIRROR).is_some()
 }
 
 #[derive(Debug, Default)]
-pub struct PodManager {
+pub(crate) struct PodManager {
     by_uid: HashMap<String, Arc<Pod>>,
     /// full name → UID of the regular pod holding that name.
     by_full_name: HashMap<String, String>,
@@ -33,7 +33,7 @@ pub struct PodManager {
 
 impl PodManager {
     /// Gives back the table space a burst of pods left (see [`crate::mem_trim`]).
-    pub fn compact(&mut self) {
+    pub(crate) fn compact(&mut self) {
         use crate::mem_trim::ShrinkSparse;
         self.by_uid.shrink_sparse();
         self.by_full_name.shrink_sparse();
@@ -42,7 +42,7 @@ impl PodManager {
     }
 
     #[cfg(test)]
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
@@ -50,7 +50,7 @@ impl PodManager {
     ///
     /// A full name points at the latest pod stored under it: when an edited static pod is
     /// added under a new UID before the old UID is removed, the name follows the new one.
-    pub fn add_or_update(&mut self, pod: Arc<Pod>) {
+    pub(crate) fn add_or_update(&mut self, pod: Arc<Pod>) {
         let (by_uid, by_name) = if is_mirror_pod(&pod) {
             (&mut self.mirror_by_uid, &mut self.mirror_by_full_name)
         } else {
@@ -72,7 +72,7 @@ impl PodManager {
     ///
     /// The full-name entry goes only if it still points at this UID, so removing an old
     /// static pod never hides the new one that took over its name.
-    pub fn remove(&mut self, uid: &str) -> Option<Arc<Pod>> {
+    pub(crate) fn remove(&mut self, uid: &str) -> Option<Arc<Pod>> {
         for (by_uid, by_name) in [
             (&mut self.by_uid, &mut self.by_full_name),
             (&mut self.mirror_by_uid, &mut self.mirror_by_full_name),
@@ -89,13 +89,13 @@ impl PodManager {
     }
 
     /// The regular (non-mirror) pod with `uid`.
-    pub fn get_by_uid(&self, uid: &str) -> Option<&Arc<Pod>> {
+    pub(crate) fn get_by_uid(&self, uid: &str) -> Option<&Arc<Pod>> {
         self.by_uid.get(uid)
     }
 
     #[cfg(test)]
     /// The regular (non-mirror) pod holding `full_name` (`namespace/name`).
-    pub fn get_by_full_name(&self, full_name: &str) -> Option<&Arc<Pod>> {
+    pub(crate) fn get_by_full_name(&self, full_name: &str) -> Option<&Arc<Pod>> {
         self.by_full_name
             .get(full_name)
             .and_then(|uid| self.by_uid.get(uid))
@@ -103,7 +103,7 @@ impl PodManager {
 
     #[cfg(test)]
     /// The mirror pod of a static pod, found by full name (kubelet: `GetMirrorPodByPod`).
-    pub fn mirror_pod_of(&self, pod: &Pod) -> Option<&Arc<Pod>> {
+    pub(crate) fn mirror_pod_of(&self, pod: &Pod) -> Option<&Arc<Pod>> {
         self.mirror_by_full_name
             .get(&pod.full_name())
             .and_then(|uid| self.mirror_by_uid.get(uid))
@@ -111,12 +111,12 @@ impl PodManager {
 
     #[cfg(test)]
     /// The static pod a mirror pod stands for (kubelet: `GetPodByMirrorPod`).
-    pub fn pod_of_mirror(&self, mirror: &Pod) -> Option<&Arc<Pod>> {
+    pub(crate) fn pod_of_mirror(&self, mirror: &Pod) -> Option<&Arc<Pod>> {
         self.get_by_full_name(&mirror.full_name())
     }
 
     /// All regular pods, sorted by full name then UID (stable for logs and tests).
-    pub fn pods(&self) -> Vec<Arc<Pod>> {
+    pub(crate) fn pods(&self) -> Vec<Arc<Pod>> {
         let mut pods: Vec<Arc<Pod>> = self.by_uid.values().cloned().collect();
         sort_by_name(&mut pods);
         pods
@@ -124,36 +124,36 @@ impl PodManager {
 
     /// The regular pods `keep` selects, sorted as [`PodManager::pods`]; nothing is
     /// allocated when it selects none (the housekeeping's case at idle).
-    pub fn pods_where(&self, keep: impl Fn(&Pod) -> bool) -> Vec<Arc<Pod>> {
+    pub(crate) fn pods_where(&self, keep: impl Fn(&Pod) -> bool) -> Vec<Arc<Pod>> {
         let mut pods: Vec<Arc<Pod>> = self.by_uid.values().filter(|p| keep(p)).cloned().collect();
         sort_by_name(&mut pods);
         pods
     }
 
     /// Whether a regular pod with this UID is desired.
-    pub fn contains(&self, uid: &str) -> bool {
+    pub(crate) fn contains(&self, uid: &str) -> bool {
         self.by_uid.contains_key(uid)
     }
 
     /// All mirror pods, sorted by full name then UID.
-    pub fn mirror_pods(&self) -> Vec<Arc<Pod>> {
+    pub(crate) fn mirror_pods(&self) -> Vec<Arc<Pod>> {
         let mut pods: Vec<Arc<Pod>> = self.mirror_by_uid.values().cloned().collect();
         sort_by_name(&mut pods);
         pods
     }
 
     /// UIDs of the regular pods: the desired set for `PodWorkers::sync_known_pods`.
-    pub fn uids(&self) -> std::collections::HashSet<String> {
+    pub(crate) fn uids(&self) -> std::collections::HashSet<String> {
         self.by_uid.keys().cloned().collect()
     }
 
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.by_uid.len()
     }
 
     #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.by_uid.is_empty()
     }
 }

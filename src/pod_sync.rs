@@ -502,7 +502,7 @@ impl PodState {
 
 /// kubelet's `podSyncer` (SyncPod / SyncTerminatingPod / SyncTerminatedPod) over the CRI.
 #[derive(Clone)]
-pub struct KubeletSyncer<R: Runtime, C: Clock> {
+pub(crate) struct KubeletSyncer<R: Runtime, C: Clock> {
     env: SyncEnv<R, C>,
     /// The prober's results (the plan's input).
     probes: ProbeHandle,

@@ -34,15 +34,15 @@ const QOS_RESOURCES: [&str; 2] = ["cpu", "memory"];
 
 /// The resources `spec.resources` may name (kubelet: `IsSupportedPodLevelResource`; upstream
 /// also takes `hugepages-*`, which picolet does not manage).
-pub const POD_LEVEL_RESOURCES: [&str; 2] = QOS_RESOURCES;
+pub(crate) const POD_LEVEL_RESOURCES: [&str; 2] = QOS_RESOURCES;
 
 /// The scale a resource is counted in: cpu in millicores, memory in bytes.
-pub fn scale_of(name: &str) -> i32 {
+pub(crate) fn scale_of(name: &str) -> i32 {
     if name == "cpu" { 3 } else { 0 }
 }
 
 /// A pod-level value (`spec.resources.limits` or `.requests` of `name`), when positive.
-pub fn pod_level(pod: &Pod, limits: bool, name: &str) -> Option<i64> {
+pub(crate) fn pod_level(pod: &Pod, limits: bool, name: &str) -> Option<i64> {
     let r = pod.spec.resources.as_ref()?;
     let map = if limits { &r.limits } else { &r.requests };
     map.get(name)
@@ -51,7 +51,7 @@ pub fn pod_level(pod: &Pod, limits: bool, name: &str) -> Option<i64> {
 }
 
 /// kubelet: `IsPodLevelResourcesSet` — a pod-level request or limit of cpu or memory.
-pub fn pod_level_set(pod: &Pod) -> bool {
+pub(crate) fn pod_level_set(pod: &Pod) -> bool {
     POD_LEVEL_RESOURCES
         .iter()
         .any(|n| pod_level(pod, true, n).is_some() || pod_level(pod, false, n).is_some())
@@ -61,7 +61,7 @@ pub fn pod_level_set(pod: &Pod) -> bool {
 /// something each container needs `value` of: the regular containers' and sidecars' sum, or,
 /// when more, the largest init container's own value plus the sidecars started before it
 /// (they keep running while it runs).
-pub fn aggregate(pod: &Pod, value: impl Fn(&crate::api::Container) -> i64) -> i64 {
+pub(crate) fn aggregate(pod: &Pod, value: impl Fn(&crate::api::Container) -> i64) -> i64 {
     let mut sum = 0i64;
     for c in &pod.spec.containers {
         sum = sum.saturating_add(value(c));
@@ -82,7 +82,7 @@ pub fn aggregate(pod: &Pod, value: impl Fn(&crate::api::Container) -> i64) -> i6
 
 /// A container's request (`limits: false`; left out, its limit: API defaulting) or limit of
 /// `name`, in [`scale_of`] units; 0 when it sets none.
-pub fn container_value(c: &crate::api::Container, limits: bool, name: &str) -> i64 {
+pub(crate) fn container_value(c: &crate::api::Container, limits: bool, name: &str) -> i64 {
     c.resources
         .as_ref()
         .and_then(|r| {
@@ -99,14 +99,14 @@ pub fn container_value(c: &crate::api::Container, limits: bool, name: &str) -> i
 
 /// kubelet: `AggregateContainerRequests` of `name` ([`aggregate`] of the containers'
 /// requests). In [`scale_of`] units.
-pub fn container_requests(pod: &Pod, name: &str) -> i64 {
+pub(crate) fn container_requests(pod: &Pod, name: &str) -> i64 {
     aggregate(pod, |c| container_value(c, false, name))
 }
 
 /// kubelet: `ResourceConfigForPod`'s limit of `name` — pod-level when set; else, when every
 /// container (init containers included) limits it, `AggregateContainerLimits`. In
 /// [`scale_of`] units; None: not limited.
-pub fn pod_limit(pod: &Pod, name: &str) -> Option<i64> {
+pub(crate) fn pod_limit(pod: &Pod, name: &str) -> Option<i64> {
     pod_level(pod, true, name).or_else(|| {
         let all = pod
             .spec
@@ -121,12 +121,12 @@ pub fn pod_limit(pod: &Pod, name: &str) -> Option<i64> {
 
 /// kubelet: `PodRequests` — the pod-level request of `name` when set (pod-level resources
 /// take precedence), else [`container_requests`]. In [`scale_of`] units.
-pub fn pod_request(pod: &Pod, name: &str) -> i64 {
+pub(crate) fn pod_request(pod: &Pod, name: &str) -> i64 {
     pod_level(pod, false, name).unwrap_or_else(|| container_requests(pod, name))
 }
 
 /// The pod's QoS class.
-pub fn pod_qos(pod: &Pod) -> QosClass {
+pub(crate) fn pod_qos(pod: &Pod) -> QosClass {
     let mut requests: BTreeMap<&str, i64> = BTreeMap::new();
     let mut limits: BTreeMap<&str, i64> = BTreeMap::new();
     let mut guaranteed = true;
@@ -188,17 +188,17 @@ fn classify(
 }
 
 /// kubelet: `guaranteedOOMScoreAdj`, `besteffortOOMScoreAdj`.
-pub const GUARANTEED_OOM_SCORE_ADJ: i64 = -997;
-pub const BESTEFFORT_OOM_SCORE_ADJ: i64 = 1000;
+pub(crate) const GUARANTEED_OOM_SCORE_ADJ: i64 = -997;
+pub(crate) const BESTEFFORT_OOM_SCORE_ADJ: i64 = 1000;
 
 /// `system-node-critical` (kubelet: `scheduling.SystemNodeCritical`).
-pub const SYSTEM_NODE_CRITICAL: &str = "system-node-critical";
+pub(crate) const SYSTEM_NODE_CRITICAL: &str = "system-node-critical";
 /// kubelet: `scheduling.SystemCriticalPriority` (2 × 10⁹).
-pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
+pub(crate) const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
 
 /// kubelet: `IsCriticalPod` — a static or mirror pod, or a priority of at least
 /// system-critical.
-pub fn is_critical(pod: &Pod) -> bool {
+pub(crate) fn is_critical(pod: &Pod) -> bool {
     pod.is_static()
         || pod
             .metadata
@@ -212,7 +212,7 @@ pub fn is_critical(pod: &Pod) -> bool {
 
 /// kubelet: `IsNodeCriticalPod` — `IsCriticalPod` (a static or mirror pod, or a priority
 /// of at least system-critical) with `priorityClassName: system-node-critical`.
-pub fn is_node_critical(pod: &Pod) -> bool {
+pub(crate) fn is_node_critical(pod: &Pod) -> bool {
     is_critical(pod) && pod.spec.priority_class_name.as_deref() == Some(SYSTEM_NODE_CRITICAL)
 }
 
@@ -220,7 +220,11 @@ pub fn is_node_critical(pod: &Pod) -> bool {
 /// BestEffort 1000, Burstable `1000 − 1000 × memoryRequest / memoryCapacity` kept within
 /// 3 (`1000 + guaranteedOOMScoreAdj`) … 999. `memory_capacity` 0 (unknown) counts as a
 /// request of nothing. The container's memory request defaults to its limit.
-pub fn oom_score_adj(pod: &Pod, container: &crate::api::Container, memory_capacity: u64) -> i64 {
+pub(crate) fn oom_score_adj(
+    pod: &Pod,
+    container: &crate::api::Container,
+    memory_capacity: u64,
+) -> i64 {
     if is_node_critical(pod) {
         return GUARANTEED_OOM_SCORE_ADJ;
     }

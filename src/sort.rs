@@ -16,7 +16,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// `v.sort_by(cmp)`: stable.
-pub fn sort_by<T>(v: &mut [T], mut cmp: impl FnMut(&T, &T) -> Ordering) {
+pub(crate) fn sort_by<T>(v: &mut [T], mut cmp: impl FnMut(&T, &T) -> Ordering) {
     if v.len() < 2 {
         return;
     }
@@ -25,12 +25,12 @@ pub fn sort_by<T>(v: &mut [T], mut cmp: impl FnMut(&T, &T) -> Ordering) {
 }
 
 /// `v.sort_by_key(key)`: stable.
-pub fn sort_by_key<T, K: Ord>(v: &mut [T], mut key: impl FnMut(&T) -> K) {
+pub(crate) fn sort_by_key<T, K: Ord>(v: &mut [T], mut key: impl FnMut(&T) -> K) {
     sort_by(v, |a, b| key(a).cmp(&key(b)));
 }
 
 /// `v.sort()`: stable.
-pub fn sort<T: Ord>(v: &mut [T]) {
+pub(crate) fn sort<T: Ord>(v: &mut [T]) {
     sort_by(v, T::cmp);
 }
 
@@ -38,7 +38,7 @@ pub fn sort<T: Ord>(v: &mut [T]) {
 /// the pairs first (a stable sort instantiated per key and value type, some 3.7 KB of ARM
 /// code each) to build the tree in bulk; inserting one pair at a time uses the map's
 /// `insert`, which the program has anyway. Same map: the last value of a duplicate key wins.
-pub fn collect_map<K: Ord, V>(pairs: impl IntoIterator<Item = (K, V)>) -> BTreeMap<K, V> {
+pub(crate) fn collect_map<K: Ord, V>(pairs: impl IntoIterator<Item = (K, V)>) -> BTreeMap<K, V> {
     let mut map = BTreeMap::new();
     for (k, v) in pairs {
         map.insert(k, v);
@@ -47,7 +47,7 @@ pub fn collect_map<K: Ord, V>(pairs: impl IntoIterator<Item = (K, V)>) -> BTreeM
 }
 
 /// `iter.collect::<BTreeSet<_>>()` without its sort (see [`collect_map`]).
-pub fn collect_set<T: Ord>(items: impl IntoIterator<Item = T>) -> BTreeSet<T> {
+pub(crate) fn collect_set<T: Ord>(items: impl IntoIterator<Item = T>) -> BTreeSet<T> {
     let mut set = BTreeSet::new();
     for t in items {
         set.insert(t);

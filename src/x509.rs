@@ -24,7 +24,7 @@ pub enum X509Error {
 }
 
 /// A fresh ECDSA P-256 key: its PKCS#8 document and the key pair.
-pub fn new_key(rng: &SystemRandom) -> Result<(Vec<u8>, EcdsaKeyPair), X509Error> {
+pub(crate) fn new_key(rng: &SystemRandom) -> Result<(Vec<u8>, EcdsaKeyPair), X509Error> {
     let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, rng)
         .map_err(|e| X509Error::Key(e.to_string()))?;
     let pair = key_from_pkcs8(pkcs8.as_ref(), rng)?;
@@ -32,13 +32,13 @@ pub fn new_key(rng: &SystemRandom) -> Result<(Vec<u8>, EcdsaKeyPair), X509Error>
 }
 
 /// An ECDSA P-256 key from its PKCS#8 document.
-pub fn key_from_pkcs8(pkcs8: &[u8], rng: &SystemRandom) -> Result<EcdsaKeyPair, X509Error> {
+pub(crate) fn key_from_pkcs8(pkcs8: &[u8], rng: &SystemRandom) -> Result<EcdsaKeyPair, X509Error> {
     EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, pkcs8, rng)
         .map_err(|e| X509Error::Key(e.to_string()))
 }
 
 /// 16 random bytes, positive.
-pub fn serial(rng: &SystemRandom) -> Result<Vec<u8>, X509Error> {
+pub(crate) fn serial(rng: &SystemRandom) -> Result<Vec<u8>, X509Error> {
     let mut b = [0u8; 16];
     rng.fill(&mut b)
         .map_err(|e| X509Error::Key(e.to_string()))?;
@@ -48,7 +48,11 @@ pub fn serial(rng: &SystemRandom) -> Result<Vec<u8>, X509Error> {
 }
 
 /// `SEQUENCE { body, ecdsa-with-SHA256, signature }`: a signed certificate or request.
-pub fn sign(key: &EcdsaKeyPair, rng: &SystemRandom, body: Vec<u8>) -> Result<Vec<u8>, X509Error> {
+pub(crate) fn sign(
+    key: &EcdsaKeyPair,
+    rng: &SystemRandom,
+    body: Vec<u8>,
+) -> Result<Vec<u8>, X509Error> {
     let sig = key
         .sign(rng, &body)
         .map_err(|e| X509Error::Sign(e.to_string()))?;
@@ -57,7 +61,7 @@ pub fn sign(key: &EcdsaKeyPair, rng: &SystemRandom, body: Vec<u8>) -> Result<Vec
 
 /// What a certificate signing request asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RequestSubject {
+pub(crate) struct RequestSubject {
     /// kubelet: `system:node:<nodeName>`.
     pub common_name: String,
     /// kubelet: `[system:nodes]`.
@@ -69,7 +73,7 @@ pub struct RequestSubject {
 
 /// A PKCS#10 request (RFC 2986) for `subject`, signed by `key`, in DER.
 /// client-go: `x509.CreateCertificateRequest` (version 0, the SANs in an extensionRequest).
-pub fn certificate_request(
+pub(crate) fn certificate_request(
     subject: &RequestSubject,
     key: &EcdsaKeyPair,
     rng: &SystemRandom,
@@ -97,7 +101,7 @@ pub fn certificate_request(
 // Reading
 
 /// One TLV: (tag, content, the rest after it). `None` on a truncated or indefinite length.
-pub fn read_tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+pub(crate) fn read_tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
     let (&tag, rest) = input.split_first()?;
     let (&first, rest) = rest.split_first()?;
     let (len, rest) = if first < 0x80 {
@@ -131,7 +135,7 @@ fn elements(mut content: &[u8]) -> Option<Vec<&[u8]>> {
 
 /// What picolet reads from a certificate.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CertificateInfo {
+pub(crate) struct CertificateInfo {
     pub serial: Vec<u8>,
     /// Unix seconds.
     pub not_before: i64,
@@ -142,13 +146,13 @@ pub struct CertificateInfo {
 
 impl CertificateInfo {
     /// The serial in hex, as `openssl x509 -serial` prints it.
-    pub fn serial_hex(&self) -> String {
+    pub(crate) fn serial_hex(&self) -> String {
         self.serial.iter().map(|b| format!("{b:02X}")).collect()
     }
 }
 
 /// Serial, validity and subject of a DER certificate.
-pub fn certificate_info(der: &[u8]) -> Option<CertificateInfo> {
+pub(crate) fn certificate_info(der: &[u8]) -> Option<CertificateInfo> {
     let (0x30, cert, _) = read_tlv(der)? else {
         return None;
     };
@@ -207,7 +211,7 @@ fn parse_time(tag: u8, content: &[u8]) -> Option<i64> {
 
 /// The parts of a PKCS#10 request a signer copies.
 #[cfg(test)]
-pub fn request_parts(der: &[u8]) -> Option<RequestParts> {
+pub(crate) fn request_parts(der: &[u8]) -> Option<RequestParts> {
     let (0x30, req, _) = read_tlv(der)? else {
         return None;
     };
@@ -245,7 +249,7 @@ pub fn request_parts(der: &[u8]) -> Option<RequestParts> {
 /// The parts of a PKCS#10 request a signer copies, DER.
 #[cfg(test)]
 #[derive(Debug, PartialEq, Eq)]
-pub struct RequestParts {
+pub(crate) struct RequestParts {
     pub subject: Vec<u8>,
     pub spki: Vec<u8>,
     /// The requested extensions' SEQUENCE.
@@ -255,7 +259,7 @@ pub struct RequestParts {
 /// Signs a certificate for a request, as a cluster signer would (tests: the mock apiserver's
 /// signer). `usage_server`: serverAuth, else clientAuth.
 #[cfg(test)]
-pub fn issue_for_request(
+pub(crate) fn issue_for_request(
     request_der: &[u8],
     ca_key: &EcdsaKeyPair,
     ca_cn: &str,
@@ -301,7 +305,7 @@ pub fn issue_for_request(
 }
 
 /// The DER of every `label` block of a PEM document.
-pub fn pem_blocks(text: &str, label: &str) -> Vec<Vec<u8>> {
+pub(crate) fn pem_blocks(text: &str, label: &str) -> Vec<Vec<u8>> {
     let (begin, end) = (
         format!("-----BEGIN {label}-----"),
         format!("-----END {label}-----"),
@@ -323,7 +327,7 @@ pub fn pem_blocks(text: &str, label: &str) -> Vec<Vec<u8>> {
 // ---------------------------------------------------------------------------------------
 // DER
 
-pub fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
+pub(crate) fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
     let mut out = vec![tag];
     let len = content.len();
     if len < 0x80 {
@@ -341,15 +345,15 @@ pub fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
     out
 }
 
-pub fn seq(parts: &[Vec<u8>]) -> Vec<u8> {
+pub(crate) fn seq(parts: &[Vec<u8>]) -> Vec<u8> {
     tlv(0x30, &parts.concat())
 }
 
-pub fn set(parts: &[Vec<u8>]) -> Vec<u8> {
+pub(crate) fn set(parts: &[Vec<u8>]) -> Vec<u8> {
     tlv(0x31, &parts.concat())
 }
 
-pub fn oid(arcs: &[u64]) -> Vec<u8> {
+pub(crate) fn oid(arcs: &[u64]) -> Vec<u8> {
     let mut body = vec![(arcs[0] * 40 + arcs[1]) as u8];
     for &a in &arcs[2..] {
         let mut chunk = vec![(a & 0x7f) as u8];
@@ -364,35 +368,35 @@ pub fn oid(arcs: &[u64]) -> Vec<u8> {
     tlv(0x06, &body)
 }
 
-pub fn integer(bytes: &[u8]) -> Vec<u8> {
+pub(crate) fn integer(bytes: &[u8]) -> Vec<u8> {
     tlv(0x02, bytes)
 }
 
-pub fn bit_string(bytes: &[u8]) -> Vec<u8> {
+pub(crate) fn bit_string(bytes: &[u8]) -> Vec<u8> {
     let mut body = vec![0u8];
     body.extend_from_slice(bytes);
     tlv(0x03, &body)
 }
 
-pub fn octet_string(bytes: &[u8]) -> Vec<u8> {
+pub(crate) fn octet_string(bytes: &[u8]) -> Vec<u8> {
     tlv(0x04, bytes)
 }
 
-pub fn boolean(b: bool) -> Vec<u8> {
+pub(crate) fn boolean(b: bool) -> Vec<u8> {
     tlv(0x01, &[if b { 0xff } else { 0x00 }])
 }
 
-pub fn ecdsa_sha256() -> Vec<u8> {
+pub(crate) fn ecdsa_sha256() -> Vec<u8> {
     seq(&[oid(&[1, 2, 840, 10045, 4, 3, 2])])
 }
 
 /// `CN=<cn>`.
-pub fn name(cn: &str) -> Vec<u8> {
+pub(crate) fn name(cn: &str) -> Vec<u8> {
     name_with_orgs(cn, &[])
 }
 
 /// `O=<org>…, CN=<cn>` (Go's pkix.Name order: the organizations before the common name).
-pub fn name_with_orgs(cn: &str, orgs: &[&str]) -> Vec<u8> {
+pub(crate) fn name_with_orgs(cn: &str, orgs: &[&str]) -> Vec<u8> {
     let mut rdns: Vec<Vec<u8>> = orgs
         .iter()
         .map(|o| set(&[seq(&[oid(&[2, 5, 4, 10]), tlv(0x0c, o.as_bytes())])]))
@@ -403,7 +407,7 @@ pub fn name_with_orgs(cn: &str, orgs: &[&str]) -> Vec<u8> {
 
 /// RFC 5280: UTCTime through 2049, GeneralizedTime after. Times before the epoch are the
 /// epoch (a clock at 1970-01-01T00:00:12Z, one hour earlier for a `notBefore`).
-pub fn time(secs: i64) -> Vec<u8> {
+pub(crate) fn time(secs: i64) -> Vec<u8> {
     let secs = secs.max(1);
     let t = crate::clock::rfc3339(secs.saturating_mul(1_000_000_000)).unwrap_or_default();
     // 2026-11-30T05:09:28Z
@@ -416,7 +420,7 @@ pub fn time(secs: i64) -> Vec<u8> {
     }
 }
 
-pub struct TbsParams<'a> {
+pub(crate) struct TbsParams<'a> {
     pub serial: Vec<u8>,
     pub issuer: &'a [u8],
     pub subject: &'a [u8],
@@ -426,7 +430,7 @@ pub struct TbsParams<'a> {
     pub extensions: &'a [Vec<u8>],
 }
 
-pub fn tbs(p: TbsParams<'_>) -> Vec<u8> {
+pub(crate) fn tbs(p: TbsParams<'_>) -> Vec<u8> {
     let spki = ec_spki(p.public_key);
     seq(&[
         tlv(0xa0, &integer(&[2])),
@@ -441,7 +445,7 @@ pub fn tbs(p: TbsParams<'_>) -> Vec<u8> {
 }
 
 /// The SubjectPublicKeyInfo of an uncompressed P-256 point.
-pub fn ec_spki(public_key: &[u8]) -> Vec<u8> {
+pub(crate) fn ec_spki(public_key: &[u8]) -> Vec<u8> {
     seq(&[
         seq(&[
             oid(&[1, 2, 840, 10045, 2, 1]),
@@ -451,7 +455,7 @@ pub fn ec_spki(public_key: &[u8]) -> Vec<u8> {
     ])
 }
 
-pub fn extension(id: &[u64], critical: bool, value: Vec<u8>) -> Vec<u8> {
+pub(crate) fn extension(id: &[u64], critical: bool, value: Vec<u8>) -> Vec<u8> {
     let mut parts = vec![oid(id)];
     if critical {
         parts.push(boolean(true));
@@ -460,13 +464,13 @@ pub fn extension(id: &[u64], critical: bool, value: Vec<u8>) -> Vec<u8> {
     seq(&parts)
 }
 
-pub fn basic_constraints(ca: bool) -> Vec<u8> {
+pub(crate) fn basic_constraints(ca: bool) -> Vec<u8> {
     let value = if ca { seq(&[boolean(true)]) } else { seq(&[]) };
     extension(&[2, 5, 29, 19], true, value)
 }
 
 /// CA: keyCertSign + digitalSignature; server: digitalSignature + keyEncipherment.
-pub fn key_usage(ca: bool) -> Vec<u8> {
+pub(crate) fn key_usage(ca: bool) -> Vec<u8> {
     // Bits from the left: 0 digitalSignature, 2 keyEncipherment, 5 keyCertSign.
     let (bits, unused) = if ca {
         (0b1000_0100u8, 2u8)
@@ -476,7 +480,7 @@ pub fn key_usage(ca: bool) -> Vec<u8> {
     extension(&[2, 5, 29, 15], true, tlv(0x03, &[unused, bits]))
 }
 
-pub fn ext_key_usage_server() -> Vec<u8> {
+pub(crate) fn ext_key_usage_server() -> Vec<u8> {
     extension(
         &[2, 5, 29, 37],
         false,
@@ -484,7 +488,7 @@ pub fn ext_key_usage_server() -> Vec<u8> {
     )
 }
 
-pub fn subject_alt_name(dns: &[String], ips: &[IpAddr]) -> Vec<u8> {
+pub(crate) fn subject_alt_name(dns: &[String], ips: &[IpAddr]) -> Vec<u8> {
     let mut names: Vec<Vec<u8>> = dns.iter().map(|d| tlv(0x82, d.as_bytes())).collect();
     for ip in ips {
         let bytes = match ip {
@@ -496,7 +500,7 @@ pub fn subject_alt_name(dns: &[String], ips: &[IpAddr]) -> Vec<u8> {
     extension(&[2, 5, 29, 17], false, seq(&names))
 }
 
-pub fn pem(label: &str, der: &[u8]) -> String {
+pub(crate) fn pem(label: &str, der: &[u8]) -> String {
     let b64 = crate::api::encode_base64(der);
     let mut out = format!("-----BEGIN {label}-----\n");
     for chunk in b64.as_bytes().chunks(64) {

@@ -11,9 +11,10 @@ use common::IMAGE;
 use common::agent::{
     Agent, agent_dir, fake_runtime, running_ids, settle, start, start_with_clock, start_with_events,
 };
-use picolet::cri::fake::{Call, FakeRuntime};
-use picolet::cri::{ContainerState, Runtime as _, SandboxState};
-use picolet::daemon::DaemonConfig;
+use picolet::{
+    ContainerState, DaemonConfig, Runtime as _, SandboxState,
+    fakes::{FakeRuntime, RuntimeCall as Call},
+};
 use tokio::sync::Notify;
 use tokio::task::LocalSet;
 use tokio_util::sync::CancellationToken;
@@ -60,7 +61,7 @@ async fn a_clock_jump_disturbs_no_pod_and_holds_no_back_off() {
             let (tmp, cfg) = agent_dir("node1");
             std::fs::write(cfg.pod_manifest_path.join("web.yaml"), manifest("web", "1")).unwrap();
             let _ = &tmp;
-            let clock = picolet::clock::JumpClock::new(1_800_000_000_000_000_000);
+            let clock = picolet::fakes::JumpClock::new(1_800_000_000_000_000_000);
             let rt = FakeRuntime::new(clock.clone());
             rt.add_image(IMAGE);
             let agent = start_with_clock(&rt, clock.clone(), &cfg);
@@ -136,7 +137,7 @@ async fn a_reboot_with_the_clock_behind_makes_one_sandbox() {
             let (tmp, cfg) = agent_dir("node1");
             std::fs::write(cfg.pod_manifest_path.join("web.yaml"), manifest("web", "1")).unwrap();
             let _ = &tmp;
-            let clock = picolet::clock::JumpClock::new(1_800_000_000_000_000_000);
+            let clock = picolet::fakes::JumpClock::new(1_800_000_000_000_000_000);
             let rt = FakeRuntime::new(clock.clone());
             rt.add_image(IMAGE);
             let agent = start_with_clock(&rt, clock.clone(), &cfg);
@@ -774,7 +775,7 @@ async fn file_check_frequency_sets_the_relist_period() {
 #[tokio::test(start_paused = true)]
 async fn a_mass_delete_kills_every_pod_at_once() {
     const PODS: usize = 40; // more than agent::TERMINATION_STEPS_IN_FLIGHT
-    const { assert!(PODS > picolet::agent::TERMINATION_STEPS_IN_FLIGHT) };
+    const { assert!(PODS > picolet::TERMINATION_STEPS_IN_FLIGHT) };
     LocalSet::new()
         .run_until(async {
             let (_tmp, cfg) = agent_dir("node1");
@@ -835,8 +836,8 @@ fn api_pod(grace: i64, deletion_grace: Option<i64>) -> picolet::api::Pod {
          annotations: {{kubernetes.io/config.source: api}}\nspec:\n  nodeName: node1\n  \
          terminationGracePeriodSeconds: {grace}\n  containers:\n  - name: app\n    image: {IMAGE}\n"
     );
-    let mut pod = picolet::manifest::parse(yaml.as_bytes()).expect("pod");
-    picolet::manifest::apply_defaults(&mut pod);
+    let mut pod = picolet::parse_manifest(yaml.as_bytes()).expect("pod");
+    picolet::apply_defaults(&mut pod);
     if let Some(g) = deletion_grace {
         pod.metadata.deletion_timestamp = Some("2027-01-15T08:00:00Z".into());
         pod.metadata.deletion_grace_period_seconds = Some(g);
@@ -855,13 +856,13 @@ async fn a_shorter_grace_period_cuts_a_termination_short() {
             let (clock, rt) = fake_runtime();
             rt.set_stop_delay(Duration::from_secs(1000)); // ignores SIGTERM
             let (tx, rx) = tokio::sync::mpsc::channel(16);
-            let ext = picolet::daemon::Extensions {
+            let ext = picolet::Extensions {
                 sources: vec!["api"],
                 source_channel: Some((tx.clone(), rx)),
                 ..Default::default()
             };
             let shutdown = CancellationToken::new();
-            let handle = tokio::task::spawn_local(picolet::daemon::run_with_extensions(
+            let handle = tokio::task::spawn_local(picolet::run_daemon_with_extensions(
                 rt.clone(),
                 clock,
                 cfg.clone(),
@@ -872,7 +873,7 @@ async fn a_shorter_grace_period_cuts_a_termination_short() {
             let send = |pod| {
                 let tx = tx.clone();
                 async move {
-                    tx.send(picolet::messages::SourceUpdate {
+                    tx.send(picolet::SourceUpdate {
                         source: "api",
                         pods: vec![std::sync::Arc::new(pod)],
                         objects: None,
@@ -1208,20 +1209,23 @@ async fn a_broken_edit_is_an_event_on_the_pod_it_keeps() {
 /// pods; the pod's cgroup goes once the pod is deleted.
 #[tokio::test(start_paused = true)]
 async fn pod_cgroups_are_made_before_the_sandbox_and_removed_after_the_pod() {
-    use picolet::cm::{self, CgroupDriver, CgroupVersion, Layout};
+    use picolet::{
+        CgroupDriver, CgroupLayout as Layout, CgroupVersion, PodCgroupsConfig, V1_CONTROLLERS,
+        kubepods_resources, split_cgroup_root,
+    };
     LocalSet::new()
         .run_until(async {
             let (tmp, mut cfg) = agent_dir("node1");
             let cg_root = tmp.path().join("cgroup");
-            cfg.pod_cgroups = Some(cm::manager::PodCgroupsConfig {
+            cfg.pod_cgroups = Some(PodCgroupsConfig {
                 layout: Layout {
                     version: CgroupVersion::V1,
                     driver: CgroupDriver::Cgroupfs,
-                    root: cm::split_root("/"),
-                    v1_controllers: cm::V1_CONTROLLERS.to_vec(),
+                    root: split_cgroup_root("/"),
+                    v1_controllers: V1_CONTROLLERS.to_vec(),
                 },
                 mount_root: cg_root.clone(),
-                kubepods: cm::kubepods_resources(3500, 900 << 20),
+                kubepods: kubepods_resources(3500, 900 << 20),
             });
             let file = cfg.pod_manifest_path.join("limited.yaml");
             std::fs::write(
@@ -1291,7 +1295,7 @@ async fn log_rotation_follows_the_runtime_view_without_listing() {
     LocalSet::new()
         .run_until(async {
             let (_tmp, mut cfg) = agent_dir("node1");
-            cfg.log_rotation = Some(picolet::log_rotation::LogRotatePolicy::default());
+            cfg.log_rotation = Some(picolet::LogRotatePolicy::default());
             std::fs::write(cfg.pod_manifest_path.join("web.yaml"), manifest("web", "1")).unwrap();
             let (clock, rt) = fake_runtime();
             rt.serve_events(true);

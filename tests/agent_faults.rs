@@ -9,11 +9,11 @@ mod common;
 
 use common::agent::agent_dir;
 use common::{IMAGE, wait_until};
-use picolet::clock::SystemClock;
-use picolet::cri::ContainerState;
-use picolet::cri::client::CriTimeouts;
-use picolet::cri::fake_cri::{Code, FakeCri, FakeCriHandle, Fault, Method};
-use picolet::daemon::run_with;
+use picolet::{
+    ContainerState, CriTimeouts, SystemClock,
+    fakes::{Code, CriMethod as Method, FakeCri, FakeCriHandle, Fault},
+    run_daemon_with as run_with,
+};
 use tokio::sync::Notify;
 use tokio::task::LocalSet;
 use tokio_util::sync::CancellationToken;

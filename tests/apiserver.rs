@@ -7,10 +7,12 @@ use std::time::Duration;
 mod common;
 
 use common::{IMAGE, phase, wait_until};
-use picolet::api::cluster::{ObjectList, WatchEvent};
-use picolet::kube::mock::{MockApiServer, MockTls};
-use picolet::kube::{
-    ApiError, Client, ClientConfig, DeleteOptions, PatchKind, WatchStream, pod_path, query,
+use picolet::{
+    api::cluster::{ObjectList, WatchEvent},
+    apiserver::{
+        ApiError, Client, ClientConfig, DeleteOptions, PatchKind, WatchStream, pod_path, query,
+    },
+    fakes::{MockApiServer, MockTls},
 };
 use serde_json::{Value, json};
 
@@ -311,8 +313,8 @@ async fn https_with_kubeconfig_token_and_ca() {
 #[tokio::test]
 async fn a_clock_before_the_servers_certificate_is_named() {
     let year_2100 = 4_102_444_800_i64 * 1_000_000_000;
-    let g = picolet::local_api::certs::generate(
-        &picolet::local_api::certs::Subject {
+    let g = picolet::node_api::generate_cert(
+        &picolet::node_api::CertSubject {
             node_name: "apiserver".into(),
             dns_names: vec![],
             ips: vec![],
@@ -334,7 +336,8 @@ async fn a_clock_before_the_servers_certificate_is_named() {
     let client = Client::new(&ClientConfig::from_kubeconfig(&kc).unwrap()).unwrap();
     let err = client.get::<Value>("/api/v1/pods").await.unwrap_err();
     assert!(matches!(err, ApiError::Connect { .. }), "{err}");
-    let problem = picolet::kube::clock_problem(&err).unwrap_or_else(|| panic!("not named: {err}"));
+    let problem =
+        picolet::apiserver::clock_problem(&err).unwrap_or_else(|| panic!("not named: {err}"));
     assert!(
         problem.contains("the server's certificate is valid only from 2099-12-31T23:00:00Z"),
         "{problem}"
@@ -342,7 +345,7 @@ async fn a_clock_before_the_servers_certificate_is_named() {
     // Anything else is not a clock problem.
     mock.stop();
     let err = client.get::<Value>("/api/v1/pods").await.unwrap_err();
-    assert_eq!(picolet::kube::clock_problem(&err), None, "{err}");
+    assert_eq!(picolet::apiserver::clock_problem(&err), None, "{err}");
 }
 
 #[tokio::test]
@@ -390,10 +393,7 @@ async fn https_with_a_client_certificate() {
 // ---------------------------------------------------------------------------------------
 // Node and lease
 
-use picolet::clock::SystemClock;
-use picolet::cri::RuntimeHealth;
-use picolet::cri::fake::FakeRuntime;
-use picolet::node::status::{NodeAgent, NodeOptions};
+use picolet::{NodeAgent, NodeOptions, RuntimeHealth, SystemClock, fakes::FakeRuntime};
 use tokio_util::sync::CancellationToken;
 
 fn fast_node_options(name: &str) -> NodeOptions {
@@ -513,9 +513,7 @@ async fn node_registers_reports_status_and_renews_its_lease() {
 // ---------------------------------------------------------------------------------------
 // API source
 
-use picolet::checkpoint::Checkpoint;
-use picolet::messages::SourceUpdate;
-use picolet::source::apiserver::{ApiSource, ApiSourceOptions};
+use picolet::{ApiSource, ApiSourceOptions, Checkpoint, SourceUpdate};
 
 fn fast_source_options() -> ApiSourceOptions {
     ApiSourceOptions {
@@ -722,9 +720,10 @@ async fn api_source_a_list_too_large_is_refused_and_retried() {
 // The whole agent in apiserver mode, over the fake runtime
 
 use common::agent::{agent_config, running_ids};
-use picolet::cri::ContainerState;
-use picolet::daemon::{run_with_extensions, start_apiserver_mode};
-use picolet::options::Options;
+use picolet::{
+    ContainerState, Options, run_daemon_with_extensions as run_with_extensions,
+    start_apiserver_mode,
+};
 
 fn api_pod(name: &str, node: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod",
@@ -786,7 +785,7 @@ fn running_in(rt: &FakeRuntime, pod_name: &str) -> usize {
     let sandboxes: Vec<String> = rt
         .sandboxes()
         .into_iter()
-        .filter(|s| s.name == pod_name && s.state == picolet::cri::SandboxState::Ready)
+        .filter(|s| s.name == pod_name && s.state == picolet::SandboxState::Ready)
         .map(|s| s.id)
         .collect();
     rt.containers()
@@ -1028,8 +1027,7 @@ async fn no_apiserver_and_no_checkpoint_static_pods_still_start() {
 // ---------------------------------------------------------------------------------------
 // HTTP source
 
-use picolet::kube::HttpClient;
-use picolet::source::http::{HttpSource, HttpSourceOptions};
+use picolet::{HttpSource, HttpSourceOptions, apiserver::HttpClient};
 
 #[tokio::test]
 async fn http_source_pod_podlist_errors_and_identical_bytes() {
@@ -1089,9 +1087,10 @@ async fn http_source_pod_podlist_errors_and_identical_bytes() {
 // ---------------------------------------------------------------------------------------
 // Status syncer on its own
 
-use picolet::api::{Pod, PodPhase, PodStatus};
-use picolet::messages::PodEvent;
-use picolet::status::status_sync::StatusSyncer;
+use picolet::{
+    PodEvent, StatusSyncer,
+    api::{Pod, PodPhase, PodStatus},
+};
 use std::sync::Arc;
 
 fn status_patches(mock: &MockApiServer, name: &str) -> Vec<Value> {
@@ -1114,7 +1113,7 @@ async fn status_syncer_retries_coalesces_and_keeps_terminal_phases() {
         .annotations
         .insert("kubernetes.io/config.source".into(), "api".into());
     let pod = Arc::new(pod);
-    let (tx, rx) = picolet::messages::pod_events();
+    let (tx, rx) = picolet::pod_events();
     let (_uid_tx, uid_rx) = tokio::sync::watch::channel(Some("node-uid".to_string()));
     let syncer = StatusSyncer::new(plain_client(&mock), "pi-1".into(), uid_rx, rx)
         .with_reconcile_period(Duration::from_millis(300));
@@ -1514,9 +1513,7 @@ async fn service_account_tokens_are_refreshed_into_the_volume() {
 
 // ---- the event sink
 
-use picolet::clock::TokioClock;
-use picolet::recorder::Recorder;
-use picolet::recorder::event_sink::{EventSink, EventSinkOptions};
+use picolet::{EventSink, EventSinkOptions, Recorder, TokioClock};
 
 const EVENT_T0: i64 = 1_796_000_000 * 1_000_000_000;
 
@@ -1541,7 +1538,7 @@ fn start_sink(
     options: EventSinkOptions,
 ) -> (
     Recorder,
-    std::rc::Rc<picolet::recorder::event_sink::SinkStats>,
+    std::rc::Rc<picolet::EventSinkStats>,
     CancellationToken,
 ) {
     let recorder = Recorder::new("pi-1", 100).with_clock(TokioClock::new(EVENT_T0));
@@ -1591,11 +1588,11 @@ async fn event_sink_posts_new_events_and_patches_aggregated_ones() {
             .await;
             assert_eq!(
                 e["lastTimestamp"].as_str(),
-                picolet::clock::rfc3339(EVENT_T0 + 10_000_000_000).as_deref()
+                picolet::rfc3339(EVENT_T0 + 10_000_000_000).as_deref()
             );
             assert_eq!(
                 e["firstTimestamp"].as_str(),
-                picolet::clock::rfc3339(EVENT_T0).as_deref()
+                picolet::rfc3339(EVENT_T0).as_deref()
             );
             let patches: Vec<_> = mock
                 .requests()

@@ -12,8 +12,7 @@ use common::agent::settle;
 
 use common::IMAGE;
 use common::agent::{agent_dir, start_with_events};
-use picolet::clock::TokioClock;
-use picolet::cri::fake::FakeRuntime;
+use picolet::{TokioClock, fakes::FakeRuntime};
 use tokio::task::LocalSet;
 
 fn let_inotify_deliver() {

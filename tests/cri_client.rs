@@ -9,12 +9,12 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use picolet::cri::client::{CriRuntime, CriTimeouts};
-use picolet::cri::fake_cri::{Code, FakeCri, FakeCriHandle, Fault, Method};
-use picolet::cri::{
-    ContainerConfig, ContainerSecurity, ContainerState, CriError, DnsConfig, ExecResult,
-    ListFilter, Mount, MountPropagation, NamespaceMode, NamespaceOptions, PortMapping, ProfileKind,
-    Protocol, Resources, Runtime, SandboxConfig, SandboxState, SecurityProfile, StreamOptions,
+use picolet::{
+    ContainerConfig, ContainerSecurity, ContainerState, CriError, CriRuntime, CriTimeouts,
+    DnsConfig, ExecResult, ListFilter, Mount, MountPropagation, NamespaceMode, NamespaceOptions,
+    PortMapping, ProfileKind, Protocol, Resources, Runtime, SandboxConfig, SandboxState,
+    SecurityProfile, StreamOptions,
+    fakes::{Code, CriMethod as Method, FakeCri, FakeCriHandle, Fault},
 };
 use tempfile::TempDir;
 
@@ -99,7 +99,7 @@ fn sandbox_config(name: &str) -> SandboxConfig {
             pid: NamespaceMode::Container,
             ipc: NamespaceMode::Pod,
             // A pod user namespace (hostUsers: false) crosses the wire and back.
-            userns: Some(picolet::cri::IdMapping {
+            userns: Some(picolet::IdMapping {
                 host_id: 131_072,
                 length: 65_536,
             }),
@@ -161,7 +161,7 @@ fn container_config(name: &str) -> ContainerConfig {
         ]),
         annotations: map(&[("io.kubernetes.container.restartCount", "3")]),
         // A device plugin's: a device node and a CDI name.
-        devices: vec![picolet::cri::Device {
+        devices: vec![picolet::Device {
             container_path: "/dev/ttyUSB0".into(),
             host_path: "/dev/ttyUSB3".into(),
             permissions: "rw".into(),
@@ -244,17 +244,17 @@ async fn version_and_status() {
 #[tokio::test]
 async fn calls_are_counted_for_metrics() {
     let e = env().await;
-    let metrics = std::sync::Arc::new(picolet::metrics::RuntimeMetrics::default());
+    let metrics = std::sync::Arc::new(picolet::RuntimeMetrics::default());
     let rt = e.rt.clone().with_metrics(std::sync::Arc::clone(&metrics));
     rt.version().await.expect("version");
     rt.version().await.expect("version");
     let _ = rt.container_status("no-such-container").await;
-    let mut digest = picolet::cri::RelistDigest::default();
+    let mut digest = picolet::RelistDigest::default();
     rt.relist(&mut digest).await.expect("relist");
     assert_eq!(metrics.total("Version"), 2);
     assert_eq!(metrics.total("ContainerStatus"), 1);
     assert_eq!(metrics.total("ListPodSandbox"), 1);
-    assert_eq!(metrics.total(picolet::metrics::RELIST), 1);
+    assert_eq!(metrics.total(picolet::RELIST_OPERATION), 1);
     let mut out = String::new();
     metrics.render(&mut out);
     assert!(
@@ -349,7 +349,7 @@ async fn list_filters_by_labels_and_id() {
         labels: map(&[("io.kubernetes.pod.name", name)]),
         sandbox_id: None,
     };
-    let ids = |v: Vec<picolet::cri::Sandbox>| v.into_iter().map(|s| s.id).collect::<Vec<_>>();
+    let ids = |v: Vec<picolet::Sandbox>| v.into_iter().map(|s| s.id).collect::<Vec<_>>();
     assert_eq!(
         ids(e.rt.list_pod_sandboxes(&by_label("b")).await.expect("list")),
         vec![b.clone()]
@@ -378,8 +378,7 @@ async fn list_filters_by_labels_and_id() {
     let mut other = container_config("side");
     other.labels = map(&[("role", "side")]);
     let cb = e.rt.create_container(&b, &other, &sb).await.expect("cb");
-    let cids =
-        |v: Vec<picolet::cri::ContainerInfo>| v.into_iter().map(|c| c.id).collect::<Vec<_>>();
+    let cids = |v: Vec<picolet::ContainerInfo>| v.into_iter().map(|c| c.id).collect::<Vec<_>>();
     let in_b = ListFilter {
         labels: BTreeMap::new(),
         sandbox_id: Some(b.clone()),
@@ -515,10 +514,7 @@ async fn streaming_calls_answer_a_url() {
         e.rt.exec(&id, &["ls".to_string()], out)
             .await
             .expect("exec");
-    assert_eq!(
-        url,
-        format!("{}/exec/{id}", picolet::cri::fake_cri::STREAM_BASE)
-    );
+    assert_eq!(url, format!("{}/exec/{id}", picolet::fakes::STREAM_BASE));
     let url = e.rt.attach(&id, out).await.expect("attach");
     assert!(url.ends_with(&format!("/attach/{id}")), "{url}");
     let url = e.rt.port_forward(&sb, &[80]).await.expect("port-forward");
@@ -678,7 +674,7 @@ async fn images() {
             .await
             .expect("pull");
     // Credentials travel in PullImageRequest.auth.
-    let auth = picolet::cri::credentials::AuthConfig {
+    let auth = picolet::RegistryAuth {
         username: "pi".into(),
         password: "s3cret".into(),
         server_address: "registry.local:5000".into(),
@@ -902,12 +898,12 @@ async fn runtime_request_timeout_flag_is_the_deadline_of_mutating_calls() {
     let fake = FakeCri::start(dir.path().join("cri.sock"))
         .await
         .expect("fake CRI starts");
-    let opts = picolet::options::Options {
+    let opts = picolet::Options {
         container_runtime_endpoint: fake.endpoint(),
         runtime_request_timeout: Duration::from_millis(400),
         ..Default::default()
     };
-    let rt = picolet::daemon::cri_runtime(&opts).expect("client");
+    let rt = picolet::cri_runtime(&opts).expect("client");
     assert_eq!(rt.timeouts().request, Duration::from_millis(400));
     assert_eq!(rt.timeouts().query, CriTimeouts::default().query);
     fake.inject(Method::RunPodSandbox, Fault::Hang);
@@ -1227,7 +1223,7 @@ async fn lab_smoke_against_real_containerd() {
 #[tokio::test]
 async fn relist_is_none_while_nothing_changes() {
     let e = env().await;
-    let mut digest = picolet::cri::RelistDigest::default();
+    let mut digest = picolet::RelistDigest::default();
     let first = e.rt.relist(&mut digest).await.expect("relist");
     assert_eq!(first.map(|(s, c)| (s.len(), c.len())), Some((0, 0)));
     assert!(e.rt.relist(&mut digest).await.expect("relist").is_none());
@@ -1249,7 +1245,7 @@ async fn relist_is_none_while_nothing_changes() {
     assert_eq!(containers[0].state, ContainerState::Exited);
     assert!(e.rt.relist(&mut digest).await.expect("relist").is_none());
     // A fresh digest lists again.
-    let mut fresh = picolet::cri::RelistDigest::default();
+    let mut fresh = picolet::RelistDigest::default();
     assert!(e.rt.relist(&mut fresh).await.expect("relist").is_some());
 }
 
@@ -1258,7 +1254,7 @@ async fn relist_is_none_while_nothing_changes() {
 // ---------------------------------------------------------------------------------------
 
 /// The next event of the stream, within 5 s.
-async fn next_event(events: &mut picolet::cri::ContainerEvents) -> picolet::cri::ContainerEvent {
+async fn next_event(events: &mut picolet::ContainerEvents) -> picolet::ContainerEvent {
     use futures_util::StreamExt as _;
     tokio::time::timeout(Duration::from_secs(5), events.next())
         .await
@@ -1269,7 +1265,7 @@ async fn next_event(events: &mut picolet::cri::ContainerEvents) -> picolet::cri:
 
 #[tokio::test]
 async fn container_events_stream_each_change_with_the_sandbox_after_it() {
-    use picolet::cri::ContainerEventKind as Kind;
+    use picolet::ContainerEventKind as Kind;
     let e = env().await;
     let mut events = e.rt.container_events().await.expect("stream opens");
     let sb = sandbox_config("web");
@@ -1320,7 +1316,7 @@ async fn container_events_stream_each_change_with_the_sandbox_after_it() {
 /// arrive once the runtime answers.
 #[tokio::test]
 async fn container_events_opening_unanswered_is_a_stream() {
-    use picolet::cri::ContainerEventKind as Kind;
+    use picolet::ContainerEventKind as Kind;
     let e = env_with(CriTimeouts::uniform(Duration::from_millis(100))).await;
     // The fake answers (sends its headers) only after 1 s, ten times the deadline.
     e.fake.inject(

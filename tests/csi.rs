@@ -1,5 +1,5 @@
 //! CSI node plugins: the agent (over the in-memory runtime) against the fake CSI plugin
-//! (`picolet::volume::csi::fake`: real tonic servers on unix sockets, the registration socket in
+//! (`picolet::fakes::FakeCsiPlugin`: real tonic servers on unix sockets, the registration socket in
 //! `<root-dir>/plugins_registry`). Registration, the exact publish request, unpublish on
 //! deletion, a publish that fails twice, a plugin that restarts or goes away. Real time
 //! (socket I/O), so every wait is a bounded poll and every check is on lasting state.
@@ -12,11 +12,13 @@ mod common;
 
 use common::agent::{agent_dir, running_ids, start_with_events};
 use common::{IMAGE, wait_until};
-use picolet::clock::TokioClock;
-use picolet::cri::fake::FakeRuntime;
-use picolet::daemon::run_with;
-use picolet::volume::csi::fake::{Call, FakeCsiPlugin};
-use picolet::volume::csi::proto::{self, volume_capability};
+use picolet::{
+    TokioClock,
+    fakes::{CsiCall as Call, FakeCsiPlugin, FakeRuntime},
+    protos::csi as proto,
+    protos::csi::volume_capability,
+    run_daemon_with as run_with,
+};
 use tokio::sync::Notify;
 use tokio::task::LocalSet;
 use tokio_util::sync::CancellationToken;
@@ -129,7 +131,7 @@ async fn registration_publish_restart_and_unpublish() {
             let publishes = plugin.publishes();
             assert_eq!(publishes.len(), 1, "one publish: {:?}", plugin.calls());
             let want = proto::NodePublishVolumeRequest {
-                volume_id: picolet::volume::csi::volume_handle(&uid, "certs"),
+                volume_id: picolet::csi_volume_handle(&uid, "certs"),
                 publish_context: BTreeMap::new(),
                 staging_target_path: String::new(),
                 target_path: target.to_string_lossy().into_owned(),

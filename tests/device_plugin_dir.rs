@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use common::{IMAGE, Killed, wait_until};
-use picolet::cri::fake_cri::FakeCri;
+use picolet::fakes::FakeCri;
 
 fn picolet(tmp: &Path, socket: &Path, plugin_dir: &Path, log: &Path) -> Command {
     let manifests = tmp.join("manifests");

@@ -11,11 +11,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hyper_util::rt::TokioIo;
-use picolet::cm::devicemanager::manager::{self, ActivePods, Started};
-use picolet::cm::devicemanager::proto;
-use picolet::cm::devicemanager::proto::device_plugin_server::{DevicePlugin, DevicePluginServer};
-use picolet::cm::devicemanager::{
-    CHECKPOINT_FILE, DeviceError, KUBELET_SOCKET, ResourceCount, Resources,
+use picolet::{
+    ActivePods, DEVICE_CHECKPOINT_FILE as CHECKPOINT_FILE, DeviceError,
+    DeviceResources as Resources, KUBELET_SOCKET, ResourceCount, StartedDeviceManager as Started,
+    protos::device_plugin as proto,
+    protos::device_plugin::device_plugin_server::{DevicePlugin, DevicePluginServer},
+    start_device_manager,
 };
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -234,7 +235,7 @@ fn count(capacity: i64, allocatable: i64) -> ResourceCount {
 }
 
 fn start(dir: &Path, active: watch::Receiver<ActivePods>, stop: &CancellationToken) -> Started {
-    manager::start(dir, active, stop.child_token()).expect("the device manager starts")
+    start_device_manager(dir, active, stop.child_token()).expect("the device manager starts")
 }
 
 fn requests(n: usize) -> Vec<(String, usize)> {

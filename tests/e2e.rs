@@ -30,8 +30,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use picolet::cri::client::CriRuntime;
-use picolet::cri::{ContainerInfo, ContainerState, ListFilter, Runtime, Sandbox, SandboxState};
+use picolet::{
+    ContainerInfo, ContainerState, CriRuntime, ListFilter, Runtime, Sandbox, SandboxState,
+};
 use tokio::time::{Instant, sleep};
 
 mod common;
@@ -963,7 +964,7 @@ async fn j_fields_are_honoured_or_refused() {
         .await;
     let log = lab.log_path(NS, "burst", &view.sandboxes[0].uid, "c", 0);
     let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let capacity = i128::from(picolet::node::parse_meminfo(&meminfo).unwrap_or(0)) * 1024;
+    let capacity = i128::from(picolet::parse_meminfo(&meminfo).unwrap_or(0)) * 1024;
     let want = format!(
         "oom={}",
         (1000 - 1000 * (64 << 20) / capacity.max(1)).clamp(3, 999)
@@ -1763,7 +1764,7 @@ spec:
 #[cfg(feature = "fake-cri")]
 #[tokio::test(flavor = "current_thread")]
 async fn p_csi_inline_volume() {
-    use picolet::volume::csi::fake::FakeCsiPlugin;
+    use picolet::fakes::FakeCsiPlugin;
     let Some(lab) = Lab::new("n-csi").await else {
         return;
     };
@@ -1806,7 +1807,7 @@ async fn p_csi_inline_volume() {
         publishes.len() == 1 && publishes[0].target_path == target.to_string_lossy(),
         || format!("publishes: {publishes:?}"),
     );
-    lab.check(picolet::volume::csi::is_mounted(&target), || {
+    lab.check(picolet::is_mounted(&target), || {
         format!("{} is not mounted", target.display())
     });
 
@@ -2183,7 +2184,7 @@ async fn m_node_api() {
     .unwrap_or_else(|e| lab.fail(&e));
     lab.check(
         stamped.ends_with(" three\n")
-            && picolet::clock::parse_rfc3339(stamped.split(' ').next().unwrap_or("")).is_some(),
+            && picolet::parse_rfc3339(stamped.split(' ').next().unwrap_or("")).is_some(),
         || format!("logs --timestamps: {stamped:?}"),
     );
 

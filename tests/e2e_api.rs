@@ -20,9 +20,9 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use picolet::cri::client::CriRuntime;
-use picolet::cri::{ContainerState, ListFilter, Runtime, SandboxState};
-use picolet::kube::mock::MockApiServer;
+use picolet::{
+    ContainerState, CriRuntime, ListFilter, Runtime, SandboxState, fakes::MockApiServer,
+};
 use serde_json::{Value, json};
 use tokio::time::{Instant, sleep};
 
@@ -643,7 +643,7 @@ async fn e2e_api_eviction_under_memory_pressure() {
     const MARGIN_MIB: u64 = 1536;
     const STEP_MIB: u64 = 64;
     const MAX_STEPS: u64 = 72;
-    let available = picolet::eviction::observe::memory_available(
+    let available = picolet::memory_available(
         Path::new("/proc"),
         Path::new("/sys/fs/cgroup"),
         &|_| u64::MAX, // exact: as measured when a threshold is near

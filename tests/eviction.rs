@@ -12,13 +12,13 @@ use common::agent::settle;
 
 use common::IMAGE;
 use common::agent::agent_dir;
-use picolet::agent::EvictionConfig;
-use picolet::api::{Pod, PodPhase};
-use picolet::clock::TokioClock;
-use picolet::cri::ContainerState;
-use picolet::cri::fake::FakeRuntime;
-use picolet::eviction::observe::{FsStats, Sources};
-use picolet::eviction::{self, Conditions};
+use picolet::{
+    ContainerState, EvictionConfig, EvictionSources as Sources, FsStats,
+    PressureConditions as Conditions, TokioClock,
+    api::{Pod, PodPhase},
+    fakes::FakeRuntime,
+    parse_thresholds,
+};
 use tokio::task::LocalSet;
 use tokio_util::sync::CancellationToken;
 
@@ -54,8 +54,8 @@ fn api_pod(name: &str, memory_request: Option<&str>, priority: Option<i32>) -> P
          annotations: {{kubernetes.io/config.source: api}}\nspec:\n  nodeName: node1{priority}\n  \
          terminationGracePeriodSeconds: 30\n  containers:\n  - name: app\n    image: {IMAGE}{resources}\n"
     );
-    let mut pod = picolet::manifest::parse(yaml.as_bytes()).expect("pod");
-    picolet::manifest::apply_defaults(&mut pod);
+    let mut pod = picolet::parse_manifest(yaml.as_bytes()).expect("pod");
+    picolet::apply_defaults(&mut pod);
     pod
 }
 
@@ -76,7 +76,7 @@ async fn memory_pressure_evicts_ranked_pods_and_spares_critical_ones() {
             std::fs::write(cgroup_root.join("cgroup.controllers"), "memory\n").unwrap();
             write_meminfo(&proc_root, 900 * 1024); // plenty
             cfg.agent.eviction = Some(EvictionConfig {
-                thresholds: eviction::parse_thresholds("memory.available<100Mi").unwrap(),
+                thresholds: parse_thresholds("memory.available<100Mi").unwrap(),
                 transition_period: Duration::from_secs(300),
                 sources: Sources {
                     proc_root: proc_root.clone(),
@@ -90,10 +90,10 @@ async fn memory_pressure_evicts_ranked_pods_and_spares_critical_ones() {
             let rt = FakeRuntime::new(clock);
             rt.add_image(IMAGE);
             let (src_tx, src_rx) = tokio::sync::mpsc::channel(16);
-            let (ev_tx, mut events) = picolet::messages::pod_events();
-            let recorder = picolet::daemon::new_recorder("node1", clock);
+            let (ev_tx, mut events) = picolet::pod_events();
+            let recorder = picolet::new_recorder("node1", clock);
             let (pressure_tx, pressure_rx) = tokio::sync::watch::channel(Conditions::default());
-            let ext = picolet::daemon::Extensions {
+            let ext = picolet::Extensions {
                 sources: vec!["api"],
                 source_channel: Some((src_tx.clone(), src_rx)),
                 events: Some(ev_tx),
@@ -102,7 +102,7 @@ async fn memory_pressure_evicts_ranked_pods_and_spares_critical_ones() {
                 ..Default::default()
             };
             let shutdown = CancellationToken::new();
-            let handle = tokio::task::spawn_local(picolet::daemon::run_with_extensions(
+            let handle = tokio::task::spawn_local(picolet::run_daemon_with_extensions(
                 rt.clone(),
                 clock,
                 cfg.clone(),
@@ -117,7 +117,7 @@ async fn memory_pressure_evicts_ranked_pods_and_spares_critical_ones() {
                 Arc::new(api_pod("critical", None, Some(2_000_000_000))),
             ];
             src_tx
-                .send(picolet::messages::SourceUpdate {
+                .send(picolet::SourceUpdate {
                     source: "api",
                     pods: pods.clone(),
                     objects: None,
@@ -157,7 +157,7 @@ async fn memory_pressure_evicts_ranked_pods_and_spares_critical_ones() {
             assert!(pressure_rx.borrow().memory_pressure, "MemoryPressure published");
             let mut statuses = std::collections::HashMap::new();
             for ev in events.try_recv() {
-                if let picolet::messages::PodEvent::Status { pod, status } = ev {
+                if let picolet::PodEvent::Status { pod, status } = ev {
                     statuses.insert(pod.metadata.name.clone(), status);
                 }
             }
@@ -187,7 +187,7 @@ async fn memory_pressure_evicts_ranked_pods_and_spares_critical_ones() {
             let mut all = pods.clone();
             all.push(Arc::new(api_pod("late", None, None)));
             src_tx
-                .send(picolet::messages::SourceUpdate {
+                .send(picolet::SourceUpdate {
                     source: "api",
                     pods: all,
                     objects: None,
@@ -197,7 +197,7 @@ async fn memory_pressure_evicts_ranked_pods_and_spares_critical_ones() {
             settle(5).await;
             let mut late = None;
             for ev in events.try_recv() {
-                if let picolet::messages::PodEvent::Status { pod, status } = ev
+                if let picolet::PodEvent::Status { pod, status } = ev
                     && pod.metadata.name == "late"
                 {
                     late = Some(status);
@@ -249,7 +249,7 @@ async fn disk_pressure_reclaims_dead_containers_then_evicts() {
             let proc_root = tmp.path().join("proc");
             write_meminfo(&proc_root, 900 * 1024);
             cfg.agent.eviction = Some(EvictionConfig {
-                thresholds: eviction::parse_thresholds("nodefs.available<10%").unwrap(),
+                thresholds: parse_thresholds("nodefs.available<10%").unwrap(),
                 transition_period: Duration::from_secs(300),
                 sources: Sources {
                     proc_root,
@@ -262,9 +262,9 @@ async fn disk_pressure_reclaims_dead_containers_then_evicts() {
             let rt = FakeRuntime::new(clock);
             rt.add_image(IMAGE);
             let (src_tx, src_rx) = tokio::sync::mpsc::channel(16);
-            let (ev_tx, mut events) = picolet::messages::pod_events();
+            let (ev_tx, mut events) = picolet::pod_events();
             let (pressure_tx, pressure_rx) = tokio::sync::watch::channel(Conditions::default());
-            let ext = picolet::daemon::Extensions {
+            let ext = picolet::Extensions {
                 sources: vec!["api"],
                 source_channel: Some((src_tx.clone(), src_rx)),
                 events: Some(ev_tx),
@@ -272,7 +272,7 @@ async fn disk_pressure_reclaims_dead_containers_then_evicts() {
                 ..Default::default()
             };
             let shutdown = CancellationToken::new();
-            let handle = tokio::task::spawn_local(picolet::daemon::run_with_extensions(
+            let handle = tokio::task::spawn_local(picolet::run_daemon_with_extensions(
                 rt.clone(),
                 clock,
                 cfg.clone(),
@@ -284,7 +284,7 @@ async fn disk_pressure_reclaims_dead_containers_then_evicts() {
             done.spec.restart_policy = Some(picolet::api::RestartPolicy::Never);
             let pods = vec![Arc::new(done), Arc::new(api_pod("spender", None, None))];
             src_tx
-                .send(picolet::messages::SourceUpdate {
+                .send(picolet::SourceUpdate {
                     source: "api",
                     pods,
                     objects: None,
@@ -311,7 +311,7 @@ async fn disk_pressure_reclaims_dead_containers_then_evicts() {
             settle(15).await;
             let mut spender = None;
             for ev in events.try_recv() {
-                if let picolet::messages::PodEvent::Status { pod, status } = ev
+                if let picolet::PodEvent::Status { pod, status } = ev
                     && pod.metadata.name == "spender"
                 {
                     spender = Some(status);

@@ -1,6 +1,6 @@
 //! Field fidelity: picolet's model against the upstream v1 Pod schema (a fixture generated
 //! from upstream's types, see its generator), and the field policy table
-//! (`picolet::manifest::fields`) for every upstream field picolet does not implement.
+//! (`picolet::manifest_fields`) for every upstream field picolet does not implement.
 //!
 //! The README's policy section is generated from the table: after changing the table, run
 //! `PICOLET_BLESS=1 cargo test --test field_fidelity` and commit the README.
@@ -13,8 +13,10 @@ mod readme;
 use std::collections::BTreeSet;
 
 use model_fields::{Trace, model_paths, upstream_paths};
-use picolet::api::{EmptyDirVolumeSource, HostPathVolumeSource, Pod};
-use picolet::manifest::fields::{self, Policy, RULES, normalize, rule_for};
+use picolet::{
+    api::{EmptyDirVolumeSource, HostPathVolumeSource, Pod},
+    manifest_fields::{self, Policy, RULES, normalize, rule_for},
+};
 
 const UPSTREAM: &str = include_str!("fixtures/upstream/pod-fields-v1.34.txt");
 
@@ -77,7 +79,7 @@ fn every_upstream_field_the_model_does_not_read_has_a_policy() {
     assert!(
         missing.is_empty(),
         "upstream v1.Pod fields that picolet neither reads nor lists in \
-         manifest::fields::RULES (add a row: ignored, warned or refused): {missing:#?}"
+         manifest_fields::RULES (add a row: ignored, warned or refused): {missing:#?}"
     );
 }
 
@@ -134,7 +136,7 @@ fn every_warned_or_refused_field_is_found_in_a_pod_that_sets_it() {
         let pod: Pod = serde_json::from_value(doc.clone())
             .unwrap_or_else(|e| panic!("{}: {e}: {doc}", r.path));
         let json = serde_json::to_value(&pod).unwrap();
-        let found = fields::findings(&json);
+        let found = manifest_fields::findings(&json);
         assert!(
             found
                 .iter()
@@ -218,7 +220,11 @@ fn set(doc: &mut serde_json::Value, path: &str, value: serde_json::Value) {
 
 #[test]
 fn readme_policy_section_is_generated_from_the_table() {
-    readme::check_generated_section("field-policy", &fields::markdown_table(), "field_fidelity");
+    readme::check_generated_section(
+        "field-policy",
+        &manifest_fields::markdown_table(),
+        "field_fidelity",
+    );
 }
 
 #[test]
@@ -275,7 +281,7 @@ fn null_at(base: &serde_json::Value, path: &str) -> serde_json::Value {
 /// validation (a list element that is null lacks its required name, say).
 #[test]
 fn null_reads_as_empty_at_every_upstream_field() {
-    use picolet::manifest::{self, ManifestError};
+    use picolet::{ManifestError, SOURCE_FILE, load_manifest};
     let base = serde_json::json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "p"},
@@ -296,7 +302,7 @@ fn null_reads_as_empty_at_every_upstream_field() {
             // here that lacks a required field, is not about null).
             let at = path.replace("[]", "[0]");
             if let Err(ManifestError::InFile { error, .. }) =
-                manifest::load("/m/p.yaml", &bytes, "n", manifest::SOURCE_FILE, 0)
+                load_manifest("/m/p.yaml", &bytes, "n", SOURCE_FILE, 0)
                 && let ManifestError::Type { field, .. } = &*error
                 && *field == at
             {

@@ -9,9 +9,7 @@ use std::time::Duration;
 mod common;
 
 use common::hostile;
-use picolet::clock::SystemClock;
-use picolet::messages::SourceUpdate;
-use picolet::source::file::{FileSource, FileSourceOptions};
+use picolet::{FileSource, FileSourceOptions, SourceUpdate, SystemClock};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 

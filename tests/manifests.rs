@@ -1,7 +1,12 @@
 //! Table tests of manifest parsing, defaults, validation and static pod identity.
 
-use picolet::api::{self, Pod, PodPhase, PullPolicy, Quantity, RestartPolicy};
-use picolet::manifest::{self, ManifestError};
+use picolet::{
+    ManifestDocument, ManifestError,
+    api::{self, Pod, PodPhase, PullPolicy, Quantity, RestartPolicy},
+    apply_defaults, default_pull_policy, image_tag_and_digest, load_manifest,
+    load_manifest_documents, make_static, parse_manifest, parse_manifest_document, static_pod_uid,
+    validate_pod,
+};
 
 const WEB: &str = "\
 apiVersion: v1
@@ -30,7 +35,7 @@ spec:
 const SEEN: i64 = 1_796_000_000_000_000_000; // 2026-11-30T00:53:20Z
 
 fn web() -> Pod {
-    manifest::parse(WEB.as_bytes()).expect("WEB parses")
+    parse_manifest(WEB.as_bytes()).expect("WEB parses")
 }
 
 /// The error's single line, and the field paths it names.
@@ -42,9 +47,9 @@ fn err_of(r: Result<impl std::fmt::Debug, ManifestError>) -> (String, Vec<String
 
 #[test]
 fn parses_yaml_and_json_alike() {
-    let yaml = manifest::parse_document(WEB.as_bytes()).unwrap();
+    let yaml = parse_manifest_document(WEB.as_bytes()).unwrap();
     let json = serde_json::to_vec(&yaml.raw).unwrap();
-    let from_json = manifest::parse_document(&json).unwrap();
+    let from_json = parse_manifest_document(&json).unwrap();
     assert_eq!(yaml.pod, from_json.pod);
     assert_eq!(yaml.raw, from_json.raw);
     assert!(yaml.unknown_fields.is_empty());
@@ -118,7 +123,7 @@ fn parse_errors_name_the_field() {
         ),
     ];
     for (input, field, text) in table {
-        let (msg, fields) = err_of(manifest::parse(input.as_bytes()));
+        let (msg, fields) = err_of(parse_manifest(input.as_bytes()));
         assert_eq!(fields, vec![field.to_string()], "{input}");
         assert!(msg.contains(text), "{msg:?} should contain {text:?}");
         assert!(!msg.contains('\n'), "one line: {msg:?}");
@@ -146,14 +151,14 @@ fn syntax_and_document_errors() {
         ("just a string\n", "found a string"),
     ];
     for (input, text) in table {
-        let (msg, _) = err_of(manifest::parse(input.as_bytes()));
+        let (msg, _) = err_of(parse_manifest(input.as_bytes()));
         assert!(
             msg.contains(text),
             "{input:?}: {msg:?} should contain {text:?}"
         );
     }
     // JSON syntax errors carry line and column.
-    let (msg, _) = err_of(manifest::parse(
+    let (msg, _) = err_of(parse_manifest(
         b"{\n  \"apiVersion\": \"v1\",\n  \"kind\" \"Pod\"\n}",
     ));
     assert!(msg.contains("line 3 column"), "{msg}");
@@ -162,12 +167,12 @@ fn syntax_and_document_errors() {
 #[test]
 fn empty_documents_are_ignored() {
     let doc = format!("---\n{WEB}---\n---\n# trailing comment\n");
-    assert_eq!(manifest::parse(doc.as_bytes()).unwrap(), web());
+    assert_eq!(parse_manifest(doc.as_bytes()).unwrap(), web());
 }
 
 #[test]
 fn yaml_quirks() {
-    let pod = manifest::parse(
+    let pod = parse_manifest(
         b"apiVersion: v1\nkind: Pod\nmetadata: {name: q}\nspec:\n  containers:\n  - name: a\n    image: x\n    env:\n    - {name: A, value: yes}\n    - {name: B, value: '0755'}\n    - {name: C, value: 0755}\n    resources:\n      limits: {cpu: 1, memory: 64Mi}\n      requests: {cpu: 0.5}\n",
     )
     .unwrap();
@@ -184,7 +189,7 @@ fn yaml_quirks() {
 
 #[test]
 fn yaml_merge_keys_and_anchors() {
-    let pod = manifest::parse(
+    let pod = parse_manifest(
         b"apiVersion: v1\nkind: Pod\nmetadata: {name: m}\nspec:\n  containers:\n  - &base {name: a, image: busybox:1.36, command: [sleep, inf]}\n  - <<: *base\n    name: b\n",
     )
     .unwrap();
@@ -195,7 +200,7 @@ fn yaml_merge_keys_and_anchors() {
 
 #[test]
 fn unknown_fields_are_reported_not_fatal() {
-    let parsed = manifest::parse_document(
+    let parsed = parse_manifest_document(
         b"apiVersion: v1\nkind: Pod\nmetadata: {name: web, selfLink: /x, creationTimestamp: null}\nspec:\n  tolerations: [{operator: Exists}]\n  hostNetwork: false\n  containers:\n  - name: a\n    image: b\n    Command: [x]\n    ports: [{containerPort: 1, hostPorts: 2}]\nstatus: {phase: Running, startTime: null}\n",
     )
     .unwrap();
@@ -209,7 +214,7 @@ fn unknown_fields_are_reported_not_fatal() {
         ]
     );
     // Other volume kinds are modelled (and rejected by validation), not "unknown".
-    let parsed = manifest::parse_document(
+    let parsed = parse_manifest_document(
         b"apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  volumes: [{name: c, configMap: {name: x}}]\n",
     )
     .unwrap();
@@ -218,13 +223,13 @@ fn unknown_fields_are_reported_not_fatal() {
 
 #[test]
 fn defaults() {
-    let mut pod = manifest::parse(
+    let mut pod = parse_manifest(
         b"apiVersion: v1\nkind: Pod\nmetadata: {name: d}\nspec:\n  hostNetwork: true\n  volumes:\n  - {name: h, hostPath: {path: /x}}\n  - {name: e}\n  initContainers:\n  - {name: i, image: busybox}\n  containers:\n  - name: a\n    image: nginx:1.27\n    ports: [{containerPort: 80}, {containerPort: 53, protocol: UDP, hostPort: 0}]\n",
     )
     .unwrap();
-    manifest::apply_defaults(&mut pod);
+    apply_defaults(&mut pod);
     let once = pod.clone();
-    manifest::apply_defaults(&mut pod);
+    apply_defaults(&mut pod);
     assert_eq!(pod, once, "idempotent");
 
     assert_eq!(pod.metadata.namespace, "default");
@@ -262,11 +267,11 @@ fn defaults() {
     assert!(pod.spec.volumes[1].empty_dir.is_some());
 
     // Set values are kept.
-    let mut pod = manifest::parse(
+    let mut pod = parse_manifest(
         b"apiVersion: v1\nkind: Pod\nmetadata: {name: d, namespace: edge}\nspec:\n  restartPolicy: Never\n  terminationGracePeriodSeconds: 5\n  dnsPolicy: Default\n  containers:\n  - {name: a, image: nginx, imagePullPolicy: Never}\n",
     )
     .unwrap();
-    manifest::apply_defaults(&mut pod);
+    apply_defaults(&mut pod);
     assert_eq!(pod.metadata.namespace, "edge");
     assert_eq!(pod.spec.restart_policy, Some(RestartPolicy::Never));
     assert_eq!(pod.spec.termination_grace_period_seconds, Some(5));
@@ -294,13 +299,13 @@ fn pull_policy_from_image_reference() {
         ("nginx:latest@sha256:0123", Always), // upstream: the tag decides
     ];
     for (image, want) in table {
-        assert_eq!(manifest::default_pull_policy(image), want, "{image}");
+        assert_eq!(default_pull_policy(image), want, "{image}");
     }
     assert_eq!(
-        manifest::image_tag_and_digest("h:5000/a/b:c@sha256:x"),
+        image_tag_and_digest("h:5000/a/b:c@sha256:x"),
         (Some("c"), true)
     );
-    assert_eq!(manifest::image_tag_and_digest("h:5000/a/b"), (None, false));
+    assert_eq!(image_tag_and_digest("h:5000/a/b"), (None, false));
 }
 
 /// ContainerRestartRules: a container's own restartPolicy (any container) and its rules
@@ -308,7 +313,7 @@ fn pull_policy_from_image_reference() {
 #[test]
 fn container_restart_policy_and_rules_are_valid() {
     let mut pod = web();
-    manifest::apply_defaults(&mut pod);
+    apply_defaults(&mut pod);
     pod.spec.restart_policy = Some(RestartPolicy::Never);
     pod.spec.containers[0].restart_policy = Some(RestartPolicy::Never);
     pod.spec.containers[0].restart_policy_rules = vec![restart_rule("Restart", "NotIn")];
@@ -316,7 +321,7 @@ fn container_restart_policy_and_rules_are_valid() {
     init.name = "init".into();
     init.restart_policy = Some(RestartPolicy::OnFailure);
     pod.spec.init_containers.push(init);
-    manifest::validate(&pod).expect("valid");
+    validate_pod(&pod).expect("valid");
 }
 
 #[test]
@@ -653,12 +658,12 @@ fn validation_names_every_field() {
         ),
     ];
     let mut base = web();
-    manifest::apply_defaults(&mut base);
-    manifest::validate(&base).expect("the base pod is valid");
+    apply_defaults(&mut base);
+    validate_pod(&base).expect("the base pod is valid");
     for (i, (mutate, field, text)) in table.iter().enumerate() {
         let mut pod = base.clone();
         mutate(&mut pod);
-        let (msg, fields) = err_of(manifest::validate(&pod));
+        let (msg, fields) = err_of(validate_pod(&pod));
         // The first problem is the one provoked (others may follow from it).
         assert_eq!(fields[0], *field, "case {i}: {msg}");
         assert!(
@@ -671,7 +676,7 @@ fn validation_names_every_field() {
     let mut pod = base.clone();
     pod.spec.containers[0].image.clear();
     pod.spec.containers[0].ports[0].container_port = 0;
-    let (msg, fields) = err_of(manifest::validate(&pod));
+    let (msg, fields) = err_of(validate_pod(&pod));
     assert_eq!(
         fields,
         vec![
@@ -690,14 +695,14 @@ fn validation_names_every_field() {
     c.name = "sidecar".into();
     c.restart_policy = Some(RestartPolicy::Always);
     pod.spec.init_containers.push(c);
-    manifest::validate(&pod).unwrap();
+    validate_pod(&pod).unwrap();
 }
 
 #[test]
 fn static_identity() {
-    let parsed = manifest::parse_document(WEB.as_bytes()).unwrap();
+    let parsed = parse_manifest_document(WEB.as_bytes()).unwrap();
     let path = "/etc/kubernetes/manifests/web.yaml";
-    let pod = manifest::make_static(
+    let pod = make_static(
         parsed.pod.clone(),
         &parsed.raw,
         "Edge-01",
@@ -727,13 +732,13 @@ fn static_identity() {
 
     // Golden value: this hash must never change (a change restarts every static pod).
     assert_eq!(
-        manifest::static_pod_uid(&parsed.raw, "Edge-01", "file", path),
+        static_pod_uid(&parsed.raw, "Edge-01", "file", path),
         pod.metadata.uid
     );
     assert_eq!(pod.metadata.uid, GOLDEN_UID);
 
     let uid = |raw: &serde_json::Value, node: &str, source: &str, path: &str| {
-        manifest::static_pod_uid(raw, node, source, path)
+        static_pod_uid(raw, node, source, path)
     };
     let base = uid(&parsed.raw, "Edge-01", "file", path);
     // Key order, YAML vs JSON, and the seen stamp do not matter.
@@ -748,7 +753,7 @@ fn static_identity() {
     })
     .unwrap();
     assert_eq!(uid(&reordered, "Edge-01", "file", path), base);
-    let later = manifest::make_static(
+    let later = make_static(
         parsed.pod.clone(),
         &parsed.raw,
         "Edge-01",
@@ -784,7 +789,7 @@ fn static_identity() {
         phase: Some(PodPhase::Running),
         ..Default::default()
     });
-    let pod = manifest::make_static(with_uid, &parsed.raw, "n", "http", "http://x/pod", 0);
+    let pod = make_static(with_uid, &parsed.raw, "n", "http", "http://x/pod", 0);
     assert_eq!(pod.metadata.uid, "my-uid");
     assert_eq!(pod.metadata.namespace, "edge");
     assert_eq!(pod.annotation(api::ANNOTATION_CONFIG_HASH), Some("my-uid"));
@@ -808,7 +813,7 @@ const GOLDEN_UID: &str = "44255d613ed1a194732fb6a1a088d5c0";
 #[test]
 fn load_ties_it_together() {
     let path = "/etc/kubernetes/manifests/web.yaml";
-    let loaded = manifest::load(path, WEB.as_bytes(), "node1", "file", SEEN).unwrap();
+    let loaded = load_manifest(path, WEB.as_bytes(), "node1", "file", SEEN).unwrap();
     assert_eq!(loaded.pod.metadata.name, "web-node1");
     assert_eq!(loaded.pod.spec.restart_policy, Some(RestartPolicy::Always));
     assert_eq!(
@@ -816,7 +821,7 @@ fn load_ties_it_together() {
         Some(PullPolicy::IfNotPresent)
     );
     assert!(loaded.unknown_fields.is_empty());
-    manifest::validate(&loaded.pod).unwrap();
+    validate_pod(&loaded.pod).unwrap();
 
     let table: &[(&str, &str)] = &[
         (
@@ -846,7 +851,7 @@ fn load_ties_it_together() {
         ),
     ];
     for (input, want) in table {
-        let e = manifest::load(path, input.as_bytes(), "node1", "file", SEEN).unwrap_err();
+        let e = load_manifest(path, input.as_bytes(), "node1", "file", SEEN).unwrap_err();
         let msg = e.to_string();
         assert!(msg.starts_with(want), "{msg:?} should start with {want:?}");
         assert!(matches!(e, ManifestError::InFile { .. }));
@@ -863,7 +868,7 @@ fn data(name: &str) -> (String, Vec<u8>) {
 #[test]
 fn real_world_manifests_load() {
     let (path, bytes) = data("etcd.yaml");
-    let loaded = manifest::load(&path, &bytes, "pi-4", "file", SEEN).unwrap();
+    let loaded = load_manifest(&path, &bytes, "pi-4", "file", SEEN).unwrap();
     let pod = &loaded.pod;
     assert_eq!(pod.full_name(), "kube-system/etcd-pi-4");
     assert!(pod.spec.host_network);
@@ -887,7 +892,7 @@ fn real_world_manifests_load() {
     );
 
     let (path, bytes) = data("sensor.json");
-    let loaded = manifest::load(&path, &bytes, "pi-4", "file", SEEN).unwrap();
+    let loaded = load_manifest(&path, &bytes, "pi-4", "file", SEEN).unwrap();
     let c = &loaded.pod.spec.containers[0];
     assert_eq!(
         c.image_pull_policy,
@@ -905,7 +910,7 @@ fn real_world_manifests_load() {
     );
 
     let (path, bytes) = data("with-configmap.yaml");
-    let loaded = manifest::load(&path, &bytes, "pi-4", "file", SEEN).unwrap();
+    let loaded = load_manifest(&path, &bytes, "pi-4", "file", SEEN).unwrap();
     assert_eq!(
         loaded.pod.spec.volumes[1].config_map.as_ref().unwrap().name,
         "nginx-conf"
@@ -919,7 +924,7 @@ fn real_world_manifests_load() {
 /// was published on every interface.
 #[test]
 fn acronym_fields_are_read_as_the_api_spells_them() {
-    let parsed = manifest::parse_document(
+    let parsed = parse_manifest_document(
         b"apiVersion: v1\nkind: Pod\nmetadata: {name: ne}\nspec:\n  hostPID: true\n  hostIPC: true\n  hostNetwork: true\n  containers:\n  - name: a\n    image: b\n    ports: [{containerPort: 9100, hostPort: 9100, hostIP: 127.0.0.1}]\n",
     )
     .unwrap();
@@ -990,13 +995,13 @@ metadata: {name: s}
 data:
 stringData:
 ";
-    let docs = manifest::load_documents("/m/frigate.yaml", file.as_bytes(), "n", "file", SEEN)
+    let docs = load_manifest_documents("/m/frigate.yaml", file.as_bytes(), "n", "file", SEEN)
         .expect("the file reads");
     assert_eq!(docs.len(), 3);
     for d in &docs {
         assert!(d.is_ok(), "{:?}", d.as_ref().err().map(ToString::to_string));
     }
-    let Ok(manifest::Document::Pod(loaded)) = &docs[0] else {
+    let Ok(ManifestDocument::Pod(loaded)) = &docs[0] else {
         panic!("not a pod");
     };
     assert!(
@@ -1010,7 +1015,7 @@ stringData:
     // The same in JSON.
     let json = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"j","labels":null},
         "spec":{"volumes":null,"containers":[{"name":"c","image":"busybox","env":null,"envFrom":null}]}}"#;
-    manifest::load("/m/j.json", json.as_bytes(), "n", "file", SEEN).expect("null in JSON reads");
+    load_manifest("/m/j.json", json.as_bytes(), "n", "file", SEEN).expect("null in JSON reads");
 }
 
 fn restart_rule(action: &str, operator: &str) -> picolet::api::ContainerRestartRule {
@@ -1028,14 +1033,14 @@ fn restart_rule(action: &str, operator: &str) -> picolet::api::ContainerRestartR
 #[test]
 fn image_volumes_decode_default_and_validate() {
     let parsed = |text: String| {
-        let mut p = manifest::parse(text.as_bytes()).expect("parses");
-        manifest::apply_defaults(&mut p);
+        let mut p = parse_manifest(text.as_bytes()).expect("parses");
+        apply_defaults(&mut p);
         p
     };
     let checked = |text: String| {
-        let mut p = manifest::parse(text.as_bytes())?;
-        manifest::apply_defaults(&mut p);
-        manifest::validate(&p).map(|()| p)
+        let mut p = parse_manifest(text.as_bytes())?;
+        apply_defaults(&mut p);
+        validate_pod(&p).map(|()| p)
     };
     let doc = |volume: &str| {
         format!(
@@ -1087,9 +1092,9 @@ fn pod_level_resources_default_and_validate() {
         let text = format!(
             "apiVersion: v1\nkind: Pod\nmetadata: {{name: p}}\nspec:\n  resources: {resources}\n  containers:\n  - name: c\n    image: busybox:1.36\n    resources: {container}\n"
         );
-        let mut p = manifest::parse(text.as_bytes())?;
-        manifest::apply_defaults(&mut p);
-        manifest::validate(&p).map(|()| p)
+        let mut p = parse_manifest(text.as_bytes())?;
+        apply_defaults(&mut p);
+        validate_pod(&p).map(|()| p)
     };
     let q = |p: &Pod, name: &str| p.spec.resources.as_ref().unwrap().requests[name].as_string();
     // Limits only: requests default to them; a container request wins for its resource.

@@ -8,10 +8,12 @@ mod common;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt as _;
 
-use picolet::clock::TokioClock;
-use picolet::cri::fake::FakeRuntime;
-use picolet::kube::{Client, ClientConfig};
-use picolet::local_api::{self, LocalApiOptions};
+use picolet::{
+    TokioClock,
+    apiserver::{Client, ClientConfig},
+    fakes::FakeRuntime,
+    node_api::{self, LocalApiOptions},
+};
 use serde_json::Value;
 use tokio::task::LocalSet;
 
@@ -33,13 +35,13 @@ struct Node {
 }
 
 /// The agent and the node API over the fake runtime, as `daemon::run` wires them.
-async fn start(dir: &std::path::Path, cfg: &picolet::daemon::DaemonConfig) -> Node {
+async fn start(dir: &std::path::Path, cfg: &picolet::DaemonConfig) -> Node {
     start_with(dir, cfg, None).await
 }
 
 async fn start_with(
     dir: &std::path::Path,
-    cfg: &picolet::daemon::DaemonConfig,
+    cfg: &picolet::DaemonConfig,
     client_ca: Option<&std::path::Path>,
 ) -> Node {
     start_auth(dir, cfg, client_ca, Default::default(), None).await
@@ -48,9 +50,9 @@ async fn start_with(
 /// … with the authentication and authorization settings and the apiserver client.
 async fn start_auth(
     dir: &std::path::Path,
-    cfg: &picolet::daemon::DaemonConfig,
+    cfg: &picolet::DaemonConfig,
     client_ca: Option<&std::path::Path>,
-    auth: local_api::auth::AuthConfig,
+    auth: node_api::AuthConfig,
     apiserver: Option<Client>,
 ) -> Node {
     let clock = TokioClock::new(1_800_000_000_000_000_000);
@@ -74,20 +76,20 @@ async fn start_auth(
         serving: None,
     };
     let shutdown = tokio_util::sync::CancellationToken::new();
-    let metrics = std::rc::Rc::new(picolet::metrics::AgentMetrics::default());
-    let sources = local_api::Sources {
+    let metrics = std::rc::Rc::new(picolet::AgentMetrics::default());
+    let sources = node_api::Sources {
         client: apiserver,
         agent_metrics: Some(std::rc::Rc::clone(&metrics)),
         ..Default::default()
     };
     let events =
-        local_api::start(&opts, rt.clone(), clock, sources, &shutdown).expect("node API starts");
-    let ext = picolet::daemon::Extensions {
+        node_api::start(&opts, rt.clone(), clock, sources, &shutdown).expect("node API starts");
+    let ext = picolet::Extensions {
         events: Some(events),
         metrics: Some(metrics),
         ..Default::default()
     };
-    let handle = tokio::task::spawn_local(picolet::daemon::run_with_extensions(
+    let handle = tokio::task::spawn_local(picolet::run_daemon_with_extensions(
         rt,
         clock,
         cfg.clone(),
@@ -220,7 +222,7 @@ async fn serves_pods_nodes_and_refuses_a_wrong_token() {
             assert_eq!(secrets.code(), Some(403));
             // `kubectl delete pod` of a static pod: refused, naming the file to remove; a
             // pod that is not there answers 404 as for a GET.
-            let opts = picolet::kube::DeleteOptions::default();
+            let opts = picolet::apiserver::DeleteOptions::default();
             let refused = node
                 .client
                 .delete("/api/v1/namespaces/default/pods/web-node1", &opts)
@@ -238,7 +240,7 @@ async fn serves_pods_nodes_and_refuses_a_wrong_token() {
                 .client
                 .patch::<Value>(
                     "/api/v1/namespaces/default/pods/web-node1",
-                    picolet::kube::PatchKind::Merge,
+                    picolet::apiserver::PatchKind::Merge,
                     &serde_json::json!({"metadata": {"labels": {"a": "b"}}}),
                 )
                 .await
@@ -483,7 +485,7 @@ async fn a_client_certificate_of_the_client_ca_is_admitted() {
 #[cfg(feature = "mock-apiserver")]
 #[tokio::test]
 async fn webhook_authn_and_authz_through_the_listener() {
-    use picolet::kube::mock::MockApiServer;
+    use picolet::fakes::MockApiServer;
     LocalSet::new()
         .run_until(async {
             let mock = MockApiServer::start_new().await.expect("mock");
@@ -492,9 +494,9 @@ async fn webhook_authn_and_authz_through_the_listener() {
             mock.allow("alice", "get", "proxy");
             let mut mc = ClientConfig::new(mock.url());
             mc.timeout = Duration::from_secs(5);
-            let auth = local_api::auth::AuthConfig {
+            let auth = node_api::AuthConfig {
                 token_webhook: true,
-                mode: local_api::auth::Mode::Webhook,
+                mode: node_api::Mode::Webhook,
                 ..Default::default()
             };
             let tmp = tempfile::tempdir().expect("tempdir");
@@ -746,13 +748,13 @@ async fn the_fuzz_seeds_reach_the_routes() {
     const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
     LocalSet::new()
         .run_until(async {
-            let view = local_api::view::View::new();
+            let view = node_api::View::new();
             let pod: picolet::api::Pod = serde_json::from_str(
                 r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-node1","namespace":"default","uid":"u1","labels":{"app":"web"}},"spec":{"containers":[{"name":"app","image":"busybox"}]}}"#,
             )
             .unwrap();
             view.apply(
-                vec![picolet::messages::PodEvent::Pods {
+                vec![picolet::PodEvent::Pods {
                     pods: vec![Arc::new(pod)],
                     mirrors: vec![],
                     sources_ready: true,
@@ -760,8 +762,8 @@ async fn the_fuzz_seeds_reach_the_routes() {
                 1_800_000_000_000_000_000,
             );
             let clock = TokioClock::new(1_800_000_000_000_000_000);
-            let api = local_api::server::Api::new(
-                local_api::token::Token::parse(TOKEN).unwrap(),
+            let api = node_api::Api::new(
+                node_api::Token::parse(TOKEN).unwrap(),
                 view,
                 FakeRuntime::new(clock),
                 clock,
@@ -777,7 +779,7 @@ async fn the_fuzz_seeds_reach_the_routes() {
                 async move {
                     let (mut client, server) = tokio::io::duplex(64 * 1024);
                     let shutdown = tokio_util::sync::CancellationToken::new();
-                    let serve = local_api::server::serve_plain(
+                    let serve = node_api::serve_plain(
                         server,
                         [127, 0, 0, 1].into(),
                         api,

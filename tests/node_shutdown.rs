@@ -11,8 +11,10 @@ mod common;
 use std::process::{Command, Stdio};
 
 use common::{IMAGE, Killed, free_port, wait_until};
-use picolet::cri::fake_cri::{FakeCri, Method};
-use picolet::cri::{ContainerState, SandboxState};
+use picolet::{
+    ContainerState, SandboxState,
+    fakes::{CriMethod as Method, FakeCri},
+};
 
 fn pod(name: &str, priority: Option<i64>) -> String {
     let priority = priority

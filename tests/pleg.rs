@@ -9,9 +9,10 @@ mod common;
 
 use common::IMAGE;
 use common::agent::{Agent, agent_dir, running_ids, settle, start};
-use picolet::clock::TokioClock;
-use picolet::cri::fake::{Call, FakeRuntime, Method};
-use picolet::cri::{ContainerState, CriError};
+use picolet::{
+    ContainerState, CriError, TokioClock,
+    fakes::{FakeRuntime, RuntimeCall as Call, RuntimeMethod as Method},
+};
 use tokio::task::LocalSet;
 
 fn manifest(name: &str) -> String {

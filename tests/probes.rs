@@ -12,9 +12,11 @@ use common::agent::{fake_runtime, settle};
 
 use common::IMAGE;
 use common::agent::{EventedAgent, agent_dir, start_with_events};
-use picolet::api::PodStatus;
-use picolet::cri::ContainerState;
-use picolet::cri::fake::{Call, FakeRuntime};
+use picolet::{
+    ContainerState,
+    api::PodStatus,
+    fakes::{FakeRuntime, RuntimeCall as Call},
+};
 use tokio::task::LocalSet;
 
 /// A pod with one container `app` and the given container-level YAML lines (indented 4).
@@ -391,7 +393,7 @@ async fn failing_post_start_kills_the_container() {
             for _ in 0..30 {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 for ev in agent.events.try_recv() {
-                    if let picolet::messages::PodEvent::Status { status, .. } = ev {
+                    if let picolet::PodEvent::Status { status, .. } = ev {
                         waiting.extend(status.container_statuses[0].state.waiting.clone());
                     }
                 }

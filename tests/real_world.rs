@@ -9,15 +9,14 @@ mod readme;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use picolet::admission::{self, NodeInfo};
-use picolet::manifest::{self, fields};
+use picolet::{NodeInfo, admit_pod, load_manifest, manifest_fields};
 
 const SEEN: i64 = 1_800_000_000_000_000_000;
 
 fn node() -> NodeInfo {
     NodeInfo {
         node_name: "pi".into(),
-        labels: picolet::node::node_labels("pi", &BTreeMap::new()),
+        labels: picolet::node_labels("pi", &BTreeMap::new()),
         cpu_milli: 4000,
         memory_bytes: 4 << 30,
         max_pods: 110,
@@ -39,19 +38,22 @@ fn report() -> BTreeMap<String, Vec<String>> {
     for name in names {
         let path = format!("examples/real-world/{name}");
         let bytes = std::fs::read(format!("{dir}/{name}")).unwrap();
-        let loaded = manifest::load(&path, &bytes, "pi", "file", SEEN)
+        let loaded = load_manifest(&path, &bytes, "pi", "file", SEEN)
             .unwrap_or_else(|e| panic!("{path} does not load: {e}"));
         let mut lines = Vec::new();
-        for u in fields::classify_unknown(&loaded.unknown_fields) {
+        for u in manifest_fields::classify_unknown(&loaded.unknown_fields) {
             match u {
-                fields::Unknown::Ignored(p) => {
-                    let why = fields::rule_for(&fields::normalize(&p)).map_or("", |r| r.why);
+                manifest_fields::Unknown::Ignored(p) => {
+                    let why = manifest_fields::rule_for(&manifest_fields::normalize(&p))
+                        .map_or("", |r| r.why);
                     lines.push(format!("`{p}`: ignored ({why})"));
                 }
-                fields::Unknown::NotUpstream(p) => panic!("{path}: {p} is not a v1.Pod field"),
+                manifest_fields::Unknown::NotUpstream(p) => {
+                    panic!("{path}: {p} is not a v1.Pod field")
+                }
             }
         }
-        let verdict = admission::admit(&loaded.pod, &node(), &[]);
+        let verdict = admit_pod(&loaded.pod, &node(), &[]);
         if let Some(r) = &verdict.rejection {
             panic!("{path}: rejected: {}: {}", r.reason, r.message);
         }

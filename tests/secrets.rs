@@ -13,9 +13,11 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{IMAGE, Killed, free_port, wait_until};
-use picolet::cri::ContainerState;
-use picolet::cri::fake_cri::FakeCri;
-use picolet::kube::{Client, ClientConfig};
+use picolet::{
+    ContainerState,
+    apiserver::{Client, ClientConfig},
+    fakes::FakeCri,
+};
 use serde_json::Value;
 
 /// The values that must never be printed: each appears in a Secret below, as written in the

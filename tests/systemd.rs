@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::{IMAGE, Killed};
-use picolet::cri::fake_cri::FakeCri;
+use picolet::fakes::FakeCri;
 
 /// The next datagram, or `None` after `secs` seconds.
 fn next_message(sock: &UnixDatagram, secs: u64) -> Option<String> {

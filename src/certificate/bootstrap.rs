@@ -22,11 +22,11 @@ use crate::kube::{Client, ClientConfig};
 use crate::x509;
 
 /// kubelet: the bootstrap CSR is watched for up to an hour.
-pub const BOOTSTRAP_WAIT: Duration = Duration::from_secs(3600);
+pub(crate) const BOOTSTRAP_WAIT: Duration = Duration::from_secs(3600);
 
 /// What the bootstrap needs.
 #[derive(Debug, Clone)]
-pub struct BootstrapOptions {
+pub(crate) struct BootstrapOptions {
     /// `--kubeconfig`: read when it exists, written after a bootstrap.
     pub kubeconfig: PathBuf,
     /// `--bootstrap-kubeconfig`.
@@ -40,7 +40,7 @@ pub struct BootstrapOptions {
 
 /// What the start decided (pure: [`decide`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// The kubeconfig's certificate is valid: nothing to do.
     Reuse,
     /// The store has a valid certificate: point the kubeconfig at it.
@@ -51,7 +51,7 @@ pub enum Decision {
 
 /// The validity (NotAfter, Unix seconds) of the kubeconfig's certificate (`Some(None)`: the
 /// kubeconfig has no client certificate, e.g. a token) and of the store's, at `now`.
-pub fn decide(kubeconfig: Option<Option<i64>>, store: Option<i64>, now: i64) -> Decision {
+pub(crate) fn decide(kubeconfig: Option<Option<i64>>, store: Option<i64>, now: i64) -> Decision {
     match (kubeconfig, store) {
         // kubelet: `isClientConfigStillValid` — a kubeconfig without certificates is valid.
         (Some(None), _) => Decision::Reuse,
@@ -76,7 +76,7 @@ fn kubeconfig_validity(path: &Path) -> Option<Option<i64>> {
 }
 
 /// kubelet `LoadClientCert`. `now`: Unix seconds. Returns what it decided.
-pub async fn load_client_cert(
+pub(crate) async fn load_client_cert(
     opts: &BootstrapOptions,
     now: i64,
     shutdown: &CancellationToken,

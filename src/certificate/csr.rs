@@ -15,10 +15,10 @@ use super::CertificateError;
 use crate::kube::Client;
 use crate::x509;
 
-pub const CSR_PATH: &str = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
+pub(crate) const CSR_PATH: &str = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
 
 /// What to ask for.
-pub struct Request<'a> {
+pub(crate) struct Request<'a> {
     /// `metadata.name`; `None`: `generateName: csr-` (the kubelet's rotation).
     pub name: Option<String>,
     /// The PKCS#10 request, DER.
@@ -32,7 +32,7 @@ pub struct Request<'a> {
 }
 
 /// The CSR object.
-pub fn body(req: &Request<'_>) -> Value {
+pub(crate) fn body(req: &Request<'_>) -> Value {
     let pem = x509::pem("CERTIFICATE REQUEST", req.der);
     let metadata = match &req.name {
         Some(n) => json!({"name": n}),
@@ -53,7 +53,7 @@ pub fn body(req: &Request<'_>) -> Value {
 /// kubelet (bootstrap.go `requestNodeCertificate`): the name `node-csr-` + base64url of a
 /// SHA-512/256 digest of the key and the subject, so a retry with the same key (kept in
 /// `kubelet-client.key.tmp`) finds its own request again.
-pub fn bootstrap_name(
+pub(crate) fn bootstrap_name(
     public_key: &[u8],
     subject: &x509::RequestSubject,
     usages: &[&str],
@@ -76,7 +76,7 @@ pub fn bootstrap_name(
 
 /// Where a CSR stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Pending,
     /// The issued chain, PEM.
     Issued(String),
@@ -91,7 +91,7 @@ pub enum Outcome {
 }
 
 /// Reads `status`: Denied or Failed win; Approved with `status.certificate` is issued.
-pub fn outcome(csr: &Value) -> Outcome {
+pub(crate) fn outcome(csr: &Value) -> Outcome {
     let conditions = csr
         .pointer("/status/conditions")
         .and_then(Value::as_array)
@@ -131,7 +131,7 @@ pub fn outcome(csr: &Value) -> Outcome {
 
 /// Creates the CSR (an existing one of the same name is re-used) and waits for its
 /// certificate. Returns the CSR's name and the issued chain (PEM).
-pub async fn request(
+pub(crate) async fn request(
     client: &Client,
     req: &Request<'_>,
     shutdown: &CancellationToken,
@@ -205,7 +205,7 @@ pub async fn request(
 
 /// A fresh key and a request for `subject`: (the key's PKCS#8 PEM, the request DER, the
 /// public key).
-pub fn new_request(
+pub(crate) fn new_request(
     subject: &x509::RequestSubject,
 ) -> Result<(String, Vec<u8>, Vec<u8>), CertificateError> {
     let rng = SystemRandom::new();
@@ -215,7 +215,7 @@ pub fn new_request(
 }
 
 /// A request for `subject` signed by the PKCS#8 key: (the request DER, the public key).
-pub fn request_for_key(
+pub(crate) fn request_for_key(
     pkcs8: &[u8],
     subject: &x509::RequestSubject,
 ) -> Result<(Vec<u8>, Vec<u8>), CertificateError> {

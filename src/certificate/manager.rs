@@ -14,7 +14,7 @@ use std::time::Duration;
 
 /// What a certificate's validity says at `now` (Unix seconds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
+pub(crate) enum Phase {
     Missing,
     Valid { deadline: i64 },
     RenewDue,
@@ -23,14 +23,14 @@ pub enum Phase {
 
 /// The rotation deadline of a certificate valid from `not_before` to `not_after`; `jitter`
 /// in [0, 1] (clamped).
-pub fn deadline(not_before: i64, not_after: i64, jitter: f64) -> i64 {
+pub(crate) fn deadline(not_before: i64, not_after: i64, jitter: f64) -> i64 {
     let total = (not_after - not_before).max(0) as f64;
     let j = jitter.clamp(0.0, 1.0);
     not_before + (total * (0.7 + 0.2 * j)).round() as i64
 }
 
 /// The phase of an optional certificate (`(not_before, not_after)`) at `now`.
-pub fn assess(validity: Option<(i64, i64)>, now: i64, jitter: f64) -> Phase {
+pub(crate) fn assess(validity: Option<(i64, i64)>, now: i64, jitter: f64) -> Phase {
     match validity {
         None => Phase::Missing,
         Some((_, not_after)) if now >= not_after => Phase::Expired,
@@ -47,12 +47,12 @@ pub fn assess(validity: Option<(i64, i64)>, now: i64, jitter: f64) -> Phase {
 
 /// kubelet: after a failed rotation, back off 2 s doubling for 5 steps, then every 32 s
 /// (`wait.Backoff{Duration: 2s, Factor: 2, Steps: 5, Cap: ...}` and the 32 s retry).
-pub fn retry_delay(failures: u32) -> Duration {
+pub(crate) fn retry_delay(failures: u32) -> Duration {
     Duration::from_secs(2u64 << failures.min(4))
 }
 
 /// A uniform draw in [0, 1) from the system's random source (0.5 if it fails).
-pub fn jitter() -> f64 {
+pub(crate) fn jitter() -> f64 {
     use ring::rand::SecureRandom;
     let mut b = [0u8; 4];
     match ring::rand::SystemRandom::new().fill(&mut b) {

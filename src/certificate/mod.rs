@@ -18,26 +18,26 @@
 //! - a rotation renews the client's connection pool instead of closing open connections:
 //!   watches under way end on their own (they carry timeouts) and resume on the new cert.
 
-pub mod bootstrap;
-pub mod csr;
-pub mod manager;
-pub mod rotation;
-pub mod store;
+pub(crate) mod bootstrap;
+pub(crate) mod csr;
+pub(crate) mod manager;
+pub(crate) mod rotation;
+pub(crate) mod store;
 
 use std::path::PathBuf;
 
-pub use crate::kube::CertSlot;
+pub(crate) use crate::kube::CertSlot;
 
 /// kubelet: the client certificate's signer and usages.
-pub const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
+pub(crate) const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
 /// ECDSA keys: no key encipherment (certificate_manager.go adds it for RSA only).
-pub const CLIENT_USAGES: [&str; 2] = ["digital signature", "client auth"];
+pub(crate) const CLIENT_USAGES: [&str; 2] = ["digital signature", "client auth"];
 /// kubelet: the serving certificate's signer and usages.
-pub const SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
-pub const SERVING_USAGES: [&str; 2] = ["digital signature", "server auth"];
+pub(crate) const SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
+pub(crate) const SERVING_USAGES: [&str; 2] = ["digital signature", "server auth"];
 
 #[derive(Debug, thiserror::Error)]
-pub enum CertificateError {
+pub(crate) enum CertificateError {
     #[error(transparent)]
     Api(#[from] crate::kube::ApiError),
     #[error("{}: {source}", path.display())]
@@ -80,7 +80,7 @@ fn io_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> CertificateE
 }
 
 /// The node's identity in its certificates: `CN=system:node:<name>`, `O=system:nodes`.
-pub fn node_subject(node_name: &str) -> crate::x509::RequestSubject {
+pub(crate) fn node_subject(node_name: &str) -> crate::x509::RequestSubject {
     crate::x509::RequestSubject {
         common_name: format!("system:node:{node_name}"),
         organizations: vec!["system:nodes".into()],

@@ -22,10 +22,10 @@ use crate::kube::Client;
 use crate::x509::{self, RequestSubject};
 
 /// kubelet: each rotation's CSR is waited for up to 15 minutes.
-pub const ROTATION_WAIT: Duration = Duration::from_secs(15 * 60);
+pub(crate) const ROTATION_WAIT: Duration = Duration::from_secs(15 * 60);
 
 /// One certificate to keep current.
-pub struct Rotation<C: Clock> {
+pub(crate) struct Rotation<C: Clock> {
     /// Sends the CSRs (the node's own client: its certificate authenticates the renewal).
     pub client: Client,
     pub slot: CertSlot,
@@ -40,7 +40,7 @@ pub struct Rotation<C: Clock> {
 }
 
 /// (NotBefore, NotAfter) of the slot's certificate.
-pub fn slot_validity(slot: &CertSlot) -> Option<(i64, i64)> {
+pub(crate) fn slot_validity(slot: &CertSlot) -> Option<(i64, i64)> {
     let ck = slot.current()?;
     let info = x509::certificate_info(ck.cert.first()?.as_ref())?;
     Some((info.not_before, info.not_after))
@@ -52,7 +52,7 @@ impl<C: Clock> Rotation<C> {
     }
 
     /// Fills the slot from the store when the store's certificate is valid (a restart).
-    pub fn load(&self) -> Result<bool, CertificateError> {
+    pub(crate) fn load(&self) -> Result<bool, CertificateError> {
         match self.store.current()? {
             Some(pair) if self.now() < pair.info.not_after => {
                 self.slot.set_pem(
@@ -67,7 +67,10 @@ impl<C: Clock> Rotation<C> {
     }
 
     /// One renewal: a new key, a CSR, the certificate stored and put in the slot.
-    pub async fn rotate(&self, shutdown: &CancellationToken) -> Result<String, CertificateError> {
+    pub(crate) async fn rotate(
+        &self,
+        shutdown: &CancellationToken,
+    ) -> Result<String, CertificateError> {
         let (key_pem, der, _) = csr::new_request(&self.subject)?;
         let req = csr::Request {
             name: None,
@@ -101,7 +104,7 @@ impl<C: Clock> Rotation<C> {
     }
 
     /// Keeps the slot's certificate current until `shutdown`.
-    pub async fn run(self, shutdown: CancellationToken) {
+    pub(crate) async fn run(self, shutdown: CancellationToken) {
         let mut jitter = manager::jitter();
         let mut failures = 0u32;
         loop {

@@ -13,13 +13,13 @@ use super::{CertificateError, io_err};
 use crate::x509::{self, CertificateInfo};
 
 /// kubelet: the client certificate's file prefix.
-pub const CLIENT_PREFIX: &str = "kubelet-client";
+pub(crate) const CLIENT_PREFIX: &str = "kubelet-client";
 /// kubelet: the serving certificate's file prefix.
-pub const SERVER_PREFIX: &str = "kubelet-server";
+pub(crate) const SERVER_PREFIX: &str = "kubelet-server";
 
 /// A certificate and its key, as read back.
 #[derive(Clone)]
-pub struct Pair {
+pub(crate) struct Pair {
     /// The chain and the key in one PEM document.
     pub pem: String,
     /// Of the first certificate.
@@ -36,13 +36,13 @@ impl std::fmt::Debug for Pair {
 
 /// One kind of certificate in one directory.
 #[derive(Debug, Clone)]
-pub struct Store {
+pub(crate) struct Store {
     pub dir: PathBuf,
     pub prefix: &'static str,
 }
 
 impl Store {
-    pub fn new(dir: &Path, prefix: &'static str) -> Self {
+    pub(crate) fn new(dir: &Path, prefix: &'static str) -> Self {
         Store {
             dir: dir.to_path_buf(),
             prefix,
@@ -50,13 +50,13 @@ impl Store {
     }
 
     /// `<prefix>-current.pem`.
-    pub fn current_path(&self) -> PathBuf {
+    pub(crate) fn current_path(&self) -> PathBuf {
         self.dir.join(format!("{}-current.pem", self.prefix))
     }
 
     /// The current pair; `None` when there is none. A file that is there but holds no
     /// certificate and key is an error naming it.
-    pub fn current(&self) -> Result<Option<Pair>, CertificateError> {
+    pub(crate) fn current(&self) -> Result<Option<Pair>, CertificateError> {
         let path = self.current_path();
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
@@ -68,7 +68,7 @@ impl Store {
 
     /// Writes a new pair with its time stamp (Unix seconds `now`) and points
     /// `<prefix>-current.pem` at it. Returns the current path.
-    pub fn update(
+    pub(crate) fn update(
         &self,
         chain_pem: &str,
         key_pem: &str,
@@ -103,7 +103,7 @@ fn ensure_newline(s: &str) -> String {
 }
 
 /// A PEM document with a certificate (first: the leaf) and a private key.
-pub fn parse_pair(text: &str, path: &Path) -> Result<Pair, CertificateError> {
+pub(crate) fn parse_pair(text: &str, path: &Path) -> Result<Pair, CertificateError> {
     let bad = |what: &str| CertificateError::BadFile {
         path: path.to_path_buf(),
         what: what.into(),
@@ -122,12 +122,12 @@ pub fn parse_pair(text: &str, path: &Path) -> Result<Pair, CertificateError> {
 
 /// Writes `bytes` to `path` mode 0600 through a temporary and a rename; a missing
 /// directory is made 0700 (`checkpoint::write_private`).
-pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), CertificateError> {
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<(), CertificateError> {
     crate::checkpoint::write_private(path, bytes).map_err(io_err(path))
 }
 
 /// What the kubeconfig a bootstrap writes points at.
-pub struct KubeconfigParts<'a> {
+pub(crate) struct KubeconfigParts<'a> {
     pub server: &'a str,
     pub ca_pem: Option<&'a [u8]>,
     pub insecure_skip_tls_verify: bool,
@@ -139,7 +139,10 @@ pub struct KubeconfigParts<'a> {
 /// kubelet (bootstrap.go `writeKubeconfigFromBootstrapping`): cluster `default-cluster`, user
 /// `default-auth` with `client-certificate` = `client-key` = the current pair, context
 /// `default-context`, namespace `default`. 0600.
-pub fn write_kubeconfig(path: &Path, p: &KubeconfigParts<'_>) -> Result<(), CertificateError> {
+pub(crate) fn write_kubeconfig(
+    path: &Path,
+    p: &KubeconfigParts<'_>,
+) -> Result<(), CertificateError> {
     let mut cluster = format!("    server: {}\n", yaml_str(p.server));
     if let Some(ca) = p.ca_pem {
         cluster.push_str(&format!(

@@ -26,14 +26,14 @@ const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/js
 
 /// A resource kubectl knows under several names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Resource {
+pub(crate) enum Resource {
     Pods,
     Nodes,
     Events,
 }
 
 impl Resource {
-    pub fn parse(s: &str) -> Option<Resource> {
+    pub(crate) fn parse(s: &str) -> Option<Resource> {
         match s {
             "pods" | "pod" | "po" => Some(Resource::Pods),
             "nodes" | "node" | "no" => Some(Resource::Nodes),
@@ -53,7 +53,7 @@ impl Resource {
 
 /// The flags of `get`, `describe` and `logs` (kubectl's names).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Request {
+pub(crate) struct Request {
     pub namespace: String,
     pub all_namespaces: bool,
     /// `-o`: empty, `wide`, `json`, `yaml`, `name`.
@@ -80,7 +80,7 @@ fn collection(r: Resource, req: &Request, name: Option<&str>) -> String {
 
 /// `picolet get RESOURCE [NAME]`: the text to print on stdout, or the line for stderr
 /// (`No resources found …`) as `Err`.
-pub async fn get(
+pub(crate) async fn get(
     client: &Client,
     r: Resource,
     name: Option<&str>,
@@ -153,7 +153,7 @@ pub async fn get(
 /// Why a command printed nothing on stdout; the text is the line for stderr, in kubectl's
 /// words where kubectl has them.
 #[derive(Debug)]
-pub enum KubectlError {
+pub(crate) enum KubectlError {
     /// Nothing to list (kubectl says so on stderr and exits 0): `No resources found`, or
     /// `… in NS namespace.` when one namespace was asked about.
     NoResources { namespace: Option<String> },
@@ -241,7 +241,7 @@ fn api_error(e: &ApiError, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result 
 }
 
 /// kubectl's table printer over a server-side `Table`.
-pub fn print_table(table: &Value, wide: bool, with_ns: bool) -> String {
+pub(crate) fn print_table(table: &Value, wide: bool, with_ns: bool) -> String {
     let none = Vec::new();
     let cols = table["columnDefinitions"].as_array().unwrap_or(&none);
     let shown: Vec<bool> = cols
@@ -289,7 +289,7 @@ fn cell_text(v: &Value) -> String {
 /// `picolet logs NAME`: streams the log to stdout. Without `-c`, the pod's default
 /// container (kubectl: the `kubectl.kubernetes.io/default-container` annotation, else the
 /// first; a note on stderr when the pod has several).
-pub async fn logs(client: &Client, name: &str, req: &Request) -> Result<(), KubectlError> {
+pub(crate) async fn logs(client: &Client, name: &str, req: &Request) -> Result<(), KubectlError> {
     let container = match &req.container {
         Some(c) => c.clone(),
         None => {
@@ -350,7 +350,7 @@ pub async fn logs(client: &Client, name: &str, req: &Request) -> Result<(), Kube
 }
 
 /// `picolet describe pod NAME`: kubectl's `describePod`, its events included.
-pub async fn describe_pod(
+pub(crate) async fn describe_pod(
     client: &Client,
     name: &str,
     req: &Request,
@@ -450,7 +450,7 @@ fn multiline(out: &mut String, title: &str, map: &Value, annotations: bool) {
 }
 
 /// Go's `time.RFC1123Z` in UTC: `Mon, 02 Jan 2006 15:04:05 +0000`.
-pub fn rfc1123z(ts: &str) -> String {
+pub(crate) fn rfc1123z(ts: &str) -> String {
     let Some(t) = clock::parse_rfc3339(ts) else {
         return ts.to_string();
     };
@@ -471,7 +471,7 @@ pub fn rfc1123z(ts: &str) -> String {
 }
 
 /// kubectl's `describePod` over the served pod and its events (kubectl `describe.go`).
-pub fn describe(pod: &Value, events: Option<&Value>, now: UnixNanos) -> String {
+pub(crate) fn describe(pod: &Value, events: Option<&Value>, now: UnixNanos) -> String {
     let (meta, spec, status) = (&pod["metadata"], &pod["spec"], &pod["status"]);
     let mut o = String::new();
     let _ = writeln!(o, "Name:\t{}", s(meta, "name"));
@@ -1065,7 +1065,7 @@ fn describe_events(items: &[Value], now: UnixNanos) -> String {
 }
 
 /// JSON as kubectl prints it: sorted keys, four-space indent.
-pub fn json(v: &Value, indent: usize, out: &mut String) {
+pub(crate) fn json(v: &Value, indent: usize, out: &mut String) {
     let pad = |n: usize, out: &mut String| out.extend(std::iter::repeat_n(' ', n));
     match v {
         Value::Object(m) if !m.is_empty() => {
@@ -1096,7 +1096,7 @@ pub fn json(v: &Value, indent: usize, out: &mut String) {
 
 /// YAML as kubectl prints it (go-yaml from JSON): sorted keys, two-space indent, list
 /// items at their key's indent.
-pub fn yaml(v: &Value, indent: usize, out: &mut String) {
+pub(crate) fn yaml(v: &Value, indent: usize, out: &mut String) {
     let pad = " ".repeat(indent);
     match v {
         Value::Object(m) => {

@@ -8,11 +8,11 @@
 //!
 //! Must never: write anywhere but stdout/stderr. `validate` reads only the files named.
 
-pub mod tabwriter;
-pub mod validate;
+pub(crate) mod tabwriter;
+pub(crate) mod validate;
 
 #[cfg(feature = "apiserver")]
-pub mod kubectl;
+pub(crate) mod kubectl;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -21,9 +21,9 @@ use crate::admission::NodeInfo;
 use crate::clock::{Clock, SystemClock};
 
 /// The verbs this module answers (the command line knows them: `options::CLI_VERBS`).
-pub use crate::options::CLI_VERBS as VERBS;
+pub(crate) use crate::options::CLI_VERBS as VERBS;
 
-pub const HELP: &str = "\
+pub(crate) const HELP: &str = "\
 USAGE:
     picolet validate [-o json] [--pod-manifest-path DIR] [--hostname-override NAME]
                      [--node-labels k=v,...] FILE|DIR...
@@ -51,11 +51,11 @@ USAGE:
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("{0} (see picolet {1} --help)")]
-pub struct CliError(String, &'static str);
+pub(crate) struct CliError(String, &'static str);
 
 /// The parsed command line of one of [`VERBS`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Args {
+pub(crate) struct Args {
     pub verb: &'static str,
     pub positional: Vec<String>,
     pub help: bool,
@@ -71,7 +71,7 @@ pub struct Args {
 }
 
 /// `args`: the whole command line without the program name, verb first.
-pub fn parse(args: &[String]) -> Result<Args, CliError> {
+pub(crate) fn parse(args: &[String]) -> Result<Args, CliError> {
     let verb = VERBS
         .iter()
         .copied()
@@ -344,7 +344,10 @@ fn read_limited(path: &std::path::Path, max: u64) -> Result<Vec<u8>, ReadError> 
 /// The kubeconfig, found as kubectl finds one: `--kubeconfig`, else the first file of
 /// `$KUBECONFIG` that exists, else `<--root-dir>/kubeconfig` (what `picolet run` writes).
 /// `Err`: what was tried and why each did not do.
-pub fn find_kubeconfig(a: &Args, env: Option<std::ffi::OsString>) -> Result<PathBuf, Vec<String>> {
+pub(crate) fn find_kubeconfig(
+    a: &Args,
+    env: Option<std::ffi::OsString>,
+) -> Result<PathBuf, Vec<String>> {
     if let Some(k) = &a.kubeconfig {
         return Ok(k.clone());
     }

@@ -5,7 +5,7 @@
 //! kubectl: `get` uses (min 6, padding 3), `describe` (min 0, padding 2).
 
 /// Aligns `text` as Go's tabwriter would.
-pub fn align(text: &str, min_width: usize, padding: usize) -> String {
+pub(crate) fn align(text: &str, min_width: usize, padding: usize) -> String {
     let lines: Vec<Vec<&str>> = text
         .split_inclusive('\n')
         .map(|l| l.strip_suffix('\n').unwrap_or(l).split('\t').collect())

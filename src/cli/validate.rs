@@ -21,7 +21,7 @@ use crate::manifest::{self, Document};
 
 /// One line of the report: a pod, a ConfigMap/Secret, or a file or document refused whole.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
+pub(crate) struct Entry {
     /// The file, with ` (document N)` when it holds several.
     pub file: String,
     /// `Pod`, `ConfigMap`, `Secret`; empty when the document could not be read.
@@ -43,7 +43,7 @@ pub struct Entry {
 
 /// A field picolet does not simply run with.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Field {
+pub(crate) struct Field {
     pub path: String,
     /// `refused`, `warned`, `ignored`, or `unknown` (not a field of v1.Pod: a typo?).
     pub policy: &'static str,
@@ -54,20 +54,20 @@ pub struct Field {
 
 /// The report for a set of files.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Report {
+pub(crate) struct Report {
     pub entries: Vec<Entry>,
 }
 
 impl Report {
     /// Whether a pod would be refused or a file or document rejected.
-    pub fn failed(&self) -> bool {
+    pub(crate) fn failed(&self) -> bool {
         self.entries
             .iter()
             .any(|e| matches!(e.verdict, "refused" | "rejected"))
     }
 
     /// A file that cannot be read at all (`error`: the reason).
-    pub fn rejected(&mut self, file: &str, error: String) {
+    pub(crate) fn rejected(&mut self, file: &str, error: String) {
         self.entries.push(Entry {
             file: file.to_string(),
             kind: String::new(),
@@ -84,7 +84,7 @@ impl Report {
 
     /// Adds the documents of one file. `shown`: the name printed; `source_path`: the path
     /// the file source would hash into the UID (`<pod-manifest-path>/<file name>`).
-    pub fn add_file(
+    pub(crate) fn add_file(
         &mut self,
         shown: &str,
         source_path: &str,
@@ -182,7 +182,7 @@ impl Report {
 
     /// Fills in `usedBy` of the ConfigMaps and Secrets from every pod's references, and
     /// `waitsFor` of the pods from what no file provides.
-    pub fn link(&mut self, refs: &[(ObjectKey, String)]) {
+    pub(crate) fn link(&mut self, refs: &[(ObjectKey, String)]) {
         let provided: BTreeSet<String> = self
             .entries
             .iter()
@@ -210,7 +210,7 @@ impl Report {
     }
 
     /// The report for scripts (`-o json`): an array of entries, empty fields left out.
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         let text = |s: &str| Value::String(s.to_string());
         let entries = self.entries.iter().map(|e| {
             let mut o = Map::new();
@@ -255,7 +255,7 @@ impl Report {
     }
 
     /// The human report: one line per entry, one indented line per field.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let mut out = String::new();
         for e in &self.entries {
             out.push_str(&e.file);

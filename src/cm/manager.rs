@@ -20,7 +20,7 @@ use crate::api::Pod;
 use crate::qos::{self, QosClass};
 
 #[derive(Debug, thiserror::Error)]
-pub enum CgroupError {
+pub(crate) enum CgroupError {
     #[error("cgroup {path}: {source}")]
     Io {
         path: String,
@@ -65,7 +65,7 @@ struct Job {
 
 /// The loop's handle; clones share the state and the worker.
 #[derive(Clone)]
-pub struct PodCgroups {
+pub(crate) struct PodCgroups {
     layout: Layout,
     /// uid → (class, cpu request in millicores) of the pods whose cgroups picolet made or
     /// saw.
@@ -79,7 +79,7 @@ impl PodCgroups {
     /// Starts the worker (inside a `LocalSet`) and queues the creation of `kubepods` and
     /// the QoS cgroups (a failure is an ERROR line; each pod's creation then fails with its
     /// own reason). The worker ends when the last handle is dropped.
-    pub fn start(cfg: PodCgroupsConfig) -> Self {
+    pub(crate) fn start(cfg: PodCgroupsConfig) -> Self {
         let (tx, rx) = mpsc::unbounded_channel::<Job>();
         crate::local_tasks::spawn_local(worker(
             Arc::new(cfg.layout.clone()),
@@ -119,7 +119,7 @@ impl PodCgroups {
     }
 
     /// The sandbox's cgroup parent.
-    pub fn sandbox_parent(&self, pod: &Pod) -> String {
+    pub(crate) fn sandbox_parent(&self, pod: &Pod) -> String {
         self.layout.sandbox_parent(pod)
     }
 
@@ -134,7 +134,7 @@ impl PodCgroups {
 
     /// Counts a pod that runs (adopted after a restart, or synced again); queues a QoS
     /// update when it changes the burstable total. No I/O here.
-    pub fn track(&self, pod: &Pod) {
+    pub(crate) fn track(&self, pod: &Pod) {
         let class = qos::pod_qos(pod);
         let request = super::pod_cpu_request(pod);
         let old = self
@@ -151,7 +151,7 @@ impl PodCgroups {
 
     /// kubelet: `UpdateQOSCgroups` then `podContainerManager.EnsureExists` — before the
     /// pod's sandbox is created. Returns the sandbox's cgroup parent.
-    pub async fn ensure(&self, pod: &Pod) -> Result<String, CgroupError> {
+    pub(crate) async fn ensure(&self, pod: &Pod) -> Result<String, CgroupError> {
         let class = qos::pod_qos(pod);
         self.pending_removal.borrow_mut().remove(pod.uid());
         self.pods
@@ -171,7 +171,7 @@ impl PodCgroups {
     /// kubelet: `SetPodCgroupConfig` in an in-place resize — the pod cgroup's cpu values
     /// (shares and quota) or its memory limit from the (allocated) pod, and the burstable
     /// cgroup's shares after it. A limit the pod does not set is left as it is.
-    pub async fn resize(&self, pod: &Pod, cpu: bool) -> Result<(), CgroupError> {
+    pub(crate) async fn resize(&self, pod: &Pod, cpu: bool) -> Result<(), CgroupError> {
         if self.layout.driver == CgroupDriver::Systemd {
             return Ok(());
         }
@@ -196,7 +196,7 @@ impl PodCgroups {
     /// The pod is terminated and its containers gone: its cgroup goes (kubelet:
     /// `cleanupOrphanedPodCgroups` → `podContainerManager.Destroy`), then the QoS shares
     /// are updated. A failure is kept for [`PodCgroups::retry_removals`].
-    pub async fn remove(&self, uid: &str, pod: Option<&Pod>) -> Result<(), CgroupError> {
+    pub(crate) async fn remove(&self, uid: &str, pod: Option<&Pod>) -> Result<(), CgroupError> {
         if self.layout.driver == CgroupDriver::Systemd {
             self.pods.borrow_mut().remove(uid);
             return Ok(());
@@ -241,7 +241,7 @@ impl PodCgroups {
     /// `keep` (the desired pods and those the runtime holds) are removed: their pod went
     /// while picolet was down, or went without a termination picolet saw. A cgroup still
     /// busy is left for the next call.
-    pub fn remove_orphans(&self, mut keep: HashSet<String>) {
+    pub(crate) fn remove_orphans(&self, mut keep: HashSet<String>) {
         if self.layout.driver == CgroupDriver::Systemd {
             return;
         }
@@ -249,12 +249,12 @@ impl PodCgroups {
         self.send(Work::RemoveOrphans { keep }, None);
     }
 
-    pub fn has_pending_removals(&self) -> bool {
+    pub(crate) fn has_pending_removals(&self) -> bool {
         !self.pending_removal.borrow().is_empty()
     }
 
     /// Housekeeping: retries the removals that failed (each once per call).
-    pub async fn retry_removals(&self) {
+    pub(crate) async fn retry_removals(&self) {
         let pending: Vec<String> = self.pending_removal.borrow().iter().cloned().collect();
         for uid in pending {
             match self.remove(&uid, None).await {
@@ -304,7 +304,7 @@ fn execute(layout: &Layout, root: &Path, work: Work) -> Result<(), CgroupError> 
 }
 
 /// The file-system half of [`PodCgroups::remove_orphans`].
-pub fn remove_orphans(layout: &Layout, root: &Path, keep: &HashSet<String>) {
+pub(crate) fn remove_orphans(layout: &Layout, root: &Path, keep: &HashSet<String>) {
     let hierarchies = match layout.version {
         CgroupVersion::V1 => v1_hierarchies(root),
         CgroupVersion::V2 => Vec::new(),
@@ -355,7 +355,7 @@ pub fn remove_orphans(layout: &Layout, root: &Path, keep: &HashSet<String>) {
 
 /// The mounted v1 hierarchies under `root` (`cpu,cpuacct`, `memory`, …; the symlinks such
 /// as `cpu` → `cpu,cpuacct` are skipped so each hierarchy counts once).
-pub fn v1_hierarchies(root: &Path) -> Vec<String> {
+pub(crate) fn v1_hierarchies(root: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(root) else {
         return Vec::new();
     };
@@ -369,7 +369,7 @@ pub fn v1_hierarchies(root: &Path) -> Vec<String> {
 }
 
 /// Applies `ops` under `root`, stopping at the first failure.
-pub fn apply(root: &Path, ops: &[Op]) -> Result<(), CgroupError> {
+pub(crate) fn apply(root: &Path, ops: &[Op]) -> Result<(), CgroupError> {
     let io = |p: &Path| {
         let path = p.display().to_string();
         move |source| CgroupError::Io { path, source }
@@ -411,7 +411,7 @@ pub fn apply(root: &Path, ops: &[Op]) -> Result<(), CgroupError> {
 
 /// Removes the cgroup directories (and any child cgroups left in them, deepest first). A
 /// directory already gone is fine; one with a process left is [`CgroupError::Busy`].
-pub fn remove_dirs(root: &Path, dirs: &[String]) -> Result<(), CgroupError> {
+pub(crate) fn remove_dirs(root: &Path, dirs: &[String]) -> Result<(), CgroupError> {
     let mut first_err = None;
     for rel in dirs {
         let p = root.join(rel);

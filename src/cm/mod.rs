@@ -19,8 +19,8 @@
 //! - QoS memory limits: like the kubelet without the alpha `QOSReserved` gate, the QoS
 //!   cgroups get cpu shares only; their memory is bounded by `kubepods`.
 
-pub mod devicemanager;
-pub mod manager;
+pub(crate) mod devicemanager;
+pub(crate) mod manager;
 
 use crate::api::Pod;
 use crate::qos::{self, QosClass};
@@ -62,7 +62,8 @@ pub struct Reserved {
 
 /// kubelet: the default `--eviction-hard` `memory.available<100Mi` (the daemon takes the
 /// parsed `--eviction-hard`; tests use this).
-pub const DEFAULT_EVICTION_HARD_MEMORY: i64 = 100 << 20;
+#[cfg(test)]
+pub(crate) const DEFAULT_EVICTION_HARD_MEMORY: i64 = 100 << 20;
 
 /// Node allocatable (kubelet `GetNodeAllocatableReservation` subtracted from capacity).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -107,15 +108,15 @@ pub struct Layout {
 }
 
 /// The components of a cgroup name, driver-neutral (kubelet: `CgroupName`).
-pub type CgroupName = Vec<String>;
+pub(crate) type CgroupName = Vec<String>;
 
 /// kubelet: `defaultNodeAllocatableCgroupName`.
-pub const KUBEPODS: &str = "kubepods";
+pub(crate) const KUBEPODS: &str = "kubepods";
 /// kubelet: `MinShares`, `MaxShares`, `QuotaPeriod`, `MinQuotaPeriod`.
-pub const MIN_SHARES: u64 = 2;
-pub const MAX_SHARES: u64 = 262_144;
-pub const CFS_PERIOD_US: u64 = 100_000;
-pub const MIN_QUOTA_US: i64 = 1000;
+pub(crate) const MIN_SHARES: u64 = 2;
+pub(crate) const MAX_SHARES: u64 = 262_144;
+pub(crate) const CFS_PERIOD_US: u64 = 100_000;
+pub(crate) const MIN_QUOTA_US: i64 = 1000;
 
 /// `--cgroup-root` → components (`/a/b` → `[a, b]`; with systemd a slice name such as
 /// `/system.slice` is taken as the component `system`).
@@ -203,7 +204,7 @@ pub struct Resources {
 }
 
 /// kubelet: `MilliCPUToShares`.
-pub fn milli_cpu_to_shares(milli: i64) -> u64 {
+pub(crate) fn milli_cpu_to_shares(milli: i64) -> u64 {
     if milli <= 0 {
         return MIN_SHARES;
     }
@@ -211,7 +212,7 @@ pub fn milli_cpu_to_shares(milli: i64) -> u64 {
 }
 
 /// kubelet: `MilliCPUToQuota` (period 100 ms; at least 1 ms).
-pub fn milli_cpu_to_quota(milli: i64) -> i64 {
+pub(crate) fn milli_cpu_to_quota(milli: i64) -> i64 {
     if milli <= 0 {
         return 0;
     }
@@ -219,7 +220,7 @@ pub fn milli_cpu_to_quota(milli: i64) -> i64 {
 }
 
 /// kubelet: `CpuSharesToCpuWeight` (cgroup v2): 2…262144 → 1…10000.
-pub fn shares_to_weight(shares: u64) -> u64 {
+pub(crate) fn shares_to_weight(shares: u64) -> u64 {
     if shares == 0 {
         return 0;
     }
@@ -237,13 +238,13 @@ fn pod_totals(pod: &Pod) -> (i64, Option<i64>, Option<i64>) {
 }
 
 /// The cpu request the burstable QoS cgroup counts for a pod (millicores).
-pub fn pod_cpu_request(pod: &Pod) -> i64 {
+pub(crate) fn pod_cpu_request(pod: &Pod) -> i64 {
     pod_totals(pod).0
 }
 
 /// kubelet: `ResourceConfigForPod` — cpu shares from the requests; the CFS quota and the
 /// memory limit only when every container limits cpu (memory); BestEffort: minimal shares.
-pub fn pod_resources(pod: &Pod) -> Resources {
+pub(crate) fn pod_resources(pod: &Pod) -> Resources {
     let (cpu_request, cpu_limit, mem_limit) = pod_totals(pod);
     match qos::pod_qos(pod) {
         QosClass::BestEffort => Resources {
@@ -260,7 +261,7 @@ pub fn pod_resources(pod: &Pod) -> Resources {
 
 /// kubelet: `qosContainerManager.setCPUCgroupConfig` — besteffort gets the minimal shares,
 /// burstable the shares of the summed cpu requests of its pods.
-pub fn qos_resources(burstable_cpu_request_milli: i64) -> [(QosClass, Resources); 2] {
+pub(crate) fn qos_resources(burstable_cpu_request_milli: i64) -> [(QosClass, Resources); 2] {
     [
         (
             QosClass::Burstable,
@@ -290,11 +291,11 @@ pub fn kubepods_resources(cpu_milli: i64, memory_bytes: i64) -> Resources {
 }
 
 /// kubelet: `events.FailedToCreatePodContainer`.
-pub const FAILED_CREATE_POD_CONTAINER: &str = "FailedCreatePodContainer";
+pub(crate) const FAILED_CREATE_POD_CONTAINER: &str = "FailedCreatePodContainer";
 
 /// One file-system step, relative to the cgroup mount root (`/sys/fs/cgroup`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Op {
+pub(crate) enum Op {
     /// `mkdir -p` of a cgroup directory.
     Mkdir(String),
     /// Write `value` to the file (a cgroup knob).
@@ -310,7 +311,7 @@ pub const V1_CONTROLLERS: [&str; 3] = ["cpu", "memory", "pids"];
 
 /// The operations that create `name` (and its missing ancestors) and set `res`, for
 /// cgroupfs (systemd: nothing, see the module doc).
-pub fn ensure_ops(layout: &Layout, name: &CgroupName, res: &Resources) -> Vec<Op> {
+pub(crate) fn ensure_ops(layout: &Layout, name: &CgroupName, res: &Resources) -> Vec<Op> {
     if layout.driver == CgroupDriver::Systemd {
         return Vec::new();
     }
@@ -372,14 +373,18 @@ pub fn ensure_ops(layout: &Layout, name: &CgroupName, res: &Resources) -> Vec<Op
 }
 
 /// The operations that bring `kubepods` and the QoS cgroups to their values.
-pub fn node_ops(layout: &Layout, kubepods: &Resources, burstable_cpu_request: i64) -> Vec<Op> {
+pub(crate) fn node_ops(
+    layout: &Layout,
+    kubepods: &Resources,
+    burstable_cpu_request: i64,
+) -> Vec<Op> {
     let mut ops = ensure_ops(layout, &layout.kubepods(), kubepods);
     ops.extend(qos_ops(layout, burstable_cpu_request));
     ops
 }
 
 /// The operations that update the QoS cgroups.
-pub fn qos_ops(layout: &Layout, burstable_cpu_request: i64) -> Vec<Op> {
+pub(crate) fn qos_ops(layout: &Layout, burstable_cpu_request: i64) -> Vec<Op> {
     qos_resources(burstable_cpu_request)
         .iter()
         .flat_map(|(class, res)| ensure_ops(layout, &layout.qos_cgroup(*class), res))
@@ -389,7 +394,7 @@ pub fn qos_ops(layout: &Layout, burstable_cpu_request: i64) -> Vec<Op> {
 /// The directories (relative to the mount root) a pod's cgroup may have, to remove once the
 /// pod is terminated. v1: every hierarchy, since runc creates the pod's cgroup in all of
 /// them; the caller lists the mounted hierarchies.
-pub fn pod_dirs(
+pub(crate) fn pod_dirs(
     layout: &Layout,
     class: QosClass,
     uid: &str,

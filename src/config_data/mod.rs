@@ -21,8 +21,8 @@ use std::sync::{Arc, PoisonError, RwLock};
 use crate::api;
 
 #[cfg(feature = "apiserver")]
-pub mod objects;
-pub mod services;
+pub(crate) mod objects;
+pub(crate) mod services;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
@@ -53,11 +53,11 @@ impl Kind {
 }
 
 /// The API default of `serviceAccountToken.expirationSeconds`.
-pub const DEFAULT_TOKEN_EXPIRATION_SECONDS: i64 = 3600;
+pub(crate) const DEFAULT_TOKEN_EXPIRATION_SECONDS: i64 = 3600;
 
 /// What a token is requested for: the `name` of its [`ObjectKey`] spells all of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TokenSpec {
+pub(crate) struct TokenSpec {
     pub service_account: String,
     pub pod_name: String,
     pub pod_uid: String,
@@ -68,14 +68,14 @@ pub struct TokenSpec {
 
 /// `<serviceAccount>/<pod>/<uid>/<expirationSeconds>/<audience>` (the audience last: it
 /// may hold slashes).
-pub fn token_name(t: &TokenSpec) -> String {
+pub(crate) fn token_name(t: &TokenSpec) -> String {
     format!(
         "{}/{}/{}/{}/{}",
         t.service_account, t.pod_name, t.pod_uid, t.expiration_seconds, t.audience
     )
 }
 
-pub fn parse_token_name(name: &str) -> Option<TokenSpec> {
+pub(crate) fn parse_token_name(name: &str) -> Option<TokenSpec> {
     let mut it = name.splitn(5, '/');
     Some(TokenSpec {
         service_account: it.next()?.to_string(),
@@ -87,7 +87,7 @@ pub fn parse_token_name(name: &str) -> Option<TokenSpec> {
 }
 
 /// The token key of a projected `serviceAccountToken` source of `pod`.
-pub fn token_key(pod: &api::Pod, p: &api::ServiceAccountTokenProjection) -> ObjectKey {
+pub(crate) fn token_key(pod: &api::Pod, p: &api::ServiceAccountTokenProjection) -> ObjectKey {
     let spec = TokenSpec {
         service_account: pod
             .spec
@@ -175,7 +175,7 @@ impl fmt::Debug for Object {
 
 /// A problem with one object; `field` is a path like `data.app.conf`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ObjectError {
+pub(crate) struct ObjectError {
     pub field: String,
     pub message: String,
 }
@@ -188,7 +188,7 @@ impl fmt::Display for ObjectError {
 
 /// upstream `IsConfigMapKey`: at most 253 characters of `[-._a-zA-Z0-9]`, not `.` or `..`,
 /// not starting with `..`.
-pub fn is_valid_key(key: &str) -> bool {
+pub(crate) fn is_valid_key(key: &str) -> bool {
     !key.is_empty()
         && key.len() <= 253
         && key
@@ -228,7 +228,7 @@ fn namespace_of(meta: &api::ObjectMeta) -> &str {
 
 /// upstream `ValidateConfigMap` (keys, a key in both `data` and `binaryData`, 1 MiB in total)
 /// and the decoding of `binaryData`.
-pub fn from_config_map(
+pub(crate) fn from_config_map(
     cm: &api::ConfigMap,
     scope: Scope,
     origin: &str,
@@ -264,7 +264,7 @@ pub fn from_config_map(
 
 /// upstream `ValidateSecret` plus the apiserver's `stringData` merge (a key in both: the
 /// `stringData` value wins).
-pub fn from_secret(
+pub(crate) fn from_secret(
     s: &api::Secret,
     scope: Scope,
     origin: &str,
@@ -416,7 +416,7 @@ impl ConfigObjects {
 
 /// Every object `pod` references: volumes (configMap, secret, projected sources), env
 /// `valueFrom` refs and `envFrom`, in the pod's scope and namespace.
-pub fn references(pod: &api::Pod) -> BTreeSet<ObjectKey> {
+pub(crate) fn references(pod: &api::Pod) -> BTreeSet<ObjectKey> {
     let mut out = BTreeSet::new();
     each_reference(pod, |key, _| {
         out.insert(key);
@@ -427,7 +427,7 @@ pub fn references(pod: &api::Pod) -> BTreeSet<ObjectKey> {
 /// The objects a container waits for (kubelet: a missing ConfigMap or Secret that is not
 /// `optional` keeps it in ContainerCreating or CreateContainerConfigError): the references
 /// but the optional ones and `imagePullSecrets` (a missing one is a warning).
-pub fn required_references(pod: &api::Pod) -> BTreeSet<ObjectKey> {
+pub(crate) fn required_references(pod: &api::Pod) -> BTreeSet<ObjectKey> {
     let mut out = BTreeSet::new();
     each_reference(pod, |key, required| {
         if required {
@@ -485,7 +485,7 @@ fn each_reference(pod: &api::Pod, mut f: impl FnMut(ObjectKey, bool)) {
 }
 
 /// An env var's `valueFrom.configMapKeyRef` / `secretKeyRef`, if it has one.
-pub fn env_key_ref(e: &api::EnvVar) -> Option<(Kind, api::KeySelector)> {
+pub(crate) fn env_key_ref(e: &api::EnvVar) -> Option<(Kind, api::KeySelector)> {
     let from = e.value_from.as_ref()?.as_object()?;
     let (kind, v) = if let Some(v) = from.get("configMapKeyRef") {
         (Kind::ConfigMap, v)

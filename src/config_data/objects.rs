@@ -35,7 +35,7 @@ use crate::config_data::{self, Kind, Object, ObjectKey, Scope};
 use crate::kube::{ApiError, Backoff, Client, query};
 
 /// kubelet token manager: refresh a token older than 80 % of its lifetime, or 24 h.
-pub fn refresh_at(issued: UnixNanos, expires: UnixNanos) -> UnixNanos {
+pub(crate) fn refresh_at(issued: UnixNanos, expires: UnixNanos) -> UnixNanos {
     let ttl = (expires - issued).max(0);
     let by_ratio = issued + ttl / 10 * 8;
     let by_age = issued + clock::nanos(Duration::from_secs(24 * 3600));
@@ -48,7 +48,7 @@ enum News {
     Gone(ObjectKey),
 }
 
-pub struct ObjectManager<C: Clock> {
+pub(crate) struct ObjectManager<C: Clock> {
     client: Client,
     clock: C,
     checkpoint: Option<PathBuf>,
@@ -58,7 +58,7 @@ pub struct ObjectManager<C: Clock> {
 }
 
 impl<C: Clock> ObjectManager<C> {
-    pub fn new(client: Client, clock: C, root_dir: Option<&Path>) -> Self {
+    pub(crate) fn new(client: Client, clock: C, root_dir: Option<&Path>) -> Self {
         ObjectManager {
             client,
             clock,
@@ -70,7 +70,7 @@ impl<C: Clock> ObjectManager<C> {
     }
 
     /// Runs until `shutdown`: follows `wanted`, sends the held set on `tx`.
-    pub async fn run(
+    pub(crate) async fn run(
         self,
         mut wanted: watch::Receiver<BTreeSet<ObjectKey>>,
         tx: mpsc::Sender<ObjectsUpdate>,

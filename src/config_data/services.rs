@@ -39,10 +39,10 @@ pub struct ServicePort {
 
 /// (namespace, name, Service), in the order seen: a plain list (a map's code per key type
 /// costs binary size; a watch event's linear search is cheap beside its JSON).
-pub type ServiceMap = Vec<(String, String, Service)>;
+pub(crate) type ServiceMap = Vec<(String, String, Service)>;
 
 /// The kubelet's message while the Services were never listed.
-pub const NOT_SYNCED: &str =
+pub(crate) const NOT_SYNCED: &str =
     "services have not yet been read at least once, cannot construct envvars";
 
 /// A handle: clones share the store. `Default` is a node without an apiserver (no Service,
@@ -100,7 +100,7 @@ impl Services {
 }
 
 /// The variables of the Services a pod of `namespace` sees (see the module doc).
-pub fn env_vars(map: &ServiceMap, namespace: &str, links: bool) -> Vec<(String, String)> {
+pub(crate) fn env_vars(map: &ServiceMap, namespace: &str, links: bool) -> Vec<(String, String)> {
     // kubelet: one per name; the pod's own namespace wins over default/kubernetes.
     let mut seen: Vec<(&str, &Service)> = Vec::new();
     for (ns, name, s) in map {
@@ -166,7 +166,7 @@ fn from_service(name: &str, s: &Service, out: &mut Vec<(String, String)>) {
 }
 
 #[cfg(feature = "apiserver")]
-pub use reflector::follow;
+pub(crate) use reflector::follow;
 
 #[cfg(feature = "apiserver")]
 mod reflector {
@@ -203,7 +203,7 @@ mod reflector {
     }
 
     /// The reflector: runs until `shutdown`, the one writer of `services`.
-    pub async fn follow(client: Client, services: Services, shutdown: CancellationToken) {
+    pub(crate) async fn follow(client: Client, services: Services, shutdown: CancellationToken) {
         // One select for the whole loop (each await's own select cost binary size).
         tokio::select! {
             _ = shutdown.cancelled() => {}

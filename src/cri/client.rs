@@ -52,7 +52,7 @@ fn stream_url(method: &'static str, url: String) -> Result<String, CriError> {
 }
 
 /// kubelet: `maxMsgSize` — 16 MiB in both directions.
-pub const MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
 
 /// The API version string the client announces in `Version` (kubelet: `kubeRuntimeAPIVersion`).
 const KUBE_RUNTIME_API_VERSION: &str = "0.1.0";
@@ -92,7 +92,7 @@ impl CriTimeouts {
     }
 }
 
-pub use crate::cri::ImageFsUsage;
+pub(crate) use crate::cri::ImageFsUsage;
 
 /// A CRI runtime reached over a unix socket. Cheap to clone: clones share one channel.
 #[derive(Debug, Clone)]
@@ -109,7 +109,7 @@ pub struct CriRuntime {
 
 /// `unix:///run/containerd/containerd.sock` or `/run/containerd/containerd.sock` → the path
 /// (kubelet: `util.GetAddressAndDialer`, which also still accepts a bare path).
-pub fn parse_endpoint(endpoint: &str) -> Result<PathBuf, CriError> {
+pub(crate) fn parse_endpoint(endpoint: &str) -> Result<PathBuf, CriError> {
     let bad = |reason: &str| CriError::BadEndpoint {
         endpoint: endpoint.to_string(),
         reason: reason.to_string(),

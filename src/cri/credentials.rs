@@ -48,14 +48,14 @@ struct Entry {
 /// The credentials of every file read, first file first (kubelet: the first match wins in
 /// the order the files are searched).
 #[derive(Debug, Clone, Default)]
-pub struct Keyring {
+pub(crate) struct Keyring {
     entries: Vec<Entry>,
 }
 
 /// Why a credentials file is not used (logged once per read, naming the file, never a
 /// value).
 #[derive(Debug, thiserror::Error)]
-pub enum CredentialsError {
+pub(crate) enum CredentialsError {
     #[error("{path}: {source}")]
     Read {
         path: PathBuf,
@@ -68,7 +68,7 @@ pub enum CredentialsError {
 
 /// Why bytes are not a docker config file.
 #[derive(Debug)]
-pub enum ParseError {
+pub(crate) enum ParseError {
     Json(serde_json::Error),
     /// `auths` (or the legacy file itself) is not a map of registries.
     AuthsNotObject,
@@ -87,7 +87,7 @@ impl std::error::Error for ParseError {}
 
 /// The files searched, in order (kubelet: `rootDirPath/config.json`, then the home
 /// directory's `.docker/config.json`).
-pub fn default_paths(root_dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn default_paths(root_dir: &Path) -> Vec<PathBuf> {
     let mut out = vec![root_dir.join("config.json")];
     if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
         out.push(Path::new(&home).join(".docker").join("config.json"));
@@ -98,7 +98,7 @@ pub fn default_paths(root_dir: &Path) -> Vec<PathBuf> {
 impl Keyring {
     /// Reads every file of `paths` that exists; unreadable or malformed ones are reported
     /// and skipped.
-    pub fn load(paths: &[PathBuf]) -> (Keyring, Vec<CredentialsError>) {
+    pub(crate) fn load(paths: &[PathBuf]) -> (Keyring, Vec<CredentialsError>) {
         let mut ring = Keyring::default();
         let mut errors = Vec::new();
         for path in paths {
@@ -122,7 +122,7 @@ impl Keyring {
 
     /// Parses one docker config file (`auths`; the legacy `.dockercfg` form, a bare map of
     /// registries, too).
-    pub fn parse(bytes: &[u8]) -> Result<Keyring, ParseError> {
+    pub(crate) fn parse(bytes: &[u8]) -> Result<Keyring, ParseError> {
         let doc: serde_json::Value = serde_json::from_slice(bytes).map_err(ParseError::Json)?;
         let auths = match doc.get("auths") {
             Some(a) => a,
@@ -167,14 +167,14 @@ impl Keyring {
     }
 
     /// Appends `other`'s entries (they lose ties to this keyring's).
-    pub fn extend(&mut self, other: Keyring) {
+    pub(crate) fn extend(&mut self, other: Keyring) {
         self.entries.extend(other.entries);
     }
 
     /// The credentials for `image` (a normalized reference such as
     /// `registry.local:5000/app:1` or `docker.io/library/nginx:1.25`): the entry with the
     /// longest matching `registry[/path]` prefix, the first file winning a tie.
-    pub fn lookup(&self, image: &str) -> Option<&AuthConfig> {
+    pub(crate) fn lookup(&self, image: &str) -> Option<&AuthConfig> {
         let target = image_location(image);
         let mut best: Option<&Entry> = None;
         for e in &self.entries {
@@ -214,7 +214,7 @@ fn normalize_key(key: &str) -> String {
 
 /// `registry/path` of an image without its tag or digest; a name without a registry is
 /// Docker Hub's (`nginx` → `docker.io/library/nginx`).
-pub fn image_location(image: &str) -> String {
+pub(crate) fn image_location(image: &str) -> String {
     let no_digest = image.split('@').next().unwrap_or(image);
     // a ':' after the last '/' is the tag
     let name = match no_digest.rfind(':') {

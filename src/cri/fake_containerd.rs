@@ -81,7 +81,8 @@ use crate::cri::{
 };
 
 /// Where the model says its images live (`ImageFsInfo`).
-pub const IMAGE_FS_MOUNTPOINT: &str = "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs";
+pub(crate) const IMAGE_FS_MOUNTPOINT: &str =
+    "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs";
 
 /// The CRI methods, for the fronts' call logs and fault injection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -174,13 +175,13 @@ impl Method {
 
 /// What containerd answers instead of doing a call: its gRPC status code and message.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
+pub(crate) struct Refusal {
     pub code: Code,
     pub message: String,
 }
 
 impl Refusal {
-    pub fn new(code: Code, message: impl Into<String>) -> Refusal {
+    pub(crate) fn new(code: Code, message: impl Into<String>) -> Refusal {
         Refusal {
             code,
             message: message.into(),
@@ -189,11 +190,11 @@ impl Refusal {
 }
 
 /// An operation's answer.
-pub type Answer<T> = Result<T, Refusal>;
+pub(crate) type Answer<T> = Result<T, Refusal>;
 
 /// How new sandbox and container IDs look.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IdStyle {
+pub(crate) enum IdStyle {
     /// 64 hex digits, as containerd's; the first 12 are a counter, so truncated IDs stay
     /// unique.
     Containerd,
@@ -203,7 +204,7 @@ pub enum IdStyle {
 
 /// What the streaming calls (`Exec`, `Attach`, `PortForward`) answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Streaming {
+pub(crate) enum Streaming {
     /// `Unimplemented`.
     Off,
     /// This URL, for every call.
@@ -214,7 +215,7 @@ pub enum Streaming {
 
 /// A sandbox and the config it was run with.
 #[derive(Debug, Clone)]
-pub struct SandboxRec {
+pub(crate) struct SandboxRec {
     /// Full status (`ip` and `network` filled).
     pub info: Sandbox,
     pub config: SandboxConfig,
@@ -222,7 +223,7 @@ pub struct SandboxRec {
 
 /// A container and the config it was created with.
 #[derive(Debug, Clone)]
-pub struct ContainerRec {
+pub(crate) struct ContainerRec {
     /// Full status (times, exit code, reason filled).
     pub info: ContainerInfo,
     pub config: ContainerConfig,
@@ -247,7 +248,7 @@ impl ContainerRec {
 /// One `GetContainerEvents` item: a change, with the sandbox (status view) and all its
 /// containers after it.
 #[derive(Debug, Clone)]
-pub struct Event {
+pub(crate) struct Event {
     pub container_id: String,
     pub kind: ContainerEventKind,
     pub created_at: UnixNanos,
@@ -258,14 +259,14 @@ pub struct Event {
 
 /// An event stream ended with an error ([`FakeContainerd::break_event_streams`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StreamBroken;
+pub(crate) struct StreamBroken;
 
 /// The receiving end of an event stream.
-pub type Events = mpsc::UnboundedReceiver<Result<Event, StreamBroken>>;
+pub(crate) type Events = mpsc::UnboundedReceiver<Result<Event, StreamBroken>>;
 
 /// Which sandboxes a list or stats call wants.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SandboxFilter {
+pub(crate) struct SandboxFilter {
     /// An id or a prefix of one (containerd's truncated IDs); empty: any.
     pub id: String,
     pub state: Option<SandboxState>,
@@ -274,7 +275,7 @@ pub struct SandboxFilter {
 
 /// Which containers a list or stats call wants.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ContainerFilter {
+pub(crate) struct ContainerFilter {
     /// An id or a prefix of one; empty: any.
     pub id: String,
     /// The sandbox's exact id; empty: any.
@@ -305,7 +306,7 @@ fn labels_match(labels: &BTreeMap<String, String>, selector: &BTreeMap<String, S
 }
 
 /// The model. Plain state: a front puts it behind its own `RefCell` or `Mutex`.
-pub struct FakeContainerd {
+pub(crate) struct FakeContainerd {
     clock: Arc<dyn Fn() -> UnixNanos + Send + Sync>,
     ids: IdStyle,
     next_id: u64,
@@ -396,7 +397,7 @@ impl FakeContainerd {
     /// An empty containerd (no sandboxes, containers or images; runtime and network ready)
     /// whose timestamps come from `clock` (`TokioClock` with paused time, `SystemClock` for
     /// a server on real time).
-    pub fn new(clock: impl Clock + Send + Sync, ids: IdStyle) -> FakeContainerd {
+    pub(crate) fn new(clock: impl Clock + Send + Sync, ids: IdStyle) -> FakeContainerd {
         FakeContainerd {
             clock: Arc::new(move || clock.now()),
             ids,
@@ -432,33 +433,33 @@ impl FakeContainerd {
     // ----- knobs -----------------------------------------------------------------------
 
     /// What `Status` reports.
-    pub fn health(&self) -> &RuntimeHealth {
+    pub(crate) fn health(&self) -> &RuntimeHealth {
         &self.health
     }
 
-    pub fn health_mut(&mut self) -> &mut RuntimeHealth {
+    pub(crate) fn health_mut(&mut self) -> &mut RuntimeHealth {
         &mut self.health
     }
 
     /// The IP new pod-network sandboxes report (`Some("")`: none; `None`: 10.88.x.y).
-    pub fn set_sandbox_ip(&mut self, ip: Option<String>) {
+    pub(crate) fn set_sandbox_ip(&mut self, ip: Option<String>) {
         self.sandbox_ip = ip;
     }
 
     /// What a container exits with on SIGTERM (0: its process handles it; 143: it dies
     /// of it).
-    pub fn set_term_exit_code(&mut self, code: i32) {
+    pub(crate) fn set_term_exit_code(&mut self, code: i32) {
         self.term_exit_code = code;
     }
 
     /// How long every container takes to exit after SIGTERM.
-    pub fn set_stop_delay(&mut self, delay: Duration) {
+    pub(crate) fn set_stop_delay(&mut self, delay: Duration) {
         self.stop_delay = delay;
     }
 
     /// `key` is a container id or name (every container of that name, present and
     /// future): it ignores SIGTERM, so a stop waits the grace period and kills it (137).
-    pub fn set_ignore_sigterm(&mut self, key: &str, ignore: bool) {
+    pub(crate) fn set_ignore_sigterm(&mut self, key: &str, ignore: bool) {
         if ignore {
             self.ignore_sigterm.insert(key.to_string());
         } else {
@@ -468,7 +469,7 @@ impl FakeContainerd {
 
     /// `key` is a container id or name. `Some(code)`: it exits with `code` right after it
     /// starts (a crashing container). `None` clears it.
-    pub fn set_exit_on_start(&mut self, key: &str, exit_code: Option<i32>) {
+    pub(crate) fn set_exit_on_start(&mut self, key: &str, exit_code: Option<i32>) {
         match exit_code {
             Some(code) => self.exit_on_start.insert(key.to_string(), code),
             None => self.exit_on_start.remove(key),
@@ -476,26 +477,26 @@ impl FakeContainerd {
     }
 
     /// `key` is a container id or name: what `exec_sync` answers in it.
-    pub fn set_exec_result(&mut self, key: &str, result: ExecResult) {
+    pub(crate) fn set_exec_result(&mut self, key: &str, result: ExecResult) {
         self.exec_results.insert(key.to_string(), result);
     }
 
     /// What the stats calls report for the container `key` (id or name).
-    pub fn set_usage(&mut self, key: &str, cpu_core_nanos: u64, working_set_bytes: u64) {
+    pub(crate) fn set_usage(&mut self, key: &str, cpu_core_nanos: u64, working_set_bytes: u64) {
         self.usage
             .insert(key.to_string(), (cpu_core_nanos, working_set_bytes));
     }
 
     /// Every pull of `image` is refused with `refusal` until [`Self::clear_pull_failures`].
-    pub fn fail_pulls(&mut self, image: &str, refusal: Refusal) {
+    pub(crate) fn fail_pulls(&mut self, image: &str, refusal: Refusal) {
         self.pull_failures.insert(normalize_image(image), refusal);
     }
 
-    pub fn clear_pull_failures(&mut self) {
+    pub(crate) fn clear_pull_failures(&mut self) {
         self.pull_failures.clear();
     }
 
-    pub fn set_streaming(&mut self, streaming: Streaming) {
+    pub(crate) fn set_streaming(&mut self, streaming: Streaming) {
         self.streaming = streaming;
     }
 
@@ -503,7 +504,7 @@ impl FakeContainerd {
 
     /// Clock nanoseconds, strictly increasing across the model while the clock does not go
     /// back.
-    pub fn stamp(&mut self) -> UnixNanos {
+    pub(crate) fn stamp(&mut self) -> UnixNanos {
         let now = (self.clock)();
         // Distinct stamps at one paused instant; a wall clock gone back by more than a
         // second stamps back, as containerd's `time.Now()` does (a board without an RTC).
@@ -516,57 +517,57 @@ impl FakeContainerd {
     }
 
     /// Every sandbox, in id order.
-    pub fn sandboxes(&self) -> impl Iterator<Item = &SandboxRec> {
+    pub(crate) fn sandboxes(&self) -> impl Iterator<Item = &SandboxRec> {
         self.sandboxes.values()
     }
 
-    pub fn sandbox(&self, id: &str) -> Option<&SandboxRec> {
+    pub(crate) fn sandbox(&self, id: &str) -> Option<&SandboxRec> {
         self.sandboxes.get(id)
     }
 
     /// Every container, in id order.
-    pub fn containers(&self) -> impl Iterator<Item = &ContainerRec> {
+    pub(crate) fn containers(&self) -> impl Iterator<Item = &ContainerRec> {
         self.containers.values()
     }
 
-    pub fn container(&self, id: &str) -> Option<&ContainerRec> {
+    pub(crate) fn container(&self, id: &str) -> Option<&ContainerRec> {
         self.containers.get(id)
     }
 
     /// Every image, in id order.
-    pub fn images(&self) -> impl Iterator<Item = &ImageInfo> {
+    pub(crate) fn images(&self) -> impl Iterator<Item = &ImageInfo> {
         self.images.values()
     }
 
-    pub fn pull_auths(&self) -> &[(String, Option<String>)] {
+    pub(crate) fn pull_auths(&self) -> &[(String, Option<String>)] {
         &self.pull_auths
     }
 
-    pub fn exec_commands(&self) -> &[(String, Vec<String>)] {
+    pub(crate) fn exec_commands(&self) -> &[(String, Vec<String>)] {
         &self.exec_commands
     }
 
-    pub fn stream_calls(&self) -> &[(&'static str, String)] {
+    pub(crate) fn stream_calls(&self) -> &[(&'static str, String)] {
         &self.stream_calls
     }
 
     // ----- events ----------------------------------------------------------------------
 
     /// Opens an event stream: every change from now on.
-    pub fn subscribe(&mut self) -> Events {
+    pub(crate) fn subscribe(&mut self) -> Events {
         let (tx, rx) = mpsc::unbounded_channel();
         self.event_streams.push(tx);
         rx
     }
 
     /// How many event streams are open.
-    pub fn event_streams(&mut self) -> usize {
+    pub(crate) fn event_streams(&mut self) -> usize {
         self.event_streams.retain(|tx| !tx.is_closed());
         self.event_streams.len()
     }
 
     /// Ends every open event stream with an error; new ones can be opened at once.
-    pub fn break_event_streams(&mut self) {
+    pub(crate) fn break_event_streams(&mut self) {
         for tx in self.event_streams.drain(..) {
             let _ = tx.send(Err(StreamBroken));
         }
@@ -636,7 +637,7 @@ impl FakeContainerd {
         }
     }
 
-    pub fn run_pod_sandbox(&mut self, config: SandboxConfig) -> Answer<String> {
+    pub(crate) fn run_pod_sandbox(&mut self, config: SandboxConfig) -> Answer<String> {
         // containerd: the sandbox name is reserved until RemovePodSandbox.
         let key = |c: &SandboxConfig| (c.name.clone(), c.namespace.clone(), c.uid.clone());
         if let Some(other) = self
@@ -679,7 +680,7 @@ impl FakeContainerd {
     }
 
     // Ready --stop--> NotReady; its running containers are killed.
-    pub fn stop_pod_sandbox(&mut self, id: &str) -> Answer<()> {
+    pub(crate) fn stop_pod_sandbox(&mut self, id: &str) -> Answer<()> {
         if !self.sandboxes.contains_key(id) {
             return Err(not_found("sandbox", id));
         }
@@ -704,7 +705,7 @@ impl FakeContainerd {
     }
 
     /// CRI: idempotent; a ready sandbox is stopped first, its containers go with it.
-    pub fn remove_pod_sandbox(&mut self, id: &str) -> Answer<()> {
+    pub(crate) fn remove_pod_sandbox(&mut self, id: &str) -> Answer<()> {
         if self.sandboxes.contains_key(id) {
             self.stop_pod_sandbox(id)?;
             let gone: Vec<String> = self
@@ -724,7 +725,7 @@ impl FakeContainerd {
     }
 
     /// The sandbox as `PodSandboxStatus` reports it.
-    pub fn pod_sandbox_status(&self, id: &str) -> Answer<SandboxRec> {
+    pub(crate) fn pod_sandbox_status(&self, id: &str) -> Answer<SandboxRec> {
         self.sandboxes
             .get(id)
             .map(status_view)
@@ -732,7 +733,7 @@ impl FakeContainerd {
     }
 
     /// The sandboxes as `ListPodSandbox` reports them: no IP, no network mode.
-    pub fn list_pod_sandboxes(&self, filter: &SandboxFilter) -> Vec<Sandbox> {
+    pub(crate) fn list_pod_sandboxes(&self, filter: &SandboxFilter) -> Vec<Sandbox> {
         self.sandboxes
             .values()
             .filter(|s| filter.keeps(&s.info))
@@ -746,7 +747,7 @@ impl FakeContainerd {
 
     /// Changes a sandbox's state behind picolet's back (the pause process died, or came
     /// back).
-    pub fn set_sandbox_state(&mut self, id: &str, state: SandboxState) {
+    pub(crate) fn set_sandbox_state(&mut self, id: &str, state: SandboxState) {
         if let Some(s) = self.sandboxes.get_mut(id) {
             s.info.state = state;
             let kind = match state {
@@ -759,7 +760,7 @@ impl FakeContainerd {
 
     // ----- containers ------------------------------------------------------------------
 
-    pub fn create_container(
+    pub(crate) fn create_container(
         &mut self,
         sandbox_id: &str,
         config: ContainerConfig,
@@ -828,7 +829,7 @@ impl FakeContainerd {
         Ok(id)
     }
 
-    pub fn start_container(&mut self, id: &str) -> Answer<()> {
+    pub(crate) fn start_container(&mut self, id: &str) -> Answer<()> {
         let now = self.stamp();
         let c = self.find_container(id)?;
         if c.info.state != ContainerState::Created {
@@ -854,7 +855,11 @@ impl FakeContainerd {
     /// SIGTERM to a running container. `Ok(None)`: done (it exited, or was not running).
     /// `Ok(Some((wait, code)))`: it is still running; the front waits `wait` (cut short
     /// only by its own shutdown) and then calls [`Self::exit_running`] with `code`.
-    pub fn stop_container(&mut self, id: &str, timeout: i64) -> Answer<Option<(Duration, i32)>> {
+    pub(crate) fn stop_container(
+        &mut self,
+        id: &str,
+        timeout: i64,
+    ) -> Answer<Option<(Duration, i32)>> {
         let c = self.find_container(id)?;
         if c.info.state != ContainerState::Running {
             // Created or exited: nothing to stop.
@@ -878,7 +883,7 @@ impl FakeContainerd {
 
     /// Makes a running container exit now with `exit_code` (reason `reason`, or
     /// "Completed" for 0 and "Error" otherwise). Whether there was one.
-    pub fn exit_running(&mut self, id: &str, exit_code: i32, reason: Option<&str>) -> bool {
+    pub(crate) fn exit_running(&mut self, id: &str, exit_code: i32, reason: Option<&str>) -> bool {
         let now = self.stamp();
         match self.containers.get_mut(id) {
             Some(c) if c.info.state == ContainerState::Running => {
@@ -892,7 +897,7 @@ impl FakeContainerd {
     }
 
     /// CRI: idempotent; a running container is killed and removed.
-    pub fn remove_container(&mut self, id: &str) -> Answer<()> {
+    pub(crate) fn remove_container(&mut self, id: &str) -> Answer<()> {
         if let Some(c) = self.containers.remove(id) {
             self.emit(id, ContainerEventKind::Deleted, &c.info.sandbox_id);
         }
@@ -901,7 +906,7 @@ impl FakeContainerd {
 
     /// The containers as `ListContainers` reports them: no times beyond creation, no exit
     /// details, no log path.
-    pub fn list_containers(&self, filter: &ContainerFilter) -> Vec<ContainerInfo> {
+    pub(crate) fn list_containers(&self, filter: &ContainerFilter) -> Vec<ContainerInfo> {
         self.containers
             .values()
             .filter(|c| filter.keeps(&c.info))
@@ -917,13 +922,13 @@ impl FakeContainerd {
             .collect()
     }
 
-    pub fn container_status(&self, id: &str) -> Answer<&ContainerRec> {
+    pub(crate) fn container_status(&self, id: &str) -> Answer<&ContainerRec> {
         self.find_container(id)
     }
 
     /// `UpdateContainerResources`: a created or running container takes the new cpu and
     /// memory (its config's; the oom score stays); containerd refuses an exited one.
-    pub fn update_container_resources(&mut self, id: &str, r: &Resources) -> Answer<()> {
+    pub(crate) fn update_container_resources(&mut self, id: &str, r: &Resources) -> Answer<()> {
         let c = self.find_container_mut(id)?;
         if c.info.state == ContainerState::Exited {
             return Err(Refusal::new(
@@ -940,7 +945,7 @@ impl FakeContainerd {
     /// `ReopenContainerLog`: containerd refuses a container that is not running ("container
     /// is not running", `Unknown`). The model does no I/O: it records the reopen (the test
     /// plays the runtime's part on the file, if it needs one).
-    pub fn reopen_container_log(&mut self, id: &str) -> Answer<()> {
+    pub(crate) fn reopen_container_log(&mut self, id: &str) -> Answer<()> {
         let c = self.find_container(id)?;
         if c.info.state != ContainerState::Running {
             return Err(Refusal::new(Code::Unknown, "container is not running"));
@@ -950,12 +955,12 @@ impl FakeContainerd {
     }
 
     /// Every accepted `ReopenContainerLog`, by container id, in order.
-    pub fn log_reopens(&self) -> &[String] {
+    pub(crate) fn log_reopens(&self) -> &[String] {
         &self.log_reopens
     }
 
     /// `ExecSync`: the result set for the container (default exit 0, no output).
-    pub fn exec_sync(&mut self, id: &str, cmd: &[String]) -> Answer<ExecResult> {
+    pub(crate) fn exec_sync(&mut self, id: &str, cmd: &[String]) -> Answer<ExecResult> {
         let c = self.find_container(id)?;
         if c.info.state != ContainerState::Running {
             return Err(wrong_state("failed to exec in container", c));
@@ -972,7 +977,7 @@ impl FakeContainerd {
 
     /// The streaming URL for `method` ("Exec", "Attach": a running container;
     /// "PortForward": a ready sandbox).
-    pub fn stream_url(&mut self, method: &'static str, id: &str) -> Answer<String> {
+    pub(crate) fn stream_url(&mut self, method: &'static str, id: &str) -> Answer<String> {
         let base = match &self.streaming {
             Streaming::Off => return Err(Refusal::new(Code::Unimplemented, "not implemented")),
             Streaming::Fixed(url) => url.clone(),
@@ -1005,7 +1010,7 @@ impl FakeContainerd {
     // ----- images ----------------------------------------------------------------------
 
     /// Makes `image` present, as `ctr images import` would; its id.
-    pub fn add_image(&mut self, image: &str) -> String {
+    pub(crate) fn add_image(&mut self, image: &str) -> String {
         if let Some(id) = self.resolve_image(image) {
             return id;
         }
@@ -1025,7 +1030,7 @@ impl FakeContainerd {
     }
 
     /// Sets the `USER` of a present image (its uid, or a name); false if it is absent.
-    pub fn set_image_user(&mut self, image: &str, user: crate::cri::ImageUser) -> bool {
+    pub(crate) fn set_image_user(&mut self, image: &str, user: crate::cri::ImageUser) -> bool {
         let Some(id) = self.resolve_image(image) else {
             return false;
         };
@@ -1033,7 +1038,7 @@ impl FakeContainerd {
     }
 
     /// The id of the image `image` names: an id, or a (normalised) reference.
-    pub fn resolve_image(&self, image: &str) -> Option<String> {
+    pub(crate) fn resolve_image(&self, image: &str) -> Option<String> {
         if self.images.contains_key(image) {
             return Some(image.to_string());
         }
@@ -1045,13 +1050,13 @@ impl FakeContainerd {
     }
 
     /// `ImageStatus`: `None` when the image is not present.
-    pub fn image_status(&self, image: &str) -> Option<&ImageInfo> {
+    pub(crate) fn image_status(&self, image: &str) -> Option<&ImageInfo> {
         self.resolve_image(image)
             .and_then(|id| self.images.get(&id))
     }
 
     /// `PullImage` with the username of the credentials it carried; the image's id.
-    pub fn pull_image(&mut self, image: &str, username: Option<String>) -> Answer<String> {
+    pub(crate) fn pull_image(&mut self, image: &str, username: Option<String>) -> Answer<String> {
         self.pull_auths.push((image.to_string(), username));
         if image.is_empty() {
             return Err(Refusal::new(Code::InvalidArgument, "no image to pull"));
@@ -1062,7 +1067,7 @@ impl FakeContainerd {
         Ok(self.add_image(image))
     }
 
-    pub fn remove_image(&mut self, image: &str) {
+    pub(crate) fn remove_image(&mut self, image: &str) {
         if let Some(id) = self.resolve_image(image) {
             self.images.remove(&id);
         }
@@ -1070,7 +1075,7 @@ impl FakeContainerd {
 
     /// Sets a present image's size and whether it is pinned (containerd pins its sandbox
     /// image); false when the image is absent.
-    pub fn set_image(&mut self, image: &str, size: u64, pinned: bool) -> bool {
+    pub(crate) fn set_image(&mut self, image: &str, size: u64, pinned: bool) -> bool {
         let Some(info) = self
             .resolve_image(image)
             .and_then(|id| self.images.get_mut(&id))
@@ -1084,7 +1089,7 @@ impl FakeContainerd {
 
     /// `ImageFsInfo`, stamped now: the images' sizes summed on containerd's overlayfs
     /// snapshotter directory.
-    pub fn image_fs_info(&mut self) -> crate::cri::ImageFsUsage {
+    pub(crate) fn image_fs_info(&mut self) -> crate::cri::ImageFsUsage {
         let timestamp = self.stamp();
         crate::cri::ImageFsUsage {
             timestamp,
@@ -1097,7 +1102,7 @@ impl FakeContainerd {
     // ----- stats -----------------------------------------------------------------------
 
     /// `ListContainerStats`, stamped now.
-    pub fn container_stats(&mut self, filter: &ContainerFilter) -> Vec<ContainerStats> {
+    pub(crate) fn container_stats(&mut self, filter: &ContainerFilter) -> Vec<ContainerStats> {
         let now = self.stamp();
         self.stats_of(now, filter)
     }
@@ -1123,7 +1128,7 @@ impl FakeContainerd {
 
     /// `ListPodSandboxStats`: each ready sandbox with the sum of its running containers'
     /// usage (what containerd reads from the pod cgroup), stamped now.
-    pub fn pod_sandbox_stats(&mut self, filter: &SandboxFilter) -> Vec<PodSandboxStats> {
+    pub(crate) fn pod_sandbox_stats(&mut self, filter: &SandboxFilter) -> Vec<PodSandboxStats> {
         let now = self.stamp();
         self.sandboxes
             .values()
@@ -1184,7 +1189,7 @@ fn memory_usage(now: UnixNanos, working_set: u64) -> MemoryUsage {
 
 /// Docker-style reference normalisation, as containerd's CRI applies it:
 /// `busybox` → `docker.io/library/busybox:latest`, `localhost/x:y` stays.
-pub fn normalize_image(image: &str) -> String {
+pub(crate) fn normalize_image(image: &str) -> String {
     if image.starts_with("sha256:") {
         return image.to_string();
     }

@@ -31,25 +31,25 @@ use std::time::Duration;
 
 use crate::clock::UnixNanos;
 
-pub mod client;
-pub mod credentials;
+pub(crate) mod client;
+pub(crate) mod credentials;
 #[cfg(any(test, feature = "fakes"))]
 #[allow(clippy::too_many_lines)] // a test double, not production code
-pub mod fake;
+pub(crate) mod fake;
 #[cfg(any(test, feature = "fakes"))]
 #[allow(clippy::too_many_lines)] // a test double, not production code
-pub mod fake_containerd;
+pub(crate) mod fake_containerd;
 #[cfg(feature = "fake-cri")]
 #[allow(clippy::too_many_lines)] // a test double, not production code
-pub mod fake_cri;
-pub mod process;
+pub(crate) mod fake_cri;
+pub(crate) mod process;
 
 /// The pod's identity on its sandboxes and containers (kubelet: `k8s.io/kubelet/pkg/types/labels.go`;
 /// the rest of the contract is `kuberuntime::labels`).
-pub const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
+pub(crate) const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
 pub const POD_NAMESPACE_LABEL: &str = "io.kubernetes.pod.namespace";
 pub const POD_UID_LABEL: &str = "io.kubernetes.pod.uid";
-pub const CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
+pub(crate) const CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
 
 /// Errors at the CRI boundary. The variants are what callers branch on: `NotFound` is
 /// fine on the kill path, `Unavailable` means the runtime is down (retry later).
@@ -461,7 +461,7 @@ fn unimplemented(method: &'static str) -> CriError {
 pub struct RelistDigest(pub(crate) Option<(u64, u64)>);
 
 /// The relist's two lists: every sandbox and every container.
-pub type Lists = (Vec<Sandbox>, Vec<ContainerInfo>);
+pub(crate) type Lists = (Vec<Sandbox>, Vec<ContainerInfo>);
 
 /// CRI `ContainerEventType`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -732,7 +732,7 @@ pub trait Runtime: Clone + 'static {
 /// sandbox and every container carrying the pod's UID label, dead ones included.
 /// Built by `sync::get_pod_status`; input of `plan::compute_pod_actions` and `status.rs`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct PodRuntimeStatus {
+pub(crate) struct PodRuntimeStatus {
     pub uid: String,
     pub name: String,
     pub namespace: String,

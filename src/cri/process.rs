@@ -31,7 +31,7 @@ pub enum ExitHandle {
 /// The `pid` of a verbose `ContainerStatus` / `PodSandboxStatus` answer: containerd and
 /// CRI-O put a JSON object under the `info` key whose `pid` is the host PID of the
 /// container's (sandbox's) main process. `None` when absent, zero or not a number.
-pub fn verbose_pid(info: &BTreeMap<String, String>) -> Option<u32> {
+pub(crate) fn verbose_pid(info: &BTreeMap<String, String>) -> Option<u32> {
     #[derive(serde::Deserialize)]
     struct Info {
         #[serde(default)]
@@ -44,7 +44,7 @@ pub fn verbose_pid(info: &BTreeMap<String, String>) -> Option<u32> {
 
 /// Whether a `/proc/<pid>/cgroup` text names the container `id` as the last component of
 /// one of its paths (cgroup v1 has a line per hierarchy, v2 one line).
-pub fn cgroup_names(cgroup: &str, id: &str) -> bool {
+pub(crate) fn cgroup_names(cgroup: &str, id: &str) -> bool {
     !id.is_empty()
         && cgroup.lines().any(|line| {
             let path = line.splitn(3, ':').nth(2).unwrap_or("");
@@ -55,7 +55,7 @@ pub fn cgroup_names(cgroup: &str, id: &str) -> bool {
 }
 
 /// `pidfd_open(pid, 0)`.
-pub fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
+pub(crate) fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
     unsafe extern "C" {
         fn syscall(num: std::ffi::c_long, ...) -> std::ffi::c_long;
     }
@@ -76,7 +76,7 @@ pub fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
 /// Opens process `pid` for the exit watch; with `id`, only if the process's cgroup names
 /// that container (see the module docs). `id = None` skips the check (the test fake,
 /// whose processes are plain children of the test).
-pub fn open(pid: u32, id: Option<&str>) -> ExitHandle {
+pub(crate) fn open(pid: u32, id: Option<&str>) -> ExitHandle {
     let fd = match pidfd_open(pid) {
         Ok(fd) => fd,
         Err(e) if e.raw_os_error() == Some(38) => return ExitHandle::Unsupported, // ENOSYS

@@ -36,7 +36,7 @@
 //!
 //! Must never: do I/O (this file), evict a critical pod.
 
-pub mod observe;
+pub(crate) mod observe;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -45,12 +45,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// kubelet: `evictionMonitoringPeriod`.
-pub const MONITORING_PERIOD: Duration = Duration::from_secs(10);
+pub(crate) const MONITORING_PERIOD: Duration = Duration::from_secs(10);
 
 /// The reclaim of unused images the eviction manager asks for under disk pressure (the
 /// daemon makes it from the image manager: `ImageManager::delete_unused_images`).
 #[derive(Clone)]
-pub struct ImageReclaim(
+pub(crate) struct ImageReclaim(
     pub std::rc::Rc<dyn Fn() -> futures_util::future::LocalBoxFuture<'static, ()>>,
 );
 
@@ -60,13 +60,14 @@ impl std::fmt::Debug for ImageReclaim {
     }
 }
 /// kubelet: `evictionPressureTransitionPeriod` default.
-pub const DEFAULT_PRESSURE_TRANSITION_PERIOD: Duration = Duration::from_secs(300);
+#[cfg(test)]
+pub(crate) const DEFAULT_PRESSURE_TRANSITION_PERIOD: Duration = Duration::from_secs(300);
 /// kubelet: `immediateEvictionGracePeriodSeconds` — the grace period of a hard eviction.
-pub const EVICTION_GRACE_SECONDS: i64 = 1;
+pub(crate) const EVICTION_GRACE_SECONDS: i64 = 1;
 /// kubelet: `eviction.Reason`.
-pub const REASON_EVICTED: &str = "Evicted";
+pub(crate) const REASON_EVICTED: &str = "Evicted";
 /// kubelet: `DefaultEvictionHard` (Linux).
-pub const DEFAULT_EVICTION_HARD: &str =
+pub(crate) const DEFAULT_EVICTION_HARD: &str =
     "memory.available<100Mi,nodefs.available<10%,nodefs.inodesFree<5%,imagefs.available<15%";
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -264,7 +265,7 @@ pub fn parse_thresholds(s: &str) -> Result<Vec<Threshold>, EvictionError> {
 }
 
 /// The config file's `evictionHard` map (`{"memory.available": "100Mi"}`).
-pub fn thresholds_from_map(
+pub(crate) fn thresholds_from_map(
     map: &BTreeMap<String, String>,
 ) -> Result<Vec<Threshold>, EvictionError> {
     let mut out = Vec::new();
@@ -297,7 +298,7 @@ fn threshold(name: &str, value: &str, item: &str) -> Result<Threshold, EvictionE
 
 /// Rejects a signal given twice (the kubelet keeps a map, so the last one would win
 /// silently; picolet says so).
-pub fn check_unique(ts: &[Threshold]) -> Result<(), EvictionError> {
+pub(crate) fn check_unique(ts: &[Threshold]) -> Result<(), EvictionError> {
     let mut seen = BTreeSet::new();
     for t in ts {
         if !seen.insert(t.signal) {
@@ -315,11 +316,11 @@ pub struct Observation {
 }
 
 /// Every signal that could be measured.
-pub type Observations = BTreeMap<Signal, Observation>;
+pub(crate) type Observations = BTreeMap<Signal, Observation>;
 
 /// What to free before evicting (kubelet: `nodeReclaimFuncs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReclaimStep {
+pub(crate) enum ReclaimStep {
     /// A container GC pass that also empties the pods that no longer run, deleted or not
     /// (kubelet: `containerGC.DeleteAllUnusedContainers`).
     DeadContainers,
@@ -330,7 +331,7 @@ pub enum ReclaimStep {
 
 /// kubelet: `buildSignalToNodeReclaimFuncs` — with a dedicated image file system, nodefs
 /// reclaims dead containers and imagefs both; on one file system both reclaim both.
-pub fn reclaim_steps(signal: Signal, dedicated_imagefs: bool) -> &'static [ReclaimStep] {
+pub(crate) fn reclaim_steps(signal: Signal, dedicated_imagefs: bool) -> &'static [ReclaimStep] {
     const BOTH: &[ReclaimStep] = &[ReclaimStep::DeadContainers, ReclaimStep::UnusedImages];
     match signal {
         Signal::MemoryAvailable | Signal::PidAvailable => &[],
@@ -343,7 +344,7 @@ pub fn reclaim_steps(signal: Signal, dedicated_imagefs: bool) -> &'static [Recla
 
 /// What a cycle decided.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Action {
+pub(crate) enum Action {
     /// Nothing to do (no threshold met, or the last evicted pod is still terminating).
     None,
     /// Free node-level resources for `threshold`; its effect is seen at the next cycle.
@@ -361,14 +362,14 @@ pub enum Action {
 
 /// The cycle's outcome: the conditions to report and what to do.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Decision {
+pub(crate) struct Decision {
     pub conditions: Conditions,
     pub action: Action,
 }
 
 /// The eviction manager's state between cycles.
 #[derive(Debug, Clone)]
-pub struct Manager {
+pub(crate) struct Manager {
     pub thresholds: Vec<Threshold>,
     pub transition_period: Duration,
     /// A separate image file system (its reclaim steps differ).
@@ -380,7 +381,7 @@ pub struct Manager {
 }
 
 impl Manager {
-    pub fn new(thresholds: Vec<Threshold>, transition_period: Duration) -> Self {
+    pub(crate) fn new(thresholds: Vec<Threshold>, transition_period: Duration) -> Self {
         Manager {
             thresholds,
             transition_period,
@@ -392,7 +393,12 @@ impl Manager {
 
     /// One cycle (kubelet: `synchronize`, up to picking the pod). `cleanup_pending`: the
     /// pod evicted last is still terminating.
-    pub fn step(&mut self, obs: &Observations, now: Instant, cleanup_pending: bool) -> Decision {
+    pub(crate) fn step(
+        &mut self,
+        obs: &Observations,
+        now: Instant,
+        cleanup_pending: bool,
+    ) -> Decision {
         // kubelet: thresholdsMet, then nodeConditionsObservedSince.
         let mut met: Vec<(Threshold, Observation)> = self
             .thresholds
@@ -440,7 +446,7 @@ impl Manager {
 
 /// A pod that may be ranked for eviction, with its usage (`None`: no stats).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Candidate {
+pub(crate) struct Candidate {
     pub uid: String,
     pub name: String,
     /// `spec.priority` (0 without one).
@@ -457,7 +463,7 @@ pub struct Candidate {
 /// kubelet: `rankMemoryPressure` = orderedBy(exceedMemoryRequests, priority, memory);
 /// `rankDiskPressureFunc` = orderedBy(exceedDiskRequests, priority, disk);
 /// `rankPIDPressure` = orderedBy(priority, process count — picolet has none). Stable.
-pub fn rank(cands: &mut [Candidate], condition: Condition) {
+pub(crate) fn rank(cands: &mut [Candidate], condition: Condition) {
     use std::cmp::Ordering;
     let usage = |c: &Candidate| match condition {
         Condition::Memory => (c.memory_usage, c.memory_request),
@@ -494,7 +500,11 @@ pub fn rank(cands: &mut [Candidate], condition: Condition) {
 /// kubelet: `evictionMessage` — "The node was low on resource: memory. Threshold
 /// quantity: 100Mi, available: 51200Ki. ", plus how much the pod used of what it
 /// requested (per pod here; upstream names the container).
-pub fn eviction_message(threshold: &Threshold, observed: &Observation, pod: &Candidate) -> String {
+pub(crate) fn eviction_message(
+    threshold: &Threshold,
+    observed: &Observation,
+    pod: &Candidate,
+) -> String {
     let s = threshold.signal;
     let q = |v: u64| s.format(v);
     let mut m = format!(
@@ -521,7 +531,7 @@ pub fn eviction_message(threshold: &Threshold, observed: &Observation, pod: &Can
 
 /// Bytes as a Kubernetes quantity: the largest binary suffix that divides it (`100Mi`,
 /// `51200Ki`), else plain bytes.
-pub fn format_bytes(v: u64) -> String {
+pub(crate) fn format_bytes(v: u64) -> String {
     const UNITS: [(&str, u32); 5] = [("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)];
     for (suffix, shift) in UNITS {
         if v != 0 && v % (1u64 << shift) == 0 {
@@ -536,7 +546,7 @@ pub fn format_bytes(v: u64) -> String {
 /// BestEffort pod is refused (upstream also admits one that tolerates the
 /// `node.kubernetes.io/memory-pressure` taint: picolet's pod model has no tolerations);
 /// under disk or PID pressure every pod is.
-pub fn admit(pod: &crate::api::Pod, conditions: &Conditions) -> Option<String> {
+pub(crate) fn admit(pod: &crate::api::Pod, conditions: &Conditions) -> Option<String> {
     let names = conditions.names();
     if names.is_empty() || crate::qos::is_critical(pod) {
         return None;

@@ -40,10 +40,10 @@ pub struct FsStats {
 }
 
 /// The `statfs` boundary: the real one is [`statfs`]; tests pass a fake.
-pub type StatFs = fn(&Path) -> io::Result<FsStats>;
+pub(crate) type StatFs = fn(&Path) -> io::Result<FsStats>;
 
 /// The real `statvfs(2)` (available = blocks for unprivileged users, as `df`).
-pub fn statfs(path: &Path) -> io::Result<FsStats> {
+pub(crate) fn statfs(path: &Path) -> io::Result<FsStats> {
     let s = nix::sys::statvfs::statvfs(path).map_err(io::Error::from)?;
     let frsize = s.fragment_size() as u64;
     Ok(FsStats {
@@ -86,7 +86,7 @@ impl Sources {
 
 /// The node's signals, and why any could not be measured. `memory_need(capacity)`: the
 /// largest `memory.available` threshold (see [`memory_available`]).
-pub fn observe_node(
+pub(crate) fn observe_node(
     src: &Sources,
     statfs: StatFs,
     memory_need: &dyn Fn(u64) -> u64,
@@ -242,7 +242,7 @@ pub fn memory_available(
 }
 
 /// kubelet: `pid.available` = `pid_max` − the running processes.
-pub fn pid_available(proc_root: &Path) -> io::Result<Observation> {
+pub(crate) fn pid_available(proc_root: &Path) -> io::Result<Observation> {
     let max_path = proc_root.join("sys/kernel/pid_max");
     let max: u64 = read(&max_path)?
         .trim()
@@ -264,7 +264,7 @@ pub fn pid_available(proc_root: &Path) -> io::Result<Observation> {
 
 /// Bytes under `dir` (files only, symlinks not followed, other file systems included:
 /// a pod's `emptyDir` is on nodefs unless it is `medium: Memory`, which costs memory).
-pub fn dir_usage(dir: &Path) -> u64 {
+pub(crate) fn dir_usage(dir: &Path) -> u64 {
     let mut total = 0u64;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -284,7 +284,7 @@ pub fn dir_usage(dir: &Path) -> u64 {
 }
 
 /// A pod's disk usage: its log directory and its `emptyDir` volumes.
-pub fn pod_disk_usage(src: &Sources, pod: &PodRef) -> u64 {
+pub(crate) fn pod_disk_usage(src: &Sources, pod: &PodRef) -> u64 {
     let logs = src
         .pod_log_dir
         .join(format!("{}_{}_{}", pod.namespace, pod.name, pod.uid));
@@ -298,7 +298,7 @@ pub fn pod_disk_usage(src: &Sources, pod: &PodRef) -> u64 {
 
 /// A pod as the runtime's labels name it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct PodRef {
+pub(crate) struct PodRef {
     pub uid: String,
     pub namespace: String,
     pub name: String,
@@ -306,7 +306,7 @@ pub struct PodRef {
 
 /// One pod's usage (`None`: not measured).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct PodUsage {
+pub(crate) struct PodUsage {
     /// The sum of its containers' working sets.
     pub memory: Option<u64>,
     pub disk: Option<u64>,
@@ -314,14 +314,14 @@ pub struct PodUsage {
 
 /// One observation, for the loop.
 #[derive(Debug, Clone, Default)]
-pub struct Observed {
+pub(crate) struct Observed {
     pub node: Observations,
     /// By pod UID.
     pub pods: HashMap<String, PodUsage>,
 }
 
 /// Per pod: the summed working sets of its containers (CRI `ListContainerStats`).
-pub fn pod_memory(stats: &[crate::cri::ContainerStats]) -> HashMap<String, (PodRef, u64)> {
+pub(crate) fn pod_memory(stats: &[crate::cri::ContainerStats]) -> HashMap<String, (PodRef, u64)> {
     let mut out: HashMap<String, (PodRef, u64)> = HashMap::new();
     for s in stats {
         let Some(uid) = s.labels.get(cri::POD_UID_LABEL) else {
@@ -347,7 +347,7 @@ pub fn pod_memory(stats: &[crate::cri::ContainerStats]) -> HashMap<String, (PodR
 /// The measuring task: every period, the node's signals (blocking pool), the pods' memory
 /// (CRI), and — while a disk threshold is met — the pods' disk usage (blocking pool); sent
 /// to the loop. Ends with `shutdown` or when the loop is gone.
-pub async fn run<R: Runtime>(
+pub(crate) async fn run<R: Runtime>(
     runtime: R,
     src: Sources,
     statfs: StatFs,

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 #[derive(Debug, Clone)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     initial: Duration,
     max: Duration,
     current: Option<Duration>,
@@ -15,7 +15,7 @@ pub struct Backoff {
 }
 
 impl Backoff {
-    pub fn new(initial: Duration, max: Duration, seed: &str) -> Self {
+    pub(crate) fn new(initial: Duration, max: Duration, seed: &str) -> Self {
         Backoff {
             initial,
             max: max.max(initial),
@@ -26,7 +26,7 @@ impl Backoff {
     }
 
     /// The delay before the next attempt; grows with every call until [`Backoff::reset`].
-    pub fn next_delay(&mut self) -> Duration {
+    pub(crate) fn next_delay(&mut self) -> Duration {
         let base = match self.current {
             None => self.initial,
             Some(d) => (d * 2).min(self.max),
@@ -39,7 +39,7 @@ impl Backoff {
     }
 
     /// After a success: the next failure starts again from `initial`.
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.current = None;
     }
 }

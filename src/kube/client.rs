@@ -28,9 +28,9 @@ use super::tls;
 use crate::api::cluster::{DeleteOptionsBody, Preconditions, Status, WatchEvent};
 
 /// Largest answer picolet reads (a list of every pod of a busy node is far smaller).
-pub const MAX_RESPONSE_BYTES: usize = 32 * 1024 * 1024;
+pub(crate) const MAX_RESPONSE_BYTES: usize = 32 * 1024 * 1024;
 /// Largest single watch event.
-pub const MAX_WATCH_LINE_BYTES: usize = 8 * 1024 * 1024;
+pub(super) const MAX_WATCH_LINE_BYTES: usize = 8 * 1024 * 1024;
 /// A token file is re-read after this long (projected tokens rotate hourly or so).
 const TOKEN_FILE_REFRESH: Duration = Duration::from_secs(60);
 

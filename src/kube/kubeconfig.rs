@@ -19,7 +19,7 @@ use super::ApiError;
 use super::tls::{self, TlsSettings};
 
 /// Default deadline of one API request (not of a watch).
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Everything [`super::Client::new`] needs.
 #[derive(Clone)]

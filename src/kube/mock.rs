@@ -1564,7 +1564,7 @@ fn update_lease(
 /// JSON merge patch (RFC 7386), or — `strategic` — the strategic merge patch subset that
 /// pod and node status use: lists named `conditions` or `addresses` merge by `type`,
 /// `$`-directives are ignored.
-pub fn merge(target: &mut Value, patch: &Value, strategic: bool) {
+pub(crate) fn merge(target: &mut Value, patch: &Value, strategic: bool) {
     let Some(patch_obj) = patch.as_object() else {
         *target = patch.clone();
         return;

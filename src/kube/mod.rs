@@ -30,18 +30,19 @@ mod backoff;
 mod client;
 mod error;
 mod http;
-pub mod kubeconfig;
+pub(crate) mod kubeconfig;
 #[cfg(feature = "mock-apiserver")]
 #[allow(clippy::too_many_lines)] // a test double, not production code
-pub mod mock;
+pub(crate) mod mock;
 // The probes reuse its client configuration (https probes skip verification, as upstream).
 pub(crate) mod tls;
 
-pub use backoff::Backoff;
-pub use client::{
-    Client, DeleteOptions, MAX_RESPONSE_BYTES, PatchKind, WatchStream, pod_path, query,
-};
+pub(crate) use backoff::Backoff;
+pub(crate) use client::MAX_RESPONSE_BYTES;
+pub use client::{Client, DeleteOptions, PatchKind, WatchStream, pod_path, query};
 pub use error::ApiError;
-pub use http::{HttpClient, HttpResponse, clock_problem};
-pub use kubeconfig::{ClientConfig, Credentials};
-pub use tls::{CertSlot, decode_base64};
+pub use http::{HttpClient, clock_problem};
+pub use kubeconfig::ClientConfig;
+#[cfg(test)]
+pub(crate) use kubeconfig::Credentials;
+pub(crate) use tls::CertSlot;

@@ -113,7 +113,7 @@ pub(crate) fn provider() -> Arc<CryptoProvider> {
 }
 
 /// Builds the rustls client configuration for `settings`.
-pub fn client_config(settings: &TlsSettings) -> Result<Arc<rustls::ClientConfig>, ApiError> {
+pub(crate) fn client_config(settings: &TlsSettings) -> Result<Arc<rustls::ClientConfig>, ApiError> {
     let provider = provider();
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -163,7 +163,7 @@ pub fn client_config(settings: &TlsSettings) -> Result<Arc<rustls::ClientConfig>
 
 /// The server name to verify: `tls-server-name` if given, else the URL's host (an IP
 /// address is checked against the certificate's IP SANs).
-pub fn server_name(host: &str) -> Result<ServerName<'static>, ApiError> {
+pub(crate) fn server_name(host: &str) -> Result<ServerName<'static>, ApiError> {
     let host = host.trim_start_matches('[').trim_end_matches(']');
     ServerName::try_from(host.to_string()).map_err(|_| ApiError::BadUrl {
         url: host.to_string(),
@@ -203,7 +203,10 @@ fn system_roots() -> Result<RootCertStore, ApiError> {
 }
 
 /// All `CERTIFICATE` blocks of a PEM document.
-pub fn certificates(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, ApiError> {
+pub(crate) fn certificates(
+    pem: &[u8],
+    what: &str,
+) -> Result<Vec<CertificateDer<'static>>, ApiError> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<_, _>>()
         .map_err(|e| ApiError::Pem {
@@ -220,7 +223,7 @@ pub fn certificates(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static
 }
 
 /// The first private key (PKCS#8, PKCS#1 RSA or SEC1 EC) of a PEM document.
-pub fn private_key(pem: &[u8], what: &str) -> Result<PrivateKeyDer<'static>, ApiError> {
+pub(crate) fn private_key(pem: &[u8], what: &str) -> Result<PrivateKeyDer<'static>, ApiError> {
     PrivateKeyDer::from_pem_slice(pem).map_err(|e| ApiError::Pem {
         what: what.into(),
         reason: e.to_string(),
@@ -228,14 +231,14 @@ pub fn private_key(pem: &[u8], what: &str) -> Result<PrivateKeyDer<'static>, Api
 }
 
 /// Reads a PEM file named in a kubeconfig.
-pub fn read_file(path: &Path) -> Result<Vec<u8>, ApiError> {
+pub(crate) fn read_file(path: &Path) -> Result<Vec<u8>, ApiError> {
     std::fs::read(path).map_err(|source| ApiError::ReadFile {
         path: path.to_path_buf(),
         source,
     })
 }
 
-pub use crate::api::decode_base64;
+pub(crate) use crate::api::decode_base64;
 
 /// `insecure-skip-tls-verify`: the chain is not checked, the handshake signatures still are.
 #[derive(Debug)]

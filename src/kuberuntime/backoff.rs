@@ -26,8 +26,8 @@ use crate::clock::{UnixNanos, nanos};
 use crate::kuberuntime::labels;
 
 /// kubelet: `backOffPeriod` / `MaxContainerBackOff` (also the image pull back-off).
-pub const INITIAL_BACKOFF: Duration = Duration::from_secs(10);
-pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
+pub(crate) const INITIAL_BACKOFF: Duration = Duration::from_secs(10);
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Entry {
@@ -42,7 +42,7 @@ struct Entry {
 
 /// A keyed exponential back-off (kubelet: `flowcontrol.Backoff`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     initial: i64,
     max: i64,
     entries: HashMap<String, Entry>,
@@ -55,7 +55,7 @@ impl Default for Backoff {
 }
 
 impl Backoff {
-    pub fn new(initial: Duration, max: Duration) -> Self {
+    pub(crate) fn new(initial: Duration, max: Duration) -> Self {
         Backoff {
             initial: nanos(initial),
             max: nanos(max),
@@ -64,7 +64,7 @@ impl Backoff {
     }
 
     /// The current delay for `key` (zero if none).
-    pub fn get(&self, key: &str) -> Duration {
+    pub(crate) fn get(&self, key: &str) -> Duration {
         self.entries
             .get(key)
             .map(|e| Duration::from_nanos(u64::try_from(e.backoff).unwrap_or(0)))
@@ -74,7 +74,7 @@ impl Backoff {
     /// Record a failure at `event_time`: start at the initial delay (no entry, or the
     /// entry is stale — the thing ran fine for 2 × max), else double up to max.
     /// `now` becomes the entry's last update (kubelet: `Backoff.Next`).
-    pub fn next(&mut self, key: &str, event_time: UnixNanos, now: UnixNanos) {
+    pub(crate) fn next(&mut self, key: &str, event_time: UnixNanos, now: UnixNanos) {
         let (initial, max) = (self.initial, self.max);
         let entry = self.entries.entry(key.to_string()).or_insert(Entry {
             backoff: 0,
@@ -91,13 +91,15 @@ impl Backoff {
     }
 
     /// Forget `key` (kubelet: `Backoff.Reset`).
-    pub fn reset(&mut self, key: &str) {
+    #[cfg(test)]
+    pub(crate) fn reset(&mut self, key: &str) {
         self.entries.remove(key);
     }
 
     /// Is less than the current delay elapsed since `event_time`? (kubelet:
     /// `IsInBackOffSince`; crash loops pass the container's `finishedAt`.)
-    pub fn is_in_backoff_since(
+    #[cfg(test)]
+    pub(crate) fn is_in_backoff_since(
         &mut self,
         key: &str,
         event_time: UnixNanos,
@@ -109,7 +111,7 @@ impl Backoff {
     /// How much of the delay is left, measured from `event_time` (or, when that is after
     /// `now` because the clock went back, from when that was first seen); `None` when not
     /// in back-off.
-    pub fn remaining_since(
+    pub(crate) fn remaining_since(
         &mut self,
         key: &str,
         event_time: UnixNanos,
@@ -134,11 +136,12 @@ impl Backoff {
 
     /// Is less than the current delay elapsed since the last failure was recorded?
     /// (kubelet: `IsInBackOffSinceUpdate`; used for image pulls with `now`.)
-    pub fn is_in_backoff_since_update(&mut self, key: &str, now: UnixNanos) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_in_backoff_since_update(&mut self, key: &str, now: UnixNanos) -> bool {
         self.remaining_since_update(key, now).is_some()
     }
 
-    pub fn remaining_since_update(&mut self, key: &str, now: UnixNanos) -> Option<Duration> {
+    pub(crate) fn remaining_since_update(&mut self, key: &str, now: UnixNanos) -> Option<Duration> {
         let max = self.max;
         let e = self.entries.get_mut(key)?;
         if now < e.last_update {
@@ -153,17 +156,19 @@ impl Backoff {
     }
 
     /// Drop entries not updated for 2 × max (kubelet: `Backoff.GC`).
-    pub fn gc(&mut self, now: UnixNanos) {
+    pub(crate) fn gc(&mut self, now: UnixNanos) {
         let max = self.max;
         self.entries
             .retain(|_, e| now.saturating_sub(e.last_update) <= max.saturating_mul(2));
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 }
@@ -179,7 +184,7 @@ fn nanos_to_duration(n: i64) -> Duration {
 
 /// The crash-loop key: `<pod>_<namespace>_<uid>_<container>_<hash>` (kubelet:
 /// `GetStableKey`) — a changed container (new hash) starts with a clean slate.
-pub fn crash_loop_key(pod: &api::Pod, container: &api::Container) -> String {
+pub(crate) fn crash_loop_key(pod: &api::Pod, container: &api::Container) -> String {
     format!(
         "{}_{}_{}_{}_{}",
         pod.metadata.name,
@@ -191,22 +196,15 @@ pub fn crash_loop_key(pod: &api::Pod, container: &api::Container) -> String {
 }
 
 /// The image pull key: `<pod uid>_<image>` (kubelet: `EnsureImageExists`).
-pub fn image_pull_key(pod_uid: &str, image: &str) -> String {
+pub(crate) fn image_pull_key(pod_uid: &str, image: &str) -> String {
     format!("{pod_uid}_{image}")
 }
 
 /// The two back-offs `sync_pod` uses. Owned by the pod worker, one per pod.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PodBackoffs {
+pub(crate) struct PodBackoffs {
     pub crash_loop: Backoff,
     pub image_pull: Backoff,
-}
-
-impl PodBackoffs {
-    pub fn gc(&mut self, now: UnixNanos) {
-        self.crash_loop.gc(now);
-        self.image_pull.gc(now);
-    }
 }
 
 #[cfg(test)]

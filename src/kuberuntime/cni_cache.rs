@@ -21,17 +21,14 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// The libcni cache directory of containerd and CRI-O (libcni's `CacheDir` default).
-pub const DEFAULT_CACHE_DIR: &str = "/var/lib/cni";
-
 /// Where the boot ID of picolet's last start is kept, under `--root-dir`.
-pub const BOOT_ID_FILE: &str = "boot_id";
+pub(crate) const BOOT_ID_FILE: &str = "boot_id";
 
 /// Whether this is picolet's first start since the node booted (`boot_id` from
 /// `/proc/sys/kernel/random/boot_id`); records `boot_id` under `root_dir` when it is.
 /// When the record cannot be read or written the answer is "first" (the repair is harmless
 /// at any start but for a file being written at that very moment).
-pub fn first_start_in_boot(root_dir: &Path, boot_id: &str) -> io::Result<bool> {
+pub(crate) fn first_start_in_boot(root_dir: &Path, boot_id: &str) -> io::Result<bool> {
     let path = root_dir.join(BOOT_ID_FILE);
     let boot_id = boot_id.trim();
     if std::fs::read_to_string(&path).is_ok_and(|s| s.trim() == boot_id) {
@@ -47,7 +44,7 @@ pub fn first_start_in_boot(root_dir: &Path, boot_id: &str) -> io::Result<bool> {
 /// Removes the empty CNI result files and host-local reservations under `cache_dir`;
 /// returns what was removed and what could not be (path and error). A missing directory is
 /// nothing to do.
-pub fn remove_empty_entries(cache_dir: &Path) -> (Vec<PathBuf>, Vec<(PathBuf, io::Error)>) {
+pub(crate) fn remove_empty_entries(cache_dir: &Path) -> (Vec<PathBuf>, Vec<(PathBuf, io::Error)>) {
     let mut removed = Vec::new();
     let mut failed = Vec::new();
     let mut sweep = |dir: &Path, wanted: &dyn Fn(&str) -> bool| {
@@ -91,7 +88,7 @@ fn is_reservation(name: &str) -> bool {
 
 /// The boot-time step: on the first start in a boot, [`remove_empty_entries`], logged.
 /// `cache_dir` empty: off.
-pub fn repair_after_boot(root_dir: &Path, boot_id: &str, cache_dir: &Path) {
+pub(crate) fn repair_after_boot(root_dir: &Path, boot_id: &str, cache_dir: &Path) {
     if cache_dir.as_os_str().is_empty() {
         return;
     }

@@ -13,11 +13,11 @@ use crate::volume::mounts::{MountError, ensure_dir, io_err, pod_dir};
 /// Create the file the container's termination message is written to and mount it at
 /// `terminationMessagePath` (kubelet: `makeMounts`): `<pod dir>/containers/<name>/<id>`.
 /// The termination-message file of one container instance: its restart count in hex.
-pub fn termination_log_file_id(restart_count: u32) -> String {
+pub(crate) fn termination_log_file_id(restart_count: u32) -> String {
     format!("{restart_count:08x}")
 }
 
-pub fn termination_log_mount(
+pub(crate) fn termination_log_mount(
     root_dir: &Path,
     pod: &api::Pod,
     container: &api::Container,
@@ -43,16 +43,16 @@ pub fn termination_log_mount(
 
 /// kubelet: the cluster domain of the `<hostname>.<subdomain>.<namespace>.svc.<domain>`
 /// line (kubelet `--cluster-domain`; picolet has no flag for it yet).
-pub const CLUSTER_DOMAIN: &str = "cluster.local";
+pub(crate) const CLUSTER_DOMAIN: &str = "cluster.local";
 
 /// The node's hosts file, copied for host-network pods.
-pub const NODE_HOSTS_FILE: &str = "/etc/hosts";
+pub(crate) const NODE_HOSTS_FILE: &str = "/etc/hosts";
 
 /// The kubelet-managed `/etc/hosts` (kubelet: `managedHostsFileContent`,
 /// `nodeHostsFileContent`): for a host-network pod the node's own file, else the localhost
 /// lines and the pod IP with its hostname (and FQDN with a `subdomain`); then the
 /// `hostAliases`.
-pub fn hosts_file(pod: &api::Pod, pod_ip: &str, node_hosts: Option<&str>) -> String {
+pub(crate) fn hosts_file(pod: &api::Pod, pod_ip: &str, node_hosts: Option<&str>) -> String {
     let mut out = String::new();
     match node_hosts {
         Some(text) if pod.spec.host_network => {
@@ -98,7 +98,7 @@ pub fn hosts_file(pod: &api::Pod, pod_ip: &str, node_hosts: Option<&str>) -> Str
 /// kubelet: `makeMounts`' `/etc/hosts` — written to `<pod dir>/etc-hosts` and mounted in
 /// every container that does not mount its own `/etc/hosts`; `None` when the pod has no IP
 /// yet (not host network) or the container brings its own.
-pub fn etc_hosts_mount(
+pub(crate) fn etc_hosts_mount(
     root_dir: &Path,
     pod: &api::Pod,
     container: &api::Container,

@@ -20,7 +20,8 @@ use crate::cri::{
     NamespaceOptions, PortMapping, ProfileKind, Protocol, Resources, SandboxConfig,
     SecurityProfile,
 };
-pub use crate::fieldpath::{NodeParams, expand, metadata_subscript};
+pub use crate::fieldpath::NodeParams;
+pub(crate) use crate::fieldpath::{expand, metadata_subscript};
 use crate::kuberuntime::labels;
 
 /// Why a container config cannot be built: the container waits with
@@ -127,7 +128,7 @@ pub fn sandbox_config(pod: &api::Pod, attempt: u32, p: SandboxParams<'_>) -> San
 }
 
 /// `<pod_log_dir>/<namespace>_<name>_<uid>` (kubelet: `BuildPodLogsDirectory`).
-pub fn pod_log_directory(pod_log_dir: &Path, pod: &api::Pod) -> PathBuf {
+pub(crate) fn pod_log_directory(pod_log_dir: &Path, pod: &api::Pod) -> PathBuf {
     pod_log_dir.join(format!(
         "{}_{}_{}",
         pod.metadata.namespace, pod.metadata.name, pod.metadata.uid
@@ -136,7 +137,7 @@ pub fn pod_log_directory(pod_log_dir: &Path, pod: &api::Pod) -> PathBuf {
 
 /// `<container>/<restartCount>.log`, relative to the pod log directory (kubelet:
 /// `buildContainerLogsPath`).
-pub fn container_log_path(container: &str, restart_count: u32) -> String {
+pub(crate) fn container_log_path(container: &str, restart_count: u32) -> String {
     format!("{container}/{restart_count}.log")
 }
 
@@ -144,7 +145,7 @@ pub fn container_log_path(container: &str, restart_count: u32) -> String {
 /// without a trailing `-`/`.` (kubelet: `GeneratePodHostNameAndDomain`,
 /// `truncatePodHostnameIfNeeded`; the apiserver validates the override as a DNS subdomain
 /// and refuses it beside hostNetwork or setHostnameAsFQDN).
-pub fn pod_hostname(pod: &api::Pod) -> String {
+pub(crate) fn pod_hostname(pod: &api::Pod) -> String {
     let name = match (
         pod.spec.hostname_override.as_deref(),
         pod.spec.hostname.as_deref(),
@@ -164,7 +165,7 @@ pub fn pod_hostname(pod: &api::Pod) -> String {
 /// PID private to each container unless shared (`shareProcessNamespace`) or the host's.
 /// Containers must carry the same options, or containerd makes the pause process PID 1 of
 /// every container.
-pub fn namespace_options(pod: &api::Pod) -> NamespaceOptions {
+pub(crate) fn namespace_options(pod: &api::Pod) -> NamespaceOptions {
     NamespaceOptions {
         network: if pod.spec.host_network {
             NamespaceMode::Node
@@ -190,7 +191,7 @@ pub fn namespace_options(pod: &api::Pod) -> NamespaceOptions {
 }
 
 /// Port mappings for every container port that asks for a host port.
-pub fn port_mappings(pod: &api::Pod) -> Vec<PortMapping> {
+pub(crate) fn port_mappings(pod: &api::Pod) -> Vec<PortMapping> {
     pod.spec
         .containers
         .iter()
@@ -246,7 +247,7 @@ pub fn parse_resolv_conf(text: &str) -> DnsConfig {
 /// merged on top for every other policy. `None` (no DNS config in the request) only when
 /// the host's DNS is unknown and the pod adds nothing: containerd then copies the host's
 /// resolv.conf itself.
-pub fn pod_dns(pod: &api::Pod, host: Option<&DnsConfig>) -> Option<DnsConfig> {
+pub(crate) fn pod_dns(pod: &api::Pod, host: Option<&DnsConfig>) -> Option<DnsConfig> {
     let policy = pod.spec.dns_policy.as_deref().unwrap_or("ClusterFirst");
     let base = match policy {
         "None" => Some(DnsConfig::default()),
@@ -358,7 +359,7 @@ pub fn container_config(
 /// `makeEnvironmentVariables`); then the Service variables of an API pod
 /// (`config_data::services`) whose names the container does not set itself, which `$(VAR)`
 /// can name too.
-pub fn container_env(
+pub(crate) fn container_env(
     pod: &api::Pod,
     container: &api::Container,
     pod_ip: &str,
@@ -408,7 +409,7 @@ pub fn container_env(
 
 /// The variables of `envFrom`, and per source the keys skipped as invalid names.
 #[derive(Debug, Default, PartialEq)]
-pub struct EnvFrom {
+pub(crate) struct EnvFrom {
     pub vars: Vec<(String, String)>,
     /// (kind, `namespace/name`, the skipped names sorted).
     pub skipped: Vec<(Kind, String, Vec<String>)>,
@@ -429,7 +430,7 @@ fn get_object(
 }
 
 /// kubelet: `makeEnvironmentVariables`, its envFrom half.
-pub fn env_from(
+pub(crate) fn env_from(
     pod: &api::Pod,
     container: &api::Container,
     node: NodeParams<'_>,
@@ -566,7 +567,7 @@ fn env_value_from(
 
 /// Expand `$(VAR)` in command and args with the container's environment (kubelet:
 /// `ExpandContainerCommandAndArgs`).
-pub fn expand_command_and_args(
+pub(crate) fn expand_command_and_args(
     container: &api::Container,
     envs: &[(String, String)],
 ) -> (Vec<String>, Vec<String>) {
@@ -593,7 +594,7 @@ const MIN_QUOTA: i64 = 1_000;
 /// CPU shares, CFS quota/period and the memory limit from requests/limits (kubelet:
 /// `generateLinuxContainerResources`). A CPU limit without a request sets the shares
 /// from the limit, as the apiserver would default the request.
-pub fn resources(
+pub(crate) fn resources(
     pod: &api::Pod,
     container: &api::Container,
     memory_capacity: u64,
@@ -654,20 +655,20 @@ pub fn resources(
 }
 
 /// kubelet: `milliCPUToShares` — milliCPU × 1024 / 1000, at least 2.
-pub fn milli_cpu_to_shares(milli_cpu: i64) -> i64 {
+pub(crate) fn milli_cpu_to_shares(milli_cpu: i64) -> i64 {
     if milli_cpu <= 0 {
         return MIN_SHARES;
     }
     (milli_cpu.saturating_mul(1024) / 1000).clamp(MIN_SHARES, MAX_SHARES)
 }
 
-pub use crate::api::parse_quantity;
+pub(crate) use crate::api::parse_quantity;
 
 // ---------------------------------------------------------------------------------------
 // Security context
 
 /// Whether the container asks to run as non-root (container over pod).
-pub fn needs_non_root(pod: &api::Pod, container: &api::Container) -> bool {
+pub(crate) fn needs_non_root(pod: &api::Pod, container: &api::Container) -> bool {
     let pod_says = pod
         .spec
         .security_context
@@ -681,7 +682,7 @@ pub fn needs_non_root(pod: &api::Pod, container: &api::Container) -> bool {
 }
 
 /// Whether [`security`] needs the image's user: runAsNonRoot without a runAsUser.
-pub fn needs_image_user(pod: &api::Pod, container: &api::Container) -> bool {
+pub(crate) fn needs_image_user(pod: &api::Pod, container: &api::Container) -> bool {
     let run_as_user = container
         .security_context
         .as_ref()
@@ -737,7 +738,7 @@ fn verify_run_as_non_root(
 /// The container's effective security settings (kubelet:
 /// `determineEffectiveSecurityContext`): container fields override pod fields; the pod's
 /// namespace options always apply.
-pub fn security(
+pub(crate) fn security(
     pod: &api::Pod,
     container: &api::Container,
     node: NodeParams<'_>,
@@ -776,7 +777,7 @@ pub fn security(
 /// kubelet: `getSeccompProfile` — the container's field, else the pod's, else
 /// `RuntimeDefault` with `--seccomp-default` and `Unconfined` without. `Localhost` profiles
 /// are files below `<root-dir>/seccomp`.
-pub fn seccomp_profile(
+pub(crate) fn seccomp_profile(
     pod: &api::Pod,
     container: Option<&api::Container>,
     p: NodeParams<'_>,
@@ -837,12 +838,13 @@ pub fn seccomp_profile(
 }
 
 /// The legacy per-container AppArmor annotation (kubelet still reads it).
-pub const APPARMOR_ANNOTATION_PREFIX: &str = "container.apparmor.security.beta.kubernetes.io/";
+pub(crate) const APPARMOR_ANNOTATION_PREFIX: &str =
+    "container.apparmor.security.beta.kubernetes.io/";
 
 /// kubelet: `apparmor.GetProfile` — the container's field, else the legacy annotation
 /// (`runtime/default`, `unconfined`, `localhost/<name>`), else the pod's field, else `None`
 /// (the runtime's default profile).
-pub fn apparmor_profile(
+pub(crate) fn apparmor_profile(
     pod: &api::Pod,
     container: &api::Container,
 ) -> Result<Option<SecurityProfile>, ConfigError> {
@@ -928,7 +930,7 @@ fn profile_kind(type_: &str, field: &str) -> Result<ProfileKind, ConfigError> {
 
 /// The image reference with `:latest` added when it has neither tag nor digest (kubelet:
 /// `applyDefaultImageTag`), after a light syntax check (`InvalidImageName`).
-pub fn image_with_default_tag(image: &str) -> Result<String, ConfigError> {
+pub(crate) fn image_with_default_tag(image: &str) -> Result<String, ConfigError> {
     let invalid = |reason| ConfigError::InvalidImageName {
         image: image.to_string(),
         reason,
@@ -992,7 +994,7 @@ fn split_tag(name: &str) -> (&str, Option<&str>) {
 }
 
 /// The pull policy, API-defaulted (see [`api::default_pull_policy`]).
-pub fn pull_policy(container: &api::Container) -> PullPolicy {
+pub(crate) fn pull_policy(container: &api::Container) -> PullPolicy {
     container
         .image_pull_policy
         .unwrap_or_else(|| api::default_pull_policy(&container.image))

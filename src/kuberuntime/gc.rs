@@ -41,7 +41,7 @@ use crate::cri::{ContainerState, PodRuntimeStatus, Runtime, SandboxState};
 use crate::kuberuntime::labels;
 
 /// kubelet: `ContainerGCPeriod`.
-pub const GC_PERIOD: Duration = Duration::from_secs(60);
+pub(crate) const GC_PERIOD: Duration = Duration::from_secs(60);
 
 /// kubelet: `kubecontainer.GCPolicy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +63,7 @@ impl Default for GcPolicy {
 
 /// One object a pass removes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GcObject {
+pub(crate) struct GcObject {
     pub uid: String,
     pub id: String,
     /// Container name (empty for a sandbox).
@@ -74,7 +74,7 @@ pub struct GcObject {
 
 /// What one pass removes: containers first, then sandboxes, oldest first within a pod.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct GcPlan {
+pub(crate) struct GcPlan {
     pub containers: Vec<GcObject>,
     pub sandboxes: Vec<GcObject>,
     /// Pods of which the runtime holds nothing once the pass is done.
@@ -82,7 +82,7 @@ pub struct GcPlan {
 }
 
 impl GcPlan {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.containers.is_empty() && self.sandboxes.is_empty()
     }
 }
@@ -90,7 +90,7 @@ impl GcPlan {
 /// The pure decision (kubelet: `evictContainers` + `evictSandboxes`). `removable(uid)`:
 /// the pod's content may go. `pods` is the relister's view (list calls only: created
 /// times and states are known, exit details are not needed).
-pub fn plan<'a>(
+pub(crate) fn plan<'a>(
     pods: impl IntoIterator<Item = &'a PodRuntimeStatus>,
     removable: impl Fn(&str) -> bool,
     now: UnixNanos,
@@ -166,7 +166,7 @@ pub fn plan<'a>(
 /// Pod log directories (`<namespace>_<name>_<uid>`, with their modification time) that
 /// may go: the UID is not kept, and the directory did not change within `min_idle`.
 /// Names that are not of that shape are not picolet's and stay.
-pub fn stale_log_dirs(
+pub(crate) fn stale_log_dirs(
     entries: &[(String, UnixNanos)],
     keep: impl Fn(&str) -> bool,
     now: UnixNanos,
@@ -186,7 +186,7 @@ pub fn stale_log_dirs(
 
 /// The UID of a pod log directory name `<namespace>_<name>_<uid>` (none of the three can
 /// hold `_`: DNS labels, DNS subdomains, UUIDs or picolet's hex UIDs).
-pub fn log_dir_uid(name: &str) -> Option<&str> {
+pub(crate) fn log_dir_uid(name: &str) -> Option<&str> {
     let mut parts = name.split('_');
     let (ns, pod, uid) = (parts.next()?, parts.next()?, parts.next()?);
     if parts.next().is_some() || ns.is_empty() || pod.is_empty() || uid.is_empty() {
@@ -200,7 +200,7 @@ pub fn log_dir_uid(name: &str) -> Option<&str> {
 
 /// What a pass did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct GcReport {
+pub(crate) struct GcReport {
     pub containers: usize,
     pub sandboxes: usize,
     pub log_dirs: usize,
@@ -211,7 +211,7 @@ pub struct GcReport {
 /// Removes what `plan` says, then the pod log directories that `keep_uid` does not hold
 /// and that no container of the runtime still writes to. File-system work runs on tokio's
 /// blocking pool. `keep_uid` is evaluated on the snapshot the plan was made from.
-pub async fn execute<R: Runtime>(
+pub(crate) async fn execute<R: Runtime>(
     rt: &R,
     plan: &GcPlan,
     pod_log_dir: &Path,

@@ -19,29 +19,13 @@ use crate::cri::{CriError, Runtime};
 use crate::probe;
 
 /// `User-Agent` of HTTP hooks (kubelet: `kube-lifecycle/<major>.<minor>`).
-pub const HOOK_USER_AGENT: &str = "kube-lifecycle/1.34";
+pub(crate) const HOOK_USER_AGENT: &str = "kube-lifecycle/1.34";
 /// The bound of an HTTP hook without a grace period to bound it (postStart).
 const HTTP_HOOK_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Which hook, for messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Hook {
-    PostStart,
-    PreStop,
-}
-
-impl Hook {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Hook::PostStart => "postStart",
-            Hook::PreStop => "preStop",
-        }
-    }
-}
-
 /// Why a hook failed (its text is the hook's failure message in logs and waiting reasons).
 #[derive(Debug)]
-pub enum HookError {
+pub(crate) enum HookError {
     /// The `exec` command ran and exited non-zero; `first_line` is its first output line.
     ExitCode {
         command: Vec<String>,
@@ -89,7 +73,7 @@ impl std::error::Error for HookError {}
 
 /// Run the handler for the container instance `container_id`. `bound` limits an exec
 /// command, an HTTP request and a sleep (preStop: the grace period); `None` for postStart.
-pub async fn run<R: Runtime>(
+pub(crate) async fn run<R: Runtime>(
     runtime: &R,
     container: &Container,
     container_id: &str,

@@ -16,28 +16,31 @@ use crate::cri::{ContainerInfo, Sandbox};
 
 /// Labels on sandboxes and containers: the keys live with the CRI types, where every
 /// reader of the runtime (PLEG, eviction, the node API's stats) finds them.
-pub use crate::cri::{CONTAINER_NAME_LABEL, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL};
+pub(crate) use crate::cri::{CONTAINER_NAME_LABEL, POD_NAME_LABEL};
+pub use crate::cri::{POD_NAMESPACE_LABEL, POD_UID_LABEL};
 
 /// Annotations on containers (kubelet: `kuberuntime/labels.go`).
-pub const POD_DELETION_GRACE_PERIOD_ANNOTATION: &str = "io.kubernetes.pod.deletionGracePeriod";
-pub const POD_TERMINATION_GRACE_PERIOD_ANNOTATION: &str =
+pub(crate) const POD_DELETION_GRACE_PERIOD_ANNOTATION: &str =
+    "io.kubernetes.pod.deletionGracePeriod";
+pub(crate) const POD_TERMINATION_GRACE_PERIOD_ANNOTATION: &str =
     "io.kubernetes.pod.terminationGracePeriod";
-pub const CONTAINER_HASH_ANNOTATION: &str = "io.kubernetes.container.hash";
-pub const CONTAINER_RESTART_COUNT_ANNOTATION: &str = "io.kubernetes.container.restartCount";
-pub const CONTAINER_TERMINATION_MESSAGE_PATH_ANNOTATION: &str =
+pub(crate) const CONTAINER_HASH_ANNOTATION: &str = "io.kubernetes.container.hash";
+pub(crate) const CONTAINER_RESTART_COUNT_ANNOTATION: &str = "io.kubernetes.container.restartCount";
+pub(crate) const CONTAINER_TERMINATION_MESSAGE_PATH_ANNOTATION: &str =
     "io.kubernetes.container.terminationMessagePath";
-pub const CONTAINER_TERMINATION_MESSAGE_POLICY_ANNOTATION: &str =
+pub(crate) const CONTAINER_TERMINATION_MESSAGE_POLICY_ANNOTATION: &str =
     "io.kubernetes.container.terminationMessagePolicy";
-pub const CONTAINER_PRE_STOP_HANDLER_ANNOTATION: &str = "io.kubernetes.container.preStopHandler";
-pub const CONTAINER_PORTS_ANNOTATION: &str = "io.kubernetes.container.ports";
+pub(crate) const CONTAINER_PRE_STOP_HANDLER_ANNOTATION: &str =
+    "io.kubernetes.container.preStopHandler";
+pub(crate) const CONTAINER_PORTS_ANNOTATION: &str = "io.kubernetes.container.ports";
 
 /// API defaults for fields a manifest may leave out (kubelet sees them defaulted by the
 /// apiserver; static pods only get what `manifest.rs` fills, so we default here too).
-pub const DEFAULT_TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
-pub const DEFAULT_TERMINATION_MESSAGE_POLICY: &str = "File";
+pub(crate) const DEFAULT_TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
+pub(crate) const DEFAULT_TERMINATION_MESSAGE_POLICY: &str = "File";
 
 /// Sandbox labels: the pod's labels plus name, namespace and UID (kubelet: `newPodLabels`).
-pub fn sandbox_labels(pod: &api::Pod) -> BTreeMap<String, String> {
+pub(crate) fn sandbox_labels(pod: &api::Pod) -> BTreeMap<String, String> {
     let mut labels = pod.metadata.labels.clone();
     labels.insert(POD_NAME_LABEL.into(), pod.metadata.name.clone());
     labels.insert(POD_NAMESPACE_LABEL.into(), pod.metadata.namespace.clone());
@@ -46,13 +49,16 @@ pub fn sandbox_labels(pod: &api::Pod) -> BTreeMap<String, String> {
 }
 
 /// Sandbox annotations: the pod's annotations (kubelet: `newPodAnnotations`).
-pub fn sandbox_annotations(pod: &api::Pod) -> BTreeMap<String, String> {
+pub(crate) fn sandbox_annotations(pod: &api::Pod) -> BTreeMap<String, String> {
     pod.metadata.annotations.clone()
 }
 
 /// Container labels: exactly pod name, namespace, UID and container name
 /// (kubelet: `newContainerLabels`).
-pub fn container_labels(pod: &api::Pod, container: &api::Container) -> BTreeMap<String, String> {
+pub(crate) fn container_labels(
+    pod: &api::Pod,
+    container: &api::Container,
+) -> BTreeMap<String, String> {
     BTreeMap::from([
         (POD_NAME_LABEL.to_string(), pod.metadata.name.clone()),
         (
@@ -66,7 +72,7 @@ pub fn container_labels(pod: &api::Pod, container: &api::Container) -> BTreeMap<
 
 /// Container annotations (kubelet: `newContainerAnnotations`): everything the kill path
 /// needs when the pod spec is gone.
-pub fn container_annotations(
+pub(crate) fn container_annotations(
     pod: &api::Pod,
     container: &api::Container,
     restart_count: u32,
@@ -124,7 +130,7 @@ pub fn container_annotations(
 }
 
 /// The container's termination message path, API-defaulted.
-pub fn termination_message_path(container: &api::Container) -> &str {
+pub(crate) fn termination_message_path(container: &api::Container) -> &str {
     match container.termination_message_path.as_deref() {
         Some(p) if !p.is_empty() => p,
         _ => DEFAULT_TERMINATION_MESSAGE_PATH,
@@ -138,7 +144,7 @@ pub fn termination_message_path(container: &api::Container) -> &str {
 /// be identical across picolet builds and restarts, so it cannot be std's `DefaultHasher`
 /// (randomly keyed / unspecified). It is not byte-compatible with the upstream kubelet's
 /// hash; a container created by a real kubelet looks "changed" to picolet.
-pub fn container_hash(container: &api::Container) -> String {
+pub(crate) fn container_hash(container: &api::Container) -> String {
     let mut h = Fnv1a::new();
     h.write(container.name.as_bytes());
     h.write(&[0]);
@@ -168,7 +174,7 @@ impl Fnv1a {
 // The reverse: what a sandbox or container found in the runtime says about itself.
 
 /// The pod UID label, if the object was created by picolet (or a kubelet).
-pub fn pod_uid(labels: &BTreeMap<String, String>) -> Option<&str> {
+pub(crate) fn pod_uid(labels: &BTreeMap<String, String>) -> Option<&str> {
     labels
         .get(POD_UID_LABEL)
         .map(String::as_str)
@@ -177,7 +183,7 @@ pub fn pod_uid(labels: &BTreeMap<String, String>) -> Option<&str> {
 
 /// What a sandbox's labels say (kubelet: `getPodSandboxInfoFromLabels`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct SandboxLabelInfo {
+pub(crate) struct SandboxLabelInfo {
     pub pod_uid: String,
     pub pod_name: String,
     pub pod_namespace: String,
@@ -185,7 +191,7 @@ pub struct SandboxLabelInfo {
     pub pod_labels: BTreeMap<String, String>,
 }
 
-pub fn sandbox_info(sandbox: &Sandbox) -> SandboxLabelInfo {
+pub(crate) fn sandbox_info(sandbox: &Sandbox) -> SandboxLabelInfo {
     let l = &sandbox.labels;
     let get = |k: &str, fallback: &str| {
         l.get(k)
@@ -212,14 +218,14 @@ pub fn sandbox_info(sandbox: &Sandbox) -> SandboxLabelInfo {
 
 /// What a container's labels say (kubelet: `getContainerInfoFromLabels`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ContainerLabelInfo {
+pub(crate) struct ContainerLabelInfo {
     pub pod_uid: String,
     pub pod_name: String,
     pub pod_namespace: String,
     pub container_name: String,
 }
 
-pub fn container_label_info(c: &ContainerInfo) -> ContainerLabelInfo {
+pub(crate) fn container_label_info(c: &ContainerInfo) -> ContainerLabelInfo {
     let get = |k: &str| c.labels.get(k).cloned().unwrap_or_default();
     let mut container_name = get(CONTAINER_NAME_LABEL);
     if container_name.is_empty() {
@@ -234,7 +240,7 @@ pub fn container_label_info(c: &ContainerInfo) -> ContainerLabelInfo {
 }
 
 /// The container name of a runtime container: its label, else the CRI metadata name.
-pub fn container_name(c: &ContainerInfo) -> &str {
+pub(crate) fn container_name(c: &ContainerInfo) -> &str {
     match c.labels.get(CONTAINER_NAME_LABEL) {
         Some(n) if !n.is_empty() => n,
         _ => &c.name,
@@ -244,7 +250,7 @@ pub fn container_name(c: &ContainerInfo) -> &str {
 /// What a container's annotations say (kubelet: `getContainerInfoFromAnnotations`).
 /// Malformed values read as absent / zero, as upstream does (with a debug log).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct ContainerAnnotationInfo {
+pub(crate) struct ContainerAnnotationInfo {
     /// `None` when the annotation is missing (not created by picolet / a kubelet).
     pub hash: Option<String>,
     pub restart_count: u32,
@@ -257,7 +263,7 @@ pub struct ContainerAnnotationInfo {
     pub ports: Vec<api::ContainerPort>,
 }
 
-pub fn container_annotation_info(c: &ContainerInfo) -> ContainerAnnotationInfo {
+pub(crate) fn container_annotation_info(c: &ContainerInfo) -> ContainerAnnotationInfo {
     let a = &c.annotations;
     let int = |k: &str| -> Option<i64> {
         let v = a.get(k)?;
@@ -301,7 +307,7 @@ pub fn container_annotation_info(c: &ContainerInfo) -> ContainerAnnotationInfo {
 }
 
 /// The restart count a runtime container was created with (0 if not annotated).
-pub fn restart_count(c: &ContainerInfo) -> u32 {
+pub(crate) fn restart_count(c: &ContainerInfo) -> u32 {
     container_annotation_info(c).restart_count
 }
 

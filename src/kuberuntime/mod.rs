@@ -23,13 +23,13 @@
 //! - `gc.rs`     container GC: which dead containers, sandboxes and pod log dirs go, and going
 //! - `userns.rs` the ID ranges of pods with their own user namespace (`hostUsers: false`)
 
-pub mod backoff;
-pub mod cni_cache;
-pub mod container_mounts;
-pub mod cri_config;
-pub mod gc;
-pub mod hooks;
-pub mod labels;
-pub mod plan;
-pub mod sync;
-pub mod userns;
+pub(crate) mod backoff;
+pub(crate) mod cni_cache;
+pub(crate) mod container_mounts;
+pub(crate) mod cri_config;
+pub(crate) mod gc;
+pub(crate) mod hooks;
+pub(crate) mod labels;
+pub(crate) mod plan;
+pub(crate) mod sync;
+pub(crate) mod userns;

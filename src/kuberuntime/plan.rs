@@ -42,7 +42,7 @@ use crate::kuberuntime::labels;
 /// Why a container is killed (kubelet: `containerKillReason`); probe kills use the
 /// probe's grace period once probes exist.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KillReason {
+pub(crate) enum KillReason {
     /// Spec changed, or any other planned kill.
     Unknown,
     /// The runtime reports an unknown state: kill before restarting, so two instances
@@ -53,7 +53,7 @@ pub enum KillReason {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ContainerToKill {
+pub(crate) struct ContainerToKill {
     pub name: String,
     pub message: String,
     pub reason: KillReason,
@@ -61,7 +61,7 @@ pub struct ContainerToKill {
 
 /// The plan for one pod (kubelet: `podActions`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct PodActions {
+pub(crate) struct PodActions {
     /// Stop every running container and every sandbox of the pod first.
     pub kill_pod: bool,
     /// Create a new sandbox (after the kill); init containers are then purged.
@@ -84,12 +84,13 @@ pub struct PodActions {
 
 impl PodActions {
     /// The first init container to start, if any (kubelet: `NextInitContainerToStart`).
-    pub fn next_init_container_to_start(&self) -> Option<usize> {
+    #[cfg(test)]
+    pub(crate) fn next_init_container_to_start(&self) -> Option<usize> {
         self.init_containers_to_start.first().copied()
     }
 
     /// Nothing to do: the pod is as desired.
-    pub fn is_noop(&self) -> bool {
+    pub(crate) fn is_noop(&self) -> bool {
         !self.kill_pod
             && !self.create_sandbox
             && self.init_containers_to_start.is_empty()
@@ -103,7 +104,7 @@ impl PodActions {
 /// `startupManager`): liveness/startup failures kill containers; a sidecar with a startup
 /// probe counts as started only once it is in `started`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ProbeVerdicts {
+pub(crate) struct ProbeVerdicts {
     /// Liveness probe failed.
     pub liveness: BTreeSet<String>,
     /// Startup probe failed.
@@ -113,13 +114,14 @@ pub struct ProbeVerdicts {
 }
 
 /// kubelet: `computePodActions`, with no probe result yet.
-pub fn compute_pod_actions(pod: &api::Pod, status: &PodRuntimeStatus) -> PodActions {
+#[cfg(test)]
+pub(crate) fn compute_pod_actions(pod: &api::Pod, status: &PodRuntimeStatus) -> PodActions {
     compute_pod_actions_with_probes(pod, status, &ProbeVerdicts::default())
 }
 
 /// kubelet: `computePodActions`: a new sandbox starts over; else ephemeral containers,
 /// then init containers, then (once initialised) the regular containers.
-pub fn compute_pod_actions_with_probes(
+pub(crate) fn compute_pod_actions_with_probes(
     pod: &api::Pod,
     status: &PodRuntimeStatus,
     probes: &ProbeVerdicts,
@@ -280,7 +282,7 @@ fn regular_container_actions(
 
 /// One running container's new cpu and memory (kubelet: `containerToUpdateInfo`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct ContainerUpdate {
+pub(crate) struct ContainerUpdate {
     pub id: String,
     pub name: String,
     /// The allocated values (its cpu and memory requirements).
@@ -296,7 +298,7 @@ pub struct ContainerUpdate {
 /// `resizePolicy` of a changed resource says `RestartContainer`, killed and started again
 /// (added to `a`). Nothing when the pod is being killed or cannot resize.
 #[inline(never)]
-pub fn add_resize(
+pub(crate) fn add_resize(
     pod: &api::Pod,
     status: &PodRuntimeStatus,
     actual: &crate::allocation::Named,
@@ -567,7 +569,7 @@ fn has_ip(s: &Sandbox) -> bool {
 }
 
 /// The pod's network namespace mode (kubelet: `NetworkNamespaceForPod`).
-pub fn network_mode(pod: &api::Pod) -> NamespaceMode {
+pub(crate) fn network_mode(pod: &api::Pod) -> NamespaceMode {
     if pod.spec.host_network {
         NamespaceMode::Node
     } else {
@@ -576,7 +578,7 @@ pub fn network_mode(pod: &api::Pod) -> NamespaceMode {
 }
 
 /// kubelet: `ShouldContainerBeRestarted`.
-pub fn should_container_be_restarted(
+pub(crate) fn should_container_be_restarted(
     container: &api::Container,
     pod: &api::Pod,
     status: &PodRuntimeStatus,
@@ -595,7 +597,7 @@ pub fn should_container_be_restarted(
 }
 
 /// `spec.restartPolicy`, API default `Always`.
-pub fn restart_policy(pod: &api::Pod) -> RestartPolicy {
+pub(crate) fn restart_policy(pod: &api::Pod) -> RestartPolicy {
     pod.spec.restart_policy.unwrap_or(RestartPolicy::Always)
 }
 
@@ -604,7 +606,7 @@ fn restart_on_failure(pod: &api::Pod) -> bool {
 }
 
 /// A sidecar: an init container with `restartPolicy: Always`.
-pub fn is_restartable_init_container(c: &api::Container) -> bool {
+pub(crate) fn is_restartable_init_container(c: &api::Container) -> bool {
     c.restart_policy == Some(RestartPolicy::Always)
 }
 
@@ -623,7 +625,7 @@ fn has_any_regular_container_created(pod: &api::Pod, status: &PodRuntimeStatus) 
 }
 
 /// kubelet: `isInitContainerFailed` — non-zero exit, OOM-killed, or unknown state.
-pub fn is_init_container_failed(s: &ContainerInfo) -> bool {
+pub(crate) fn is_init_container_failed(s: &ContainerInfo) -> bool {
     s.reason == "OOMKilled"
         || (s.state == ContainerState::Exited && s.exit_code != 0)
         || s.state == ContainerState::Unknown
@@ -631,13 +633,16 @@ pub fn is_init_container_failed(s: &ContainerInfo) -> bool {
 
 /// The running container's hash differs from the spec's (kubelet: `containerChanged`).
 /// A container without a hash annotation was not made by picolet: treated as changed.
-pub fn container_changed(c: &api::Container, s: &ContainerInfo) -> bool {
+pub(crate) fn container_changed(c: &api::Container, s: &ContainerInfo) -> bool {
     labels::container_annotation_info(s).hash.as_deref() != Some(&labels::container_hash(c))
 }
 
 /// The newest runtime instance of a container name (kubelet:
 /// `FindContainerStatusByName`; `status.containers` is newest first).
-pub fn newest_container<'a>(status: &'a PodRuntimeStatus, name: &str) -> Option<&'a ContainerInfo> {
+pub(crate) fn newest_container<'a>(
+    status: &'a PodRuntimeStatus,
+    name: &str,
+) -> Option<&'a ContainerInfo> {
     status
         .containers
         .iter()
@@ -646,7 +651,7 @@ pub fn newest_container<'a>(status: &'a PodRuntimeStatus, name: &str) -> Option<
 
 /// A crash-loop wait: the container must not be started yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BackOffWait {
+pub(crate) struct BackOffWait {
     /// The current delay (`back-off 20s restarting …`).
     pub delay: Duration,
     /// What is left of it.
@@ -660,7 +665,7 @@ pub struct BackOffWait {
 /// Measured from the `finishedAt` of its newest exited instance. When not in back-off the
 /// failure is recorded (`next`), so the following crash waits twice as long; a container
 /// that never exited is never in back-off.
-pub fn should_back_off(
+pub(crate) fn should_back_off(
     backoff: &mut Backoff,
     pod: &api::Pod,
     container: &api::Container,
@@ -690,7 +695,7 @@ pub fn should_back_off(
 }
 
 /// kubelet: `format.Pod` → `name_namespace(uid)`.
-pub fn format_pod(pod: &api::Pod) -> String {
+pub(crate) fn format_pod(pod: &api::Pod) -> String {
     format!(
         "{}_{}({})",
         pod.metadata.name, pod.metadata.namespace, pod.metadata.uid

@@ -22,15 +22,15 @@ use crate::cri::{CriError, IdMapping};
 use crate::volume::mounts;
 
 /// kubelet: the default `idsPerPod`.
-pub const IDS_PER_POD: u32 = 65_536;
+pub(crate) const IDS_PER_POD: u32 = 65_536;
 /// The highest slot: its range ends at 2³² − 1.
 const MAX_SLOT: u32 = u32::MAX / IDS_PER_POD;
 /// The file in a pod's directory (kubelet: `userns` under the pod's directory).
-pub const FILE: &str = "userns";
+pub(crate) const FILE: &str = "userns";
 
 /// Why a pod cannot have its user namespace (the text is the sandbox failure's message).
 #[derive(Debug)]
-pub enum UsernsError {
+pub(crate) enum UsernsError {
     /// The runtime reports handlers, but not this one with user-namespace support.
     HandlerUnsupported { handler: String },
     /// The runtime reports no runtime handler features at all (containerd 1.x).
@@ -92,14 +92,17 @@ impl std::fmt::Display for UsernsError {
 impl std::error::Error for UsernsError {}
 
 /// Whether the pod asks for a user namespace of its own.
-pub fn wanted(pod: &api::Pod) -> bool {
+pub(crate) fn wanted(pod: &api::Pod) -> bool {
     pod.spec.host_users == Some(false)
 }
 
 /// kubelet: `runtimeHandlerSupportsUserNamespaces` — the pod's handler ("" = the runtime's
 /// default) must report the feature in `Status`; a runtime that reports no handlers
 /// (containerd 1.x) cannot give pods user namespaces (it would run the pod in the host's).
-pub fn runtime_supports(handlers: Option<&[String]>, handler: &str) -> Result<(), UsernsError> {
+pub(crate) fn runtime_supports(
+    handlers: Option<&[String]>,
+    handler: &str,
+) -> Result<(), UsernsError> {
     match handlers {
         Some(hs) if hs.iter().any(|h| h == handler) => Ok(()),
         Some(_) => Err(UsernsError::HandlerUnsupported {
@@ -112,12 +115,12 @@ pub fn runtime_supports(handlers: Option<&[String]>, handler: &str) -> Result<()
 }
 
 /// The lowest slot no range in `used` (host IDs) starts at.
-pub fn free_slot(used: &[u32]) -> Option<u32> {
+pub(crate) fn free_slot(used: &[u32]) -> Option<u32> {
     (1..=MAX_SLOT).find(|slot| !used.contains(&(slot * IDS_PER_POD)))
 }
 
 /// The kubelet's file: `{"uidMappings":[{"hostId":…,"containerId":0,"length":…}],"gidMappings":[…]}`.
-pub fn encode(m: IdMapping) -> String {
+pub(crate) fn encode(m: IdMapping) -> String {
     let one = format!(
         "[{{\"hostId\":{},\"containerId\":0,\"length\":{}}}]",
         m.host_id, m.length
@@ -129,7 +132,7 @@ pub fn encode(m: IdMapping) -> String {
 /// of `IDS_PER_POD` IDs at a multiple of it (what picolet and the kubelet's defaults write).
 /// A small reader of its own (binary size): the three numbers of each list, in any order and
 /// spacing, and nothing more than one mapping per list.
-pub fn decode(text: &str) -> Result<IdMapping, UsernsError> {
+pub(crate) fn decode(text: &str) -> Result<IdMapping, UsernsError> {
     use UsernsError::Malformed;
     let list = |key: &str| -> Result<[u32; 3], UsernsError> {
         let quoted = format!("\"{key}\"");
@@ -189,7 +192,7 @@ fn path_of(root_dir: &Path, uid: &str) -> PathBuf {
 
 /// The pod's range: the one on disk, else the lowest free one, written to disk first.
 /// Errors name the pod and the file.
-pub fn allocate(root_dir: &Path, uid: &str) -> Result<IdMapping, UsernsError> {
+pub(crate) fn allocate(root_dir: &Path, uid: &str) -> Result<IdMapping, UsernsError> {
     let path = path_of(root_dir, uid);
     let io = |source| UsernsError::Io {
         uid: uid.to_string(),

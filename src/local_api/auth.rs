@@ -97,9 +97,9 @@ pub struct User {
     pub groups: Vec<String>,
 }
 
-pub const ANONYMOUS: &str = "system:anonymous";
-pub const UNAUTHENTICATED: &str = "system:unauthenticated";
-pub const AUTHENTICATED: &str = "system:authenticated";
+pub(crate) const ANONYMOUS: &str = "system:anonymous";
+pub(crate) const UNAUTHENTICATED: &str = "system:unauthenticated";
+pub(crate) const AUTHENTICATED: &str = "system:authenticated";
 
 impl User {
     pub fn anonymous() -> User {
@@ -120,18 +120,10 @@ impl User {
     }
 }
 
-/// Who the request is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Caller {
-    /// picolet's local token: allowed everything (a deliberate difference).
-    LocalAdmin,
-    User(User),
-}
-
 /// The request's authorizer attributes (resource `nodes`, name = the node): the verb and
 /// the subresources to try in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Attributes {
+pub(crate) struct Attributes {
     pub verb: &'static str,
     pub subresources: &'static [&'static str],
 }
@@ -143,7 +135,7 @@ fn is_subpath(path: &str, base: &str) -> bool {
 }
 
 /// kubelet: `GetRequestAttributes` with `KubeletFineGrainedAuthz` (beta, on).
-pub fn attributes(method: &str, path: &str) -> Attributes {
+pub(crate) fn attributes(method: &str, path: &str) -> Attributes {
     let verb = match method {
         "POST" => "create",
         "GET" => "get",
@@ -178,7 +170,7 @@ pub fn attributes(method: &str, path: &str) -> Attributes {
 /// The user of a verified client certificate (DER): CN = name, each O = a group
 /// (kubelet: `x509.CommonNameUserConversion`). `None` if the subject cannot be read or has
 /// no CN.
-pub fn cert_user(der: &[u8]) -> Option<User> {
+pub(crate) fn cert_user(der: &[u8]) -> Option<User> {
     // Certificate ::= SEQ { tbsCertificate SEQ { [0] version?, serial, sigAlg, issuer,
     // validity, subject, … } … }
     let tlv = crate::x509::read_tlv;
@@ -221,7 +213,7 @@ pub fn cert_user(der: &[u8]) -> Option<User> {
 /// A cache of answers with a time to live each, bounded (kubelet: the webhooks' LRU
 /// caches). Time is given by the caller.
 #[derive(Debug)]
-pub struct TtlCache<V> {
+pub(crate) struct TtlCache<V> {
     entries: HashMap<String, (V, Instant)>,
 }
 
@@ -237,14 +229,14 @@ impl<V: Clone> Default for TtlCache<V> {
 }
 
 impl<V: Clone> TtlCache<V> {
-    pub fn get(&self, key: &str, now: Instant) -> Option<V> {
+    pub(crate) fn get(&self, key: &str, now: Instant) -> Option<V> {
         self.entries
             .get(key)
             .filter(|(_, until)| now < *until)
             .map(|(v, _)| v.clone())
     }
 
-    pub fn put(&mut self, key: String, value: V, ttl: Duration, now: Instant) {
+    pub(crate) fn put(&mut self, key: String, value: V, ttl: Duration, now: Instant) {
         if ttl.is_zero() {
             return;
         }
@@ -259,7 +251,7 @@ impl<V: Clone> TtlCache<V> {
 }
 
 /// The cache key of a token: its SHA-256 (the token itself is never kept).
-pub fn token_key(token: &str) -> String {
+pub(crate) fn token_key(token: &str) -> String {
     let d = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
     // A letter per half byte (a..p): a key, not for display.
     let mut key = String::with_capacity(64);
@@ -271,7 +263,7 @@ pub fn token_key(token: &str) -> String {
 }
 
 /// The cache key of a decision: who, verb, subresource.
-pub fn decision_key(user: &User, verb: &str, subresource: &str) -> String {
+pub(crate) fn decision_key(user: &User, verb: &str, subresource: &str) -> String {
     format!(
         "{}\u{0}{}\u{0}{}\u{0}{verb}\u{0}{subresource}",
         user.name,
@@ -281,7 +273,7 @@ pub fn decision_key(user: &User, verb: &str, subresource: &str) -> String {
 }
 
 /// The TokenReview to POST (authentication.k8s.io/v1).
-pub fn token_review(token: &str) -> Value {
+pub(crate) fn token_review(token: &str) -> Value {
     object(&mut [
         ("apiVersion", "authentication.k8s.io/v1".into()),
         ("kind", "TokenReview".into()),
@@ -290,7 +282,7 @@ pub fn token_review(token: &str) -> Value {
 }
 
 /// The user a TokenReview's answer names, `None` if it was not authenticated.
-pub fn token_review_user(answer: &Value) -> Option<User> {
+pub(crate) fn token_review_user(answer: &Value) -> Option<User> {
     let status = answer.get("status")?;
     if status.get("authenticated").and_then(Value::as_bool) != Some(true) {
         return None;
@@ -318,7 +310,7 @@ pub fn token_review_user(answer: &Value) -> Option<User> {
 }
 
 /// The SubjectAccessReview to POST (authorization.k8s.io/v1) for one subresource.
-pub fn access_review(user: &User, verb: &str, subresource: &str, node: &str) -> Value {
+pub(crate) fn access_review(user: &User, verb: &str, subresource: &str, node: &str) -> Value {
     let attributes = object(&mut [
         ("verb", verb.into()),
         ("group", "".into()),
@@ -348,7 +340,7 @@ pub fn access_review(user: &User, verb: &str, subresource: &str, node: &str) -> 
 }
 
 /// A SubjectAccessReview's answer: allowed (`status.allowed` and not `denied`).
-pub fn access_allowed(answer: &Value) -> bool {
+pub(crate) fn access_allowed(answer: &Value) -> bool {
     let s = &answer["status"];
     s["allowed"].as_bool() == Some(true) && s["denied"].as_bool() != Some(true)
 }
@@ -494,7 +486,7 @@ impl Auth {
 
 /// Why a TokenReview or SubjectAccessReview got no answer (logged; the request is refused).
 #[derive(Debug)]
-pub enum ReviewError {
+pub(crate) enum ReviewError {
     /// The webhook is on but picolet has no apiserver client to ask.
     NoClient,
     /// The apiserver's call failed.

@@ -21,7 +21,7 @@ use crate::x509::{
 };
 
 /// Making a key or a signature failed (the DER writer is `crate::x509`).
-pub type CertError = X509Error;
+pub(crate) type CertError = X509Error;
 
 /// A certificate chain and its key, in PEM.
 #[derive(Clone)]

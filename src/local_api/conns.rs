@@ -30,14 +30,14 @@ use tokio_util::sync::CancellationToken;
 
 /// The caps (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub(crate) struct Limits {
     pub unauthenticated: usize,
     pub per_address: usize,
     pub authenticated: usize,
 }
 
 /// The node API's: a board's own kubectl, a few scripts and the apiserver are the clients.
-pub const LIMITS: Limits = Limits {
+pub(crate) const LIMITS: Limits = Limits {
     unauthenticated: 32,
     per_address: 8,
     authenticated: 64,
@@ -51,7 +51,7 @@ struct Conn {
 
 /// The open connections, by id (ids grow: a smaller one is older).
 #[derive(Default)]
-pub struct Conns {
+pub(crate) struct Conns {
     next: u64,
     open: BTreeMap<u64, Conn>,
     /// Unauthenticated connections closed to make room, since the start (for `/metrics`
@@ -62,7 +62,7 @@ pub struct Conns {
 impl Conns {
     /// Registers a connection just accepted from `ip`, closing what the caps say must go
     /// first. Returns its id and the token that is cancelled if it must go later.
-    pub fn open(&mut self, ip: IpAddr, limits: Limits) -> (u64, CancellationToken) {
+    pub(crate) fn open(&mut self, ip: IpAddr, limits: Limits) -> (u64, CancellationToken) {
         while self.unauthenticated_of(ip) >= limits.per_address.max(1) {
             self.evict_oldest_of(ip);
         }
@@ -87,7 +87,7 @@ impl Conns {
     /// A request of connection `id` authenticated: it is kept from now on. False when the
     /// authenticated connections are at their cap (the caller answers 503 and closes it),
     /// or when the connection was closed meanwhile.
-    pub fn authenticate(&mut self, id: u64, limits: Limits) -> bool {
+    pub(crate) fn authenticate(&mut self, id: u64, limits: Limits) -> bool {
         let authenticated = self.authenticated();
         match self.open.get_mut(&id) {
             Some(c) if c.authenticated => true,
@@ -100,29 +100,25 @@ impl Conns {
     }
 
     /// Connection `id` ended (or was evicted: then nothing is left to do).
-    pub fn close(&mut self, id: u64) {
+    pub(crate) fn close(&mut self, id: u64) {
         self.open.remove(&id);
     }
 
     /// Connections open now.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.open.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.open.is_empty()
-    }
-
-    pub fn authenticated(&self) -> usize {
+    pub(crate) fn authenticated(&self) -> usize {
         self.open.values().filter(|c| c.authenticated).count()
     }
 
-    pub fn unauthenticated(&self) -> usize {
+    pub(crate) fn unauthenticated(&self) -> usize {
         self.open.len() - self.authenticated()
     }
 
     /// Unauthenticated connections closed to make room so far.
-    pub fn evicted(&self) -> u64 {
+    pub(crate) fn evicted(&self) -> u64 {
         self.evicted
     }
 

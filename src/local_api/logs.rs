@@ -44,17 +44,17 @@ const TAIL_BLOCK: usize = 8 * 1024;
 const READ_CHUNK: usize = 64 * 1024;
 /// The longest record kept in memory; a longer one is skipped and counted as malformed.
 /// containerd splits lines at 16 KiB (`max_container_log_line_size`), CRI-O at 8 KiB.
-pub const MAX_RECORD: usize = 256 * 1024;
+pub(crate) const MAX_RECORD: usize = 256 * 1024;
 /// Output is sent in chunks of about this size while the existing content is read.
 const SEND_CHUNK: usize = 32 * 1024;
 /// How often a follow looks at the file for new lines. Polling, not inotify: a timer per
 /// active follow only (nothing runs when nobody follows), a file descriptor less, and the same
 /// code sees rotation (a new inode at the path) and truncation. kubelet: fsnotify plus a
 /// re-check every `logForceCheckPeriod` (1 s).
-pub const FOLLOW_POLL: Duration = Duration::from_millis(250);
+pub(crate) const FOLLOW_POLL: Duration = Duration::from_millis(250);
 
 #[derive(Debug, thiserror::Error)]
-pub enum LogError {
+pub(crate) enum LogError {
     /// A query parameter that does not parse (the apiserver's decode step: 400).
     #[error("{param}: Invalid value: {value:?}: {reason}")]
     BadParameter {
@@ -94,7 +94,7 @@ pub enum LogError {
 
 impl LogError {
     /// The HTTP status the API answers with.
-    pub fn status_code(&self) -> u16 {
+    pub(crate) fn status_code(&self) -> u16 {
         match self {
             LogError::BadParameter { .. } => 400,
             LogError::Invalid { .. } | LogError::SinceConflict => 422,
@@ -106,7 +106,7 @@ impl LogError {
     }
 
     /// The `metav1.Status` reason that goes with [`LogError::status_code`].
-    pub fn reason(&self) -> &'static str {
+    pub(crate) fn reason(&self) -> &'static str {
         match self.status_code() {
             400 => "BadRequest",
             422 => "Invalid",
@@ -124,7 +124,7 @@ impl LogError {
 
 /// The options of one `pods/log` request (kubelet: `v1.PodLogOptions` → `logs.LogOptions`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LogOptions {
+pub(crate) struct LogOptions {
     /// `container`; `None` when absent or empty (the caller picks the default container).
     pub container: Option<String>,
     pub follow: bool,
@@ -146,7 +146,10 @@ impl LogOptions {
     /// Booleans follow the apiserver's query conversion: absent, `false` or `0` (any case) is
     /// false, anything else — `follow`, `follow=`, `follow=yes` — is true (apimachinery:
     /// `Convert_Slice_string_To_bool`).
-    pub fn from_pairs(pairs: &[(String, String)], now: UnixNanos) -> Result<LogOptions, LogError> {
+    pub(crate) fn from_pairs(
+        pairs: &[(String, String)],
+        now: UnixNanos,
+    ) -> Result<LogOptions, LogError> {
         let mut params: BTreeMap<&str, &str> = BTreeMap::new();
         for (key, value) in pairs {
             if KNOWN.contains(&key.as_str()) && !params.contains_key(key.as_str()) {
@@ -250,7 +253,7 @@ fn query_int(param: &str, v: &str) -> Result<i64, LogError> {
 
 /// One instance of a container: its log files, oldest first.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ContainerLog {
+pub(crate) struct ContainerLog {
     /// The `N` of `<N>.log`: the restart count the instance was created with.
     pub restart_count: u32,
     /// Rotated files `<N>.log.<timestamp>`, oldest first (uncompressed ones only).
@@ -261,7 +264,7 @@ pub struct ContainerLog {
 
 impl ContainerLog {
     /// Every file of the instance in reading order: rotated (oldest first), then the live one.
-    pub fn files(&self) -> Vec<PathBuf> {
+    pub(crate) fn files(&self) -> Vec<PathBuf> {
         let mut files = self.rotated.clone();
         files.push(self.live.clone());
         files
@@ -270,7 +273,7 @@ impl ContainerLog {
 
 /// A container's instances found in its log directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogFiles {
+pub(crate) struct LogFiles {
     pub pod: String,
     pub container: String,
     /// By restart count, ascending.
@@ -279,18 +282,18 @@ pub struct LogFiles {
 
 impl LogFiles {
     /// The newest instance: the highest `N`.
-    pub fn current(&self) -> Option<&ContainerLog> {
+    pub(crate) fn current(&self) -> Option<&ContainerLog> {
         self.instances.last()
     }
 
     /// The instance before the newest one.
-    pub fn previous(&self) -> Option<&ContainerLog> {
+    pub(crate) fn previous(&self) -> Option<&ContainerLog> {
         self.instances.iter().rev().nth(1)
     }
 
     /// The instance a request reads (`previous` from [`LogOptions`]), or the error the kubelet
     /// gives when there is none.
-    pub fn select(&self, previous: bool) -> Result<&ContainerLog, LogError> {
+    pub(crate) fn select(&self, previous: bool) -> Result<&ContainerLog, LogError> {
         let found = if previous {
             self.previous()
         } else {
@@ -313,7 +316,7 @@ impl LogFiles {
 /// `logs.ContainerLogManager`). `.gz` and `.tmp` files are skipped. A missing directory is no
 /// instance, not an error; a container name that is not a single path component is
 /// [`LogError::NotAvailable`].
-pub fn log_files(pod_log_dir_for_pod: &Path, container: &str) -> Result<LogFiles, LogError> {
+pub(crate) fn log_files(pod_log_dir_for_pod: &Path, container: &str) -> Result<LogFiles, LogError> {
     // The directory is `<ns>_<name>_<uid>`; none of the three may contain `_`.
     let pod = pod_log_dir_for_pod
         .file_name()
@@ -382,14 +385,14 @@ pub fn log_files(pod_log_dir_for_pod: &Path, container: &str) -> Result<LogFiles
 
 /// The stream a CRI log line came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stream {
+pub(crate) enum Stream {
     Stdout,
     Stderr,
 }
 
 /// One parsed CRI log line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CriLine<'a> {
+pub(crate) struct CriLine<'a> {
     /// The timestamp as written (RFC 3339 with nanoseconds, any offset).
     pub timestamp: &'a str,
     pub time: UnixNanos,
@@ -406,7 +409,7 @@ pub struct CriLine<'a> {
 /// `P` or `F`, possibly with `:`-separated extensions (only the first counts, as upstream). A
 /// record without a trailing newline (the last, incomplete one of a file) parses too. `None`
 /// for a malformed record.
-pub fn parse_cri_line(raw: &[u8]) -> Option<CriLine<'_>> {
+pub(crate) fn parse_cri_line(raw: &[u8]) -> Option<CriLine<'_>> {
     let (body, had_newline) = match raw.strip_suffix(b"\n") {
         Some(b) => (b, true),
         None => (raw, false),
@@ -506,7 +509,7 @@ fn fixed_timestamp(s: &str, out: &mut Vec<u8>) {
 
 /// What one read did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ReadSummary {
+pub(crate) struct ReadSummary {
     /// Bytes of output written.
     pub bytes: u64,
     /// Records skipped because they did not parse (or were longer than [`MAX_RECORD`]).
@@ -839,7 +842,8 @@ fn read_existing<W: Write + ?Sized>(
 /// answers it without `follow` (kubelet: `ReadLogs`). Files are read up to their size when
 /// opened, in bounded chunks; missing files are skipped. Blocking file I/O: call it from
 /// `spawn_blocking`, or use [`follow`] with `follow: false`.
-pub fn read_logs(
+#[cfg(test)]
+pub(crate) fn read_logs(
     files: &[PathBuf],
     opts: &LogOptions,
     out: &mut impl Write,
@@ -956,7 +960,7 @@ fn open_live(path: &Path) -> Result<Option<Tracked>, LogError> {
 ///
 /// Errors are file errors; the caller has already answered 200 by then and can only end the
 /// stream. The future is `Send`: spawn it, and stream the receiver as the response body.
-pub async fn follow(
+pub(crate) async fn follow(
     log: ContainerLog,
     opts: LogOptions,
     stopped: watch::Receiver<bool>,

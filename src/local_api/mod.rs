@@ -23,18 +23,18 @@
 //! The API is read-only (a static pod is changed by editing its manifest), except for the
 //! streams into running pods that `kubectl exec`, `attach` and `port-forward` open.
 
-pub mod auth;
-pub mod certs;
-pub mod conns;
-pub mod logs;
-pub mod printers;
+pub(crate) mod auth;
+pub(crate) mod certs;
+pub(crate) mod conns;
+pub(crate) mod logs;
+pub(crate) mod printers;
 mod response;
-pub mod select;
-pub mod server;
-pub mod stats;
-pub mod stream;
-pub mod token;
-pub mod view;
+pub(crate) mod select;
+pub(crate) mod server;
+pub(crate) mod stats;
+pub(crate) mod stream;
+pub(crate) mod token;
+pub(crate) mod view;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
@@ -118,12 +118,11 @@ impl LocalApiOptions {
     }
 }
 
-/// The serving certificate and the token, made on first start; the kubeconfig, written on
-/// every start (the address may have changed).
-pub struct Credentials {
+/// The serving certificate and the token, made on first start (the kubeconfig is written
+/// on every start: the address may have changed).
+pub(crate) struct Credentials {
     pub tls: Arc<rustls::ServerConfig>,
     pub token: Token,
-    pub kubeconfig: String,
 }
 
 /// The self-signed certificate is made again at a start when less than this is left of it
@@ -146,7 +145,7 @@ fn read(path: &Path) -> Result<Option<Vec<u8>>, LocalApiError> {
 
 /// Loads or makes the certificate and the token, writes the kubeconfig. Blocking file I/O:
 /// called once at start, before the loop runs.
-pub fn prepare(
+pub(crate) fn prepare(
     opts: &LocalApiOptions,
     now: crate::clock::UnixNanos,
 ) -> Result<Credentials, LocalApiError> {
@@ -257,11 +256,7 @@ pub fn prepare(
         );
     }
     write_private(&opts.kubeconfig_path, kubeconfig.as_bytes())?;
-    Ok(Credentials {
-        tls,
-        token,
-        kubeconfig,
-    })
+    Ok(Credentials { tls, token })
 }
 
 fn server_tls(
@@ -537,10 +532,10 @@ mod tests {
         let mut opts = options(tmp.path());
         let ca = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n".to_vec();
         opts.serving = Some((crate::kube::CertSlot::default(), ca.clone()));
-        let creds = prepare(&opts, crate::clock::Clock::now(&crate::clock::SystemClock)).unwrap();
+        prepare(&opts, crate::clock::Clock::now(&crate::clock::SystemClock)).unwrap();
         assert!(!opts.cert_dir.join("kubelet.crt").exists());
         let cfg = crate::kube::ClientConfig::from_kubeconfig_str(
-            &creds.kubeconfig,
+            &std::fs::read_to_string(&opts.kubeconfig_path).unwrap(),
             Path::new("kubeconfig"),
             Path::new("."),
         )
@@ -554,13 +549,15 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let opts = options(tmp.path());
         let now = crate::clock::Clock::now(&crate::clock::SystemClock);
+        let kubeconfig = || std::fs::read_to_string(&opts.kubeconfig_path).unwrap();
         let first = prepare(&opts, now).unwrap();
+        let first_kubeconfig = kubeconfig();
         let crt = opts.cert_dir.join("kubelet.crt");
         let pem = std::fs::read(&crt).unwrap();
         let second = prepare(&opts, now).unwrap();
         assert_eq!(std::fs::read(&crt).unwrap(), pem, "kept across starts");
         assert_eq!(first.token, second.token);
-        assert_eq!(first.kubeconfig, second.kubeconfig);
+        assert_eq!(kubeconfig(), first_kubeconfig);
         for f in ["kubelet.crt", "kubelet.key", "kubelet-ca.crt", "token"] {
             let mode = std::os::unix::fs::PermissionsExt::mode(
                 &std::fs::metadata(opts.cert_dir.join(f))
@@ -575,7 +572,8 @@ mod tests {
         assert_ne!(std::fs::read(&crt).unwrap(), pem, "renewed");
         assert_eq!(third.token, first.token);
         assert_ne!(
-            third.kubeconfig, first.kubeconfig,
+            kubeconfig(),
+            first_kubeconfig,
             "the kubeconfig trusts the new CA"
         );
         // Bring-your-own files that do not exist: a clear error naming the file.

@@ -152,7 +152,7 @@ const EVENT_COLUMNS: &[Column] = &[
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Pod,
     Node,
     Event,
@@ -160,7 +160,12 @@ pub enum Kind {
 
 /// A `Table` of `objects` (each a served JSON object), rows' `object` a
 /// `PartialObjectMetadata` (kubectl's default `includeObject=Metadata`).
-pub fn table(kind: Kind, objects: &[&Value], resource_version: u64, now: UnixNanos) -> Value {
+pub(crate) fn table(
+    kind: Kind,
+    objects: &[&Value],
+    resource_version: u64,
+    now: UnixNanos,
+) -> Value {
     let columns = match kind {
         Kind::Pod => POD_COLUMNS,
         Kind::Node => NODE_COLUMNS,
@@ -244,7 +249,7 @@ fn array_at<'a>(v: &'a Value, path: &[&str]) -> &'a [Value] {
 }
 
 /// kubelet/kubectl: `translateTimestampSince` — `<unknown>` for no time.
-pub fn age(timestamp: &str, now: UnixNanos) -> String {
+pub(crate) fn age(timestamp: &str, now: UnixNanos) -> String {
     match clock::parse_rfc3339(timestamp) {
         Some(t) if !timestamp.is_empty() => human_duration((now - t) / 1_000_000_000),
         _ => "<unknown>".into(),
@@ -252,7 +257,7 @@ pub fn age(timestamp: &str, now: UnixNanos) -> String {
 }
 
 /// `duration.HumanDuration`, from seconds.
-pub fn human_duration(seconds: i64) -> String {
+pub(crate) fn human_duration(seconds: i64) -> String {
     if seconds < -1 {
         return "<invalid>".into();
     }

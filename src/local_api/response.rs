@@ -8,10 +8,10 @@ use serde_json::Value;
 
 use crate::json::object;
 
-pub use crate::http1::{Out, response};
+pub(crate) use crate::http1::{Out, response};
 
 /// A `metav1.Status` failure (kubectl prints `Error from server (Reason): message`).
-pub fn status_error(code: StatusCode, reason: &str, message: &str) -> Response<Out> {
+pub(super) fn status_error(code: StatusCode, reason: &str, message: &str) -> Response<Out> {
     let body = object(&mut [
         ("kind", "Status".into()),
         ("apiVersion", "v1".into()),
@@ -24,7 +24,7 @@ pub fn status_error(code: StatusCode, reason: &str, message: &str) -> Response<O
     json_response(code, &body)
 }
 
-pub fn not_found(kind: &str, name: &str) -> Response<Out> {
+pub(super) fn not_found(kind: &str, name: &str) -> Response<Out> {
     let mut r = object(&mut [
         ("kind", "Status".into()),
         ("apiVersion", "v1".into()),
@@ -45,7 +45,7 @@ pub fn not_found(kind: &str, name: &str) -> Response<Out> {
     json_response(StatusCode::NOT_FOUND, &r)
 }
 
-pub fn json_response(code: StatusCode, body: &Value) -> Response<Out> {
+pub(super) fn json_response(code: StatusCode, body: &Value) -> Response<Out> {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
     response(code, "application/json", Bytes::from(bytes))
 }

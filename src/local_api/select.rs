@@ -21,7 +21,7 @@ enum LabelReq {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Selector {
+pub(crate) struct Selector {
     labels: Vec<LabelReq>,
     /// (JSON path, value, equal?)
     fields: Vec<(Vec<&'static str>, String, bool)>,
@@ -29,7 +29,7 @@ pub struct Selector {
 
 /// Why a selector was refused: the apiserver's 400 messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SelectError {
+pub(crate) enum SelectError {
     /// A label requirement that does not parse (the term).
     Requirement(String),
     /// A field term with no operator (the term).
@@ -165,7 +165,7 @@ fn field_path(kind: Kind, field: &str) -> Option<Vec<&'static str>> {
 
 impl Selector {
     /// From the raw (decoded) query values; errors are the apiserver's 400 messages.
-    pub fn parse(
+    pub(crate) fn parse(
         kind: Kind,
         labels: Option<&str>,
         fields: Option<&str>,
@@ -190,7 +190,7 @@ impl Selector {
         Ok(sel)
     }
 
-    pub fn matches(&self, object: &Value) -> bool {
+    pub(crate) fn matches(&self, object: &Value) -> bool {
         let labels = object["metadata"].get("labels");
         let label = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
         let labels_ok = self.labels.iter().all(|r| match r {

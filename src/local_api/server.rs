@@ -46,10 +46,10 @@ use crate::json::object;
 use crate::node::status::{self as node_status, NodeFacts};
 
 /// Each request's headers must arrive within this.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The TLS handshake must end within this (a client on a slow LAN link needs two round
 /// trips; anything longer is holding a place).
-pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// A watch without `timeoutSeconds` ends after this (the apiserver's `min-request-timeout`).
 const WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
 /// How long the runtime's health is trusted for the Node served.
@@ -155,7 +155,7 @@ impl<R: Runtime, C: Clock> Api<R, C> {
 }
 
 /// Accepts connections until `shutdown`.
-pub async fn serve<R: Runtime, C: Clock>(
+pub(crate) async fn serve<R: Runtime, C: Clock>(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     api: Rc<Api<R, C>>,
@@ -326,7 +326,7 @@ fn read_only<R: Runtime, C: Clock>(api: &Api<R, C>, segments: &[&str]) -> Respon
 }
 
 /// `application/x-www-form-urlencoded` decoding of one query value.
-pub fn percent_decode(s: &str) -> String {
+pub(crate) fn percent_decode(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -353,7 +353,7 @@ pub fn percent_decode(s: &str) -> String {
 }
 
 /// The query's `key=value` pairs, decoded.
-pub fn query_pairs(query: &str) -> Vec<(String, String)> {
+pub(crate) fn query_pairs(query: &str) -> Vec<(String, String)> {
     query
         .split('&')
         .filter(|p| !p.is_empty())

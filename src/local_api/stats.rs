@@ -31,26 +31,26 @@ use crate::cri::{ContainerState, CriError, ListFilter, Runtime};
 
 /// A snapshot answers every request within this (kubelet: the summary is cached by
 /// cAdvisor's housekeeping, ~10 s; metrics-server scrapes every 15 s).
-pub const CACHE_TTL: Duration = Duration::from_secs(10);
+pub(crate) const CACHE_TTL: Duration = Duration::from_secs(10);
 /// With no earlier sample to compute a rate from (the first request, or one after a long
 /// quiet time), a second sample is taken this long after the first.
-pub const PRIME_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const PRIME_INTERVAL: Duration = Duration::from_secs(1);
 /// An earlier sample older than this is not used for a rate: it would be an average over
 /// minutes, not "now" (metrics-server keeps two scrapes, 15 s apart).
-pub const MAX_WINDOW: Duration = Duration::from_secs(5 * 60);
+pub(crate) const MAX_WINDOW: Duration = Duration::from_secs(5 * 60);
 
 /// After `ListPodSandboxStats` failed, it is not asked again for this long.
-pub const POD_STATS_RETRY: Duration = Duration::from_secs(10 * 60);
+pub(crate) const POD_STATS_RETRY: Duration = Duration::from_secs(10 * 60);
 
 /// `/proc/stat` counts in USER_HZ, which the kernel ABI fixes at 100 on every Linux arch.
 const NANOS_PER_TICK: u64 = 10_000_000;
 
 /// CPU and memory of one thing at one time: the CRI's own sample types (a node's figures
 /// read from `/proc` fill the same).
-pub use crate::cri::{CpuUsage as Cpu, MemoryUsage as Memory};
+pub(crate) use crate::cri::{CpuUsage as Cpu, MemoryUsage as Memory};
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ContainerUsage {
+pub(crate) struct ContainerUsage {
     pub id: String,
     pub name: String,
     pub cpu: Option<Cpu>,
@@ -58,7 +58,7 @@ pub struct ContainerUsage {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct PodUsage {
+pub(crate) struct PodUsage {
     pub name: String,
     pub namespace: String,
     pub uid: String,
@@ -69,7 +69,7 @@ pub struct PodUsage {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct NodeUsage {
+pub(crate) struct NodeUsage {
     pub boot_time: Option<UnixNanos>,
     pub cpu: Option<Cpu>,
     pub memory: Option<Memory>,
@@ -77,7 +77,7 @@ pub struct NodeUsage {
 
 /// Everything one request reports.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     pub node: NodeUsage,
     /// By namespace, then name.
     pub pods: Vec<PodUsage>,
@@ -94,7 +94,7 @@ pub struct Snapshot {
 /// `/proc/stat` → (CPU time used, all cores, in ns; boot time). Used = every column but
 /// `idle` and `iowait` (kubelet: the root cgroup's `cpuacct.usage`, which counts the same;
 /// `guest` is already inside `user`).
-pub fn parse_proc_stat(text: &str) -> (Option<u64>, Option<UnixNanos>) {
+pub(crate) fn parse_proc_stat(text: &str) -> (Option<u64>, Option<UnixNanos>) {
     let mut cpu = None;
     let mut btime = None;
     for line in text.lines() {
@@ -126,7 +126,7 @@ pub fn parse_proc_stat(text: &str) -> (Option<u64>, Option<UnixNanos>) {
 
 /// `/proc/meminfo` → node memory (kubelet/cAdvisor on the root cgroup: usage = total −
 /// free, working set = usage − inactive file pages, available = capacity − working set).
-pub fn parse_meminfo(text: &str, time: UnixNanos) -> Option<Memory> {
+pub(crate) fn parse_meminfo(text: &str, time: UnixNanos) -> Option<Memory> {
     let field = |name: &str| {
         text.lines().find_map(|l| {
             let rest = l.strip_prefix(name)?.strip_prefix(':')?;
@@ -151,7 +151,7 @@ pub fn parse_meminfo(text: &str, time: UnixNanos) -> Option<Memory> {
 
 /// Reads the node's figures under `proc_root` (small in-memory files: no disk I/O). What
 /// cannot be read is left out.
-pub fn read_node(
+pub(crate) fn read_node(
     proc_root: &Path,
     time: UnixNanos,
 ) -> (Option<u64>, Option<UnixNanos>, Option<Memory>) {
@@ -167,7 +167,7 @@ pub fn read_node(
 
 /// The rate between two cumulative samples `(time, core ns)`, in nanocores; `None` when
 /// the interval is empty, too long, or the counter went back (a restarted container).
-pub fn rate(prev: (UnixNanos, u64), now: (UnixNanos, u64)) -> Option<u64> {
+pub(crate) fn rate(prev: (UnixNanos, u64), now: (UnixNanos, u64)) -> Option<u64> {
     let dt = now.0.checked_sub(prev.0).filter(|d| *d > 0)?;
     if dt as u128 > MAX_WINDOW.as_nanos() {
         return None;
@@ -195,7 +195,7 @@ fn with_rate(cpu: &mut Cpu, key: String, prev: &Samples, next: &mut Samples) {
 }
 
 /// Computes every rate of `snap` against `prev`; returns the samples to keep.
-pub fn apply_rates(snap: &mut Snapshot, prev: &Samples) -> Samples {
+pub(crate) fn apply_rates(snap: &mut Snapshot, prev: &Samples) -> Samples {
     let mut next = Samples::new();
     if let Some(cpu) = snap.node.cpu.as_mut() {
         with_rate(cpu, "node".into(), prev, &mut next);
@@ -219,7 +219,7 @@ pub fn apply_rates(snap: &mut Snapshot, prev: &Samples) -> Samples {
 
 /// Groups container stats by pod (labels) and fills each pod's own figures from `sandboxes`
 /// when the runtime gave them, else as the sum of its containers'.
-pub fn pods_from(
+pub(crate) fn pods_from(
     containers: Vec<crate::cri::ContainerStats>,
     sandboxes: Option<Vec<crate::cri::PodSandboxStats>>,
 ) -> Vec<PodUsage> {
@@ -311,13 +311,13 @@ struct State {
 }
 
 /// Collects snapshots on demand, with the cache and the previous samples.
-pub struct Stats {
+pub(crate) struct Stats {
     proc_root: PathBuf,
     state: RefCell<State>,
 }
 
 impl Stats {
-    pub fn new(proc_root: PathBuf) -> Self {
+    pub(crate) fn new(proc_root: PathBuf) -> Self {
         Stats {
             proc_root,
             state: RefCell::new(State {
@@ -332,7 +332,11 @@ impl Stats {
 
     /// The current snapshot: the cached one if younger than [`CACHE_TTL`], else a new one.
     /// Without a recent earlier sample it samples twice, [`PRIME_INTERVAL`] apart.
-    pub async fn snapshot<R: Runtime, C: Clock>(&self, runtime: &R, clock: &C) -> Rc<Snapshot> {
+    pub(crate) async fn snapshot<R: Runtime, C: Clock>(
+        &self,
+        runtime: &R,
+        clock: &C,
+    ) -> Rc<Snapshot> {
         if let Some((at, snap)) = &self.state.borrow().cached {
             if at.elapsed() < CACHE_TTL {
                 return Rc::clone(snap);
@@ -479,7 +483,7 @@ fn memory_json(m: &Memory) -> Value {
 }
 
 /// kubelet: `statsapi.Summary` (`/stats/summary`), the fields picolet knows.
-pub fn summary(snap: &Snapshot, node_name: &str) -> Value {
+pub(crate) fn summary(snap: &Snapshot, node_name: &str) -> Value {
     let mut node = json!({"nodeName": node_name});
     if let Some(t) = snap.node.boot_time {
         node["startTime"] = time(t);
@@ -541,7 +545,7 @@ fn millis(t: UnixNanos) -> i64 {
 
 /// kubelet: `/metrics/resource` (`collectors/resource_metrics.go`): Prometheus text, one
 /// sample per figure known, with the sample's own time in milliseconds.
-pub fn resource_metrics(snap: &Snapshot) -> String {
+pub(crate) fn resource_metrics(snap: &Snapshot) -> String {
     let mut out = String::new();
     let mut family = |name: &str, kind: &str, help: &str, samples: Vec<(String, String, i64)>| {
         out.push_str(&format!(
@@ -649,7 +653,7 @@ pub fn resource_metrics(snap: &Snapshot) -> String {
 /// A CPU figure in nanocores as a canonical `resource.Quantity` (metrics-server:
 /// `resource.NewScaledQuantity(nanocores, -9)`): `12345n`, `3m` for 3000000n, `2` for two
 /// cores.
-pub fn cpu_quantity(nano_cores: u64) -> String {
+pub(crate) fn cpu_quantity(nano_cores: u64) -> String {
     if nano_cores == 0 {
         return "0".into();
     }
@@ -665,7 +669,7 @@ pub fn cpu_quantity(nano_cores: u64) -> String {
 /// Bytes as a canonical `BinarySI` `resource.Quantity` (metrics-server:
 /// `resource.NewQuantity(bytes, resource.BinarySI)`): the largest power of 1024 that divides
 /// it exactly (`1234Ki`, `5Mi`); below 1024, or not a multiple of 1024, plain bytes.
-pub fn memory_quantity(bytes: u64) -> String {
+pub(crate) fn memory_quantity(bytes: u64) -> String {
     if bytes < 1024 {
         return bytes.to_string();
     }
@@ -691,7 +695,7 @@ fn stamp(cpu: &Option<Cpu>, now: UnixNanos) -> Value {
 }
 
 /// metrics-server's `NodeMetrics` for this node (usage: CPU rate, memory working set).
-pub fn node_metrics(
+pub(crate) fn node_metrics(
     snap: &Snapshot,
     node_name: &str,
     labels: &BTreeMap<String, String>,
@@ -708,7 +712,12 @@ pub fn node_metrics(
 
 /// metrics-server's `PodMetrics` of one pod (its containers only, as metrics-server reports
 /// them; kubectl sums them). `labels`: the pod's.
-pub fn pod_metrics(snap: &Snapshot, pod: &PodUsage, labels: &Value, now: UnixNanos) -> Value {
+pub(crate) fn pod_metrics(
+    snap: &Snapshot,
+    pod: &PodUsage,
+    labels: &Value,
+    now: UnixNanos,
+) -> Value {
     let containers: Vec<Value> = pod
         .containers
         .iter()
@@ -727,7 +736,7 @@ pub fn pod_metrics(snap: &Snapshot, pod: &PodUsage, labels: &Value, now: UnixNan
 }
 
 /// `GET /apis/metrics.k8s.io/v1beta1`.
-pub fn metrics_resources() -> Value {
+pub(crate) fn metrics_resources() -> Value {
     let r = |name: &str, namespaced: bool, kind: &str| {
         json!({"name": name, "singularName": "", "namespaced": namespaced, "kind": kind,
                "verbs": ["get", "list"]})
@@ -740,7 +749,7 @@ pub fn metrics_resources() -> Value {
 }
 
 /// The `metrics.k8s.io` entry of `GET /apis`.
-pub fn metrics_group() -> Value {
+pub(crate) fn metrics_group() -> Value {
     let v = json!({"groupVersion": "metrics.k8s.io/v1beta1", "version": "v1beta1"});
     json!({"name": "metrics.k8s.io", "versions": [v.clone()], "preferredVersion": v})
 }

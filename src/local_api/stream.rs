@@ -41,15 +41,15 @@ use crate::cri::POD_UID_LABEL;
 use crate::cri::{CriError, ListFilter, Runtime, SandboxState, StreamOptions};
 
 /// Proxied streams at once; more are answered 429.
-pub const MAX_STREAMS: usize = 8;
+pub(crate) const MAX_STREAMS: usize = 8;
 /// To connect to the runtime's streaming server, and again for its answer's head.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// A non-101 answer's body is passed back up to this size.
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// The three streaming subresources.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Exec,
     Attach,
     PortForward,
@@ -57,7 +57,7 @@ pub enum Kind {
 
 /// A streaming request's target, from its path.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Route<'a> {
+pub(crate) struct Route<'a> {
     pub kind: Kind,
     pub namespace: &'a str,
     pub pod: &'a str,
@@ -69,7 +69,7 @@ pub struct Route<'a> {
 
 /// The streaming paths: the API's `…/pods/{name}/exec|attach|portforward` and the kubelet's
 /// own `/exec/{ns}/{pod}[/{uid}]/{container}`, `/attach/…`, `/portForward/{ns}/{pod}[/{uid}]`.
-pub fn route<'a>(segments: &[&'a str]) -> Option<Route<'a>> {
+pub(crate) fn route<'a>(segments: &[&'a str]) -> Option<Route<'a>> {
     let kind = |s: &str| match s {
         "exec" => Some(Kind::Exec),
         "attach" => Some(Kind::Attach),
@@ -104,18 +104,18 @@ pub fn route<'a>(segments: &[&'a str]) -> Option<Route<'a>> {
 
 /// The count of proxied streams (cheap to clone; one thread).
 #[derive(Debug, Clone, Default)]
-pub struct Slots(Rc<Cell<usize>>);
+pub(crate) struct Slots(Rc<Cell<usize>>);
 
 /// One stream's place; given back when dropped.
 #[derive(Debug)]
-pub struct Slot(Rc<Cell<usize>>);
+pub(crate) struct Slot(Rc<Cell<usize>>);
 
 impl Slots {
-    pub fn in_use(&self) -> usize {
+    pub(crate) fn in_use(&self) -> usize {
         self.0.get()
     }
 
-    pub fn take(&self) -> Option<Slot> {
+    pub(crate) fn take(&self) -> Option<Slot> {
         if self.0.get() >= MAX_STREAMS {
             return None;
         }
@@ -133,7 +133,7 @@ impl Drop for Slot {
 /// Why a stream could not be set up or proxied; the text is what the client and the log
 /// see.
 #[derive(Debug)]
-pub enum StreamError {
+pub(crate) enum StreamError {
     /// The runtime's URL is not `http://` (the URL).
     UrlScheme(String),
     /// The runtime's URL has user info (the URL).
@@ -195,7 +195,7 @@ impl std::error::Error for StreamError {}
 
 /// Where a runtime's streaming URL points.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
+pub(crate) struct Target {
     pub addr: SocketAddr,
     /// The `Host` header: the URL's authority.
     pub host: String,
@@ -206,7 +206,7 @@ pub struct Target {
 /// Accepts `http://<ip or localhost>[:port]/path` only: the runtime's streaming server
 /// (containerd and CRI-O serve plain HTTP on loopback unless told otherwise). No DNS, no
 /// TLS to the runtime.
-pub fn target(url: &str) -> Result<Target, StreamError> {
+pub(crate) fn target(url: &str) -> Result<Target, StreamError> {
     let rest = url
         .strip_prefix("http://")
         .ok_or_else(|| StreamError::UrlScheme(url.to_string()))?;
@@ -243,7 +243,7 @@ pub fn target(url: &str) -> Result<Target, StreamError> {
 
 /// A `Connection: Upgrade` request with an `Upgrade` header (kubelet:
 /// `httpstream.IsUpgradeRequest`).
-pub fn is_upgrade(headers: &HeaderMap) -> bool {
+pub(crate) fn is_upgrade(headers: &HeaderMap) -> bool {
     let connection_upgrade = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -257,7 +257,7 @@ pub fn is_upgrade(headers: &HeaderMap) -> bool {
 /// sends `true`, the apiserver `1`), the command (`command`, repeated), the container and
 /// the ports (`ports` from kubectl, `port` from the apiserver's WebSocket form).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Params {
+pub(crate) struct Params {
     pub streams: StreamOptions,
     pub command: Vec<String>,
     pub container: Option<String>,
@@ -265,7 +265,7 @@ pub struct Params {
 }
 
 impl Params {
-    pub fn parse(pairs: &[(String, String)]) -> Result<Params, StreamError> {
+    pub(crate) fn parse(pairs: &[(String, String)]) -> Result<Params, StreamError> {
         let flag = |key: &str| {
             pairs
                 .iter()
@@ -308,7 +308,7 @@ impl Params {
 
 /// Why a stream was refused before the runtime was asked: a `metav1.Status` to answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
+pub(crate) struct Refusal {
     pub code: StatusCode,
     pub reason: &'static str,
     pub message: String,
@@ -323,14 +323,14 @@ impl Refusal {
         }
     }
 
-    pub fn response(&self) -> Response<Out> {
+    pub(crate) fn response(&self) -> Response<Out> {
         status_error(self.code, self.reason, &self.message)
     }
 }
 
 /// The running container of `pod` named `container` (or its only container), as the
 /// runtime's ID (kubelet: `findContainer` among the running pods).
-pub fn container_id(
+pub(crate) fn container_id(
     pod: &Pod,
     status: Option<&PodStatus>,
     container: Option<&str>,
@@ -403,7 +403,7 @@ fn cri_refusal(e: &CriError) -> Refusal {
 /// 2. a stream slot taken (429 when all [`MAX_STREAMS`] are in use);
 /// 3. the runtime asked for the streaming URL ([`stream_url`]);
 /// 4. the URL checked ([`target`]) and the request proxied to it ([`proxy`]).
-pub async fn serve<R: Runtime>(
+pub(crate) async fn serve<R: Runtime>(
     runtime: &R,
     entry: Option<Rc<PodEntry>>,
     route: &Route<'_>,
@@ -567,7 +567,7 @@ fn outgoing(
 /// streaming server ([`dial`]), the request sent; a `101` is answered to the client and the
 /// two upgraded connections spliced ([`switch_protocols`]), any other answer passed back
 /// ([`pass_back`]). The `slot` is held until the stream ends.
-pub async fn proxy(
+pub(crate) async fn proxy(
     req: Request<Incoming>,
     target: &Target,
     slot: Slot,

@@ -62,7 +62,7 @@ impl Token {
 }
 
 /// The kubeconfig of the node API: one cluster, user and context named after the node.
-pub fn kubeconfig(node_name: &str, server: &str, ca_pem: &str, token: &Token) -> String {
+pub(crate) fn kubeconfig(node_name: &str, server: &str, ca_pem: &str, token: &Token) -> String {
     let ca = crate::api::encode_base64(ca_pem.as_bytes());
     let name = format!("picolet-{node_name}");
     format!(

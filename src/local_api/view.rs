@@ -27,7 +27,7 @@ const HISTORY: usize = 256;
 /// … and for this long at most (the apiserver's watch cache keeps about as long,
 /// `eventFreshDuration`): a watch from an older version is answered 410 and re-lists.
 /// Kept longer, the history would hold deleted pods' objects and superseded statuses.
-pub const HISTORY_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(75);
+pub(crate) const HISTORY_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(75);
 /// Events a watcher may lag behind before it is cut off (it re-lists, as client-go does).
 const WATCH_BUFFER: usize = 128;
 

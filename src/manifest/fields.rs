@@ -550,7 +550,7 @@ pub fn classify_unknown(unknown: &[String]) -> Vec<Unknown> {
 
 /// The one line a source logs about a manifest's unknown fields, if any is not upstream's
 /// (`what` names the file or URL and the pod); the ignored ones are logged at debug.
-pub fn unknown_fields_warning(what: &str, unknown: &[String]) -> Option<String> {
+pub(crate) fn unknown_fields_warning(what: &str, unknown: &[String]) -> Option<String> {
     let mut not_upstream = Vec::new();
     for u in classify_unknown(unknown) {
         match u {
@@ -601,11 +601,13 @@ pub fn findings(pod: &Value) -> Vec<Finding> {
 }
 
 /// Why an extended resource is warned about (a build without the `device-plugins` feature).
-pub const EXTENDED_RESOURCE: &str = "an extended resource: admitted as the kubelet admits a static pod's, but no device plugin serves it on picolet, so the container runs without the device";
+#[cfg(not(feature = "device-plugins"))]
+pub(crate) const EXTENDED_RESOURCE: &str = "an extended resource: admitted as the kubelet admits a static pod's, but no device plugin serves it on picolet, so the container runs without the device";
 
 /// kubelet: `IsExtendedResourceName` — a qualified name outside `kubernetes.io/`
 /// (`nvidia.com/gpu`, `smarter-devices/ttyUSB0`), not a `requests.` quota name.
-pub fn is_extended_resource(name: &str) -> bool {
+#[cfg(not(feature = "device-plugins"))]
+pub(crate) fn is_extended_resource(name: &str) -> bool {
     name.contains('/') && !name.contains("kubernetes.io/") && !name.starts_with("requests.")
 }
 

@@ -18,11 +18,11 @@
 //! on unusual but valid input only ever adds a level or a node, far below the limits.
 
 /// Deeper nesting than this is refused (serde's own recursion limit is 128).
-pub const MAX_DEPTH: usize = 64;
+pub(crate) const MAX_DEPTH: usize = 64;
 /// More keys, items and flow entries (aliases counted as what they expand to) than this
 /// are refused. The largest real Pods have a few thousand; the YAML parser takes ~35 ms for
 /// 20,000 keys on an x86 VM, so this also bounds what a file that passes can cost.
-pub const MAX_NODES: usize = 20_000;
+pub(crate) const MAX_NODES: usize = 20_000;
 
 /// A limit the document crossed: `line` is 1-based.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -24,12 +24,10 @@ use serde_json::Value;
 
 use super::tar::{self, Kind, Skip};
 
-pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
-pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+pub(crate) const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
+pub(crate) const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 const OCI_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
 const OCI_LAYER_TAR: &str = "application/vnd.oci.image.layer.v1.tar";
-const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
-const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
 
 /// Small JSON members are read during the one pass over the archive (manifests, indexes,
 /// configs); larger ones are blobs served by ranged reads.
@@ -40,13 +38,13 @@ const CAPTURE_TOTAL_MAX: u64 = 16 * 1024 * 1024;
 
 /// Where a blob's bytes are in the (decompressed) archive stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Loc {
+pub(crate) struct Loc {
     pub offset: u64,
     pub size: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Manifest {
+pub(crate) struct Manifest {
     pub digest: String,
     pub media_type: String,
     pub bytes: Vec<u8>,
@@ -54,7 +52,7 @@ pub struct Manifest {
 
 /// Why an archive serves nothing (the log line names the file and says this).
 #[derive(Debug)]
-pub enum ArchiveError {
+pub(crate) enum ArchiveError {
     /// Opening, reading or decompressing the archive failed.
     Io(io::Error),
     /// The blocking read was cancelled or panicked.
@@ -129,7 +127,7 @@ impl From<io::Error> for ArchiveError {
 
 /// What one archive serves.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Archive {
+pub(crate) struct Archive {
     pub gzip: bool,
     /// `(registry/repository:tag, manifest digest)`, normalised as the runtime names them
     /// (`busybox` → `docker.io/library/busybox:latest`).
@@ -144,7 +142,7 @@ pub struct Archive {
 /// Reads the archive at `path`: one pass over it (decompressing a gzip one), the small JSON
 /// members kept until the layout is understood. The error says what is wrong, for a log
 /// line that names the file.
-pub fn read(path: &Path) -> Result<Archive, ArchiveError> {
+pub(crate) fn read(path: &Path) -> Result<Archive, ArchiveError> {
     let mut f = File::open(path)?;
     let len = f.metadata()?.len();
     let mut magic = [0u8; 6];
@@ -467,18 +465,10 @@ fn docker(files: &Files, manifest: &[u8]) -> Result<Archive, ArchiveError> {
     Ok(a)
 }
 
-/// Whether `media_type` is one of a manifest or an index (what `/manifests/` serves).
-pub fn is_manifest_type(media_type: &str) -> bool {
-    matches!(
-        media_type,
-        OCI_INDEX | OCI_MANIFEST | DOCKER_LIST | DOCKER_MANIFEST
-    )
-}
-
 /// Docker's normalisation of an image name to `registry/repository:tag`, as the runtime
 /// names images (`busybox` → `docker.io/library/busybox:latest`). `None` for a name with a
 /// digest and no tag, or an empty one.
-pub fn normalise(name: &str) -> Option<String> {
+pub(crate) fn normalise(name: &str) -> Option<String> {
     let name = name.trim();
     let (name, by_digest) = match name.split_once('@') {
         Some((n, _)) => (n, true),

@@ -9,13 +9,13 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 
 use super::tar::Skip;
 
-pub struct Reader {
+pub(super) struct Reader {
     child: Child,
     out: BufReader<ChildStdout>,
 }
 
 impl Reader {
-    pub fn open(path: &Path) -> io::Result<Reader> {
+    pub(super) fn open(path: &Path) -> io::Result<Reader> {
         let mut child = Command::new("gzip")
             .arg("-dc")
             .arg(path)

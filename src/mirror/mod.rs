@@ -18,9 +18,9 @@
 //! Must never: write into the directory or to the runtime; accept a request from anywhere
 //! but loopback unless told (`--image-mirror-address`).
 
-pub mod archive;
+pub(crate) mod archive;
 mod gzip;
-pub mod server;
+pub(crate) mod server;
 mod tar;
 
 use std::path::{Path, PathBuf};
@@ -49,14 +49,14 @@ pub enum MirrorError {
 }
 
 /// `index.docker.io` and friends are Docker Hub (`docker.io`).
-pub fn registry_alias(host: &str) -> &str {
+pub(crate) fn registry_alias(host: &str) -> &str {
     match host {
         "index.docker.io" | "registry-1.docker.io" | "registry.hub.docker.com" => "docker.io",
         h => h,
     }
 }
 
-pub fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     let d = ring::digest::digest(&ring::digest::SHA256, bytes);
     d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -73,7 +73,7 @@ struct Entry {
 
 /// A blob found: where to read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BlobAt {
+pub(crate) struct BlobAt {
     pub path: PathBuf,
     pub gzip: bool,
     pub loc: Loc,
@@ -81,13 +81,13 @@ pub struct BlobAt {
 
 /// The directory's archives, newest first.
 #[derive(Default)]
-pub struct Index {
+pub(crate) struct Index {
     entries: Vec<Entry>,
 }
 
 impl Index {
     /// The manifest a tag names: `name` is `registry/repository:tag`, normalised.
-    pub fn tag(&self, name: &str) -> Option<&Manifest> {
+    pub(crate) fn tag(&self, name: &str) -> Option<&Manifest> {
         self.archives().find_map(|a| {
             let (_, d) = a.tags.iter().find(|(t, _)| t == name)?;
             a.manifests.iter().find(|m| &m.digest == d)
@@ -95,7 +95,7 @@ impl Index {
     }
 
     /// Whether any archive has a tag in `registry/repository`.
-    pub fn has_repository(&self, repo: &str) -> bool {
+    pub(crate) fn has_repository(&self, repo: &str) -> bool {
         self.archives().any(|a| {
             a.tags
                 .iter()
@@ -104,18 +104,18 @@ impl Index {
     }
 
     /// The registries whose repositories the archives hold (for a request without `ns`).
-    pub fn knows_registry(&self, registry: &str) -> bool {
+    pub(crate) fn knows_registry(&self, registry: &str) -> bool {
         let prefix = format!("{registry}/");
         self.archives()
             .any(|a| a.tags.iter().any(|(t, _)| t.starts_with(&prefix)))
     }
 
-    pub fn manifest(&self, digest: &str) -> Option<&Manifest> {
+    pub(crate) fn manifest(&self, digest: &str) -> Option<&Manifest> {
         self.archives()
             .find_map(|a| a.manifests.iter().find(|m| m.digest == digest))
     }
 
-    pub fn blob(&self, digest: &str) -> Option<BlobAt> {
+    pub(crate) fn blob(&self, digest: &str) -> Option<BlobAt> {
         self.entries.iter().find_map(|e| {
             let a = e.archive.as_ref()?;
             let i = a
@@ -131,7 +131,7 @@ impl Index {
     }
 
     /// Every tag served, with the archive serving it (for `picolet check` and the log).
-    pub fn tags(&self) -> Vec<(String, PathBuf)> {
+    pub(crate) fn tags(&self) -> Vec<(String, PathBuf)> {
         let mut out: Vec<(String, PathBuf)> = Vec::new();
         for e in &self.entries {
             for (t, _) in e.archive.iter().flat_map(|a| a.tags.iter()) {
@@ -194,7 +194,7 @@ impl Index {
 /// Reads `dir` again: archives new or changed since the last pass are read (in a blocking
 /// thread, the index serving meanwhile as it was), gone ones dropped; one log line per
 /// archive read or refused. Returns how many archives were read.
-pub async fn rescan(index: &std::cell::RefCell<Index>, dir: &Path) -> usize {
+pub(crate) async fn rescan(index: &std::cell::RefCell<Index>, dir: &Path) -> usize {
     let mut next: Vec<Entry> = Vec::new();
     let mut to_read = Vec::new();
     {
@@ -288,7 +288,7 @@ fn list(dir: &Path) -> Vec<(PathBuf, (u64, SystemTime))> {
 /// exist yet is looked for again every 10 s (it may be made later, or be on a mount).
 /// `after_read` runs after a pass that read an archive: the daemon gives the heap back
 /// there (glibc keeps the blocking thread's arena: +300 KiB for 20 archives otherwise).
-pub async fn keep_current(
+pub(crate) async fn keep_current(
     dir: PathBuf,
     index: Rc<std::cell::RefCell<Index>>,
     shutdown: CancellationToken,

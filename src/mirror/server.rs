@@ -33,12 +33,16 @@ use tokio_util::sync::CancellationToken;
 use super::{BlobAt, Index};
 use crate::http1::{Out, response};
 
-pub const MAX_CONNECTIONS: usize = 64;
+pub(crate) const MAX_CONNECTIONS: usize = 64;
 const CHUNK: usize = 64 * 1024;
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Accepts connections until `shutdown`.
-pub async fn serve(listener: TcpListener, index: Rc<RefCell<Index>>, shutdown: CancellationToken) {
+pub(crate) async fn serve(
+    listener: TcpListener,
+    index: Rc<RefCell<Index>>,
+    shutdown: CancellationToken,
+) {
     let open = Rc::new(Cell::new(0usize));
     loop {
         let Some((stream, peer)) = crate::http1::accept(&listener, &shutdown, "image mirror").await
@@ -71,7 +75,7 @@ pub async fn serve(listener: TcpListener, index: Rc<RefCell<Index>>, shutdown: C
 }
 
 /// One request (no I/O but the blob's reader thread, started here).
-pub fn handle<B>(index: &Index, req: &Request<B>) -> Response<Out> {
+pub(crate) fn handle<B>(index: &Index, req: &Request<B>) -> Response<Out> {
     let head = req.method() == Method::HEAD;
     if !head && req.method() != Method::GET {
         let mut r = error(

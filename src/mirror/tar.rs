@@ -8,7 +8,7 @@ use std::io::{self, Read};
 
 /// One member of the archive.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Member {
+pub(super) struct Member {
     /// Normalised: no leading `./` or `/`.
     pub path: String,
     /// Offset of the data in the (decompressed) stream.
@@ -18,7 +18,7 @@ pub struct Member {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Kind {
+pub(super) enum Kind {
     File,
     /// A symbolic or hard link to this path (normalised, relative to the archive's root).
     Link(String),
@@ -26,17 +26,17 @@ pub enum Kind {
 }
 
 /// The member table, with the captured members' bytes.
-pub type Table = Vec<(Member, Option<Vec<u8>>)>;
+pub(super) type Table = Vec<(Member, Option<Vec<u8>>)>;
 
 /// A stream that can skip ahead (a plain file seeks, a decompressor reads and drops).
-pub trait Skip: Read {
+pub(super) trait Skip: Read {
     fn skip(&mut self, n: u64) -> io::Result<()>;
 }
 
 /// Reads the whole member table of `r`. `capture(path, size)` says whether a member's data
 /// is wanted as bytes (returned beside it); anything else is skipped. Errors name what is
 /// wrong (`truncated`, `bad header checksum`) and where.
-pub fn members<R: Skip>(
+pub(super) fn members<R: Skip>(
     r: &mut R,
     mut capture: impl FnMut(&str, u64) -> bool,
 ) -> io::Result<Table> {
@@ -243,7 +243,7 @@ fn pax(data: &[u8]) -> (Option<String>, Option<u64>) {
 }
 
 /// `./a//b/` → `a/b`.
-pub fn normalise(p: &str) -> String {
+pub(super) fn normalise(p: &str) -> String {
     let mut parts: Vec<&str> = Vec::new();
     for c in p.split('/') {
         match c {
@@ -273,7 +273,7 @@ pub(crate) mod tests {
     use super::*;
 
     /// A plain reader with a skip that reads and drops.
-    pub struct Plain<'a>(pub &'a [u8]);
+    pub(crate) struct Plain<'a>(pub &'a [u8]);
     impl Read for Plain<'_> {
         fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
             self.0.read(buf)
@@ -291,7 +291,7 @@ pub(crate) mod tests {
     }
 
     /// A ustar header (and padded data) for tests.
-    pub fn entry(name: &str, typeflag: u8, link: &str, data: &[u8]) -> Vec<u8> {
+    pub(crate) fn entry(name: &str, typeflag: u8, link: &str, data: &[u8]) -> Vec<u8> {
         let mut h = [0u8; 512];
         h[..name.len()].copy_from_slice(name.as_bytes());
         h[100..107].copy_from_slice(b"0000644");
@@ -310,7 +310,7 @@ pub(crate) mod tests {
         out
     }
 
-    pub fn archive(entries: &[Vec<u8>]) -> Vec<u8> {
+    pub(crate) fn archive(entries: &[Vec<u8>]) -> Vec<u8> {
         let mut out: Vec<u8> = entries.concat();
         out.extend_from_slice(&[0u8; 1024]);
         out

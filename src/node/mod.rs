@@ -7,10 +7,10 @@
 //! Must never: change the system. The preflight's only write is a probe file in the root
 //! dir that it removes at once.
 
-pub mod shutdown;
-pub mod stall;
+pub(crate) mod shutdown;
+pub(crate) mod stall;
 #[cfg(feature = "apiserver")]
-pub mod status;
+pub(crate) mod status;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -31,12 +31,12 @@ pub enum NodeError {
 
 /// The node name: `--hostname-override`, else the kernel hostname, lower-cased
 /// (kubelet: `nodeutil.GetHostname`).
-pub const LABEL_HOSTNAME: &str = "kubernetes.io/hostname";
-pub const LABEL_OS: &str = "kubernetes.io/os";
-pub const LABEL_ARCH: &str = "kubernetes.io/arch";
+pub(crate) const LABEL_HOSTNAME: &str = "kubernetes.io/hostname";
+pub(crate) const LABEL_OS: &str = "kubernetes.io/os";
+pub(crate) const LABEL_ARCH: &str = "kubernetes.io/arch";
 
 /// `kubernetes.io/arch` of the build target (Go's GOARCH names).
-pub fn go_arch() -> &'static str {
+pub(crate) fn go_arch() -> &'static str {
     match std::env::consts::ARCH {
         "x86_64" => "amd64",
         "aarch64" => "arm64",
@@ -63,7 +63,7 @@ pub fn parse_meminfo(text: &str) -> Option<u64> {
 }
 
 /// A `/proc/meminfo` field's number (kB), `key` with its colon.
-pub fn meminfo_field(text: &str, key: &str) -> Option<u64> {
+pub(crate) fn meminfo_field(text: &str, key: &str) -> Option<u64> {
     text.lines()
         .find_map(|l| l.strip_prefix(key))
         .and_then(|rest| rest.split_whitespace().next())
@@ -74,7 +74,7 @@ pub fn meminfo_field(text: &str, key: &str) -> Option<u64> {
 /// `isCgroup2UnifiedMode`, `checkSwapControllerAvailability`): v1 has a swap controller when
 /// `memory.memsw.limit_in_bytes` is at the memory hierarchy's root (`swapaccount=1`), v2 when
 /// `memory.swap.max` is in picolet's own cgroup (`/proc/self/cgroup`: none in the root).
-pub fn swap(
+pub(crate) fn swap(
     behavior: crate::qos::SwapBehavior,
     proc_root: &Path,
     cgroup_root: &Path,
@@ -107,7 +107,7 @@ pub fn swap(
 
 /// The node's memory in bytes (`MemTotal` of `/proc/meminfo`, as the kubelet's machine
 /// info); 0 if it cannot be read.
-pub fn memory_capacity() -> u64 {
+pub(crate) fn memory_capacity() -> u64 {
     std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|t| parse_meminfo(&t))
@@ -115,7 +115,7 @@ pub fn memory_capacity() -> u64 {
 }
 
 /// The node's CPUs in millicores (the kubelet's machine info counts online CPUs).
-pub fn cpu_capacity_milli() -> i64 {
+pub(crate) fn cpu_capacity_milli() -> i64 {
     std::thread::available_parallelism().map_or(1000, |n| n.get() as i64 * 1000)
 }
 
@@ -335,7 +335,7 @@ impl fmt::Display for Preflight {
 /// address of the default route's interface): the source address the kernel picks for a
 /// documentation address (a UDP "connect" sends nothing). IPv4 first, then IPv6; `None`
 /// on a node without a default route.
-pub fn default_route_ip() -> Option<std::net::IpAddr> {
+pub(crate) fn default_route_ip() -> Option<std::net::IpAddr> {
     [("0.0.0.0:0", "192.0.2.1:9"), ("[::]:0", "[2001:db8::1]:9")]
         .into_iter()
         .find_map(|(bind, target)| {
@@ -349,7 +349,7 @@ pub fn default_route_ip() -> Option<std::net::IpAddr> {
 /// Gives free heap memory back to the system (glibc keeps the freed middle of the heap
 /// after a burst of allocations; `malloc_trim(0)` returns it). musl's allocator returns
 /// memory on its own: nothing to do there.
-pub fn release_free_memory() {
+pub(crate) fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         unsafe extern "C" {
@@ -365,7 +365,7 @@ pub fn release_free_memory() {
 /// Tells systemd (`Type=notify`) a state: one datagram (`READY=1`, `WATCHDOG=1`, …) on
 /// `$NOTIFY_SOCKET` (an abstract socket when it starts with `@`). No libsystemd needed.
 /// Does nothing outside systemd.
-pub fn sd_notify(state: &str) {
+pub(crate) fn sd_notify(state: &str) {
     use std::os::linux::net::SocketAddrExt;
     use std::os::unix::net::{SocketAddr, UnixDatagram};
     let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
@@ -387,7 +387,7 @@ pub fn sd_notify(state: &str) {
 
 /// Why the systemd watchdog's variables cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WatchdogError {
+pub(crate) enum WatchdogError {
     /// `WATCHDOG_USEC` is not a number.
     NotMicroseconds(String),
     /// The timeout is not above two housekeeping ticks.
@@ -419,7 +419,7 @@ impl std::error::Error for WatchdogError {}
 /// that is stuck stops the pings, which is the health check (the kubelet's `syncloop`
 /// check, with the loop's own liveness instead of a timestamp it records).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Watchdog {
+pub(crate) struct Watchdog {
     /// Half the timeout, as the kubelet and `sd_watchdog_enabled` advise.
     every: std::time::Duration,
     last: Option<tokio::time::Instant>,
@@ -427,7 +427,7 @@ pub struct Watchdog {
 
 impl Watchdog {
     /// From the environment systemd sets; `None` when no watchdog is asked for.
-    pub fn from_env() -> Result<Option<Watchdog>, WatchdogError> {
+    pub(crate) fn from_env() -> Result<Option<Watchdog>, WatchdogError> {
         let usec = std::env::var("WATCHDOG_USEC").ok();
         let pid = std::env::var("WATCHDOG_PID").ok();
         Self::from_values(usec.as_deref(), pid.as_deref(), std::process::id())
@@ -436,7 +436,7 @@ impl Watchdog {
     /// `WATCHDOG_USEC` and `WATCHDOG_PID` as given (systemd: `sd_watchdog_enabled`): unset
     /// or 0 → none; a PID that is not `own_pid` → none (the variables were meant for another
     /// process); a timeout of 4 s or less → an error, since the pings come from a 2 s tick.
-    pub fn from_values(
+    pub(crate) fn from_values(
         usec: Option<&str>,
         pid: Option<&str>,
         own_pid: u32,
@@ -468,7 +468,7 @@ impl Watchdog {
     /// Whether a `WATCHDOG=1` is due at this tick (and, if so, it counts as sent). Ticks
     /// come every [`crate::local_tasks::GRID`]: the ping goes one tick early rather than one late,
     /// so two pings are never more than half the timeout apart.
-    pub fn due(&mut self, now: tokio::time::Instant) -> bool {
+    pub(crate) fn due(&mut self, now: tokio::time::Instant) -> bool {
         let due = match self.last {
             None => true,
             Some(last) => {
@@ -483,14 +483,14 @@ impl Watchdog {
 
     /// A watchdog whose timeout is too short for the tick ([`Watchdog::from_values`]'s
     /// error): it pings on every tick, the best it can do.
-    pub fn every_tick() -> Watchdog {
+    pub(crate) fn every_tick() -> Watchdog {
         Watchdog {
             every: std::time::Duration::ZERO,
             last: None,
         }
     }
 
-    pub fn timeout(&self) -> std::time::Duration {
+    pub(crate) fn timeout(&self) -> std::time::Duration {
         self.every * 2
     }
 }
@@ -503,13 +503,13 @@ impl Watchdog {
 /// stop of picolet disarms it (the magic close, `V`); a crash does not, and the restarted
 /// picolet opens it again within the timeout (procd respawns in 5 s, systemd in 5 s).
 #[derive(Debug)]
-pub struct HwWatchdog {
+pub(crate) struct HwWatchdog {
     file: std::fs::File,
     path: PathBuf,
 }
 
 impl HwWatchdog {
-    pub fn open(path: &Path) -> std::io::Result<HwWatchdog> {
+    pub(crate) fn open(path: &Path) -> std::io::Result<HwWatchdog> {
         let file = std::fs::OpenOptions::new().write(true).open(path)?;
         Ok(HwWatchdog {
             file,
@@ -518,7 +518,7 @@ impl HwWatchdog {
     }
 
     /// Any write restarts the device's countdown.
-    pub fn pet(&mut self) {
+    pub(crate) fn pet(&mut self) {
         use std::io::Write;
         if let Err(e) = self.file.write_all(b"\0") {
             log::warn!("watchdog {}: {e}", self.path.display());
@@ -526,7 +526,7 @@ impl HwWatchdog {
     }
 
     /// The magic close: `V`, then close, disarms a driver that allows it.
-    pub fn disarm(mut self) {
+    pub(crate) fn disarm(mut self) {
         use std::io::Write;
         if let Err(e) = self.file.write_all(b"V") {
             log::warn!("watchdog {}: cannot disarm: {e}", self.path.display());

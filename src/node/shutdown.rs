@@ -22,14 +22,13 @@ use std::time::Duration;
 use crate::qos::SYSTEM_CRITICAL_PRIORITY;
 
 /// kubelet: the pod's status reason and message after a shutdown killed it.
-pub const POD_REASON: &str = "Terminated";
-pub const POD_MESSAGE: &str = "Pod was terminated in response to imminent node shutdown.";
+pub(crate) const POD_REASON: &str = "Terminated";
+pub(crate) const POD_MESSAGE: &str = "Pod was terminated in response to imminent node shutdown.";
 /// kubelet: admission's refusal while the node shuts down.
-pub const ADMIT_REASON: &str = "NodeShutdown";
-pub const ADMIT_MESSAGE: &str = "Pod was rejected as the node is shutting down.";
-/// kubelet: the node event, and the Ready condition's message while shutting down.
-pub const NODE_EVENT_REASON: &str = "NodeShutdown";
-pub const NODE_NOT_READY_MESSAGE: &str = "node is shutting down";
+pub(crate) const ADMIT_REASON: &str = "NodeShutdown";
+pub(crate) const ADMIT_MESSAGE: &str = "Pod was rejected as the node is shutting down.";
+/// kubelet: the Ready condition's message while shutting down.
+pub(crate) const NODE_NOT_READY_MESSAGE: &str = "node is shutting down";
 
 /// One priority group: the pods whose priority is at least `min_priority` (and below the
 /// next group's) get `period`.
@@ -42,7 +41,7 @@ pub struct Group {
 /// kubelet: `shutdownGracePeriod` T and `shutdownGracePeriodCriticalPods` C become two groups:
 /// priority 0 gets T − C, system-critical pods get C. T = 0: no graceful shutdown (an empty
 /// plan). C > T is refused when the options are read.
-pub fn groups(grace: Duration, critical: Duration) -> Vec<Group> {
+pub(crate) fn groups(grace: Duration, critical: Duration) -> Vec<Group> {
     if grace.is_zero() {
         return Vec::new();
     }
@@ -60,7 +59,7 @@ pub fn groups(grace: Duration, critical: Duration) -> Vec<Group> {
 
 /// The group a pod of `priority` is in (kubelet: `groupByPriority`): the highest group whose
 /// priority is at most the pod's, else the lowest. `None` only for an empty plan.
-pub fn group_of(groups: &[Group], priority: i32) -> Option<usize> {
+pub(crate) fn group_of(groups: &[Group], priority: i32) -> Option<usize> {
     if groups.is_empty() {
         return None;
     }
@@ -74,7 +73,7 @@ pub fn group_of(groups: &[Group], priority: i32) -> Option<usize> {
 
 /// The grace period a pod of group `group` is killed with: the group's period, or the pod's
 /// own `terminationGracePeriodSeconds` when shorter (kubelet: `killPods`).
-pub fn pod_grace(group: &Group, pod_grace_seconds: Option<i64>) -> i64 {
+pub(crate) fn pod_grace(group: &Group, pod_grace_seconds: Option<i64>) -> i64 {
     let period = i64::try_from(group.period.as_secs()).unwrap_or(i64::MAX);
     match pod_grace_seconds {
         Some(g) if g >= 0 && g < period => g,

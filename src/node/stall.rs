@@ -19,13 +19,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long the loop may go without a beat (its housekeeping tick comes every 2 s).
-pub const TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The guard checks this often.
 const CHECK_EVERY: Duration = Duration::from_secs(10);
 
 /// The exit status of a stalled loop (`EX_SOFTWARE`).
-pub const EXIT_STATUS: i32 = 70;
+pub(crate) const EXIT_STATUS: i32 = 70;
 
 fn origin() -> Instant {
     static ORIGIN: OnceLock<Instant> = OnceLock::new();
@@ -40,13 +40,13 @@ fn millis(at: Instant) -> u64 {
 }
 
 /// The loop is alive (called on its housekeeping tick).
-pub fn beat() {
+pub(crate) fn beat() {
     LAST_BEAT.store(millis(Instant::now()), Ordering::Relaxed);
 }
 
 /// The guard's pure decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Guard {
+pub(crate) struct Guard {
     timeout: Duration,
     every: Duration,
     last_check: Option<Instant>,
@@ -55,14 +55,14 @@ pub struct Guard {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     Alive,
     /// Silent for this long: exit.
     Stalled(Duration),
 }
 
 impl Guard {
-    pub fn new(timeout: Duration, every: Duration) -> Self {
+    pub(crate) fn new(timeout: Duration, every: Duration) -> Self {
         Guard {
             timeout,
             every,
@@ -72,7 +72,7 @@ impl Guard {
     }
 
     /// A check at `now`, the last beat at `last_beat`.
-    pub fn check(&mut self, now: Instant, last_beat: Instant) -> Verdict {
+    pub(crate) fn check(&mut self, now: Instant, last_beat: Instant) -> Verdict {
         let late = self
             .last_check
             .is_some_and(|c| now.saturating_duration_since(c) > self.every * 3);
@@ -93,7 +93,7 @@ impl Guard {
 }
 
 /// Starts the guard's thread (once, in `picolet run`).
-pub fn start_guard() {
+pub(crate) fn start_guard() {
     beat();
     let spawned = std::thread::Builder::new()
         .name("stall-guard".into())

@@ -35,11 +35,14 @@ use crate::clock::{self, Clock, UnixNanos};
 use crate::cri::{Runtime, RuntimeHealth, RuntimeVersion};
 use crate::kube::{ApiError, Backoff, Client, PatchKind};
 
-pub use crate::node::{LABEL_ARCH, LABEL_HOSTNAME, LABEL_OS, go_arch, parse_meminfo};
-pub const LEASE_NAMESPACE: &str = "kube-node-lease";
+pub(crate) use crate::node::go_arch;
+pub(crate) use crate::node::parse_meminfo;
+#[cfg(test)]
+pub(crate) use crate::node::{LABEL_ARCH, LABEL_HOSTNAME, LABEL_OS};
+pub(crate) const LEASE_NAMESPACE: &str = "kube-node-lease";
 
 /// The `kubeletVersion` picolet reports: its own version, recognisable and valid semver.
-pub const KUBELET_VERSION: &str = concat!("v", env!("CARGO_PKG_VERSION"), "-picolet");
+pub(crate) const KUBELET_VERSION: &str = concat!("v", env!("CARGO_PKG_VERSION"), "-picolet");
 
 /// What the node task needs to know.
 #[derive(Debug, Clone)]
@@ -91,7 +94,7 @@ impl NodeOptions {
 }
 
 /// The Node's labels: `--node-labels`, then the default labels (kubelet: `initialNode`).
-pub fn node_labels(opts: &NodeOptions) -> BTreeMap<String, String> {
+pub(crate) fn node_labels(opts: &NodeOptions) -> BTreeMap<String, String> {
     crate::node::node_labels(&opts.node_name, &opts.labels)
 }
 
@@ -171,7 +174,7 @@ impl NodeFacts {
 }
 
 /// `PRETTY_NAME` of os-release, else `NAME VERSION`, else "Linux".
-pub fn parse_os_release(text: &str) -> String {
+pub(crate) fn parse_os_release(text: &str) -> String {
     let get = |key: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
@@ -190,7 +193,7 @@ pub fn parse_os_release(text: &str) -> String {
 /// The node status from the facts, the runtime's health (`None`: not reachable) and the
 /// status last sent (for `lastTransitionTime`) (kubelet: `setNodeStatus`, which runs
 /// the setters of `nodestatus/setters.go` in turn).
-pub fn node_status(
+pub(crate) fn node_status(
     facts: &NodeFacts,
     health: Option<&RuntimeHealth>,
     previous: Option<&NodeStatus>,
@@ -388,7 +391,7 @@ fn version_info(facts: &NodeFacts) -> NodeSystemInfo {
 
 /// Whether to PATCH: the status changed (heartbeat times aside), or the last report is
 /// `report_every` old (kubelet: `tryUpdateNodeStatus` + `nodeStatusReportFrequency`).
-pub fn needs_report(
+pub(crate) fn needs_report(
     last_sent: Option<&NodeStatus>,
     new: &NodeStatus,
     last_sent_at: Option<Instant>,
@@ -413,7 +416,7 @@ fn without_heartbeats(s: &NodeStatus) -> NodeStatus {
 }
 
 /// `metav1.MicroTime`: RFC 3339 with microseconds.
-pub fn micro_time(t: UnixNanos) -> String {
+pub(crate) fn micro_time(t: UnixNanos) -> String {
     let nanos = clock::rfc3339_nanos(t);
     // `…:SS.nnnnnnnnnZ` → `…:SS.uuuuuuZ`
     match nanos.len() {
@@ -424,7 +427,7 @@ pub fn micro_time(t: UnixNanos) -> String {
 
 /// The local address the kernel would use to reach `server` (a UDP "connect" sends
 /// nothing): the node's InternalIP when `--node-ip` is not given.
-pub fn local_ip_towards(server: &str) -> Option<IpAddr> {
+pub(crate) fn local_ip_towards(server: &str) -> Option<IpAddr> {
     let uri: http::Uri = server.parse().ok()?;
     let host = uri.host()?.trim_start_matches('[').trim_end_matches(']');
     let port = uri.port_u16().unwrap_or(443);

@@ -10,10 +10,10 @@
 //! The entries are `&'static` data with plain `fn` pointers (a field accessor, or a reader
 //! for a value that sets more than one thing): no generic code per entry.
 
-pub use super::value::Kind;
+pub(super) use super::value::Kind;
 
 /// One setting.
-pub struct Flag {
+pub(super) struct Flag {
     /// `--name` on the command line; "" for a setting of the config file only.
     pub name: &'static str,
     /// The config file's key (dotted for a nested one, `authentication.webhook.enabled`);
@@ -33,7 +33,7 @@ pub struct Flag {
 }
 
 /// A titled part of `--help`.
-pub struct Group {
+pub(super) struct Group {
     pub heading: &'static str,
     pub flags: &'static [Flag],
     /// Lines printed after the group's flags.
@@ -41,7 +41,7 @@ pub struct Group {
 }
 
 /// Every setting, in `--help`'s order.
-pub static GROUPS: [Group; 4] = [
+pub(super) static GROUPS: [Group; 4] = [
     Group {
         heading: "FLAGS (kubelet names):",
         flags: NODE,
@@ -66,12 +66,12 @@ pub static GROUPS: [Group; 4] = [
 ];
 
 /// Every entry of the table.
-pub fn all() -> impl Iterator<Item = &'static Flag> {
+pub(super) fn all() -> impl Iterator<Item = &'static Flag> {
     GROUPS.iter().flat_map(|g| g.flags.iter())
 }
 
 /// The entry of a command-line flag (its name or an older spelling).
-pub fn by_name(flag: &str) -> Option<&'static Flag> {
+pub(super) fn by_name(flag: &str) -> Option<&'static Flag> {
     all().find(|f| !f.name.is_empty() && (f.name == flag || f.aliases.contains(&flag)))
 }
 

@@ -22,7 +22,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use value::Kind;
-pub use value::{ValueError, parse_duration, parse_labels, parse_reserved};
+#[cfg(test)]
+use value::parse_duration;
+pub(crate) use value::{ValueError, parse_labels, parse_reserved};
 
 #[derive(Debug, thiserror::Error)]
 pub enum OptionsError {
@@ -234,7 +236,8 @@ pub struct Options {
 
 /// The image mirror's address the packages set (`imageMirrorAddress`): loopback, a port no
 /// Kubernetes component uses. picolet itself opens no port for it unless told.
-pub const IMAGE_MIRROR_ADDRESS: &str = "127.0.0.1:10261";
+#[cfg(test)]
+pub(crate) const IMAGE_MIRROR_ADDRESS: &str = "127.0.0.1:10261";
 
 impl Default for Options {
     /// The table's defaults ([`flags`]) over every field's empty value.
@@ -431,7 +434,7 @@ fn help_entry(out: &mut String, flag: &flags::Flag) {
 /// `--root-dir X`, `--kubeconfig X` (or `--flag=X`) and then a board command: that
 /// command's own command line (verb first, the flags after it).
 /// The board's own commands (`picolet validate|get|describe|logs`, answered by `cli`).
-pub const CLI_VERBS: [&str; 5] = ["validate", "get", "describe", "logs", "node-shutdown"];
+pub(crate) const CLI_VERBS: [&str; 5] = ["validate", "get", "describe", "logs", "node-shutdown"];
 
 fn cli_after_shared_flags(args: &[String]) -> Option<Vec<String>> {
     const SHARED: [&str; 2] = ["--root-dir", "--kubeconfig"];
@@ -760,7 +763,7 @@ const KUBELET_LABEL_NAMESPACES: [&str; 2] = ["kubelet.kubernetes.io", "node.kube
 /// [`KUBELET_LABEL_NAMESPACES`]: NodeRestriction refuses any other on the node's own Node, so
 /// the kubelet refuses them at start, in every mode. Others label the node from outside
 /// (`kubectl label node`).
-pub fn check_node_labels(labels: &BTreeMap<String, String>) -> Result<(), ValueError> {
+pub(crate) fn check_node_labels(labels: &BTreeMap<String, String>) -> Result<(), ValueError> {
     let in_domain = |d: &str, domain: &str| d == domain || d.ends_with(&format!(".{domain}"));
     let bad: Vec<String> = labels
         .keys()

@@ -14,7 +14,7 @@ use super::{KUBELET_LABEL_NAMESPACES, KUBELET_LABELS, Options};
 /// Why a value is refused. The caller names the flag (`flag --x: …`) or the config file's
 /// key (`config file F: key: …`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ValueError {
+pub(crate) enum ValueError {
     /// Not a Go-style duration.
     Duration(String),
     /// `"v" is not <what>` (`true or false`, `an IP address`, `cgroupfs or systemd`, …).
@@ -83,7 +83,7 @@ impl ValueError {
 
     /// The message of the config file's `key`: `key: …`, or with the path inside the value
     /// of a type error (`staticPodURLHeader.X-A[1]: invalid type: …`).
-    pub fn in_key(&self, key: &str) -> String {
+    pub(crate) fn in_key(&self, key: &str) -> String {
         let ValueError::Decode(e) = self else {
             return format!("{key}: {self}");
         };
@@ -100,7 +100,7 @@ impl ValueError {
 /// How a value is read, and into which field of `Options`. The same text is read from the
 /// command line and from the config file's strings; the config file's numbers, booleans,
 /// lists and maps are typed YAML.
-pub enum Kind {
+pub(super) enum Kind {
     /// `--config FILE`: read before the other flags (`parse`).
     Config,
     Str(fn(&mut Options) -> &mut String),
@@ -139,7 +139,7 @@ pub enum Kind {
 impl Kind {
     /// Reads `v` as written on the command line (a default, a config file's string) into
     /// its field.
-    pub fn set_text(&self, o: &mut Options, v: &str) -> Result<(), ValueError> {
+    pub(super) fn set_text(&self, o: &mut Options, v: &str) -> Result<(), ValueError> {
         match self {
             Kind::Config => {}
             Kind::Str(field) => *field(o) = v.to_string(),
@@ -185,7 +185,7 @@ impl Kind {
     /// maps are typed YAML; the rest are strings read as on the command line (a number or
     /// a boolean where a string is wanted is its text). The nested keys of the
     /// `authentication:`/`authorization:` blocks take strings and booleans only.
-    pub fn set_yaml(&self, o: &mut Options, key: &str, v: &Value) -> Result<(), ValueError> {
+    pub(super) fn set_yaml(&self, o: &mut Options, key: &str, v: &Value) -> Result<(), ValueError> {
         let nested = key.contains('.');
         match self {
             Kind::Bool(field) if nested => *field(o) = v.as_bool().ok_or(ValueError::NotABool)?,
@@ -256,26 +256,26 @@ fn size_value(v: &str) -> Result<u64, ValueError> {
 }
 
 /// `--watchdog-device`: empty is none.
-pub fn set_watchdog_device(o: &mut Options, v: &str) -> Result<(), ValueError> {
+pub(super) fn set_watchdog_device(o: &mut Options, v: &str) -> Result<(), ValueError> {
     o.watchdog_device = (!v.is_empty()).then(|| PathBuf::from(v));
     Ok(())
 }
 
 /// `--cgroup-parent`: the deprecated spelling of `--cgroup-root`.
-pub fn set_cgroup_parent(o: &mut Options, v: &str) -> Result<(), ValueError> {
+pub(super) fn set_cgroup_parent(o: &mut Options, v: &str) -> Result<(), ValueError> {
     log::warn!("--cgroup-parent is deprecated: use --cgroup-root (the kubelet's name)");
     o.cgroup_root = v.to_string();
     Ok(())
 }
 
-pub fn set_cgroup_driver(o: &mut Options, v: &str) -> Result<(), ValueError> {
+pub(super) fn set_cgroup_driver(o: &mut Options, v: &str) -> Result<(), ValueError> {
     o.cgroup_driver = crate::cm::CgroupDriver::parse(v)
         .ok_or_else(|| ValueError::not_a(v, "cgroupfs or systemd"))?;
     Ok(())
 }
 
 /// `--maximum-dead-containers-per-container`: a negative number is no limit.
-pub fn set_maximum_dead_containers(o: &mut Options, v: &str) -> Result<(), ValueError> {
+pub(super) fn set_maximum_dead_containers(o: &mut Options, v: &str) -> Result<(), ValueError> {
     let n: i64 = v
         .parse()
         .map_err(|_| ValueError::not_a(v, "a number (-1: no limit)"))?;
@@ -284,7 +284,7 @@ pub fn set_maximum_dead_containers(o: &mut Options, v: &str) -> Result<(), Value
 }
 
 /// `--authorization-mode`: `Webhook` or `AlwaysAllow`.
-pub fn set_authorization_mode(o: &mut Options, v: &str) -> Result<(), ValueError> {
+pub(super) fn set_authorization_mode(o: &mut Options, v: &str) -> Result<(), ValueError> {
     o.authorization_webhook = match v {
         "Webhook" => true,
         "AlwaysAllow" => false,
@@ -294,7 +294,7 @@ pub fn set_authorization_mode(o: &mut Options, v: &str) -> Result<(), ValueError
 }
 
 /// kubelet `memorySwap.swapBehavior`: `NoSwap` (or empty) or `LimitedSwap`.
-pub fn set_swap_behavior(o: &mut Options, v: &str) -> Result<(), ValueError> {
+pub(super) fn set_swap_behavior(o: &mut Options, v: &str) -> Result<(), ValueError> {
     o.swap_behavior = match v {
         "" | "NoSwap" => crate::qos::SwapBehavior::NoSwap,
         "LimitedSwap" => crate::qos::SwapBehavior::LimitedSwap,
@@ -306,7 +306,9 @@ pub fn set_swap_behavior(o: &mut Options, v: &str) -> Result<(), ValueError> {
 /// kubelet `--system-reserved`/`--kube-reserved`: `cpu` and `memory` quantities
 /// (`ephemeral-storage` and `pid` are accepted and not used: picolet reserves no disk or
 /// pids).
-pub fn parse_reserved(m: &BTreeMap<String, String>) -> Result<crate::cm::Reserved, ValueError> {
+pub(crate) fn parse_reserved(
+    m: &BTreeMap<String, String>,
+) -> Result<crate::cm::Reserved, ValueError> {
     let mut r = crate::cm::Reserved::default();
     for (k, v) in m {
         let (scale, slot) = match k.as_str() {
@@ -331,7 +333,7 @@ pub fn parse_reserved(m: &BTreeMap<String, String>) -> Result<crate::cm::Reserve
 /// kubelet `--enforce-node-allocatable`: `pods`, or `none`/empty. `system-reserved` and
 /// `kube-reserved` need their cgroups (`--system-reserved-cgroup`), which picolet does not
 /// manage: refused.
-pub fn parse_enforce(list: &[String]) -> Result<bool, ValueError> {
+pub(super) fn parse_enforce(list: &[String]) -> Result<bool, ValueError> {
     let mut pods = false;
     for v in list.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
         match v {
@@ -350,7 +352,7 @@ pub fn parse_enforce(list: &[String]) -> Result<bool, ValueError> {
 }
 
 /// `k=v,k2=v2` (kubelet `--node-labels`).
-pub fn parse_labels(s: &str) -> Result<BTreeMap<String, String>, ValueError> {
+pub(crate) fn parse_labels(s: &str) -> Result<BTreeMap<String, String>, ValueError> {
     let mut out = BTreeMap::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (k, v) = part
@@ -366,7 +368,7 @@ pub fn parse_labels(s: &str) -> Result<BTreeMap<String, String>, ValueError> {
 }
 
 /// Go-style durations as the kubelet takes them: `20s`, `1m30s`, `500ms`, `2h`.
-pub fn parse_duration(s: &str) -> Option<Duration> {
+pub(super) fn parse_duration(s: &str) -> Option<Duration> {
     let s = s.trim();
     if s.is_empty() {
         return None;

@@ -30,10 +30,10 @@ use crate::cri::{ContainerState, PodRuntimeStatus, SandboxState};
 
 /// At most this many processes are opened per relist round (each is one verbose status
 /// call): a burst of new pods is covered over a few rounds without a long stall.
-pub const OPENS_PER_ROUND: usize = 64;
+pub(super) const OPENS_PER_ROUND: usize = 64;
 
 #[derive(Default)]
-pub struct ExitWatch {
+pub(super) struct ExitWatch {
     /// The kernel has no pidfd: nothing is ever watched.
     unsupported: bool,
     /// Running containers and ready sandboxes of the last relist that changed
@@ -49,7 +49,7 @@ pub struct ExitWatch {
 impl ExitWatch {
     /// A relist that changed: what runs now. Ids no longer running are forgotten (a
     /// watched one's exit, when it comes, is then ignored).
-    pub fn update(&mut self, pods: &[PodRuntimeStatus]) {
+    pub(super) fn update(&mut self, pods: &[PodRuntimeStatus]) {
         self.running.clear();
         for pod in pods {
             for s in &pod.sandboxes {
@@ -70,7 +70,7 @@ impl ExitWatch {
 
     /// Running processes not watched yet and not given up on (at most
     /// [`OPENS_PER_ROUND`]), as `(id, is sandbox)`.
-    pub fn to_open(&self) -> Vec<(String, bool)> {
+    pub(super) fn to_open(&self) -> Vec<(String, bool)> {
         if self.unsupported {
             return Vec::new();
         }
@@ -86,7 +86,7 @@ impl ExitWatch {
     }
 
     /// What opening `id` gave.
-    pub fn opened(&mut self, id: &str, handle: ExitHandle) {
+    pub(super) fn opened(&mut self, id: &str, handle: ExitHandle) {
         if !self.running.contains_key(id) {
             return;
         }
@@ -118,18 +118,18 @@ impl ExitWatch {
     }
 
     /// Whether every running process is watched (then nothing exits unseen).
-    pub fn covers_all(&self) -> bool {
+    pub(super) fn covers_all(&self) -> bool {
         !self.unsupported && self.running.keys().all(|id| self.watched.contains(id))
     }
 
     /// How many processes are watched.
-    pub fn watched(&self) -> usize {
+    pub(super) fn watched(&self) -> usize {
         self.watched.len()
     }
 
     /// The next watched process that exited: its id (`None`: one no longer of interest).
     /// Pending for ever while nothing is watched; cancel-safe.
-    pub async fn next_exit(&mut self) -> Option<String> {
+    pub(super) async fn next_exit(&mut self) -> Option<String> {
         if self.exits.is_empty() {
             return std::future::pending().await;
         }

@@ -34,7 +34,7 @@
 //! completion channel and the timer, then updates state synchronously, so dropping it
 //! (another `select!` branch won) loses nothing.
 
-pub mod state;
+pub(crate) mod state;
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -52,19 +52,19 @@ use crate::local_tasks::sleep_until_opt;
 
 use state::Effect;
 #[cfg(test)]
-pub use state::PodWorkerState;
-pub use state::{Outcome, UpdatePodOptions, UpdateType, Work, WorkKind, WorkerStates};
+pub(crate) use state::PodWorkerState;
+pub(crate) use state::{Outcome, UpdatePodOptions, UpdateType, Work, WorkKind, WorkerStates};
 
 /// How many SyncPods run at once (see the module doc). A board's usual burst — its
 /// static pods at boot, 20 pods in the bench — stays below it and never waits.
-pub const MAX_SYNCS_IN_FLIGHT: usize = 32;
+pub(crate) const MAX_SYNCS_IN_FLIGHT: usize = 32;
 
 /// Requeues at least this far away are rounded up to the wake-up grid (`task::align_up`).
 const ALIGNED_REQUEUE: Duration = Duration::from_secs(10);
 
 /// A successful SyncPod.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct SyncPodOk {
+pub(crate) struct SyncPodOk {
     /// The pod reached a terminal phase (Succeeded/Failed): terminate it.
     pub terminal: bool,
     /// Sync again after this (a back-off ends) rather than at the periodic resync.
@@ -74,7 +74,7 @@ pub struct SyncPodOk {
 /// A failed sync; the worker retries it (after 10 s, or 1 s if the network is not ready).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
-pub struct SyncFailure {
+pub(crate) struct SyncFailure {
     pub message: String,
     /// The pod network is not ready yet (kubelet: `NetworkNotReadyErrorMsg`): retry soon.
     pub network_not_ready: bool,
@@ -84,7 +84,7 @@ pub struct SyncFailure {
 }
 
 impl SyncFailure {
-    pub fn new(message: impl Into<String>) -> Self {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
         SyncFailure {
             message: message.into(),
             network_not_ready: false,
@@ -93,14 +93,14 @@ impl SyncFailure {
     }
 
     #[cfg(test)]
-    pub fn network_not_ready(message: impl Into<String>) -> Self {
+    pub(crate) fn network_not_ready(message: impl Into<String>) -> Self {
         SyncFailure {
             network_not_ready: true,
             ..SyncFailure::new(message)
         }
     }
 
-    pub fn runtime_down(message: impl Into<String>) -> Self {
+    pub(crate) fn runtime_down(message: impl Into<String>) -> Self {
         SyncFailure {
             runtime_down: true,
             ..SyncFailure::new(message)
@@ -110,7 +110,7 @@ impl SyncFailure {
 
 /// The work the pod workers schedule (kubelet: `podSyncer`); the agent implements it over
 /// the runtime. Calls for one UID never overlap; calls for different UIDs do.
-pub trait PodSyncer: Clone + 'static {
+pub(crate) trait PodSyncer: Clone + 'static {
     /// Set the pod up, start and restart its containers. Should return early (any error)
     /// once `cancel` fires.
     fn sync_pod(
@@ -142,7 +142,7 @@ pub trait PodSyncer: Clone + 'static {
 
 /// What [`PodWorkers::next`] observed. The state machine has already moved on.
 #[derive(Debug, Clone, PartialEq)]
-pub enum WorkerEvent {
+pub(crate) enum WorkerEvent {
     /// A piece of work for `uid` ended; `failure` holds the syncer's error, if any.
     Completed {
         uid: String,
@@ -192,7 +192,7 @@ struct Done {
 }
 
 /// The pod workers (kubelet: `podWorkers`).
-pub struct PodWorkers<S: PodSyncer> {
+pub(crate) struct PodWorkers<S: PodSyncer> {
     syncer: S,
     states: WorkerStates,
     tasks: HashMap<String, Task>,
@@ -216,7 +216,7 @@ pub struct PodWorkers<S: PodSyncer> {
 
 impl<S: PodSyncer> PodWorkers<S> {
     /// Gives back the table space a burst of pods left (see [`crate::mem_trim`]).
-    pub fn compact(&mut self) {
+    pub(crate) fn compact(&mut self) {
         use crate::mem_trim::ShrinkSparse;
         self.tasks.shrink_sparse();
         self.queue.shrink_sparse();
@@ -225,7 +225,7 @@ impl<S: PodSyncer> PodWorkers<S> {
         self.states.compact();
     }
 
-    pub fn new(syncer: S) -> Self {
+    pub(crate) fn new(syncer: S) -> Self {
         let (done_tx, done_rx) = mpsc::unbounded_channel();
         PodWorkers {
             syncer,
@@ -244,14 +244,14 @@ impl<S: PodSyncer> PodWorkers<S> {
     }
 
     /// Measures every work's duration into `metrics`.
-    pub fn with_metrics(mut self, metrics: Rc<crate::metrics::AgentMetrics>) -> Self {
+    pub(crate) fn with_metrics(mut self, metrics: Rc<crate::metrics::AgentMetrics>) -> Self {
         self.metrics = Some(metrics);
         self
     }
 
     /// The periodic resync of a running pod (kubelet: `--sync-frequency`, default 1 min).
     #[must_use]
-    pub fn with_resync_interval(mut self, every: Duration) -> Self {
+    pub(crate) fn with_resync_interval(mut self, every: Duration) -> Self {
         self.states = std::mem::take(&mut self.states).with_resync_interval(every);
         self
     }
@@ -259,13 +259,13 @@ impl<S: PodSyncer> PodWorkers<S> {
     #[cfg(test)]
     /// At most `n` SyncPods at once (at least 1).
     #[must_use]
-    pub fn with_max_syncs_in_flight(mut self, n: usize) -> Self {
+    pub(crate) fn with_max_syncs_in_flight(mut self, n: usize) -> Self {
         self.max_syncs = n.max(1);
         self
     }
 
     /// kubelet: `UpdatePod`. Records the update; starts work at once if the UID is idle.
-    pub fn update_pod(&mut self, opts: UpdatePodOptions) {
+    pub(crate) fn update_pod(&mut self, opts: UpdatePodOptions) {
         let effects = self.states.update_pod(opts);
         self.apply(effects);
     }
@@ -273,7 +273,7 @@ impl<S: PodSyncer> PodWorkers<S> {
     /// Waits until a piece of work completes or a requeue timer fires, advances the state
     /// machine (starting the next work) and reports what happened. Cancel-safe. Pending
     /// forever while nothing is in flight and no timer is armed.
-    pub async fn next(&mut self) -> WorkerEvent {
+    pub(crate) async fn next(&mut self) -> WorkerEvent {
         loop {
             let timer = self
                 .deadlines
@@ -306,7 +306,7 @@ impl<S: PodSyncer> PodWorkers<S> {
     /// finished workers that are no longer desired (or were re-created under the same
     /// UID), terminates orphans, and returns the forgotten UIDs. Afterwards the caller
     /// re-sends every desired pod that is not [`PodWorkers::is_known`] as a create.
-    pub fn sync_known_pods(&mut self, desired: impl Fn(&str) -> bool) -> Vec<String> {
+    pub(crate) fn sync_known_pods(&mut self, desired: impl Fn(&str) -> bool) -> Vec<String> {
         let effects = self.states.sync_known_pods(desired);
         let forgotten = effects
             .iter()
@@ -319,44 +319,44 @@ impl<S: PodSyncer> PodWorkers<S> {
         forgotten
     }
 
-    pub fn is_known(&self, uid: &str) -> bool {
+    pub(crate) fn is_known(&self, uid: &str) -> bool {
         self.states.is_known(uid)
     }
 
     /// Termination was requested and the worker has not finished.
-    pub fn is_terminating(&self, uid: &str) -> bool {
+    pub(crate) fn is_terminating(&self, uid: &str) -> bool {
         self.states.is_terminating(uid)
     }
 
     /// SyncTerminatedPod succeeded: nothing of the pod runs or remains to clean up.
-    pub fn is_finished(&self, uid: &str) -> bool {
+    pub(crate) fn is_finished(&self, uid: &str) -> bool {
         self.states.is_finished(uid)
     }
 
     #[cfg(test)]
-    pub fn state(&self, uid: &str) -> Option<PodWorkerState> {
+    pub(crate) fn state(&self, uid: &str) -> Option<PodWorkerState> {
         self.states.state(uid)
     }
 
     #[cfg(test)]
     /// A static pod waiting for the previous UID with its full name to finish.
-    pub fn is_waiting_to_start(&self, uid: &str) -> bool {
+    pub(crate) fn is_waiting_to_start(&self, uid: &str) -> bool {
         self.states.is_waiting_to_start(uid)
     }
 
     /// Every UID with a worker, sorted.
-    pub fn known_uids(&self) -> Vec<String> {
+    pub(crate) fn known_uids(&self) -> Vec<String> {
         self.states.known_uids()
     }
 
     /// How many pieces of work run right now or wait for a slot.
-    pub fn in_flight(&self) -> usize {
+    pub(crate) fn in_flight(&self) -> usize {
         self.tasks.len()
     }
 
     #[cfg(test)]
     /// How many SyncPods wait for a slot.
-    pub fn queued(&self) -> usize {
+    pub(crate) fn queued(&self) -> usize {
         self.tasks
             .values()
             .filter(|t| matches!(t.run, TaskRun::Queued(_)))
@@ -365,14 +365,14 @@ impl<S: PodSyncer> PodWorkers<S> {
 
     #[cfg(test)]
     /// When the requeue timer of `uid` fires, if one is armed.
-    pub fn requeue_at(&self, uid: &str) -> Option<Instant> {
+    pub(crate) fn requeue_at(&self, uid: &str) -> Option<Instant> {
         self.deadlines.get(uid).copied()
     }
 
     #[cfg(test)]
     /// Cancels and aborts all work in flight and drops all timers. Containers keep
     /// running: stopping the agent never stops pods.
-    pub fn shutdown(&mut self) {
+    pub(crate) fn shutdown(&mut self) {
         for (_, task) in self.tasks.drain() {
             task.abort();
         }

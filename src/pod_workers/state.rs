@@ -85,23 +85,23 @@ use std::time::Duration;
 use crate::api::Pod;
 
 /// `spec.terminationGracePeriodSeconds` when the pod does not say.
-pub const DEFAULT_TERMINATION_GRACE_SECS: i64 = 30;
+pub(crate) const DEFAULT_TERMINATION_GRACE_SECS: i64 = 30;
 /// The worker never asks for less (kubelet: `calculateEffectiveGracePeriod`).
-pub const MIN_GRACE_SECS: i64 = 1;
+pub(crate) const MIN_GRACE_SECS: i64 = 1;
 /// Grace for a pod known only from the runtime (kubelet: `SyncTerminatingRuntimePod`).
-pub const RUNTIME_POD_GRACE_SECS: i64 = 1;
+pub(crate) const RUNTIME_POD_GRACE_SECS: i64 = 1;
 /// Resync after a successful SyncPod (kubelet: `--sync-frequency`, 1 min).
-pub const RESYNC_INTERVAL: Duration = Duration::from_secs(60);
+pub(crate) const RESYNC_INTERVAL: Duration = Duration::from_secs(60);
 /// Retry after failed work (kubelet: `backOffPeriod`).
-pub const BACKOFF_PERIOD: Duration = Duration::from_secs(10);
+pub(crate) const BACKOFF_PERIOD: Duration = Duration::from_secs(10);
 /// Retry when the pod network is not ready yet (kubelet: `backOffOnTransientErrorPeriod`).
-pub const NETWORK_NOT_READY_BACKOFF: Duration = Duration::from_secs(1);
+pub(crate) const NETWORK_NOT_READY_BACKOFF: Duration = Duration::from_secs(1);
 /// Every requeue delay is stretched by up to this many permille (kubelet: jitter 0.5).
 const JITTER_MAX_PERMILLE: u32 = 500;
 
 /// Why the config loop calls (kubelet: `kubetypes.SyncPodType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum UpdateType {
+pub(crate) enum UpdateType {
     /// The pod is new to the sources.
     Create,
     /// The pod changed.
@@ -114,7 +114,7 @@ pub enum UpdateType {
 
 /// One update for one pod UID (kubelet: `UpdatePodOptions`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct UpdatePodOptions {
+pub(crate) struct UpdatePodOptions {
     pub update_type: UpdateType,
     /// The pod; `None` for a pod known only from the runtime, which can only be killed.
     pub pod: Option<Arc<Pod>>,
@@ -127,7 +127,7 @@ pub struct UpdatePodOptions {
 
 impl UpdatePodOptions {
     /// A create, update or sync for `pod`.
-    pub fn new(update_type: UpdateType, pod: Arc<Pod>) -> Self {
+    pub(crate) fn new(update_type: UpdateType, pod: Arc<Pod>) -> Self {
         UpdatePodOptions {
             update_type,
             uid: pod.uid().to_string(),
@@ -137,7 +137,7 @@ impl UpdatePodOptions {
     }
 
     /// Kill `pod` (e.g. removed from its source).
-    pub fn kill(pod: Arc<Pod>, grace_override: Option<i64>) -> Self {
+    pub(crate) fn kill(pod: Arc<Pod>, grace_override: Option<i64>) -> Self {
         UpdatePodOptions {
             kill_grace_override: grace_override,
             ..Self::new(UpdateType::Kill, pod)
@@ -145,7 +145,7 @@ impl UpdatePodOptions {
     }
 
     /// Kill a pod found only in the runtime (kubelet: `RunningPod` without `Pod`).
-    pub fn kill_runtime_pod(uid: impl Into<String>, grace_override: Option<i64>) -> Self {
+    pub(crate) fn kill_runtime_pod(uid: impl Into<String>, grace_override: Option<i64>) -> Self {
         UpdatePodOptions {
             update_type: UpdateType::Kill,
             pod: None,
@@ -157,7 +157,7 @@ impl UpdatePodOptions {
 
 /// Where a worker is in its lifecycle (kubelet: `PodWorkerState` + `finished`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PodWorkerState {
+pub(crate) enum PodWorkerState {
     /// The pod should be running: SyncPod sets it up and restarts containers.
     SyncPod,
     /// Termination was requested: SyncTerminatingPod stops its containers.
@@ -170,7 +170,7 @@ pub enum PodWorkerState {
 
 /// The kind of a piece of work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum WorkKind {
+pub(crate) enum WorkKind {
     Sync,
     Terminating,
     Terminated,
@@ -178,7 +178,7 @@ pub enum WorkKind {
 
 /// A piece of work for the pod syncer, with everything it needs.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Work {
+pub(crate) enum Work {
     Sync {
         update_type: UpdateType,
         pod: Arc<Pod>,
@@ -194,7 +194,7 @@ pub enum Work {
 }
 
 impl Work {
-    pub fn kind(&self) -> WorkKind {
+    pub(crate) fn kind(&self) -> WorkKind {
         match self {
             Work::Sync { .. } => WorkKind::Sync,
             Work::Terminating { .. } => WorkKind::Terminating,
@@ -205,7 +205,7 @@ impl Work {
 
 /// How a piece of work ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// It succeeded; for a SyncPod, `terminal` says the pod reached Succeeded/Failed.
     Succeeded { terminal: bool },
     /// It stopped early because it was cancelled.
@@ -216,7 +216,7 @@ pub enum Outcome {
 
 /// What the scheduler must do.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Effect {
+pub(crate) enum Effect {
     /// Start `work` for `uid` (nothing else is in flight for it). Supersedes any requeue
     /// timer armed for `uid`.
     StartWork { uid: String, work: Work },
@@ -256,7 +256,7 @@ struct Worker {
 
 /// All workers, by UID, plus the static-pod full-name bookkeeping.
 #[derive(Debug, Default)]
-pub struct WorkerStates {
+pub(crate) struct WorkerStates {
     workers: HashMap<String, Worker>,
     /// full name → the static pod UID that holds it (kubelet:
     /// `startedStaticPodsByFullname`).
@@ -272,7 +272,7 @@ pub struct WorkerStates {
 
 /// The grace period after a (further) termination request, and whether it shortened the
 /// current one (kubelet: `calculateEffectiveGracePeriod`).
-pub fn effective_grace(
+pub(crate) fn effective_grace(
     current: Option<i64>,
     pod: Option<&Pod>,
     kill_override: Option<i64>,
@@ -396,7 +396,7 @@ impl Worker {
 
 impl WorkerStates {
     /// Gives back the table space a burst of pods left (see [`crate::mem_trim`]).
-    pub fn compact(&mut self) {
+    pub(crate) fn compact(&mut self) {
         use crate::mem_trim::ShrinkSparse;
         self.workers.shrink_sparse();
         self.started_static.shrink_sparse();
@@ -405,19 +405,19 @@ impl WorkerStates {
 }
 
 impl WorkerStates {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// The periodic resync after a successful SyncPod (kubelet: `--sync-frequency`).
     #[must_use]
-    pub fn with_resync_interval(mut self, every: Duration) -> Self {
+    pub(crate) fn with_resync_interval(mut self, every: Duration) -> Self {
         self.resync_interval = Some(every);
         self
     }
 
     /// kubelet: `UpdatePod`. Records the update and starts work if the worker is idle.
-    pub fn update_pod(&mut self, opts: UpdatePodOptions) -> Vec<Effect> {
+    pub(crate) fn update_pod(&mut self, opts: UpdatePodOptions) -> Vec<Effect> {
         let mut out = Vec::new();
         let UpdatePodOptions {
             update_type,
@@ -497,7 +497,7 @@ impl WorkerStates {
     #[cfg(test)]
     /// kubelet: the tail of `podWorkerLoop` — `completeSync`, `completeTerminating`,
     /// `completeTerminated`, `completeWork`. The work in flight for `uid` ended.
-    pub fn complete(&mut self, uid: &str, outcome: Outcome) -> Vec<Effect> {
+    pub(crate) fn complete(&mut self, uid: &str, outcome: Outcome) -> Vec<Effect> {
         self.complete_with_hint(uid, outcome, None)
     }
 
@@ -505,7 +505,7 @@ impl WorkerStates {
     /// container waiting out a crash-loop or image-pull back-off asks to be synced again
     /// when its back-off ends, not at the next periodic resync (kubelet gets the same effect
     /// from reporting the back-off as a sync error and from PLEG events).
-    pub fn complete_with_hint(
+    pub(crate) fn complete_with_hint(
         &mut self,
         uid: &str,
         outcome: Outcome,
@@ -572,7 +572,7 @@ impl WorkerStates {
     }
 
     /// A requeue timer fired: redo the work the state calls for (as a `Sync` update).
-    pub fn resync(&mut self, uid: &str) -> Vec<Effect> {
+    pub(crate) fn resync(&mut self, uid: &str) -> Vec<Effect> {
         let mut out = Vec::new();
         let Some(w) = self.workers.get_mut(uid) else {
             return out;
@@ -594,7 +594,7 @@ impl WorkerStates {
     /// was re-created: the caller must then re-send that pod as a create), forgets
     /// never-started workers that are not desired, and starts terminating workers that
     /// are not desired but were never told to stop.
-    pub fn sync_known_pods(&mut self, desired: impl Fn(&str) -> bool) -> Vec<Effect> {
+    pub(crate) fn sync_known_pods(&mut self, desired: impl Fn(&str) -> bool) -> Vec<Effect> {
         let mut out = Vec::new();
         // Only the workers with something to do, in UID order: at idle (every worker
         // desired, no restart requested) nothing is copied or sorted. Nothing below sets
@@ -650,30 +650,30 @@ impl WorkerStates {
 
     // ----- queries -------------------------------------------------------------------
 
-    pub fn state(&self, uid: &str) -> Option<PodWorkerState> {
+    pub(crate) fn state(&self, uid: &str) -> Option<PodWorkerState> {
         self.workers.get(uid).map(|w| w.state)
     }
 
-    pub fn is_known(&self, uid: &str) -> bool {
+    pub(crate) fn is_known(&self, uid: &str) -> bool {
         self.workers.contains_key(uid)
     }
 
     /// Termination was requested and has not finished: containers may still run
     /// (TerminatingPod) or cleanup is pending (TerminatedPod).
-    pub fn is_terminating(&self, uid: &str) -> bool {
+    pub(crate) fn is_terminating(&self, uid: &str) -> bool {
         matches!(
             self.state(uid),
             Some(PodWorkerState::TerminatingPod | PodWorkerState::TerminatedPod)
         )
     }
 
-    pub fn is_finished(&self, uid: &str) -> bool {
+    pub(crate) fn is_finished(&self, uid: &str) -> bool {
         self.state(uid) == Some(PodWorkerState::Finished)
     }
 
     #[cfg(test)]
     /// Containers of this UID may be running (kubelet: `CouldHaveRunningContainers`).
-    pub fn could_have_running_containers(&self, uid: &str) -> bool {
+    pub(crate) fn could_have_running_containers(&self, uid: &str) -> bool {
         matches!(
             self.state(uid),
             Some(PodWorkerState::SyncPod | PodWorkerState::TerminatingPod)
@@ -682,7 +682,7 @@ impl WorkerStates {
 
     #[cfg(test)]
     /// A static pod waiting for another UID with its full name to finish.
-    pub fn is_waiting_to_start(&self, uid: &str) -> bool {
+    pub(crate) fn is_waiting_to_start(&self, uid: &str) -> bool {
         self.workers.get(uid).is_some_and(|w| {
             w.state == PodWorkerState::SyncPod && !w.started && w.pending.is_some()
         })
@@ -690,7 +690,7 @@ impl WorkerStates {
 
     #[cfg(test)]
     /// The kind of work in flight for `uid`.
-    pub fn work_in_flight(&self, uid: &str) -> Option<WorkKind> {
+    pub(crate) fn work_in_flight(&self, uid: &str) -> Option<WorkKind> {
         self.workers
             .get(uid)
             .and_then(|w| w.in_flight.map(|f| f.kind))
@@ -698,12 +698,12 @@ impl WorkerStates {
 
     #[cfg(test)]
     /// The effective grace period once termination was requested.
-    pub fn grace_secs(&self, uid: &str) -> Option<i64> {
+    pub(crate) fn grace_secs(&self, uid: &str) -> Option<i64> {
         self.workers.get(uid).and_then(|w| w.grace)
     }
 
     /// Every UID with a worker, sorted.
-    pub fn known_uids(&self) -> Vec<String> {
+    pub(crate) fn known_uids(&self) -> Vec<String> {
         let mut uids: Vec<String> = self.workers.keys().cloned().collect();
         crate::sort::sort(&mut uids);
         uids

@@ -29,7 +29,7 @@ use proto::health_client::HealthClient;
 use proto::{HealthCheckRequest, HealthCheckResponse};
 
 /// A gRPC probe: `grpc.health.v1.Health/Check`; only SERVING succeeds.
-pub async fn grpc_probe(host: &str, port: u16, service: &str, timeout: Duration) -> Verdict {
+pub(crate) async fn grpc_probe(host: &str, port: u16, service: &str, timeout: Duration) -> Verdict {
     let addr = join_host_port(host, port);
     let deadline = Instant::now() + timeout;
     // upstream: grpcProber.Probe — every way of not getting SERVING is a Failure.

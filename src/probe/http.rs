@@ -24,7 +24,11 @@ const MAX_REQUESTS: usize = 10;
 const MAX_HEAD: u64 = 64 * 1024;
 
 /// An HTTP probe: success for 200 ≤ status < 400.
-pub async fn http_probe(target: &HttpTarget<'_>, user_agent: &str, timeout: Duration) -> Verdict {
+pub(crate) async fn http_probe(
+    target: &HttpTarget<'_>,
+    user_agent: &str,
+    timeout: Duration,
+) -> Verdict {
     let request = match Request::new(target, user_agent) {
         Ok(request) => request,
         Err(reason) => return Verdict::Error(reason.to_string()),
@@ -37,7 +41,7 @@ pub async fn http_probe(target: &HttpTarget<'_>, user_agent: &str, timeout: Dura
 }
 
 /// An HTTP lifecycle hook: fails only when no answer arrives (upstream ignores the status).
-pub async fn http_hook(
+pub(crate) async fn http_hook(
     target: &HttpTarget<'_>,
     user_agent: &str,
     timeout: Duration,
@@ -70,7 +74,7 @@ fn verdict(status: u16, body: &[u8]) -> Verdict {
 
 /// Why an HTTP hook failed: its request could not be made, or got no answer.
 #[derive(Debug)]
-pub enum HookError {
+pub(crate) enum HookError {
     Request(FetchError),
     Failed(Failed),
 }
@@ -89,7 +93,7 @@ impl std::error::Error for HookError {}
 /// Why a request got no usable answer (or could not be made); the texts follow Go's
 /// `net/http` client.
 #[derive(Debug, thiserror::Error)]
-pub enum FetchError {
+pub(crate) enum FetchError {
     #[error(transparent)]
     Dial(#[from] DialError),
     #[cfg(feature = "apiserver")]
@@ -137,7 +141,7 @@ impl FetchError {
 /// A failed GET, printed as Go's `url.Error`: `Get "http://10.0.0.1:80/x": <reason>`.
 #[derive(Debug, thiserror::Error)]
 #[error("Get \"{url}\": {error}")]
-pub struct Failed {
+pub(crate) struct Failed {
     url: String,
     error: FetchError,
 }

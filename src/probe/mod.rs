@@ -19,19 +19,19 @@ mod grpc;
 mod http;
 mod tcp;
 
-pub use grpc::grpc_probe;
-pub use http::{http_hook, http_probe};
-pub use tcp::tcp_probe;
+pub(crate) use grpc::grpc_probe;
+pub(crate) use http::{http_hook, http_probe};
+pub(crate) use tcp::tcp_probe;
 
 mod target;
-pub use target::{headers, http_target, resolve_port};
+pub(crate) use target::{headers, http_target, resolve_port};
 
 /// How long the body of an HTTP answer (and the output of an exec probe) is read.
-pub const MAX_OUTPUT: usize = 10 * 1024;
+pub(crate) const MAX_OUTPUT: usize = 10 * 1024;
 
 /// The first line of a command's output (stdout, else stderr), read up to [`MAX_OUTPUT`]:
 /// what exec probes and exec hooks say about a failed command.
-pub fn first_output_line(stdout: &[u8], stderr: &[u8]) -> String {
+pub(crate) fn first_output_line(stdout: &[u8], stderr: &[u8]) -> String {
     let out = if stdout.is_empty() { stderr } else { stdout };
     let out = &out[..out.len().min(MAX_OUTPUT)];
     let text = String::from_utf8_lossy(out);
@@ -40,7 +40,7 @@ pub fn first_output_line(stdout: &[u8], stderr: &[u8]) -> String {
 
 /// One probe run (upstream: `probe.Result` + output + error).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Healthy; `Some(text)` is a warning to log (e.g. a redirect to another host not followed).
     Success(Option<String>),
     /// Unhealthy, with the reason (`HTTP probe failed with statuscode: 503`,
@@ -53,7 +53,7 @@ pub enum Verdict {
 
 /// An HTTP GET target, already resolved (host defaulted to the pod IP, named port looked up).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HttpTarget<'a> {
+pub(crate) struct HttpTarget<'a> {
     pub https: bool,
     /// An IP address or a name.
     pub host: &'a str,

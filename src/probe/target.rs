@@ -8,7 +8,7 @@ use super::HttpTarget;
 /// Why a probe's or hook's port or `httpGet` has no target (the probe's error, in the pod's
 /// events).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TargetError {
+pub(crate) enum TargetError {
     /// A named port the container does not declare: `(port, container)`.
     PortNotFound(String, String),
     /// Not within 1..=65535.
@@ -36,7 +36,7 @@ impl std::error::Error for TargetError {}
 
 /// kubelet: `resolveContainerPort` — a number, a numeric string, or the name of one of the
 /// container's ports.
-pub fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16, TargetError> {
+pub(crate) fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16, TargetError> {
     let number = match port {
         IntOrString::Int(n) => *n,
         IntOrString::String(s) => match s.parse::<i64>() {
@@ -56,7 +56,7 @@ pub fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16, Ta
 }
 
 /// `httpHeaders` as name/value pairs.
-pub fn headers(list: &[HttpHeader]) -> Vec<(String, String)> {
+pub(crate) fn headers(list: &[HttpHeader]) -> Vec<(String, String)> {
     list.iter()
         .map(|h| (h.name.clone(), h.value.clone()))
         .collect()
@@ -64,7 +64,7 @@ pub fn headers(list: &[HttpHeader]) -> Vec<(String, String)> {
 
 /// The target of an `httpGet`: the host defaults to `default_host` (the pod IP), the port
 /// may be named, the scheme is HTTP unless `HTTPS`.
-pub fn http_target<'a>(
+pub(crate) fn http_target<'a>(
     h: &'a HttpGetAction,
     container: &Container,
     default_host: &'a str,

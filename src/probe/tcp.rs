@@ -13,7 +13,7 @@ use super::{Verdict, join_host_port};
 
 /// Why a dial failed; the texts are Go's `net.OpError` ones.
 #[derive(Debug, thiserror::Error)]
-pub enum DialError {
+pub(crate) enum DialError {
     /// The name did not resolve.
     #[error("dial tcp: lookup {host}: {reason}")]
     Lookup { host: String, reason: String },
@@ -26,7 +26,7 @@ pub enum DialError {
 }
 
 /// A TCP probe: success when a connection opens within the timeout; it is closed at once.
-pub async fn tcp_probe(host: &str, port: u16, timeout: Duration) -> Verdict {
+pub(crate) async fn tcp_probe(host: &str, port: u16, timeout: Duration) -> Verdict {
     // upstream: DoTCPProbe — a dial error is a Failure with the error's text.
     match dial(host, port, Instant::now() + timeout).await {
         Ok(stream) => {

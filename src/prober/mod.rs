@@ -23,7 +23,7 @@
 //! Cost: a worker's tick reads the shared view without allocating; only the probe itself
 //! (an `ExecSync` call, a TCP connection, an HTTP request) costs anything.
 
-pub mod worker;
+pub(crate) mod worker;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -47,21 +47,21 @@ use worker::{Observation, Params, Publish, RunOutcome, Step, WorkerState};
 
 /// `User-Agent` of HTTP probes (kubelet: `kube-probe/<major>.<minor>`; picolet follows the
 /// v1.34 API).
-pub const PROBE_USER_AGENT: &str = "kube-probe/1.34";
+pub(crate) const PROBE_USER_AGENT: &str = "kube-probe/1.34";
 /// kubelet: `maxProbeRetries` — a probe that errors is retried at once this many times.
 const MAX_PROBE_RETRIES: usize = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Kind {
+pub(crate) enum Kind {
     Liveness,
     Readiness,
     Startup,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 3] = [Kind::Liveness, Kind::Readiness, Kind::Startup];
+    pub(crate) const ALL: [Kind; 3] = [Kind::Liveness, Kind::Readiness, Kind::Startup];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Kind::Liveness => "liveness",
             Kind::Readiness => "readiness",
@@ -74,7 +74,7 @@ impl Kind {
     }
 
     /// kubelet: `probeType.String()` — the word its events begin with.
-    pub fn title(self) -> &'static str {
+    pub(crate) fn title(self) -> &'static str {
         match self {
             Kind::Liveness => "Liveness",
             Kind::Readiness => "Readiness",
@@ -83,7 +83,7 @@ impl Kind {
     }
 
     /// The container's probe of this kind.
-    pub fn of(self, c: &api::Container) -> Option<&api::Probe> {
+    pub(crate) fn of(self, c: &api::Container) -> Option<&api::Probe> {
         match self {
             Kind::Liveness => c.liveness_probe.as_deref(),
             Kind::Readiness => c.readiness_probe.as_deref(),
@@ -94,7 +94,7 @@ impl Kind {
 
 /// kubelet: `results.Result`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProbeResult {
+pub(crate) enum ProbeResult {
     Success,
     Failure,
     Unknown,
@@ -102,17 +102,17 @@ pub enum ProbeResult {
 
 /// kubelet: the results managers — the published result of each probe, by container ID.
 #[derive(Debug, Default)]
-pub struct Results {
+pub(crate) struct Results {
     by_container: HashMap<String, [Option<ProbeResult>; 3]>,
 }
 
 impl Results {
-    pub fn get(&self, container_id: &str, kind: Kind) -> Option<ProbeResult> {
+    pub(crate) fn get(&self, container_id: &str, kind: Kind) -> Option<ProbeResult> {
         self.by_container.get(container_id)?[kind.index()]
     }
 
     /// Whether the result changed.
-    pub fn set(&mut self, container_id: &str, kind: Kind, result: ProbeResult) -> bool {
+    pub(crate) fn set(&mut self, container_id: &str, kind: Kind, result: ProbeResult) -> bool {
         let slot = match self.by_container.get_mut(container_id) {
             Some(entry) => &mut entry[kind.index()],
             None => {
@@ -128,7 +128,7 @@ impl Results {
         changed
     }
 
-    pub fn remove(&mut self, container_id: &str, kind: Kind) {
+    pub(crate) fn remove(&mut self, container_id: &str, kind: Kind) {
         if let Some(entry) = self.by_container.get_mut(container_id) {
             entry[kind.index()] = None;
             if entry.iter().all(Option::is_none) {
@@ -165,12 +165,12 @@ struct ProbeState {
 
 /// The state shared by the workers and the agent (see the module comment).
 #[derive(Debug, Clone, Default)]
-pub struct ProbeHandle(Rc<RefCell<ProbeState>>);
+pub(crate) struct ProbeHandle(Rc<RefCell<ProbeState>>);
 
 impl ProbeHandle {
     /// The agent recorded a status for the pod: the workers see it from their next tick
     /// (kubelet: workers read the status manager).
-    pub fn observe(&self, pod: &Pod, st: &PodStatus) {
+    pub(crate) fn observe(&self, pod: &Pod, st: &PodStatus) {
         let mut state = self.0.borrow_mut();
         let Some(view) = state.pods.get_mut(pod.uid()) else {
             // No workers for this pod (no probes, or not started): nothing to keep.
@@ -209,7 +209,7 @@ impl ProbeHandle {
 
     /// The pod is being terminated: liveness and startup stop (kubelet:
     /// `StopLivenessAndStartup`).
-    pub fn terminating(&self, uid: &str) {
+    pub(crate) fn terminating(&self, uid: &str) {
         if let Some(view) = self.0.borrow_mut().pods.get_mut(uid) {
             view.terminating = true;
         }
@@ -217,7 +217,7 @@ impl ProbeHandle {
 
     /// The plan's probe input for the pod's instances (kubelet: `livenessManager`,
     /// `startupManager` in `computePodActions`).
-    pub fn verdicts(&self, observed: &PodRuntimeStatus) -> ProbeVerdicts {
+    pub(crate) fn verdicts(&self, observed: &PodRuntimeStatus) -> ProbeVerdicts {
         let state = self.0.borrow();
         let mut v = ProbeVerdicts::default();
         for c in observed
@@ -242,7 +242,7 @@ impl ProbeHandle {
     }
 
     /// The status's probe input for the pod's instances.
-    pub fn status_results(&self, observed: &PodRuntimeStatus) -> status::ProbeResults {
+    pub(crate) fn status_results(&self, observed: &PodRuntimeStatus) -> status::ProbeResults {
         let state = self.0.borrow();
         let mut r = status::ProbeResults::default();
         for c in &observed.containers {
@@ -258,7 +258,7 @@ impl ProbeHandle {
 }
 
 /// kubelet: `prober_manager` — starts and stops the workers.
-pub struct Prober<R: Runtime, C: Clock> {
+pub(crate) struct Prober<R: Runtime, C: Clock> {
     runtime: R,
     clock: C,
     handle: ProbeHandle,
@@ -275,7 +275,7 @@ pub struct Prober<R: Runtime, C: Clock> {
 
 impl<R: Runtime, C: Clock> Prober<R, C> {
     /// A prober and the channel on which it names pods whose results changed.
-    pub fn new(
+    pub(crate) fn new(
         runtime: R,
         clock: C,
         shutdown: CancellationToken,
@@ -296,24 +296,24 @@ impl<R: Runtime, C: Clock> Prober<R, C> {
     }
 
     /// The workers count their results (kubelet: `prober_probe_total`) here.
-    pub fn with_metrics(mut self, metrics: Rc<crate::metrics::AgentMetrics>) -> Self {
+    pub(crate) fn with_metrics(mut self, metrics: Rc<crate::metrics::AgentMetrics>) -> Self {
         self.metrics = Some(metrics);
         self
     }
 
     /// The workers record their events (kubelet: `prober.recorder`) here.
-    pub fn with_recorder(mut self, recorder: Recorder) -> Self {
+    pub(crate) fn with_recorder(mut self, recorder: Recorder) -> Self {
         self.recorder = Some(recorder);
         self
     }
 
-    pub fn handle(&self) -> ProbeHandle {
+    pub(crate) fn handle(&self) -> ProbeHandle {
         self.handle.clone()
     }
 
     /// Start a worker for every probe of the pod's regular containers and sidecars
     /// (kubelet: `AddPod`). A pod already known is left alone.
-    pub fn add_pod(&mut self, pod: &Arc<Pod>) {
+    pub(crate) fn add_pod(&mut self, pod: &Arc<Pod>) {
         let uid = pod.uid();
         if self.pods.contains_key(uid) {
             return;
@@ -370,7 +370,7 @@ impl<R: Runtime, C: Clock> Prober<R, C> {
     }
 
     /// Stop the pod's workers (kubelet: `RemovePod`); each removes its results.
-    pub fn remove_pod(&mut self, uid: &str) {
+    pub(crate) fn remove_pod(&mut self, uid: &str) {
         if let Some(token) = self.pods.remove(uid) {
             token.cancel();
             self.handle.0.borrow_mut().pods.remove(uid);
@@ -378,7 +378,7 @@ impl<R: Runtime, C: Clock> Prober<R, C> {
     }
 
     /// Gives back the table space a burst of pods left (see [`crate::mem_trim`]).
-    pub fn compact(&mut self) {
+    pub(crate) fn compact(&mut self) {
         use crate::mem_trim::ShrinkSparse;
         self.pods.shrink_sparse();
         let mut state = self.handle.0.borrow_mut();
@@ -706,7 +706,7 @@ async fn run_probe<R: Runtime, C: Clock>(
 }
 
 /// kubelet: the exec prober over CRI `ExecSync` — exit 0 succeeds; a timeout fails.
-pub async fn exec_probe<R: Runtime>(
+pub(crate) async fn exec_probe<R: Runtime>(
     runtime: &R,
     container_id: &str,
     command: &[String],

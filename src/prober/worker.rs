@@ -27,7 +27,7 @@ const NANOS_PER_SECOND: i64 = 1_000_000_000;
 
 /// The probe's numbers with the API defaults applied (kubelet: `SetDefaults_Probe`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Params {
+pub(crate) struct Params {
     pub initial_delay_seconds: i64,
     pub period_seconds: i64,
     pub timeout_seconds: i64,
@@ -38,7 +38,7 @@ pub struct Params {
 impl Params {
     /// Defaults: period 10 s, timeout 1 s, success 1, failure 3, initial delay 0. Liveness
     /// and startup probes always have a success threshold of 1 (API validation).
-    pub fn of(p: &crate::api::Probe, kind: Kind) -> Params {
+    pub(crate) fn of(p: &crate::api::Probe, kind: Kind) -> Params {
         let positive = |v: Option<i32>, default: i64| match v {
             Some(v) if v > 0 => i64::from(v),
             _ => default,
@@ -59,7 +59,7 @@ impl Params {
 
 /// What the worker sees of its container at a tick (from the last recorded pod status).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Observation<'a> {
+pub(crate) struct Observation<'a> {
     /// The pod's phase is Succeeded or Failed.
     pub pod_terminal: bool,
     /// The pod is being terminated.
@@ -79,7 +79,7 @@ pub struct Observation<'a> {
 
 /// What a tick asks of the worker.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
+pub(crate) enum Step {
     /// Nothing to probe now.
     Wait,
     /// Run the probe now, then call [`WorkerState::after`].
@@ -90,7 +90,7 @@ pub enum Step {
 
 /// A change of the published results.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Publish {
+pub(crate) enum Publish {
     /// Forget the result of a previous instance.
     Remove(String),
     /// The result for this instance.
@@ -99,7 +99,7 @@ pub enum Publish {
 
 /// One probe run's outcome, as the state machine needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunOutcome {
+pub(crate) enum RunOutcome {
     Success,
     Failure,
     /// The probe could not be made (after its retries): thrown away.
@@ -108,7 +108,7 @@ pub enum RunOutcome {
 
 /// kubelet: `worker` fields `containerID`, `lastResult`, `resultRun`, `onHold`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WorkerState {
+pub(crate) struct WorkerState {
     pub kind: Kind,
     pub params: Params,
     container_id: String,
@@ -121,7 +121,7 @@ pub struct WorkerState {
 }
 
 impl WorkerState {
-    pub fn new(kind: Kind, params: Params) -> Self {
+    pub(crate) fn new(kind: Kind, params: Params) -> Self {
         WorkerState {
             kind,
             params,
@@ -134,7 +134,7 @@ impl WorkerState {
     }
 
     /// The instance this worker probes ("" before the first).
-    pub fn container_id(&self) -> &str {
+    pub(crate) fn container_id(&self) -> &str {
         &self.container_id
     }
 
@@ -147,7 +147,7 @@ impl WorkerState {
     }
 
     /// The start of a tick (kubelet: the first half of `doProbe`).
-    pub fn before(
+    pub(crate) fn before(
         &mut self,
         obs: &Observation<'_>,
         now: UnixNanos,
@@ -216,7 +216,7 @@ impl WorkerState {
 
     /// After a probe ran (kubelet: the second half of `doProbe`). Returns the result to
     /// publish, if the threshold is reached.
-    pub fn after(&mut self, outcome: RunOutcome) -> Option<ProbeResult> {
+    pub(crate) fn after(&mut self, outcome: RunOutcome) -> Option<ProbeResult> {
         let result = match outcome {
             // kubelet: a prober error throws the result away.
             RunOutcome::Error => return None,

@@ -43,9 +43,9 @@ use crate::kube::{ApiError, Backoff, Client, PatchKind};
 use crate::recorder::{RecordedEvent, Recorder};
 
 /// kubelet: `eventRecordQPS` default.
-pub const DEFAULT_QPS: f64 = 50.0;
+pub(crate) const DEFAULT_QPS: f64 = 50.0;
 /// kubelet: `eventBurst` default.
-pub const DEFAULT_BURST: u32 = 100;
+pub(crate) const DEFAULT_BURST: u32 = 100;
 
 #[derive(Debug, Clone)]
 pub struct EventSinkOptions {
@@ -105,7 +105,7 @@ fn bump(c: &Cell<u64>) {
 /// A token bucket (client-go's `flowcontrol.NewTokenBucketRateLimiter`): starts full with
 /// `burst` tokens, refills `qps` per second.
 #[derive(Debug, Clone)]
-pub struct TokenBucket {
+pub(crate) struct TokenBucket {
     qps: f64,
     burst: f64,
     tokens: f64,
@@ -113,7 +113,7 @@ pub struct TokenBucket {
 }
 
 impl TokenBucket {
-    pub fn new(qps: f64, burst: u32, now: Instant) -> Self {
+    pub(crate) fn new(qps: f64, burst: u32, now: Instant) -> Self {
         let burst = f64::from(burst.max(1));
         TokenBucket {
             qps,
@@ -124,7 +124,7 @@ impl TokenBucket {
     }
 
     /// Takes a token at `now`, or says how long until one is there.
-    pub fn try_take(&mut self, now: Instant) -> Result<(), Duration> {
+    pub(crate) fn try_take(&mut self, now: Instant) -> Result<(), Duration> {
         if self.qps <= 0.0 {
             return Ok(());
         }

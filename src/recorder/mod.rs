@@ -25,7 +25,7 @@
 //! memory and the sink has the `eventRecordQPS` limit.
 
 #[cfg(feature = "apiserver")]
-pub mod event_sink;
+pub(crate) mod event_sink;
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
@@ -39,34 +39,34 @@ use crate::clock::{self, Clock, UnixNanos};
 use crate::json::object;
 
 /// The ring's default size (events; at ~0.5 KiB each, about half a MiB when full).
-pub const DEFAULT_CAPACITY: usize = 1000;
+pub(crate) const DEFAULT_CAPACITY: usize = 1000;
 /// The longest message kept, in bytes (kubelet: the events API's 1 KiB note limit); longer
 /// ones are cut at a char boundary.
-pub const MAX_MESSAGE_BYTES: usize = 1024;
+pub(crate) const MAX_MESSAGE_BYTES: usize = 1024;
 /// `source.component` and `reportingComponent` of every event.
-pub const COMPONENT: &str = "kubelet";
+pub(crate) const COMPONENT: &str = "kubelet";
 
 // kubelet: pkg/kubelet/events/event.go — the reasons picolet records.
-pub const PULLING_IMAGE: &str = "Pulling";
-pub const PULLED_IMAGE: &str = "Pulled";
-pub const FAILED: &str = "Failed";
-pub const INSPECT_FAILED: &str = "InspectFailed";
-pub const ERR_IMAGE_NEVER_PULL: &str = "ErrImageNeverPull";
-pub const BACK_OFF: &str = "BackOff";
-pub const CREATED_CONTAINER: &str = "Created";
-pub const STARTED_CONTAINER: &str = "Started";
-pub const KILLING_CONTAINER: &str = "Killing";
-pub const UNHEALTHY: &str = "Unhealthy";
-pub const PROBE_WARNING: &str = "ProbeWarning";
-pub const FAILED_MOUNT: &str = "FailedMount";
-pub const FAILED_CREATE_POD_SANDBOX: &str = "FailedCreatePodSandBox";
-pub const SANDBOX_CHANGED: &str = "SandboxChanged";
+pub(crate) const PULLING_IMAGE: &str = "Pulling";
+pub(crate) const PULLED_IMAGE: &str = "Pulled";
+pub(crate) const FAILED: &str = "Failed";
+pub(crate) const INSPECT_FAILED: &str = "InspectFailed";
+pub(crate) const ERR_IMAGE_NEVER_PULL: &str = "ErrImageNeverPull";
+pub(crate) const BACK_OFF: &str = "BackOff";
+pub(crate) const CREATED_CONTAINER: &str = "Created";
+pub(crate) const STARTED_CONTAINER: &str = "Started";
+pub(crate) const KILLING_CONTAINER: &str = "Killing";
+pub(crate) const UNHEALTHY: &str = "Unhealthy";
+pub(crate) const PROBE_WARNING: &str = "ProbeWarning";
+pub(crate) const FAILED_MOUNT: &str = "FailedMount";
+pub(crate) const FAILED_CREATE_POD_SANDBOX: &str = "FailedCreatePodSandBox";
+pub(crate) const SANDBOX_CHANGED: &str = "SandboxChanged";
 /// A source's pod that could not be taken (kubelet: `FailedValidation`, "Error validating
 /// pod … from …"); picolet records it on the pod it keeps when an edit breaks its manifest.
-pub const FAILED_VALIDATION: &str = "FailedValidation";
-pub const FAILED_POST_START_HOOK: &str = "FailedPostStartHook";
-pub const FAILED_PRE_STOP_HOOK: &str = "FailedPreStopHook";
-pub const EXCEEDED_GRACE_PERIOD: &str = "ExceededGracePeriod";
+pub(crate) const FAILED_VALIDATION: &str = "FailedValidation";
+pub(crate) const FAILED_POST_START_HOOK: &str = "FailedPostStartHook";
+pub(crate) const FAILED_PRE_STOP_HOOK: &str = "FailedPreStopHook";
+pub(crate) const EXCEEDED_GRACE_PERIOD: &str = "ExceededGracePeriod";
 
 /// `type` of an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -172,7 +172,7 @@ impl RecordedEvent {
 /// The field path of a container of the pod (kubelet: `GenerateContainerRef`):
 /// `spec.initContainers{name}` for an init container (sidecars too), else
 /// `spec.containers{name}`.
-pub fn container_field_path(pod: &api::Pod, container: &str) -> String {
+pub(crate) fn container_field_path(pod: &api::Pod, container: &str) -> String {
     if pod.spec.init_containers.iter().any(|c| c.name == container) {
         format!("spec.initContainers{{{container}}}")
     } else {

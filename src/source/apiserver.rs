@@ -42,7 +42,7 @@ use crate::kube::{ApiError, Backoff, Client, query};
 use crate::messages::SourceUpdate;
 
 /// The `source` of this source's updates.
-pub const SOURCE: &str = "api";
+pub(crate) const SOURCE: &str = "api";
 
 /// Timings and limits.
 #[derive(Debug, Clone)]
@@ -76,7 +76,7 @@ type PodSet = BTreeMap<(String, String), Arc<Pod>>;
 
 /// What one watch event does to the set.
 #[derive(Debug, Clone, PartialEq)]
-pub enum EventOutcome {
+pub(crate) enum EventOutcome {
     /// The set changed (or not: an identical MODIFIED); the new resourceVersion.
     Applied { resource_version: String },
     /// A bookmark: only the resourceVersion moves.
@@ -90,7 +90,7 @@ pub enum EventOutcome {
 }
 
 /// Applies one watch event to `pods` (pure; kubelet: the reflector + `podStorage` feed).
-pub fn apply_event(pods: &mut PodSet, node_name: &str, ev: WatchEvent) -> EventOutcome {
+pub(crate) fn apply_event(pods: &mut PodSet, node_name: &str, ev: WatchEvent) -> EventOutcome {
     let rv = ev
         .object
         .pointer("/metadata/resourceVersion")
@@ -168,7 +168,7 @@ pub fn apply_event(pods: &mut PodSet, node_name: &str, ev: WatchEvent) -> EventO
 
 /// Decodes a list answer into the set, keeping the previous version of any pod that does
 /// not decode; returns the set, the list's resourceVersion and one message per problem.
-pub fn decode_list(
+pub(crate) fn decode_list(
     body: &[u8],
     node_name: &str,
     previous: &PodSet,

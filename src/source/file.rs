@@ -69,7 +69,7 @@ use crate::messages::SourceUpdate;
 use crate::recorder::{self, Recorder};
 
 /// The `source` of this source's updates.
-pub const SOURCE: &str = manifest::SOURCE_FILE;
+pub(crate) const SOURCE: &str = manifest::SOURCE_FILE;
 
 /// Timings and limits; the defaults are upstream's.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,7 +101,7 @@ impl Default for FileSourceOptions {
 const MAX_BURST_DEBOUNCES: u32 = 8;
 
 /// Whether a directory entry is skipped by name (see the module doc).
-pub fn is_ignored_name(name: &str) -> bool {
+pub(crate) fn is_ignored_name(name: &str) -> bool {
     const SUFFIXES: [&str; 13] = [
         ".swp",
         ".swo",

@@ -27,7 +27,7 @@ use crate::manifest::{self, fields};
 use crate::messages::SourceUpdate;
 
 /// The `source` of this source's updates.
-pub const SOURCE: &str = manifest::SOURCE_HTTP;
+pub(crate) const SOURCE: &str = manifest::SOURCE_HTTP;
 
 #[derive(Debug, Clone)]
 pub struct HttpSourceOptions {
@@ -61,7 +61,7 @@ pub struct HttpSource<C: Clock> {
 
 /// Why a fetch produced no snapshot.
 #[derive(Debug, thiserror::Error)]
-pub enum HttpSourceError {
+pub(crate) enum HttpSourceError {
     #[error(transparent)]
     Request(#[from] ApiError),
     #[error("{url}: HTTP {code}")]
@@ -188,7 +188,7 @@ impl<C: Clock> HttpSource<C> {
 }
 
 /// A body → static pods (pure): empty → none; a `PodList` → each item; else one Pod.
-pub fn pods_from_body(
+pub(crate) fn pods_from_body(
     url: &str,
     body: &[u8],
     node_name: &str,

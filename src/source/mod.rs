@@ -11,10 +11,10 @@
 //! `apiserver` (the pods the apiserver binds to this node) and `http` (`--manifest-url`).
 
 #[cfg(feature = "apiserver")]
-pub mod apiserver;
-pub mod file;
+pub(crate) mod apiserver;
+pub(crate) mod file;
 #[cfg(feature = "apiserver")]
-pub mod http;
+pub(crate) mod http;
 
 use std::path::PathBuf;
 
@@ -22,7 +22,7 @@ use crate::manifest::ManifestError;
 
 /// Problems a source reports (logged by the source; one line each, naming the file).
 #[derive(Debug, thiserror::Error)]
-pub enum SourceError {
+pub(crate) enum SourceError {
     #[error("{}: cannot read the manifest directory: {error}", path.display())]
     ReadDir {
         path: PathBuf,

@@ -12,9 +12,9 @@ pub(super) const READY: &str = "Ready";
 pub(super) const CONTAINERS_READY: &str = "ContainersReady";
 pub(super) const POD_SCHEDULED: &str = "PodScheduled";
 /// kubelet: `v1.DisruptionTarget`, shared with the control plane (`PodConditionSharedByKubelet`).
-pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
+pub(crate) const DISRUPTION_TARGET: &str = "DisruptionTarget";
 /// kubelet: `v1.PodReasonTerminationByKubelet`.
-pub const TERMINATION_BY_KUBELET: &str = "TerminationByKubelet";
+pub(super) const TERMINATION_BY_KUBELET: &str = "TerminationByKubelet";
 
 const UNKNOWN_CONTAINER_STATUSES: &str = "UnknownContainerStatuses";
 const POD_COMPLETED: &str = "PodCompleted";
@@ -24,7 +24,7 @@ const CONTAINERS_NOT_INITIALIZED: &str = "ContainersNotInitialized";
 const READINESS_GATES_NOT_READY: &str = "ReadinessGatesNotReady";
 
 /// kubelet: `PodConditionByKubelet` — the condition types the kubelet owns and rewrites.
-pub fn owned_by_kubelet(type_: &str) -> bool {
+pub(crate) fn owned_by_kubelet(type_: &str) -> bool {
     matches!(
         type_,
         POD_SCHEDULED
@@ -90,7 +90,7 @@ pub(super) fn generate(
 }
 
 /// Sets (or replaces) `DisruptionTarget: True`, `TerminationByKubelet`, with `message`.
-pub fn set_disruption_target(status: &mut PodStatus, message: &str, now: UnixNanos) {
+pub(crate) fn set_disruption_target(status: &mut PodStatus, message: &str, now: UnixNanos) {
     let c = PodCondition {
         type_: Cow::Borrowed(DISRUPTION_TARGET),
         status: Cow::Borrowed("True"),
@@ -147,7 +147,7 @@ fn ready(pod: &Pod, foreign: &[PodCondition], containers_ready: &PodCondition) -
 /// kubelet: `NeedToReconcilePodReadiness` — the apiserver's copy of a pod with readiness
 /// gates (its conditions changed by others) shows a Ready other than the one it implies: the
 /// pod is synced again so its status says so.
-pub fn need_to_reconcile_readiness(pod: &Pod) -> bool {
+pub(crate) fn need_to_reconcile_readiness(pod: &Pod) -> bool {
     let Some(status) = pod.status.as_ref() else {
         return false;
     };

@@ -9,7 +9,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::api::{ContainerState, ContainerStatus, Pod, PodStatus};
+#[cfg(test)]
+use crate::api::Pod;
+use crate::api::{ContainerState, ContainerStatus, PodStatus};
 
 #[derive(Debug, Clone, PartialEq)]
 struct Entry {
@@ -20,19 +22,20 @@ struct Entry {
 
 /// The latest status per pod UID. Owned by the event loop; nothing is ever written to disk.
 #[derive(Debug, Clone, Default)]
-pub struct StatusManager {
+pub(crate) struct StatusManager {
     pods: BTreeMap<String, Entry>,
 }
 
 impl StatusManager {
-    pub fn new() -> Self {
+    #[cfg(test)]
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Store `status` for `uid`. Returns `true` (and logs the summary at info) when it
     /// differs from the stored one in more than timestamps; a timestamp-only difference is
     /// stored silently. A stored terminal phase is never replaced by another phase.
-    pub fn set(&mut self, uid: &str, pod_full_name: &str, mut status: PodStatus) -> bool {
+    pub(crate) fn set(&mut self, uid: &str, pod_full_name: &str, mut status: PodStatus) -> bool {
         let old = self.pods.get(uid);
         // kubelet status manager: pods do not leave a terminal phase.
         if let Some(p) = old.and_then(|e| e.status.phase).filter(|p| p.is_terminal()) {
@@ -63,34 +66,37 @@ impl StatusManager {
         changed
     }
 
-    pub fn get(&self, uid: &str) -> Option<&PodStatus> {
+    pub(crate) fn get(&self, uid: &str) -> Option<&PodStatus> {
         self.pods.get(uid).map(|e| &*e.status)
     }
 
     /// The stored status itself, to hand to observers without a copy.
-    pub fn get_shared(&self, uid: &str) -> Option<Arc<PodStatus>> {
+    pub(crate) fn get_shared(&self, uid: &str) -> Option<Arc<PodStatus>> {
         self.pods.get(uid).map(|e| Arc::clone(&e.status))
     }
 
     /// Forget a pod (once its worker finished); returns what was stored.
-    pub fn remove(&mut self, uid: &str) -> Option<PodStatus> {
+    pub(crate) fn remove(&mut self, uid: &str) -> Option<PodStatus> {
         self.pods
             .remove(uid)
             .map(|e| Arc::unwrap_or_clone(e.status))
     }
 
     /// `(uid, full name, status)` of every pod, by UID.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &str, &PodStatus)> {
+    #[cfg(test)]
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &str, &PodStatus)> {
         self.pods
             .iter()
             .map(|(uid, e)| (uid.as_str(), e.full_name.as_str(), &*e.status))
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.pods.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.pods.is_empty()
     }
 }
@@ -107,7 +113,7 @@ impl StatusManager {
 /// is a change to pass on. Comparing with the apiserver's copy (where other writers add
 /// conditions and the order is the server's) is a different question: the status syncer's
 /// `api_shows` first keeps only the kubelet-owned conditions, by type, then asks this.
-pub fn equal_apart_from_timestamps(a: &PodStatus, b: &PodStatus) -> bool {
+pub(crate) fn equal_apart_from_timestamps(a: &PodStatus, b: &PodStatus) -> bool {
     without_timestamps(a) == without_timestamps(b)
 }
 
@@ -144,7 +150,8 @@ fn clear_state_times(state: &mut ContainerState) {
 /// The ready count is over regular containers; init containers are listed (as `init:<name>`)
 /// unless they completed successfully; a running regular container that is not ready reads
 /// `Running unready`.
-pub fn summary(pod: &Pod, status: &PodStatus) -> String {
+#[cfg(test)]
+pub(crate) fn summary(pod: &Pod, status: &PodStatus) -> String {
     summary_for(&pod.full_name(), status)
 }
 

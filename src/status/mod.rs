@@ -50,18 +50,20 @@ mod containers;
 mod manager;
 mod phase;
 #[cfg(feature = "apiserver")]
-pub mod status_sync;
+pub(crate) mod status_sync;
 
-pub use crate::qos::{QosClass, pod_qos};
-pub use conditions::{
+pub(crate) use crate::qos::pod_qos;
+pub(crate) use conditions::{
     DISRUPTION_TARGET, need_to_reconcile_readiness, owned_by_kubelet, set_disruption_target,
 };
-pub use manager::{StatusManager, equal_apart_from_timestamps, summary};
+#[cfg(test)]
+pub(crate) use manager::summary;
+pub(crate) use manager::{StatusManager, equal_apart_from_timestamps};
 
 /// kubelet: `activeDeadlineHandler` — where the pod stands against
 /// `spec.activeDeadlineSeconds`, counted from `status.startTime`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ActiveDeadline {
+pub(crate) enum ActiveDeadline {
     /// No deadline, or no start time yet.
     None,
     /// Sync again at the latest after this long.
@@ -71,7 +73,11 @@ pub enum ActiveDeadline {
 }
 
 /// kubelet: `pastActiveDeadline`.
-pub fn active_deadline(pod: &Pod, status: Option<&PodStatus>, now: UnixNanos) -> ActiveDeadline {
+pub(crate) fn active_deadline(
+    pod: &Pod,
+    status: Option<&PodStatus>,
+    now: UnixNanos,
+) -> ActiveDeadline {
     let Some(secs) = pod.spec.active_deadline_seconds.filter(|s| *s >= 0) else {
         return ActiveDeadline::None;
     };
@@ -90,21 +96,21 @@ pub fn active_deadline(pod: &Pod, status: Option<&PodStatus>, now: UnixNanos) ->
 }
 
 /// kubelet: the reason and message of a pod failed by its active deadline.
-pub const REASON_DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
-pub const MESSAGE_DEADLINE_EXCEEDED: &str =
+pub(crate) const REASON_DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
+pub(crate) const MESSAGE_DEADLINE_EXCEEDED: &str =
     "Pod was active on the node longer than the specified deadline";
 
 /// Container IDs in the status read `<runtime>://<id>`; picolet targets containerd.
-pub const DEFAULT_RUNTIME_NAME: &str = "containerd";
+pub(crate) const DEFAULT_RUNTIME_NAME: &str = "containerd";
 
 /// Why containers could not start, by container name: `(reason, message)` such as
 /// `("CrashLoopBackOff", "back-off 20s restarting failed container=…")` (kubelet: `reasonCache`).
-pub type WaitingReasons = BTreeMap<String, (String, String)>;
+pub(crate) type WaitingReasons = BTreeMap<String, (String, String)>;
 
 /// Probe results, keyed by the bare CRI container ID (no `containerd://`): a new container
 /// instance starts without a result (kubelet: the prober's results managers).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ProbeResults {
+pub(crate) struct ProbeResults {
     /// Startup probe: `true` once it succeeded.
     pub startup: BTreeMap<String, bool>,
     /// Readiness probe: `true` while it succeeds.
@@ -114,7 +120,7 @@ pub struct ProbeResults {
 /// The less common inputs of [`compute_pod_status_with`]; `Default` is what
 /// [`compute_pod_status`] uses.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct StatusOptions<'a> {
+pub(crate) struct StatusOptions<'a> {
     /// Runtime name for container IDs (`<name>://<id>`); empty means [`DEFAULT_RUNTIME_NAME`].
     pub runtime_name: &'a str,
     /// The pod worker has finished terminating this pod: its containers will not be
@@ -133,7 +139,8 @@ pub struct StatusOptions<'a> {
 ///
 /// `previous` is the last status computed for this UID (from [`StatusManager::get`]); when
 /// `None`, the pod's own `status` (from its manifest or the apiserver) stands in for it.
-pub fn compute_pod_status(
+#[cfg(test)]
+pub(crate) fn compute_pod_status(
     pod: &Pod,
     observed: &PodRuntimeStatus,
     reasons: &BTreeMap<String, (String, String)>,
@@ -154,7 +161,7 @@ pub fn compute_pod_status(
 
 /// [`compute_pod_status`] with probe results, a runtime name and the terminal flag; the
 /// steps of the module header in turn.
-pub fn compute_pod_status_with(
+pub(crate) fn compute_pod_status_with(
     pod: &Pod,
     observed: &PodRuntimeStatus,
     reasons: &BTreeMap<String, (String, String)>,

@@ -45,7 +45,7 @@ use crate::pod_manager::is_mirror_pod;
 use crate::status;
 
 /// kubelet: `syncPeriod` of the status manager.
-pub const RECONCILE_PERIOD: Duration = Duration::from_secs(10);
+pub(crate) const RECONCILE_PERIOD: Duration = Duration::from_secs(10);
 /// A mirror pod just created is not created again before this (the watch may lag).
 const MIRROR_CREATE_HOLD: Duration = Duration::from_secs(10);
 
@@ -548,7 +548,7 @@ fn status_patch(status: &PodStatus, api: Option<&PodStatus>) -> serde_json::Valu
 /// only, by type: the apiserver's copy also carries other writers' conditions
 /// (DisruptionTarget, readiness gates) in the order of the server's merges, and neither is
 /// ours to reconcile.
-pub fn api_shows(api: &PodStatus, ours: &PodStatus) -> bool {
+pub(crate) fn api_shows(api: &PodStatus, ours: &PodStatus) -> bool {
     status::equal_apart_from_timestamps(
         &kubelet_conditions_only(api),
         &kubelet_conditions_only(ours),
@@ -576,13 +576,13 @@ fn config_hash(pod: &Pod) -> &str {
 }
 
 /// kubelet: `IsMirrorPodOf` — the mirror carries the static pod's current hash.
-pub fn is_mirror_of(mirror: &Pod, pod: &Pod) -> bool {
+pub(crate) fn is_mirror_of(mirror: &Pod, pod: &Pod) -> bool {
     mirror.full_name() == pod.full_name()
         && mirror.annotation(ANNOTATION_CONFIG_MIRROR) == Some(config_hash(pod))
 }
 
 /// The mirror pod of a static pod (kubelet: `CreateMirrorPod`).
-pub fn mirror_pod(pod: &Pod, node_name: &str, node_uid: &str) -> Pod {
+pub(crate) fn mirror_pod(pod: &Pod, node_name: &str, node_uid: &str) -> Pod {
     let mut m = pod.clone();
     m.api_version = "v1".into();
     m.kind = "Pod".into();

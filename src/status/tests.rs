@@ -2185,7 +2185,7 @@ mod capture {
         pub static LINES: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
     }
 
-    pub struct Capture;
+    pub(super) struct Capture;
     impl log::Log for Capture {
         fn enabled(&self, _: &log::Metadata<'_>) -> bool {
             true
@@ -2198,9 +2198,9 @@ mod capture {
         }
         fn flush(&self) {}
     }
-    pub static LOGGER: Capture = Capture;
+    pub(super) static LOGGER: Capture = Capture;
 
-    pub fn install() -> bool {
+    pub(super) fn install() -> bool {
         let ok = log::set_logger(&LOGGER).is_ok();
         if ok {
             log::set_max_level(log::LevelFilter::Info);
@@ -2208,7 +2208,7 @@ mod capture {
         ok
     }
 
-    pub fn take() -> Vec<String> {
+    pub(super) fn take() -> Vec<String> {
         LINES.with(|l| std::mem::take(&mut *l.borrow_mut()))
     }
 }

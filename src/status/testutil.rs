@@ -9,10 +9,10 @@ use crate::cri::{
 };
 
 /// 2023-11-14T22:13:20Z
-pub const T0: UnixNanos = 1_700_000_000 * 1_000_000_000;
-pub const SEC: UnixNanos = 1_000_000_000;
+pub(crate) const T0: UnixNanos = 1_700_000_000 * 1_000_000_000;
+pub(crate) const SEC: UnixNanos = 1_000_000_000;
 
-pub fn container(name: &str) -> api::Container {
+pub(crate) fn container(name: &str) -> api::Container {
     api::Container {
         name: name.to_string(),
         image: format!("docker.io/library/{name}:1"),
@@ -20,7 +20,7 @@ pub fn container(name: &str) -> api::Container {
     }
 }
 
-pub fn sidecar(name: &str) -> api::Container {
+pub(crate) fn sidecar(name: &str) -> api::Container {
     api::Container {
         restart_policy: Some(RestartPolicy::Always),
         ..container(name)
@@ -28,7 +28,7 @@ pub fn sidecar(name: &str) -> api::Container {
 }
 
 /// `default/web-node1`, uid `uid-1`, a static pod, with these regular containers.
-pub fn pod(regular: &[&str]) -> Pod {
+pub(crate) fn pod(regular: &[&str]) -> Pod {
     let mut pod = Pod::default();
     pod.metadata.name = "web-node1".to_string();
     pod.metadata.namespace = "default".to_string();
@@ -41,17 +41,17 @@ pub fn pod(regular: &[&str]) -> Pod {
     pod
 }
 
-pub fn with_policy(mut pod: Pod, policy: RestartPolicy) -> Pod {
+pub(crate) fn with_policy(mut pod: Pod, policy: RestartPolicy) -> Pod {
     pod.spec.restart_policy = Some(policy);
     pod
 }
 
-pub fn with_init(mut pod: Pod, init: Vec<api::Container>) -> Pod {
+pub(crate) fn with_init(mut pod: Pod, init: Vec<api::Container>) -> Pod {
     pod.spec.init_containers = init;
     pod
 }
 
-pub fn sandbox(id: &str, created_at: UnixNanos, ready: bool, ip: Option<&str>) -> Sandbox {
+pub(crate) fn sandbox(id: &str, created_at: UnixNanos, ready: bool, ip: Option<&str>) -> Sandbox {
     Sandbox {
         id: id.to_string(),
         name: "web-node1".to_string(),
@@ -72,7 +72,12 @@ pub fn sandbox(id: &str, created_at: UnixNanos, ready: bool, ip: Option<&str>) -
 }
 
 /// A container instance in sandbox `sb1`, created at `T0 + created` seconds.
-pub fn instance(name: &str, attempt: u32, created: i64, state: ContainerState) -> ContainerInfo {
+pub(crate) fn instance(
+    name: &str,
+    attempt: u32,
+    created: i64,
+    state: ContainerState,
+) -> ContainerInfo {
     ContainerInfo {
         id: format!("{name}-{attempt}"),
         sandbox_id: "sb1".to_string(),
@@ -101,12 +106,18 @@ pub fn instance(name: &str, attempt: u32, created: i64, state: ContainerState) -
     }
 }
 
-pub fn running(name: &str, attempt: u32, created: i64) -> ContainerInfo {
+pub(crate) fn running(name: &str, attempt: u32, created: i64) -> ContainerInfo {
     instance(name, attempt, created, ContainerState::Running)
 }
 
 /// Exited with `code`; `reason` as the runtime reports it ("" when it gives none).
-pub fn exited(name: &str, attempt: u32, created: i64, code: i32, reason: &str) -> ContainerInfo {
+pub(crate) fn exited(
+    name: &str,
+    attempt: u32,
+    created: i64,
+    code: i32,
+    reason: &str,
+) -> ContainerInfo {
     ContainerInfo {
         exit_code: code,
         reason: reason.to_string(),
@@ -115,7 +126,7 @@ pub fn exited(name: &str, attempt: u32, created: i64, code: i32, reason: &str) -
 }
 
 /// A runtime view with one ready sandbox `sb1` (IP 10.88.0.5) and these instances.
-pub fn observed(containers: Vec<ContainerInfo>) -> PodRuntimeStatus {
+pub(crate) fn observed(containers: Vec<ContainerInfo>) -> PodRuntimeStatus {
     PodRuntimeStatus {
         uid: "uid-1".to_string(),
         name: "web-node1".to_string(),
@@ -125,7 +136,7 @@ pub fn observed(containers: Vec<ContainerInfo>) -> PodRuntimeStatus {
     }
 }
 
-pub fn reasons(entries: &[(&str, &str, &str)]) -> BTreeMap<String, (String, String)> {
+pub(crate) fn reasons(entries: &[(&str, &str, &str)]) -> BTreeMap<String, (String, String)> {
     entries
         .iter()
         .map(|(c, r, m)| (c.to_string(), (r.to_string(), m.to_string())))

@@ -23,7 +23,7 @@ use std::path::{Component, Path, PathBuf};
 
 /// One file of a payload.
 #[derive(Clone, PartialEq, Eq)]
-pub struct FileProjection {
+pub(crate) struct FileProjection {
     pub data: Vec<u8>,
     pub mode: u32,
 }
@@ -41,10 +41,10 @@ impl std::fmt::Debug for FileProjection {
 }
 
 /// Relative path → file.
-pub type Payload = BTreeMap<String, FileProjection>;
+pub(crate) type Payload = BTreeMap<String, FileProjection>;
 
 #[derive(Debug, thiserror::Error)]
-pub enum WriteError {
+pub(crate) enum WriteError {
     #[error("invalid path {path:?} in the volume: {why}")]
     Path { path: String, why: &'static str },
     #[error("{op} {path}: {source}")]
@@ -106,7 +106,7 @@ fn top_level(p: &str) -> &str {
 /// Writes `payload` into `dir` (which must exist), unless the current version already holds
 /// exactly it. `stamp` names the new version (e.g. `2026_12_01_19_30_00.000000001`; the
 /// caller passes the wall clock). Returns whether a new version was written.
-pub fn write(
+pub(crate) fn write(
     dir: &Path,
     payload: &Payload,
     stamp: &str,

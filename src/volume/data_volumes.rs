@@ -20,22 +20,22 @@ use crate::volume::atomic_writer::{self, FileProjection, Payload};
 use crate::volume::mounts::{self, Tmpfs};
 
 /// upstream: `ConfigMapVolumeSourceDefaultMode`, `SecretVolumeSourceDefaultMode`, … (0644).
-pub const DEFAULT_MODE: i32 = 0o644;
+pub(crate) const DEFAULT_MODE: i32 = 0o644;
 
 /// kubelet reports a volume that cannot be set up as `FailedMount`; the pod's containers
 /// wait as `ContainerCreating` with this message.
 #[derive(Debug, thiserror::Error)]
 #[error("MountVolume.SetUp failed for volume {volume:?} : {message}")]
-pub struct VolumeError {
+pub(crate) struct VolumeError {
     pub volume: String,
     pub message: String,
 }
 
-pub use crate::volume::mounts::{TMPFS_PLUGIN_DIRS, plugin_dir, volume_dir};
+pub(crate) use crate::volume::mounts::{plugin_dir, volume_dir};
 
 /// The name of a new volume version (kubelet: `..2006_01_02_15_04_05.<random>`), from the
 /// wall clock: `2026_12_01_19_30_00.123456789`.
-pub fn version_stamp(now: crate::clock::UnixNanos) -> String {
+pub(crate) fn version_stamp(now: crate::clock::UnixNanos) -> String {
     crate::clock::rfc3339_nanos(now)
         .trim_end_matches('Z')
         .replace(['-', 'T', ':'], "_")
@@ -43,7 +43,7 @@ pub fn version_stamp(now: crate::clock::UnixNanos) -> String {
 
 /// Sets up (or brings up to date) every data volume of `pod`. `stamp` names new versions.
 /// Returns the names of the volumes whose content changed after their first setup.
-pub fn setup(
+pub(crate) fn setup(
     root_dir: &Path,
     pod: &api::Pod,
     objects: &ConfigObjects,
@@ -112,7 +112,7 @@ fn lookup(
 /// Why a data volume's files cannot be made (the `FailedMount` message after the volume's
 /// name).
 #[derive(Debug)]
-pub enum PayloadError {
+pub(crate) enum PayloadError {
     /// A static pod asks for a service account token.
     StaticPodToken,
     /// The token of the service account is not issued yet.
@@ -174,7 +174,7 @@ impl std::fmt::Display for PayloadError {
 impl std::error::Error for PayloadError {}
 
 /// The files of one data volume (empty for other kinds).
-pub fn payload(
+pub(crate) fn payload(
     pod: &api::Pod,
     volume: &api::Volume,
     objects: &ConfigObjects,
@@ -347,7 +347,7 @@ fn field_value(pod: &api::Pod, path: &str) -> Result<String, PayloadError> {
 }
 
 /// upstream `fieldpath.FormatMap`: `key="value"` lines, sorted, values quoted as Go's `%q`.
-pub fn format_map(map: &std::collections::BTreeMap<String, String>) -> String {
+pub(crate) fn format_map(map: &std::collections::BTreeMap<String, String>) -> String {
     let mut out = String::new();
     for (k, v) in map {
         out.push_str(k);

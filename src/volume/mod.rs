@@ -14,7 +14,7 @@
 //! - `csi/` CSI node plugins: the registration watcher, the registered drivers, inline
 //!   `csi:` volumes published and unpublished through their Node service
 
-pub mod atomic_writer;
-pub mod csi;
-pub mod data_volumes;
-pub mod mounts;
+pub(crate) mod atomic_writer;
+pub(crate) mod csi;
+pub(crate) mod data_volumes;
+pub(crate) mod mounts;

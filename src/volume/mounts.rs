@@ -75,7 +75,7 @@ pub(crate) fn io_err(op: &'static str, path: &Path) -> impl FnOnce(io::Error) ->
 /// The one mount picolet makes itself: a tmpfs for `emptyDir.medium: Memory` (kubelet:
 /// `emptydir` with `StorageMediumMemory`), so what a pod keeps there never reaches the SD
 /// card. A trait because mounting needs root: tests use [`FakeTmpfs`].
-pub trait Tmpfs: Send + Sync {
+pub(crate) trait Tmpfs: Send + Sync {
     /// Mounts a tmpfs of `size` bytes (None: the kernel's default, half the RAM) on `dir`,
     /// its root directory of `access`.
     fn mount(&self, dir: &Path, size: Option<u64>, access: TmpfsAccess) -> io::Result<()>;
@@ -85,7 +85,7 @@ pub trait Tmpfs: Send + Sync {
 
 /// Who may use a tmpfs's root directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TmpfsAccess {
+pub(crate) enum TmpfsAccess {
     /// `1777`: an emptyDir any container user writes to (kubelet: emptyDir is 0777).
     Shared,
     /// A Secret's or projected volume's: `0755` root-owned, or `2750` owned by the pod's
@@ -96,7 +96,7 @@ pub enum TmpfsAccess {
 
 impl TmpfsAccess {
     /// The tmpfs mount options for this access (`mode=`, `gid=`).
-    pub fn options(self) -> String {
+    pub(crate) fn options(self) -> String {
         match self {
             TmpfsAccess::Shared => "mode=1777".to_string(),
             TmpfsAccess::Private { fs_group: None } => "mode=0755".to_string(),
@@ -106,7 +106,7 @@ impl TmpfsAccess {
 }
 
 /// The tmpfs mount's data: the access, the size, `noswap`.
-pub fn tmpfs_data(access: TmpfsAccess, size: Option<u64>, noswap: bool) -> String {
+pub(crate) fn tmpfs_data(access: TmpfsAccess, size: Option<u64>, noswap: bool) -> String {
     let mut data = access.options();
     if let Some(bytes) = size {
         data += &format!(",size={bytes}");
@@ -119,7 +119,7 @@ pub fn tmpfs_data(access: TmpfsAccess, size: Option<u64>, noswap: bool) -> Strin
 
 /// `mount(2)` and `umount2(2)`.
 #[derive(Default)]
-pub struct SysTmpfs {
+pub(crate) struct SysTmpfs {
     /// Mount with `noswap` (kernel ≥ 6.4), so memory-backed volumes (Secrets, `Memory`
     /// emptyDirs) never reach a swap device (kubelet: `IsTmpfsNoswapOptionSupported`, asked
     /// when the node has swap).
@@ -146,13 +146,15 @@ impl Tmpfs for SysTmpfs {
 }
 
 /// Records mounts instead of making them (the directory stays a plain one).
+#[cfg(test)]
 #[derive(Default)]
-pub struct FakeTmpfs {
+pub(crate) struct FakeTmpfs {
     pub mounted: std::sync::Mutex<Vec<(PathBuf, Option<u64>)>>,
     /// The access of each mount, in the same order.
     pub access: std::sync::Mutex<Vec<TmpfsAccess>>,
 }
 
+#[cfg(test)]
 impl Tmpfs for FakeTmpfs {
     fn mount(&self, dir: &Path, size: Option<u64>, access: TmpfsAccess) -> io::Result<()> {
         self.mounted
@@ -176,7 +178,7 @@ impl Tmpfs for FakeTmpfs {
 }
 
 /// `dir` is a mount point: its device differs from its parent's.
-pub fn is_mount_point(dir: &Path) -> bool {
+pub(crate) fn is_mount_point(dir: &Path) -> bool {
     match (fs::metadata(dir), dir.parent().map(fs::metadata)) {
         (Ok(d), Some(Ok(p))) => d.dev() != p.dev(),
         _ => false,
@@ -186,7 +188,7 @@ pub fn is_mount_point(dir: &Path) -> bool {
 /// Before a pod directory is removed: unmount every `Memory` emptyDir, secret and projected
 /// volume still mounted in it
 /// (a removal would empty the tmpfs and then fail on the busy mount point).
-pub fn unmount_pod_volumes(
+pub(crate) fn unmount_pod_volumes(
     root_dir: &Path,
     uid: &str,
     tmpfs: &dyn Tmpfs,
@@ -211,7 +213,7 @@ pub fn unmount_pod_volumes(
 
 /// kubelet: `calculateEmptyDirMemorySize` — the node's memory, lowered to the pod's memory
 /// limit when every container has one, and to `sizeLimit` when set.
-pub fn memory_medium_size(
+pub(crate) fn memory_medium_size(
     pod: &api::Pod,
     size_limit: Option<&api::Quantity>,
     memory_capacity: u64,
@@ -243,11 +245,11 @@ pub fn memory_medium_size(
 }
 
 /// `<root_dir>/pods/<uid>` (kubelet: `getPodDir`): everything picolet writes for a pod.
-pub fn pod_dir(root_dir: &Path, uid: &str) -> PathBuf {
+pub(crate) fn pod_dir(root_dir: &Path, uid: &str) -> PathBuf {
     root_dir.join("pods").join(uid)
 }
 /// The plugin directory of a data volume and whether it is a tmpfs; `None` for other kinds.
-pub fn plugin_dir(volume: &api::Volume) -> Option<(&'static str, bool)> {
+pub(crate) fn plugin_dir(volume: &api::Volume) -> Option<(&'static str, bool)> {
     if volume.config_map.is_some() {
         Some(("kubernetes.io~configmap", false))
     } else if volume.secret.is_some() {
@@ -263,10 +265,10 @@ pub fn plugin_dir(volume: &api::Volume) -> Option<(&'static str, bool)> {
 
 /// The plugin directories that may hold tmpfs mounts (unmounted before a pod directory is
 /// removed).
-pub const TMPFS_PLUGIN_DIRS: [&str; 2] = ["kubernetes.io~secret", "kubernetes.io~projected"];
+pub(crate) const TMPFS_PLUGIN_DIRS: [&str; 2] = ["kubernetes.io~secret", "kubernetes.io~projected"];
 
 /// `<root>/pods/<uid>/volumes/<plugin>/<name>` of a data volume.
-pub fn volume_dir(root_dir: &Path, uid: &str, volume: &api::Volume) -> Option<PathBuf> {
+pub(crate) fn volume_dir(root_dir: &Path, uid: &str, volume: &api::Volume) -> Option<PathBuf> {
     let (plugin, _) = plugin_dir(volume)?;
     Some(
         pod_dir(root_dir, uid)
@@ -277,7 +279,7 @@ pub fn volume_dir(root_dir: &Path, uid: &str, volume: &api::Volume) -> Option<Pa
 }
 
 /// `<root_dir>/pods/<uid>/volumes/kubernetes.io~empty-dir/<name>`.
-pub fn empty_dir_path(root_dir: &Path, uid: &str, volume: &str) -> PathBuf {
+pub(crate) fn empty_dir_path(root_dir: &Path, uid: &str, volume: &str) -> PathBuf {
     pod_dir(root_dir, uid)
         .join("volumes")
         .join("kubernetes.io~empty-dir")
@@ -288,13 +290,13 @@ pub fn empty_dir_path(root_dir: &Path, uid: &str, volume: &str) -> PathBuf {
 /// directory and its `volumes/` and `plugins/` (kubelet: `setupDataDirs`, `makePodDataDirs`).
 /// With them, no other user of the host reaches a pod's volumes: a Secret's files are read
 /// by the containers (through their bind mounts) and root only.
-pub const DATA_DIR_MODE: u32 = 0o750;
+pub(crate) const DATA_DIR_MODE: u32 = 0o750;
 
 /// kubelet: `setupDataDirs` — `<root_dir>` and `<root_dir>/pods`, 0750. Deliberate
 /// difference: an existing directory that group can write or others can enter (an earlier
 /// picolet made them 0755, or a caller's umask did) loses those bits, with one INFO line;
 /// the kubelet leaves an existing directory as it finds it.
-pub fn setup_data_dirs(root_dir: &Path) -> Result<(), MountError> {
+pub(crate) fn setup_data_dirs(root_dir: &Path) -> Result<(), MountError> {
     private_dir(root_dir)?;
     private_dir(&root_dir.join("pods"))
 }
@@ -344,7 +346,7 @@ fn create_private(dir: &Path) -> Result<(), MountError> {
 
 /// kubelet: `makePodDataDirs` — `pods/<uid>`, `volumes/` and `plugins/` in it, 0750, made
 /// before the pod's volumes (every sync; a stat when they exist).
-pub fn make_pod_data_dirs(root_dir: &Path, uid: &str) -> Result<(), MountError> {
+pub(crate) fn make_pod_data_dirs(root_dir: &Path, uid: &str) -> Result<(), MountError> {
     let pod = pod_dir(root_dir, uid);
     for dir in [pod.join("volumes"), pod.join("plugins")] {
         if !dir.is_dir() {
@@ -357,7 +359,7 @@ pub fn make_pod_data_dirs(root_dir: &Path, uid: &str) -> Result<(), MountError> 
 
 /// Create `dir` (and parents) if missing, then set `mode` on it (not on the parents),
 /// whatever the umask.
-pub fn ensure_dir(dir: &Path, mode: u32) -> Result<(), MountError> {
+pub(crate) fn ensure_dir(dir: &Path, mode: u32) -> Result<(), MountError> {
     if !dir.is_dir() {
         fs::create_dir_all(dir).map_err(io_err("create directory", dir))?;
         fs::set_permissions(dir, fs::Permissions::from_mode(mode)).map_err(io_err("chmod", dir))?;
@@ -367,7 +369,7 @@ pub fn ensure_dir(dir: &Path, mode: u32) -> Result<(), MountError> {
 
 /// The mounts for one container's `volumeMounts`, with their host side prepared.
 /// `images`: the image volumes' pulled images, by volume name (see [`image_volumes`]).
-pub fn prepare_mounts(
+pub(crate) fn prepare_mounts(
     root_dir: &Path,
     pod: &api::Pod,
     container: &api::Container,
@@ -475,7 +477,7 @@ pub fn prepare_mounts(
 
 /// The image volumes a container mounts, each once: `(volume name, reference, pull policy)`
 /// (kubelet: `getImageVolumes`, for the volumes this container's `volumeMounts` name).
-pub fn image_volumes<'a>(
+pub(crate) fn image_volumes<'a>(
     pod: &'a api::Pod,
     container: &api::Container,
 ) -> Vec<(&'a str, &'a str, api::PullPolicy)> {
@@ -583,7 +585,7 @@ fn empty_dir_ownership(dir: &Path, fs_group: Option<u32>) -> Result<(), MountErr
 /// kubelet: hostPath `type` checks. `""` checks nothing (the runtime creates a missing
 /// directory); `DirectoryOrCreate` creates 0755; `FileOrCreate` creates an empty 0644 file
 /// (not its parent, as upstream); the others must exist with that type.
-pub fn check_host_path(path: &Path, type_: &str) -> Result<(), MountError> {
+pub(crate) fn check_host_path(path: &Path, type_: &str) -> Result<(), MountError> {
     if type_.is_empty() {
         return Ok(());
     }

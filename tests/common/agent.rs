@@ -3,10 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use picolet::agent::AgentConfig;
-use picolet::cri::ContainerState;
-use picolet::cri::fake::FakeRuntime;
-use picolet::daemon::DaemonConfig;
+use picolet::{AgentConfig, ContainerState, DaemonConfig, fakes::FakeRuntime};
 
 /// The agent's configuration for node `node`, everything under `dir`: `manifests/`,
 /// `root/`, `logs/`, `resolv.conf`; a 20 s file re-list, a 60 s resync.
@@ -23,7 +20,7 @@ pub fn agent_config(dir: &Path, node: &str) -> DaemonConfig {
         max_pods: 110,
         sysctls: Default::default(),
         watchdog_device: None,
-        node_labels: picolet::node::node_labels(node, &Default::default()),
+        node_labels: picolet::node_labels(node, &Default::default()),
         gc_policy: Default::default(),
         node_ip: None,
         eviction: None,
@@ -67,25 +64,25 @@ pub fn running_ids(rt: &FakeRuntime) -> Vec<String> {
 pub struct EventedAgent {
     pub shutdown: tokio_util::sync::CancellationToken,
     pub handle: tokio::task::JoinHandle<()>,
-    pub events: picolet::messages::PodEventReceiver,
+    pub events: picolet::PodEventReceiver,
     /// The events the agent recorded.
-    pub recorder: picolet::recorder::Recorder,
+    pub recorder: picolet::Recorder,
 }
 
 pub fn start_with_events(
     rt: &FakeRuntime,
-    clock: picolet::clock::TokioClock,
+    clock: picolet::TokioClock,
     cfg: &DaemonConfig,
 ) -> EventedAgent {
-    let (tx, events) = picolet::messages::pod_events();
-    let recorder = picolet::daemon::new_recorder(&cfg.agent.node_name, clock);
-    let ext = picolet::daemon::Extensions {
+    let (tx, events) = picolet::pod_events();
+    let recorder = picolet::new_recorder(&cfg.agent.node_name, clock);
+    let ext = picolet::Extensions {
         events: Some(tx),
         recorder: Some(recorder.clone()),
         ..Default::default()
     };
     let shutdown = tokio_util::sync::CancellationToken::new();
-    let handle = tokio::task::spawn_local(picolet::daemon::run_with_extensions(
+    let handle = tokio::task::spawn_local(picolet::run_daemon_with_extensions(
         rt.clone(),
         clock,
         cfg.clone(),
@@ -125,7 +122,7 @@ impl EventedAgent {
     ) -> std::collections::HashMap<String, std::sync::Arc<picolet::api::PodStatus>> {
         let mut last = std::collections::HashMap::new();
         for ev in self.events.try_recv() {
-            if let picolet::messages::PodEvent::Status { pod, status } = ev {
+            if let picolet::PodEvent::Status { pod, status } = ev {
                 last.insert(pod.metadata.name.clone(), status);
             }
         }
@@ -139,8 +136,8 @@ impl EventedAgent {
 }
 
 /// The in-memory runtime with the test image, on a paused clock.
-pub fn fake_runtime() -> (picolet::clock::TokioClock, FakeRuntime) {
-    let clock = picolet::clock::TokioClock::new(1_800_000_000_000_000_000);
+pub fn fake_runtime() -> (picolet::TokioClock, FakeRuntime) {
+    let clock = picolet::TokioClock::new(1_800_000_000_000_000_000);
     let rt = FakeRuntime::new(clock);
     rt.add_image(super::IMAGE);
     (clock, rt)
@@ -152,18 +149,18 @@ pub struct Agent {
     pub handle: tokio::task::JoinHandle<()>,
 }
 
-pub fn start(rt: &FakeRuntime, clock: picolet::clock::TokioClock, cfg: &DaemonConfig) -> Agent {
+pub fn start(rt: &FakeRuntime, clock: picolet::TokioClock, cfg: &DaemonConfig) -> Agent {
     start_with_clock(rt, clock, cfg)
 }
 
 /// [`start`] with any clock (e.g. `JumpClock`).
-pub fn start_with_clock<C: picolet::clock::Clock>(
+pub fn start_with_clock<C: picolet::Clock>(
     rt: &FakeRuntime,
     clock: C,
     cfg: &DaemonConfig,
 ) -> Agent {
     let shutdown = tokio_util::sync::CancellationToken::new();
-    let handle = tokio::task::spawn_local(picolet::daemon::run_with(
+    let handle = tokio::task::spawn_local(picolet::run_daemon_with(
         rt.clone(),
         clock,
         cfg.clone(),

@@ -5,8 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use picolet::cri::Runtime;
-use picolet::cri::client::CriRuntime;
+use picolet::{CriRuntime, Runtime};
 
 /// The lab's CRI socket (`tests/e2e/run.sh` sets it); without it every lab test skips.
 pub const ENDPOINT_VAR: &str = "PICOLET_E2E_ENDPOINT";

@@ -35,7 +35,7 @@
 //!   `devicesToReuse`): a pod needs the sum.
 
 #[cfg(feature = "device-plugins")]
-pub mod manager;
+pub(crate) mod manager;
 crate::grpc::generated_module! {
     #[cfg(feature = "device-plugins")]
     pub mod proto;
@@ -58,11 +58,11 @@ pub const KUBELET_SOCKET: &str = "kubelet.sock";
 /// kubelet: `kubeletDeviceManagerCheckpoint`.
 pub const CHECKPOINT_FILE: &str = "kubelet_internal_checkpoint";
 /// kubelet: `pluginapi.SupportedVersions`.
-pub const VERSION: &str = "v1beta1";
+pub(crate) const VERSION: &str = "v1beta1";
 /// kubelet: `endpointStopGracePeriod` — a stopped plugin's devices are dropped after it.
-pub const ENDPOINT_STOP_GRACE: Duration = Duration::from_secs(5 * 60);
+pub(crate) const ENDPOINT_STOP_GRACE: Duration = Duration::from_secs(5 * 60);
 /// kubelet: `pluginapi.Healthy`.
-pub const HEALTHY: &str = "Healthy";
+pub(crate) const HEALTHY: &str = "Healthy";
 
 /// One resource's counts in the Node's status: capacity = every device the plugin lists,
 /// allocatable = the healthy ones.
@@ -185,7 +185,7 @@ pub enum DeviceError {
 
 /// kubelet: `IsExtendedResourceName` for a plugin's resource: `domain/name`, not in the
 /// `kubernetes.io` domain, and not a `requests.` quota name.
-pub fn is_extended_resource_name(name: &str) -> bool {
+pub(crate) fn is_extended_resource_name(name: &str) -> bool {
     let Some((domain, rest)) = name.split_once('/') else {
         return false;
     };
@@ -203,7 +203,7 @@ pub fn is_extended_resource_name(name: &str) -> bool {
 
 /// What one `Register` asks (the registration server's pure check).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Registration {
+pub(crate) struct Registration {
     pub version: String,
     pub endpoint: String,
     pub resource: String,
@@ -212,14 +212,14 @@ pub struct Registration {
 
 /// `DevicePluginOptions`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PluginOptions {
+pub(crate) struct PluginOptions {
     pub pre_start_required: bool,
     pub get_preferred_allocation_available: bool,
 }
 
 /// Why a plugin's registration is refused (the kubelet's messages, sent back to it).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RegistrationError {
+pub(crate) enum RegistrationError {
     /// A device plugin API version other than [`VERSION`].
     Version(String),
     /// Not an extended resource name.
@@ -244,7 +244,7 @@ impl std::fmt::Display for RegistrationError {
 impl std::error::Error for RegistrationError {}
 
 /// kubelet: the registration server's `Register` checks (its error messages).
-pub fn validate(r: &Registration) -> Result<(), RegistrationError> {
+pub(crate) fn validate(r: &Registration) -> Result<(), RegistrationError> {
     if r.version != VERSION {
         return Err(RegistrationError::Version(r.version.clone()));
     }
@@ -278,7 +278,7 @@ struct Resource {
 /// (Flat vectors, not maps: a node has a handful of resources and pods, and every map
 /// type is code in the binary.)
 #[derive(Debug, Clone, Default)]
-pub struct DeviceState {
+pub(crate) struct DeviceState {
     resources: Vec<Resource>,
     /// One entry per (pod UID, container, resource), as the checkpoint keeps them.
     allocations: Vec<PodDevicesEntry>,
@@ -287,7 +287,7 @@ pub struct DeviceState {
 impl DeviceState {
     /// kubelet: `readCheckpoint` — the checkpointed resources are known with no device
     /// (capacity 0) until their plugin registers again; the assignments are kept.
-    pub fn from_checkpoint(cp: &Checkpoint) -> Self {
+    pub(crate) fn from_checkpoint(cp: &Checkpoint) -> Self {
         let mut s = DeviceState {
             resources: Vec::new(),
             allocations: cp.pod_device_entries.clone(),
@@ -300,7 +300,7 @@ impl DeviceState {
     }
 
     /// What the checkpoint file keeps.
-    pub fn checkpoint(&self) -> Checkpoint {
+    pub(crate) fn checkpoint(&self) -> Checkpoint {
         Checkpoint {
             pod_device_entries: self.allocations.clone(),
             registered_devices: self
@@ -334,7 +334,7 @@ impl DeviceState {
 
     /// `* --Register--> registered(generation)`: the devices stay until the new plugin's
     /// first list replaces them.
-    pub fn register(&mut self, resource: &str, generation: u64) {
+    pub(crate) fn register(&mut self, resource: &str, generation: u64) {
         let r = self.resource_mut(resource);
         r.endpoint = Some(generation);
         r.stopped_at = None;
@@ -350,7 +350,7 @@ impl DeviceState {
     /// `registered(generation) --list--> registered(generation)`: the plugin's full list
     /// replaces the devices. A list of an older generation is ignored. Returns whether the
     /// counts changed.
-    pub fn set_devices(
+    pub(crate) fn set_devices(
         &mut self,
         resource: &str,
         generation: u64,
@@ -372,7 +372,7 @@ impl DeviceState {
     /// `registered(generation) --stream ends--> stopped(now)`: every device unhealthy
     /// (kubelet: `markResourceUnhealthy`). Ignored for an older generation (a restarted
     /// plugin's old stream). Returns whether the counts changed.
-    pub fn stopped(&mut self, resource: &str, generation: u64, now: Instant) -> bool {
+    pub(crate) fn stopped(&mut self, resource: &str, generation: u64, now: Instant) -> bool {
         let Some(r) = self.current(resource, generation) else {
             return false;
         };
@@ -388,7 +388,7 @@ impl DeviceState {
     /// `stopped(at) --grace period--> stopped, no devices`: the resource reads capacity 0
     /// (kubelet: `GetCapacity` drops an endpoint stopped for `endpointStopGracePeriod`).
     /// Returns whether anything changed.
-    pub fn expire(&mut self, now: Instant) -> bool {
+    pub(crate) fn expire(&mut self, now: Instant) -> bool {
         let mut changed = false;
         for r in &mut self.resources {
             if r.endpoint.is_none()
@@ -404,7 +404,7 @@ impl DeviceState {
     }
 
     /// The earliest moment [`expire`](Self::expire) has something to do.
-    pub fn next_expiry(&self) -> Option<Instant> {
+    pub(crate) fn next_expiry(&self) -> Option<Instant> {
         self.resources
             .iter()
             .filter_map(|r| r.stopped_at)
@@ -413,7 +413,7 @@ impl DeviceState {
     }
 
     /// The node status's counts, by resource name.
-    pub fn counts(&self) -> Resources {
+    pub(crate) fn counts(&self) -> Resources {
         let mut out: Resources = self
             .resources
             .iter()
@@ -424,19 +424,19 @@ impl DeviceState {
     }
 
     /// The registered plugin's generation of `resource`.
-    pub fn endpoint(&self, resource: &str) -> Option<u64> {
+    pub(crate) fn endpoint(&self, resource: &str) -> Option<u64> {
         self.resource(resource)?.endpoint
     }
 
     /// kubelet: `isDevicePluginResource` — a resource some plugin registered (or the
     /// checkpoint named).
-    pub fn is_device_resource(&self, resource: &str) -> bool {
+    pub(crate) fn is_device_resource(&self, resource: &str) -> bool {
         self.resource(resource).is_some()
     }
 
     /// kubelet: `UpdateAllocatedDevices` — the devices of pods no longer active are free
     /// again. Returns whether any assignment went.
-    pub fn prune(&mut self, active: &BTreeSet<String>) -> bool {
+    pub(crate) fn prune(&mut self, active: &BTreeSet<String>) -> bool {
         let before = self.allocations.len();
         self.allocations.retain(|e| active.contains(&e.pod_uid));
         self.allocations.len() != before
@@ -444,7 +444,7 @@ impl DeviceState {
 
     /// The container's devices of `resource`, if it has them already (a restarted
     /// container keeps its devices).
-    pub fn allocation(
+    pub(crate) fn allocation(
         &self,
         uid: &str,
         container: &str,
@@ -457,7 +457,11 @@ impl DeviceState {
 
     /// kubelet: `devicesToAllocate` — the healthy devices of `resource` no container holds,
     /// when there are at least `needed`; else the kubelet's error.
-    pub fn available(&self, resource: &str, needed: usize) -> Result<Vec<String>, DeviceError> {
+    pub(crate) fn available(
+        &self,
+        resource: &str,
+        needed: usize,
+    ) -> Result<Vec<String>, DeviceError> {
         let Some(r) = self.resource(resource) else {
             return Err(DeviceError::Unregistered(resource.to_string()));
         };
@@ -486,7 +490,7 @@ impl DeviceState {
     }
 
     /// Records the container's devices of `resource` (replacing any it had).
-    pub fn record(&mut self, entry: PodDevicesEntry) {
+    pub(crate) fn record(&mut self, entry: PodDevicesEntry) {
         self.allocations.retain(|e| {
             (&e.pod_uid, &e.container_name, &e.resource_name)
                 != (&entry.pod_uid, &entry.container_name, &entry.resource_name)
@@ -504,7 +508,7 @@ fn count(r: &Resource) -> ResourceCount {
 
 /// The choice among `available` devices: the plugin's preference first (those still
 /// available), then the rest in order, `needed` in all.
-pub fn pick(available: &[String], preferred: &[String], needed: usize) -> Vec<String> {
+pub(crate) fn pick(available: &[String], preferred: &[String], needed: usize) -> Vec<String> {
     let mut out: Vec<String> = Vec::with_capacity(needed);
     for id in preferred.iter().chain(available) {
         if out.len() == needed {
@@ -520,7 +524,7 @@ pub fn pick(available: &[String], preferred: &[String], needed: usize) -> Vec<St
 /// The device-plugin resources one container asks for, from its limits (kubelet: the
 /// device manager allocates from `container.Resources.Limits`; an extended resource's
 /// request equals its limit), with a count above 0.
-pub fn container_requests(c: &crate::api::Container) -> Vec<(String, usize)> {
+pub(crate) fn container_requests(c: &crate::api::Container) -> Vec<(String, usize)> {
     let Some(r) = c.resources.as_ref() else {
         return Vec::new();
     };
@@ -541,7 +545,7 @@ pub fn container_requests(c: &crate::api::Container) -> Vec<(String, usize)> {
 }
 
 /// A pod's need of one extended resource (kubelet: `PodRequests`, [`crate::qos::aggregate`]).
-pub fn pod_request(pod: &Pod, resource: &str) -> usize {
+pub(crate) fn pod_request(pod: &Pod, resource: &str) -> usize {
     let need = crate::qos::aggregate(pod, |c| {
         container_requests(c)
             .into_iter()
@@ -556,7 +560,7 @@ pub fn pod_request(pod: &Pod, resource: &str) -> usize {
 /// (kubelet: `removeMissingExtendedResources`; such pods are admitted without the device,
 /// returned in `Ok`); one it knows must have enough healthy devices free, else the
 /// kubelet's Allocate error.
-pub fn admit(
+pub(crate) fn admit(
     pod: &Pod,
     resources: &Resources,
     others: &[&Pod],
@@ -599,7 +603,7 @@ pub fn admit(
 /// content: JSON, the plugin's answer as JSON (the kubelet keeps it as protobuf bytes), the
 /// registered devices as a list, and a checksum of the data (see `manager`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Checkpoint {
+pub(crate) struct Checkpoint {
     #[serde(rename = "PodDeviceEntries", default)]
     pub pod_device_entries: Vec<PodDevicesEntry>,
     #[serde(rename = "RegisteredDevices", default)]
@@ -608,7 +612,7 @@ pub struct Checkpoint {
 
 /// One container's devices of one resource, and the plugin's answer for them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PodDevicesEntry {
+pub(crate) struct PodDevicesEntry {
     #[serde(rename = "PodUID")]
     pub pod_uid: String,
     #[serde(rename = "ContainerName")]
@@ -623,7 +627,7 @@ pub struct PodDevicesEntry {
 
 /// The devices a resource had at the checkpoint.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RegisteredDevices {
+pub(crate) struct RegisteredDevices {
     #[serde(rename = "Resource")]
     pub resource: String,
     #[serde(rename = "DeviceIDs")]

@@ -26,7 +26,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// What one call's handler answers: `Ok` with the encoded reply message, or a gRPC status
 /// code and message.
-pub type Answer = Result<Vec<u8>, (u8, String)>;
+pub(super) type Answer = Result<Vec<u8>, (u8, String)>;
 
 /// A request larger than this is refused (a `RegisterRequest` is ~100 bytes).
 const MAX_REQUEST: usize = 64 * 1024;
@@ -47,11 +47,11 @@ const END_HEADERS: u8 = 0x4;
 const PADDED: u8 = 0x8;
 
 /// gRPC `INVALID_ARGUMENT` and `INTERNAL`.
-pub const INVALID_ARGUMENT: u8 = 3;
-pub const INTERNAL: u8 = 13;
+pub(super) const INVALID_ARGUMENT: u8 = 3;
+pub(super) const INTERNAL: u8 = 13;
 
 /// Serves one connection: each request message (the gRPC frame's payload) goes to `handle`.
-pub async fn serve_connection<S, F>(mut io: S, mut handle: F) -> std::io::Result<()>
+pub(super) async fn serve_connection<S, F>(mut io: S, mut handle: F) -> std::io::Result<()>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
     F: FnMut(&[u8]) -> Answer,

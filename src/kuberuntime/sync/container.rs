@@ -33,7 +33,7 @@ pub(super) struct StartContext<'a> {
 /// CRI-O from 1.31 (kubelet-behaviour §25). An older one would ignore the field and bind an
 /// empty host path, so picolet refuses the container with this message instead. A runtime
 /// picolet does not know, or a version it cannot read, is let through (its own error then).
-pub fn image_volumes_supported(
+pub(super) fn image_volumes_supported(
     runtime_name: &str,
     runtime_version: &str,
 ) -> Result<(), ImageVolumeError> {
@@ -57,7 +57,7 @@ pub fn image_volumes_supported(
 
 /// Why a container with image volumes is refused before it is created.
 #[derive(Debug)]
-pub enum ImageVolumeError {
+pub(super) enum ImageVolumeError {
     /// The runtime is a version that does not mount image volumes.
     TooOld {
         runtime_name: String,
@@ -597,7 +597,11 @@ async fn post_start<R: Runtime, C: Clock>(
 /// (at most 4 KiB), or, with `terminationMessagePolicy: FallbackToLogsOnError` and a
 /// failure, the tail of its log (80 lines, at most 2 KiB). Small local reads; nothing is
 /// read for running containers.
-pub fn fill_termination_messages(root_dir: &Path, pod: &api::Pod, status: &mut PodRuntimeStatus) {
+pub(crate) fn fill_termination_messages(
+    root_dir: &Path,
+    pod: &api::Pod,
+    status: &mut PodRuntimeStatus,
+) {
     const MAX_MESSAGE: u64 = 4 * 1024;
     const MAX_LOG_TAIL: usize = 2 * 1024;
     const LOG_LINES: usize = 80;
@@ -668,7 +672,7 @@ pub(super) fn log_tail(path: &Path, lines: usize, max: usize) -> String {
 
 /// The next restart count after the newest `<n>.log` (rotated `<n>.log.*` included) in a
 /// container's log directory; 0 when there is none (kubelet: `calcRestartCountByLogDir`).
-pub fn restart_count_from_log_dir(dir: &Path) -> u32 {
+pub(super) fn restart_count_from_log_dir(dir: &Path) -> u32 {
     let Ok(entries) = crate::dir_listing::read_dir(dir) else {
         return 0;
     };

@@ -17,7 +17,10 @@ pub(super) fn uid_filter(uid: &str) -> ListFilter {
 /// Everything the runtime holds for one pod UID, newest first, with per-sandbox status
 /// (IP, network mode) and per-container status (times, exit code) (kubelet:
 /// `GetPodStatus`). Objects removed between the list and the status call are skipped.
-pub async fn get_pod_status<R: Runtime>(rt: &R, uid: &str) -> Result<PodRuntimeStatus, CriError> {
+pub(crate) async fn get_pod_status<R: Runtime>(
+    rt: &R,
+    uid: &str,
+) -> Result<PodRuntimeStatus, CriError> {
     let filter = uid_filter(uid);
     let mut listed = rt.list_pod_sandboxes(&filter).await?;
     crate::sort::sort_by_key(&mut listed, |x| std::cmp::Reverse(x.recency()));
@@ -80,7 +83,7 @@ pub async fn get_pod_status<R: Runtime>(rt: &R, uid: &str) -> Result<PodRuntimeS
 /// without waiting for the relist) but reads only the objects the sync created: in a burst
 /// of starts, the lists per pod would compete with the other pods' starts in the runtime.
 /// What else changed in the meantime the relist sees, as upstream's does.
-pub async fn refresh_after_sync<R: Runtime>(
+pub(crate) async fn refresh_after_sync<R: Runtime>(
     rt: &R,
     observed: &PodRuntimeStatus,
     result: &PodSyncResult,
@@ -123,7 +126,10 @@ pub async fn refresh_after_sync<R: Runtime>(
 /// from the two list calls only (no per-object status: cheap enough for the 1 s relist).
 /// `ip`/`network` of sandboxes and exit details of containers are therefore unknown.
 /// Pods are ordered newest first.
-pub async fn list_runtime_pods<R: Runtime>(rt: &R) -> Result<Vec<PodRuntimeStatus>, CriError> {
+#[cfg(test)]
+pub(crate) async fn list_runtime_pods<R: Runtime>(
+    rt: &R,
+) -> Result<Vec<PodRuntimeStatus>, CriError> {
     let all = ListFilter::default();
     let sandboxes = rt.list_pod_sandboxes(&all).await?;
     let containers = rt.list_containers(&all).await?;
@@ -132,7 +138,7 @@ pub async fn list_runtime_pods<R: Runtime>(rt: &R) -> Result<Vec<PodRuntimeStatu
 
 /// [`list_runtime_pods`] for the relist: `None` when the runtime's lists are unchanged
 /// since `digest` (nothing decoded, nothing grouped: the idle case).
-pub async fn relist_runtime_pods<R: Runtime>(
+pub(crate) async fn relist_runtime_pods<R: Runtime>(
     rt: &R,
     digest: &mut crate::cri::RelistDigest,
 ) -> Result<Option<Vec<PodRuntimeStatus>>, CriError> {

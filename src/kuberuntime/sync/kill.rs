@@ -253,7 +253,7 @@ pub(super) async fn kill_container<R: Runtime, C: Clock>(
 /// stop failed, and all of them (not only ready ones): stopping an already not-ready
 /// sandbox releases network resources the runtime may still hold (as upstream does).
 /// Removal is left to cleanup / GC.
-pub async fn kill_pod<R: Runtime, C: Clock>(
+pub(crate) async fn kill_pod<R: Runtime, C: Clock>(
     env: &SyncEnv<R, C>,
     pod: Option<&api::Pod>,
     status: &PodRuntimeStatus,
@@ -449,7 +449,7 @@ async fn stop_sandboxes<R: Runtime, C: Clock>(
 /// are left to container GC (`gc.rs`), as upstream: the status of a finished pod that is
 /// still wanted survives a picolet restart. Refuses, changing nothing, while a container
 /// runs or a sandbox is ready — kill first.
-pub async fn cleanup_pod<R: Runtime, C: Clock>(
+pub(crate) async fn cleanup_pod<R: Runtime, C: Clock>(
     env: &SyncEnv<R, C>,
     status: &PodRuntimeStatus,
     uid: &str,

@@ -23,17 +23,20 @@ mod container;
 mod image;
 mod inspect;
 mod kill;
-pub mod resize;
+pub(crate) mod resize;
 mod sandbox;
 
+pub(crate) use container::fill_termination_messages;
+#[cfg(test)]
+use container::restart_count_from_log_dir;
 use container::*;
-pub use container::{fill_termination_messages, restart_count_from_log_dir};
 use image::*;
+#[cfg(test)]
+pub(crate) use inspect::list_runtime_pods;
 pub(crate) use inspect::regroup;
-pub use inspect::{get_pod_status, list_runtime_pods, refresh_after_sync, relist_runtime_pods};
+pub(crate) use inspect::{get_pod_status, refresh_after_sync, relist_runtime_pods};
 use kill::*;
-pub use kill::{cleanup_pod, kill_pod};
-pub use sandbox::is_network_not_ready;
+pub(crate) use kill::{cleanup_pod, kill_pod};
 use sandbox::*;
 
 use std::path::{Path, PathBuf};
@@ -51,15 +54,15 @@ use crate::volume::data_volumes;
 use crate::volume::mounts;
 
 /// kubelet: `minimumGracePeriodInSeconds` — never ask the runtime for less than 2 s.
-pub const MIN_STOP_TIMEOUT_SECONDS: i64 = 2;
+pub(crate) const MIN_STOP_TIMEOUT_SECONDS: i64 = 2;
 /// The API default of `terminationGracePeriodSeconds`.
-pub const DEFAULT_GRACE_PERIOD_SECONDS: i64 = 30;
+pub(crate) const DEFAULT_GRACE_PERIOD_SECONDS: i64 = 30;
 
 /// What a sync needs: the runtime, the wall clock, the filesystem roots (injected so tests
 /// run in a tempdir), the node's facts and the managers it reports to. Built once by
 /// [`SyncEnv::new`], by the agent and the tests alike.
 #[derive(Clone)]
-pub struct SyncEnv<R: Runtime, C: Clock> {
+pub(crate) struct SyncEnv<R: Runtime, C: Clock> {
     pub runtime: R,
     pub clock: C,
     pub paths: SyncPaths,
@@ -72,7 +75,7 @@ pub struct SyncEnv<R: Runtime, C: Clock> {
 
 /// Where a sync reads and writes on the host.
 #[derive(Clone)]
-pub struct SyncPaths {
+pub(crate) struct SyncPaths {
     /// `--root-dir`: pod directories (`pods/<uid>/…`, emptyDirs) live here.
     pub root_dir: PathBuf,
     /// `--pod-log-dir` (kubelet: `podLogsDirectory`).
@@ -83,7 +86,7 @@ pub struct SyncPaths {
 
 /// What the node is and how it runs pods: what the CRI configs are computed from.
 #[derive(Clone)]
-pub struct NodeFacts {
+pub(crate) struct NodeFacts {
     /// The node's memory in bytes (`MemTotal`; 0: unknown): Burstable `oom_score_adj`.
     pub memory_capacity: u64,
     /// The node's CPUs in millicores (`resourceFieldRef` without a limit).
@@ -102,7 +105,7 @@ pub struct NodeFacts {
 
 /// The managers and shared objects a sync reads from and reports to.
 #[derive(Clone)]
-pub struct Managers {
+pub(crate) struct Managers {
     /// Where the sync records the kubelet's events (Pulling, Created, Killing, …).
     pub recorder: Recorder,
     /// The ConfigMaps and Secrets pods reference (the agent loop fills it).
@@ -121,7 +124,7 @@ pub struct Managers {
 
 impl<R: Runtime, C: Clock> SyncEnv<R, C> {
     /// The one way to build an environment (the agent's wiring and the tests).
-    pub fn new(
+    pub(crate) fn new(
         runtime: R,
         clock: C,
         paths: SyncPaths,
@@ -153,7 +156,7 @@ impl<R: Runtime, C: Clock> SyncEnv<R, C> {
 
 /// Failures of the kill and cleanup paths.
 #[derive(Debug, thiserror::Error)]
-pub enum SyncError {
+pub(crate) enum SyncError {
     #[error("stop container {name:?} ({id}): {source}")]
     StopContainer {
         id: String,
@@ -191,7 +194,7 @@ pub enum SyncError {
 
 impl SyncError {
     /// Every failed step failed because the runtime did not answer at all.
-    pub fn runtime_down(&self) -> bool {
+    pub(crate) fn runtime_down(&self) -> bool {
         match self {
             SyncError::StopContainer { source, .. } | SyncError::StopSandbox { source, .. } => {
                 matches!(source, CriError::Unavailable { .. })
@@ -216,7 +219,7 @@ fn join_errors(errors: &[SyncError]) -> String {
 
 /// The kubelet's container waiting reasons a sync can produce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum WaitingReason {
+pub(crate) enum WaitingReason {
     ContainerCreating,
     CrashLoopBackOff,
     ErrImagePull,
@@ -231,7 +234,7 @@ pub enum WaitingReason {
 }
 
 impl WaitingReason {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             WaitingReason::ContainerCreating => "ContainerCreating",
             WaitingReason::CrashLoopBackOff => "CrashLoopBackOff",
@@ -249,7 +252,7 @@ impl WaitingReason {
 
     /// Back-off waits are expected states, not sync errors (kubelet: `SyncPod` ignores
     /// `ErrCrashLoopBackOff` and `ErrImagePullBackOff`).
-    pub fn is_back_off(self) -> bool {
+    pub(crate) fn is_back_off(self) -> bool {
         matches!(
             self,
             WaitingReason::CrashLoopBackOff | WaitingReason::ImagePullBackOff
@@ -265,7 +268,7 @@ impl std::fmt::Display for WaitingReason {
 
 /// What happened to one container the plan wanted started.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StartOutcome {
+pub(crate) enum StartOutcome {
     Started {
         id: String,
         restart_count: u32,
@@ -277,7 +280,7 @@ pub enum StartOutcome {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ContainerSyncResult {
+pub(crate) struct ContainerSyncResult {
     pub name: String,
     /// An init container (sidecars included).
     pub init: bool,
@@ -285,7 +288,7 @@ pub struct ContainerSyncResult {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SandboxFailure {
+pub(crate) struct SandboxFailure {
     pub message: String,
     /// The runtime's network (CNI) is not ready yet: requeue in 1 s.
     pub network_not_ready: bool,
@@ -293,7 +296,7 @@ pub struct SandboxFailure {
 
 /// What one `sync_pod` did (kubelet: `PodSyncResult`).
 #[derive(Debug, Default)]
-pub struct PodSyncResult {
+pub(crate) struct PodSyncResult {
     /// The plan that was executed.
     pub actions: PodActions,
     /// Killing failed; nothing was started.
@@ -319,7 +322,7 @@ pub struct PodSyncResult {
 
 impl PodSyncResult {
     /// A failure other than a back-off wait: the worker requeues with its error delay.
-    pub fn is_error(&self) -> bool {
+    pub(crate) fn is_error(&self) -> bool {
         self.kill_error.is_some()
             || self.sandbox_error.is_some()
             || self.resize_error.is_some()
@@ -331,7 +334,7 @@ impl PodSyncResult {
     /// Everything the sync changed in the runtime is known from its own calls: nothing was
     /// killed or removed, and each container either started or failed before
     /// `CreateContainer` (see [`refresh_after_sync`]). `observed` is the view it planned on.
-    pub fn is_modelled(&self, observed: &PodRuntimeStatus) -> bool {
+    pub(crate) fn is_modelled(&self, observed: &PodRuntimeStatus) -> bool {
         let a = &self.actions;
         // A new pod's plan is "kill the pod, create a sandbox" too, with nothing to kill.
         let killed =
@@ -354,26 +357,28 @@ impl PodSyncResult {
     }
 
     /// The kill failed because the runtime does not answer at all.
-    pub fn runtime_down(&self) -> bool {
+    pub(crate) fn runtime_down(&self) -> bool {
         self.kill_error
             .as_ref()
             .is_some_and(SyncError::runtime_down)
     }
 
     /// The sandbox failed because the pod network is not ready (requeue in 1 s).
-    pub fn network_not_ready(&self) -> bool {
+    pub(crate) fn network_not_ready(&self) -> bool {
         self.sandbox_error
             .as_ref()
             .is_some_and(|f| f.network_not_ready)
     }
 
     /// The result for a container name, if the plan tried to start it.
-    pub fn container(&self, name: &str) -> Option<&ContainerSyncResult> {
+    #[cfg(test)]
+    pub(crate) fn container(&self, name: &str) -> Option<&ContainerSyncResult> {
         self.containers.iter().find(|c| c.name == name)
     }
 
     /// The waiting reason and message for a container name, if it is waiting.
-    pub fn waiting(&self, name: &str) -> Option<(WaitingReason, &str)> {
+    #[cfg(test)]
+    pub(crate) fn waiting(&self, name: &str) -> Option<(WaitingReason, &str)> {
         match &self.container(name)?.outcome {
             StartOutcome::Waiting { reason, message } => Some((*reason, message.as_str())),
             StartOutcome::Started { .. } => None,
@@ -392,7 +397,7 @@ impl PodSyncResult {
 /// numbers them. picolet's order differs in two places: the in-place resize (upstream's
 /// Step 7) runs right after the kills, before anything starts; and the pod's volumes are
 /// set up (the volume manager's work upstream) before the sandbox.
-pub async fn sync_pod<R: Runtime, C: Clock>(
+pub(crate) async fn sync_pod<R: Runtime, C: Clock>(
     env: &SyncEnv<R, C>,
     pod: &api::Pod,
     status: &PodRuntimeStatus,

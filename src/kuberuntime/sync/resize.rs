@@ -27,7 +27,7 @@ use crate::kuberuntime::plan::{self, ContainerUpdate};
 
 /// The step a resize stopped at (the text is the PodResizeInProgress condition's message).
 #[derive(Debug)]
-pub enum ResizeError {
+pub(crate) enum ResizeError {
     /// The resized container's resources do not make a CRI config.
     Config(ConfigError),
     /// Writing the pod cgroup's new values failed.
@@ -51,7 +51,7 @@ impl std::error::Error for ResizeError {}
 /// By pod UID: container ID → the cpu and memory it was last updated to (`None`: the pod's
 /// file not read yet).
 #[derive(Clone, Default)]
-pub struct Records(Rc<RefCell<allocation::ByKey<Option<Named>>>>);
+pub(crate) struct Records(Rc<RefCell<allocation::ByKey<Option<Named>>>>);
 
 fn file(root: &Path, uid: &str) -> std::path::PathBuf {
     root.join("pods").join(uid).join("resized")
@@ -74,7 +74,7 @@ impl Records {
     }
 
     /// The pod's updated containers.
-    pub fn of(&self, root: &Path, uid: &str) -> Named {
+    pub(crate) fn of(&self, root: &Path, uid: &str) -> Named {
         Self::loaded(&mut self.0.borrow_mut(), root, uid).clone()
     }
 
@@ -95,7 +95,7 @@ impl Records {
     }
 
     /// The pod is cleaned up (its directory goes with the file).
-    pub fn forget(&self, uid: &str) {
+    pub(crate) fn forget(&self, uid: &str) {
         self.0.borrow_mut().remove(uid);
     }
 }
@@ -110,7 +110,7 @@ fn actual_of(records: &Named, c: &crate::cri::ContainerInfo) -> Option<ResourceR
 /// After a sync: each running container's cpu and memory by name (for
 /// `status.containerStatuses[].resources`), and whether any differs from the allocated pod
 /// (kubelet: `IsPodResizeInProgress`).
-pub fn report(pod: &api::Pod, status: &PodRuntimeStatus, records: &Named) -> (bool, Named) {
+pub(crate) fn report(pod: &api::Pod, status: &PodRuntimeStatus, records: &Named) -> (bool, Named) {
     let mut in_progress = false;
     let mut actual = Named::new();
     for c in pod.spec.containers.iter().chain(&pod.spec.init_containers) {
@@ -207,7 +207,7 @@ fn steps(
 /// Applies `updates` (and the pod cgroup for containers restarted by their resize policy,
 /// `restarted`) to the allocated `pod`, step by step; the first failure stops it and says
 /// what failed (the condition's message).
-pub async fn apply<R: Runtime, C: Clock>(
+pub(crate) async fn apply<R: Runtime, C: Clock>(
     env: &SyncEnv<R, C>,
     pod: &api::Pod,
     status: &PodRuntimeStatus,

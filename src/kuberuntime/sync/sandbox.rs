@@ -289,7 +289,7 @@ pub(super) async fn create_sandbox<R: Runtime, C: Clock>(
 
 /// containerd/CRI-O report an uninitialised CNI with these phrases; the kubelet retries
 /// such pods quickly once the network comes up.
-pub fn is_network_not_ready(err: &CriError) -> bool {
+pub(super) fn is_network_not_ready(err: &CriError) -> bool {
     let msg = err.to_string().to_ascii_lowercase();
     [
         "network not ready",

@@ -32,9 +32,9 @@ use crate::config_data::{ConfigObjects, Kind, ObjectKey, Scope};
 
 #[cfg(feature = "fake-cri")]
 #[allow(clippy::too_many_lines)] // a test double, not production code
-pub mod fake;
-pub mod registration;
-pub mod sha256;
+pub(crate) mod fake;
+pub(crate) mod registration;
+pub(crate) mod sha256;
 
 crate::grpc::generated_module! {
     /// The generated `csi.v1` and `pluginregistration` messages, clients and (with feature
@@ -48,22 +48,22 @@ crate::grpc::generated_module! {
 }
 
 /// The plugin directory of CSI volumes under a pod's `volumes/`.
-pub const PLUGIN_DIR: &str = "kubernetes.io~csi";
+pub(crate) const PLUGIN_DIR: &str = "kubernetes.io~csi";
 /// kubelet: `<root-dir>/plugins_registry` (`config.DefaultKubeletPluginsRegistrationDirName`).
-pub const REGISTRY_DIR: &str = "plugins_registry";
+pub(crate) const REGISTRY_DIR: &str = "plugins_registry";
 /// kubelet: `csiTimeout` — the deadline of a publish or unpublish call.
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(120);
 /// The deadline of the registration-time calls (GetInfo, NodeGetInfo, …).
-pub const INFO_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const INFO_TIMEOUT: Duration = Duration::from_secs(10);
 /// kubelet: the volume context keys of an inline volume (`csi_mounter.go`).
-pub const KEY_EPHEMERAL: &str = "csi.storage.k8s.io/ephemeral";
-pub const KEY_POD_NAME: &str = "csi.storage.k8s.io/pod.name";
-pub const KEY_POD_NAMESPACE: &str = "csi.storage.k8s.io/pod.namespace";
-pub const KEY_POD_UID: &str = "csi.storage.k8s.io/pod.uid";
-pub const KEY_SERVICE_ACCOUNT: &str = "csi.storage.k8s.io/serviceAccount.name";
+pub(crate) const KEY_EPHEMERAL: &str = "csi.storage.k8s.io/ephemeral";
+pub(crate) const KEY_POD_NAME: &str = "csi.storage.k8s.io/pod.name";
+pub(crate) const KEY_POD_NAMESPACE: &str = "csi.storage.k8s.io/pod.namespace";
+pub(crate) const KEY_POD_UID: &str = "csi.storage.k8s.io/pod.uid";
+pub(crate) const KEY_SERVICE_ACCOUNT: &str = "csi.storage.k8s.io/serviceAccount.name";
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum CsiError {
+pub(crate) enum CsiError {
     /// kubelet's message, word for word.
     #[error("driver name {0} not found in the list of registered CSI drivers")]
     NotRegistered(String),
@@ -101,7 +101,7 @@ fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error)
 
 /// A registered driver.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Driver {
+pub(crate) struct Driver {
     pub name: String,
     /// The socket of its Node service.
     pub endpoint: PathBuf,
@@ -124,7 +124,7 @@ struct State {
 /// The registered drivers, shared by the registration watcher and the pod syncs (short
 /// critical sections, never held across an await).
 #[derive(Debug, Clone, Default)]
-pub struct Registry {
+pub(crate) struct Registry {
     state: Arc<Mutex<State>>,
 }
 
@@ -137,22 +137,17 @@ impl Registry {
         f(&mut guard)
     }
 
-    pub fn get(&self, name: &str) -> Option<Driver> {
+    pub(crate) fn get(&self, name: &str) -> Option<Driver> {
         self.with(|s| s.drivers.get(name).cloned())
     }
 
-    /// The registered driver names.
-    pub fn names(&self) -> Vec<String> {
-        self.with(|s| s.drivers.keys().cloned().collect())
-    }
-
     /// Registers (or replaces) a driver.
-    pub fn insert(&self, driver: Driver) {
+    pub(crate) fn insert(&self, driver: Driver) {
         self.with(|s| s.drivers.insert(driver.name.clone(), driver));
     }
 
     /// Unregisters the driver that came from `socket`; its name if there was one.
-    pub fn remove_socket(&self, socket: &Path) -> Option<String> {
+    pub(crate) fn remove_socket(&self, socket: &Path) -> Option<String> {
         self.with(|s| {
             let name = s
                 .drivers
@@ -314,7 +309,7 @@ pub fn volume_handle(pod_uid: &str, volume: &str) -> String {
 }
 
 /// `<root>/pods/<uid>/volumes/kubernetes.io~csi/<name>`.
-pub fn volume_dir(root_dir: &Path, uid: &str, volume: &str) -> PathBuf {
+pub(crate) fn volume_dir(root_dir: &Path, uid: &str, volume: &str) -> PathBuf {
     root_dir
         .join("pods")
         .join(uid)
@@ -324,14 +319,14 @@ pub fn volume_dir(root_dir: &Path, uid: &str, volume: &str) -> PathBuf {
 }
 
 /// The target path of an inline volume: `<volume_dir>/mount` (kubelet: `getTargetPath`).
-pub fn target_path(root_dir: &Path, uid: &str, volume: &str) -> PathBuf {
+pub(crate) fn target_path(root_dir: &Path, uid: &str, volume: &str) -> PathBuf {
     volume_dir(root_dir, uid, volume).join("mount")
 }
 
 /// kubelet: `vol_data.json` next to the target path (its keys), written before the publish
 /// so that an unpublish after a picolet restart knows the driver and the handle.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct VolData {
+pub(crate) struct VolData {
     #[serde(rename = "specVolID")]
     pub spec_vol_id: String,
     #[serde(rename = "volumeHandle")]
@@ -342,13 +337,13 @@ pub struct VolData {
     pub volume_lifecycle_mode: String,
 }
 
-pub const VOL_DATA_FILE: &str = "vol_data.json";
+pub(crate) const VOL_DATA_FILE: &str = "vol_data.json";
 
 /// The `NodePublishVolume` request for an inline volume (kubelet: `csiMountMgr.SetUpAt`):
 /// access mode SINGLE_NODE_WRITER, a mount capability with the volume's `fsType` and no
 /// flags, the ephemeral marker and the pod info in the volume context over the volume's
 /// attributes.
-pub fn publish_request(
+pub(crate) fn publish_request(
     pod: &api::Pod,
     volume: &str,
     source: &api::CsiVolumeSource,
@@ -412,7 +407,7 @@ fn publish_secrets(
 
 /// A volume that could not be published: its name and why.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PublishError {
+pub(crate) struct PublishError {
     pub volume: String,
     pub message: String,
 }
@@ -420,7 +415,7 @@ pub struct PublishError {
 /// Publishes every inline CSI volume of `pod` not yet published since picolet started
 /// (kubelet: the volume manager's `MountVolume` → `csiMountMgr.SetUpAt`). Stops at the
 /// first failure.
-pub async fn publish_pod_volumes(
+pub(crate) async fn publish_pod_volumes(
     root_dir: &Path,
     pod: &api::Pod,
     registry: &Registry,
@@ -496,7 +491,7 @@ fn write_vol_data(dir: &Path, data: &VolData) -> Result<(), CsiError> {
 /// more — the target, the file and the volume directory are removed. Every volume is
 /// tried; the first failure is returned (the caller retries the whole, which the spec makes
 /// idempotent).
-pub async fn unpublish_pod_volumes(
+pub(crate) async fn unpublish_pod_volumes(
     root_dir: &Path,
     uid: &str,
     registry: &Registry,

@@ -31,18 +31,18 @@ use super::{
 };
 
 /// kubelet: the plugin type of a CSI driver's registration.
-pub const CSI_PLUGIN: &str = "CSIPlugin";
+pub(crate) const CSI_PLUGIN: &str = "CSIPlugin";
 /// A full scan besides inotify (a missed event, a failed registration to try again).
-pub const RESCAN_PERIOD: Duration = Duration::from_secs(10);
+pub(crate) const RESCAN_PERIOD: Duration = Duration::from_secs(10);
 
 /// What tells one socket file from the next at the same path: its inode and change time
 /// (kubelet: the socket's timestamp — a freed inode is often reused at once, so a
 /// restarted plugin's socket may have the same inode number).
-pub type SocketId = (u64, i64, i64);
+pub(crate) type SocketId = (u64, i64, i64);
 
 /// The plugin sockets of `dir` (kubelet: the desired state of the world; dot files and
 /// non-sockets are skipped, as upstream).
-pub fn scan(dir: &Path) -> BTreeMap<PathBuf, SocketId> {
+pub(crate) fn scan(dir: &Path) -> BTreeMap<PathBuf, SocketId> {
     let Ok(entries) = crate::dir_listing::read_dir(dir) else {
         return BTreeMap::new();
     };
@@ -59,7 +59,7 @@ pub fn scan(dir: &Path) -> BTreeMap<PathBuf, SocketId> {
 }
 
 /// kubelet: `highestSupportedVersion` — a CSI driver must offer a `1.x` version.
-pub fn supports_v1(versions: &[String]) -> bool {
+pub(crate) fn supports_v1(versions: &[String]) -> bool {
     versions.iter().any(|v| {
         let v = v.strip_prefix('v').unwrap_or(v);
         v.split('.').next() == Some("1")
@@ -67,7 +67,7 @@ pub fn supports_v1(versions: &[String]) -> bool {
 }
 
 /// Registers the driver behind the registration socket `socket`.
-pub async fn register(socket: &Path, registry: &Registry) -> Result<Driver, CsiError> {
+pub(crate) async fn register(socket: &Path, registry: &Registry) -> Result<Driver, CsiError> {
     let info: PluginInfo = call(socket, GET_INFO, &InfoRequest {}, INFO_TIMEOUT).await?;
     let result = validate_and_probe(socket, &info).await;
     let status = RegistrationStatus {
@@ -153,7 +153,7 @@ async fn validate_and_probe(socket: &Path, info: &PluginInfo) -> Result<Driver, 
 /// Watches `dir` until `shutdown` (kubelet: `pluginManager.Run`). The directory is created
 /// if missing (0750, as upstream). The name of each driver that registers is sent on
 /// `registered` (the pods waiting for it are synced at once).
-pub async fn run(
+pub(crate) async fn run(
     dir: PathBuf,
     registry: Registry,
     registered: mpsc::UnboundedSender<String>,

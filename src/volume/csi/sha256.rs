@@ -58,7 +58,7 @@ fn compress(h: &mut [u32; 8], block: &[u8]) {
 }
 
 /// The SHA-256 digest of `data`.
-pub fn digest(data: &[u8]) -> [u8; 32] {
+pub(crate) fn digest(data: &[u8]) -> [u8; 32] {
     let mut h = H0;
     let mut blocks = data.chunks_exact(64);
     for block in &mut blocks {
@@ -83,7 +83,7 @@ pub fn digest(data: &[u8]) -> [u8; 32] {
 }
 
 /// Lowercase hex, as Go's `%x`.
-pub fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
     bytes
         .iter()

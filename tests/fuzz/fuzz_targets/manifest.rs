@@ -8,19 +8,19 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = picolet::manifest::prescan::check(data);
-    let _ = picolet::manifest::load(
+    let _ = picolet::prescan_manifest(data);
+    let _ = picolet::load_manifest(
         "/etc/kubernetes/manifests/fuzz.yaml",
         data,
         "node1",
-        picolet::manifest::SOURCE_FILE,
+        picolet::SOURCE_FILE,
         1_800_000_000_000_000_000,
     );
-    let _ = picolet::manifest::load_documents(
+    let _ = picolet::load_manifest_documents(
         "/etc/kubernetes/manifests/fuzz.yaml",
         data,
         "node1",
-        picolet::manifest::SOURCE_FILE,
+        picolet::SOURCE_FILE,
         1_800_000_000_000_000_000,
     );
 });

@@ -9,12 +9,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
-use picolet::clock::SystemClock;
-use picolet::messages::PodEvent;
-use picolet::local_api::token::Token;
-use picolet::local_api::server::{Api, serve_plain};
-use picolet::local_api::view::View;
-use picolet::cri::fake::FakeRuntime;
+use picolet::{PodEvent, SystemClock, fakes::FakeRuntime, node_api::{Api, Token, View, serve_plain}};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The token in the seeds (`seeds/node_api/*`).
